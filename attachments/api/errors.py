@@ -1,0 +1,85 @@
+"""Every error, from DRF or from our services, rendered in the contract's shape."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from ..errors import AirlockError
+
+log = logging.getLogger("airlock.api")
+
+
+def error_body(code: str, message: str, details: dict | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _flatten(detail) -> dict:
+    if isinstance(detail, dict):
+        return {str(k): [str(m) for m in (v if isinstance(v, list) else [v])] for k, v in detail.items()}
+    if isinstance(detail, list):
+        return {"non_field_errors": [str(m) for m in detail]}
+    return {"non_field_errors": [str(detail)]}
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, AirlockError):
+        response = Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        for name, value in exc.headers.items():
+            response[name] = value
+        return response
+    if isinstance(exc, Http404 | drf.NotFound):
+        return Response(error_body("NOT_FOUND", "Not found."), status=404)
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        response = Response(error_body("NOT_AUTHENTICATED", str(exc.detail)), status=401)
+        response["WWW-Authenticate"] = 'Token realm="api"'
+        return response
+    if isinstance(exc, drf.ValidationError):
+        return Response(error_body("VALIDATION_ERROR", "The request is not valid.", _flatten(exc.detail)), status=400)
+    if isinstance(exc, drf.ParseError | drf.UnsupportedMediaType):
+        return Response(error_body("VALIDATION_ERROR", str(exc.detail)), status=400)
+    if isinstance(exc, drf.Throttled):
+        response = Response(error_body("RATE_LIMITED", str(exc.detail)), status=429)
+        response["Retry-After"] = str(int(exc.wait or 1))
+        return response
+    if isinstance(exc, drf.MethodNotAllowed):
+        return Response(error_body("METHOD_NOT_ALLOWED", str(exc.detail)), status=405)
+    if isinstance(exc, drf.NotAcceptable):
+        return Response(error_body("NOT_ACCEPTABLE", str(exc.detail)), status=406)
+    if isinstance(exc, drf.PermissionDenied | PermissionDenied):
+        # Other people's things are "not found": existence is never leaked.
+        return Response(error_body("NOT_FOUND", "Not found."), status=404)
+    if isinstance(exc, drf.APIException):
+        return Response(error_body("ERROR", str(exc.detail)), status=exc.status_code)
+    from django.db import DatabaseError
+
+    from ..storage.base import StorageError
+
+    if isinstance(exc, DatabaseError | StorageError):
+        log.warning("dependency unavailable", extra={"error": str(exc)[:300]})
+        return Response(error_body("UNAVAILABLE", "A dependency is unavailable; try again."), status=503)
+    log.exception("unhandled API error")
+    return Response(error_body("INTERNAL", "Internal error."), status=500)
+
+
+def json_error(exc: AirlockError) -> JsonResponse:
+    response = JsonResponse(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    for name, value in exc.headers.items():
+        response[name] = value
+    return response
+
+
+def handler404(request, exception=None):
+    return JsonResponse(error_body("NOT_FOUND", "Not found."), status=404)
+
+
+def handler500(request):
+    return JsonResponse(error_body("INTERNAL", "Internal error."), status=500)
+
+
+def handler400(request, exception=None):
+    return JsonResponse(error_body("VALIDATION_ERROR", "Bad request."), status=400)

@@ -1,0 +1,96 @@
+"""Input validation (strict JSON types) and the attachment resource."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import Attachment, Lifecycle, Status
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """JSON numbers only: "123", true and 1.5 are type errors, not sizes."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class IntentRequest(serializers.Serializer):
+    profile = StrictCharField(max_length=64)
+    filename = StrictCharField(max_length=1024, trim_whitespace=False)
+    size = StrictIntegerField(min_value=0, max_value=2**62)
+    content_type = StrictCharField(max_length=255)
+
+
+class IdsRequest(serializers.Serializer):
+    ids = serializers.ListField(child=StrictCharField(max_length=64, allow_blank=True), max_length=1000,
+                                allow_empty=False)
+
+
+class CommitRequest(IdsRequest):
+    ref = StrictCharField(max_length=200)
+
+
+class UploadInstructionOut(serializers.Serializer):
+    method = serializers.ChoiceField(choices=["PUT", "POST"])
+    url = serializers.URLField()
+    headers = serializers.DictField(child=serializers.CharField())
+    fields = serializers.DictField(child=serializers.CharField())
+    expires_at = serializers.DateTimeField()
+
+
+def _iso(value):
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def attachment_resource(attachment: Attachment, request, *, can_read: bool, thumbnail=None) -> dict:
+    """The attachment resource of API.md."""
+    self_url = request.build_absolute_uri(f"/api/v1/attachments/{attachment.pk}")
+    links = {"self": self_url}
+    if can_read:
+        links["download"] = f"{self_url}/download"
+        if thumbnail is not None:
+            links["thumbnail"] = f"{self_url}/thumbnail"
+    reason = None
+    if attachment.status in (Status.REJECTED, Status.FAILED):
+        reason = {"code": attachment.reason_code, "message": attachment.reason_message}
+    derivatives = {}
+    if thumbnail is not None:
+        derivatives["thumbnail"] = {"width": thumbnail.width, "height": thumbnail.height}
+    meta = attachment.metadata or {}
+    if attachment.status == Status.READY and "entries" in meta:
+        derivatives["entries"] = {"count": meta.get("entries"), "total_bytes": meta.get("total_bytes")}
+    if attachment.status == Status.READY and meta.get("page_count") is not None:
+        derivatives["page_count"] = meta.get("page_count")
+    metadata = {"width": meta.get("width"), "height": meta.get("height"), "page_count": meta.get("page_count")}
+    if "entries" in meta:
+        metadata.update({"entries": meta.get("entries"), "total_bytes": meta.get("total_bytes")})
+    facts_known = attachment.status == Status.READY
+    return {
+        "id": str(attachment.pk),
+        "profile": attachment.profile,
+        "status": attachment.status,
+        "reason": reason,
+        "filename": attachment.filename,
+        "size": attachment.size if facts_known else None,
+        "content_type": (attachment.content_type or None) if facts_known else None,
+        "sha256": (attachment.sha256 or None) if facts_known else None,
+        "created_at": _iso(attachment.created_at),
+        "ready_at": _iso(attachment.ready_at),
+        "expires_at": None if attachment.lifecycle == Lifecycle.COMMITTED else _iso(attachment.expires_at),
+        "committed": attachment.lifecycle == Lifecycle.COMMITTED,
+        "ref": attachment.ref,
+        "derivatives": derivatives,
+        "metadata": metadata,
+        "links": links,
+    }

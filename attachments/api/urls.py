@@ -1,0 +1,19 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("profiles", views.ProfilesApi.as_view(), name="profiles"),
+    path("uploads", views.UploadIntentApi.as_view(), name="upload-intent"),
+    path("uploads/<uuid:attachment_id>/content", views.UploadContentView.as_view(), name="upload-content"),
+    path("uploads/<str:attachment_id>/complete", views.UploadCompleteApi.as_view(), name="upload-complete"),
+    path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
+    path("attachments/heartbeat", views.HeartbeatApi.as_view(), name="attachments-heartbeat"),
+    path("attachments/discard-all", views.DiscardAllApi.as_view(), name="attachments-discard-all"),
+    path("attachments/commit", views.CommitApi.as_view(), name="attachments-commit"),
+    path("attachments/<str:attachment_id>", views.AttachmentDetailApi.as_view(), name="attachment"),
+    path("attachments/<str:attachment_id>/download", views.AttachmentDownloadApi.as_view(), name="attachment-download"),
+    path("attachments/<str:attachment_id>/thumbnail", views.AttachmentThumbnailApi.as_view(),
+         name="attachment-thumbnail"),
+    path("attachments/<str:attachment_id>/discard", views.DiscardApi.as_view(), name="attachment-discard"),
+]

@@ -1,0 +1,278 @@
+"""HTTP edge: parse and validate, call one service or selector, shape the response."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+import uuid
+from datetime import datetime
+
+from django.http import HttpRequest
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ..errors import AirlockError, NotFound, TooLarge, ValidationFailed
+from ..models import TERMINAL_STATUSES, Attachment
+from ..profiles import all_profiles
+from ..selectors import (
+    attachment_for_download,
+    attachment_owned,
+    attachment_visible,
+    attachments_of_owner,
+    can_read_file,
+    thumbnail_of,
+)
+from ..serving import file_response
+from ..services.intents import upload_intent_create
+from ..services.lifecycle import (
+    attachment_discard,
+    attachments_commit,
+    attachments_discard_all,
+    attachments_heartbeat,
+)
+from ..services.uploads import upload_complete, upload_content_receive, upload_through
+from .errors import json_error
+from .serializers import CommitRequest, IdsRequest, IntentRequest, _iso, attachment_resource
+
+
+def _valid(serializer_class, request) -> dict:
+    if not isinstance(request.data, dict):
+        raise ValidationFailed("The body must be a JSON object.", details={"non_field_errors": ["Expected an object."]})
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _resource(request, attachment: Attachment) -> dict:
+    thumbnail = thumbnail_of(attachment)
+    readable = can_read_file(user=request.user, attachment=attachment)
+    return attachment_resource(attachment, request, can_read=readable, thumbnail=thumbnail if readable else None)
+
+
+class ProfilesApi(APIView):
+    def get(self, request):
+        return Response({
+            "profiles": [
+                {"name": p.name, "allowed_types": list(p.allowed_types), "max_bytes": p.max_bytes,
+                 "derivatives": list(p.derivatives), "single_per_owner": p.single_per_owner}
+                for p in all_profiles().values()
+            ]
+        })
+
+
+class UploadIntentApi(APIView):
+    def post(self, request):
+        data = _valid(IntentRequest, request)
+        intent = upload_intent_create(user=request.user, profile_name=data["profile"], filename=data["filename"],
+                                      size=data["size"], content_type=data["content_type"])
+        url = intent.upload.url
+        if url.startswith("/"):
+            url = request.build_absolute_uri(url)
+        attachment = intent.attachment
+        return Response(
+            {
+                "id": str(attachment.pk),
+                "status": attachment.status,
+                "profile": attachment.profile,
+                "expires_at": _iso(attachment.expires_at),
+                "upload": {
+                    "method": intent.upload.method,
+                    "url": url,
+                    "headers": intent.upload.headers,
+                    "fields": intent.upload.fields,
+                    "expires_at": _iso(intent.upload_expires_at),
+                },
+            },
+            status=201,
+        )
+
+
+def _content_length(request: HttpRequest) -> int | None:
+    raw = request.META.get("CONTENT_LENGTH")
+    try:
+        return int(raw) if raw not in (None, "") else None
+    except ValueError:
+        return None
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class UploadContentView(View):
+    """PUT /uploads/{id}/content?token=…: the token is the only credential."""
+
+    http_method_names = ["put"]
+
+    def put(self, request, attachment_id: uuid.UUID):
+        try:
+            attachment = upload_content_receive(
+                attachment_id=attachment_id,
+                token=request.GET.get("token"),
+                chunks=lambda: iter(lambda: request.read(64 * 1024), b""),
+                content_length=_content_length(request),
+            )
+        except AirlockError as exc:
+            return json_error(exc)
+        from django.http import JsonResponse
+
+        body = attachment_resource(attachment, request, can_read=False)
+        return JsonResponse(body, status=202)
+
+
+class UploadCompleteApi(APIView):
+    def post(self, request, attachment_id):
+        attachment = upload_complete(attachment=attachment_owned(user=request.user, attachment_id=attachment_id))
+        return Response(_resource(request, attachment), status=202)
+
+
+def _encode_cursor(attachment: Attachment) -> str:
+    raw = f"{attachment.created_at.isoformat()}|{attachment.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        created, pk = raw.split("|", 1)
+        return datetime.fromisoformat(created), uuid.UUID(pk)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ValidationFailed("Invalid cursor.", details={"cursor": ["Invalid cursor."]}) from None
+
+
+class AttachmentListApi(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get(self, request):
+        params = request.query_params
+        committed = params.get("committed")
+        if committed not in (None, "true", "false"):
+            raise ValidationFailed(details={"committed": ["Use true or false."]})
+        try:
+            limit = min(100, max(1, int(params.get("limit", 50))))
+        except ValueError:
+            raise ValidationFailed(details={"limit": ["An integer."]}) from None
+        qs = attachments_of_owner(user=request.user, status=params.get("status") or None,
+                                  profile=params.get("profile") or None,
+                                  committed=None if committed is None else committed == "true")
+        cursor = params.get("cursor")
+        if cursor:
+            created, pk = _decode_cursor(cursor)
+            from django.db.models import Q
+
+            qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=pk))
+        page = list(qs.prefetch_related("derivatives")[: limit + 1])
+        has_more = len(page) > limit
+        page = page[:limit]
+        next_url = None
+        if has_more:
+            query = params.copy()
+            query["cursor"] = _encode_cursor(page[-1])
+            next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+        results = []
+        for attachment in page:
+            thumbs = [d for d in attachment.derivatives.all() if d.kind == "thumbnail"]
+            thumbnail = thumbs[0] if thumbs and attachment.status == "ready" else None
+            readable = can_read_file(user=request.user, attachment=attachment)
+            results.append(attachment_resource(attachment, request, can_read=readable,
+                                               thumbnail=thumbnail if readable else None))
+        return Response({"results": results, "next": next_url})
+
+    def post(self, request):
+        from django.conf import settings
+
+        # Refuse before the multipart parser spools anything: the form overhead is small.
+        cap = settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES + 64 * 1024
+        length = _content_length(request._request)
+        if length is not None and length > cap:
+            raise TooLarge(f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
+                           details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES})
+        upload = request.FILES.get("file")
+        if upload is None or "profile" not in request.data:
+            raise ValidationFailed(details={
+                **({"file": ["This field is required."]} if upload is None else {}),
+                **({"profile": ["This field is required."]} if "profile" not in request.data else {}),
+            })
+        filename = request.data.get("filename") or upload.name or "file"
+        attachment = upload_through(
+            user=request.user, profile_name=request.data.get("profile"), filename=str(filename),
+            chunks=upload.chunks(64 * 1024), size_hint=upload.size or 0,
+            declared_type=(upload.content_type or "")[:127],
+        )
+        return Response(_resource(request, attachment), status=202)
+
+
+class AttachmentDetailApi(APIView):
+    def get(self, request, attachment_id):
+        wait = request.query_params.get("wait")
+        attachment = attachment_visible(user=request.user, attachment_id=attachment_id)
+        if wait is not None:
+            try:
+                seconds = float(wait)
+            except ValueError:
+                raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]}) from None
+            if not 0 <= seconds <= 30 or seconds != seconds:
+                raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]})
+            deadline = time.monotonic() + seconds
+            while attachment.status not in TERMINAL_STATUSES and time.monotonic() < deadline:
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                attachment = attachment_visible(user=request.user, attachment_id=attachment_id)
+        return Response(_resource(request, attachment))
+
+
+class AttachmentDownloadApi(APIView):
+    def get(self, request, attachment_id):
+        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        key = attachment.served_key or attachment.storage_key
+        size = attachment.size
+        if size is None or not attachment.served_key:
+            from ..storage import get_gateway
+
+            info = get_gateway().head(attachment.storage_key)
+            if info is None:
+                raise NotFound()
+            size = info.size
+        return file_response(request, key=key, size=size, content_type=attachment.content_type,
+                             filename=attachment.filename, inline=False)
+
+
+class AttachmentThumbnailApi(APIView):
+    def get(self, request, attachment_id):
+        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        thumbnail = thumbnail_of(attachment)
+        if thumbnail is None:
+            raise NotFound()
+        stem = attachment.filename.rsplit(".", 1)[0] or "thumbnail"
+        return file_response(request, key=thumbnail.storage_key, size=thumbnail.size,
+                             content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
+
+
+class HeartbeatApi(APIView):
+    def post(self, request):
+        data = _valid(IdsRequest, request)
+        result = attachments_heartbeat(user=request.user, ids=data["ids"])
+        return Response({
+            "attachments": [{"id": pk, "expires_at": _iso(exp)} for pk, exp in result.attachments],
+            "missing": result.missing,
+        })
+
+
+class DiscardApi(APIView):
+    def post(self, request, attachment_id):
+        attachment_discard(user=request.user, attachment_id=attachment_id)
+        return Response(status=204)
+
+
+class DiscardAllApi(APIView):
+    def post(self, request):
+        return Response({"discarded": attachments_discard_all(user=request.user)})
+
+
+class CommitApi(APIView):
+    def post(self, request):
+        data = _valid(CommitRequest, request)
+        committed = attachments_commit(owner=request.user, ids=data["ids"], ref=data["ref"])
+        return Response({"committed": committed, "ref": data["ref"]})
+

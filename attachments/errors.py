@@ -1,0 +1,66 @@
+"""Domain errors carrying the contract's code, HTTP status and details."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AirlockError(Exception):
+    code = "ERROR"
+    status = 400
+    default_message = "Request failed."
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.message = message or self.default_message
+        self.details = details or {}
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+
+class ValidationFailed(AirlockError):
+    code, status, default_message = "VALIDATION_ERROR", 400, "The request is not valid."
+
+
+class UnknownProfile(AirlockError):
+    code, status, default_message = "UNKNOWN_PROFILE", 400, "Unknown profile."
+
+
+class TypeNotAllowed(AirlockError):
+    code, status, default_message = "TYPE_NOT_ALLOWED", 400, "This content type is not allowed for the profile."
+
+
+class NotAuthenticated(AirlockError):
+    code, status, default_message = "NOT_AUTHENTICATED", 401, "Authentication credentials were not provided or are invalid."
+
+
+class UploadTokenInvalid(AirlockError):
+    code, status, default_message = "UPLOAD_TOKEN_INVALID", 403, "The upload URL is invalid, expired or already used."
+
+
+class NotFound(AirlockError):
+    code, status, default_message = "NOT_FOUND", 404, "Not found."
+
+
+class AlreadyCommitted(AirlockError):
+    code, status, default_message = "ALREADY_COMMITTED", 409, "The attachment is committed."
+
+
+class AlreadyUploaded(AirlockError):
+    code, status, default_message = "ALREADY_UPLOADED", 409, "Bytes were already uploaded for this intent."
+
+
+class TooLarge(AirlockError):
+    code, status, default_message = "TOO_LARGE", 413, "The upload is larger than the profile allows."
+
+
+class AttachmentInvalid(AirlockError):
+    code, status, default_message = "ATTACHMENT_INVALID", 422, "Some attachments cannot be committed."
+
+
+class RateLimited(AirlockError):
+    code, status, default_message = "RATE_LIMITED", 429, "Too many requests."
+
+
+class Unavailable(AirlockError):
+    code, status, default_message = "UNAVAILABLE", 503, "A dependency is unavailable."

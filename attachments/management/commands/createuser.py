@@ -1,0 +1,62 @@
+"""Create a user in a tenant and print its API token on the last line."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from django.contrib.auth import get_user_model
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from attachments.models import Membership, Tenant
+
+_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+class Command(BaseCommand):
+    help = "Create a user (and its tenant if needed); print the API token on the last line."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--staff", action="store_true")
+        parser.add_argument("--moderator", action="store_true", help="staff member in the moderator group")
+        parser.add_argument("--superuser", action="store_true")
+        parser.add_argument("--password")
+        parser.add_argument("--email", default="")
+
+    def handle(self, *args, **opts):
+        from attachments.bootstrap import ensure_migrated
+
+        ensure_migrated()
+        tenant_slug = opts["tenant"].strip().lower()
+        if not _TENANT.match(tenant_slug):
+            raise CommandError("--tenant must be lowercase letters, digits, '-' or '_' (max 63)")
+        User = get_user_model()
+        name = opts["name"]
+        if User.objects.filter(username=name).exists():
+            raise CommandError(f"user {name!r} already exists")
+        staff = opts["staff"] or opts["moderator"] or opts["superuser"]
+        password = opts["password"]
+        generated = staff and not password
+        if generated:
+            password = secrets.token_urlsafe(12)
+        with transaction.atomic():
+            tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
+            user = User.objects.create_user(username=name, email=opts["email"], password=password)
+            user.is_staff = staff
+            user.is_superuser = opts["superuser"]
+            user.save()
+            Membership.objects.create(user=user, tenant=tenant)
+            if opts["moderator"]:
+                from attachments.permissions import ensure_moderator_group
+
+                user.groups.add(ensure_moderator_group())
+            token = Token.objects.create(user=user)
+        if generated:
+            self.stdout.write(f"password: {password}")
+        self.stdout.write(f"created {name} in tenant {tenant_slug}")
+        self.stdout.write(token.key)

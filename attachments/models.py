@@ -1,0 +1,260 @@
+"""Attachments: the row is the system of record; storage and the broker follow it."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """Every user belongs to exactly one tenant."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="memberships")
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant}"
+
+
+class Status(models.TextChoices):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    READY = "ready"
+    REJECTED = "rejected"
+    FAILED = "failed"
+
+
+class Lifecycle(models.TextChoices):
+    STAGED = "staged"
+    COMMITTED = "committed"
+    DISCARDED = "discarded"
+    DELETED = "deleted"
+
+
+TERMINAL_STATUSES = (Status.READY, Status.REJECTED, Status.FAILED)
+
+
+class Attachment(ConcurrentTransitionMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="attachments")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments")
+    profile = models.CharField(max_length=32)
+    status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True, db_index=True)
+
+    # What the client claimed: validated once at the intent, never trusted after.
+    filename = models.CharField(max_length=255)
+    declared_size = models.BigIntegerField()
+    declared_type = models.CharField(max_length=127)
+
+    # What storage and the bytes say, filled in by processing.
+    storage_key = models.CharField(max_length=512, unique=True)
+    served_key = models.CharField(max_length=512, blank=True, default="")
+    quarantine_key = models.CharField(max_length=512, blank=True, default="")
+    stored_size = models.BigIntegerField(null=True, blank=True)
+    size = models.BigIntegerField(null=True, blank=True)
+    content_type = models.CharField(max_length=127, blank=True, default="")
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    text = models.TextField(blank=True, default="")
+
+    reason_code = models.CharField(max_length=32, blank=True, default="")
+    reason_message = models.CharField(max_length=500, blank=True, default="")
+
+    # Processing bookkeeping: a lease per attempt; messages carry the lease token
+    # so a stale or duplicate message can tell it lost.
+    attempts = models.PositiveIntegerField(default=0)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    step = models.CharField(max_length=16, blank=True, default="")
+    uploaded_at = models.DateTimeField(null=True, blank=True)
+
+    # Lifecycle (orthogonal to status).
+    lifecycle = models.CharField(max_length=16, choices=Lifecycle.choices, default=Lifecycle.STAGED)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    ref = models.CharField(max_length=200, null=True, blank=True)
+    discarded_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    delete_attempts = models.PositiveIntegerField(default=0)
+    delete_error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="att_owner_created"),
+            models.Index(fields=["tenant", "status"], name="att_tenant_status"),
+            # The sweeper's selection: staged/discarded rows by expiry.
+            models.Index(
+                fields=["expires_at"],
+                name="att_sweep_expiry",
+                condition=Q(lifecycle__in=["staged", "discarded"]),
+            ),
+            models.Index(fields=["status", "lease_expires_at"], name="att_status_lease"),
+        ]
+        permissions = [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")]
+
+    def __str__(self) -> str:
+        return f"{self.profile}:{self.id} ({self.status})"
+
+    # --- transitions: pure, they only set fields --------------------------------
+
+    @transition(field=status, source=Status.PENDING, target=Status.PROCESSING)
+    def start(self, *, lease_token: uuid.UUID, lease_expires_at) -> None:
+        self.lease_token = lease_token
+        self.lease_expires_at = lease_expires_at
+        self.step = "intake"
+
+    @transition(field=status, source=Status.PROCESSING, target=Status.READY)
+    def finish(self, *, now) -> None:
+        self.ready_at = now
+        self.lease_token = None
+        self.lease_expires_at = None
+        self.step = ""
+        self.reason_code = ""
+        self.reason_message = ""
+
+    @transition(field=status, source=[Status.PENDING, Status.PROCESSING], target=Status.REJECTED)
+    def reject(self, *, code: str, message: str) -> None:
+        self.reason_code = code
+        self.reason_message = message[:500]
+        self.lease_token = None
+        self.lease_expires_at = None
+        self.step = ""
+
+    @transition(field=status, source=Status.PROCESSING, target=Status.FAILED)
+    def fail(self, *, message: str) -> None:
+        self.reason_code = "infrastructure"
+        self.reason_message = message[:500]
+        self.lease_token = None
+        self.lease_expires_at = None
+        self.step = ""
+
+    @transition(field=status, source=[Status.PROCESSING, Status.FAILED], target=Status.PENDING)
+    def retry(self) -> None:
+        self.attempts += 1
+        self.lease_token = None
+        self.lease_expires_at = None
+        self.step = ""
+
+    @transition(field=status, source=[Status.PENDING, Status.PROCESSING, Status.READY], target=Status.REJECTED)
+    def take_down(self, *, message: str) -> None:
+        self.reason_code = "moderator"
+        self.reason_message = message[:500]
+        self.lease_token = None
+        self.lease_expires_at = None
+        self.step = ""
+
+    @transition(
+        field=status,
+        source=Status.REJECTED,
+        target=Status.PENDING,
+        conditions=[lambda a: a.reason_code == "moderator"],
+    )
+    def restore(self) -> None:
+        self.reason_code = ""
+        self.reason_message = ""
+        self.attempts = 0
+
+    @transition(field=status, source=Status.READY, target=Status.PENDING)
+    def rescan(self) -> None:
+        self.attempts = 0
+        self.ready_at = None
+
+
+class Derivative(models.Model):
+    """A derived file (thumbnail, sanitized rendition). One per (attachment, kind)."""
+
+    attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="derivatives")
+    kind = models.CharField(max_length=32)
+    storage_key = models.CharField(max_length=512, unique=True)
+    content_type = models.CharField(max_length=127)
+    size = models.BigIntegerField()
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["attachment", "kind"], name="derivative_once_per_kind")]
+
+
+class TransitionLog(models.Model):
+    """Append-only audit of every status transition."""
+
+    attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="transitions")
+    transition = models.CharField(max_length=32)
+    from_status = models.CharField(max_length=16)
+    to_status = models.CharField(max_length=16)
+    actor = models.CharField(max_length=150)
+    reason_code = models.CharField(max_length=32, blank=True, default="")
+    message = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class StorageEvent(models.Model):
+    """Idempotent inbox of storage notifications (and local uploads)."""
+
+    dedupe_key = models.CharField(max_length=700, unique=True)
+    source = models.CharField(max_length=16)  # local | webhook | sqs | complete | reconcile
+    event_name = models.CharField(max_length=64)
+    bucket = models.CharField(max_length=255, blank=True, default="")
+    key = models.CharField(max_length=1024)
+    size = models.BigIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=32, blank=True, default="")
+    attachment = models.ForeignKey(Attachment, null=True, blank=True, on_delete=models.SET_NULL)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+
+class OutboxMessage(models.Model):
+    """A job enqueued in the same transaction as the state change that calls for it."""
+
+    actor_name = models.CharField(max_length=64)
+    queue_name = models.CharField(max_length=64)
+    args = models.JSONField(default=list)
+    delay_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    send_attempts = models.PositiveIntegerField(default=0)
+    request_id = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["sent_at", "created_at"], name="outbox_unsent")]
+
+
+class DeadLetter(models.Model):
+    """Work that ran out of automatic retries and now needs a human."""
+
+    class Kind(models.TextChoices):
+        PROCESSING = "processing"
+        MESSAGE = "message"
+        SWEEP = "sweep"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    attachment = models.ForeignKey(Attachment, null=True, blank=True, on_delete=models.SET_NULL, related_name="dead_letters")
+    storage_key = models.CharField(max_length=1024, blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+    history = models.JSONField(default=list, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["resolved_at"], name="deadletter_open")]

@@ -1,0 +1,18 @@
+"""The moderator group: view and act on attachments, not users or settings."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, Permission
+
+MODERATOR_GROUP = "moderator"
+MODERATOR_CODENAMES = (
+    "view_attachment", "change_attachment", "moderate_attachment",
+    "view_transitionlog", "view_deadletter", "change_deadletter", "view_derivative",
+)
+
+
+def ensure_moderator_group() -> Group:
+    group, _ = Group.objects.get_or_create(name=MODERATOR_GROUP)
+    perms = Permission.objects.filter(codename__in=MODERATOR_CODENAMES)
+    group.permissions.add(*perms)
+    return group

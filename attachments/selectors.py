@@ -1,0 +1,93 @@
+"""Reads that encode a rule: who may see what, and what may be served."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from .errors import NotFound
+from .models import Attachment, Derivative, Lifecycle, Status
+from .tenancy import tenant_of
+
+OWNER_READABLE = (Status.PENDING, Status.PROCESSING, Status.READY)
+
+
+def _parse(attachment_id: object) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(attachment_id))
+    except (ValueError, TypeError, AttributeError):
+        raise NotFound() from None
+
+
+def _gone(attachment: Attachment, now: datetime) -> bool:
+    if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+        return True
+    return attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None \
+        and attachment.expires_at <= now
+
+
+def attachment_visible(*, user, attachment_id: object) -> Attachment:
+    """The owner sees every state; the same tenant sees ready ones; everyone else gets 404."""
+    tenant = tenant_of(user)
+    attachment = (
+        Attachment.objects.select_related("tenant").filter(pk=_parse(attachment_id), tenant=tenant)
+        .exclude(lifecycle=Lifecycle.DELETED).first()
+    )
+    if attachment is None:
+        raise NotFound()
+    if attachment.owner_id == user.pk:
+        return attachment
+    if attachment.status == Status.READY and not _gone(attachment, timezone.now()):
+        return attachment
+    raise NotFound()
+
+
+def attachment_owned(*, user, attachment_id: object) -> Attachment:
+    attachment = Attachment.objects.filter(pk=_parse(attachment_id), owner=user).exclude(
+        lifecycle=Lifecycle.DELETED).first()
+    if attachment is None:
+        raise NotFound()
+    return attachment
+
+
+def can_read_file(*, user, attachment: Attachment, now: datetime | None = None) -> bool:
+    """The gating rule of the serving path."""
+    now = now or timezone.now()
+    if _gone(attachment, now) or user is None:
+        return False
+    membership = getattr(user, "membership", None)
+    if membership is None or membership.tenant_id != attachment.tenant_id:
+        return False
+    if attachment.status == Status.READY:
+        return True
+    return attachment.owner_id == user.pk and attachment.status in OWNER_READABLE
+
+
+def attachment_for_download(*, user, attachment_id: object) -> Attachment:
+    attachment = attachment_visible(user=user, attachment_id=attachment_id)
+    if not can_read_file(user=user, attachment=attachment):
+        raise NotFound()
+    return attachment
+
+
+def thumbnail_of(attachment: Attachment) -> Derivative | None:
+    if attachment.status != Status.READY:
+        return None
+    return attachment.derivatives.filter(kind="thumbnail").first()
+
+
+def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,
+                         committed: bool | None = None) -> QuerySet[Attachment]:
+    qs = Attachment.objects.filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
+    if status:
+        qs = qs.filter(status=status)
+    if profile:
+        qs = qs.filter(profile=profile)
+    if committed is True:
+        qs = qs.filter(lifecycle=Lifecycle.COMMITTED)
+    elif committed is False:
+        qs = qs.exclude(lifecycle=Lifecycle.COMMITTED)
+    return qs.order_by("-created_at", "-id")

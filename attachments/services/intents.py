@@ -1,0 +1,86 @@
+"""Upload intents: validate the claims, mint the key, write the row, then hand out a URL."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from ..errors import TooLarge, TypeNotAllowed
+from ..models import Attachment
+from ..naming import clean_filename, original_key
+from ..profiles import Profile, get_profile
+from ..signing import upload_token
+from ..storage import get_gateway
+from ..storage.base import UploadInstruction
+from ..tenancy import tenant_of
+from .ratelimits import check_intent_rate
+
+
+@dataclass(frozen=True)
+class Intent:
+    attachment: Attachment
+    upload: UploadInstruction
+    upload_expires_at: datetime
+
+
+def validate_claims(*, profile_name: object, content_type: str, size: int) -> Profile:
+    profile = get_profile(profile_name)
+    if content_type not in profile.allowed_types:
+        raise TypeNotAllowed(
+            f"{content_type!r} is not allowed for profile {profile.name!r}.",
+            details={"content_type": [f"Allowed: {', '.join(profile.allowed_types)}."]},
+        )
+    if size > profile.max_bytes:
+        raise TooLarge(
+            f"Declared size {size} is over the {profile.name!r} limit of {profile.max_bytes} bytes.",
+            details={"size": [f"At most {profile.max_bytes} bytes."], "max_bytes": profile.max_bytes},
+        )
+    return profile
+
+
+def create_pending_row(*, user, profile: Profile, filename: str, size: int, content_type: str,
+                       now: datetime) -> Attachment:
+    tenant = tenant_of(user)
+    attachment_id = uuid.uuid4()
+    return Attachment.objects.create(
+        id=attachment_id,
+        tenant=tenant,
+        owner=user,
+        profile=profile.name,
+        filename=clean_filename(filename),
+        declared_size=size,
+        declared_type=content_type[:127],
+        storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
+        created_at=now,
+        expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
+    )
+
+
+def upload_intent_create(*, user, profile_name: object, filename: str, size: int, content_type: str,
+                         now: datetime | None = None) -> Intent:
+    """Create a pending attachment and the single-use URL its bytes go to."""
+    now = now or timezone.now()
+    profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
+    check_intent_rate(user=user, now=now)
+    with transaction.atomic():
+        attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size,
+                                        content_type=content_type, now=now)
+    expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
+    upload = get_gateway().presign_upload(
+        attachment.storage_key, content_type=content_type, max_bytes=min(size, profile.max_bytes),
+        expires_in=expires_in,
+    )
+    if upload is None:
+        url = reverse("upload-content", kwargs={"attachment_id": attachment.id})
+        upload = UploadInstruction(
+            method="PUT",
+            url=f"{url}?token={upload_token(attachment.id)}",
+            headers={"Content-Type": content_type},
+        )
+    return Intent(attachment=attachment, upload=upload, upload_expires_at=now + timedelta(seconds=expires_in))

@@ -1,0 +1,157 @@
+"""Upload-first lifecycle: the client may heartbeat, discard and commit; the server guarantees."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
+from ..models import Attachment, Lifecycle, Status
+
+
+def _parse_ids(ids: Iterable[object]) -> tuple[list[uuid.UUID], list[str]]:
+    good, bad = [], []
+    for raw in ids:
+        try:
+            good.append(uuid.UUID(str(raw)))
+        except (ValueError, TypeError, AttributeError):
+            bad.append(str(raw)[:64])
+    return good, bad
+
+
+def is_expired(attachment: Attachment, now: datetime) -> bool:
+    return (
+        attachment.lifecycle == Lifecycle.STAGED
+        and attachment.expires_at is not None
+        and attachment.expires_at <= now
+    )
+
+
+@dataclass
+class HeartbeatResult:
+    attachments: list[tuple[str, datetime | None]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def attachments_heartbeat(*, user, ids: list[object], now: datetime | None = None) -> HeartbeatResult:
+    """Extend staged uploads: never earlier, never past the hard cap."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.AIRLOCK_HEARTBEAT_WINDOW_SECONDS)
+    cap = timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS)
+    parsed, bad = _parse_ids(ids)
+    result = HeartbeatResult(missing=list(bad))
+    with transaction.atomic():
+        rows = {
+            a.pk: a
+            for a in Attachment.objects.select_for_update().filter(pk__in=parsed, owner=user).order_by("pk")
+        }
+        for attachment_id in parsed:
+            attachment = rows.get(attachment_id)
+            if attachment is None or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED) \
+                    or is_expired(attachment, now):
+                result.missing.append(str(attachment_id))
+                continue
+            if attachment.lifecycle == Lifecycle.COMMITTED:
+                result.attachments.append((str(attachment_id), None))
+                continue
+            target = min(now + window, attachment.created_at + cap)
+            if target > attachment.expires_at:
+                attachment.expires_at = target
+                attachment.save(update_fields=["expires_at", "updated_at"])
+            result.attachments.append((str(attachment_id), attachment.expires_at))
+    return result
+
+
+def attachment_discard(*, user, attachment_id: object, now: datetime | None = None) -> None:
+    """Mark an owned, uncommitted attachment for the sweeper's next tick (idempotent)."""
+    now = now or timezone.now()
+    parsed, _bad = _parse_ids([attachment_id])
+    with transaction.atomic():
+        attachment = (
+            Attachment.objects.select_for_update().filter(pk__in=parsed, owner=user)
+            .exclude(lifecycle=Lifecycle.DELETED).first()
+        )
+        if attachment is None:
+            raise NotFound()
+        if attachment.lifecycle == Lifecycle.COMMITTED:
+            raise AlreadyCommitted()
+        if attachment.lifecycle == Lifecycle.DISCARDED:
+            return
+        attachment.lifecycle = Lifecycle.DISCARDED
+        attachment.discarded_at = now
+        attachment.expires_at = now
+        attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
+
+
+def attachments_discard_all(*, user, now: datetime | None = None) -> int:
+    """Discard every staged attachment of the user (also what logging out does)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        return Attachment.objects.filter(owner=user, lifecycle=Lifecycle.STAGED).update(
+            lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now,
+        )
+
+
+def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> str | None:
+    if attachment is None or attachment.lifecycle == Lifecycle.DELETED:
+        return "not_found"
+    if attachment.lifecycle == Lifecycle.COMMITTED:
+        return None if attachment.ref == ref else "already_committed"
+    if attachment.lifecycle == Lifecycle.DISCARDED:
+        return "discarded"
+    if is_expired(attachment, now):
+        return "expired"
+    if attachment.status == Status.REJECTED:
+        return "rejected"
+    if attachment.status == Status.FAILED:
+        return "failed"
+    return None
+
+
+def attachments_commit(*, owner, ids: list[object], ref: str, now: datetime | None = None) -> list[str]:
+    """Bind attachments to `ref`, all or nothing; re-committing to the same ref is a no-op.
+
+    Rows are locked in primary-key order so two racing commits cannot deadlock,
+    and the sweeper (which locks before deleting) cannot take one mid-commit.
+    """
+    now = now or timezone.now()
+    if not ids:
+        raise ValidationFailed(details={"ids": ["At least one id is required."]})
+    if not isinstance(ref, str) or not ref or len(ref) > 200:
+        raise ValidationFailed(details={"ref": ["A non-empty string of at most 200 characters."]})
+    parsed, bad = _parse_ids(ids)
+    problems: dict[str, str] = {raw: "not_found" for raw in bad}
+    with transaction.atomic():
+        rows = {
+            a.pk: a
+            for a in Attachment.objects.select_for_update().filter(pk__in=parsed, owner=owner).order_by("pk")
+        }
+        for attachment_id in parsed:
+            problem = _commit_problem(rows.get(attachment_id), ref, now)
+            if problem:
+                problems[str(attachment_id)] = problem
+        if problems:
+            raise AttachmentInvalid(details=problems)
+        to_commit = [pk for pk, a in rows.items() if a.lifecycle != Lifecycle.COMMITTED]
+        Attachment.objects.filter(pk__in=to_commit).update(
+            lifecycle=Lifecycle.COMMITTED, committed_at=now, ref=ref, expires_at=None, updated_at=now,
+        )
+    return [str(pk) for pk in dict.fromkeys(parsed)]
+
+
+def attachment_commit_to(*, instance, attachments: Iterable[Attachment | uuid.UUID | str], owner) -> list[str]:
+    """Commit attachments to a host-app model instance (`app_label.model:pk` as the ref)."""
+    ref = f"{instance._meta.label_lower}:{instance.pk}"
+    ids = [a.pk if isinstance(a, Attachment) else a for a in attachments]
+    return attachments_commit(owner=owner, ids=ids, ref=ref)
+
+
+def staged_q(now: datetime) -> Q:
+    return Q(lifecycle=Lifecycle.STAGED, expires_at__gt=now)

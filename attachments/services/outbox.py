@@ -1,0 +1,68 @@
+"""Transactional outbox: jobs are rows written with the state change, then relayed.
+
+The broker is only a doorbell. A message that never reaches it is relayed by
+the next tick; one that is lost inside it is rebuilt by the reconciler.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import dramatiq
+from django.db import transaction
+from django.utils import timezone
+
+from ..logging import current_request_id
+from ..models import OutboxMessage
+
+log = logging.getLogger("airlock.outbox")
+
+
+def enqueue(actor_name: str, *args: object, delay_ms: int = 0) -> OutboxMessage:
+    """Record a job in the current transaction; send it once the transaction commits."""
+    actor = dramatiq.get_broker().get_actor(actor_name)
+    message = OutboxMessage.objects.create(
+        actor_name=actor_name,
+        queue_name=actor.queue_name,
+        args=[str(a) for a in args],
+        delay_ms=max(0, int(delay_ms)),
+        request_id=current_request_id() or "",
+    )
+    transaction.on_commit(lambda: relay_one(message.pk))
+    return message
+
+
+def relay_one(message_id: int) -> bool:
+    """Send one outbox message to the broker; safe to call twice (at-least-once)."""
+    message = OutboxMessage.objects.filter(pk=message_id, sent_at__isnull=True).first()
+    if message is None:
+        return False
+    broker = dramatiq.get_broker()
+    try:
+        actor = broker.get_actor(message.actor_name)
+        options = {"request_id": message.request_id} if message.request_id else {}
+        actor.send_with_options(args=tuple(message.args), delay=message.delay_ms or None, **options)
+    except Exception as exc:  # the broker is down: the relay tick tries again
+        OutboxMessage.objects.filter(pk=message_id).update(send_attempts=message.send_attempts + 1)
+        log.warning("outbox relay failed", extra={"step": "outbox", "outcome": "error", "error": str(exc)})
+        return False
+    OutboxMessage.objects.filter(pk=message_id, sent_at__isnull=True).update(sent_at=timezone.now())
+    return True
+
+
+def relay_pending(*, older_than_seconds: float = 2.0, limit: int = 500) -> int:
+    """Relay messages whose on-commit send did not happen (crash, broker down)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    ids = list(
+        OutboxMessage.objects.filter(sent_at__isnull=True, created_at__lte=cutoff)
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return sum(1 for pk in ids if relay_one(pk))
+
+
+def purge_sent(*, older_than: timedelta = timedelta(days=1)) -> int:
+    cutoff = timezone.now() - older_than
+    deleted, _ = OutboxMessage.objects.filter(sent_at__lte=cutoff).delete()
+    return deleted

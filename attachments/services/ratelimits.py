@@ -1,0 +1,40 @@
+"""Per-user limits on intents: a rate per minute and a cap on outstanding uploads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.core.cache import cache
+
+from ..errors import RateLimited
+from ..models import Attachment, Lifecycle, Status
+
+
+def check_intent_rate(*, user, now: datetime) -> None:
+    window = int(now.timestamp() // 60)
+    key = f"airlock:intents:{user.pk}:{window}"
+    # add() then incr() is atomic on Redis and on the local-memory cache.
+    cache.add(key, 0, timeout=120)
+    try:
+        count = cache.incr(key)
+    except ValueError:
+        cache.set(key, 1, timeout=120)
+        count = 1
+    if count > settings.AIRLOCK_INTENTS_PER_MINUTE:
+        retry_after = max(1, 60 - int(now.timestamp()) % 60)
+        raise RateLimited(
+            "Too many upload intents; slow down.",
+            details={"limit": settings.AIRLOCK_INTENTS_PER_MINUTE, "window_seconds": 60},
+            headers={"Retry-After": str(retry_after)},
+        )
+    pending = Attachment.objects.filter(
+        owner=user, status=Status.PENDING, lifecycle=Lifecycle.STAGED, uploaded_at__isnull=True,
+        expires_at__gt=now,
+    ).count()
+    if pending >= settings.AIRLOCK_MAX_PENDING_PER_USER:
+        raise RateLimited(
+            "Too many pending uploads; finish or discard some first.",
+            details={"limit": settings.AIRLOCK_MAX_PENDING_PER_USER},
+            headers={"Retry-After": "60"},
+        )

@@ -1,0 +1,165 @@
+"""Bytes arriving: the local signed PUT, upload-through, and storage notifications.
+
+Whatever the path, an arrival is recorded once in the storage-event inbox and
+starts intake through the outbox, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid
+from ..models import Attachment, Lifecycle, Status, StorageEvent
+from ..profiles import get_profile
+from ..signing import upload_token_valid
+from ..storage import get_gateway
+from ..storage.base import StorageError
+from . import outbox
+from .intents import create_pending_row
+from .ratelimits import check_intent_rate
+
+log = logging.getLogger("airlock.uploads")
+
+
+def limited(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
+    """Pass chunks through until the total passes `limit`, then stop reading."""
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise TooLarge(f"The body is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
+        yield chunk
+
+
+def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
+                           chunks: Callable[[], Iterable[bytes]], content_length: int | None) -> Attachment:
+    """Store the body of a signed PUT, then treat it like a storage event."""
+    if not upload_token_valid(token, attachment_id):
+        raise UploadTokenInvalid()
+    attachment = Attachment.objects.filter(pk=attachment_id).first()
+    if attachment is None:
+        raise UploadTokenInvalid()
+    if attachment.lifecycle not in (Lifecycle.STAGED, Lifecycle.COMMITTED) or attachment.status != Status.PENDING:
+        if attachment.uploaded_at is not None:
+            raise AlreadyUploaded()
+        raise NotFound("This upload is no longer accepted.")
+    if attachment.uploaded_at is not None:
+        raise AlreadyUploaded()
+    limit = min(attachment.declared_size, get_profile(attachment.profile).max_bytes)
+    if content_length is not None and content_length > limit:
+        raise TooLarge(f"The body is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
+
+    # Claim the intent first so two concurrent PUTs cannot both write.
+    claimed = Attachment.objects.filter(pk=attachment_id, uploaded_at__isnull=True).update(uploaded_at=timezone.now())
+    if not claimed:
+        raise AlreadyUploaded()
+    try:
+        size = get_gateway().write_chunks(attachment.storage_key, limited(chunks(), limit),
+                                          content_type=attachment.declared_type)
+    except BaseException:
+        # A refused or broken attempt does not use the URL up.
+        Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)
+        raise
+    object_arrived(key=attachment.storage_key, size=size, source="local",
+                   dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Put")
+    attachment.refresh_from_db()
+    return attachment
+
+
+def upload_through(*, user, profile_name: object, filename: str, chunks: Iterable[bytes],
+                   size_hint: int, declared_type: str, now: datetime | None = None) -> Attachment:
+    """POST /attachments: the API receives the bytes itself (small files)."""
+    now = now or timezone.now()
+    profile = get_profile(profile_name)
+
+    limit = min(profile.max_bytes, settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES)
+    if size_hint > limit:
+        raise TooLarge(f"The file is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
+    check_intent_rate(user=user, now=now)
+    with transaction.atomic():
+        attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size_hint,
+                                        content_type=declared_type or "application/octet-stream", now=now)
+    gateway = get_gateway()
+    try:
+        gateway.write_chunks(attachment.storage_key, limited(chunks, limit))
+    except BaseException:
+        Attachment.objects.filter(pk=attachment.pk).delete()
+        gateway.delete(attachment.storage_key)
+        raise
+    Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=timezone.now())
+    object_arrived(key=attachment.storage_key, size=None, source="local",
+                   dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Post")
+    attachment.refresh_from_db()
+    return attachment
+
+
+def upload_complete(*, attachment: Attachment) -> Attachment:
+    """The client says its bytes are in place: check storage ourselves (idempotent)."""
+    if attachment.status == Status.PENDING and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED):
+        try:
+            info = get_gateway().head(attachment.storage_key)
+        except StorageError:
+            info = None
+        if info is not None:
+            object_arrived(key=attachment.storage_key, size=info.size, source="complete",
+                           dedupe_key=f"complete:{attachment.storage_key}:{info.etag}",
+                           event_name="ObjectCreated:Complete")
+            attachment.refresh_from_db()
+    return attachment
+
+
+@dataclass(frozen=True)
+class Arrival:
+    outcome: str  # started | duplicate | unknown_key | ignored
+    attachment_id: uuid.UUID | None = None
+
+
+def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, event_name: str,
+                   bucket: str = "") -> Arrival:
+    """Record an object-created notification once and start intake for its intent."""
+    try:
+        with transaction.atomic():
+            event = StorageEvent.objects.create(
+                dedupe_key=dedupe_key[:700], source=source, event_name=event_name[:64], bucket=bucket[:255],
+                key=key[:1024], size=size,
+            )
+            attachment = Attachment.objects.select_for_update().filter(storage_key=key).first()
+            if attachment is None:
+                event.outcome = "unknown_key"
+                event.save(update_fields=["outcome"])
+                transaction.on_commit(lambda: _delete_unauthorized(key))
+                return Arrival("unknown_key")
+            event.attachment = attachment
+            if attachment.status != Status.PENDING or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+                event.outcome = "ignored"
+                event.save(update_fields=["outcome", "attachment"])
+                return Arrival("ignored", attachment.pk)
+            if attachment.uploaded_at is None:
+                attachment.uploaded_at = timezone.now()
+                attachment.save(update_fields=["uploaded_at"])
+            event.outcome = "started"
+            event.save(update_fields=["outcome", "attachment"])
+            outbox.enqueue("intake", attachment.pk)
+            return Arrival("started", attachment.pk)
+    except IntegrityError:
+        return Arrival("duplicate")
+
+
+def _delete_unauthorized(key: str) -> None:
+    """An object no intent authorized is never processed: remove it."""
+    try:
+        from ..storage.base import validate_key
+
+        validate_key(key)
+        get_gateway().delete(key)
+        log.warning("deleted object with no intent", extra={"key": key, "step": "intake", "outcome": "unknown_key"})
+    except Exception as exc:  # reconciliation catches it later
+        log.warning("could not delete unknown object", extra={"key": key, "error": str(exc)})

@@ -1,0 +1,76 @@
+"""The gated read: build the file response once the selector said yes."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from django.conf import settings
+from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+
+from .storage import get_gateway
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+CSP = "default-src 'none'; sandbox"
+
+
+def content_disposition(kind: str, filename: str) -> str:
+    ascii_name = "".join(c if 32 <= ord(c) < 127 and c not in '"\\;' else "_" for c in filename) or "file"
+    return f"{kind}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+def _security_headers(response: HttpResponse) -> HttpResponse:
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = CSP
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+def _parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
+    """(start, end) for one satisfiable range, None for no/ignored range, False if unsatisfiable."""
+    match = _RANGE.match(header.strip()) if header else None
+    if not match:
+        return None
+    first, last = match.groups()
+    if first == "" and last == "":
+        return None
+    if first == "":
+        length = int(last)
+        if length == 0:
+            return False
+        return max(0, size - length), size - 1
+    start = int(first)
+    end = int(last) if last else size - 1
+    if start >= size or end < start:
+        return False
+    return start, min(end, size - 1)
+
+
+def file_response(request, *, key: str, size: int, content_type: str, filename: str, inline: bool) -> HttpResponse:
+    disposition = content_disposition("inline" if inline else "attachment", filename)
+    content_type = content_type or "application/octet-stream"
+    gateway = get_gateway()
+    url = gateway.presign_download(key, content_type=content_type, disposition=disposition,
+                                   expires_in=settings.AIRLOCK_DOWNLOAD_URL_SECONDS)
+    if url is not None:
+        return _security_headers(HttpResponseRedirect(url))
+    if settings.AIRLOCK_X_ACCEL_REDIRECT_PREFIX:
+        response = HttpResponse(content_type=content_type)
+        response["X-Accel-Redirect"] = settings.AIRLOCK_X_ACCEL_REDIRECT_PREFIX.rstrip("/") + "/" + key
+    else:
+        byte_range = _parse_range(request.headers.get("Range", ""), size)
+        if byte_range is False:
+            response = HttpResponse(status=416, content_type=content_type)
+            response["Content-Range"] = f"bytes */{size}"
+        elif byte_range is None:
+            response = StreamingHttpResponse(gateway.iter_chunks(key), content_type=content_type)
+            response["Content-Length"] = str(size)
+        else:
+            start, end = byte_range
+            response = StreamingHttpResponse(gateway.iter_chunks(key, start=start, end=end), status=206,
+                                             content_type=content_type)
+            response["Content-Range"] = f"bytes {start}-{end}/{size}"
+            response["Content-Length"] = str(end - start + 1)
+    response["Accept-Ranges"] = "bytes"
+    response["Content-Disposition"] = disposition
+    return _security_headers(response)

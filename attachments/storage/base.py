@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class StorageError(Exception):
+    """Storage did not answer as expected: transient for the pipeline."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    etag: str = ""
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class UploadInstruction:
+    method: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def validate_key(key: str) -> str:
+    """Keys are minted by us; refuse anything that could escape a prefix."""
+    parts = key.split("/")
+    if not key or len(key) > 512 or any(not _SEGMENT.match(p) or p in {".", ".."} for p in parts):
+        raise StorageError(f"refusing storage key {key[:100]!r}")
+    return key
+
+
+class StorageGateway(Protocol):
+    name: str
+
+    def head(self, key: str) -> ObjectInfo | None: ...
+
+    def read_range(self, key: str, start: int, length: int) -> bytes: ...
+
+    def iter_chunks(self, key: str, *, chunk_size: int = 65536, start: int = 0,
+                    end: int | None = None) -> Iterator[bytes]: ...
+
+    def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int: ...
+
+    def write_file(self, key: str, path: Path, *, content_type: str = "") -> int: ...
+
+    def download_to(self, key: str, path: Path, *, max_bytes: int) -> int: ...
+
+    def copy(self, src: str, dst: str) -> None: ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]: ...
+
+    def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
+                       expires_in: int) -> UploadInstruction | None: ...
+
+    def presign_download(self, key: str, *, content_type: str, disposition: str,
+                         expires_in: int) -> str | None: ...
+
+    def ping(self) -> None: ...
+
+
+def move(gateway: StorageGateway, src: str, dst: str) -> None:
+    """Copy then delete: never lose the object if the second step fails."""
+    gateway.copy(src, dst)
+    gateway.delete(src)

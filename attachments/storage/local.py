@@ -1,0 +1,135 @@
+"""Local filesystem storage under AIRLOCK_STORAGE_ROOT (the embedded default)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .base import ObjectInfo, StorageError, UploadInstruction, validate_key
+
+
+class LocalGateway:
+    name = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / validate_key(key)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self._path(key).stat()
+        except FileNotFoundError:
+            return None
+        return ObjectInfo(key=key, size=st.st_size, etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
+                          last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC))
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as fh:
+                fh.seek(start)
+                return fh.read(length)
+        except FileNotFoundError as exc:
+            raise StorageError(f"object {key} is missing") from exc
+
+    def iter_chunks(self, key: str, *, chunk_size: int = 65536, start: int = 0,
+                    end: int | None = None) -> Iterator[bytes]:
+        try:
+            fh = open(self._path(key), "rb")
+        except FileNotFoundError as exc:
+            raise StorageError(f"object {key} is missing") from exc
+        with fh:
+            fh.seek(start)
+            remaining = None if end is None else end - start + 1
+            while remaining is None or remaining > 0:
+                want = chunk_size if remaining is None else min(chunk_size, remaining)
+                chunk = fh.read(want)
+                if not chunk:
+                    return
+                if remaining is not None:
+                    remaining -= len(chunk)
+                yield chunk
+
+    def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
+        """Write to a temp file, then link it into place: readers never see half a file.
+
+        If the iterable raises (e.g. the body grew past its limit) nothing is kept.
+        """
+        final = self._path(key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".upload-")
+        written = 0
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                for chunk in chunks:
+                    fh.write(chunk)
+                    written += len(chunk)
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return written
+
+    def write_file(self, key: str, path: Path, *, content_type: str = "") -> int:
+        with open(path, "rb") as fh:
+            return self.write_chunks(key, iter(lambda: fh.read(65536), b""))
+
+    def download_to(self, key: str, path: Path, *, max_bytes: int) -> int:
+        written = 0
+        with open(path, "wb") as out:
+            for chunk in self.iter_chunks(key):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise StorageError(f"object {key} grew past {max_bytes} bytes")
+                out.write(chunk)
+        return written
+
+    def copy(self, src: str, dst: str) -> None:
+        target = self._path(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(self._path(src), target)
+        except FileNotFoundError as exc:
+            raise StorageError(f"object {src} is missing") from exc
+
+    def delete(self, key: str) -> bool:
+        try:
+            self._path(key).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self.root / prefix if prefix else self.root
+        if not base.exists():
+            return
+        for dirpath, _dirnames, filenames in os.walk(base):
+            for name in filenames:
+                if name.startswith(".upload-"):
+                    continue
+                full = Path(dirpath) / name
+                key = full.relative_to(self.root).as_posix()
+                try:
+                    st = full.stat()
+                except FileNotFoundError:
+                    continue
+                yield ObjectInfo(key=key, size=st.st_size,
+                                 last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC))
+
+    def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
+                       expires_in: int) -> UploadInstruction | None:
+        return None  # the service hands out its own signed PUT URL
+
+    def presign_download(self, key: str, *, content_type: str, disposition: str,
+                         expires_in: int) -> str | None:
+        return None  # served by the gated view itself
+
+    def ping(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.root, os.W_OK):
+            raise StorageError(f"{self.root} is not writable")

@@ -1,0 +1,289 @@
+"""Airlock settings: every value comes from the environment (see README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from .env import env_bool, env_float, env_int, env_list, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# The embedded default must run with no setup; production must set its own key
+# (`manage.py check --deploy` refuses this one).
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-airlock-dev-key-change-me-" + "x" * 20)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+AIRLOCK_DATA_DIR = env_path("AIRLOCK_DATA_DIR", BASE_DIR / "var")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_dramatiq",
+    "attachments",
+    "processing",
+    "sweeper",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "attachments.logging.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = env_str("DATABASE_URL")
+    if url is None:
+        url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
+    config = dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60))
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Web threads and worker threads write concurrently: WAL plus
+        # immediate transactions keep SQLite from answering "database is locked".
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "timeout": 20,
+        }
+        config["CONN_MAX_AGE"] = 0
+    return config
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = AIRLOCK_DATA_DIR / "static"
+
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# --- Storage -----------------------------------------------------------------
+AIRLOCK_STORAGE = env_str("AIRLOCK_STORAGE", "local")
+AIRLOCK_STORAGE_ROOT = env_path("AIRLOCK_STORAGE_ROOT", AIRLOCK_DATA_DIR / "storage")
+AIRLOCK_S3_BUCKET = env_str("AIRLOCK_S3_BUCKET")
+AIRLOCK_S3_ENDPOINT_URL = env_str("AIRLOCK_S3_ENDPOINT_URL")
+AIRLOCK_S3_REGION = env_str("AIRLOCK_S3_REGION", "us-east-1")
+AIRLOCK_S3_UPLOAD_METHOD = env_str("AIRLOCK_S3_UPLOAD_METHOD", "POST")
+AIRLOCK_S3_MULTIPART_THRESHOLD = env_int("AIRLOCK_S3_MULTIPART_THRESHOLD", 100 * 1024 * 1024)
+AIRLOCK_S3_PART_SIZE = env_int("AIRLOCK_S3_PART_SIZE", 16 * 1024 * 1024)
+AIRLOCK_DOWNLOAD_URL_SECONDS = env_int("AIRLOCK_DOWNLOAD_URL_SECONDS", 60)
+AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60)
+AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
+AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
+AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
+AIRLOCK_PUBLIC_URL = env_str("AIRLOCK_PUBLIC_URL")
+
+# --- Profiles (API.md defaults) ----------------------------------------------
+MIB = 1024 * 1024
+AIRLOCK_PROFILES = {
+    "image": {
+        "allowed_types": ["image/jpeg", "image/png", "image/gif", "image/webp"],
+        "max_bytes": env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB),
+        "processor": "image",
+        "derivatives": ["thumbnail"],
+        "single_per_owner": False,
+    },
+    "avatar": {
+        "allowed_types": ["image/jpeg", "image/png", "image/webp"],
+        "max_bytes": env_int("AIRLOCK_AVATAR_MAX_BYTES", 5 * MIB),
+        "processor": "image",
+        "derivatives": ["thumbnail"],
+        "single_per_owner": True,
+    },
+    "document": {
+        "allowed_types": ["application/pdf"],
+        "max_bytes": env_int("AIRLOCK_DOCUMENT_MAX_BYTES", 100 * MIB),
+        "processor": "pdf",
+        "derivatives": ["page_count", "text", "thumbnail"],
+        "single_per_owner": False,
+    },
+    "archive": {
+        "allowed_types": ["application/zip"],
+        "max_bytes": env_int("AIRLOCK_ARCHIVE_MAX_BYTES", 200 * MIB),
+        "processor": "zip",
+        "derivatives": ["entries"],
+        "single_per_owner": False,
+    },
+    "media": {
+        "allowed_types": ["video/mp4", "video/quicktime", "video/webm"],
+        "max_bytes": env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB),
+        "processor": None,
+        "derivatives": [],
+        "single_per_owner": False,
+    },
+}
+# Bodies posted through the API (POST /attachments) are capped lower than
+# direct uploads: they pass through a web worker.
+AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = env_int("AIRLOCK_UPLOAD_THROUGH_MAX_BYTES", 25 * MIB)
+
+# --- Lifecycle ---------------------------------------------------------------
+AIRLOCK_STAGED_TTL_SECONDS = env_int("AIRLOCK_STAGED_TTL_SECONDS", 7 * 86400)
+AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7 * 86400)
+AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400)
+AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
+
+# --- Processing --------------------------------------------------------------
+AIRLOCK_SNIFF_BYTES = 4100
+AIRLOCK_MAX_PIXELS = env_int("AIRLOCK_MAX_PIXELS", 50_000_000)
+AIRLOCK_MAX_PDF_PAGES = env_int("AIRLOCK_MAX_PDF_PAGES", 2000)
+AIRLOCK_MAX_TEXT_CHARS = env_int("AIRLOCK_MAX_TEXT_CHARS", 1_000_000)
+AIRLOCK_ZIP_MAX_ENTRIES = env_int("AIRLOCK_ZIP_MAX_ENTRIES", 1000)
+AIRLOCK_ZIP_MAX_RATIO = env_float("AIRLOCK_ZIP_MAX_RATIO", 100.0)
+AIRLOCK_ZIP_MAX_TOTAL_BYTES = env_int("AIRLOCK_ZIP_MAX_TOTAL_BYTES", 1024 * MIB)
+AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3)
+AIRLOCK_SANDBOX_MEMORY_BYTES = env_int("AIRLOCK_SANDBOX_MEMORY_BYTES", 1024 * MIB)
+AIRLOCK_SANDBOX_CPU_SECONDS = env_int("AIRLOCK_SANDBOX_CPU_SECONDS", 30)
+AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0)
+AIRLOCK_MAX_ATTEMPTS = env_int("AIRLOCK_MAX_ATTEMPTS", 5)
+AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 2.0)
+AIRLOCK_RETRY_MAX_SECONDS = env_float("AIRLOCK_RETRY_MAX_SECONDS", 600.0)
+AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
+AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
+AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
+AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
+
+# --- Scanners ----------------------------------------------------------------
+CLAMD_SOCKET = env_str("CLAMD_SOCKET")
+CLAMD_HOST = env_str("CLAMD_HOST")
+CLAMD_PORT = env_int("CLAMD_PORT", 3310)
+AIRLOCK_SCAN_TIMEOUT = env_float("AIRLOCK_SCAN_TIMEOUT", 30.0)
+AIRLOCK_YARA_ENABLED = env_bool("AIRLOCK_YARA_ENABLED", True)
+_yara_dir = env_str("AIRLOCK_YARA_RULES_DIR")
+AIRLOCK_YARA_RULES_DIR = Path(_yara_dir) if _yara_dir else None
+
+# --- Sweeper -----------------------------------------------------------------
+AIRLOCK_SWEEP_INTERVAL_SECONDS = env_int("AIRLOCK_SWEEP_INTERVAL_SECONDS", 30 * 60)
+AIRLOCK_SWEEP_BATCH = env_int("AIRLOCK_SWEEP_BATCH", 500)
+AIRLOCK_SWEEP_CONCURRENCY = env_int("AIRLOCK_SWEEP_CONCURRENCY", 8)
+AIRLOCK_SWEEP_DELETE_ATTEMPTS = env_int("AIRLOCK_SWEEP_DELETE_ATTEMPTS", 5)
+AIRLOCK_SWEEPER_KILLSWITCH = env_str("AIRLOCK_SWEEPER_KILLSWITCH")  # "1"/"0" overrides the admin toggle
+AIRLOCK_SWEEPER_DRY_RUN = env_str("AIRLOCK_SWEEPER_DRY_RUN")
+AIRLOCK_RECONCILE_GRACE_SECONDS = env_int("AIRLOCK_RECONCILE_GRACE_SECONDS", 3600)
+
+# --- Rate limits -------------------------------------------------------------
+AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300)
+AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500)
+
+AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
+
+# --- Broker ------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+RABBITMQ_URL = env_str("RABBITMQ_URL")
+
+_DRAMATIQ_MIDDLEWARE = [
+    "dramatiq.middleware.AgeLimit",
+    "dramatiq.middleware.TimeLimit",
+    "dramatiq.middleware.Callbacks",
+    "dramatiq.middleware.Pipelines",
+    "dramatiq.middleware.Retries",
+    "django_dramatiq.middleware.DbConnectionsMiddleware",
+]
+if REDIS_URL:
+    DRAMATIQ_BROKER = {
+        "BROKER": "dramatiq.brokers.redis.RedisBroker",
+        "OPTIONS": {"url": REDIS_URL},
+        "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
+    }
+elif RABBITMQ_URL:
+    DRAMATIQ_BROKER = {
+        "BROKER": "dramatiq.brokers.rabbitmq.RabbitmqBroker",
+        "OPTIONS": {"url": RABBITMQ_URL},
+        "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
+    }
+else:
+    DRAMATIQ_BROKER = {
+        "BROKER": "dramatiq.brokers.stub.StubBroker",
+        "OPTIONS": {},
+        "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
+    }
+DRAMATIQ_AUTODISCOVER_MODULES = ["actors"]
+DRAMATIQ_TASKS_DATABASE = "default"
+
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "airlock"}
+    )
+}
+
+# --- API ---------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "attachments.api.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "attachments.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Airlock API",
+    "DESCRIPTION": "Upload intents, gated downloads and the upload-first lifecycle.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "attachments.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": env_str("AIRLOCK_LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "dramatiq": {"level": "WARNING"},
+    },
+}
+
+DRAMATIQ_RATE_LIMITER_BACKEND = (
+    {"BACKEND": "dramatiq.rate_limits.backends.redis.RedisBackend", "BACKEND_OPTIONS": {"url": REDIS_URL}}
+    if REDIS_URL
+    else {"BACKEND": "dramatiq.rate_limits.backends.stub.StubBackend"}
+)

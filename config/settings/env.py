@@ -1,0 +1,44 @@
+"""The one module that reads the process environment.
+
+Everything configurable about Airlock is an environment variable; this module
+turns them into typed values so settings modules never call os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = env_str(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = env_str(name)
+    return default if value is None else int(value)
+
+
+def env_float(name: str, default: float) -> float:
+    value = env_str(name)
+    return default if value is None else float(value)
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env_str(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = env_str(name)
+    return default if value is None else Path(value).expanduser().resolve()

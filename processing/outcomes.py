@@ -1,0 +1,153 @@
+"""Write the outcome of a step: advance, reject, finish, or retry/dead-letter.
+
+Every function re-locks the row and checks the lease token, so a duplicate or
+stale job (one whose attempt was superseded) changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
+from attachments.naming import quarantine_key
+from attachments.services import outbox
+from attachments.services.transitions import apply_transition, lock_attachment
+from attachments.storage import get_gateway
+from attachments.storage.base import move
+
+log = logging.getLogger("airlock.pipeline")
+
+WORKER = "worker"
+
+
+def _lease_deadline(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS)
+
+
+def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: str | None = None) -> Attachment | None:
+    attachment = lock_attachment(attachment_id)
+    if attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token:
+        return None
+    if step is not None and attachment.step != step:
+        return None
+    return attachment
+
+
+def begin(attachment_id: uuid.UUID, *, now: datetime | None = None) -> uuid.UUID | None:
+    """pending → processing with a fresh lease; None when there is nothing to do."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        attachment = lock_attachment(attachment_id)
+        if attachment is None or attachment.status != Status.PENDING or attachment.uploaded_at is None:
+            return None
+        if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+            return None
+        token = uuid.uuid4()
+        apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now))
+        return token
+
+
+def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: dict[str, Any],
+            next_step: str | None, derivatives: list[dict[str, Any]] | None = None,
+            now: datetime | None = None) -> bool:
+    """Record a step's facts and hand over to the next step, or flip to ready."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        attachment = _locked_if_current(attachment_id, token, step)
+        if attachment is None:
+            return False
+        for name, value in fields.items():
+            setattr(attachment, name, value)
+        for record in derivatives or []:
+            Derivative.objects.update_or_create(
+                attachment=attachment, kind=record["kind"], defaults={k: v for k, v in record.items() if k != "kind"},
+            )
+        if next_step is None:
+            apply_transition(attachment, "finish", actor=WORKER, now=now)
+            transaction.on_commit(lambda: _after_ready(attachment_id))
+        else:
+            attachment.step = next_step
+            attachment.lease_expires_at = _lease_deadline(now)
+            attachment.save()
+            outbox.enqueue(next_step, attachment.pk, token)
+    return True
+
+
+def reject(attachment_id: uuid.UUID, token: uuid.UUID | None, *, code: str, message: str) -> bool:
+    """A content decision: terminal, never retried; the object goes to quarantine."""
+    with transaction.atomic():
+        attachment = _locked_if_current(attachment_id, token)
+        if attachment is None:
+            return False
+        apply_transition(attachment, "reject", actor=WORKER, code=code, message=message)
+        if code != "object_missing":
+            transaction.on_commit(lambda: quarantine(attachment_id))
+    return True
+
+
+def retry_or_fail(attachment_id: uuid.UUID, token: uuid.UUID | None, *, error: str,
+                  actor: str = WORKER) -> str | None:
+    """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap."""
+    with transaction.atomic():
+        attachment = _locked_if_current(attachment_id, token)
+        if attachment is None:
+            return None
+        if attachment.attempts + 1 >= settings.AIRLOCK_MAX_ATTEMPTS:
+            apply_transition(attachment, "fail", actor=actor, message=error)
+            DeadLetter.objects.create(
+                kind=DeadLetter.Kind.PROCESSING,
+                attachment=attachment,
+                storage_key=attachment.storage_key,
+                last_error=error[:5000],
+                history=attempt_history(attachment) + [{"attempt": attachment.attempts + 1, "error": error[:500]}],
+            )
+            return "failed"
+        apply_transition(attachment, "retry", actor=actor, note=error)
+        delay = backoff_seconds(attachment.attempts)
+        outbox.enqueue("intake", attachment.pk, delay_ms=int(delay * 1000))
+        return "retried"
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Exponential backoff with full jitter in [0.5, 1.5) of the nominal delay."""
+    nominal = min(settings.AIRLOCK_RETRY_MAX_SECONDS, settings.AIRLOCK_RETRY_BASE_SECONDS * (2 ** max(0, attempts - 1)))
+    return nominal * (0.5 + random.random())
+
+
+def attempt_history(attachment: Attachment) -> list[dict[str, Any]]:
+    rows = TransitionLog.objects.filter(attachment=attachment, transition="retry").order_by("created_at", "id")
+    return [
+        {"attempt": i + 1, "at": row.created_at.isoformat(), "error": row.message}
+        for i, row in enumerate(rows)
+    ]
+
+
+def quarantine(attachment_id: uuid.UUID) -> None:
+    """Move a rejected original under quarantine/ so support can still look at it."""
+    attachment = Attachment.objects.filter(pk=attachment_id, status=Status.REJECTED).first()
+    if attachment is None or attachment.quarantine_key:
+        return
+    gateway = get_gateway()
+    target = quarantine_key(attachment.storage_key)
+    try:
+        if gateway.head(attachment.storage_key) is None:
+            return
+        move(gateway, attachment.storage_key, target)
+    except Exception as exc:  # the sweeper deletes by both keys, nothing is lost
+        log.warning("quarantine move failed", extra={"attachment_id": str(attachment_id), "error": str(exc)})
+        return
+    Attachment.objects.filter(pk=attachment_id).update(quarantine_key=target)
+
+
+def _after_ready(attachment_id: uuid.UUID) -> None:
+    from .single_slot import replace_older_single_slot
+
+    replace_older_single_slot(attachment_id)

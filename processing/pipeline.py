@@ -1,0 +1,82 @@
+"""Run one pipeline step for one attachment: load, check the lease, work, record.
+
+The shape follows the design: intake → scan → derive → ready. Steps are plain
+functions in steps.py; this module owns the bookkeeping around them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+from attachments.models import Attachment, Status
+from attachments.storage.base import StorageError
+
+from . import outcomes, steps
+from .errors import ContentRejected, TransientError
+from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
+
+log = logging.getLogger("airlock.pipeline")
+
+STEPS: dict[str, tuple[Callable[[Attachment], steps.StepResult], str | None]] = {
+    "intake": (steps.intake, "scan"),
+    "scan": (steps.scan, "derive"),
+    "derive": (steps.derive, None),
+}
+
+
+def _transient_types() -> tuple[type[BaseException], ...]:
+    from processing.scanners import ScannerError
+
+    return (TransientError, StorageError, ScannerError, OSError)
+
+
+def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> str:
+    """Do one step if this job still holds the lease; return what happened."""
+    attachment = Attachment.objects.select_related("tenant").filter(pk=attachment_id).first()
+    if (attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token
+            or attachment.step != step):
+        return "stale"
+    work, next_step = STEPS[step]
+    started = time.monotonic()
+    context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": step}
+    try:
+        result = work(attachment)
+    except ContentRejected as exc:
+        outcome = "rejected" if outcomes.reject(attachment_id, token, code=exc.code, message=exc.message) else "stale"
+        _log(context, started, outcome, reason_code=exc.code)
+        return outcome
+    except _transient_types() as exc:
+        error = f"{step}: {type(exc).__name__}: {exc}"
+        if step == "scan":
+            from .metrics import record_scan_error
+
+            record_scan_error(getattr(exc, "scanner", "scanner"))
+        outcome = outcomes.retry_or_fail(attachment_id, token, error=error) or "stale"
+        _log(context, started, outcome, error=error[:300])
+        return outcome
+    advanced = outcomes.advance(attachment_id, token, step, fields=result.fields, next_step=next_step,
+                                derivatives=result.derivatives)
+    outcome = ("ready" if next_step is None else "advanced") if advanced else "stale"
+    if outcome == "ready" and attachment.uploaded_at is not None:
+        from django.utils import timezone
+
+        TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
+    _log(context, started, outcome)
+    return outcome
+
+
+def _log(context: dict, started: float, outcome: str, **extra: object) -> None:
+    duration = time.monotonic() - started
+    STEP_SECONDS.labels(step=context["step"]).observe(duration)
+    STEP_OUTCOMES.labels(step=context["step"], outcome=outcome).inc()
+    log.info("step", extra={**context, "duration_ms": round(duration * 1000, 1), "outcome": outcome, **extra})
+
+
+def start_and_intake(attachment_id: uuid.UUID) -> str:
+    token = outcomes.begin(attachment_id)
+    if token is None:
+        return "skipped"
+    return run_step(attachment_id, token, "intake")

@@ -1,0 +1,68 @@
+"""Rebuild work from database state: the broker is only a doorbell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from attachments.models import Attachment, Lifecycle, Status
+from attachments.services import outbox
+
+from . import outcomes
+
+
+@dataclass
+class RecoveryReport:
+    expired_leases: int = 0
+    redriven: int = 0
+    relayed: int = 0
+
+
+def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
+    """processing past its lease → pending with attempts + 1 (or failed at the cap)."""
+    now = now or timezone.now()
+    stuck = list(
+        Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
+        .values_list("pk", "lease_token")[:1000]
+    )
+    if dry_run:
+        return len(stuck)
+    done = 0
+    for pk, token in stuck:
+        if outcomes.retry_or_fail(pk, token, error="lease expired (worker lost?)", actor="system:reconciler"):
+            done += 1
+    return done
+
+
+def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | None = None,
+                    dry_run: bool = False) -> int:
+    """Pending rows whose bytes arrived but whose job went missing get a new job."""
+    now = now or timezone.now()
+    if older_than_seconds is None:
+        older_than_seconds = max(120.0, settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5)
+    cutoff = now - timedelta(seconds=older_than_seconds)
+    ids = list(
+        Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False, updated_at__lt=cutoff)
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .values_list("pk", flat=True)[:1000]
+    )
+    if dry_run:
+        return len(ids)
+    for pk in ids:
+        with transaction.atomic():
+            # Touch the row so the next tick does not re-drive it again at once.
+            Attachment.objects.filter(pk=pk).update(updated_at=now)
+            outbox.enqueue("intake", pk)
+    return len(ids)
+
+
+def recover(*, now: datetime | None = None) -> RecoveryReport:
+    return RecoveryReport(
+        expired_leases=expire_leases(now=now),
+        redriven=redrive_pending(now=now),
+        relayed=outbox.relay_pending(),
+    )

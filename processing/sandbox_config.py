@@ -1,0 +1,46 @@
+"""Build sandbox limits and bounds from settings, and call the one sandbox runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from .errors import TransientError
+
+
+def limits_from_settings():
+    from processing.sandbox import Limits
+
+    return Limits(
+        address_space_bytes=settings.AIRLOCK_SANDBOX_MEMORY_BYTES,
+        cpu_seconds=settings.AIRLOCK_SANDBOX_CPU_SECONDS,
+        wall_seconds=settings.AIRLOCK_SANDBOX_WALL_SECONDS,
+    )
+
+
+def bounds_from_settings():
+    from processing.sandbox import Bounds
+
+    return Bounds(
+        max_pixels=settings.AIRLOCK_MAX_PIXELS,
+        max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
+        max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS,
+        zip_max_entries=settings.AIRLOCK_ZIP_MAX_ENTRIES,
+        zip_max_ratio=settings.AIRLOCK_ZIP_MAX_RATIO,
+        zip_max_total_bytes=settings.AIRLOCK_ZIP_MAX_TOTAL_BYTES,
+        zip_max_depth=settings.AIRLOCK_ZIP_MAX_DEPTH,
+    )
+
+
+def run_sandboxed(kind: str, input_path: Path, work_dir: Path):
+    from processing.sandbox import SandboxUnavailable, run_job
+
+    from .metrics import record_sandbox
+
+    try:
+        result = run_job(kind, input_path, work_dir, limits=limits_from_settings(), bounds=bounds_from_settings())
+    except SandboxUnavailable as exc:
+        raise TransientError(f"sandbox unavailable: {exc}") from exc
+    record_sandbox(kind, result)
+    return result

@@ -1,0 +1,166 @@
+"""The pipeline's steps. Each takes the attachment, does its IO and returns facts.
+
+A step raises ContentRejected for a content decision and TransientError (or
+lets a StorageError/ScannerError through) for infrastructure trouble.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from attachments.models import Attachment
+from attachments.naming import derivative_key
+from attachments.profiles import get_profile
+from attachments.storage import get_gateway
+
+from .errors import ContentRejected, TransientError
+from .sniff import detect_type
+
+
+@dataclass
+class StepResult:
+    fields: dict[str, Any] = field(default_factory=dict)
+    derivatives: list[dict[str, Any]] = field(default_factory=list)
+
+
+def intake(attachment: Attachment) -> StepResult:
+    """Believe storage, not the claim: size from HEAD, type from the first bytes."""
+    profile = get_profile(attachment.profile)
+    gateway = get_gateway()
+    info = gateway.head(attachment.storage_key)
+    if info is None:
+        raise ContentRejected("object_missing", "The uploaded object is not in storage.")
+    if info.size > profile.max_bytes:
+        raise ContentRejected("too_large", f"{info.size} bytes is over the {profile.max_bytes} byte limit.")
+    head = gateway.read_range(attachment.storage_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
+    detected = detect_type(head)
+    if not profile.allows(detected):
+        raise ContentRejected(
+            "type_not_allowed",
+            f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
+        )
+    return StepResult(fields={"stored_size": info.size, "content_type": detected})
+
+
+def scan(attachment: Attachment) -> StepResult:
+    """Every configured scanner must say clean; an error is never clean."""
+    from processing.scanners import scan_all, scanners_from_settings
+
+    gateway = get_gateway()
+    scanners = scanners_from_settings()
+    if not scanners:
+        raise TransientError("no scanner is configured")
+    started = time.monotonic()
+    verdicts = scan_all(scanners, lambda: gateway.iter_chunks(attachment.storage_key))
+    from .metrics import record_scan_verdicts
+
+    record_scan_verdicts(verdicts)
+    infected = [v for v in verdicts if v.outcome != "clean"]
+    if infected:
+        found = infected[0]
+        raise ContentRejected("malware", f"{found.scanner}: {found.signature or 'infected'}")
+    metadata = dict(attachment.metadata)
+    metadata["scan"] = {
+        "scanners": [v.scanner for v in verdicts],
+        "duration_ms": round((time.monotonic() - started) * 1000, 1),
+    }
+    return StepResult(fields={"metadata": metadata})
+
+
+def _download(attachment: Attachment, path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    limit = attachment.stored_size if attachment.stored_size is not None else get_profile(attachment.profile).max_bytes
+    with open(path, "wb") as out:
+        for chunk in get_gateway().iter_chunks(attachment.storage_key, chunk_size=1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise TransientError("the object changed size during processing")
+            digest.update(chunk)
+            out.write(chunk)
+    return size, digest.hexdigest()
+
+
+def _sha256_file(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            size += len(chunk)
+            digest.update(chunk)
+    return size, digest.hexdigest()
+
+
+_EXT = {"image/jpeg": "jpg", "image/png": "png", "image/gif": "gif", "image/webp": "webp"}
+
+
+def derive(attachment: Attachment) -> StepResult:
+    """Decode in the sandbox, store derivatives, and describe what will be served."""
+    from .sandbox_config import run_sandboxed
+
+    profile = get_profile(attachment.profile)
+    gateway = get_gateway()
+    tenant_slug = attachment.tenant.slug
+    with tempfile.TemporaryDirectory(prefix="airlock-") as tmp:
+        original = Path(tmp) / "original"
+        size, sha256 = _download(attachment, original)
+        if size != attachment.stored_size:
+            raise TransientError("the object changed size during processing")
+        result = StepResult(fields={"size": size, "sha256": sha256, "served_key": attachment.storage_key})
+        if profile.processor is None:
+            return result
+        work = Path(tmp) / "work"
+        work.mkdir()
+        outcome = run_sandboxed(profile.processor, original, work)
+        if outcome.outcome != "ok":
+            raise ContentRejected(outcome.reason_code or "corrupt", outcome.message or "could not be decoded")
+        data = outcome.data
+        metadata = dict(attachment.metadata)
+        derivatives: list[dict[str, Any]] = []
+        if profile.processor == "image":
+            metadata.update({"width": data.get("width"), "height": data.get("height"), "page_count": None})
+        elif profile.processor == "pdf":
+            metadata.update({"width": None, "height": None, "page_count": data.get("page_count")})
+        elif profile.processor == "zip":
+            metadata.update({"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
+                             "nested_archives": data.get("nested_archives")})
+        result.fields["metadata"] = metadata
+
+        text_path = outcome.files.get("text")
+        if text_path is not None:
+            text = Path(text_path).read_text("utf-8", errors="replace")[: settings.AIRLOCK_MAX_TEXT_CHARS]
+            result.fields["text"] = text.replace("\x00", "")
+
+        thumb = outcome.files.get("thumbnail")
+        if thumb is not None:
+            key = derivative_key(tenant_slug=tenant_slug, attachment_id=attachment.pk, kind="thumbnail", ext="webp")
+            derivatives.append(_store(gateway, key, Path(thumb), "image/webp", kind="thumbnail",
+                                      dims=data.get("thumbnail") or {}))
+
+        sanitized = outcome.files.get("sanitized")
+        if sanitized is not None:
+            ext = _EXT.get(attachment.content_type, "bin")
+            key = derivative_key(tenant_slug=tenant_slug, attachment_id=attachment.pk, kind="sanitized", ext=ext)
+            record = _store(gateway, key, Path(sanitized), attachment.content_type, kind="sanitized", dims={})
+            derivatives.append(record)
+            served_size, served_sha = _sha256_file(Path(sanitized))
+            result.fields.update({"served_key": key, "size": served_size, "sha256": served_sha})
+        result.derivatives = derivatives
+        return result
+
+
+def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims: dict) -> dict[str, Any]:
+    """Write a derivative and read it back: it must be durable before the flip to ready."""
+    written = gateway.write_file(key, path, content_type=content_type)
+    info = gateway.head(key)
+    if info is None or info.size != written:
+        raise TransientError(f"derivative {kind} did not verify after writing")
+    return {"kind": kind, "storage_key": key, "content_type": content_type, "size": written,
+            "width": dims.get("width"), "height": dims.get("height")}
