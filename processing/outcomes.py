@@ -72,7 +72,6 @@ def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: di
             )
         if next_step is None:
             apply_transition(attachment, "finish", actor=WORKER, now=now)
-            transaction.on_commit(lambda: _after_ready(attachment_id))
         else:
             attachment.step = next_step
             attachment.lease_expires_at = _lease_deadline(now)
@@ -88,8 +87,8 @@ def reject(attachment_id: uuid.UUID, token: uuid.UUID | None, *, code: str, mess
         if attachment is None:
             return False
         apply_transition(attachment, "reject", actor=WORKER, code=code, message=message)
-        if code != "object_missing":
-            transaction.on_commit(lambda: quarantine(attachment_id))
+    if code != "object_missing":
+        quarantine(attachment_id)
     return True
 
 
@@ -145,9 +144,3 @@ def quarantine(attachment_id: uuid.UUID) -> None:
         log.warning("quarantine move failed", extra={"attachment_id": str(attachment_id), "error": str(exc)})
         return
     Attachment.objects.filter(pk=attachment_id).update(quarantine_key=target)
-
-
-def _after_ready(attachment_id: uuid.UUID) -> None:
-    from .single_slot import replace_older_single_slot
-
-    replace_older_single_slot(attachment_id)

@@ -60,10 +60,14 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> str:
     advanced = outcomes.advance(attachment_id, token, step, fields=result.fields, next_step=next_step,
                                 derivatives=result.derivatives)
     outcome = ("ready" if next_step is None else "advanced") if advanced else "stale"
-    if outcome == "ready" and attachment.uploaded_at is not None:
+    if outcome == "ready":
         from django.utils import timezone
 
-        TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
+        from .single_slot import replace_older_single_slot
+
+        replace_older_single_slot(attachment_id)
+        if attachment.uploaded_at is not None:
+            TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)
     return outcome
 

@@ -42,6 +42,9 @@ def intake(attachment: Attachment) -> StepResult:
     head = gateway.read_range(attachment.storage_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
     detected = detect_type(head)
     if not profile.allows(detected):
+        signature = _malware_signature(attachment) if info.size <= _SCAN_REJECTS_UP_TO else None
+        if signature:
+            raise ContentRejected("malware", signature)
         raise ContentRejected(
             "type_not_allowed",
             f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
@@ -49,26 +52,45 @@ def intake(attachment: Attachment) -> StepResult:
     return StepResult(fields={"stored_size": info.size, "content_type": detected})
 
 
-def scan(attachment: Attachment) -> StepResult:
-    """Every configured scanner must say clean; an error is never clean."""
+# A file refused for its type is still scanned when small, so that malware is
+# reported as malware (the more useful reason for support and for the uploader).
+_SCAN_REJECTS_UP_TO = 32 * 1024 * 1024
+
+
+def _malware_signature(attachment: Attachment) -> str | None:
+    from processing.scanners import ScannerError
+
+    try:
+        return _scan_verdict(attachment)
+    except ScannerError:
+        return None  # it is rejected either way; the type decides the reason
+
+
+def _scan_verdict(attachment: Attachment) -> str | None:
     from processing.scanners import scan_all, scanners_from_settings
+
+    from .metrics import record_scan_verdicts
 
     gateway = get_gateway()
     scanners = scanners_from_settings()
     if not scanners:
         raise TransientError("no scanner is configured")
-    started = time.monotonic()
     verdicts = scan_all(scanners, lambda: gateway.iter_chunks(attachment.storage_key))
-    from .metrics import record_scan_verdicts
-
     record_scan_verdicts(verdicts)
     infected = [v for v in verdicts if v.outcome != "clean"]
     if infected:
-        found = infected[0]
-        raise ContentRejected("malware", f"{found.scanner}: {found.signature or 'infected'}")
+        return f"{infected[0].scanner}: {infected[0].signature or 'infected'}"
+    return None
+
+
+def scan(attachment: Attachment) -> StepResult:
+    """Every configured scanner must say clean; an error is never clean."""
+    started = time.monotonic()
+    signature = _scan_verdict(attachment)
+    if signature:
+        raise ContentRejected("malware", signature)
     metadata = dict(attachment.metadata)
     metadata["scan"] = {
-        "scanners": [v.scanner for v in verdicts],
         "duration_ms": round((time.monotonic() - started) * 1000, 1),
     }
     return StepResult(fields={"metadata": metadata})

@@ -1,0 +1,104 @@
+"""Shared fixtures: users in tenants, API clients, storage per test, running the pipeline."""
+
+from __future__ import annotations
+
+import io
+import time
+import uuid
+import zipfile
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
+
+
+
+@pytest.fixture(autouse=True)
+def storage_root(tmp_path, settings):
+    """Every test gets its own local storage root (S3 tests switch the backend themselves)."""
+    from attachments.storage import reset_gateway
+
+    settings.AIRLOCK_STORAGE = "local"
+    settings.AIRLOCK_STORAGE_ROOT = tmp_path / "storage"
+    reset_gateway()
+    yield settings.AIRLOCK_STORAGE_ROOT
+    reset_gateway()
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture
+def make_user(db) -> Callable:
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from attachments.models import Membership, Tenant
+
+    def make(name: str | None = None, *, tenant: str = "acme", staff: bool = False):
+        name = name or f"user-{uuid.uuid4().hex[:8]}"
+        tenant_obj, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
+        user = get_user_model().objects.create_user(username=name, password="pw-" + name, is_staff=staff)
+        Membership.objects.create(user=user, tenant=tenant_obj)
+        user.api_token = Token.objects.create(user=user).key
+        return user
+
+    return make
+
+
+@pytest.fixture
+def alice(make_user):
+    return make_user("alice", tenant="acme")
+
+
+@pytest.fixture
+def bob(make_user):
+    """Same tenant as alice."""
+    return make_user("bob", tenant="acme")
+
+
+@pytest.fixture
+def mallory(make_user):
+    """Another tenant."""
+    return make_user("mallory", tenant="evil")
+
+
+@pytest.fixture
+def api() -> Callable[..., APIClient]:
+    return client_for
+
+
+@pytest.fixture
+def live_worker(transactional_db):
+    """A real Dramatiq worker on the configured broker (Redis in CI), plus the outbox relay."""
+    import dramatiq
+
+    from processing.runtime import QUEUES, start_worker
+
+    broker = dramatiq.get_broker()
+    broker.flush_all()
+    worker = start_worker(threads=4)
+    yield worker
+    worker.stop(timeout=10_000)
+    broker.flush_all()
+    connection.close()
+
+
+@pytest.fixture
+def samples():
+    class Samples:
+        jpeg = staticmethod(jpeg_bytes)
+        png = staticmethod(png_bytes)
+        pdf = staticmethod(pdf_bytes)
+        zip = staticmethod(zip_bytes)
+        eicar = EICAR
+
+    return Samples
