@@ -55,15 +55,17 @@ def intake(attachment: Attachment) -> StepResult:
 # A file refused for its type is still scanned when small, so that malware is
 # reported as malware (the more useful reason for support and for the uploader).
 _SCAN_REJECTS_UP_TO = 32 * 1024 * 1024
+_LIMIT_HEURISTIC = "Heuristics.Limits.Exceeded"
 
 
 def _malware_signature(attachment: Attachment) -> str | None:
     from processing.scanners import ScannerError
 
     try:
-        return _scan_verdict(attachment)
+        signature = _scan_verdict(attachment)
     except ScannerError:
         return None  # it is rejected either way; the type decides the reason
+    return None if signature and _LIMIT_HEURISTIC in signature else signature
 
 
 def _scan_verdict(attachment: Attachment) -> str | None:
@@ -87,6 +89,10 @@ def scan(attachment: Attachment) -> StepResult:
     """Every configured scanner must say clean; an error is never clean."""
     started = time.monotonic()
     signature = _scan_verdict(attachment)
+    if signature and _LIMIT_HEURISTIC in signature:
+        # clamd gave up on a bound (nesting, file count, size): a bound, not a virus.
+        processor = get_profile(attachment.profile).processor
+        raise ContentRejected("archive_limit" if processor == "zip" else "too_large", signature)
     if signature:
         raise ContentRejected("malware", signature)
     metadata = dict(attachment.metadata)

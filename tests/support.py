@@ -7,12 +7,13 @@ import time
 import uuid
 import zipfile
 
-from rest_framework.test import APIClient
 
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$" + b"EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 
 
-def client_for(user=None) -> APIClient:
+def client_for(user=None):
+    from rest_framework.test import APIClient
+
     client = APIClient()
     if user is not None:
         client.credentials(HTTP_AUTHORIZATION=f"Token {user.api_token}")
@@ -81,7 +82,7 @@ def zip_bytes(entries: dict[str, bytes] | None = None) -> bytes:
 
 # --- driving uploads and the pipeline ------------------------------------------
 
-def create_intent(client: APIClient, *, profile="image", filename="cat.jpg", size=100,
+def create_intent(client, *, profile="image", filename="cat.jpg", size=100,
                   content_type="image/jpeg"):
     return client.post("/api/v1/uploads", {"profile": profile, "filename": filename, "size": size,
                                            "content_type": content_type}, format="json")
@@ -91,11 +92,13 @@ def put_bytes(url: str, data: bytes, *, content_type="application/octet-stream")
     """PUT to an upload URL through the test client (the token is the only credential)."""
     from urllib.parse import urlsplit
 
+    from rest_framework.test import APIClient
+
     parts = urlsplit(url)
     return APIClient().generic("PUT", f"{parts.path}?{parts.query}", data, content_type=content_type)
 
 
-def upload(client: APIClient, data: bytes, *, profile="image", filename="cat.jpg", content_type="image/jpeg"):
+def upload(client, data: bytes, *, profile="image", filename="cat.jpg", content_type="image/jpeg"):
     """Intent + PUT; returns the attachment id."""
     intent = create_intent(client, profile=profile, filename=filename, size=len(data), content_type=content_type)
     assert intent.status_code == 201, intent.content

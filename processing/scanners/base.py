@@ -1,0 +1,45 @@
+"""The scanner contract: a verdict is either clean or infected; anything else is an error.
+
+There is deliberately no third outcome such as "unknown" or "skipped": a
+scanner that cannot decide raises ScannerError, and the caller keeps the file
+unreadable and retries. That is what "fail closed" means here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Literal, Protocol, runtime_checkable
+
+CLEAN = "clean"
+INFECTED = "infected"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    scanner: str  # "clamd" | "yara"
+    outcome: Literal["clean", "infected"]
+    signature: str | None  # e.g. "Eicar-Test-Signature" or a YARA rule name; None when clean
+
+    @property
+    def infected(self) -> bool:
+        return self.outcome == INFECTED
+
+
+class ScannerError(Exception):
+    """The scanner could not give a verdict (down, timeout, protocol error, size limit).
+
+    Transient: the caller retries; never treated as clean.
+    """
+
+
+@runtime_checkable
+class Scanner(Protocol):
+    name: str
+
+    def scan(self, chunks: Iterable[bytes]) -> Verdict:
+        """Scan the object's bytes; `chunks` is a fresh iterator over them."""
+        ...
+
+    def ping(self) -> float:
+        """Seconds of round-trip latency; raises ScannerError when the scanner is down."""
+        ...

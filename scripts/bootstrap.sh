@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install Airlock with the pinned versions.
+# Usage: scripts/bootstrap.sh [--test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+extras=""
+[ "${1:-}" = "--test" ] && extras="[test]"
+stamp=".venv/.airlock-installed${extras}"
+# Reinstall only when the dependency files changed since the last install.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -c constraints.txt -e ".${extras}"
+  touch "$stamp"
+fi

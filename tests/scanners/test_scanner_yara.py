@@ -1,0 +1,166 @@
+"""YARA scanner: the shipped EICAR rule, bounds, timeouts and rule loading."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from processing.scanners import ScannerError, YaraScanner
+from processing.scanners import yara as yara_module
+
+from .support import CORPUS, EICAR
+
+SHIPPED_RULES = Path(yara_module.__file__).resolve().parent.parent / "rules"
+
+
+@pytest.fixture(scope="module")
+def yara() -> YaraScanner:
+    return YaraScanner()
+
+
+def test_default_rules_dir_is_the_shipped_one(yara: YaraScanner) -> None:
+    assert yara.rules_dir == SHIPPED_RULES
+    assert (SHIPPED_RULES / "eicar.yar").is_file()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        EICAR,
+        EICAR + b"\r\n",
+        EICAR + b" \t\x1a\n",
+        EICAR + b" " * 60,  # 128 bytes: the standard's maximum
+    ],
+    ids=["bare", "crlf", "mixed-whitespace", "128-bytes"],
+)
+def test_eicar_standard_forms_are_infected(yara: YaraScanner, data: bytes) -> None:
+    verdict = yara.scan([data])
+    assert verdict.outcome == "infected"
+    assert verdict.scanner == "yara"
+    assert verdict.signature == "EICAR_Test_File"
+
+
+def test_eicar_split_across_chunks(yara: YaraScanner) -> None:
+    chunks = [EICAR[:10], b"", EICAR[10:40], EICAR[40:]]
+    assert yara.scan(iter(chunks)).outcome == "infected"
+
+
+def test_eicar_corpus_file(yara: YaraScanner) -> None:
+    assert yara.scan([(CORPUS / "fuzzdb" / "eicar.com.txt").read_bytes()]).infected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"hello world\n",
+        EICAR[:-1],  # truncated
+        EICAR + b"x",  # trailing non-whitespace
+        b"x" + EICAR,  # not at the start
+        EICAR + b" " * 61,  # 129 bytes
+    ],
+    ids=["empty", "text", "truncated", "trailing-junk", "embedded", "129-bytes"],
+)
+def test_non_standard_forms_are_clean(yara: YaraScanner, data: bytes) -> None:
+    verdict = yara.scan([data])
+    assert verdict.outcome == "clean"
+    assert verdict.signature is None
+
+
+def test_shipped_rules_flag_only_eicar_in_corpus(yara: YaraScanner) -> None:
+    # False-positive guard: of the 60 corpus files only the EICAR file matches.
+    files = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
+    assert len(files) == 60
+    flagged = {
+        p.relative_to(CORPUS).as_posix() for p in files if yara.scan([p.read_bytes()]).infected
+    }
+    assert flagged == {"fuzzdb/eicar.com.txt"}
+
+
+def _rules_dir(tmp_path: Path, source: str, name: str = "test.yar") -> Path:
+    d = tmp_path / "rules"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(source)
+    return d
+
+
+def test_large_object_is_spooled_and_scanned_to_the_end(tmp_path: Path) -> None:
+    rules = _rules_dir(
+        tmp_path, 'rule Tail_Marker { strings: $m = "AIRLOCK-TAIL-MARKER" condition: $m }'
+    )
+    scanner = YaraScanner(rules_dir=rules)
+    block = b"\0" * (1024 * 1024)
+    size = yara_module.SPOOL_THRESHOLD + 4 * len(block)
+
+    def chunks(marker: bytes):
+        for _ in range(size // len(block)):
+            yield block
+        yield marker
+
+    verdict = scanner.scan(chunks(b"AIRLOCK-TAIL-MARKER"))
+    assert verdict.outcome == "infected" and verdict.signature == "Tail_Marker"
+    assert scanner.scan(chunks(b"nothing here")).outcome == "clean"
+
+
+def test_object_over_max_bytes_is_an_error_not_clean(tmp_path: Path) -> None:
+    scanner = YaraScanner(max_bytes=1000)
+    assert scanner.scan([b"a" * 1000]).outcome == "clean"
+    with pytest.raises(ScannerError, match="max_bytes"):
+        scanner.scan([b"a" * 600, b"a" * 401])
+
+
+def test_timeout_is_a_scanner_error(tmp_path: Path) -> None:
+    # Quadratic loop over 100 kB: ~10^10 steps, far beyond one second.
+    rules = _rules_dir(
+        tmp_path,
+        "rule Slow { condition: for any i in (0..filesize) : ( for any j in (0..filesize) :"
+        " ( uint16(i) == 0x4242 and uint16(j) == 0x4343 ) ) }",
+    )
+    scanner = YaraScanner(rules_dir=rules, timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(ScannerError, match="timed out"):
+        scanner.scan([b"\0" * 100_000])
+    assert time.monotonic() - started < 5
+
+
+def test_garbage_rules_fail_at_construction(tmp_path: Path) -> None:
+    rules = _rules_dir(tmp_path, "rule Broken { condition: this is not yara }")
+    with pytest.raises(ScannerError, match="do not compile"):
+        YaraScanner(rules_dir=rules)
+
+
+def test_one_bad_file_among_good_ones_still_fails(tmp_path: Path) -> None:
+    # yara-x could skip the broken file; we must not scan with fewer rules than shipped.
+    rules = _rules_dir(tmp_path, "rule Good { condition: false }", "a.yar")
+    (rules / "b.yar").write_bytes(b"\xff\xfe not utf-8 {")
+    with pytest.raises(ScannerError):
+        YaraScanner(rules_dir=rules)
+
+
+def test_missing_or_empty_rules_dir_fails(tmp_path: Path) -> None:
+    with pytest.raises(ScannerError, match="does not exist"):
+        YaraScanner(rules_dir=tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ScannerError, match="no \\*.yar"):
+        YaraScanner(rules_dir=tmp_path / "empty")
+
+
+def test_rules_compiled_once_and_recompiled_on_change(tmp_path: Path) -> None:
+    rules = _rules_dir(tmp_path, 'rule First { strings: $a = "first" condition: $a }')
+    a, b = YaraScanner(rules_dir=rules), YaraScanner(rules_dir=rules)
+    assert a._rules is b._rules
+    path = rules / "test.yar"
+    path.write_text('rule Second { strings: $a = "second" condition: $a }')
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    c = YaraScanner(rules_dir=rules)
+    assert c._rules is not a._rules
+    assert c.scan([b"the second one"]).signature == "Second"
+    assert a.scan([b"the first one"]).signature == "First"  # an existing scanner keeps its rules
+
+
+def test_ping_is_zero_for_the_in_process_engine(yara: YaraScanner) -> None:
+    assert yara.ping() == 0.0
