@@ -4,6 +4,7 @@ from . import views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
+    path("search", views.SearchApi.as_view(), name="search"),
     path("uploads", views.UploadIntentApi.as_view(), name="upload-intent"),
     path("uploads/<uuid:attachment_id>/content", views.UploadContentView.as_view(), name="upload-content"),
     path("uploads/<str:attachment_id>/complete", views.UploadCompleteApi.as_view(), name="upload-complete"),

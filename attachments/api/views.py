@@ -9,9 +9,11 @@ import uuid
 from datetime import datetime
 
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -37,7 +39,15 @@ from ..services.lifecycle import (
 )
 from ..services.uploads import upload_complete, upload_content_receive, upload_through
 from .errors import json_error
-from .serializers import CommitRequest, IdsRequest, IntentRequest, _iso, attachment_resource
+from .serializers import (
+    CommitRequest,
+    IdsRequest,
+    IntentRequest,
+    StrictCharField,
+    StrictIntegerField,
+    _iso,
+    attachment_resource,
+)
 
 
 def _valid(serializer_class, request) -> dict:
@@ -74,19 +84,25 @@ class UploadIntentApi(APIView):
         if url.startswith("/"):
             url = request.build_absolute_uri(url)
         attachment = intent.attachment
+        upload = {
+            "method": intent.upload.method,
+            "url": url,
+            "headers": intent.upload.headers,
+            "fields": intent.upload.fields,
+            "expires_at": _iso(intent.upload_expires_at),
+        }
+        if intent.upload.parts:  # S3 multipart: PUT each part, then POST complete_url with the ETags
+            upload["part_size"] = intent.upload.part_size
+            upload["parts"] = [{"part_number": p.part_number, "url": p.url} for p in intent.upload.parts]
+            upload["complete_url"] = request.build_absolute_uri(
+                reverse("upload-complete", kwargs={"attachment_id": str(attachment.pk)}))
         return Response(
             {
                 "id": str(attachment.pk),
                 "status": attachment.status,
                 "profile": attachment.profile,
                 "expires_at": _iso(attachment.expires_at),
-                "upload": {
-                    "method": intent.upload.method,
-                    "url": url,
-                    "headers": intent.upload.headers,
-                    "fields": intent.upload.fields,
-                    "expires_at": _iso(intent.upload_expires_at),
-                },
+                "upload": upload,
             },
             status=201,
         )
@@ -123,8 +139,31 @@ class UploadContentView(View):
 
 
 class UploadCompleteApi(APIView):
+    """The client's "bytes are in place" hint; for S3 multipart intents it also assembles the parts."""
+
+    class PartRequest(serializers.Serializer):
+        part_number = StrictIntegerField(min_value=1, max_value=10_000)
+        etag = StrictCharField(max_length=128)
+
+    class CompleteRequest(serializers.Serializer):
+        parts = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=10_000)
+
     def post(self, request, attachment_id):
-        attachment = upload_complete(attachment=attachment_owned(user=request.user, attachment_id=attachment_id))
+        attachment = attachment_owned(user=request.user, attachment_id=attachment_id)
+        parts = None
+        # An empty body, or one without "parts", is the plain hint (unchanged behaviour).
+        if isinstance(request.data, dict) and "parts" in request.data:
+            data = _valid(self.CompleteRequest, request)
+            parts = []
+            for index, raw in enumerate(data["parts"]):
+                part = self.PartRequest(data=raw)
+                if not part.is_valid():
+                    raise ValidationFailed(details={f"parts[{index}].{name}": [str(m) for m in messages]
+                                                    for name, messages in part.errors.items()})
+                parts.append((part.validated_data["part_number"], part.validated_data["etag"]))
+            if len({number for number, _ in parts}) != len(parts):
+                raise ValidationFailed(details={"parts": ["Each part_number may appear once."]})
+        attachment = upload_complete(attachment=attachment, parts=parts)
         return Response(_resource(request, attachment), status=202)
 
 
@@ -276,3 +315,15 @@ class CommitApi(APIView):
         committed = attachments_commit(owner=request.user, ids=data["ids"], ref=data["ref"])
         return Response({"committed": committed, "ref": data["ref"]})
 
+
+
+class SearchApi(APIView):
+    def get(self, request):
+        from ..search import search_documents
+
+        query = request.query_params.get("q")
+        if query is None or not query.strip():
+            raise ValidationFailed(details={"q": ["A non-empty search query is required."]})
+        if len(query) > 200:
+            raise ValidationFailed(details={"q": ["At most 200 characters."]})
+        return Response({"results": search_documents(user=request.user, query=query)})
