@@ -62,6 +62,11 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # What storage and the bytes say, filled in by processing.
     storage_key = models.CharField(max_length=512, unique=True)
     served_key = models.CharField(max_length=512, blank=True, default="")
+    # Where the bytes under processing live when the upload key stays writable by
+    # the client (S3 presigned POST can be replayed until it expires): intake
+    # copies them to a key only the server writes, so what was scanned is what
+    # is served. Empty when the upload key itself is immutable.
+    content_key = models.CharField(max_length=512, blank=True, default="")
     quarantine_key = models.CharField(max_length=512, blank=True, default="")
     stored_size = models.BigIntegerField(null=True, blank=True)
     size = models.BigIntegerField(null=True, blank=True)
@@ -80,6 +85,9 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     step = models.CharField(max_length=16, blank=True, default="")
     uploaded_at = models.DateTimeField(null=True, blank=True)
+    # S3 multipart intents: the UploadId, kept server-side until the parts are
+    # assembled (cleared then); the sweeper aborts it for abandoned intents.
+    multipart_upload_id = models.CharField(max_length=1024, null=True, blank=True)
 
     # Lifecycle (orthogonal to status).
     lifecycle = models.CharField(max_length=16, choices=Lifecycle.choices, default=Lifecycle.STAGED)
@@ -110,6 +118,11 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile}:{self.id} ({self.status})"
+
+    @property
+    def working_key(self) -> str:
+        """The key holding the bytes the pipeline checks and serves."""
+        return self.content_key or self.storage_key
 
     # --- transitions: pure, they only set fields --------------------------------
 

@@ -1,7 +1,60 @@
-"""Operator endpoints: liveness (readiness and metrics live alongside)."""
+"""Operator endpoints: liveness, readiness and Prometheus metrics (no login by default).
 
-from django.http import JsonResponse
+- ``GET /healthz``: the process answers (no dependency is touched).
+- ``GET /readyz``: database, broker, storage and scanners, each bounded by a
+  short timeout (attachments/health.py); 200 when all are up, else 503.
+- ``GET /metrics``: Prometheus text (attachments/metrics.py). When
+  AIRLOCK_METRICS_TOKEN is set it needs ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from .api.errors import error_body
 
 
-def healthz(request):
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    from .health import readiness
+
+    report = readiness()
+    return JsonResponse(report.as_dict(), status=200 if report.ok else 503)
+
+
+def _metrics_authorized(request: HttpRequest) -> bool:
+    expected = getattr(settings, "AIRLOCK_METRICS_TOKEN", None)
+    if not expected:
+        return True
+    header = request.headers.get("Authorization", "")
+    scheme, _, presented = header.partition(" ")
+    if scheme.lower() != "bearer" or not presented:
+        return False
+    return hmac.compare_digest(presented.strip().encode(), expected.encode())
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _metrics_authorized(request):
+        response = JsonResponse(
+            error_body("NOT_AUTHENTICATED", "A valid bearer token is required for /metrics."), status=401
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    from .metrics import render_latest
+
+    body, content_type = render_latest()
+    return HttpResponse(body, content_type=content_type)

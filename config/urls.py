@@ -1,12 +1,20 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from attachments import ops
+from attachments import admin_views, pages
 
 urlpatterns = [
+    path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),
     path("admin/", admin.site.urls),
+    path("", pages.upload_page, name="upload-page"),
+    path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("attachments.api.urls")),
     path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics, name="metrics"),
 ]
 
 handler400 = "attachments.api.errors.handler400"

@@ -137,9 +137,9 @@ def quarantine(attachment_id: uuid.UUID) -> None:
     gateway = get_gateway()
     target = quarantine_key(attachment.storage_key)
     try:
-        if gateway.head(attachment.storage_key) is None:
+        if gateway.head(attachment.working_key) is None:
             return
-        move(gateway, attachment.storage_key, target)
+        move(gateway, attachment.working_key, target)
     except Exception as exc:  # the sweeper deletes by both keys, nothing is lost
         log.warning("quarantine move failed", extra={"attachment_id": str(attachment_id), "error": str(exc)})
         return

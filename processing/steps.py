@@ -34,12 +34,14 @@ def intake(attachment: Attachment) -> StepResult:
     """Believe storage, not the claim: size from HEAD, type from the first bytes."""
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
-    info = gateway.head(attachment.storage_key)
+    if gateway.rewritable_uploads and not attachment.content_key:
+        _snapshot(attachment)
+    info = gateway.head(attachment.working_key)
     if info is None:
         raise ContentRejected("object_missing", "The uploaded object is not in storage.")
     if info.size > profile.max_bytes:
         raise ContentRejected("too_large", f"{info.size} bytes is over the {profile.max_bytes} byte limit.")
-    head = gateway.read_range(attachment.storage_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
+    head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
     detected = detect_type(head)
     if not profile.allows(detected):
         signature = _malware_signature(attachment) if info.size <= _SCAN_REJECTS_UP_TO else None
@@ -50,6 +52,30 @@ def intake(attachment: Attachment) -> StepResult:
             f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
         )
     return StepResult(fields={"stored_size": info.size, "content_type": detected})
+
+
+def _snapshot(attachment: Attachment) -> None:
+    """Move the upload to a key only the server writes, before anything looks at it.
+
+    Everything after this reads the snapshot, so bytes replayed onto the upload
+    key later are never scanned-then-swapped; the replay itself is deleted when
+    its storage event arrives.
+    """
+    gateway = get_gateway()
+    if gateway.head(attachment.storage_key) is None:
+        raise ContentRejected("object_missing", "The uploaded object is not in storage.")
+    target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original",
+                            ext="bin")
+    gateway.copy(attachment.storage_key, target)
+    if gateway.head(target) is None:
+        raise TransientError("snapshot copy did not verify")
+    updated = Attachment.objects.filter(pk=attachment.pk, lease_token=attachment.lease_token).update(
+        content_key=target)
+    if not updated:
+        gateway.delete(target)
+        raise TransientError("lost the lease while taking the snapshot")
+    attachment.content_key = target
+    gateway.delete(attachment.storage_key)
 
 
 # A file refused for its type is still scanned when small, so that malware is
@@ -77,7 +103,7 @@ def _scan_verdict(attachment: Attachment) -> str | None:
     scanners = scanners_from_settings()
     if not scanners:
         raise TransientError("no scanner is configured")
-    verdicts = scan_all(scanners, lambda: gateway.iter_chunks(attachment.storage_key))
+    verdicts = scan_all(scanners, lambda: gateway.iter_chunks(attachment.working_key))
     record_scan_verdicts(verdicts)
     infected = [v for v in verdicts if v.outcome != "clean"]
     if infected:
@@ -107,7 +133,7 @@ def _download(attachment: Attachment, path: Path) -> tuple[int, str]:
     size = 0
     limit = attachment.stored_size if attachment.stored_size is not None else get_profile(attachment.profile).max_bytes
     with open(path, "wb") as out:
-        for chunk in get_gateway().iter_chunks(attachment.storage_key, chunk_size=1 << 20):
+        for chunk in get_gateway().iter_chunks(attachment.working_key, chunk_size=1 << 20):
             size += len(chunk)
             if size > limit:
                 raise TransientError("the object changed size during processing")
@@ -141,7 +167,7 @@ def derive(attachment: Attachment) -> StepResult:
         size, sha256 = _download(attachment, original)
         if size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
-        result = StepResult(fields={"size": size, "sha256": sha256, "served_key": attachment.storage_key})
+        result = StepResult(fields={"size": size, "sha256": sha256, "served_key": attachment.working_key})
         if profile.processor is None:
             return result
         work = Path(tmp) / "work"

@@ -29,9 +29,18 @@ def storage_root(tmp_path, settings):
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
+    from django.conf import settings
     from django.core.cache import cache
 
-    cache.clear()
+    prefix = settings.CACHES["default"].get("KEY_PREFIX")
+    if settings.REDIS_URL and prefix:
+        # cache.clear() is FLUSHDB on Redis: it would also wipe the broker queues and
+        # locks of every other run sharing this Redis. Delete only this run's keys.
+        client = cache._cache.get_client(write=True)
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
+    else:
+        cache.clear()
     yield
 
 

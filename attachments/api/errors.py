@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
@@ -55,6 +56,15 @@ def exception_handler(exc, context):
         return Response(error_body("NOT_FOUND", "Not found."), status=404)
     if isinstance(exc, drf.APIException):
         return Response(error_body("ERROR", str(exc.detail)), status=exc.status_code)
+    from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+
+    if isinstance(exc, RequestDataTooBig):
+        # A JSON body over DATA_UPLOAD_MAX_MEMORY_SIZE: Django refuses before reading it.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(error_body("TOO_LARGE", f"The request body is larger than the {limit} bytes allowed.",
+                                   {"max_bytes": limit}), status=413)
+    if isinstance(exc, SuspiciousOperation):  # too many fields or files, malformed multipart
+        return Response(error_body("VALIDATION_ERROR", "The request could not be read."), status=400)
     from django.db import DatabaseError
 
     from ..storage.base import StorageError

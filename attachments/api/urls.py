@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import storage_events, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
@@ -8,6 +8,7 @@ urlpatterns = [
     path("uploads", views.UploadIntentApi.as_view(), name="upload-intent"),
     path("uploads/<uuid:attachment_id>/content", views.UploadContentView.as_view(), name="upload-content"),
     path("uploads/<str:attachment_id>/complete", views.UploadCompleteApi.as_view(), name="upload-complete"),
+    path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
     path("attachments/heartbeat", views.HeartbeatApi.as_view(), name="attachments-heartbeat"),
     path("attachments/discard-all", views.DiscardAllApi.as_view(), name="attachments-discard-all"),

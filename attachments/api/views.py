@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import extend_schema_view
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -38,6 +39,7 @@ from ..services.lifecycle import (
     attachments_heartbeat,
 )
 from ..services.uploads import upload_complete, upload_content_receive, upload_through
+from . import schema
 from .errors import json_error
 from .serializers import (
     CommitRequest,
@@ -64,6 +66,7 @@ def _resource(request, attachment: Attachment) -> dict:
     return attachment_resource(attachment, request, can_read=readable, thumbnail=thumbnail if readable else None)
 
 
+@extend_schema_view(**schema.PROFILES)
 class ProfilesApi(APIView):
     def get(self, request):
         return Response({
@@ -75,6 +78,7 @@ class ProfilesApi(APIView):
         })
 
 
+@extend_schema_view(**schema.UPLOAD_INTENT)
 class UploadIntentApi(APIView):
     def post(self, request):
         data = _valid(IntentRequest, request)
@@ -138,6 +142,7 @@ class UploadContentView(View):
         return JsonResponse(body, status=202)
 
 
+@extend_schema_view(**schema.UPLOAD_COMPLETE)
 class UploadCompleteApi(APIView):
     """The client's "bytes are in place" hint; for S3 multipart intents it also assembles the parts."""
 
@@ -181,6 +186,7 @@ def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
         raise ValidationFailed("Invalid cursor.", details={"cursor": ["Invalid cursor."]}) from None
 
 
+@extend_schema_view(**schema.ATTACHMENT_LIST)
 class AttachmentListApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
@@ -243,6 +249,7 @@ class AttachmentListApi(APIView):
         return Response(_resource(request, attachment), status=202)
 
 
+@extend_schema_view(**schema.ATTACHMENT_DETAIL)
 class AttachmentDetailApi(APIView):
     def get(self, request, attachment_id):
         wait = request.query_params.get("wait")
@@ -261,15 +268,16 @@ class AttachmentDetailApi(APIView):
         return Response(_resource(request, attachment))
 
 
+@extend_schema_view(**schema.ATTACHMENT_DOWNLOAD)
 class AttachmentDownloadApi(APIView):
     def get(self, request, attachment_id):
         attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
-        key = attachment.served_key or attachment.storage_key
+        key = attachment.served_key or attachment.working_key
         size = attachment.size
         if size is None or not attachment.served_key:
             from ..storage import get_gateway
 
-            info = get_gateway().head(attachment.storage_key)
+            info = get_gateway().head(attachment.working_key)
             if info is None:
                 raise NotFound()
             size = info.size
@@ -277,6 +285,7 @@ class AttachmentDownloadApi(APIView):
                              filename=attachment.filename, inline=False)
 
 
+@extend_schema_view(**schema.ATTACHMENT_THUMBNAIL)
 class AttachmentThumbnailApi(APIView):
     def get(self, request, attachment_id):
         attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
@@ -288,6 +297,7 @@ class AttachmentThumbnailApi(APIView):
                              content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
 
 
+@extend_schema_view(**schema.HEARTBEAT)
 class HeartbeatApi(APIView):
     def post(self, request):
         data = _valid(IdsRequest, request)
@@ -298,17 +308,20 @@ class HeartbeatApi(APIView):
         })
 
 
+@extend_schema_view(**schema.DISCARD)
 class DiscardApi(APIView):
     def post(self, request, attachment_id):
         attachment_discard(user=request.user, attachment_id=attachment_id)
         return Response(status=204)
 
 
+@extend_schema_view(**schema.DISCARD_ALL)
 class DiscardAllApi(APIView):
     def post(self, request):
         return Response({"discarded": attachments_discard_all(user=request.user)})
 
 
+@extend_schema_view(**schema.COMMIT)
 class CommitApi(APIView):
     def post(self, request):
         data = _valid(CommitRequest, request)
@@ -317,6 +330,7 @@ class CommitApi(APIView):
 
 
 
+@extend_schema_view(**schema.SEARCH)
 class SearchApi(APIView):
     def get(self, request):
         from ..search import search_documents

@@ -76,6 +76,10 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
         attachment.storage_key, content_type=content_type, max_bytes=min(size, profile.max_bytes),
         expires_in=expires_in,
     )
+    if upload is not None and upload.upload_id:
+        # Multipart: the UploadId stays on the server; the complete call needs it.
+        Attachment.objects.filter(pk=attachment.pk).update(multipart_upload_id=upload.upload_id)
+        attachment.multipart_upload_id = upload.upload_id
     if upload is None:
         url = reverse("upload-content", kwargs={"attachment_id": attachment.id})
         upload = UploadInstruction(

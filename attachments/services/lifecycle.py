@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import models, transaction
+from django.db.models import DateTimeField, Q, Value
+from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
@@ -40,7 +42,7 @@ class HeartbeatResult:
     missing: list[str] = field(default_factory=list)
 
 
-def attachments_heartbeat(*, user, ids: list[object], now: datetime | None = None) -> HeartbeatResult:
+def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object], now: datetime | None = None) -> HeartbeatResult:
     """Extend staged uploads: never earlier, never past the hard cap."""
     now = now or timezone.now()
     window = timedelta(seconds=settings.AIRLOCK_HEARTBEAT_WINDOW_SECONDS)
@@ -62,14 +64,14 @@ def attachments_heartbeat(*, user, ids: list[object], now: datetime | None = Non
                 result.attachments.append((str(attachment_id), None))
                 continue
             target = min(now + window, attachment.created_at + cap)
-            if target > attachment.expires_at:
+            if attachment.expires_at is None or target > attachment.expires_at:
                 attachment.expires_at = target
                 attachment.save(update_fields=["expires_at", "updated_at"])
             result.attachments.append((str(attachment_id), attachment.expires_at))
     return result
 
 
-def attachment_discard(*, user, attachment_id: object, now: datetime | None = None) -> None:
+def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None) -> None:
     """Mark an owned, uncommitted attachment for the sweeper's next tick (idempotent)."""
     now = now or timezone.now()
     parsed, _bad = _parse_ids([attachment_id])
@@ -86,22 +88,28 @@ def attachment_discard(*, user, attachment_id: object, now: datetime | None = No
             return
         attachment.lifecycle = Lifecycle.DISCARDED
         attachment.discarded_at = now
-        attachment.expires_at = now
+        # Due at once, and never later than it already was (an expired row stays due).
+        attachment.expires_at = now if attachment.expires_at is None else min(attachment.expires_at, now)
         attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
 
 
-def attachments_discard_all(*, user, now: datetime | None = None) -> int:
+def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = None) -> int:
     """Discard every staged attachment of the user (also what logging out does)."""
     now = now or timezone.now()
     with transaction.atomic():
         return Attachment.objects.filter(owner=user, lifecycle=Lifecycle.STAGED).update(
-            lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now,
+            lifecycle=Lifecycle.DISCARDED, discarded_at=now, updated_at=now,
+            expires_at=Least(Coalesce("expires_at", Value(now, output_field=DateTimeField())),
+                             Value(now, output_field=DateTimeField())),
         )
 
 
 def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> str | None:
-    if attachment is None or attachment.lifecycle == Lifecycle.DELETED:
+    if attachment is None:
         return "not_found"
+    if attachment.lifecycle == Lifecycle.DELETED:
+        # Swept (or lost a race with the sweeper): say why it went, as before the sweep.
+        return "discarded" if attachment.discarded_at else "expired"
     if attachment.lifecycle == Lifecycle.COMMITTED:
         return None if attachment.ref == ref else "already_committed"
     if attachment.lifecycle == Lifecycle.DISCARDED:
@@ -115,7 +123,7 @@ def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> s
     return None
 
 
-def attachments_commit(*, owner, ids: list[object], ref: str, now: datetime | None = None) -> list[str]:
+def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: str, now: datetime | None = None) -> list[str]:
     """Bind attachments to `ref`, all or nothing; re-committing to the same ref is a no-op.
 
     Rows are locked in primary-key order so two racing commits cannot deadlock,
@@ -146,7 +154,8 @@ def attachments_commit(*, owner, ids: list[object], ref: str, now: datetime | No
     return [str(pk) for pk in dict.fromkeys(parsed)]
 
 
-def attachment_commit_to(*, instance, attachments: Iterable[Attachment | uuid.UUID | str], owner) -> list[str]:
+def attachment_commit_to(*, instance: models.Model, attachments: Iterable[Attachment | uuid.UUID | str],
+                         owner: AbstractBaseUser) -> list[str]:
     """Commit attachments to a host-app model instance (`app_label.model:pk` as the ref)."""
     ref = f"{instance._meta.label_lower}:{instance.pk}"
     ids = [a.pk if isinstance(a, Attachment) else a for a in attachments]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.db import transaction
@@ -26,6 +27,7 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("transitions run inside transaction.atomic() on a locked row")
     from_status = attachment.status
+    started = time.monotonic()
     try:
         getattr(attachment, name)(**kwargs)
     except TransitionNotAllowed as exc:
@@ -44,8 +46,9 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         "transition",
         extra={
             "attachment_id": str(attachment.pk),
-            "tenant": attachment.tenant_id,
+            "tenant": _tenant_slug(attachment),
             "step": name,
+            "duration_ms": round((time.monotonic() - started) * 1000, 1),
             "outcome": attachment.status,
             "from_status": from_status,
             "actor": actor,
@@ -53,3 +56,11 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         },
     )
     return attachment
+
+
+def _tenant_slug(attachment: Attachment) -> str:
+    """The tenant's slug for logs, without a query: keys are minted as tenants/<slug>/…."""
+    if "tenant" in attachment._state.fields_cache:
+        return attachment.tenant.slug
+    parts = attachment.storage_key.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tenants" else str(attachment.tenant_id)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid
+from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
 from ..models import Attachment, Lifecycle, Status, StorageEvent
 from ..profiles import get_profile
 from ..signing import upload_token_valid
@@ -101,8 +101,15 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     return attachment
 
 
-def upload_complete(*, attachment: Attachment) -> Attachment:
-    """The client says its bytes are in place: check storage ourselves (idempotent)."""
+def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | None = None) -> Attachment:
+    """The client says its bytes are in place: check storage ourselves (idempotent).
+
+    For a multipart intent, `parts` ((part_number, etag) pairs) are assembled
+    first; without them the call is only the hint.
+    """
+    if parts and attachment.multipart_upload_id:
+        _complete_multipart(attachment_id=attachment.pk, parts=parts)
+        attachment.refresh_from_db()
     if attachment.status == Status.PENDING and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED):
         try:
             info = get_gateway().head(attachment.storage_key)
@@ -114,6 +121,33 @@ def upload_complete(*, attachment: Attachment) -> Attachment:
                            event_name="ObjectCreated:Complete")
             attachment.refresh_from_db()
     return attachment
+
+
+def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]]) -> None:
+    """Assemble an S3 multipart upload once, under the row lock; later calls find nothing to do."""
+    from ..storage.base import MultipartGateway, PartsInvalid
+    from .transitions import lock_attachment
+
+    with transaction.atomic():
+        attachment = lock_attachment(attachment_id)
+        if attachment is None or not attachment.multipart_upload_id:
+            return
+        if attachment.status != Status.PENDING or attachment.lifecycle not in (Lifecycle.STAGED,
+                                                                               Lifecycle.COMMITTED):
+            return
+        gateway = get_gateway()
+        if not isinstance(gateway, MultipartGateway):
+            raise StorageError(f"storage backend {gateway.name} has no multipart uploads")
+        try:
+            # False: the upload is gone (an earlier call completed it and its commit
+            # was lost, or it was aborted); the HEAD that follows tells which.
+            gateway.complete_multipart(attachment.storage_key, upload_id=attachment.multipart_upload_id,
+                                       parts=parts)
+        except PartsInvalid as exc:
+            raise ValidationFailed("The parts do not match the uploaded parts.",
+                                   details={"parts": [str(exc)[:300]]}) from exc
+        attachment.multipart_upload_id = None
+        attachment.save(update_fields=["multipart_upload_id"])
 
 
 @dataclass(frozen=True)
@@ -138,6 +172,13 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
                 transaction.on_commit(lambda: _delete_unauthorized(key))
                 return Arrival("unknown_key")
             event.attachment = attachment
+            if attachment.content_key:
+                # The bytes were already taken into a server-only snapshot: this is
+                # a replay of the upload URL, never processed, never served.
+                event.outcome = "replay_deleted"
+                event.save(update_fields=["outcome", "attachment"])
+                transaction.on_commit(lambda: _delete_unauthorized(key))
+                return Arrival("replay_deleted", attachment.pk)
             if attachment.status != Status.PENDING or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
                 event.outcome = "ignored"
                 event.save(update_fields=["outcome", "attachment"])
@@ -148,9 +189,18 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
             event.outcome = "started"
             event.save(update_fields=["outcome", "attachment"])
             outbox.enqueue("intake", attachment.pk)
+            log.info("object arrived", extra={
+                "attachment_id": str(attachment.pk), "tenant": _key_tenant(key), "step": "arrival",
+                "outcome": "started", "source": source, "size": size,
+            })
             return Arrival("started", attachment.pk)
     except IntegrityError:
         return Arrival("duplicate")
+
+
+def _key_tenant(key: str) -> str | None:
+    parts = key.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tenants" else None
 
 
 def _delete_unauthorized(key: str) -> None:

@@ -5,13 +5,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class StorageError(Exception):
     """Storage did not answer as expected: transient for the pipeline."""
+
+
+class PartsInvalid(Exception):
+    """A client's multipart part list does not match what storage holds: the client's error."""
 
 
 @dataclass(frozen=True)
@@ -23,11 +27,24 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True)
+class UploadPart:
+    part_number: int
+    url: str
+    size: int
+
+
+@dataclass(frozen=True)
 class UploadInstruction:
     method: str
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
+    # Multipart (S3, over AIRLOCK_S3_MULTIPART_THRESHOLD): one presigned PUT per
+    # part, then POST /uploads/{id}/complete with the parts' ETags. The upload id
+    # stays on the server (Attachment.multipart_upload_id), never in a response.
+    parts: tuple[UploadPart, ...] = ()
+    part_size: int | None = None
+    upload_id: str = ""
 
 
 def validate_key(key: str) -> str:
@@ -40,6 +57,8 @@ def validate_key(key: str) -> str:
 
 class StorageGateway(Protocol):
     name: str
+    # True when a client can write the upload key again after it was processed.
+    rewritable_uploads: bool
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
@@ -67,6 +86,15 @@ class StorageGateway(Protocol):
                          expires_in: int) -> str | None: ...
 
     def ping(self) -> None: ...
+
+
+@runtime_checkable
+class MultipartGateway(Protocol):
+    """Gateways whose presigned uploads may be multipart (S3)."""
+
+    def complete_multipart(self, key: str, *, upload_id: str, parts: list[tuple[int, str]]) -> bool: ...
+
+    def abort_multipart(self, key: str, *, upload_id: str) -> bool: ...
 
 
 def move(gateway: StorageGateway, src: str, dst: str) -> None:

@@ -14,6 +14,8 @@ from .base import ObjectInfo, StorageError, UploadInstruction, validate_key
 
 class LocalGateway:
     name = "local"
+    # Signed PUTs are single-use (the row is claimed before the body is stored).
+    rewritable_uploads = False
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

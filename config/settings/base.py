@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_dramatiq",
     "attachments",
     "processing",
@@ -203,7 +204,13 @@ AIRLOCK_RECONCILE_GRACE_SECONDS = env_int("AIRLOCK_RECONCILE_GRACE_SECONDS", 360
 AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300)
 AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500)
 
+# --- Operations ----------------------------------------------------------------
+# /metrics needs `Authorization: Bearer <token>` when set (open otherwise).
+# PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself, not here) makes
+# /metrics aggregate the counters of every web and worker process.
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
+# Each /readyz check (database, broker, storage, scanner) gives up after this long.
+AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
 
 # --- Broker ------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
@@ -216,6 +223,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "dramatiq.middleware.Pipelines",
     "dramatiq.middleware.Retries",
     "django_dramatiq.middleware.DbConnectionsMiddleware",
+    # The web request's id (message option "request_id") follows into the job's logs.
+    "processing.request_context.RequestIdMiddleware",
 ]
 if REDIS_URL:
     DRAMATIQ_BROKER = {
@@ -264,7 +273,18 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Upload intents, gated downloads and the upload-first lifecycle.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page are public (they describe, they grant nothing).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and Redoc assets come from drf-spectacular-sidecar: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "attachments.api.schema.postprocess",
+    ],
+    "ENUM_NAME_OVERRIDES": {"AttachmentStatusEnum": ["pending", "processing", "ready", "rejected", "failed"]},
 }
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB

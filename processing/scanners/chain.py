@@ -27,6 +27,10 @@ def scan_all(
         chunks = open_chunks()
         try:
             verdicts.append(scanner.scan(chunks))
+        except ScannerError as exc:
+            # Which scanner failed, for the error metric and the logs.
+            exc.scanner = getattr(scanner, "name", "scanner")  # type: ignore[attr-defined]
+            raise
         finally:
             # Release the storage handle even when the scanner stopped early.
             close = getattr(chunks, "close", None)

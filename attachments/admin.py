@@ -1,0 +1,444 @@
+"""The moderation console: read-only views of attachments; changes only through actions.
+
+Actions (admin_actions.py) need `attachments.moderate_attachment`, go through
+an intermediate confirmation page, call the services and leave an audit trail.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+
+from django.contrib import admin, messages
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from . import admin_views
+from .admin_actions import (
+    MODERATE_PERMISSION,
+    MODERATION_ACTIONS,
+    ModerationAction,
+    ModerationNoteForm,
+    bulk_action,
+    confirmation_page,
+    error_text,
+    note_form,
+    perform_moderation,
+    report,
+    staff_actor,
+)
+from .errors import AirlockError
+from .models import Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
+from .services.moderation import attachment_requeue, dead_letter_resolve
+from .services.transitions import TransitionConflict
+
+TEXT_PREVIEW_CHARS = 2000
+
+# The upload page (`/`) signs tenant users in through /admin/login/; the admin
+# itself still admits staff only (AdminSite.has_permission checks is_staff on
+# every admin page), so this only lets a non-staff user start a session.
+admin.site.login_form = AuthenticationForm
+admin.site.site_header = "Airlock moderation"
+admin.site.site_title = "Airlock"
+admin.site.index_title = "Moderation console"
+
+
+
+
+# --- filters -----------------------------------------------------------------------
+
+class CommittedFilter(admin.SimpleListFilter):
+    title = "committed"
+    parameter_name = "committed"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Yes"), ("no", "No"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(lifecycle=Lifecycle.COMMITTED)
+        if self.value() == "no":
+            return queryset.exclude(lifecycle=Lifecycle.COMMITTED)
+        return queryset
+
+
+class ReasonCodeFilter(admin.SimpleListFilter):
+    title = "reason code"
+    parameter_name = "reason_code"
+
+    def lookups(self, request, model_admin):
+        codes = (
+            Attachment.objects.exclude(reason_code="").order_by("reason_code")
+            .values_list("reason_code", flat=True).distinct()
+        )
+        return [(code, code) for code in codes]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(reason_code=self.value())
+        return queryset
+
+
+class ProfileFilter(admin.SimpleListFilter):
+    title = "profile"
+    parameter_name = "profile"
+
+    def lookups(self, request, model_admin):
+        from .profiles import all_profiles
+
+        return [(name, name) for name in all_profiles()]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(profile=self.value())
+        return queryset
+
+
+# --- read-only inlines ---------------------------------------------------------------
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class TransitionLogInline(ReadOnlyInline):
+    model = TransitionLog
+    verbose_name = "transition"
+    verbose_name_plural = "transition history"
+    fields = ("created_at", "transition", "from_status", "to_status", "actor", "reason_code", "message")
+    readonly_fields = fields
+    ordering = ("created_at", "id")
+
+
+class DeadLetterInline(ReadOnlyInline):
+    model = DeadLetter
+    verbose_name_plural = "dead letters"
+    fields = ("link", "kind", "created_at", "short_error", "resolved_at", "resolved_by")
+    readonly_fields = fields
+
+    @admin.display(description="dead letter")
+    def link(self, obj: DeadLetter) -> str:
+        url = reverse("admin:attachments_deadletter_change", args=[obj.pk])
+        return format_html('<a href="{}">#{}</a>', url, obj.pk)
+
+    @admin.display(description="last error")
+    def short_error(self, obj: DeadLetter) -> str:
+        return obj.last_error[:300]
+
+
+class DerivativeInline(ReadOnlyInline):
+    model = Derivative
+    fields = ("kind", "content_type", "size", "width", "height", "created_at")
+    readonly_fields = fields
+
+
+# --- attachments ---------------------------------------------------------------------
+
+def _pre(text: str) -> str:
+    return format_html('<pre class="airlock-pre">{}</pre>', text)
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(admin.ModelAdmin):
+    list_display = ("filename", "status", "reason_code", "profile", "tenant", "owner", "lifecycle",
+                    "is_committed", "created_at")
+    list_display_links = ("filename",)
+    list_filter = ("status", ProfileFilter, "tenant", "lifecycle", ReasonCodeFilter, CommittedFilter)
+    search_fields = ("filename", "owner__username", "=sha256")
+    search_help_text = "Search by id, filename, owner username or sha256."
+    list_select_related = ("owner", "tenant")
+    ordering = ("-created_at",)
+    date_hierarchy = None
+    show_full_result_count = False
+    list_per_page = 50
+    inlines = (TransitionLogInline, DeadLetterInline, DerivativeInline)
+    actions = [bulk_action(name) for name in MODERATION_ACTIONS]
+    change_form_template = "admin/attachments/attachment/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("id", "filename", "preview", "owner", "tenant", "profile", "status", "reason",
+                           "lifecycle", "ref")}),
+        ("Bytes", {"fields": ("size", "content_type", "sha256", "declared_size", "declared_type",
+                              "storage_key", "served_key", "quarantine_key")}),
+        ("Metadata", {"fields": ("metadata_pretty", "extracted_text")}),
+        ("Processing", {"fields": ("attempts", "step", "lease_expires_at", "uploaded_at", "ready_at")}),
+        ("Lifecycle", {"fields": ("created_at", "updated_at", "expires_at", "committed_at", "discarded_at",
+                                  "deleted_at", "delete_attempts", "delete_error")}),
+    )
+    readonly_fields = tuple(f for _, opts in fieldsets for f in opts["fields"])
+
+    # Read-only except through actions.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_moderate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(MODERATE_PERMISSION)
+
+    def get_search_results(self, request, queryset, search_term):
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        try:
+            pk = uuid.UUID(search_term.strip())
+        except ValueError:
+            return results, may_have_duplicates
+        return results | queryset.filter(pk=pk), may_have_duplicates
+
+    @admin.display(description="committed", boolean=True)
+    def is_committed(self, obj: Attachment) -> bool:
+        return obj.lifecycle == Lifecycle.COMMITTED
+
+    @admin.display(description="reason")
+    def reason(self, obj: Attachment) -> str:
+        if not obj.reason_code:
+            return "—"
+        return format_html("<strong>{}</strong> — {}", obj.reason_code, obj.reason_message)
+
+    @admin.display(description="preview")
+    def preview(self, obj: Attachment) -> str:
+        thumbnail = admin_views.staff_thumbnail_of(obj)
+        if thumbnail is None:
+            return "no thumbnail (only a sandbox-rendered thumbnail is ever shown here)"
+        url = reverse("admin:attachments_attachment_thumbnail", args=[obj.pk])
+        return format_html('<img class="airlock-thumb" src="{}" alt="thumbnail" width="{}" height="{}">',
+                           url, thumbnail.width or "", thumbnail.height or "")
+
+    @admin.display(description="metadata")
+    def metadata_pretty(self, obj: Attachment) -> str:
+        if not obj.metadata:
+            return "—"
+        return _pre(json.dumps(obj.metadata, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+    @admin.display(description="extracted text")
+    def extracted_text(self, obj: Attachment) -> str:
+        if not obj.text:
+            return "—"
+        shown = obj.text[:TEXT_PREVIEW_CHARS]
+        more = len(obj.text) - len(shown)
+        suffix = f"\n… ({more} more characters)" if more > 0 else ""
+        return _pre(shown + suffix)
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        extra = [
+            path("<uuid:object_id>/thumbnail/", self.admin_site.admin_view(admin_views.staff_thumbnail),
+                 name="%s_%s_thumbnail" % info),
+            path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
+                 name="%s_%s_moderate" % info),
+        ]
+        return extra + super().get_urls()
+
+    def moderate_view(self, request: HttpRequest, object_id: uuid.UUID, action_name: str) -> HttpResponse:
+        """One action on one attachment, from its detail page: confirm (GET), then do (POST)."""
+        action = MODERATION_ACTIONS.get(action_name)
+        if action is None or not self.has_moderate_permission(request):
+            raise PermissionDenied
+        attachment = Attachment.objects.select_related("owner", "tenant").filter(pk=object_id).first()
+        if attachment is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
+        form = ModerationNoteForm() if action.needs_note else None
+        if request.method == "POST":
+            form, valid, note = note_form(request, action)
+            if valid:
+                done, problems = perform_moderation(self, request, action, [attachment], note)
+                report(self, request, action.label, done, problems)
+                return HttpResponseRedirect(reverse("admin:attachments_attachment_change", args=[attachment.pk]))
+        return confirmation_page(self, request, action=action, objects=[attachment], form=form, bulk=False)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "can_moderate": self.has_moderate_permission(request),
+            "moderation_actions": MODERATION_ACTIONS.values(),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+# --- dead letters --------------------------------------------------------------------
+
+class OpenFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return (("open", "Waiting"), ("resolved", "Resolved"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "open":
+            return queryset.filter(resolved_at__isnull=True)
+        if self.value() == "resolved":
+            return queryset.filter(resolved_at__isnull=False)
+        return queryset
+
+
+DEAD_LETTER_REQUEUE = ModerationAction(
+    "requeue", "Requeue",
+    "The failed attachment of each dead letter goes back to pending with fresh attempts and is enqueued "
+    "again; the dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
+    lambda a, actor, note: None,
+)
+DEAD_LETTER_RESOLVE = ModerationAction(
+    "resolve", "Resolve",
+    "The dead letters are marked resolved (by you, now); nothing is retried.",
+    lambda a, actor, note: None,
+)
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "attachment_link", "storage_key", "short_error", "created_at",
+                    "resolved_at", "resolved_by")
+    list_filter = (OpenFilter, "kind")
+    search_fields = ("storage_key", "last_error")
+    list_select_related = ("attachment",)
+    ordering = ("-created_at",)
+    actions = ("requeue_dead_letters", "resolve_dead_letters")
+    fields = ("kind", "attachment_link", "attachment_status", "storage_key", "error", "attempt_history",
+              "payload_pretty", "created_at", "resolved_at", "resolved_by")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_moderate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(MODERATE_PERMISSION)
+
+    def has_resolve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("attachments.change_deadletter")
+
+    @admin.display(description="attachment")
+    def attachment_link(self, obj: DeadLetter) -> str:
+        if obj.attachment_id is None:
+            return "—"
+        url = reverse("admin:attachments_attachment_change", args=[obj.attachment_id])
+        return format_html('<a href="{}">{}</a>', url, obj.attachment.filename if obj.attachment else obj.attachment_id)
+
+    @admin.display(description="attachment status")
+    def attachment_status(self, obj: DeadLetter) -> str:
+        return obj.attachment.status if obj.attachment else "—"
+
+    @admin.display(description="last error")
+    def short_error(self, obj: DeadLetter) -> str:
+        return obj.last_error[:120]
+
+    @admin.display(description="error")
+    def error(self, obj: DeadLetter) -> str:
+        return _pre(obj.last_error) if obj.last_error else "—"
+
+    @admin.display(description="attempt history")
+    def attempt_history(self, obj: DeadLetter) -> str:
+        rows = [r for r in (obj.history or []) if isinstance(r, dict)]
+        if not rows:
+            return "—"
+        body = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((r.get("attempt", ""), r.get("at", ""), r.get("error", "")) for r in rows),
+        )
+        return format_html('<table class="airlock-history"><thead><tr><th>attempt</th><th>at</th>'
+                           "<th>error</th></tr></thead><tbody>{}</tbody></table>", body)
+
+    @admin.display(description="payload")
+    def payload_pretty(self, obj: DeadLetter) -> str:
+        if not obj.payload:
+            return "—"
+        return _pre(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+    def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str,
+                        run: Callable[[DeadLetter, str], None]):
+        letters = list(queryset.select_related("attachment"))
+        if request.POST.get("post") != "yes":
+            return confirmation_page(self, request, action=action, objects=letters, form=None, bulk=True,
+                                     action_name=action_name, object_label="dead letter")
+        actor = staff_actor(request)
+        done, problems = 0, []
+        for letter in letters:
+            try:
+                run(letter, actor)
+            except (TransitionConflict, AirlockError, ValueError) as exc:
+                problems.append(f"dead letter #{letter.pk}: {error_text(exc)}")
+                continue
+            done += 1
+            self.log_change(request, letter, f"{action.label} by {actor}")
+        if done:
+            self.message_user(request, f"{action.label}: done for {done} dead letter(s).", messages.SUCCESS)
+        for problem in problems:
+            self.message_user(request, f"{action.label} refused for {problem}", messages.ERROR)
+        return None
+
+    @admin.action(description="Requeue the attachments of selected dead letters…", permissions=["moderate"])
+    def requeue_dead_letters(self, request, queryset):
+        def run(letter: DeadLetter, actor: str) -> None:
+            if letter.attachment_id is None:
+                raise ValueError("no attachment to requeue (resolve it instead)")
+            attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
+            # The service resolves open dead letters of a requeued attachment; make sure this one is too.
+            dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_REQUEUE, "requeue_dead_letters", run)
+
+    @admin.action(description="Resolve selected dead letters…", permissions=["resolve"])
+    def resolve_dead_letters(self, request, queryset):
+        def run(letter: DeadLetter, actor: str) -> None:
+            dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters", run)
+
+
+# --- audit and tenancy ---------------------------------------------------------------
+
+@admin.register(TransitionLog)
+class TransitionLogAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "attachment_id", "transition", "from_status", "to_status", "actor",
+                    "reason_code", "message")
+    list_filter = ("transition", "to_status", "reason_code")
+    search_fields = ("actor", "message")
+    ordering = ("-created_at", "-id")
+    show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "created_at")
+    search_fields = ("slug", "name")
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant")
+    list_select_related = ("user", "tenant")
+    search_fields = ("user__username", "tenant__slug")
+    autocomplete_fields = ()
+

@@ -1,0 +1,180 @@
+"""Moderation actions for the admin: confirm first, then call the service, then audit.
+
+Each action calls a service (attachments.services.*) with the actor
+"staff:<username>", which the services write to the TransitionLog; the admin
+adds Django's LogEntry naming the staff member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from .errors import AirlockError
+from .models import Attachment
+from .services.lifecycle import attachment_discard
+from .services.moderation import (
+    attachment_requeue,
+    attachment_rescan,
+    attachment_restore,
+    attachment_take_down,
+)
+from .services.transitions import TransitionConflict
+
+MODERATE_PERMISSION = "attachments.moderate_attachment"
+
+def staff_actor(request: HttpRequest) -> str:
+    return f"staff:{request.user.get_username()}"
+
+
+# --- moderation actions ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModerationAction:
+    name: str
+    label: str
+    explanation: str
+    run: Callable[[Attachment, str, str], None]  # (attachment, actor, note)
+    needs_note: bool = False
+    dangerous: bool = False
+
+
+def _discard(attachment: Attachment, actor: str, note: str) -> None:
+    # The lifecycle service acts for the owner: the sweeper reaps it on its next tick.
+    attachment_discard(user=attachment.owner, attachment_id=attachment.pk)
+
+
+MODERATION_ACTIONS: dict[str, ModerationAction] = {
+    action.name: action
+    for action in (
+        ModerationAction(
+            "requeue", "Requeue",
+            "Failed (dead-lettered) or stuck attachments go back to pending with fresh attempts "
+            "and are enqueued again; their open dead letters are resolved.",
+            lambda a, actor, note: attachment_requeue(attachment_id=a.pk, actor=actor),
+        ),
+        ModerationAction(
+            "rescan", "Rescan",
+            "Ready attachments go back to pending and through the whole pipeline again "
+            "(new signatures, new derivatives). They are not served until ready again.",
+            lambda a, actor, note: attachment_rescan(attachment_id=a.pk, actor=actor),
+        ),
+        ModerationAction(
+            "take_down", "Take down",
+            "The attachments become rejected with reason “moderator”: serving stops at once, "
+            "for everyone, the owner included.",
+            lambda a, actor, note: attachment_take_down(attachment_id=a.pk, actor=actor, note=note),
+            needs_note=True, dangerous=True,
+        ),
+        ModerationAction(
+            "restore", "Restore takedown",
+            "Attachments taken down by a moderator go back to pending and through the pipeline "
+            "before anything is served again.",
+            lambda a, actor, note: attachment_restore(attachment_id=a.pk, actor=actor),
+        ),
+        ModerationAction(
+            "discard", "Discard",
+            "Staged attachments are marked discarded: the sweeper deletes their files on its next "
+            "run. Committed attachments cannot be discarded.",
+            _discard, dangerous=True,
+        ),
+    )
+}
+
+
+class ModerationNoteForm(forms.Form):
+    note = forms.CharField(
+        label="Note (shown as the reason, kept in the audit log)", max_length=500, required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+    )
+
+
+def error_text(exc: Exception) -> str:
+    if isinstance(exc, AirlockError):
+        return f"{exc.code}: {exc.message}"
+    return str(exc) or type(exc).__name__
+
+
+def perform_moderation(modeladmin: admin.ModelAdmin, request: HttpRequest, action: ModerationAction,
+                       attachments: Iterable[Attachment], note: str) -> tuple[int, list[str]]:
+    """Run one action on each attachment; return how many worked and what failed."""
+    actor = staff_actor(request)
+    done, problems = 0, []
+    for attachment in attachments:
+        try:
+            action.run(attachment, actor, note)
+        except (TransitionConflict, AirlockError) as exc:
+            problems.append(f"{attachment.filename} ({attachment.pk}): {error_text(exc)}")
+            continue
+        done += 1
+        modeladmin.log_change(request, attachment, f"{action.label} by {actor}" + (f": {note}" if note else ""))
+    return done, problems
+
+
+def report(modeladmin: admin.ModelAdmin, request: HttpRequest, label: str, done: int, problems: list[str]) -> None:
+    if done:
+        modeladmin.message_user(request, f"{label}: done for {done} attachment(s).", messages.SUCCESS)
+    for problem in problems:
+        modeladmin.message_user(request, f"{label} refused for {problem}", messages.ERROR)
+
+
+def confirmation_page(modeladmin: admin.ModelAdmin, request: HttpRequest, *, action: ModerationAction,
+                      objects: list, form: ModerationNoteForm | None, bulk: bool, action_name: str = "",
+                      object_label: str = "attachment") -> TemplateResponse:
+    opts = modeladmin.model._meta
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": f"{action.label}: are you sure?",
+        "opts": opts,
+        "action": action,
+        "action_name": action_name,
+        "objects": objects,
+        "object_label": object_label,
+        "form": form,
+        "bulk": bulk,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "media": modeladmin.media,
+    }
+    return TemplateResponse(request, "admin/attachments/confirm_action.html", context)
+
+
+def note_form(request: HttpRequest, action: ModerationAction) -> tuple[ModerationNoteForm | None, bool, str]:
+    """(form, valid, note) from a confirmation POST."""
+    if not action.needs_note:
+        return None, True, ""
+    form = ModerationNoteForm(request.POST)
+    if not form.is_valid():
+        return form, False, ""
+    note = form.cleaned_data["note"].strip()
+    if not note:
+        form.add_error("note", "Say why: the note is the reason users and the audit log see.")
+        return form, False, ""
+    return form, True, note
+
+
+def bulk_action(name: str):
+    action = MODERATION_ACTIONS[name]
+
+    @admin.action(description=f"{action.label} selected attachments…", permissions=["moderate"])
+    def run(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Attachment]):
+        objects = list(queryset.select_related("owner", "tenant"))
+        if request.POST.get("post") == "yes":
+            form, valid, note = note_form(request, action)
+            if valid:
+                done, problems = perform_moderation(modeladmin, request, action, objects, note)
+                report(modeladmin, request, action.label, done, problems)
+                return None
+        else:
+            form = ModerationNoteForm() if action.needs_note else None
+        return confirmation_page(modeladmin, request, action=action, objects=objects, form=form, bulk=True,
+                                 action_name=f"moderate_{name}")
+
+    run.__name__ = f"moderate_{name}"
+    return run

@@ -1,0 +1,191 @@
+"""Reads behind the moderation dashboard: what the pipeline looks like now and lately.
+
+Every function is a selector (no writes) taking `now` so tests can pin time.
+Counts come from the database, the system of record, never from the broker.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Min, Q
+from django.db.models.functions import TruncDay, TruncHour
+from django.utils import timezone
+
+from .models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
+
+STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
+
+
+def status_distribution() -> dict[str, int]:
+    """How many live (not deleted) attachments are in each status right now."""
+    counts = dict.fromkeys(STATUS_ORDER, 0)
+    rows = (
+        Attachment.objects.exclude(lifecycle=Lifecycle.DELETED)
+        .values("status").annotate(n=Count("id")).order_by()
+    )
+    for row in rows:
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+@dataclass
+class Bucket:
+    start: datetime
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUS_ORDER, 0))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+PERIODS = {
+    # name: (bucket size, number of buckets, truncation)
+    "24h": (timedelta(hours=1), 24, TruncHour),
+    "14d": (timedelta(days=1), 14, TruncDay),
+}
+
+
+def _floor(moment: datetime, size: timedelta) -> datetime:
+    moment = moment.astimezone(timezone.get_current_timezone())
+    if size >= timedelta(days=1):
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def status_timeline(*, now: datetime | None = None, period: str = "24h") -> list[Bucket]:
+    """Transitions into each status per hour (24h) or per day (14d), oldest bucket first."""
+    now = now or timezone.now()
+    size, count, trunc = PERIODS[period]
+    last = _floor(now, size)
+    first = last - size * (count - 1)
+    buckets = {first + size * i: Bucket(start=first + size * i) for i in range(count)}
+    rows = (
+        TransitionLog.objects.filter(created_at__gte=first, created_at__lte=now)
+        .annotate(bucket=trunc("created_at")).values("bucket", "to_status")
+        .annotate(n=Count("id")).order_by()
+    )
+    for row in rows:
+        bucket = buckets.get(_floor(row["bucket"], size))
+        if bucket is not None and row["to_status"] in bucket.counts:
+            bucket.counts[row["to_status"]] += row["n"]
+    return list(buckets.values())
+
+
+def percentile(sorted_values: list[float], p: float) -> float | None:
+    """Linear-interpolated percentile (p in 0..100) of an already sorted list."""
+    if not sorted_values:
+        return None
+    rank = (len(sorted_values) - 1) * p / 100.0
+    low, high = math.floor(rank), math.ceil(rank)
+    if low == high:
+        return sorted_values[low]
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
+
+
+@dataclass
+class Latency:
+    window: str
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+TIME_TO_READY_WINDOWS = {"last hour": timedelta(hours=1), "last day": timedelta(days=1)}
+_LATENCY_SAMPLE_CAP = 100_000
+
+
+def time_to_ready(*, now: datetime | None = None) -> list[Latency]:
+    """Seconds from the bytes landing (uploaded_at) to ready (ready_at): p50/p95/p99 per window."""
+    now = now or timezone.now()
+    result = []
+    for label, window in TIME_TO_READY_WINDOWS.items():
+        pairs = (
+            Attachment.objects.filter(ready_at__gt=now - window, ready_at__lte=now, uploaded_at__isnull=False)
+            .order_by("-ready_at").values_list("uploaded_at", "ready_at")[:_LATENCY_SAMPLE_CAP]
+        )
+        seconds = sorted(max(0.0, (ready - uploaded).total_seconds()) for uploaded, ready in pairs)
+        result.append(Latency(window=label, count=len(seconds), p50=percentile(seconds, 50),
+                              p95=percentile(seconds, 95), p99=percentile(seconds, 99)))
+    return result
+
+
+@dataclass
+class ScannerOutcomes:
+    clean: int
+    infected: int
+    error: int
+
+
+def scanner_outcomes(*, since: datetime | None = None) -> ScannerOutcomes:
+    """Clean (passed scanning: ready), infected (rejected/malware), error (scan retries)."""
+    attachments = Attachment.objects.all()
+    logs = TransitionLog.objects.filter(transition="retry", message__startswith="scan:")
+    if since is not None:
+        attachments = attachments.filter(updated_at__gte=since)
+        logs = logs.filter(created_at__gte=since)
+    counts = attachments.aggregate(
+        clean=Count("id", filter=Q(status=Status.READY)),
+        infected=Count("id", filter=Q(status=Status.REJECTED, reason_code="malware")),
+    )
+    return ScannerOutcomes(clean=counts["clean"], infected=counts["infected"], error=logs.count())
+
+
+def stuck_in_processing(*, now: datetime | None = None):
+    """Attachments still processing after their lease ran out (a worker died or hangs)."""
+    now = now or timezone.now()
+    return (
+        Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
+        .select_related("owner", "tenant").order_by("lease_expires_at")
+    )
+
+
+def oldest_pending_age(*, now: datetime | None = None) -> timedelta | None:
+    """How long the oldest pending upload whose bytes arrived has waited for processing."""
+    now = now or timezone.now()
+    oldest = (
+        Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False)
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .aggregate(oldest=Min("uploaded_at"))["oldest"]
+    )
+    return None if oldest is None else max(timedelta(0), now - oldest)
+
+
+def dead_letters_waiting() -> int:
+    return DeadLetter.objects.filter(resolved_at__isnull=True).count()
+
+
+@dataclass
+class Dashboard:
+    now: datetime
+    distribution: dict[str, int]
+    timeline: list[Bucket]
+    period: str
+    latencies: list[Latency]
+    scanner: ScannerOutcomes
+    stuck_count: int
+    stuck_sample: list[Attachment]
+    oldest_pending: timedelta | None
+    dead_letters: int
+
+
+def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h") -> Dashboard:
+    now = now or timezone.now()
+    if period not in PERIODS:
+        period = "24h"
+    stuck = stuck_in_processing(now=now)
+    return Dashboard(
+        now=now,
+        distribution=status_distribution(),
+        timeline=status_timeline(now=now, period=period),
+        period=period,
+        latencies=time_to_ready(now=now),
+        scanner=scanner_outcomes(),
+        stuck_count=stuck.count(),
+        stuck_sample=list(stuck[:20]),
+        oldest_pending=oldest_pending_age(now=now),
+        dead_letters=dead_letters_waiting(),
+    )

@@ -1,0 +1,300 @@
+"""S3 event notifications (webhook or SQS) → the same inbox as every other arrival.
+
+The ladder for an object-created record, in order:
+
+1. another bucket, a key we could never have minted, or a key in our own
+   namespaces (derivatives, quarantine: we wrote those) → ignored;
+2. no intent for the key → the object is deleted (not quarantined: no row
+   exists to look at it from, and nobody was authorized to write it), no row;
+3. otherwise ``object_arrived``: recorded once in the inbox (a duplicate
+   changes nothing) and intake enqueued through the outbox. Intake then
+   believes storage, not the event: size from HEAD (over the profile max →
+   ``rejected/too_large``, quarantined) and type from the first bytes (not
+   allowed → ``rejected/type_not_allowed``, quarantined).
+
+An object-removed record rejects an attachment in flight (``pending`` with
+bytes, or ``processing``) with ``object_missing`` — but only if storage
+agrees the object is gone, so a removal delivered after a newer create is
+harmless.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote_plus
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from ..models import Attachment, DeadLetter, Lifecycle, Status, StorageEvent
+from ..storage import get_gateway
+from ..storage.base import StorageError, validate_key
+from .transitions import apply_transition
+from .uploads import object_arrived
+
+log = logging.getLogger("airlock.storage_events")
+
+ACTOR = "storage-events"
+# Keys Airlock writes itself: never subject to the unknown-key ladder (their rows may
+# not be committed yet when the event arrives; the reconciler owns their orphans).
+_OWN_WRITES = re.compile(r"^(quarantine/|tenants/[^/]+/derivatives/)")
+_REMOVED_NAMES = ("ObjectRemoved:", "LifecycleExpiration:Delete")
+
+
+class MalformedEvent(ValueError):
+    """The payload is not an S3 event document at all."""
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    kind: str  # created | removed
+    event_name: str  # "ObjectCreated:Put" (MinIO's "s3:" prefix removed)
+    bucket: str
+    key: str  # decoded
+    size: int | None
+    dedupe_key: str
+
+
+@dataclass
+class ParsedEvents:
+    records: list[EventRecord] = field(default_factory=list)
+    test_event: bool = False
+    skipped: int = 0  # records of other kinds (restore, tagging, replication…)
+    malformed: list[str] = field(default_factory=list)  # records we could not read
+
+    @property
+    def recognized(self) -> bool:
+        return bool(self.records or self.test_event or self.skipped or self.malformed)
+
+
+@dataclass
+class EventsReport:
+    accepted: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+
+
+def parse_storage_events(payload: object) -> ParsedEvents:
+    """Read S3 event JSON (S3→SQS, S3→SNS→SQS, MinIO webhook, R2 relays) into records."""
+    if not isinstance(payload, dict):
+        raise MalformedEvent("the event document is not a JSON object")
+    if payload.get("Type") == "Notification" and isinstance(payload.get("Message"), str):
+        try:  # S3 → SNS → SQS wraps the event document in an SNS envelope
+            payload = json.loads(payload["Message"])
+        except ValueError as exc:
+            raise MalformedEvent("the SNS message is not JSON") from exc
+        if not isinstance(payload, dict):
+            raise MalformedEvent("the SNS message is not a JSON object")
+    parsed = ParsedEvents()
+    if payload.get("Event") == "s3:TestEvent":
+        parsed.test_event = True
+        return parsed
+    if "Records" not in payload:
+        return parsed
+    records = payload["Records"]
+    if not isinstance(records, list):
+        raise MalformedEvent("Records is not a list")
+    for index, raw in enumerate(records):
+        try:
+            record = _record(raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            parsed.malformed.append(f"record {index}: {type(exc).__name__}: {exc}"[:300])
+            continue
+        if record is None:
+            parsed.skipped += 1
+        else:
+            parsed.records.append(record)
+    return parsed
+
+
+def _record(raw: Any) -> EventRecord | None:
+    name = str(raw["eventName"])
+    if name.startswith("s3:"):
+        name = name[3:]
+    if name.startswith("ObjectCreated:"):
+        kind = "created"
+    elif name.startswith(_REMOVED_NAMES):
+        kind = "removed"
+    else:
+        return None
+    s3 = raw["s3"]
+    bucket = str(s3["bucket"]["name"])
+    obj = s3["object"]
+    key = unquote_plus(str(obj["key"]))  # S3 URL-encodes keys in events (quote_plus)
+    if not bucket or not key:
+        raise ValueError("empty bucket or key")
+    raw_size = obj.get("size")
+    size = raw_size if isinstance(raw_size, int) and not isinstance(raw_size, bool) and raw_size >= 0 else None
+    version = obj.get("versionId") or obj.get("sequencer")
+    if not version:
+        # eTag identifies the content of a create; a removal has none worth trusting.
+        version = (obj.get("eTag") if kind == "created" else None) or raw.get("eventTime") or ""
+    dedupe_key = f"s3:{bucket}/{key}#{version}#{name}"
+    return EventRecord(kind=kind, event_name=name, bucket=bucket, key=key, size=size, dedupe_key=dedupe_key)
+
+
+def storage_events_record(*, parsed: ParsedEvents, source: str) -> EventsReport:
+    """Apply every record once (idempotently); returns how many were accepted and what happened."""
+    report = EventsReport()
+    for record in parsed.records:
+        outcome = _apply(record, source=source)
+        report.accepted += 1
+        report.outcomes[outcome] += 1
+        log.info("storage event", extra={"step": "storage_event", "event_name": record.event_name,
+                                         "key": record.key, "outcome": outcome, "source": source})
+    if parsed.test_event:
+        report.outcomes["test_event"] += 1
+    if parsed.skipped:
+        report.outcomes["skipped"] += parsed.skipped
+    if parsed.malformed:
+        report.outcomes["malformed"] += len(parsed.malformed)
+    return report
+
+
+def _apply(record: EventRecord, *, source: str) -> str:
+    if record.bucket != (settings.AIRLOCK_S3_BUCKET or None) or settings.AIRLOCK_STORAGE != "s3":
+        return "foreign_bucket"  # never act on another bucket's key in ours
+    try:
+        validate_key(record.key)
+    except StorageError:
+        log.warning("storage event for a key Airlock never mints", extra={"key": record.key[:200]})
+        return "invalid_key"
+    if _OWN_WRITES.match(record.key):
+        return "own_write"
+    if record.kind == "created":
+        return object_arrived(key=record.key, size=record.size, source=source, dedupe_key=record.dedupe_key,
+                              event_name=record.event_name, bucket=record.bucket).outcome
+    return _object_removed(record, source=source)
+
+
+def _object_removed(record: EventRecord, *, source: str) -> str:
+    """An object of an attachment in flight disappeared: reject it, if storage agrees."""
+    try:
+        with transaction.atomic():
+            event = StorageEvent.objects.create(
+                dedupe_key=record.dedupe_key[:700], source=source, event_name=record.event_name[:64],
+                bucket=record.bucket[:255], key=record.key[:1024], size=record.size,
+            )
+            attachment = Attachment.objects.select_for_update().filter(storage_key=record.key).first()
+            event.attachment = attachment
+            event.outcome = _removal_outcome(attachment)
+            event.save(update_fields=["attachment", "outcome"])
+            return event.outcome
+    except IntegrityError:
+        return "duplicate"
+
+
+def _removal_outcome(attachment: Attachment | None) -> str:
+    if attachment is None or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+        return "ignored"
+    if attachment.content_key:
+        return "ignored"  # our own snapshot removed the upload key; the bytes live on
+    in_flight = attachment.status == Status.PROCESSING or (
+        attachment.status == Status.PENDING and attachment.uploaded_at is not None)
+    if not in_flight:
+        # pending without bytes: the create may still come (and intake checks);
+        # ready/rejected/failed: our own moves and deletes end here.
+        return "ignored"
+    if get_gateway().head(attachment.storage_key) is not None:
+        return "still_present"  # out of order: a newer create replaced it
+    apply_transition(attachment, "reject", actor=ACTOR, code="object_missing",
+                     message="The object was removed from storage before processing finished.")
+    return "object_missing"
+
+
+# --- SQS ------------------------------------------------------------------------
+
+@dataclass
+class ConsumeReport:
+    messages: int = 0
+    records: int = 0
+    deleted: int = 0
+    dead_lettered: int = 0
+    left_for_retry: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+
+    def add(self, other: ConsumeReport) -> None:
+        self.messages += other.messages
+        self.records += other.records
+        self.deleted += other.deleted
+        self.dead_lettered += other.dead_lettered
+        self.left_for_retry += other.left_for_retry
+        self.outcomes.update(other.outcomes)
+
+
+def sqs_client(*, region: str | None = None, endpoint_url: str | None = None) -> Any:
+    import boto3
+
+    return boto3.client("sqs", region_name=region or settings.AIRLOCK_S3_REGION, endpoint_url=endpoint_url)
+
+
+def sqs_consume_batch(*, client: Any, queue_url: str, wait_seconds: int = 20, max_messages: int = 10,
+                      max_receives: int = 5) -> ConsumeReport:
+    """Receive one batch (long poll) and handle each message; delete only what is recorded."""
+    response = client.receive_message(
+        QueueUrl=queue_url,
+        MaxNumberOfMessages=max(1, min(10, max_messages)),
+        WaitTimeSeconds=max(0, min(20, wait_seconds)),
+        AttributeNames=["ApproximateReceiveCount"],
+    )
+    report = ConsumeReport()
+    for message in response.get("Messages", []):
+        report.messages += 1
+        _handle_message(client, queue_url, message, report, max_receives=max_receives)
+    return report
+
+
+def _handle_message(client: Any, queue_url: str, message: dict, report: ConsumeReport, *,
+                    max_receives: int) -> None:
+    body = message.get("Body", "")
+    receipt = message["ReceiptHandle"]
+    try:
+        payload = json.loads(body)
+        parsed = parse_storage_events(payload)
+    except (ValueError, MalformedEvent) as exc:  # JSONDecodeError is a ValueError
+        _dead_letter_and_delete(client, queue_url, message, report, error=f"malformed message: {exc}")
+        return
+    if not parsed.recognized:
+        _dead_letter_and_delete(client, queue_url, message, report, error="not an S3 event document")
+        return
+    try:
+        outcome = storage_events_record(parsed=parsed, source="sqs")
+    except Exception as exc:  # DB or storage down: leave it for redelivery, but not forever
+        receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1") or 1)
+        if receives >= max_receives:
+            _dead_letter_and_delete(client, queue_url, message, report,
+                                    error=f"failed {receives} times: {type(exc).__name__}: {exc}")
+        else:
+            report.left_for_retry += 1
+            log.warning("storage event message left for redelivery",
+                        extra={"error": str(exc)[:300], "receives": receives})
+        return
+    report.records += outcome.accepted
+    report.outcomes.update(outcome.outcomes)
+    if parsed.malformed:  # the good records are in; keep the rest for a human
+        _dead_letter(message, error="; ".join(parsed.malformed)[:5000], queue_url=queue_url)
+        report.dead_lettered += 1
+    client.delete_message(QueueUrl=queue_url, ReceiptHandle=receipt)
+    report.deleted += 1
+
+
+def _dead_letter(message: dict, *, error: str, queue_url: str) -> DeadLetter:
+    return DeadLetter.objects.create(
+        kind=DeadLetter.Kind.MESSAGE,
+        last_error=error[:5000],
+        payload={"source": "sqs", "queue_url": queue_url, "message_id": message.get("MessageId", ""),
+                 "body": str(message.get("Body", ""))[:100_000]},
+    )
+
+
+def _dead_letter_and_delete(client: Any, queue_url: str, message: dict, report: ConsumeReport, *,
+                            error: str) -> None:
+    _dead_letter(message, error=error, queue_url=queue_url)  # if this raises, the message stays
+    client.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    report.dead_lettered += 1
+    report.deleted += 1
+    log.warning("storage event message dead-lettered", extra={"error": error[:300]})

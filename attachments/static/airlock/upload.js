@@ -1,0 +1,411 @@
+/*
+ * Airlock upload page: the reference client of the API (what a mobile app does).
+ *
+ * For each picked file: POST /api/v1/uploads (intent) → PUT or multipart POST to
+ * upload.url with XMLHttpRequest (progress) → poll GET /api/v1/attachments/{id}?wait=10
+ * until ready/rejected/failed → show the thumbnail (fetched with the session
+ * cookie, shown as a blob: URL). Retry makes a new intent for that one file,
+ * remove discards it, a heartbeat keeps staged uploads alive while the page is
+ * open, and Commit binds the remaining ones to a ref in one call.
+ *
+ * Everything from the server or the user is put in the page with textContent
+ * or setAttribute on fixed attribute names, never with innerHTML.
+ */
+(function () {
+  "use strict";
+
+  var API = "/api/v1";
+  var TERMINAL = { ready: true, rejected: true, failed: true };
+  var params = new URLSearchParams(window.location.search);
+  var HEARTBEAT_MS = Math.max(1, Number(params.get("heartbeat")) || 60) * 1000;
+  var csrfToken = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
+
+  var items = [];
+  var nextKey = 1;
+  var profiles = {};
+  var els = {};
+
+  // --- small helpers ----------------------------------------------------------
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function formatBytes(n) {
+    if (n === null || n === undefined) return "";
+    if (n < 1024) return n + " B";
+    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
+    return (n / 1024 / 1024).toFixed(1) + " MB";
+  }
+
+  function dimensions(metadata) {
+    if (!metadata) return "";
+    if (metadata.width && metadata.height) return metadata.width + "×" + metadata.height;
+    if (metadata.page_count) return metadata.page_count + (metadata.page_count === 1 ? " page" : " pages");
+    if (metadata.entries !== undefined && metadata.entries !== null) return metadata.entries + " entries";
+    return "";
+  }
+
+  function errorText(body, status) {
+    if (body && body.error) {
+      return body.error.code + (body.error.message ? ": " + body.error.message : "");
+    }
+    return "HTTP " + status;
+  }
+
+  function ApiError(status, body) {
+    this.status = status;
+    this.body = body;
+    this.message = errorText(body, status);
+  }
+
+  /* JSON request to our own API with the session cookie (+ CSRF header on writes). */
+  function api(method, path, payload) {
+    var options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (method !== "GET") {
+      options.headers["X-CSRFToken"] = csrfToken;
+    }
+    if (payload !== undefined) {
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(payload);
+    }
+    return fetch(API + path, options).then(function (response) {
+      if (response.status === 204) return null;
+      return response.text().then(function (text) {
+        var body = null;
+        try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+        if (!response.ok) throw new ApiError(response.status, body);
+        return body;
+      });
+    });
+  }
+
+  function sleep(ms) {
+    return new Promise(function (resolve) { setTimeout(resolve, ms); });
+  }
+
+  function showPageError(message) {
+    els.pageError.textContent = message;
+    els.pageError.hidden = !message;
+  }
+
+  // --- one row per file -------------------------------------------------------
+
+  function createItem(file, profile) {
+    var item = {
+      key: nextKey++, file: file, profile: profile, id: null, status: "new", reason: null,
+      xhr: null, removed: false, committedRef: null, generation: 0, thumbUrl: null,
+    };
+    var li = el("li", "item");
+    li.dataset.key = String(item.key);
+    li.dataset.filename = file.name;
+    var thumb = el("div", "thumb", (file.name.split(".").pop() || "file").slice(0, 5));
+    var body = el("div", "body");
+    var name = el("div", "name", file.name);
+    var meta = el("div", "meta", formatBytes(file.size) + " · " + profile);
+    var line = el("div", "line");
+    var status = el("span", "status");
+    var detail = el("span", "meta");
+    line.appendChild(status);
+    line.appendChild(detail);
+    var reason = el("div", "reason");
+    reason.hidden = true;
+    var progress = el("progress");
+    progress.max = 100;
+    progress.value = 0;
+    body.appendChild(name);
+    body.appendChild(meta);
+    body.appendChild(line);
+    body.appendChild(reason);
+    body.appendChild(progress);
+    var actions = el("div", "actions");
+    var retry = el("button", "button small retry", "Retry");
+    retry.type = "button";
+    retry.hidden = true;
+    var remove = el("button", "button small remove", "Remove");
+    remove.type = "button";
+    actions.appendChild(retry);
+    actions.appendChild(remove);
+    li.appendChild(thumb);
+    li.appendChild(body);
+    li.appendChild(actions);
+    item.ui = { li: li, thumb: thumb, status: status, detail: detail, reason: reason, progress: progress,
+                retry: retry, remove: remove };
+    retry.addEventListener("click", function () { retryItem(item); });
+    remove.addEventListener("click", function () { removeItem(item); });
+    els.items.appendChild(li);
+    items.push(item);
+    return item;
+  }
+
+  function setStatus(item, status, detail, reason) {
+    item.status = status;
+    item.reason = reason || null;
+    var ui = item.ui;
+    ui.li.dataset.status = status;
+    if (item.id) ui.li.dataset.id = item.id;
+    ui.status.dataset.status = status;
+    ui.status.textContent = status;
+    ui.detail.textContent = detail || "";
+    ui.reason.textContent = reason || "";
+    ui.reason.hidden = !reason;
+    var canRetry = status === "error" || status === "failed";
+    ui.retry.hidden = !canRetry;
+    ui.remove.hidden = status === "committed";
+    ui.progress.hidden = !(status === "uploading" || status === "intent");
+    refreshCommitButton();
+  }
+
+  function committable(item) {
+    return !item.removed && item.id && item.committedRef === null &&
+      (item.status === "pending" || item.status === "processing" || item.status === "ready");
+  }
+
+  function refreshCommitButton() {
+    var n = items.filter(committable).length;
+    els.commit.disabled = n === 0;
+    els.commit.textContent = n ? "Commit " + n + (n === 1 ? " file" : " files") : "Commit";
+    els.empty.hidden = items.some(function (i) { return !i.removed; });
+  }
+
+  // --- the flow ----------------------------------------------------------------
+
+  function contentTypeOf(file) {
+    return file.type || "application/octet-stream";
+  }
+
+  /* Send the bytes exactly as the intent instructs: PUT the raw body, or POST a form. */
+  function sendBytes(item, upload) {
+    return new Promise(function (resolve, reject) {
+      var xhr = new XMLHttpRequest();
+      item.xhr = xhr;
+      xhr.open(upload.method, upload.url, true);
+      var body;
+      if (upload.method === "POST") {
+        body = new FormData();
+        Object.keys(upload.fields || {}).forEach(function (name) { body.append(name, upload.fields[name]); });
+        body.append("file", item.file);  // the file goes last
+      } else {
+        Object.keys(upload.headers || {}).forEach(function (name) { xhr.setRequestHeader(name, upload.headers[name]); });
+        body = item.file;
+      }
+      xhr.upload.addEventListener("progress", function (event) {
+        if (event.lengthComputable) {
+          item.ui.progress.value = Math.round((event.loaded / event.total) * 100);
+          item.ui.detail.textContent = formatBytes(event.loaded) + " of " + formatBytes(event.total);
+        }
+      });
+      xhr.addEventListener("load", function () {
+        item.xhr = null;
+        if (xhr.status >= 200 && xhr.status < 300) {
+          item.ui.progress.value = 100;
+          resolve();
+        } else {
+          var parsed = null;
+          try { parsed = JSON.parse(xhr.responseText); } catch (e) { parsed = null; }
+          reject(new ApiError(xhr.status, parsed));
+        }
+      });
+      xhr.addEventListener("error", function () { item.xhr = null; reject(new Error("upload failed (network error)")); });
+      xhr.addEventListener("abort", function () { item.xhr = null; reject(new Error("upload cancelled")); });
+      xhr.send(body);
+    });
+  }
+
+  function sameOrigin(url) {
+    try { return new URL(url, window.location.href).origin === window.location.origin; } catch (e) { return false; }
+  }
+
+  function start(item) {
+    var generation = ++item.generation;
+    var current = function () { return !item.removed && generation === item.generation; };
+    item.ui.progress.value = 0;
+    setStatus(item, "intent", "asking for an upload URL…");
+    return api("POST", "/uploads", {
+      profile: item.profile, filename: item.file.name, size: item.file.size, content_type: contentTypeOf(item.file),
+    }).then(function (intent) {
+      item.id = intent.id;
+      if (!current()) { discardQuietly(intent.id); return null; }
+      setStatus(item, "uploading", "0 B of " + formatBytes(item.file.size));
+      return sendBytes(item, intent.upload).then(function () {
+        // Storage we do not serve ourselves may not notify us: tell the server the bytes are there.
+        if (!sameOrigin(intent.upload.url)) return api("POST", "/uploads/" + intent.id + "/complete", {});
+        return null;
+      });
+    }).then(function () {
+      if (!current()) return;
+      setStatus(item, "pending", "uploaded, waiting for processing");
+      return poll(item, current);
+    }).catch(function (error) {
+      if (!current()) return;
+      setStatus(item, "error", "", error.message || String(error));
+    });
+  }
+
+  function poll(item, current) {
+    return api("GET", "/attachments/" + item.id + "?wait=10").then(function (resource) {
+      if (!current()) return;
+      show(item, resource);
+      if (!TERMINAL[resource.status]) return poll(item, current);
+      return null;
+    }, function (error) {
+      if (!current()) return;
+      if (error instanceof ApiError && error.status === 404) {
+        setStatus(item, "error", "", "This upload no longer exists (expired or discarded).");
+        return;
+      }
+      item.ui.detail.textContent = "connection trouble, retrying…";
+      return sleep(2000).then(function () { return current() ? poll(item, current) : null; });
+    });
+  }
+
+  function show(item, resource) {
+    var reason = resource.reason ? resource.reason.code + (resource.reason.message ? ": " + resource.reason.message : "") : null;
+    var detail = {
+      pending: "waiting for a worker", processing: "being scanned and processed",
+      ready: [resource.content_type, dimensions(resource.metadata)].filter(Boolean).join(" · "),
+      rejected: "refused", failed: "the service had trouble; retry",
+    }[resource.status] || "";
+    setStatus(item, resource.status, detail, reason);
+    if (resource.status === "ready" && resource.links && resource.links.thumbnail) {
+      loadThumbnail(item, resource.links.thumbnail);
+    }
+  }
+
+  /* The thumbnail needs the session cookie: fetch it and show it as a blob: URL. */
+  function loadThumbnail(item, url) {
+    fetch(url, { credentials: "same-origin" }).then(function (response) {
+      if (!response.ok) throw new Error("thumbnail " + response.status);
+      return response.blob();
+    }).then(function (blob) {
+      if (item.removed) return;
+      if (item.thumbUrl) URL.revokeObjectURL(item.thumbUrl);
+      item.thumbUrl = URL.createObjectURL(blob);
+      var img = el("img");
+      img.alt = "thumbnail of " + item.file.name;
+      img.src = item.thumbUrl;
+      item.ui.thumb.textContent = "";
+      item.ui.thumb.appendChild(img);
+    }).catch(function () { /* a missing preview is not an error worth showing */ });
+  }
+
+  function discardQuietly(id) {
+    return api("POST", "/attachments/" + id + "/discard", {}).catch(function () { return null; });
+  }
+
+  function retryItem(item) {
+    var previous = item.id;
+    item.id = null;
+    if (previous) discardQuietly(previous);  // the failed one is of no use any more
+    start(item);
+  }
+
+  function removeItem(item) {
+    item.removed = true;
+    item.generation++;
+    if (item.xhr) item.xhr.abort();
+    var done = item.id ? api("POST", "/attachments/" + item.id + "/discard", {}) : Promise.resolve(null);
+    done.then(function () {
+      item.ui.li.remove();
+      if (item.thumbUrl) URL.revokeObjectURL(item.thumbUrl);
+      refreshCommitButton();
+    }, function (error) {
+      item.removed = false;
+      item.ui.reason.textContent = "Could not remove: " + error.message;
+      item.ui.reason.hidden = false;
+      refreshCommitButton();
+    });
+  }
+
+  function commit() {
+    var chosen = items.filter(committable);
+    var ref = els.ref.value.trim();
+    if (!chosen.length || !ref) return;
+    els.commit.disabled = true;
+    els.commitResult.textContent = "committing…";
+    api("POST", "/attachments/commit", { ids: chosen.map(function (i) { return i.id; }), ref: ref })
+      .then(function (result) {
+        chosen.forEach(function (item) {
+          item.committedRef = result.ref;
+          setStatus(item, "committed", "attached to " + result.ref + " (was " + item.status + ")");
+        });
+        els.commitResult.textContent = "Committed " + result.committed.length + " to " + result.ref + ".";
+        refreshCommitButton();
+      }, function (error) {
+        var details = (error.body && error.body.error && error.body.error.details) || {};
+        chosen.forEach(function (item) {
+          if (details[item.id]) {
+            item.ui.reason.textContent = "not committed: " + details[item.id];
+            item.ui.reason.hidden = false;
+          }
+        });
+        els.commitResult.textContent = "Nothing committed — " + error.message;
+        refreshCommitButton();
+      });
+  }
+
+  function heartbeat() {
+    var ids = items.filter(function (i) { return !i.removed && i.id && i.committedRef === null && i.status !== "error"; })
+      .map(function (i) { return i.id; });
+    if (!ids.length) return Promise.resolve(null);
+    return api("POST", "/attachments/heartbeat", { ids: ids }).then(function (result) {
+      var until = result.attachments.map(function (a) { return a.expires_at; }).filter(Boolean).sort()[0];
+      els.heartbeat.dataset.count = String(result.attachments.length);
+      els.heartbeat.textContent = "Heartbeat " + new Date().toLocaleTimeString() + ": " +
+        result.attachments.length + " upload(s) kept" + (until ? " until at least " + new Date(until).toLocaleString() : "") + ".";
+      return result;
+    }, function (error) {
+      els.heartbeat.textContent = "Heartbeat failed: " + error.message;
+    });
+  }
+
+  function onFiles() {
+    var profile = els.profile.value;
+    Array.prototype.forEach.call(els.files.files, function (file) { start(createItem(file, profile)); });
+    els.files.value = "";
+  }
+
+  function loadProfiles() {
+    return api("GET", "/profiles").then(function (body) {
+      els.profile.textContent = "";
+      body.profiles.forEach(function (p) {
+        profiles[p.name] = p;
+        var option = el("option", null, p.name);
+        option.value = p.name;
+        els.profile.appendChild(option);
+      });
+      if (profiles.image) els.profile.value = "image";
+      els.profile.disabled = false;
+      onProfile();
+    }, function (error) {
+      showPageError("Could not load the upload profiles: " + error.message);
+    });
+  }
+
+  function onProfile() {
+    var p = profiles[els.profile.value];
+    if (!p) return;
+    els.files.setAttribute("accept", p.allowed_types.join(","));
+    els.hint.textContent = p.allowed_types.join(", ") + " · up to " + formatBytes(p.max_bytes);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    ["profile", "files", "items", "empty", "ref", "commit", "heartbeat"].forEach(function (id) {
+      els[id] = document.getElementById(id);
+    });
+    els.hint = document.getElementById("profile-hint");
+    els.pageError = document.getElementById("page-error");
+    els.commitResult = document.getElementById("commit-result");
+    els.files.addEventListener("change", onFiles);
+    els.profile.addEventListener("change", onProfile);
+    els.commit.addEventListener("click", commit);
+    loadProfiles();
+    refreshCommitButton();
+    setInterval(heartbeat, HEARTBEAT_MS);
+    // For tests and curious developers: the page's state, read-only use.
+    window.airlock = { items: items, heartbeat: heartbeat };
+  });
+})();

@@ -1,0 +1,352 @@
+"""S3-compatible storage (AWS S3, MinIO, R2, moto) through django-storages and boto3.
+
+django-storages' ``S3Storage`` owns the wiring (bucket, endpoint, region,
+credentials from the usual AWS variables, s3v4 signatures, transfer config)
+and the whole-object writes; the boto3 client it exposes does what a Django
+``Storage`` has no verb for: HEAD, ranged reads, presigned POST/PUT/GET,
+server-side copy and multipart uploads.
+
+Every call converts boto errors into ``StorageError`` (transient for the
+pipeline); "the object is not there" is an answer (``None``/``False``), not an
+error.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+from django.core.files import File
+from storages.backends.s3 import S3Storage
+
+from .base import ObjectInfo, PartsInvalid, StorageError, UploadInstruction, UploadPart, validate_key
+
+
+MIB = 1024 * 1024
+MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
+MAX_PARTS = 10_000  # S3's maximum number of parts
+_SPOOL_BYTES = 8 * MIB  # writes up to this size stay in memory before the upload
+_MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+_PARTS_INVALID_CODES = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "MalformedXML", "InvalidRequest"}
+_UPLOAD_METHODS = ("POST", "PUT")
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def _is_missing(exc: ClientError) -> bool:
+    return _status(exc) == 404 or _code(exc) in _MISSING_CODES
+
+
+def part_plan(total: int, part_size: int) -> list[int]:
+    """Split `total` bytes into part sizes S3 accepts (≥ 5 MiB but the last, ≤ 10,000 parts)."""
+    size = max(part_size, MIN_PART_SIZE, math.ceil(total / MAX_PARTS))
+    full, rest = divmod(total, size)
+    return [size] * full + ([rest] if rest else [])
+
+
+class S3Gateway:
+    """The storage gateway for an S3-compatible bucket."""
+
+    name = "s3"
+
+    def __init__(self, *, bucket: str, endpoint_url: str | None = None, region: str | None = None,
+                 upload_method: str = "POST", multipart_threshold: int = 100 * MIB,
+                 part_size: int = 16 * MIB) -> None:
+        if not bucket:
+            raise StorageError("AIRLOCK_S3_BUCKET is not set")
+        method = (upload_method or "POST").upper()
+        if method not in _UPLOAD_METHODS:
+            raise StorageError(f"AIRLOCK_S3_UPLOAD_METHOD must be POST or PUT, not {upload_method!r}")
+        self.bucket = bucket
+        self.upload_method = method
+        # S3 has no conditional POST: a presigned POST can be replayed over the key
+        # until it expires, so intake snapshots the bytes to a server-only key.
+        self.rewritable_uploads = method == "POST"
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
+        # Path-style addressing for custom endpoints (MinIO, moto, most self-hosted
+        # S3s need it; R2 accepts it); AWS itself picks virtual-hosted style.
+        config = Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path" if endpoint_url else "auto"},
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=60,
+        )
+        self.storage = S3Storage(
+            bucket_name=bucket,
+            endpoint_url=endpoint_url,
+            region_name=region,
+            client_config=config,
+            file_overwrite=True,  # keys are minted by us: a write is meant to land there
+            default_acl=None,  # private: nothing in the bucket is public
+            querystring_auth=True,
+            location="",
+        )
+
+    @classmethod
+    def from_settings(cls) -> S3Gateway:
+        return cls(
+            bucket=settings.AIRLOCK_S3_BUCKET or "",
+            endpoint_url=settings.AIRLOCK_S3_ENDPOINT_URL,
+            region=settings.AIRLOCK_S3_REGION,
+            upload_method=settings.AIRLOCK_S3_UPLOAD_METHOD,
+            multipart_threshold=settings.AIRLOCK_S3_MULTIPART_THRESHOLD,
+            part_size=settings.AIRLOCK_S3_PART_SIZE,
+        )
+
+    @property
+    def client(self) -> Any:
+        """The boto3 client of django-storages' (thread-local) connection."""
+        return self.storage.connection.meta.client
+
+    # --- reads -------------------------------------------------------------------
+
+    def head(self, key: str) -> ObjectInfo | None:
+        validate_key(key)
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _is_missing(exc):
+                return None
+            raise StorageError(f"HEAD {key}: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"HEAD {key}: {exc}") from exc
+        return ObjectInfo(key=key, size=int(response["ContentLength"]),
+                          etag=str(response.get("ETag", "")).strip('"'),
+                          last_modified=response.get("LastModified"))
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        chunks = self.iter_chunks(key, chunk_size=min(length, 1 << 20), start=start, end=start + length - 1)
+        data = b"".join(chunks)
+        return data[:length]
+
+    def iter_chunks(self, key: str, *, chunk_size: int = 65536, start: int = 0,
+                    end: int | None = None) -> Iterator[bytes]:
+        validate_key(key)
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if start or end is not None:
+            params["Range"] = f"bytes={start}-{'' if end is None else end}"
+        try:
+            response = self.client.get_object(**params)
+        except ClientError as exc:
+            if _code(exc) == "InvalidRange":  # start is past the end: nothing to read
+                return
+            if _is_missing(exc):
+                raise StorageError(f"object {key} is missing") from exc
+            raise StorageError(f"GET {key}: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"GET {key}: {exc}") from exc
+        body = response["Body"]
+        try:
+            yield from body.iter_chunks(chunk_size)
+        except (BotoCoreError, OSError) as exc:
+            raise StorageError(f"reading {key}: {exc}") from exc
+        finally:
+            body.close()
+
+    def download_to(self, key: str, path: Path, *, max_bytes: int) -> int:
+        written = 0
+        with open(path, "wb") as out:
+            for chunk in self.iter_chunks(key, chunk_size=1 << 20):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise StorageError(f"object {key} grew past {max_bytes} bytes")
+                out.write(chunk)
+        return written
+
+    def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
+        if any(part in {".", ".."} for part in prefix.split("/")):
+            raise StorageError(f"refusing prefix {prefix[:100]!r}")
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for entry in page.get("Contents", ()):
+                    yield ObjectInfo(key=entry["Key"], size=int(entry["Size"]),
+                                     etag=str(entry.get("ETag", "")).strip('"'),
+                                     last_modified=entry.get("LastModified"))
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"LIST {prefix}: {exc}") from exc
+
+    # --- writes ------------------------------------------------------------------
+
+    def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
+        """Spool, then upload: if the iterable raises (body too large), nothing is written."""
+        validate_key(key)
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
+            written = 0
+            for chunk in chunks:
+                spool.write(chunk)
+                written += len(chunk)
+            spool.seek(0)
+            self._save(key, spool, content_type)
+        return written
+
+    def write_file(self, key: str, path: Path, *, content_type: str = "") -> int:
+        validate_key(key)
+        with open(path, "rb") as fh:
+            self._save(key, fh, content_type)
+        return Path(path).stat().st_size
+
+    def _save(self, key: str, fh: Any, content_type: str) -> None:
+        content = File(fh, name=key)
+        # S3Storage takes the object's Content-Type from this attribute.
+        content.content_type = content_type or "application/octet-stream"  # type: ignore[attr-defined]
+        try:
+            saved = self.storage.save(key, content)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"PUT {key}: {exc}") from exc
+        if saved != key:  # file_overwrite=True: django-storages must not rename
+            raise StorageError(f"storage renamed {key} to {saved}")
+
+    def copy(self, src: str, dst: str) -> None:
+        validate_key(src)
+        validate_key(dst)
+        try:
+            # The managed copy switches to multipart copy past 5 GB by itself.
+            self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst,
+                             Config=self.storage.transfer_config)
+        except ClientError as exc:
+            if _is_missing(exc):
+                raise StorageError(f"object {src} is missing") from exc
+            raise StorageError(f"COPY {src} → {dst}: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"COPY {src} → {dst}: {exc}") from exc
+
+    def delete(self, key: str) -> bool:
+        """Delete one object; False when it was not there (S3's DELETE does not say)."""
+        if self.head(key) is None:
+            return False
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"DELETE {key}: {exc}") from exc
+        return True
+
+    # --- presigned URLs ----------------------------------------------------------
+
+    def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
+                       expires_in: int) -> UploadInstruction:
+        """A presigned POST (size-bounded by its policy), PUT, or multipart set of part PUTs."""
+        validate_key(key)
+        try:
+            if max_bytes > self.multipart_threshold:
+                return self._presign_multipart(key, content_type=content_type, total=max_bytes,
+                                               expires_in=expires_in)
+            if self.upload_method == "PUT":
+                # Both headers are signed. "If-None-Match: *" makes S3 refuse a second
+                # PUT to the key (412), so the URL is single-use; a PUT cannot bound the
+                # body's size, intake does (HEAD → too_large → quarantine).
+                url = self.client.generate_presigned_url(
+                    "put_object",
+                    Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type, "IfNoneMatch": "*"},
+                    ExpiresIn=expires_in,
+                )
+                return UploadInstruction(method="PUT", url=url,
+                                         headers={"Content-Type": content_type, "If-None-Match": "*"})
+            # The policy makes S3 itself refuse a body over max_bytes, a key other
+            # than ours, or another Content-Type (moto does not check; S3 does).
+            post = self.client.generate_presigned_post(
+                Bucket=self.bucket,
+                Key=key,
+                Fields={"Content-Type": content_type},
+                Conditions=[{"Content-Type": content_type}, ["content-length-range", 0, max_bytes]],
+                ExpiresIn=expires_in,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"presign {key}: {exc}") from exc
+        return UploadInstruction(method="POST", url=post["url"], fields=dict(post["fields"]))
+
+    def _presign_multipart(self, key: str, *, content_type: str, total: int,
+                           expires_in: int) -> UploadInstruction:
+        created = self.client.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=content_type)
+        upload_id = created["UploadId"]
+        sizes = part_plan(total, self.part_size)
+        parts = tuple(
+            UploadPart(
+                part_number=number,
+                # Content-Length is signed: S3 refuses a part of any other size, so
+                # the parts add up to the declared size and never more.
+                url=self.client.generate_presigned_url(
+                    "upload_part",
+                    Params={"Bucket": self.bucket, "Key": key, "UploadId": upload_id,
+                            "PartNumber": number, "ContentLength": size},
+                    ExpiresIn=expires_in,
+                ),
+                size=size,
+            )
+            for number, size in enumerate(sizes, start=1)
+        )
+        return UploadInstruction(method="PUT", url=parts[0].url, parts=parts, part_size=sizes[0],
+                                 upload_id=upload_id)
+
+    def complete_multipart(self, key: str, *, upload_id: str, parts: Sequence[tuple[int, str]]) -> bool:
+        """Assemble the parts; False when the upload no longer exists (completed or aborted)."""
+        validate_key(key)
+        listed = [{"PartNumber": number, "ETag": etag if etag.startswith('"') else f'"{etag}"'}
+                  for number, etag in sorted(parts)]
+        try:
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                                  MultipartUpload={"Parts": listed})
+        except ClientError as exc:
+            code = _code(exc)
+            if code == "NoSuchUpload":
+                return False
+            if code in _PARTS_INVALID_CODES:
+                raise PartsInvalid(str(exc.response.get("Error", {}).get("Message") or code)) from exc
+            raise StorageError(f"complete multipart {key}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"complete multipart {key}: {exc}") from exc
+        return True
+
+    def abort_multipart(self, key: str, *, upload_id: str) -> bool:
+        """Drop the parts of an unfinished multipart upload; False when it is already gone."""
+        validate_key(key)
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except ClientError as exc:
+            if _code(exc) == "NoSuchUpload" or _status(exc) == 404:
+                return False
+            raise StorageError(f"abort multipart {key}: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"abort multipart {key}: {exc}") from exc
+        return True
+
+    def presign_download(self, key: str, *, content_type: str, disposition: str,
+                         expires_in: int) -> str:
+        """A short-lived GET whose response type and disposition S3 sets from the signed URL."""
+        validate_key(key)
+        try:
+            return self.client.generate_presigned_url(
+                "get_object",
+                Params={
+                    "Bucket": self.bucket,
+                    "Key": key,
+                    "ResponseContentType": content_type,
+                    "ResponseContentDisposition": disposition,
+                    "ResponseCacheControl": "private, no-store",
+                },
+                ExpiresIn=expires_in,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"presign GET {key}: {exc}") from exc
+
+    def ping(self) -> None:
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"bucket {self.bucket}: {exc}") from exc

@@ -1,0 +1,343 @@
+#!/usr/bin/env python
+"""Simulate the upload-first lifecycle over a synthetic population and check the sweeper's promises.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/airlock .venv/bin/python bench/sweeper_sim.py [--n 100000]
+
+Users fill in forms: they upload 1–4 files each, then commit (some after the
+upload expired, which fails), commit late while heartbeating, discard, keep a
+draft open and heartbeat it daily forever, or simply leave. Uploads arrive over
+30 simulated days (then a drain period lets every upload's fate play out);
+the scheduler tick runs every sweep interval, calling sweep_if_due with the
+simulated time. Rows are bulk-created in a scratch database and storage is a
+counting in-memory gateway, so what is measured is the database side. Every
+client action goes through the real services (heartbeat, discard, commit).
+
+Prints one JSON line: the maximum orphan age (must be <= hard cap + one
+interval), committed files lost (must be 0), uncommitted uploads left past
+their deadline (must be 0), the longest discard → delete lag, and sweep
+throughput (rows/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+for path in (BENCH, BENCH.parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+from attachments.errors import AttachmentInvalid, NotFound  # noqa: E402
+from attachments.models import Attachment, Derivative, Lifecycle, Status  # noqa: E402
+from attachments.naming import derivative_key, original_key  # noqa: E402
+from attachments.services.lifecycle import (  # noqa: E402
+    attachment_discard,
+    attachments_commit,
+    attachments_heartbeat,
+)
+from sweeper.locks import DatabaseLock  # noqa: E402
+from sweeper.schedule import sweep_if_due  # noqa: E402
+from sweeper_throughput import T0, MemoryGateway, make_owner, quiet_logs, scratch_database  # noqa: E402
+
+DAY = timedelta(days=1)
+BEHAVIOURS = {  # share of forms
+    "commit": 0.40,          # commits within 0–9 days, no heartbeat: late ones find it expired
+    "partial_commit": 0.05,  # removes one file, commits the rest
+    "late_commit": 0.05,     # heartbeats daily, commits after 7–14.5 days
+    "discard": 0.15,         # discards every file
+    "draft": 0.10,           # heartbeats daily forever, never commits
+    "abandon": 0.25,         # closes the tab
+}
+
+
+@dataclass
+class Form:
+    index: int
+    user: int
+    created: datetime
+    ids: list[uuid.UUID]
+    behaviour: str
+
+
+@dataclass
+class Tally:
+    uploads: int = 0
+    forms: int = 0
+    commit_calls: int = 0
+    committed: int = 0
+    commit_refused: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    discarded: int = 0
+    heartbeat_calls: int = 0
+    sweeps: int = 0
+    sweep_seconds: float = 0.0
+    reaped: int = 0
+    sweep_errors: int = 0
+    runs: list[tuple[int, float]] = field(default_factory=list)  # (rows reaped, seconds) per run
+
+
+class Simulation:
+    def __init__(self, *, n: int, days: int, drain_days: int, users: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.n, self.days, self.drain_days = n, days, drain_days
+        self.interval = timedelta(seconds=settings.AIRLOCK_SWEEP_INTERVAL_SECONDS)
+        self.cap = timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS)
+        self.ttl = timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS)
+        self.tenant, self.users = make_owner("sim", users)
+        self.gateway = MemoryGateway()
+        self.tally = Tally()
+        self.lock = DatabaseLock("sweep-sim")
+        self.events: list[tuple[datetime, int, str, object]] = []  # (time, seq, kind, payload)
+        self._seq = 0
+        self.created_at: dict[uuid.UUID, datetime] = {}
+        self.original: dict[uuid.UUID, str] = {}
+        self.keys: dict[uuid.UUID, list[str]] = {}
+        self.committed: set[uuid.UUID] = set()
+        self.discarded_at: dict[uuid.UUID, datetime] = {}
+        self.heartbeating: dict[int, set[uuid.UUID]] = defaultdict(set)
+
+    # --- scenario -------------------------------------------------------------------------
+
+    def push(self, when: datetime, kind: str, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (when, self._seq, kind, payload))
+
+    def plan(self) -> None:
+        names, weights = list(BEHAVIOURS), list(BEHAVIOURS.values())
+        made = 0
+        while made < self.n:
+            size = min(self.rng.randint(1, 4), self.n - made)
+            created = T0 + timedelta(seconds=self.rng.uniform(0, self.days * 86400))
+            form = Form(self.tally.forms, self.rng.randrange(len(self.users)), created,
+                        [uuid.uuid4() for _ in range(size)], self.rng.choices(names, weights)[0])
+            self.tally.forms += 1
+            made += size
+            self.push(created, "create", form)
+            self.plan_actions(form)
+        for user in range(len(self.users)):  # each client heartbeats its open drafts once a day
+            self.push(T0 + timedelta(seconds=self.rng.uniform(0, 86400)), "heartbeat", user)
+
+    def plan_actions(self, form: Form) -> None:
+        r, c = self.rng, form.created
+        if form.behaviour == "commit":
+            self.push(c + timedelta(seconds=r.uniform(60, 9 * 86400)), "commit", (form, form.ids))
+        elif form.behaviour == "late_commit":
+            self.push(c + timedelta(seconds=r.uniform(7 * 86400, 14.5 * 86400)), "commit", (form, form.ids))
+        elif form.behaviour == "partial_commit":
+            self.push(c + timedelta(seconds=r.uniform(10, 3600)), "discard", (form, form.ids[:1]))
+            self.push(c + timedelta(seconds=r.uniform(3600, 2 * 86400)), "commit", (form, form.ids))
+        elif form.behaviour == "discard":
+            for attachment_id in form.ids:
+                self.push(c + timedelta(seconds=r.uniform(10, 2 * 86400)), "discard", (form, [attachment_id]))
+
+    # --- client actions, through the real services ------------------------------------------
+
+    def create(self, forms: list[Form]) -> None:
+        rows, derivatives = [], []
+        for form in forms:
+            owner = self.users[form.user]
+            for pk in form.ids:
+                key = original_key(tenant_slug=self.tenant.slug, profile="image", attachment_id=pk)
+                processed = self.rng.random() < 0.7
+                served = derivative_key(tenant_slug=self.tenant.slug, attachment_id=pk, kind="sanitized",
+                                        ext="jpg") if processed else ""
+                rows.append(Attachment(
+                    id=pk, tenant=self.tenant, owner=owner, profile="image", filename="f.jpg",
+                    status=Status.READY if processed else Status.PENDING, declared_size=1,
+                    declared_type="image/jpeg", storage_key=key, served_key=served, created_at=form.created,
+                    uploaded_at=form.created, expires_at=form.created + self.ttl,
+                ))
+                keys = [key]
+                if processed:
+                    thumb = derivative_key(tenant_slug=self.tenant.slug, attachment_id=pk, kind="thumbnail",
+                                           ext="webp")
+                    derivatives.append(Derivative(attachment_id=pk, kind="thumbnail", storage_key=thumb,
+                                                  content_type="image/webp", size=1))
+                    keys += [served, thumb]
+                self.gateway.put(keys, form.created)
+                self.created_at[pk], self.original[pk], self.keys[pk] = form.created, key, keys
+            if form.behaviour in ("draft", "late_commit"):
+                self.heartbeating[form.user].update(form.ids)
+        with transaction.atomic():
+            Attachment.objects.bulk_create(rows)
+            Derivative.objects.bulk_create(derivatives)
+        self.tally.uploads += len(rows)
+
+    def commit(self, when: datetime, form: Form, ids: list[uuid.UUID]) -> None:
+        ids = [i for i in ids if i not in self.discarded_at]
+        owner = self.users[form.user]
+        while ids:
+            self.tally.commit_calls += 1
+            try:
+                attachments_commit(owner=owner, ids=ids, ref=f"form:{form.index}", now=when)
+            except AttachmentInvalid as exc:  # the client drops what the server refused and retries
+                for reason in exc.details.values():
+                    self.tally.commit_refused[reason] += 1
+                ids = [i for i in ids if str(i) not in exc.details]
+                continue
+            self.committed.update(ids)
+            self.tally.committed += len(ids)
+            break
+        self.heartbeating[form.user].difference_update(form.ids)
+
+    def discard(self, when: datetime, form: Form, ids: list[uuid.UUID]) -> None:
+        for attachment_id in ids:
+            try:
+                attachment_discard(user=self.users[form.user], attachment_id=attachment_id, now=when)
+            except NotFound:  # already swept
+                continue
+            self.discarded_at.setdefault(attachment_id, when)
+            self.tally.discarded += 1
+        self.heartbeating[form.user].difference_update(ids)
+
+    def heartbeat(self, when: datetime, user: int) -> None:
+        ids = sorted(self.heartbeating[user])
+        for start in range(0, len(ids), 1000):
+            self.tally.heartbeat_calls += 1
+            result = attachments_heartbeat(user=self.users[user], ids=ids[start:start + 1000], now=when)
+            self.heartbeating[user].difference_update(uuid.UUID(m) for m in result.missing)
+        self.push(when + DAY, "heartbeat", user)
+
+    # --- the clock ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        end = T0 + (self.days + self.drain_days) * DAY
+        now = T0
+        while now <= end:
+            batch: list[Form] = []
+            while self.events and self.events[0][0] <= now:
+                when, _seq, kind, payload = heapq.heappop(self.events)
+                if kind == "create":
+                    batch.append(payload)  # type: ignore[arg-type]
+                    continue
+                if batch:
+                    self.create(batch)
+                    batch = []
+                if kind == "commit":
+                    self.commit(when, *payload)  # type: ignore[misc]
+                elif kind == "discard":
+                    self.discard(when, *payload)  # type: ignore[misc]
+                elif kind == "heartbeat":
+                    self.heartbeat(when, payload)  # type: ignore[arg-type]
+            if batch:
+                self.create(batch)
+            self.tick(now)
+            now += self.interval
+        self.end = end
+
+    def tick(self, now: datetime) -> None:
+        self.gateway.clock = now
+        started = time.monotonic()
+        report = sweep_if_due(now=now, gateway=self.gateway, lock=self.lock)
+        if report is None:
+            return
+        seconds = time.monotonic() - started
+        self.tally.sweeps += 1
+        self.tally.sweep_seconds += seconds
+        self.tally.runs.append((report.deleted, seconds))
+        self.tally.reaped += report.deleted
+        self.tally.sweep_errors += report.errors
+
+    # --- what happened -------------------------------------------------------------------------
+
+    def results(self) -> dict[str, object]:
+        deleted_at = self.gateway.deleted_at
+        lost = sum(1 for pk in self.committed if any(k in deleted_at for k in self.keys[pk]))
+        orphan_ages, overdue, discard_lags = [], 0, []
+        for pk, created in self.created_at.items():
+            if pk in self.committed:
+                continue
+            gone = deleted_at.get(self.original[pk])
+            orphan_ages.append(((gone or self.end) - created).total_seconds())
+            if gone is None and created + self.cap + self.interval < self.end:
+                overdue += 1
+            if gone is not None and pk in self.discarded_at:
+                discard_lags.append((gone - self.discarded_at[pk]).total_seconds())
+        committed_rows = Attachment.objects.filter(lifecycle=Lifecycle.COMMITTED).count()
+        limit = (self.cap + self.interval).total_seconds()
+        max_age = max(orphan_ages, default=0.0)
+        t = self.tally
+        busy = [(rows, secs) for rows, secs in t.runs if rows >= 100]
+        idle = sorted(secs for rows, secs in t.runs if rows == 0)
+        return {
+            "bench": "sweeper_sim",
+            "database": connection.vendor,
+            "n": self.n,
+            "users": len(self.users),
+            "days": self.days,
+            "drain_days": self.drain_days,
+            "interval_s": self.interval.total_seconds(),
+            "max_orphan_age_s": max_age,
+            "max_orphan_age_days": round(max_age / 86400, 4),
+            "orphan_age_limit_s": limit,
+            "orphan_age_ok": max_age <= limit,
+            "committed_files_lost": lost,
+            "committed_rows": committed_rows,
+            "committed_rows_match": committed_rows == len(self.committed),
+            "uncommitted_overdue_at_end": overdue,
+            "max_discard_to_delete_s": max(discard_lags, default=0.0),
+            # Overall: rows reaped / time in every run, fixed per-run cost included (most runs reap a few rows).
+            "sweep_rows_per_s": round(t.reaped / t.sweep_seconds, 1) if t.sweep_seconds else None,
+            # Runs with >= 100 rows: what a backlog reaps per second.
+            "sweep_rows_per_s_busy_runs": round(sum(r for r, _ in busy) / sum(s for _, s in busy), 1)
+            if busy else None,
+            "sweep_run_overhead_ms_median": round(1000 * idle[len(idle) // 2], 2) if idle else None,
+            "max_rows_in_one_run": max((r for r, _ in t.runs), default=0),
+            "sweeps": t.sweeps,
+            "sweep_seconds_total": round(t.sweep_seconds, 2),
+            "reaped": t.reaped,
+            "sweep_errors": t.sweep_errors,
+            "uploads": t.uploads,
+            "forms": t.forms,
+            "committed": t.committed,
+            "commit_calls": t.commit_calls,
+            "commit_refused": dict(t.commit_refused),
+            "discarded": t.discarded,
+            "heartbeat_calls": t.heartbeat_calls,
+            "objects_left": len(self.gateway.objects),
+            "ok": max_age <= limit and lost == 0 and overdue == 0,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100_000, help="attachments uploaded over the simulation")
+    parser.add_argument("--days", type=int, default=30, help="days during which uploads arrive")
+    parser.add_argument("--drain-days", type=int, default=16,
+                        help="days simulated after the last upload, so every upload's fate plays out")
+    parser.add_argument("--users", type=int, default=None, help="default: n // 500, at least 10")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    quiet_logs()
+    started = time.monotonic()
+    with scratch_database():
+        sim = Simulation(n=args.n, days=args.days, drain_days=args.drain_days,
+                         users=args.users or max(10, args.n // 500), seed=args.seed)
+        sim.plan()
+        sim.run()
+        result = sim.results()
+    result["wall_seconds"] = round(time.monotonic() - started, 1)
+    print(json.dumps(result))
+    sys.exit(0 if result["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Production settings: base settings plus HTTPS-only hardening; secrets only from the environment.
+
+    DJANGO_SETTINGS_MODULE=config.settings.production
+    DJANGO_SECRET_KEY=<at least 50 random characters>      (required)
+    DJANGO_ALLOWED_HOSTS=airlock.example.com[,…]            (required)
+
+`python manage.py check --deploy` is clean with these. Airlock is expected
+behind a TLS-terminating proxy that sets X-Forwarded-Proto (set
+AIRLOCK_TRUST_X_FORWARDED_PROTO=0 when Django itself sees the TLS
+connection). The probes (/healthz, /readyz, /metrics) are exempt from the
+HTTPS redirect: orchestrators and Prometheus usually call them over plain HTTP
+inside the cluster.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F401,F403
+from .env import env_bool, env_int, env_list, env_str
+
+DEBUG = False
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY or SECRET_KEY.startswith("insecure-") or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set to at least 50 random characters in production "
+        "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+    )
+
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", [])
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under.")
+
+# --- HTTPS ---------------------------------------------------------------------
+if env_bool("AIRLOCK_TRUST_X_FORWARDED_PROTO", True):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("AIRLOCK_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("AIRLOCK_HSTS_SECONDS", 365 * 86400)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("AIRLOCK_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("AIRLOCK_HSTS_PRELOAD", True)
+
+# --- Cookies and headers ---------------------------------------------------------
+SESSION_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SECURE = True
+CSRF_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Browsers may post forms only from these origins (the admin, the demo page).
+CSRF_TRUSTED_ORIGINS = env_list(
+    "DJANGO_CSRF_TRUSTED_ORIGINS", [f"https://{host}" for host in ALLOWED_HOSTS if not host.startswith(".")]
+)
+
+# The metrics endpoint is usually scraped inside the cluster; AIRLOCK_METRICS_TOKEN
+# (read in base) protects it when it is reachable from elsewhere.
+AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")

@@ -1,0 +1,169 @@
+"""Image decoder: header probe, our pixel bound, thumbnail of frame 0, sanitized copy.
+
+Order matters and is the point of this module:
+1. sniff the magic ourselves and open with Pillow restricted to the allowlisted formats
+   (no EPS/Ghostscript, no exotic plugins, even if intake were bypassed);
+2. read width x height from the header only (Image.open does not decode) and refuse
+   over Bounds.max_pixels before anything calls load(); inside the sandbox Pillow's
+   MAX_IMAGE_PIXELS is switched off (child.confine_environment) because our bound
+   replaces it: it is stricter and answers pixel_limit instead of an exception;
+3. thumbnail frame 0 only: animated GIFs are never seeked, so a later frame that grows
+   the canvas (decompression_bomb_extents.gif) is never allocated; JPEGs go through
+   draft mode (thumbnail() before convert()), palette images are converted first so they
+   are not resized with nearest neighbour;
+4. the thumbnail is saved with an empty info dict: no EXIF/XMP/ICC reaches it;
+5. the sanitized copy is produced losslessly by metadata.py (see its docstring for the
+   per-format policy) and re-probed so a broken rewrite is caught here.
+LOAD_TRUNCATED_IMAGES is never set: a truncated image is corrupt.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, UnidentifiedImageError
+
+from . import metadata
+from .limits import Bounds
+from .outcome import Rejected, write_file
+
+ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
+_EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp"}
+_TRANSPOSE = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+def sniff(head: bytes) -> str | None:
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    return None
+
+
+def webp_canvas(raw: bytes) -> tuple[int, int] | None:
+    """Canvas size from the first RIFF chunk (VP8X, VP8 or VP8L), without libwebp.
+
+    Pillow opens WebP through WebPAnimDecoder, which callocs two full canvases at open
+    time: for WebP, Image.open is not header-only, so the bound is checked here first.
+    """
+    chunk, body = raw[12:16], raw[20:30]
+    if len(body) < 10:
+        return None
+    if chunk == b"VP8X":
+        return 1 + int.from_bytes(body[4:7], "little"), 1 + int.from_bytes(body[7:10], "little")
+    if chunk == b"VP8 ":
+        return int.from_bytes(body[6:8], "little") & 0x3FFF, int.from_bytes(
+            body[8:10], "little"
+        ) & 0x3FFF
+    if chunk == b"VP8L":
+        bits = int.from_bytes(body[1:5], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    return None
+
+
+def _check_pixels(width: int, height: int, bound: int) -> None:
+    if width <= 0 or height <= 0:
+        raise Rejected("corrupt", f"image has no pixels ({width}x{height})")
+    if width * height > bound:
+        raise Rejected("pixel_limit", f"{width}x{height} = {width * height} pixels > {bound}")
+
+
+def _orientation(im: Image.Image) -> int:
+    # Metadata is attacker-controlled (fuzzdb's POC puts PHP in Orientation): anything
+    # that is not an int 1..8, or that fails to parse, means "as stored".
+    try:
+        value = im.getexif().get(metadata.ORIENTATION_TAG, 1)
+    except Exception:  # noqa: BLE001 - unparseable metadata is no metadata
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def _thumbnail(im: Image.Image, size: int, orientation: int) -> Image.Image:
+    has_alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+    if im.mode in ("P", "PA", "1"):
+        # palette/bilevel resize would be nearest-neighbour: convert (this decodes frame 0 only)
+        im = im.convert("RGBA" if has_alpha else "RGB")
+    im.thumbnail((size, size))  # uses JPEG draft mode because nothing decoded it yet
+    if im.mode.startswith("I"):
+        # 16/32-bit grey (PNG): convert() would clip everything above 255 to white
+        im = im.convert("I").point(lambda v: v / 256).convert("L")
+    out = im.convert("RGBA" if has_alpha else "RGB")  # convert() returns a fresh, frameless image
+    if orientation in _TRANSPOSE:
+        out = out.transpose(_TRANSPOSE[orientation])
+    out.info = {}
+    return out
+
+
+def _frames(im: Image.Image, fmt: str, gif_frames: int, bound: int) -> int:
+    # GIF frames were counted by walking blocks (no decode, no seek); the others declare
+    # theirs in a header (acTL, WebP ANIM demux, MPF), read without decoding.
+    # MPO "frames" of a JPEG are extra images (stereo, gain maps) the sanitized copy drops.
+    n = {"GIF": gif_frames, "JPEG": 1}.get(fmt) or int(getattr(im, "n_frames", 1) or 1)
+    return max(1, min(n, bound))
+
+
+def _sanitize(raw: bytes, fmt: str, orientation: int) -> tuple[bytes, int]:
+    if fmt == "JPEG":
+        return metadata.strip_jpeg(raw, orientation), 1
+    if fmt == "PNG":
+        return metadata.strip_png(raw, orientation), 1
+    if fmt == "WEBP":
+        return metadata.strip_webp(raw, orientation), 1
+    return metadata.strip_gif(raw)
+
+
+def process(
+    input_path: Path, work_dir: Path, bounds: Bounds
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Probe, bound, thumbnail and sanitize one image; return (data, files)."""
+    raw = Path(input_path).read_bytes()
+    fmt = sniff(raw[:16])
+    if fmt is None:
+        raise Rejected("corrupt", "not a JPEG, PNG, GIF or WebP image")
+    if fmt == "WEBP" and (canvas := webp_canvas(raw)) is not None:
+        _check_pixels(*canvas, bounds.max_pixels)
+    try:
+        im = Image.open(io.BytesIO(raw), formats=ALLOWED_FORMATS)
+    except UnidentifiedImageError:
+        raise Rejected("corrupt", f"Pillow cannot read this {fmt} header") from None
+    with im:
+        width, height = im.size
+        _check_pixels(width, height, bounds.max_pixels)  # header only: nothing decoded yet
+        orientation = _orientation(im)  # PNG may decode here: only after the bound check
+        thumb = _thumbnail(im, bounds.thumbnail_size, orientation)  # decode errors surface here
+        sanitized, gif_frames = _sanitize(raw, fmt, orientation)
+        frames = _frames(im, fmt, gif_frames, bounds.max_gif_frames)
+    with Image.open(io.BytesIO(sanitized), formats=ALLOWED_FORMATS) as check:
+        if check.size != (width, height):
+            raise Rejected("corrupt", "sanitized copy does not match the original")
+    buf = io.BytesIO()
+    thumb.save(buf, "WEBP", quality=80)
+    if orientation in (5, 6, 7, 8):
+        width, height = height, width
+    files = {
+        "thumbnail": write_file(work_dir, "thumbnail.webp", buf.getvalue()),
+        "sanitized": write_file(work_dir, f"sanitized.{_EXT[fmt]}", sanitized),
+    }
+    data = {
+        "format": fmt,
+        "width": width,
+        "height": height,
+        "frames": frames,
+        "orientation": orientation,
+        "thumbnail": {"width": thumb.width, "height": thumb.height},
+    }
+    return data, files

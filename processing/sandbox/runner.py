@@ -1,0 +1,211 @@
+"""The worker side: start the fork server lazily, send jobs, classify what comes back.
+
+Safe to call from many threads: each call has its own socket; only starting or
+replacing the server is serialised. The worker itself never forks (forking a
+multi-threaded process can deadlock the child on a lock some other thread held):
+the server is started with subprocess, i.e. fork+exec.
+
+Contract: run_job raises SandboxUnavailable only when the machinery cannot start or
+stops answering (infrastructure, retried by the caller). Whatever the job process does
+(crash, limits, garbage) comes back as a SandboxResult: rejected/corrupt, or
+rejected/timeout for the CPU and wall-clock limits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from .classify import classify
+from .limits import MAX_RESULT_BYTES, Bounds, Limits, to_dict
+from .outcome import SandboxResult
+
+KINDS = frozenset({"image", "pdf", "zip"})
+START_TIMEOUT = 60.0  # first start imports Pillow, pypdf, PDFium
+ANSWER_GRACE = 15.0  # past the job's own deadline, the server itself is considered stuck
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from processing.sandbox.server import serve; serve(sys.argv[2])"
+)
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox machinery could not start or stopped answering (infrastructure)."""
+
+
+class _ForkServer:
+    def __init__(self) -> None:
+        self.owner_pid = os.getpid()
+        self.dir = tempfile.mkdtemp(prefix="airlock-sandbox-")  # 0700: only we can connect
+        self.sock_path = os.path.join(self.dir, "fork.sock")
+        root = str(Path(__file__).resolve().parents[2])
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            # Every job is a fresh process whose heap must be faulted in: with transparent
+            # huge pages (madvise mode) malloc takes 2 MB at a time, ~40% fewer page faults.
+            "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+        }
+        try:
+            self.proc = subprocess.Popen(
+                # -I: no PYTHON* variables, no user site; -B mirrors the worker's own setting
+                [
+                    sys.executable,
+                    "-I",
+                    *(["-B"] if sys.flags.dont_write_bytecode else []),
+                    "-c",
+                    _BOOT,
+                    root,
+                    self.sock_path,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                cwd=self.dir,
+                close_fds=True,
+                start_new_session=True,  # not hit by the worker's Ctrl-C
+            )
+        except OSError as exc:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise SandboxUnavailable(f"cannot start the fork server: {exc}") from exc
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT)
+        if not ready or self.proc.stdout.readline() != b"ready\n":
+            self.stop()
+            raise SandboxUnavailable("the fork server did not start")
+
+    def alive(self) -> bool:
+        return self.owner_pid == os.getpid() and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.owner_pid != os.getpid():
+            return  # a forked copy of the worker must not stop its parent's server
+        if self.proc.stdin:
+            try:
+                self.proc.stdin.close()  # lifeline EOF: the server kills its jobs and exits
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_lock = threading.Lock()
+_server: _ForkServer | None = None
+_atexit_registered = False
+
+
+def _current_server() -> _ForkServer:
+    global _server, _atexit_registered
+    with _lock:
+        if _server is None or not _server.alive():
+            if _server is not None and _server.owner_pid == os.getpid():
+                _server.stop()
+            _server = _ForkServer()
+            if not _atexit_registered:
+                atexit.register(shutdown)
+                _atexit_registered = True
+        return _server
+
+
+def _drop_server(server: _ForkServer) -> None:
+    global _server
+    with _lock:
+        if _server is server:  # another thread may already have replaced it
+            _server = None
+            server.stop()
+
+
+def shutdown() -> None:
+    """Stop the fork server and every job it runs (tests, process exit)."""
+    global _server
+    with _lock:
+        server, _server = _server, None
+    if server is not None:
+        server.stop()
+
+
+def _exchange(server: _ForkServer, request: bytes, wait: float) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(wait)
+        sock.connect(server.sock_path)
+        sock.sendall(request)  # never shut down our side: EOF tells the server we gave up
+        chunks, size = [], 0
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_RESULT_BYTES + 4096:
+                break  # the server bounds results; more means something is badly wrong
+        return b"".join(chunks)
+
+
+def run_job(
+    kind: str,
+    input_path: Path,
+    work_dir: Path,
+    *,
+    limits: Limits = Limits(),  # noqa: B008 - frozen dataclass: a safe shared default
+    bounds: Bounds = Bounds(),  # noqa: B008
+    allow_test_kinds: bool = False,
+) -> SandboxResult:
+    """Decode one attacker-supplied file in a confined child process and report the outcome."""
+    if kind not in KINDS and not (allow_test_kinds and kind.startswith("_test_")):
+        raise ValueError(f"unknown sandbox kind {kind!r}")
+    input_path, work_dir = Path(input_path).resolve(), Path(work_dir).resolve()
+    if not input_path.is_file():
+        raise FileNotFoundError(str(input_path))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    request = (
+        json.dumps(
+            {
+                "kind": kind,
+                "input": str(input_path),
+                "work_dir": str(work_dir),
+                "limits": to_dict(limits),
+                "bounds": to_dict(bounds),
+                "allow_test": allow_test_kinds,
+            }
+        ).encode()
+        + b"\n"
+    )
+    for attempt in (1, 2):  # a server that died since last use is replaced once
+        server = _current_server()
+        try:
+            raw = _exchange(server, request, limits.wall_seconds + ANSWER_GRACE)
+        except (ConnectionRefusedError, FileNotFoundError, BrokenPipeError):
+            _drop_server(server)
+            if attempt == 2:
+                raise SandboxUnavailable("cannot reach the fork server") from None
+            continue
+        except (TimeoutError, OSError) as exc:
+            _drop_server(server)  # stuck past the job's own deadline: the server is wedged
+            raise SandboxUnavailable(f"fork server did not answer: {exc}") from exc
+        header, _, payload = raw.partition(b"\n")
+        if not header:
+            _drop_server(server)
+            raise SandboxUnavailable("fork server closed the connection without an answer")
+        try:
+            status = json.loads(header)
+        except ValueError:
+            _drop_server(server)
+            raise SandboxUnavailable("fork server sent a malformed header") from None
+        return classify(status, payload, limits, work_dir)
+    raise AssertionError("unreachable")
+
+
+__all__ = ["SandboxResult", "SandboxUnavailable", "run_job", "shutdown"]

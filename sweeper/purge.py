@@ -1,0 +1,35 @@
+"""Hard delete: rows soft-deleted longer ago than the audit window leave the database."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+
+from attachments.models import Attachment, Lifecycle
+
+
+def purgeable(now: datetime) -> QuerySet[Attachment]:
+    cutoff = now - timedelta(days=settings.AIRLOCK_AUDIT_WINDOW_DAYS)
+    return Attachment.objects.filter(lifecycle=Lifecycle.DELETED, deleted_at__lte=cutoff)
+
+
+def purge_deleted(*, now: datetime, batch_size: int, limit: int | None = None, dry_run: bool = False) -> int:
+    """Hard-delete soft-deleted rows past the audit window (their objects are already gone)."""
+    if dry_run:
+        count = purgeable(now).count()
+        return count if limit is None else min(count, limit)
+    total = 0
+    while limit is None or total < limit:
+        size = batch_size if limit is None else min(batch_size, limit - total)
+        ids = list(purgeable(now).order_by("pk").values_list("pk", flat=True)[:size])
+        if not ids:
+            break
+        with transaction.atomic():
+            _count, per_model = purgeable(now).filter(pk__in=ids).delete()
+        total += per_model.get(Attachment._meta.label, 0)
+        if len(ids) < size:
+            break
+    return total

@@ -1,0 +1,178 @@
+"""One sweep batch: lock expired rows, delete their objects by the stored keys, mark them deleted.
+
+The batch is one transaction. Its rows are locked with SELECT … FOR UPDATE
+SKIP LOCKED and filtered on lifecycle and expiry *by the locking query itself*,
+so a row that a commit holds (or has just committed) is never in the batch:
+a commit racing the sweep wins. Objects are deleted while the rows stay
+locked, so no other sweeper can pick the same rows, and a commit that arrives
+meanwhile waits and then finds the row deleted. One UPDATE marks the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
+
+from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
+
+log = logging.getLogger("airlock.sweeper")
+
+REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED)
+_SLICES_PER_WORKER = 4
+_COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts")
+
+
+class ObjectDeleter(Protocol):
+    """All the reaper needs from the storage gateway."""
+
+    def delete(self, key: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Keyset position in (expires_at, id) order: rows that failed this run are not retried in it."""
+
+    expires_at: datetime
+    pk: uuid.UUID
+
+
+@dataclass
+class BatchResult:
+    selected: int = 0
+    deleted: int = 0
+    objects_deleted: int = 0
+    errors: int = 0
+    dead_lettered: int = 0
+    would_delete: list[str] = field(default_factory=list)
+    error_messages: list[str] = field(default_factory=list)
+    cursor: Cursor | None = None
+
+
+def reapable(now: datetime) -> QuerySet[Attachment]:
+    """Expired-staged or discarded, uncommitted rows still under the delete-attempt cap.
+
+    The lifecycle filter matches the att_sweep_expiry partial index's predicate.
+    """
+    return Attachment.objects.filter(
+        lifecycle__in=REAPABLE, expires_at__lte=now,
+        delete_attempts__lt=settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS,
+    )
+
+
+def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool) -> QuerySet:
+    qs = reapable(now)
+    if after is not None:
+        qs = qs.filter(Q(expires_at__gt=after.expires_at) | Q(expires_at=after.expires_at, pk__gt=after.pk),
+                       expires_at__gte=after.expires_at)
+    if lock:
+        qs = qs.select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
+    return qs.order_by("expires_at", "pk").values_list(*_COLUMNS)[:size]
+
+
+def stored_keys(rows: list[tuple]) -> dict[uuid.UUID, list[str]]:
+    """Every key a row stored: original, served, quarantine and each derivative (never derived)."""
+    keys: dict[uuid.UUID, list[str]] = {
+        pk: [k for k in dict.fromkeys((storage_key, served_key, quarantine_key)) if k]
+        for pk, _exp, storage_key, served_key, quarantine_key, _att in rows
+    }
+    for attachment_id, key in Derivative.objects.filter(attachment_id__in=list(keys)).values_list(
+            "attachment_id", "storage_key"):
+        if key and key not in keys[attachment_id]:
+            keys[attachment_id].append(key)
+    return keys
+
+
+def _delete_one(gateway: ObjectDeleter, key: str) -> tuple[str, bool, str]:
+    try:
+        # False ("already gone") is success: the key is the one we stored, so nothing else lives there.
+        return key, bool(gateway.delete(key)), ""
+    except Exception as exc:  # noqa: BLE001 - any storage failure is retried on the next tick
+        return key, False, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def delete_objects(gateway: ObjectDeleter, keys: Sequence[str], pool: Executor,
+                   workers: int) -> dict[str, tuple[bool, str]]:
+    """Delete keys with the pool's bounded concurrency; key → (removed, error or "").
+
+    Keys go to the pool in a few slices per worker rather than one task each:
+    a future per key costs more than an in-memory or local delete.
+    """
+    step = max(1, -(-len(keys) // (workers * _SLICES_PER_WORKER)))
+    slices = [keys[i:i + step] for i in range(0, len(keys), step)]
+    results: dict[str, tuple[bool, str]] = {}
+    for done in pool.map(lambda part: [_delete_one(gateway, k) for k in part], slices):
+        results.update((key, (removed, error)) for key, removed, error in done)
+    return results
+
+
+def _record_failure(pk: uuid.UUID, attempts_before: int, keys: list[str], errors: dict[str, str],
+                    now: datetime) -> bool:
+    """Count a failed attempt; at the cap hand the row to a human. True when dead-lettered."""
+    attempts = attempts_before + 1
+    message = "; ".join(f"{key}: {error}" for key, error in errors.items())[:500]
+    Attachment.objects.filter(pk=pk).update(delete_attempts=attempts, delete_error=message, updated_at=now)
+    if attempts < settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS:
+        return False
+    DeadLetter.objects.create(
+        kind=DeadLetter.Kind.SWEEP, attachment_id=pk, storage_key=keys[0] if keys else "",
+        last_error=message,
+        history=[{"attempt": attempts, "at": now.isoformat(), "error": message}],
+        payload={"keys": keys, "failed_keys": sorted(errors), "attempts": attempts},
+    )
+    log.error("sweep delete dead-lettered", extra={"attachment_id": str(pk), "attempts": attempts,
+                                                   "error": message})
+    return True
+
+
+def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: ObjectDeleter,
+               pool: Executor, workers: int) -> BatchResult:
+    """Lock, delete and mark one batch (one transaction)."""
+    result = BatchResult()
+    with transaction.atomic():
+        rows = list(batch_query(now, after, size, lock=True))
+        if not rows:
+            return result
+        result.selected = len(rows)
+        result.cursor = Cursor(rows[-1][1], rows[-1][0])
+        keys = stored_keys(rows)
+        outcome = delete_objects(gateway, [k for ks in keys.values() for k in ks], pool, workers)
+        done: list[uuid.UUID] = []
+        for pk, _exp, _sk, _srv, _qk, attempts in rows:
+            errors = {k: outcome[k][1] for k in keys[pk] if outcome[k][1]}
+            result.objects_deleted += sum(1 for k in keys[pk] if outcome[k][0])
+            if not errors:
+                done.append(pk)
+                continue
+            result.errors += 1
+            result.error_messages.append(f"{pk}: " + "; ".join(errors.values()))
+            if _record_failure(pk, attempts, keys[pk], errors, now):
+                result.dead_lettered += 1
+        if done:
+            result.deleted = Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE).update(
+                lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="",
+            )
+    return result
+
+
+def preview_batch(*, now: datetime, after: Cursor | None, size: int) -> BatchResult:
+    """Dry run: what one batch would delete. Nothing is locked, deleted or changed."""
+    result = BatchResult()
+    rows = list(batch_query(now, after, size, lock=False))
+    if not rows:
+        return result
+    result.selected = len(rows)
+    result.cursor = Cursor(rows[-1][1], rows[-1][0])
+    for pk, keys in stored_keys(rows).items():
+        for key in keys:
+            log.info("sweep dry-run: would delete", extra={"attachment_id": str(pk), "key": key})
+            result.would_delete.append(key)
+    return result

@@ -1,0 +1,244 @@
+"""Reconciliation: find where storage and the database drifted apart, and repair it.
+
+Like Paperless's sanity checker it returns a report (one finding per object
+it acted on); like Zulip's delete_old_unclaimed_attachments it leaves objects
+younger than a grace window alone (their row may still be on its way) and
+runs under a lock so two runs cannot overlap. Classes of drift:
+
+- orphan: an object no row stores, older than the grace window → deleted
+  (or moved to quarantine with ``quarantine_orphans``);
+- deleted_leftover: an object of a row already marked deleted → deleted again;
+- quarantine_expired: a quarantined object older than AIRLOCK_QUARANTINE_DAYS → deleted;
+- arrived: a pending row whose original is in storage but whose arrival was
+  never recorded (a lost storage event) → recorded and enqueued;
+- expired leases (processing past its lease → pending) and pending rows whose
+  job went missing → re-driven, both by processing.recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from itertools import islice
+
+from django.conf import settings
+from django.utils import timezone
+
+from attachments.models import Attachment, Derivative, Lifecycle, Status
+from attachments.naming import quarantine_key
+from attachments.services.uploads import object_arrived
+from attachments.storage import get_gateway
+from attachments.storage.base import ObjectInfo, StorageGateway, move
+from processing.recovery import expire_leases, redrive_pending
+
+from . import metrics
+from .locks import LockUnavailable, SweepLock, make_lock
+
+log = logging.getLogger("airlock.reconcile")
+
+PREFIXES = ("tenants/", "quarantine/")
+_QUARANTINE = "quarantine/"
+_ID_IN_KEY = re.compile(
+    r"^tenants/[^/]+/(?:derivatives/(?P<derived>[0-9a-f-]{36})/[^/]+|[^/]+/(?P<original>[0-9a-f-]{36}))$"
+)
+_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # orphan | deleted_leftover | quarantine_expired | arrived
+    key: str
+    action: str  # deleted | quarantined | enqueued | would_* | error
+    attachment_id: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class ReconcileReport:
+    dry_run: bool
+    started_at: datetime
+    finished_at: datetime | None = None
+    lock_busy: bool = False
+    scanned: int = 0
+    expired_leases: int = 0
+    redriven: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        counts = Counter(f.kind for f in self.findings)
+        return {kind: counts.get(kind, 0) for kind in ("orphan", "deleted_leftover", "quarantine_expired", "arrived")}
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["started_at"] = self.started_at.isoformat()
+        data["finished_at"] = self.finished_at.isoformat() if self.finished_at else None
+        data["counts"] = self.counts()
+        return data
+
+    def summary_lines(self) -> list[str]:
+        if self.lock_busy:
+            return ["reconcile: another run holds the lock; nothing done"]
+        prefix = "reconcile (dry run)" if self.dry_run else "reconcile"
+        counts = ", ".join(f"{kind} {n}" for kind, n in self.counts().items())
+        lines = [(f"{prefix}: scanned {self.scanned} objects; {counts}; "
+                  f"expired leases {self.expired_leases}; re-driven pending {self.redriven}; "
+                  f"errors {len(self.errors)}")]
+        lines += [f"  {f.kind}: {f.key} → {f.action}" + (f" ({f.detail})" if f.detail else "")
+                  for f in self.findings]
+        lines += [f"  error: {e}" for e in self.errors]
+        return lines
+
+
+@dataclass(frozen=True)
+class _Row:
+    pk: uuid.UUID
+    lifecycle: str
+    status: str
+    uploaded_at: datetime | None
+    expires_at: datetime | None
+    storage_key: str
+    keys: frozenset[str]
+
+
+def attachment_id_of(key: str) -> uuid.UUID | None:
+    """The attachment a key was minted for, from the naming layout (None if it fits none)."""
+    match = _ID_IN_KEY.match(key.removeprefix(_QUARANTINE))
+    if match is None:
+        return None
+    try:
+        return uuid.UUID(match.group("derived") or match.group("original"))
+    except ValueError:
+        return None
+
+
+def _rows_for(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, _Row]:
+    ids = list(set(ids))
+    derived: dict[uuid.UUID, set[str]] = {}
+    for attachment_id, key in Derivative.objects.filter(attachment_id__in=ids).values_list(
+            "attachment_id", "storage_key"):
+        derived.setdefault(attachment_id, set()).add(key)
+    rows = {}
+    for pk, lifecycle, status, uploaded_at, expires_at, sk, served, qk in Attachment.objects.filter(
+            pk__in=ids).values_list("pk", "lifecycle", "status", "uploaded_at", "expires_at", "storage_key",
+                                    "served_key", "quarantine_key"):
+        keys = frozenset(k for k in (sk, served, qk, *derived.get(pk, ())) if k)
+        rows[pk] = _Row(pk, lifecycle, status, uploaded_at, expires_at, sk, keys)
+    return rows
+
+
+def _older_than(info: ObjectInfo, cutoff: datetime) -> bool:
+    # Unknown age counts as young: never delete what we cannot date.
+    return info.last_modified is not None and info.last_modified < cutoff
+
+
+class _Reconciler:
+    def __init__(self, *, now: datetime, dry_run: bool, quarantine_orphans: bool,
+                 gateway: StorageGateway, report: ReconcileReport) -> None:
+        self.now, self.dry_run, self.quarantine_orphans = now, dry_run, quarantine_orphans
+        self.gateway, self.report = gateway, report
+        self.grace_cutoff = now - timedelta(seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS)
+        self.quarantine_cutoff = now - timedelta(days=settings.AIRLOCK_QUARANTINE_DAYS)
+
+    def run(self, objects: Iterator[ObjectInfo]) -> None:
+        while chunk := list(islice(objects, _CHUNK)):
+            self.report.scanned += len(chunk)
+            rows = _rows_for(i for i in map(attachment_id_of, (o.key for o in chunk)) if i)
+            for info in chunk:
+                attachment_id = attachment_id_of(info.key)
+                self.classify(info, rows.get(attachment_id) if attachment_id else None)
+
+    def classify(self, info: ObjectInfo, row: _Row | None) -> None:
+        key = info.key
+        if row is not None and row.lifecycle == Lifecycle.DELETED:
+            self.delete(info, "deleted_leftover", row)
+        elif key.startswith(_QUARANTINE):
+            if _older_than(info, self.quarantine_cutoff):
+                self.delete(info, "quarantine_expired", row)
+        elif row is None or key not in row.keys:
+            if _older_than(info, self.grace_cutoff):
+                self.orphan(info, row)
+        elif key == row.storage_key and self.lost_arrival(row) and _older_than(info, self.grace_cutoff):
+            self.arrive(info, row)
+
+    def lost_arrival(self, row: _Row) -> bool:
+        if row.status != Status.PENDING or row.uploaded_at is not None:
+            return False
+        if row.lifecycle == Lifecycle.COMMITTED:
+            return True
+        return row.lifecycle == Lifecycle.STAGED and row.expires_at is not None and row.expires_at > self.now
+
+    def note(self, kind: str, info: ObjectInfo, action: str, row: _Row | None, detail: str = "") -> None:
+        self.report.findings.append(Finding(kind, info.key, action, str(row.pk) if row else None, detail))
+        metrics.RECONCILE_FINDINGS.labels(kind=kind).inc()
+        log.info("reconcile finding", extra={"kind": kind, "key": info.key, "action": action})
+
+    def delete(self, info: ObjectInfo, kind: str, row: _Row | None) -> None:
+        if self.dry_run:
+            return self.note(kind, info, "would_delete", row)
+        try:
+            self.gateway.delete(info.key)
+        except Exception as exc:  # noqa: BLE001 - reported, the next run tries again
+            self.report.errors.append(f"delete {info.key}: {exc}")
+            return self.note(kind, info, "error", row, str(exc)[:200])
+        self.note(kind, info, "deleted", row)
+
+    def orphan(self, info: ObjectInfo, row: _Row | None) -> None:
+        if not self.quarantine_orphans:
+            return self.delete(info, "orphan", row)
+        if self.dry_run:
+            return self.note("orphan", info, "would_quarantine", row)
+        try:
+            move(self.gateway, info.key, quarantine_key(info.key))
+        except Exception as exc:  # noqa: BLE001 - reported, the next run tries again
+            self.report.errors.append(f"quarantine {info.key}: {exc}")
+            return self.note("orphan", info, "error", row, str(exc)[:200])
+        self.note("orphan", info, "quarantined", row)
+
+    def arrive(self, info: ObjectInfo, row: _Row) -> None:
+        if self.dry_run:
+            return self.note("arrived", info, "would_enqueue", row)
+        arrival = object_arrived(key=info.key, size=info.size, source="reconcile",
+                                 dedupe_key=f"reconcile:{info.key}:{info.etag or info.size}",
+                                 event_name="ObjectCreated:Reconcile")
+        self.note("arrived", info, "enqueued" if arrival.outcome == "started" else arrival.outcome, row)
+
+
+def _listing(gateway: StorageGateway) -> Iterator[ObjectInfo]:
+    for prefix in PREFIXES:
+        yield from gateway.list_prefix(prefix)
+
+
+def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, quarantine_orphans: bool = False,
+                      gateway: StorageGateway | None = None, lock: SweepLock | None = None) -> ReconcileReport:
+    """Compare storage with the rows and repair each class of drift; return what was found and done."""
+    now = now or timezone.now()
+    started = time.monotonic()
+    report = ReconcileReport(dry_run=dry_run, started_at=now)
+    lock = lock or make_lock("reconcile")
+    try:
+        acquired = lock.acquire()
+    except LockUnavailable as exc:
+        acquired = False
+        report.errors.append(str(exc))
+    if not acquired:
+        report.lock_busy = True
+        return report
+    try:
+        gateway = gateway or get_gateway()
+        report.expired_leases = expire_leases(now=now, dry_run=dry_run)
+        report.redriven = redrive_pending(now=now, dry_run=dry_run)
+        _Reconciler(now=now, dry_run=dry_run, quarantine_orphans=quarantine_orphans, gateway=gateway,
+                    report=report).run(_listing(gateway))
+    finally:
+        lock.release()
+    report.finished_at = now + timedelta(seconds=time.monotonic() - started)
+    log.info("reconcile finished", extra={"counts": report.counts(), "dry_run": dry_run,
+                                          "scanned": report.scanned, "errors": len(report.errors)})
+    return report

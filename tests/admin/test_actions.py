@@ -1,0 +1,187 @@
+"""Every moderation action: confirmation page first, then the service, the audit trail and the effect."""
+
+import pytest
+from django.contrib.admin.models import LogEntry
+
+from attachments.models import Attachment, DeadLetter, OutboxMessage, TransitionLog
+from tests.support import client_for, jpeg_bytes, run_pipeline, upload
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "/admin/attachments/attachment/"
+
+
+def _moderate(pk, action):
+    return f"/admin/attachments/attachment/{pk}/moderate/{action}/"
+
+
+def _audit(pk, transition):
+    return TransitionLog.objects.filter(attachment_id=pk, transition=transition).latest("id")
+
+
+def _log_entries(user, pk):
+    return list(LogEntry.objects.filter(user=user, object_id=str(pk)).values_list("change_message", flat=True))
+
+
+def test_take_down_confirms_then_stops_serving(moderator, alice, bob, ready_image, browser_for):
+    assert client_for(bob).get(f"/api/v1/attachments/{ready_image}/download").status_code == 200
+    client = browser_for(moderator)
+    confirm = client.get(_moderate(ready_image, "take_down"))
+    assert confirm.status_code == 200
+    html = confirm.content.decode()
+    assert "sunset.jpg" in html and "Yes, take down" in html and 'name="note"' in html
+    assert Attachment.objects.get(pk=ready_image).status == "ready"  # nothing happens on GET
+
+    # A takedown without a reason is refused by the form.
+    again = client.post(_moderate(ready_image, "take_down"), {"post": "yes", "note": "  "})
+    assert again.status_code == 200 and "Say why" in again.content.decode()
+    assert Attachment.objects.get(pk=ready_image).status == "ready"
+
+    done = client.post(_moderate(ready_image, "take_down"), {"post": "yes", "note": "copyright claim #42"})
+    assert done.status_code == 302
+    attachment = Attachment.objects.get(pk=ready_image)
+    assert (attachment.status, attachment.reason_code, attachment.reason_message) == \
+        ("rejected", "moderator", "copyright claim #42")
+    log = _audit(ready_image, "take_down")
+    assert log.actor == "staff:mod" and log.from_status == "ready"
+    assert any("copyright claim #42" in m for m in _log_entries(moderator, ready_image))
+    assert client_for(bob).get(f"/api/v1/attachments/{ready_image}/download").status_code == 404
+    assert client_for(alice).get(f"/api/v1/attachments/{ready_image}/download").status_code == 404
+    assert client_for(alice).get(f"/api/v1/attachments/{ready_image}").json()["reason"]["code"] == "moderator"
+
+
+def test_restore_sends_a_takedown_back_through_the_pipeline(moderator, ready_image, browser_for):
+    client = browser_for(moderator)
+    client.post(_moderate(ready_image, "take_down"), {"post": "yes", "note": "mistake"})
+    assert client.get(_moderate(ready_image, "restore")).status_code == 200
+    before = OutboxMessage.objects.filter(actor_name="intake").count()
+    assert client.post(_moderate(ready_image, "restore"), {"post": "yes"}).status_code == 302
+    assert Attachment.objects.get(pk=ready_image).status == "pending"
+    assert _audit(ready_image, "restore").actor == "staff:mod"
+    assert OutboxMessage.objects.filter(actor_name="intake").count() == before + 1
+    assert run_pipeline(ready_image) == "ready"
+
+
+def test_rescan_a_ready_file(moderator, ready_image, browser_for):
+    client = browser_for(moderator)
+    assert client.post(_moderate(ready_image, "rescan"), {"post": "yes"}).status_code == 302
+    assert Attachment.objects.get(pk=ready_image).status == "pending"
+    assert _audit(ready_image, "rescan").actor == "staff:mod"
+    assert _log_entries(moderator, ready_image)
+
+
+def test_requeue_a_failed_file_resolves_its_dead_letter(moderator, failed_image, browser_for):
+    letter = DeadLetter.objects.get(attachment_id=failed_image)
+    assert letter.resolved_at is None
+    client = browser_for(moderator)
+    assert client.post(_moderate(failed_image, "requeue"), {"post": "yes"}).status_code == 302
+    attachment = Attachment.objects.get(pk=failed_image)
+    assert attachment.status == "pending" and attachment.attempts == 0
+    letter.refresh_from_db()
+    assert letter.resolved_at is not None and letter.resolved_by == "staff:mod"
+    assert _audit(failed_image, "retry").actor == "staff:mod"
+    assert [str(failed_image)] in [m.args[:1] for m in OutboxMessage.objects.filter(actor_name="intake")]
+
+
+def test_discard_marks_a_staged_file_for_the_sweeper(moderator, ready_image, browser_for):
+    client = browser_for(moderator)
+    assert client.post(_moderate(ready_image, "discard"), {"post": "yes"}).status_code == 302
+    attachment = Attachment.objects.get(pk=ready_image)
+    assert attachment.lifecycle == "discarded" and attachment.discarded_at is not None
+    assert any("staff:mod" in m for m in _log_entries(moderator, ready_image))
+
+
+def test_discard_refuses_a_committed_file_and_says_so(moderator, alice, ready_image, browser_for):
+    assert client_for(alice).post("/api/v1/attachments/commit", {"ids": [ready_image], "ref": "post:1"},
+                                  format="json").status_code == 200
+    response = browser_for(moderator).post(_moderate(ready_image, "discard"), {"post": "yes"}, follow=True)
+    assert "ALREADY_COMMITTED" in response.content.decode()
+    assert Attachment.objects.get(pk=ready_image).lifecycle == "committed"
+
+
+def test_a_refused_transition_changes_nothing_and_is_reported(moderator, ready_image, browser_for):
+    response = browser_for(moderator).post(_moderate(ready_image, "restore"), {"post": "yes"}, follow=True)
+    assert "Restore takedown refused" in response.content.decode()
+    assert Attachment.objects.get(pk=ready_image).status == "ready"
+    assert not TransitionLog.objects.filter(attachment_id=ready_image, transition="restore").exists()
+
+
+def test_unknown_action_is_forbidden(moderator, ready_image, browser_for):
+    assert browser_for(moderator).get(_moderate(ready_image, "delete_everything")).status_code == 403
+
+
+def test_bulk_take_down_goes_through_the_confirmation_page(moderator, alice, ready_image, browser_for):
+    other = upload(client_for(alice), jpeg_bytes((50, 50)), filename="second.jpg")
+    assert run_pipeline(other) == "ready"
+    client = browser_for(moderator)
+    selection = {"action": "moderate_take_down", "_selected_action": [ready_image, other]}
+    confirm = client.post(CHANGELIST, selection)
+    assert confirm.status_code == 200
+    html = confirm.content.decode()
+    assert "sunset.jpg" in html and "second.jpg" in html and 'name="post" value="yes"' in html
+    assert Attachment.objects.filter(status="ready").count() == 2
+    done = client.post(CHANGELIST, {**selection, "post": "yes", "note": "spam wave"})
+    assert done.status_code == 302
+    assert list(Attachment.objects.values_list("status", "reason_message").distinct()) == \
+        [("rejected", "spam wave")]
+    assert TransitionLog.objects.filter(transition="take_down", actor="staff:mod").count() == 2
+
+
+def test_dead_letter_list_detail_and_bulk_requeue(moderator, failed_image, browser_for):
+    letter = DeadLetter.objects.get(attachment_id=failed_image)
+    client = browser_for(moderator)
+    listing = client.get("/admin/attachments/deadletter/?state=open").content.decode()
+    assert "flaky.jpg" in listing
+    detail = client.get(f"/admin/attachments/deadletter/{letter.pk}/change/").content.decode()
+    assert letter.storage_key in detail
+    assert "clamd: connection refused" in detail      # the error
+    assert "airlock-history" in detail                 # the attempt history table
+    confirm = client.post("/admin/attachments/deadletter/",
+                          {"action": "requeue_dead_letters", "_selected_action": [letter.pk]})
+    assert confirm.status_code == 200 and "Yes, requeue" in confirm.content.decode()
+    client.post("/admin/attachments/deadletter/",
+                {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"})
+    letter.refresh_from_db()
+    assert letter.resolved_by == "staff:mod"
+    assert Attachment.objects.get(pk=failed_image).status == "pending"
+    assert LogEntry.objects.filter(user=moderator, object_id=str(letter.pk)).exists()
+
+
+def test_dead_letter_resolve_without_requeue(moderator, failed_image, browser_for):
+    letter = DeadLetter.objects.get(attachment_id=failed_image)
+    client = browser_for(moderator)
+    client.post("/admin/attachments/deadletter/",
+                {"action": "resolve_dead_letters", "_selected_action": [letter.pk], "post": "yes"})
+    letter.refresh_from_db()
+    assert letter.resolved_at is not None and letter.resolved_by == "staff:mod"
+    assert Attachment.objects.get(pk=failed_image).status == "failed"
+
+
+def test_requeue_of_a_letter_without_attachment_is_refused(moderator, browser_for):
+    letter = DeadLetter.objects.create(kind="message", last_error="malformed scan message", payload={"args": []})
+    response = browser_for(moderator).post(
+        "/admin/attachments/deadletter/",
+        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"}, follow=True)
+    assert "no attachment to requeue" in response.content.decode()
+    letter.refresh_from_db()
+    assert letter.resolved_at is None
+
+
+def test_moderator_finds_a_rejected_file_by_filter_and_search(moderator, alice, ready_image, browser_for):
+    bad = upload(client_for(alice), b"definitely not a jpeg" * 10, filename="fake.jpg")
+    assert run_pipeline(bad) == "rejected"
+    client = browser_for(moderator)
+    html = client.get(CHANGELIST, {"status__exact": "rejected"}).content.decode()
+    assert "fake.jpg" in html and "sunset.jpg" not in html
+    assert "type_not_allowed" in html
+    for term in ("fake", str(bad), "alice"):
+        assert "fake.jpg" in client.get(CHANGELIST, {"q": term}).content.decode(), term
+    sha = Attachment.objects.get(pk=ready_image).sha256
+    found = client.get(CHANGELIST, {"q": sha}).content.decode()
+    assert "sunset.jpg" in found and "fake.jpg" not in found
+    by_reason = client.get(CHANGELIST, {"reason_code": "type_not_allowed"}).content.decode()
+    assert "fake.jpg" in by_reason and "sunset.jpg" not in by_reason
+    committed = client.get(CHANGELIST, {"committed": "yes"}).content.decode()
+    assert "fake.jpg" not in committed
+    detail = client.get(f"/admin/attachments/attachment/{bad}/change/").content.decode()
+    assert "type_not_allowed" in detail and "transition history" in detail.lower()

@@ -1,0 +1,98 @@
+"""Browser tests: Debian's Chromium driven by Playwright against pytest-django's live server.
+
+They fail (never skip) when Chromium or Playwright is missing: CI installs
+`chromium` from Debian and `playwright` from PyPI; `playwright install` is never
+used (it downloads a browser).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
+# Headless flags that work on a machine with no network beyond the loopback.
+# Playwright adds a new empty --user-data-dir for every launch.
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def launch_chromium(playwright):
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"Chromium not found at {CHROMIUM}: apt-get install chromium (Debian)")
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+
+
+@pytest.fixture(scope="package")
+def chromium(django_db_setup):
+    """One browser for the browser tests, gone before any other package's tests run.
+
+    Playwright's sync API keeps an asyncio loop running on this thread while it
+    lives, and Django refuses ORM calls from such a thread unless
+    DJANGO_ALLOW_ASYNC_UNSAFE is set: it is set for exactly that span (the ORM
+    calls are the test body's own; the live server answers from its threads).
+    The test database is created before the loop starts.
+    """
+    from playwright.sync_api import sync_playwright
+
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+FAILURES_DIR = Path(__file__).resolve().parents[2] / "var" / "browser-failures"
+
+
+@pytest.fixture
+def page(request, chromium, live_server):
+    context = chromium.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    yield page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        # Leave what the browser showed for whoever reads the failure.
+        FAILURES_DIR.mkdir(parents=True, exist_ok=True)
+        name = request.node.name
+        page.screenshot(path=str(FAILURES_DIR / f"{name}.png"), full_page=True)
+        (FAILURES_DIR / f"{name}.html").write_text(page.content())
+    context.close()
+
+
+def sign_in(page, username: str, next_url: str = "/admin/") -> None:
+    page.goto(f"/admin/login/?next={next_url}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", f"pw-{username}")
+    page.click("input[type=submit]")
+    page.wait_for_load_state()
+
+
+@pytest.fixture
+def moderator(make_user):
+    from attachments.permissions import ensure_moderator_group
+
+    user = make_user("mod", tenant="staff", staff=True)
+    user.groups.add(ensure_moderator_group())
+    return user

@@ -1,0 +1,50 @@
+"""Fault-injection tests: a service a test is marked for must be there (they FAIL, never skip)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from .support import PrivateClamd
+
+
+@pytest.fixture(autouse=True)
+def _require_marked_services(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("postgres") and connection.vendor != "postgresql":
+        pytest.fail("marked postgres but DATABASE_URL is not PostgreSQL (scripts/test sets it)")
+    if request.node.get_closest_marker("redis"):
+        if not settings.REDIS_URL:
+            pytest.fail("marked redis but REDIS_URL is not set (scripts/test sets it)")
+        import redis
+
+        try:
+            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
+        except redis.RedisError as exc:
+            pytest.fail(f"marked redis but Redis at {settings.REDIS_URL} does not answer: {exc}")
+    if request.node.get_closest_marker("clamd"):
+        if not (shutil.which("clamd") or Path("/usr/sbin/clamd").exists()):
+            pytest.fail("marked clamd but clamd is not installed (scripts/clamd.sh install)")
+
+
+@pytest.fixture
+def private_clamd() -> Iterator[PrivateClamd]:
+    clamd = PrivateClamd()
+    clamd.start()
+    try:
+        yield clamd
+    finally:
+        clamd.remove()
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short directory for unix sockets (sun_path is limited to ~107 bytes)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="alk-f-", dir="/tmp") as path:
+        yield Path(path)

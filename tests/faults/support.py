@@ -1,0 +1,302 @@
+"""Helpers for the fault-injection tests: a killable worker process, misbehaving services, invariants."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT = 90.0
+
+
+# --- a worker in its own process -------------------------------------------------
+
+def broker_namespace() -> str | None:
+    return (settings.DRAMATIQ_BROKER.get("OPTIONS") or {}).get("namespace")
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below pid (by walking /proc parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().decode(errors="replace").rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_gone(pids: Iterable[int], timeout: float = 15.0) -> set[int]:
+    """Wait until none of pids is alive; return the ones still alive at the deadline."""
+    deadline = time.monotonic() + timeout
+    left = {p for p in pids if alive(p)}
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = {p for p in left if alive(p)}
+    return left
+
+
+class WorkerProcess:
+    """`python -m tests.faults.worker` against this test's database and broker namespace."""
+
+    def __init__(self, tmp: Path, *, env: dict[str, str | None] | None = None, threads: int = 1) -> None:
+        self.tmp = tmp
+        self.log_path = tmp / f"worker-{uuid.uuid4().hex[:6]}.log"
+        base = {k: v for k, v in os.environ.items()}
+        base.update({
+            "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
+            "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
+            "AIRLOCK_FAULT_THREADS": str(threads),
+            "AIRLOCK_FAULT_MAX_SECONDS": "240",
+            "AIRLOCK_STORAGE": "local",
+            "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
+            "AIRLOCK_LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        })
+        namespace = broker_namespace()
+        if namespace:
+            base["AIRLOCK_FAULT_NAMESPACE"] = namespace
+        for key, value in (env or {}).items():
+            if value is None:
+                base.pop(key, None)
+            else:
+                base[key] = value
+        self.env = base
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> WorkerProcess:
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.worker"], cwd=REPO, env=self.env,
+            stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL,
+        )
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT)
+        line = self.proc.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            self.kill()
+            raise AssertionError(f"worker did not start ({line!r}):\n{self.log()}")
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup code of the worker runs."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self._close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+        log = getattr(self, "_log", None)
+        if log is not None and not log.closed:
+            log.close()
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+# --- misbehaving services --------------------------------------------------------
+
+class StallingClamd:
+    """A clamd on a unix socket that reads the whole INSTREAM and then never answers.
+
+    `received` is set once a complete stream arrived: the scanner is then blocked
+    waiting for a verdict, i.e. the worker is in the middle of the scan step.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.received = threading.Event()
+        self.release = threading.Event()
+        fake = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                conn = self.request
+                conn.settimeout(60)
+                try:
+                    command = b""
+                    while not command.endswith(b"\0"):
+                        part = conn.recv(1)
+                        if not part:
+                            return
+                        command += part
+                    if command == b"zPING\0":
+                        conn.sendall(b"PONG\0")
+                        return
+                    while True:
+                        size = int.from_bytes(_read_exact(conn, 4), "big")
+                        if size == 0:
+                            break
+                        _read_exact(conn, size)
+                    fake.received.set()
+                    fake.release.wait(120)  # bounded: the test releases it at teardown
+                except (OSError, ConnectionError):
+                    return
+
+        self.server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _read_exact(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        part = conn.recv(n - len(data))
+        if not part:
+            raise ConnectionError("client closed")
+        data += part
+    return data
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateClamd:
+    """A clamd of our own (scripts/clamd.sh with its own dir and port): stopping it touches nobody else."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="alk-fclamd-", dir="/tmp"))  # short: sun_path is 108 bytes
+        self.port = free_port()
+        self.socket = str(self.dir / "clamd.sock")
+
+    def _run(self, action: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "AIRLOCK_CLAMD_DIR": str(self.dir), "AIRLOCK_CLAMD_PORT": str(self.port),
+               "AIRLOCK_CLAMD_STREAM_MAX": "30M", "AIRLOCK_PYTHON": sys.executable}
+        return subprocess.run([str(REPO / "scripts" / "clamd.sh"), action], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    def start(self) -> None:
+        result = self._run("start")
+        assert result.returncode == 0, f"private clamd did not start: {result.stderr[-2000:]}"
+
+    def stop(self) -> None:
+        result = self._run("stop")
+        assert result.returncode == 0, result.stderr[-2000:]
+
+    def answering(self) -> bool:
+        return self._run("status").returncode == 0
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --- invariants --------------------------------------------------------------------
+
+def assert_not_served(attachment_id, *others) -> None:
+    """Nobody but the uploader can read a file that is not ready: 404, no bytes."""
+    from tests.support import client_for
+
+    for user in others:
+        client = client_for(user)
+        for suffix in ("/download", "/thumbnail"):
+            response = client.get(f"/api/v1/attachments/{attachment_id}{suffix}")
+            assert response.status_code == 404, (user.username, suffix, response.status_code)
+            assert not getattr(response, "streaming", False)
+
+
+def assert_served_intact(attachment_id, user) -> None:
+    """A ready file is served to its tenant, byte for byte what the row says."""
+    import hashlib
+
+    from attachments.models import Attachment
+    from tests.support import client_for
+
+    row = Attachment.objects.get(pk=attachment_id)
+    response = client_for(user).get(f"/api/v1/attachments/{attachment_id}/download")
+    assert response.status_code == 200, response.status_code
+    body = b"".join(response.streaming_content)
+    assert len(body) == row.size and hashlib.sha256(body).hexdigest() == row.sha256
+    assert client_for(user).get(f"/api/v1/attachments/{attachment_id}/thumbnail").status_code == 200
+
+
+def assert_ready_and_complete(attachment_id) -> None:
+    """ready exactly once, with every derivative durable in storage."""
+    from attachments.models import Attachment, TransitionLog
+    from attachments.storage import get_gateway
+
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.status == "ready", (row.status, row.reason_code, row.reason_message)
+    assert row.lease_token is None and row.step == ""
+    assert TransitionLog.objects.filter(attachment=row, transition="finish").count() == 1
+    gateway = get_gateway()
+    kinds = sorted(row.derivatives.values_list("kind", flat=True))
+    assert "thumbnail" in kinds, kinds
+    for derivative in row.derivatives.all():
+        info = gateway.head(derivative.storage_key)
+        assert info is not None and info.size == derivative.size, derivative.storage_key
+    assert gateway.head(row.served_key) is not None

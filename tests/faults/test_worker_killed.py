@@ -1,0 +1,132 @@
+"""kill -9 of a worker process mid-scan and mid-thumbnail: the lease expires, the reconciler re-drives.
+
+A real worker runs in its own process (tests/faults/worker.py) on Redis against
+the test database. The step is made to block deterministically: mid-scan by a
+clamd that reads the stream and never answers, mid-thumbnail by a sandbox job
+that sleeps. The worker is then SIGKILLed (no cleanup code runs), the lease is
+expired by passing a later `now` to the reconciler (no sleeping), and a new
+worker takes the file to ready. Throughout, nobody but the uploader can read it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import dramatiq
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from attachments.models import Attachment, TransitionLog
+from processing.recovery import expire_leases
+from tests.support import client_for, jpeg_bytes, upload, wait_for_status
+
+from .support import (
+    StallingClamd,
+    WorkerProcess,
+    assert_not_served,
+    assert_ready_and_complete,
+    assert_served_intact,
+    descendants,
+    wait_gone,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def clean_broker():
+    broker = dramatiq.get_broker()
+    broker.flush_all()
+    yield broker
+    broker.flush_all()
+
+
+def _real_scanner_env() -> dict[str, str | None]:
+    """What the replacement worker scans with: the configured clamd (CI) or YARA alone."""
+    return {"CLAMD_SOCKET": os.environ.get("CLAMD_SOCKET"), "CLAMD_HOST": os.environ.get("CLAMD_HOST")}
+
+
+def _recover_and_finish(attachment_id: str, tmp_path, bob, mallory) -> None:
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.status == "processing", "a dead worker's file stays processing until its lease expires"
+    # The lease is still valid: the reconciler must not steal it from a worker that may be alive.
+    assert expire_leases() == 0
+    assert Attachment.objects.get(pk=attachment_id).lease_token == row.lease_token
+
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    assert expire_leases(now=later) == 1
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.attempts, row.lease_token) == ("pending", 1, None)
+    assert_not_served(attachment_id, bob, mallory)
+
+    worker = WorkerProcess(tmp_path, env=_real_scanner_env()).start()
+    try:
+        assert wait_for_status(attachment_id, timeout=90) == "ready", worker.log()
+    finally:
+        worker.stop()
+    assert_ready_and_complete(attachment_id)
+    assert_served_intact(attachment_id, bob)
+    assert_not_served(attachment_id, mallory)
+    transitions = list(TransitionLog.objects.filter(attachment_id=attachment_id)
+                       .values_list("transition", "actor"))
+    assert transitions == [("start", "worker"), ("retry", "system:reconciler"), ("start", "worker"),
+                           ("finish", "worker")]
+
+
+def test_sigkill_mid_scan_is_recovered_after_the_lease_expires(alice, bob, mallory, tmp_path, short_tmp,
+                                                               clean_broker):
+    clamd = StallingClamd(short_tmp / "stall.sock")
+    worker = WorkerProcess(tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None}).start()
+    try:
+        attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
+        assert clamd.received.wait(60), f"the worker never streamed the file to clamd\n{worker.log()}"
+        row = Attachment.objects.get(pk=attachment_id)
+        assert (row.status, row.step) == ("processing", "scan")
+        assert_not_served(attachment_id, bob, mallory)
+        worker.kill()
+    finally:
+        worker.kill()
+        clamd.close()
+    assert_not_served(attachment_id, bob, mallory)
+    _recover_and_finish(attachment_id, tmp_path, bob, mallory)
+
+
+def test_sigkill_mid_thumbnail_is_recovered_and_leaves_no_sandbox_behind(alice, bob, mallory, tmp_path,
+                                                                        clean_broker):
+    marker = tmp_path / "derive-started"
+    worker = WorkerProcess(tmp_path, env={"AIRLOCK_FAULT_STALL": "derive",
+                                          "AIRLOCK_FAULT_MARKER": str(marker), **_real_scanner_env()}).start()
+    try:
+        attachment_id = upload(client_for(alice), jpeg_bytes((1600, 1200)))
+        wait_until(marker.exists, 90, f"the derive step to start\n{worker.log()}")
+        row = Attachment.objects.get(pk=attachment_id)
+        assert (row.status, row.step) == ("processing", "derive")
+        # The fork server and the (sleeping) job it forked are the worker's descendants.
+        sandbox = wait_until(lambda: descendants(worker.pid) if len(descendants(worker.pid)) >= 2 else None,
+                             30, "the sandbox job process")
+        assert_not_served(attachment_id, bob, mallory)
+        worker.kill()
+    finally:
+        worker.kill()
+    # The sandbox's lifeline: when the worker dies, its fork server kills the job and exits.
+    assert wait_gone(sandbox) == set(), "sandbox processes outlived their worker"
+    assert not Attachment.objects.get(pk=attachment_id).derivatives.exists()
+    _release_leaked_tenant_slot(attachment_id)
+    assert_not_served(attachment_id, bob, mallory)
+    _recover_and_finish(attachment_id, tmp_path, bob, mallory)
+
+
+def _release_leaked_tenant_slot(attachment_id: str) -> None:
+    """The killed derive held a per-tenant concurrency slot; it would only free itself at its TTL.
+
+    The key is shared by every test process on this Redis (tenant ids repeat across
+    test databases), so give back the one slot this test leaked.
+    """
+    from django_dramatiq.apps import DjangoDramatiqConfig
+
+    tenant_id = Attachment.objects.get(pk=attachment_id).tenant_id
+    ttl = int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000
+    DjangoDramatiqConfig.get_rate_limiter_backend().decr(f"airlock-derive-tenant-{tenant_id}", 1, 0, ttl)

@@ -1,0 +1,187 @@
+"""The OpenAPI document at /api/v1/schema matches API.md, and real responses match the document."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from openapi_schema_validator import OAS30Validator
+
+from tests.support import client_for, create_intent, jpeg_bytes, pdf_bytes, run_pipeline, upload
+
+# (path, method) → success status and its response component (None: no JSON body).
+OPERATIONS = {
+    ("/api/v1/profiles", "get"): ("200", "Profiles"),
+    ("/api/v1/uploads", "post"): ("201", "IntentResponse"),
+    ("/api/v1/uploads/{attachment_id}/content", "put"): ("202", "Attachment"),
+    ("/api/v1/uploads/{attachment_id}/complete", "post"): ("202", "Attachment"),
+    ("/api/v1/attachments", "post"): ("202", "Attachment"),
+    ("/api/v1/attachments", "get"): ("200", "AttachmentList"),
+    ("/api/v1/attachments/{attachment_id}", "get"): ("200", "Attachment"),
+    ("/api/v1/attachments/{attachment_id}/download", "get"): ("200", None),
+    ("/api/v1/attachments/{attachment_id}/thumbnail", "get"): ("200", None),
+    ("/api/v1/attachments/heartbeat", "post"): ("200", "HeartbeatResponse"),
+    ("/api/v1/attachments/{attachment_id}/discard", "post"): ("204", None),
+    ("/api/v1/attachments/discard-all", "post"): ("200", "DiscardAllResponse"),
+    ("/api/v1/attachments/commit", "post"): ("200", "CommitResponse"),
+    ("/api/v1/search", "get"): ("200", "SearchResponse"),
+    ("/api/v1/storage-events", "post"): ("202", "StorageEventsAccepted"),
+}
+
+# Error statuses each operation must document (API.md's table applied per operation).
+ERRORS = {
+    ("/api/v1/profiles", "get"): {401},
+    ("/api/v1/uploads", "post"): {400, 401, 413, 429},
+    ("/api/v1/uploads/{attachment_id}/content", "put"): {403, 409, 413},
+    ("/api/v1/uploads/{attachment_id}/complete", "post"): {401, 404},
+    ("/api/v1/attachments", "post"): {400, 401, 413, 429},
+    ("/api/v1/attachments", "get"): {400, 401},
+    ("/api/v1/attachments/{attachment_id}", "get"): {401, 404},
+    ("/api/v1/attachments/{attachment_id}/download", "get"): {401, 404},
+    ("/api/v1/attachments/{attachment_id}/thumbnail", "get"): {401, 404},
+    ("/api/v1/attachments/heartbeat", "post"): {400, 401, 413},
+    ("/api/v1/attachments/{attachment_id}/discard", "post"): {401, 404, 409},
+    ("/api/v1/attachments/discard-all", "post"): {401},
+    ("/api/v1/attachments/commit", "post"): {400, 401, 413, 422},
+    ("/api/v1/search", "get"): {400, 401},
+    ("/api/v1/storage-events", "post"): {400, 401, 413},
+}
+
+
+@pytest.fixture(scope="module")
+def document(django_db_blocker) -> dict:
+    from rest_framework.test import APIClient
+
+    with django_db_blocker.unblock():
+        response = APIClient().get("/api/v1/schema", {"format": "json"})
+    assert response.status_code == 200, response.content[:300]
+    return json.loads(response.content)
+
+
+def _resolve(node, components):
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _resolve(copy.deepcopy(components[node["$ref"].rsplit("/", 1)[1]]), components)
+        return {k: _resolve(v, components) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve(v, components) for v in node]
+    return node
+
+
+def conforms(document: dict, component: str, instance) -> None:
+    schema = _resolve({"$ref": f"#/components/schemas/{component}"}, document["components"]["schemas"])
+    OAS30Validator(schema).validate(instance)
+
+
+def test_schema_is_public_and_valid_openapi(client, db):
+    from openapi_spec_validator import validate
+
+    response = client.get("/api/v1/schema", {"format": "json"})
+    assert response.status_code == 200
+    validate(json.loads(response.content))
+    assert client.get("/api/v1/schema").status_code == 200  # YAML by default
+
+
+def test_every_operation_of_the_contract_is_documented(document):
+    documented = {(path, method) for path, ops in document["paths"].items() for method in ops
+                  if method in {"get", "post", "put", "patch", "delete"}}
+    assert documented == set(OPERATIONS)
+
+
+@pytest.mark.parametrize("path, method", sorted(OPERATIONS))
+def test_each_operation_documents_success_and_errors(document, path, method):
+    operation = document["paths"][path][method]
+    status, component = OPERATIONS[(path, method)]
+    responses = operation["responses"]
+    assert status in responses
+    if component:
+        assert responses[status]["content"]["application/json"]["schema"] == {
+            "$ref": f"#/components/schemas/{component}"}
+    for code in ERRORS[(path, method)] | {503}:
+        assert responses[str(code)]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Error"}, (path, method, code)
+    if method in ("post", "put") and path not in ("/api/v1/attachments/discard-all",) \
+            and not path.endswith("/discard"):
+        assert "requestBody" in operation, (path, method)
+    assert operation.get("security"), (path, method)
+
+
+def test_security_schemes(document):
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["tokenAuth"] == {"type": "apiKey", "in": "header", "name": "Authorization",
+                                    "description": schemes["tokenAuth"]["description"]}
+    assert "Token" in schemes["tokenAuth"]["description"]
+    assert schemes["cookieAuth"]["in"] == "cookie"
+    assert schemes["uploadToken"]["in"] == "query" and schemes["uploadToken"]["name"] == "token"
+    assert schemes["storageEventsBearer"] == {"type": "http", "scheme": "bearer",
+                                              "description": schemes["storageEventsBearer"]["description"]}
+    put = document["paths"]["/api/v1/uploads/{attachment_id}/content"]["put"]
+    assert put["security"] == [{"uploadToken": []}]
+
+
+def test_docs_page_is_served_without_a_cdn(client, db):
+    response = client.get("/api/v1/docs")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "swagger-ui" in html.lower()
+    assert "/static/drf_spectacular_sidecar/" in html
+    assert "cdn.jsdelivr" not in html and "unpkg.com" not in html
+    from django.contrib.staticfiles import finders
+
+    # Served by `manage.py serve` (StaticFilesHandler) or collectstatic + the proxy in production.
+    assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+
+
+def test_error_bodies_conform(document, alice, db):
+    client = client_for(alice)
+    conforms(document, "Error", client_for().get("/api/v1/attachments").json())
+    conforms(document, "Error", client.get("/api/v1/attachments/nope").json())
+    conforms(document, "Error", client.post("/api/v1/uploads", {"profile": 1}, format="json").json())
+    conforms(document, "Error", client.post("/api/v1/attachments/commit", {"ids": ["x"], "ref": "r"},
+                                            format="json").json())
+
+
+def test_real_responses_conform(document, alice, bob, settings):
+    settings.CLAMD_SOCKET = None
+    settings.CLAMD_HOST = None
+    client = client_for(alice)
+    conforms(document, "Profiles", client.get("/api/v1/profiles").json())
+    intent = create_intent(client)
+    conforms(document, "IntentResponse", intent.json())
+
+    pending = client.get(f"/api/v1/attachments/{intent.json()['id']}").json()
+    conforms(document, "Attachment", pending)
+
+    image = upload(client, jpeg_bytes((300, 200)))
+    assert run_pipeline(image) == "ready"
+    ready = client.get(f"/api/v1/attachments/{image}").json()
+    assert "thumbnail" in ready["links"]
+    conforms(document, "Attachment", ready)
+    conforms(document, "Attachment", client_for(bob).get(f"/api/v1/attachments/{image}").json())
+
+    document_id = upload(client, pdf_bytes("searchable needle words"), profile="document", filename="d.pdf",
+                         content_type="application/pdf")
+    assert run_pipeline(document_id) == "ready"
+    conforms(document, "Attachment", client.get(f"/api/v1/attachments/{document_id}").json())
+    search = client.get("/api/v1/search", {"q": "needle"}).json()
+    conforms(document, "SearchResponse", search)
+    assert search["results"]
+
+    rejected = upload(client, b"not an image at all", filename="x.jpg")
+    assert run_pipeline(rejected) == "rejected"
+    conforms(document, "Attachment", client.get(f"/api/v1/attachments/{rejected}").json())
+
+    listing = client.get("/api/v1/attachments", {"limit": 2}).json()
+    assert listing["next"]
+    conforms(document, "AttachmentList", listing)
+    conforms(document, "HeartbeatResponse",
+             client.post("/api/v1/attachments/heartbeat", {"ids": [image, "missing"]}, format="json").json())
+    committed = client.post("/api/v1/attachments/commit", {"ids": [image], "ref": "listing:1"}, format="json")
+    conforms(document, "CommitResponse", committed.json())
+    conforms(document, "Attachment", client.get(f"/api/v1/attachments/{image}").json())
+    conforms(document, "HeartbeatResponse",
+             client.post("/api/v1/attachments/heartbeat", {"ids": [image]}, format="json").json())
+    conforms(document, "Attachment",
+             client.post(f"/api/v1/uploads/{intent.json()['id']}/complete", {}, format="json").json())
+    conforms(document, "DiscardAllResponse", client.post("/api/v1/attachments/discard-all").json())

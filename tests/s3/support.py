@@ -1,0 +1,120 @@
+"""Helpers for the S3 tests: the bucket handle, event documents, uploads with a plain HTTP client."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote_plus
+
+import requests
+from botocore.exceptions import ClientError
+
+from tests.support import create_intent
+
+
+@dataclass
+class S3Env:
+    endpoint: str
+    bucket: str
+    client: Any  # boto3 S3 client, straight at moto (not through Airlock)
+    sqs: Any
+
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+
+    def get(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError:
+            return False
+        return True
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def notify_queue(self) -> str:
+        """A fresh SQS queue that this bucket notifies of every create and remove."""
+        url = self.sqs.create_queue(QueueName=f"airlock-events-{uuid.uuid4().hex[:12]}",
+                                    Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.client.put_bucket_notification_configuration(
+            Bucket=self.bucket,
+            NotificationConfiguration={"QueueConfigurations": [
+                {"QueueArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]},
+        )
+        return url
+
+    def queue_depth(self, url: str) -> int:
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def s3_record(bucket: str, key: str, *, name: str = "ObjectCreated:Put", size: int | None = None,
+              etag: str | None = None, sequencer: str | None = None, minio: bool = False) -> dict:
+    """One record as S3 (or MinIO, with its "s3:" prefix) sends it: the key is URL-encoded."""
+    obj: dict[str, Any] = {"key": quote_plus(key)}
+    if size is not None:
+        obj["size"] = size
+    if etag is not None:
+        obj["eTag"] = etag
+    if sequencer is not None:
+        obj["sequencer"] = sequencer
+    return {
+        "eventVersion": "2.1",
+        "eventSource": "minio:s3" if minio else "aws:s3",
+        "awsRegion": "us-east-1",
+        "eventTime": "2026-11-30T10:00:00.000Z",
+        "eventName": f"s3:{name}" if minio else name,
+        "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"}, "object": obj},
+    }
+
+
+def event_for(env: S3Env, key: str, *, name: str = "ObjectCreated:Put", minio: bool = False, **extra) -> dict:
+    """The event document storage would send for the object now at `key`."""
+    head = env.client.head_object(Bucket=env.bucket, Key=key)
+    record = s3_record(env.bucket, key, name=name, size=head["ContentLength"], etag=head["ETag"].strip('"'),
+                       minio=minio, **extra)
+    if minio:
+        return {"EventName": record["eventName"], "Key": f"{env.bucket}/{key}", "Records": [record]}
+    return {"Records": [record]}
+
+
+def post_events(payload: Any, *, token: str | None, raw: bytes | None = None, scheme: str = "Bearer"):
+    from rest_framework.test import APIClient
+
+    headers = {"HTTP_AUTHORIZATION": f"{scheme} {token}"} if token is not None else {}
+    body = raw if raw is not None else json.dumps(payload).encode()
+    return APIClient().generic("POST", "/api/v1/storage-events", body, content_type="application/json", **headers)
+
+
+def mp4_bytes(total: int, seed: int = 7) -> bytes:
+    """A small valid MP4 start (ftyp box) followed by an mdat box filling `total` bytes."""
+    ftyp = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isommp41"
+    mdat_size = total - len(ftyp)
+    assert mdat_size >= 8
+    payload = random.Random(seed).randbytes(mdat_size - 8)
+    return ftyp + mdat_size.to_bytes(4, "big") + b"mdat" + payload
+
+
+def intent(client, data: bytes, **kwargs) -> dict:
+    response = create_intent(client, size=len(data), **kwargs)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", content_type: str | None = None):
+    """Upload as any HTTP client would: PUT with exactly the headers, or the POST form (file last)."""
+    if upload["method"] == "POST":
+        ctype = content_type or upload["fields"].get("Content-Type", "application/octet-stream")
+        return requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, ctype)},
+                             timeout=30)
+    assert upload["method"] == "PUT"
+    return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)

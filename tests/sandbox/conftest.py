@@ -1,0 +1,49 @@
+"""Fixtures for the sandbox tests: corpus location and a run_job wrapper with fresh work dirs."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from processing.sandbox import Bounds, Limits, SandboxResult, run_job, shutdown
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_fork_server() -> Any:
+    yield
+    shutdown()
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Callable[..., SandboxResult]:
+    """run(kind, path_or_bytes, **kwargs) with a fresh work dir per call."""
+    counter = itertools.count()
+
+    def _run(
+        kind: str,
+        source: Path | bytes,
+        *,
+        limits: Limits = Limits(),  # noqa: B008 - frozen dataclass
+        bounds: Bounds = Bounds(),  # noqa: B008
+        allow_test_kinds: bool = False,
+        name: str = "input",
+    ) -> SandboxResult:
+        n = next(counter)
+        if isinstance(source, bytes):
+            path = tmp_path / f"{n}-{name}"
+            path.write_bytes(source)
+            source = path
+        return run_job(
+            kind,
+            source,
+            tmp_path / f"work-{n}",
+            limits=limits,
+            bounds=bounds,
+            allow_test_kinds=allow_test_kinds,
+        )
+
+    return _run

@@ -1,0 +1,143 @@
+"""Generated ZIP fixtures: bombs, entry counts, hostile names, duplicates, nesting, symlinks."""
+
+from __future__ import annotations
+
+import io
+import stat
+import warnings
+import zipfile
+
+import pytest
+
+from processing.sandbox import Bounds
+from tests.sandbox.helpers import outcome
+
+
+def make_zip(
+    entries: list[tuple[str | zipfile.ZipInfo, bytes]], method: int = zipfile.ZIP_DEFLATED
+) -> bytes:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about duplicate names: we want them
+        with zipfile.ZipFile(buf, "w", method) as zf:
+            for name, data in entries:
+                zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def nested(depth: int) -> bytes:
+    """A zip holding a zip ... `depth` levels below the outer one (entry names hide the type)."""
+    data = make_zip([("leaf.txt", b"hello")])
+    for _ in range(depth):
+        data = make_zip([("payload.bin", data), ("readme.txt", b"x")])
+    return data
+
+
+def test_ratio_bomb(run) -> None:
+    data = make_zip([("zeros.txt", b"\0" * (10 << 20))])
+    result = run("zip", data)
+    assert outcome(result) == "rejected:archive_limit" and "ratio" in result.message
+
+
+def test_total_bound(run) -> None:
+    data = make_zip([("a.bin", bytes(range(256)) * 40)], method=zipfile.ZIP_STORED)
+    assert outcome(run("zip", data, bounds=Bounds(zip_max_total_bytes=10_240))) == "ready"
+    assert (
+        outcome(run("zip", data, bounds=Bounds(zip_max_total_bytes=10_239)))
+        == "rejected:archive_limit"
+    )
+
+
+def test_entry_count_bound(run) -> None:
+    ok = run("zip", make_zip([(f"f{i}", b"") for i in range(1000)]))
+    assert outcome(ok) == "ready" and ok.data["entries"] == 1000
+    over = run("zip", make_zip([(f"f{i}", b"") for i in range(1001)]))
+    assert outcome(over) == "rejected:archive_limit" and "1001" in over.message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../x",
+        "..\\x",
+        "a/../../x",
+        "a\\..\\..\\x",
+        "ok/..",
+        "/abs",
+        "\\abs",
+        "C:/x",
+        "C:\\x",
+        "c:x",
+    ],
+)
+def test_hostile_names(run, name: str) -> None:
+    result = run("zip", make_zip([("fine.txt", b"1"), (name, b"2")]))
+    assert outcome(result) == "rejected:archive_limit", result.message
+
+
+def test_names_that_only_look_hostile_are_fine(run) -> None:
+    result = run(
+        "zip", make_zip([("a..b/x", b"1"), ("..hidden", b"2"), ("dir/...", b"3"), ("ab:c", b"4")])
+    )
+    assert outcome(result) == "ready", result.message
+
+
+@pytest.mark.parametrize("names", [("a.txt", "a.txt"), ("dir/a", "dir\\a"), ("dir/a", "dir/./a")])
+def test_duplicate_names(run, names: tuple[str, str]) -> None:
+    result = run("zip", make_zip([(names[0], b"1"), (names[1], b"2")]))
+    assert outcome(result) == "rejected:archive_limit" and "duplicate" in result.message
+
+
+def test_nesting_depth(run) -> None:
+    ok = run("zip", nested(3))
+    assert outcome(ok) == "ready", ok.message
+    assert ok.data["max_depth"] == 3 and ok.data["nested_archives"] == 3
+    too_deep = run("zip", nested(4))
+    assert outcome(too_deep) == "rejected:archive_limit" and "deeper" in too_deep.message
+    assert (
+        outcome(run("zip", nested(2), bounds=Bounds(zip_max_depth=1))) == "rejected:archive_limit"
+    )
+
+
+def test_nested_bomb_is_caught_inside(run) -> None:
+    inner = make_zip([("zeros", b"\0" * (5 << 20))])
+    result = run("zip", make_zip([("inner.dat", inner)]))
+    assert outcome(result) == "rejected:archive_limit" and "ratio" in result.message
+
+
+def _symlink(name: str, target: str) -> tuple[zipfile.ZipInfo, bytes]:
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info, target.encode()
+
+
+def test_symlinks(run) -> None:
+    inside = make_zip([("top/dir/file", b"x"), _symlink("top/dir/sub/link", "../file")])
+    assert outcome(run("zip", inside)) == "ready"
+    for target in ("../../../etc/passwd", "/etc/passwd", "..\\..\\..\\x"):
+        escaping = make_zip([_symlink("top/link", target)])
+        assert outcome(run("zip", escaping)) == "rejected:archive_limit", target
+
+
+def test_encrypted_and_unsupported_entries_are_listed_not_rejected(run) -> None:
+    data = bytearray(make_zip([("secret.txt", b"s" * 100)]))
+    # flag bit 0 (encrypted) in both the local header and the central directory entry
+    for sig, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        pos = data.index(sig)
+        data[pos + offset] |= 0x01
+    result = run("zip", bytes(data))
+    assert outcome(result) == "ready" and result.data["encrypted_entries"] == 1
+
+
+@pytest.mark.parametrize("data", [b"PK\x03\x04garbage", b"", b"not a zip at all" * 10])
+def test_corrupt_zip(run, data: bytes) -> None:
+    assert outcome(run("zip", data)) == "rejected:corrupt"
+
+
+def test_truncated_zip_is_corrupt(run) -> None:
+    data = make_zip([("a.txt", b"hello world" * 100), ("b.txt", b"bye" * 100)])
+    assert outcome(run("zip", data[: len(data) // 2])) == "rejected:corrupt"
+    # central directory intact but the local headers it points to are gone
+    cd = data.index(b"PK\x01\x02")
+    assert outcome(run("zip", b"\0" * cd + data[cd:])) == "rejected:corrupt"
