@@ -1,0 +1,75 @@
+"""Every hostile file of the shared corpus reaches its expected outcome through the whole pipeline."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from attachments.models import Attachment
+from tests.support import run_pipeline, upload
+
+CORPUS = Path(os.environ.get("AIRLOCK_CORPUS_DIR", Path(__file__).resolve().parents[3] / "shared" / "corpus"))
+DECLARED = {"image": "image/jpeg", "document": "application/pdf", "archive": "application/zip"}
+
+
+def _rows() -> list[dict]:
+    with open(CORPUS / "MANIFEST.tsv", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def _acceptable(row: dict, *, clamd: bool) -> set[str]:
+    outcomes = set()
+    expected = row["expected"]
+    if expected == "ready":
+        outcomes.add("ready")
+    else:
+        outcomes |= {f"rejected:{code}" for code in expected.split(":", 1)[1].split(",")}
+    for token in row["note"].split():
+        if token.startswith("alt="):
+            alt = token[4:].rstrip(";,.")
+            outcomes.add(alt)
+    if "needs-clamav-official-sigs" in row["note"] and not clamd:
+        # Without ClamAV the file goes through the rest of the pipeline.
+        outcomes |= {"ready", "rejected:type_not_allowed", "rejected:corrupt", "rejected:archive_limit"}
+    return outcomes
+
+
+ROWS = _rows()
+
+
+def test_the_corpus_is_there():
+    assert len(ROWS) == 60
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("row", ROWS, ids=[r["path"] for r in ROWS])
+def test_corpus_file_reaches_its_outcome(row, alice, api):
+    data = (CORPUS / row["path"]).read_bytes()
+    profile = row["profile"]
+    attachment_id = upload(api(alice), data, profile=profile, filename=Path(row["path"]).name,
+                           content_type=DECLARED[profile])
+    status = run_pipeline(attachment_id)
+    attachment = Attachment.objects.get(pk=attachment_id)
+    outcome = "ready" if status == "ready" else f"{status}:{attachment.reason_code}"
+    clamd = bool(settings.CLAMD_SOCKET or settings.CLAMD_HOST)
+    assert outcome in _acceptable(row, clamd=clamd), (outcome, attachment.reason_message, row["why"])
+    if status == "ready":
+        # Served images carry no metadata; every ready file has its facts.
+        assert attachment.sha256 and attachment.size is not None and attachment.content_type
+
+
+@pytest.mark.clamd
+@pytest.mark.django_db
+def test_clamav_test_files_are_malware_with_clamd(alice, api):
+    assert settings.CLAMD_SOCKET or settings.CLAMD_HOST, "CI runs this with clamd (CLAMD_SOCKET)"
+    rows = [r for r in ROWS if "needs-clamav-official-sigs" in r["note"] and r["profile"] != "image"]
+    for row in rows:
+        data = (CORPUS / row["path"]).read_bytes()
+        attachment_id = upload(api(alice), data, profile=row["profile"], filename="x",
+                               content_type=DECLARED[row["profile"]])
+        assert run_pipeline(attachment_id) == "rejected"
+        assert Attachment.objects.get(pk=attachment_id).reason_code == "malware", row["path"]
