@@ -199,7 +199,7 @@ def strip_webp(data: bytes, orientation: int = 1) -> bytes:
 _GIF_LOOP_APPS = (b"NETSCAPE2.0", b"ANIMEXTS1.0")
 
 
-def _skip_sub_blocks(data: bytes, pos: int) -> int:
+def skip_sub_blocks(data: bytes, pos: int) -> int:
     while True:
         n = data[pos]  # IndexError on truncation, mapped to ValueError by the caller
         pos += 1
@@ -224,14 +224,14 @@ def strip_gif(data: bytes) -> tuple[bytes, int]:
                 return b"".join(out), frames
             if block == 0x21:
                 label = data[pos + 1]
-                end = _skip_sub_blocks(data, pos + 2)
+                end = skip_sub_blocks(data, pos + 2)
                 is_loop = label == 0xFF and data[pos + 3 : pos + 14] in _GIF_LOOP_APPS
                 if label == 0xF9 or is_loop:
                     out.append(data[pos:end])
             elif block == 0x2C:
                 iflags = data[pos + 9]
                 start = pos + 10 + (3 * (2 << (iflags & 7)) if iflags & 0x80 else 0)
-                end = _skip_sub_blocks(data, start + 1)  # +1: LZW minimum code size byte
+                end = skip_sub_blocks(data, start + 1)  # +1: LZW minimum code size byte
                 out.append(data[pos:end])
                 frames += 1
             else:

@@ -10,8 +10,8 @@ import pytest
 from PIL import ExifTags, Image
 
 from processing.sandbox import Bounds
-from processing.sandbox.images import webp_canvas
-from tests.sandbox.helpers import outcome
+from processing.sandbox.images import gif_canvas, webp_canvas
+from tests.sandbox.helpers import corpus_dir, outcome
 
 BOMB = (8000, 7000)  # 56 Mpx: above our 50 Mpx bound, below Pillow's own 89 Mpx warning
 
@@ -102,6 +102,21 @@ def test_image_just_under_the_default_bound_thumbnails(run) -> None:
     assert outcome(result) == "ready", result.message
     assert result.data["thumbnail"] == {"width": 256, "height": 256}
     assert outcome(run("image", png_header_bomb(side + 1, side))) == "rejected:pixel_limit"
+
+
+def test_gif_frame_zero_extents_count_before_pillow_allocates(run) -> None:
+    # 100x100 screen whose first frame sits at (0, 0)-(8000, 7000): Pillow grows the
+    # canvas and allocates the frame's disposal buffer inside Image.open.
+    data = bytearray(_encode(Image.new("P", (8, 8)), "GIF"))
+    descriptor = data.index(b"\x2c", 13)
+    data[6:10] = struct.pack("<HH", 100, 100)
+    data[descriptor + 5 : descriptor + 9] = struct.pack("<HH", *BOMB)
+    assert gif_canvas(bytes(data)) == BOMB
+    result = run("image", bytes(data))
+    assert outcome(result) == "rejected:pixel_limit", result.message
+    assert result.peak_rss_kb is not None and result.peak_rss_kb < 60_000
+    bomb = run("image", corpus_dir() / "pillow/decompression_bomb.gif")
+    assert bomb.peak_rss_kb is not None and bomb.peak_rss_kb < 60_000  # was 115 MB
 
 
 def test_webp_canvas_is_read_from_the_riff_header() -> None:
