@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from .errors import AirlockError
-from .models import Attachment
+from .models import Attachment, Lifecycle, Status
 from .services.lifecycle import attachment_discard
 from .services.moderation import (
     attachment_requeue,
@@ -44,6 +44,8 @@ class ModerationAction:
     run: Callable[[Attachment, str, str], None]  # (attachment, actor, note)
     needs_note: bool = False
     dangerous: bool = False
+    # Whether the detail page offers it (the service still decides; bulk offers every action).
+    offered: Callable[[Attachment], bool] = lambda a: True
 
 
 def _discard(attachment: Attachment, actor: str, note: str) -> None:
@@ -59,12 +61,14 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             "Failed (dead-lettered) or stuck attachments go back to pending with fresh attempts "
             "and are enqueued again; their open dead letters are resolved.",
             lambda a, actor, note: attachment_requeue(attachment_id=a.pk, actor=actor),
+            offered=lambda a: a.status in (Status.FAILED, Status.PROCESSING),
         ),
         ModerationAction(
             "rescan", "Rescan",
             "Ready attachments go back to pending and through the whole pipeline again "
             "(new signatures, new derivatives). They are not served until ready again.",
             lambda a, actor, note: attachment_rescan(attachment_id=a.pk, actor=actor),
+            offered=lambda a: a.status == Status.READY,
         ),
         ModerationAction(
             "take_down", "Take down",
@@ -72,18 +76,21 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             "for everyone, the owner included.",
             lambda a, actor, note: attachment_take_down(attachment_id=a.pk, actor=actor, note=note),
             needs_note=True, dangerous=True,
+            offered=lambda a: a.status in (Status.PENDING, Status.PROCESSING, Status.READY),
         ),
         ModerationAction(
             "restore", "Restore takedown",
             "Attachments taken down by a moderator go back to pending and through the pipeline "
             "before anything is served again.",
             lambda a, actor, note: attachment_restore(attachment_id=a.pk, actor=actor),
+            offered=lambda a: a.status == Status.REJECTED and a.reason_code == "moderator",
         ),
         ModerationAction(
             "discard", "Discard",
             "Staged attachments are marked discarded: the sweeper deletes their files on its next "
             "run. Committed attachments cannot be discarded.",
             _discard, dangerous=True,
+            offered=lambda a: a.lifecycle == Lifecycle.STAGED,
         ),
     )
 }

@@ -59,8 +59,10 @@ class Readiness:
 
 
 def timeout_seconds() -> float:
-    return float(getattr(settings, "AIRLOCK_READYZ_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)
-                 or DEFAULT_TIMEOUT_SECONDS)
+    return float(
+        getattr(settings, "AIRLOCK_READYZ_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)
+        or DEFAULT_TIMEOUT_SECONDS
+    )
 
 
 def _describe(exc: BaseException) -> str:
@@ -69,6 +71,7 @@ def _describe(exc: BaseException) -> str:
 
 
 # --- the checks: each raises when its dependency is not usable ------------------
+
 
 def check_database(*, alias: str = "default", timeout: float | None = None) -> None:
     """Open a new connection with a short connect timeout and run SELECT 1.
@@ -86,7 +89,7 @@ def check_database(*, alias: str = "default", timeout: float | None = None) -> N
     options.pop("pool", None)  # a one-off connection, never a pool
     engine = config["ENGINE"]
     if "postgresql" in engine:
-        options["connect_timeout"] = max(1, int(round(timeout)))
+        options["connect_timeout"] = max(1, round(timeout))
     elif "sqlite3" in engine:
         options["timeout"] = timeout
     config["OPTIONS"] = options
@@ -116,8 +119,12 @@ def check_broker(*, timeout: float | None = None) -> None:
     if kind == "redis":
         import redis
 
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                      retry_on_timeout=False)
+        client = redis.Redis.from_url(
+            settings.REDIS_URL,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry_on_timeout=False,
+        )
         try:
             if not client.ping():
                 raise RuntimeError("Redis did not answer PING")
@@ -163,8 +170,12 @@ def check_scanners(*, timeout: float | None = None) -> dict[str, Any]:
         started = time.monotonic()
         try:
             scanner.ping()
-        except Exception as exc:  # ScannerError, or anything a broken scanner raises
-            results[scanner.name] = {"ok": False, "latency_ms": _ms(started), "error": _describe(exc)}
+        except Exception as exc:  # noqa: BLE001 - ScannerError, or whatever a broken scanner raises
+            results[scanner.name] = {
+                "ok": False,
+                "latency_ms": _ms(started),
+                "error": _describe(exc),
+            }
             failures.append(f"{scanner.name}: {_describe(exc)}")
         else:
             results[scanner.name] = {"ok": True, "latency_ms": _ms(started), "error": None}
@@ -180,6 +191,7 @@ class _ScannerDown(Exception):
 
 
 # --- running them, bounded ---------------------------------------------------
+
 
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 2)
@@ -200,7 +212,7 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
 
         try:
             outcome["value"] = check()
-        except BaseException as exc:  # reported, never raised: the probe must answer
+        except BaseException as exc:  # noqa: BLE001 - reported, never raised: the probe must answer
             outcome["error"] = exc
         finally:
             outcome["latency_ms"] = _ms(started)
@@ -212,7 +224,9 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
     def result() -> CheckResult:
         remaining = timeout - (time.monotonic() - started)
         if not done.wait(max(0.0, remaining)):
-            return CheckResult(ok=False, latency_ms=_ms(started), error=f"timed out after {timeout:g}s")
+            return CheckResult(
+                ok=False, latency_ms=_ms(started), error=f"timed out after {timeout:g}s"
+            )
         error = outcome.get("error")
         value = outcome.get("value")
         details: dict[str, Any] = {}
@@ -220,8 +234,12 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
             details = {"scanners": error.results}
         elif isinstance(value, dict) and name == "scanner":
             details = {"scanners": value}
-        return CheckResult(ok=error is None, latency_ms=outcome["latency_ms"],
-                           error=None if error is None else _describe(error), details=details)
+        return CheckResult(
+            ok=error is None,
+            latency_ms=outcome["latency_ms"],
+            error=None if error is None else _describe(error),
+            details=details,
+        )
 
     return result
 
@@ -239,8 +257,12 @@ def readiness(*, timeout: float | None = None) -> Readiness:
     results = {name: wait() for name, wait in waiting.items()}
     report = Readiness(results)
     if not report.ok:
-        log.warning("not ready", extra={
-            "step": "readyz", "outcome": "unavailable",
-            "failed": {name: r.error for name, r in results.items() if not r.ok},
-        })
+        log.warning(
+            "not ready",
+            extra={
+                "step": "readyz",
+                "outcome": "unavailable",
+                "failed": {name: r.error for name, r in results.items() if not r.ok},
+            },
+        )
     return report

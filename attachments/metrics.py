@@ -46,22 +46,30 @@ class DatabaseCollector(Collector):
 
         now = self._now or timezone.now()
         started = time.monotonic()
-        up = GaugeMetricFamily("airlock_metrics_database_up",
-                               "1 when the database gauges below could be read at this scrape.")
+        up = GaugeMetricFamily(
+            "airlock_metrics_database_up",
+            "1 when the database gauges below could be read at this scrape.",
+        )
         try:
             by_state = list(
                 Attachment.objects.exclude(lifecycle=Lifecycle.DELETED)
-                .values_list("status", "profile").annotate(n=Count("id")).order_by()
+                .values_list("status", "profile")
+                .annotate(n=Count("id"))
+                .order_by()
             )
-            stuck = Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now).count()
+            stuck = Attachment.objects.filter(
+                status=Status.PROCESSING, lease_expires_at__lt=now
+            ).count()
             oldest = (
                 Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False)
                 .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
                 .aggregate(oldest=Min("uploaded_at"))["oldest"]
             )
             dead = dict(
-                DeadLetter.objects.filter(resolved_at__isnull=True).values_list("kind")
-                .annotate(n=Count("id")).order_by()
+                DeadLetter.objects.filter(resolved_at__isnull=True)
+                .values_list("kind")
+                .annotate(n=Count("id"))
+                .order_by()
             )
         except DatabaseError as exc:
             log.warning("metrics: database gauges unavailable", extra={"error": str(exc)[:300]})
@@ -72,7 +80,8 @@ class DatabaseCollector(Collector):
         yield up
 
         attachments = GaugeMetricFamily(
-            "airlock_attachments", "Attachments by processing status and profile (soft-deleted rows excluded).",
+            "airlock_attachments",
+            "Attachments by processing status and profile (soft-deleted rows excluded).",
             labels=["status", "profile"],
         )
         counts: dict[tuple[str, str], int] = {
@@ -94,17 +103,25 @@ class DatabaseCollector(Collector):
             "Age of the oldest pending attachment whose bytes have arrived (0 when none waits).",
             value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
         )
-        letters = GaugeMetricFamily("airlock_dead_letters", "Unresolved dead letters, by kind.", labels=["kind"])
+        letters = GaugeMetricFamily(
+            "airlock_dead_letters", "Unresolved dead letters, by kind.", labels=["kind"]
+        )
         for kind in DeadLetter.Kind.values:
             letters.add_metric([kind], dead.get(kind, 0))
         yield letters
-        yield GaugeMetricFamily("airlock_metrics_database_seconds",
-                                "Time spent reading the database gauges at this scrape.",
-                                value=round(time.monotonic() - started, 6))
+        yield GaugeMetricFamily(
+            "airlock_metrics_database_seconds",
+            "Time spent reading the database gauges at this scrape.",
+            value=round(time.monotonic() - started, 6),
+        )
 
 
 def multiprocess_dir() -> str | None:
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
+    return (
+        os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        or os.environ.get("prometheus_multiproc_dir")
+        or None
+    )
 
 
 class _Scrape:

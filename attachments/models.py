@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 from django.conf import settings
@@ -45,6 +46,10 @@ class Lifecycle(models.TextChoices):
 
 
 TERMINAL_STATUSES = (Status.READY, Status.REJECTED, Status.FAILED)
+
+# django-fsm-2 lifts `protected` on the shared field object while it refreshes an
+# instance: process-wide state, so concurrent refreshes must take turns.
+_REFRESH_LOCK = threading.Lock()
 
 
 class Attachment(ConcurrentTransitionMixin, models.Model):
@@ -118,6 +123,10 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile}:{self.id} ({self.status})"
+
+    def refresh_from_db(self, *args, **kwargs) -> None:
+        with _REFRESH_LOCK:
+            super().refresh_from_db(*args, **kwargs)
 
     @property
     def working_key(self) -> str:

@@ -50,7 +50,8 @@ def _metrics_authorized(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _metrics_authorized(request):
         response = JsonResponse(
-            error_body("NOT_AUTHENTICATED", "A valid bearer token is required for /metrics."), status=401
+            error_body("NOT_AUTHENTICATED", "A valid bearer token is required for /metrics."),
+            status=401,
         )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response

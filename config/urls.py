@@ -2,8 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from attachments import ops
-from attachments import admin_views, pages
+from attachments import admin_views, ops, pages
 
 urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),

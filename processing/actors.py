@@ -63,7 +63,7 @@ def _tenant_limiter(attachment_id: uuid.UUID) -> ConcurrentRateLimiter | None:
     if tenant_id is None:
         return None
     return ConcurrentRateLimiter(
-        DjangoDramatiqConfig.get_rate_limiter_backend(), f"airlock-derive-tenant-{tenant_id}",
+        DjangoDramatiqConfig.get_rate_limiter_backend(), f"{settings.AIRLOCK_KEY_PREFIX}-derive-tenant-{tenant_id}",
         limit=settings.AIRLOCK_TENANT_CONCURRENCY, ttl=int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000,
     )
 

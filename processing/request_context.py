@@ -51,8 +51,14 @@ class RequestIdMiddleware(Middleware):
             except ValueError:  # created in another context: clear rather than leak
                 set_request_id(None)
 
-    def after_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message, *,
-                              result: object = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.Message,
+        *,
+        result: object = None,
+        exception: BaseException | None = None,
+    ) -> None:
         self._reset()
 
     def after_skip_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:

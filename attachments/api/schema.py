@@ -12,7 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers
 
 from .serializers import CommitRequest, IdsRequest, IntentRequest
@@ -31,22 +36,34 @@ class HeartbeatSerializer(IdsRequest):
 class CommitSerializer(CommitRequest):
     pass
 
+
 # --- errors ----------------------------------------------------------------------
 
 ERROR_CODES = (
-    "VALIDATION_ERROR", "UNKNOWN_PROFILE", "TYPE_NOT_ALLOWED", "NOT_AUTHENTICATED", "UPLOAD_TOKEN_INVALID",
-    "NOT_FOUND", "ALREADY_COMMITTED", "ALREADY_UPLOADED", "TOO_LARGE", "ATTACHMENT_INVALID", "RATE_LIMITED",
+    "VALIDATION_ERROR",
+    "UNKNOWN_PROFILE",
+    "TYPE_NOT_ALLOWED",
+    "NOT_AUTHENTICATED",
+    "UPLOAD_TOKEN_INVALID",
+    "NOT_FOUND",
+    "ALREADY_COMMITTED",
+    "ALREADY_UPLOADED",
+    "TOO_LARGE",
+    "ATTACHMENT_INVALID",
+    "RATE_LIMITED",
     "UNAVAILABLE",
 )
 
 
 class ErrorDetailSerializer(serializers.Serializer):
-    code = serializers.CharField(help_text="Machine-readable error code: " + ", ".join(ERROR_CODES) + ".")
+    code = serializers.CharField(
+        help_text="Machine-readable error code: " + ", ".join(ERROR_CODES) + "."
+    )
     message = serializers.CharField(help_text="Human-readable explanation.")
     details = serializers.DictField(
         child=serializers.JSONField(),
         help_text="Field → messages for VALIDATION_ERROR, id → reason for ATTACHMENT_INVALID, "
-                  "limits for TOO_LARGE and RATE_LIMITED; empty otherwise.",
+        "limits for TOO_LARGE and RATE_LIMITED; empty otherwise.",
     )
 
 
@@ -56,7 +73,7 @@ class ErrorSerializer(serializers.Serializer):
 
 _ERROR_TEXT = {
     400: "`VALIDATION_ERROR` (malformed JSON, not an object, wrong types, missing fields; details: field → "
-         "messages)",
+    "messages)",
     401: "`NOT_AUTHENTICATED`: no or bad credentials",
     403: "`UPLOAD_TOKEN_INVALID`: the signed upload URL is tampered with, expired, or for another intent",
     404: "`NOT_FOUND`: does not exist or the caller may not see it",
@@ -83,16 +100,22 @@ STATUSES = ("pending", "processing", "ready", "rejected", "failed")
 
 
 class ReasonSerializer(serializers.Serializer):
-    code = serializers.CharField(help_text="Rejection: too_large, type_not_allowed, malware, pixel_limit, "
-                                           "page_limit, archive_limit, duration_limit, corrupt, timeout, "
-                                           "object_missing, moderator. Failure: infrastructure.")
+    code = serializers.CharField(
+        help_text="Rejection: too_large, type_not_allowed, malware, pixel_limit, "
+        "page_limit, archive_limit, duration_limit, corrupt, timeout, "
+        "object_missing, moderator. Failure: infrastructure."
+    )
     message = serializers.CharField(allow_blank=True)
 
 
 class LinksSerializer(serializers.Serializer):
     self = serializers.URLField()
-    download = serializers.URLField(required=False, help_text="Present only when the caller may read the file.")
-    thumbnail = serializers.URLField(required=False, help_text="Present only when a thumbnail may be read.")
+    download = serializers.URLField(
+        required=False, help_text="Present only when the caller may read the file."
+    )
+    thumbnail = serializers.URLField(
+        required=False, help_text="Present only when a thumbnail may be read."
+    )
 
 
 class AttachmentMetadataSerializer(serializers.Serializer):
@@ -100,7 +123,9 @@ class AttachmentMetadataSerializer(serializers.Serializer):
     height = serializers.IntegerField(allow_null=True)
     page_count = serializers.IntegerField(allow_null=True)
     entries = serializers.IntegerField(allow_null=True, required=False, help_text="Archives only.")
-    total_bytes = serializers.IntegerField(allow_null=True, required=False, help_text="Archives only.")
+    total_bytes = serializers.IntegerField(
+        allow_null=True, required=False, help_text="Archives only."
+    )
 
 
 class AttachmentSerializer(serializers.Serializer):
@@ -109,9 +134,15 @@ class AttachmentSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=STATUSES)
     reason = ReasonSerializer(allow_null=True, help_text="Null unless rejected or failed.")
     filename = serializers.CharField()
-    size = serializers.IntegerField(allow_null=True, help_text="Bytes served by `download` (null until ready).")
-    content_type = serializers.CharField(allow_null=True, help_text="Detected from the bytes (null until ready).")
-    sha256 = serializers.CharField(allow_null=True, help_text="Of the served bytes (null until ready).")
+    size = serializers.IntegerField(
+        allow_null=True, help_text="Bytes served by `download` (null until ready)."
+    )
+    content_type = serializers.CharField(
+        allow_null=True, help_text="Detected from the bytes (null until ready)."
+    )
+    sha256 = serializers.CharField(
+        allow_null=True, help_text="Of the served bytes (null until ready)."
+    )
     created_at = serializers.DateTimeField()
     ready_at = serializers.DateTimeField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True, help_text="Null once committed.")
@@ -127,10 +158,13 @@ class AttachmentSerializer(serializers.Serializer):
 
 class AttachmentListSerializer(serializers.Serializer):
     results = AttachmentSerializer(many=True)
-    next = serializers.URLField(allow_null=True, help_text="The next page (cursor), or null on the last page.")
+    next = serializers.URLField(
+        allow_null=True, help_text="The next page (cursor), or null on the last page."
+    )
 
 
 # --- intents -----------------------------------------------------------------------
+
 
 class UploadPartSerializer(serializers.Serializer):
     part_number = serializers.IntegerField(min_value=1)
@@ -140,14 +174,20 @@ class UploadPartSerializer(serializers.Serializer):
 class UploadInstructionSerializer(serializers.Serializer):
     method = serializers.ChoiceField(choices=["PUT", "POST"])
     url = serializers.URLField()
-    headers = serializers.DictField(child=serializers.CharField(allow_blank=True),
-                                    help_text="Send exactly these headers (PUT).")
-    fields = serializers.DictField(child=serializers.CharField(allow_blank=True),
-                                   help_text="Form fields before `file` (POST).")
+    headers = serializers.DictField(
+        child=serializers.CharField(allow_blank=True), help_text="Send exactly these headers (PUT)."
+    )
+    fields = serializers.DictField(
+        child=serializers.CharField(allow_blank=True), help_text="Form fields before `file` (POST)."
+    )
     expires_at = serializers.DateTimeField()
     part_size = serializers.IntegerField(required=False, help_text="S3 multipart only.")
-    parts = UploadPartSerializer(many=True, required=False, help_text="S3 multipart only: PUT each part.")
-    complete_url = serializers.URLField(required=False, help_text="S3 multipart only: POST the parts' ETags.")
+    parts = UploadPartSerializer(
+        many=True, required=False, help_text="S3 multipart only: PUT each part."
+    )
+    complete_url = serializers.URLField(
+        required=False, help_text="S3 multipart only: POST the parts' ETags."
+    )
 
 
 class IntentResponseSerializer(serializers.Serializer):
@@ -161,7 +201,9 @@ class IntentResponseSerializer(serializers.Serializer):
 class UploadThroughSerializer(serializers.Serializer):
     profile = serializers.CharField()
     file = serializers.FileField()
-    filename = serializers.CharField(required=False, help_text="Defaults to the uploaded file's name.")
+    filename = serializers.CharField(
+        required=False, help_text="Defaults to the uploaded file's name."
+    )
 
 
 class UploadCompletePartSerializer(serializers.Serializer):
@@ -170,11 +212,13 @@ class UploadCompletePartSerializer(serializers.Serializer):
 
 
 class UploadCompleteSerializer(serializers.Serializer):
-    parts = UploadCompletePartSerializer(many=True, required=False,
-                               help_text="S3 multipart intents only; omit for the plain hint.")
+    parts = UploadCompletePartSerializer(
+        many=True, required=False, help_text="S3 multipart intents only; omit for the plain hint."
+    )
 
 
 # --- other responses -----------------------------------------------------------------
+
 
 class ProfileSerializer(serializers.Serializer):
     name = serializers.CharField()
@@ -190,13 +234,17 @@ class ProfilesSerializer(serializers.Serializer):
 
 class HeartbeatEntrySerializer(serializers.Serializer):
     id = serializers.CharField()
-    expires_at = serializers.DateTimeField(allow_null=True, help_text="Null for committed attachments.")
+    expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="Null for committed attachments."
+    )
 
 
 class HeartbeatResponseSerializer(serializers.Serializer):
     attachments = HeartbeatEntrySerializer(many=True)
-    missing = serializers.ListField(child=serializers.CharField(),
-                                    help_text="Unknown, not yours, discarded or expired (no distinction).")
+    missing = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Unknown, not yours, discarded or expired (no distinction).",
+    )
 
 
 class CommitResponseSerializer(serializers.Serializer):
@@ -211,7 +259,9 @@ class DiscardAllResponseSerializer(serializers.Serializer):
 class SearchResultSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     filename = serializers.CharField()
-    snippet = serializers.CharField(allow_blank=True, help_text="Plain text, no markup: escape it to render it.")
+    snippet = serializers.CharField(
+        allow_blank=True, help_text="Plain text, no markup: escape it to render it."
+    )
 
 
 class SearchResponseSerializer(serializers.Serializer):
@@ -219,162 +269,303 @@ class SearchResponseSerializer(serializers.Serializer):
 
 
 class StorageEventsAcceptedSerializer(serializers.Serializer):
-    accepted = serializers.IntegerField(min_value=0, help_text="Records handled (duplicates included).")
+    accepted = serializers.IntegerField(
+        min_value=0, help_text="Records handled (duplicates included)."
+    )
 
 
 # --- per-view annotations (used as @extend_schema_view(**NAME) in views.py) -------------
 
-ATTACHMENT_ID = OpenApiParameter("attachment_id", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                                 description="The attachment's id.")
+ATTACHMENT_ID = OpenApiParameter(
+    "attachment_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The attachment's id."
+)
 _TAG_UPLOADS, _TAG_ATTACHMENTS, _TAG_LIFECYCLE = ["uploads"], ["attachments"], ["lifecycle"]
 
-PROFILES = {"get": extend_schema(
-    operation_id="profiles_list", tags=["profiles"], summary="List the upload profiles",
-    responses={200: OpenApiResponse(ProfilesSerializer, description="The configured profiles."), **errors(401)},
-)}
+PROFILES = {
+    "get": extend_schema(
+        operation_id="profiles_list",
+        tags=["profiles"],
+        summary="List the upload profiles",
+        responses={
+            200: OpenApiResponse(ProfilesSerializer, description="The configured profiles."),
+            **errors(401),
+        },
+    )
+}
 
-UPLOAD_INTENT = {"post": extend_schema(
-    operation_id="uploads_create", tags=_TAG_UPLOADS, summary="Create an upload intent",
-    description="Validates the declared size and type against the profile, creates the pending attachment and "
-                "returns where to send the bytes (PUT with `headers`, or multipart POST with `fields` then "
-                "`file`). The URL is single-use and expires.",
-    request=UploadIntentSerializer,
-    responses={201: OpenApiResponse(IntentResponseSerializer,
-                                    description="The pending attachment and where to send its bytes."),
-               **errors(
-        400, 401, 413, 429,
-        e400="`VALIDATION_ERROR`, `UNKNOWN_PROFILE` (profile not configured) or `TYPE_NOT_ALLOWED` "
-             "(content_type not in the profile's allowlist)",
-        e413="`TOO_LARGE`: the declared size is over the profile's limit, or the request body is too large",
-    )},
-)}
+UPLOAD_INTENT = {
+    "post": extend_schema(
+        operation_id="uploads_create",
+        tags=_TAG_UPLOADS,
+        summary="Create an upload intent",
+        description="Validates the declared size and type against the profile, creates the pending attachment and "
+        "returns where to send the bytes (PUT with `headers`, or multipart POST with `fields` then "
+        "`file`). The URL is single-use and expires.",
+        request=UploadIntentSerializer,
+        responses={
+            201: OpenApiResponse(
+                IntentResponseSerializer,
+                description="The pending attachment and where to send its bytes.",
+            ),
+            **errors(
+                400,
+                401,
+                413,
+                429,
+                e400="`VALIDATION_ERROR`, `UNKNOWN_PROFILE` (profile not configured) or `TYPE_NOT_ALLOWED` "
+                "(content_type not in the profile's allowlist)",
+                e413="`TOO_LARGE`: the declared size is over the profile's limit, or the request body is too large",
+            ),
+        },
+    )
+}
 
-UPLOAD_COMPLETE = {"post": extend_schema(
-    operation_id="uploads_complete", tags=_TAG_UPLOADS, summary="Tell the server the bytes are in place",
-    description="Optional hint for storage without event notifications; the server checks storage itself. "
-                "Idempotent. For S3 multipart intents, send the parts' ETags.",
-    parameters=[ATTACHMENT_ID], request=UploadCompleteSerializer,
-    responses={202: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
-               **errors(400, 401, 404, 413)},
-)}
+UPLOAD_COMPLETE = {
+    "post": extend_schema(
+        operation_id="uploads_complete",
+        tags=_TAG_UPLOADS,
+        summary="Tell the server the bytes are in place",
+        description="Optional hint for storage without event notifications; the server checks storage itself. "
+        "Idempotent. For S3 multipart intents, send the parts' ETags.",
+        parameters=[ATTACHMENT_ID],
+        request=UploadCompleteSerializer,
+        responses={
+            202: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
+            **errors(400, 401, 404, 413),
+        },
+    )
+}
 
 ATTACHMENT_LIST = {
     "get": extend_schema(
-        operation_id="attachments_list", tags=_TAG_ATTACHMENTS, summary="List your attachments",
+        operation_id="attachments_list",
+        tags=_TAG_ATTACHMENTS,
+        summary="List your attachments",
         description="Newest first, cursor-paginated.",
         parameters=[
             OpenApiParameter("status", OpenApiTypes.STR, enum=list(STATUSES)),
             OpenApiParameter("profile", OpenApiTypes.STR),
             OpenApiParameter("committed", OpenApiTypes.STR, enum=["true", "false"]),
-            OpenApiParameter("limit", OpenApiTypes.INT, description="Page size, 1–100 (default 50)."),
-            OpenApiParameter("cursor", OpenApiTypes.STR, description="From a previous page's `next`."),
+            OpenApiParameter(
+                "limit", OpenApiTypes.INT, description="Page size, 1–100 (default 50)."
+            ),
+            OpenApiParameter(
+                "cursor", OpenApiTypes.STR, description="From a previous page's `next`."
+            ),
         ],
-        responses={200: OpenApiResponse(AttachmentListSerializer, description="One page of your attachments."),
-                   **errors(400, 401)},
+        responses={
+            200: OpenApiResponse(
+                AttachmentListSerializer, description="One page of your attachments."
+            ),
+            **errors(400, 401),
+        },
     ),
     "post": extend_schema(
-        operation_id="attachments_upload", tags=_TAG_UPLOADS, summary="Upload a small file through the API",
+        operation_id="attachments_upload",
+        tags=_TAG_UPLOADS,
+        summary="Upload a small file through the API",
         request={"multipart/form-data": UploadThroughSerializer},
-        responses={202: OpenApiResponse(AttachmentSerializer, description="Stored; status `pending`."), **errors(
-            400, 401, 413, 429,
-            e400="`VALIDATION_ERROR` or `UNKNOWN_PROFILE`",
-            e413="`TOO_LARGE`: over the profile's (or the upload-through) body limit",
-        )},
+        responses={
+            202: OpenApiResponse(AttachmentSerializer, description="Stored; status `pending`."),
+            **errors(
+                400,
+                401,
+                413,
+                429,
+                e400="`VALIDATION_ERROR` or `UNKNOWN_PROFILE`",
+                e413="`TOO_LARGE`: over the profile's (or the upload-through) body limit",
+            ),
+        },
     ),
 }
 
-ATTACHMENT_DETAIL = {"get": extend_schema(
-    operation_id="attachments_retrieve", tags=_TAG_ATTACHMENTS, summary="Get one attachment",
-    description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds "
-                "the request up to N seconds until the status is terminal.",
-    parameters=[ATTACHMENT_ID, OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
-                                                description="Seconds to wait for a terminal status (0–30).")],
-    responses={200: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
-               **errors(400, 401, 404)},
-)}
+ATTACHMENT_DETAIL = {
+    "get": extend_schema(
+        operation_id="attachments_retrieve",
+        tags=_TAG_ATTACHMENTS,
+        summary="Get one attachment",
+        description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds "
+        "the request up to N seconds until the status is terminal.",
+        parameters=[
+            ATTACHMENT_ID,
+            OpenApiParameter(
+                "wait",
+                {"type": "number", "minimum": 0, "maximum": 30},
+                description="Seconds to wait for a terminal status (0–30).",
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
+            **errors(400, 401, 404),
+        },
+    )
+}
 
 _FILE_RESPONSE = OpenApiResponse(
     OpenApiTypes.BINARY,
     description="The file (Range supported). `Content-Disposition` uses the RFC 5987 form; "
-                "`X-Content-Type-Options: nosniff`; `Content-Security-Policy: default-src 'none'; sandbox`.",
+    "`X-Content-Type-Options: nosniff`; `Content-Security-Policy: default-src 'none'; sandbox`.",
 )
-_FILE_RANGE = OpenApiResponse(OpenApiTypes.BINARY, description="Partial content for a `Range` request.")
+_FILE_RANGE = OpenApiResponse(
+    OpenApiTypes.BINARY, description="Partial content for a `Range` request."
+)
 _FILE_REDIRECT = OpenApiResponse(description="S3 backend: redirect to a short-lived presigned GET.")
 _RANGE_UNSATISFIABLE = OpenApiResponse(description="The `Range` is outside the file.")
 
-ATTACHMENT_DOWNLOAD = {"get": extend_schema(
-    operation_id="attachments_download", tags=_TAG_ATTACHMENTS, summary="Download the file (gated)",
-    parameters=[ATTACHMENT_ID],
-    responses={(200, "application/octet-stream"): _FILE_RESPONSE,
-               (206, "application/octet-stream"): _FILE_RANGE,
-               302: _FILE_REDIRECT, 416: _RANGE_UNSATISFIABLE,
-               **errors(401, 404)},
-)}
+ATTACHMENT_DOWNLOAD = {
+    "get": extend_schema(
+        operation_id="attachments_download",
+        tags=_TAG_ATTACHMENTS,
+        summary="Download the file (gated)",
+        parameters=[ATTACHMENT_ID],
+        responses={
+            (200, "application/octet-stream"): _FILE_RESPONSE,
+            (206, "application/octet-stream"): _FILE_RANGE,
+            302: _FILE_REDIRECT,
+            416: _RANGE_UNSATISFIABLE,
+            **errors(401, 404),
+        },
+    )
+}
 
-ATTACHMENT_THUMBNAIL = {"get": extend_schema(
-    operation_id="attachments_thumbnail", tags=_TAG_ATTACHMENTS, summary="Get the thumbnail (WebP, gated)",
-    parameters=[ATTACHMENT_ID],
-    responses={(200, "image/webp"): _FILE_RESPONSE, (206, "image/webp"): _FILE_RANGE,
-               302: _FILE_REDIRECT, 416: _RANGE_UNSATISFIABLE, **errors(401, 404)},
-)}
+ATTACHMENT_THUMBNAIL = {
+    "get": extend_schema(
+        operation_id="attachments_thumbnail",
+        tags=_TAG_ATTACHMENTS,
+        summary="Get the thumbnail (WebP, gated)",
+        parameters=[ATTACHMENT_ID],
+        responses={
+            (200, "image/webp"): _FILE_RESPONSE,
+            (206, "image/webp"): _FILE_RANGE,
+            302: _FILE_REDIRECT,
+            416: _RANGE_UNSATISFIABLE,
+            **errors(401, 404),
+        },
+    )
+}
 
-HEARTBEAT = {"post": extend_schema(
-    operation_id="attachments_heartbeat", tags=_TAG_LIFECYCLE, summary="Keep staged attachments alive",
-    request=HeartbeatSerializer,
-    responses={200: OpenApiResponse(HeartbeatResponseSerializer, description="New expiries, and the ids that are gone."),
-               **errors(400, 401, 413)},
-)}
+HEARTBEAT = {
+    "post": extend_schema(
+        operation_id="attachments_heartbeat",
+        tags=_TAG_LIFECYCLE,
+        summary="Keep staged attachments alive",
+        request=HeartbeatSerializer,
+        responses={
+            200: OpenApiResponse(
+                HeartbeatResponseSerializer, description="New expiries, and the ids that are gone."
+            ),
+            **errors(400, 401, 413),
+        },
+    )
+}
 
-DISCARD = {"post": extend_schema(
-    operation_id="attachments_discard", tags=_TAG_LIFECYCLE, summary="Discard one attachment",
-    description="Idempotent; the sweeper reaps it on its next tick.",
-    parameters=[ATTACHMENT_ID], request=None,
-    responses={204: OpenApiResponse(description="Discarded."), **errors(
-        401, 404, 409, e409="`ALREADY_COMMITTED`: a committed attachment cannot be discarded")},
-)}
+DISCARD = {
+    "post": extend_schema(
+        operation_id="attachments_discard",
+        tags=_TAG_LIFECYCLE,
+        summary="Discard one attachment",
+        description="Idempotent; the sweeper reaps it on its next tick.",
+        parameters=[ATTACHMENT_ID],
+        request=None,
+        responses={
+            204: OpenApiResponse(description="Discarded."),
+            **errors(
+                401,
+                404,
+                409,
+                e409="`ALREADY_COMMITTED`: a committed attachment cannot be discarded",
+            ),
+        },
+    )
+}
 
-DISCARD_ALL = {"post": extend_schema(
-    operation_id="attachments_discard_all", tags=_TAG_LIFECYCLE,
-    summary="Discard every staged, uncommitted attachment of yours", request=None,
-    responses={200: OpenApiResponse(DiscardAllResponseSerializer, description="How many were discarded."),
-               **errors(401)},
-)}
+DISCARD_ALL = {
+    "post": extend_schema(
+        operation_id="attachments_discard_all",
+        tags=_TAG_LIFECYCLE,
+        summary="Discard every staged, uncommitted attachment of yours",
+        request=None,
+        responses={
+            200: OpenApiResponse(
+                DiscardAllResponseSerializer, description="How many were discarded."
+            ),
+            **errors(401),
+        },
+    )
+}
 
-COMMIT = {"post": extend_schema(
-    operation_id="attachments_commit", tags=_TAG_LIFECYCLE, summary="Commit attachments to a reference",
-    description="All or nothing. Re-committing to the same ref is a no-op.",
-    request=CommitSerializer,
-    responses={200: OpenApiResponse(CommitResponseSerializer, description="All committed."), **errors(
-        400, 401, 413, 422,
-        e422="`ATTACHMENT_INVALID`: details map each bad id to not_found, expired, discarded, "
-             "already_committed, rejected or failed",
-    )},
-)}
+COMMIT = {
+    "post": extend_schema(
+        operation_id="attachments_commit",
+        tags=_TAG_LIFECYCLE,
+        summary="Commit attachments to a reference",
+        description="All or nothing. Re-committing to the same ref is a no-op.",
+        request=CommitSerializer,
+        responses={
+            200: OpenApiResponse(CommitResponseSerializer, description="All committed."),
+            **errors(
+                400,
+                401,
+                413,
+                422,
+                e422="`ATTACHMENT_INVALID`: details map each bad id to not_found, expired, discarded, "
+                "already_committed, rejected or failed",
+            ),
+        },
+    )
+}
 
-SEARCH = {"get": extend_schema(
-    operation_id="search", tags=["search"], summary="Full-text search over document text",
-    parameters=[OpenApiParameter("q", {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
-                                 required=True, description="1–200 characters, not only spaces.")],
-    responses={200: OpenApiResponse(SearchResponseSerializer, description="Matching documents you may read."),
-               **errors(400, 401)},
-)}
+SEARCH = {
+    "get": extend_schema(
+        operation_id="search",
+        tags=["search"],
+        summary="Full-text search over document text",
+        parameters=[
+            OpenApiParameter(
+                "q",
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                required=True,
+                description="1–200 characters, not only spaces.",
+            )
+        ],
+        responses={
+            200: OpenApiResponse(
+                SearchResponseSerializer, description="Matching documents you may read."
+            ),
+            **errors(400, 401),
+        },
+    )
+}
 
 _S3_EVENT = {
     "type": "object",
     "description": "An S3 event notification document (S3/SQS, MinIO webhook, R2 relay).",
-    "properties": {"Records": {"type": "array", "items": {"type": "object", "additionalProperties": True}}},
+    "properties": {
+        "Records": {"type": "array", "items": {"type": "object", "additionalProperties": True}}
+    },
     "additionalProperties": True,
 }
 
-STORAGE_EVENTS = {"post": extend_schema(
-    operation_id="storage_events_create", tags=["storage"], summary="Receive S3-compatible storage events",
-    description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
-                "never issued are deleted, never processed.",
-    auth=[{"storageEventsBearer": []}],
-    request={"application/json": _S3_EVENT},
-    responses={202: OpenApiResponse(StorageEventsAcceptedSerializer, description="Recorded."), **errors(
-        400, 401, 413, e401="`NOT_AUTHENTICATED`: missing or wrong storage-events bearer token")},
-)}
+STORAGE_EVENTS = {
+    "post": extend_schema(
+        operation_id="storage_events_create",
+        tags=["storage"],
+        summary="Receive S3-compatible storage events",
+        description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
+        "never issued are deleted, never processed.",
+        auth=[{"storageEventsBearer": []}],
+        request={"application/json": _S3_EVENT},
+        responses={
+            202: OpenApiResponse(StorageEventsAcceptedSerializer, description="Recorded."),
+            **errors(
+                400,
+                401,
+                413,
+                e401="`NOT_AUTHENTICATED`: missing or wrong storage-events bearer token",
+            ),
+        },
+    )
+}
 
 
 def _annotate_storage_events() -> None:
@@ -391,11 +582,14 @@ _annotate_storage_events()
 
 SECURITY_SCHEMES = {
     "uploadToken": {
-        "type": "apiKey", "in": "query", "name": "token",
+        "type": "apiKey",
+        "in": "query",
+        "name": "token",
         "description": "The signed, single-use token of an upload URL (`PUT /uploads/{id}/content`).",
     },
     "storageEventsBearer": {
-        "type": "http", "scheme": "bearer",
+        "type": "http",
+        "scheme": "bearer",
         "description": "`Authorization: Bearer <AIRLOCK_STORAGE_EVENTS_TOKEN>`.",
     },
 }
@@ -413,26 +607,40 @@ UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
     "operationId": "uploads_content_put",
     "summary": "Send the bytes of an upload intent (local storage backend)",
     "description": "The raw body is the file. The `token` of the upload URL is the only credential. The "
-                   "server stops reading once the body passes the limit (413, nothing kept). A refused "
-                   "attempt does not use the URL up.",
+    "server stops reading once the body passes the limit (413, nothing kept). A refused "
+    "attempt does not use the URL up.",
     "tags": ["uploads"],
     "parameters": [
-        {"in": "path", "name": "attachment_id", "required": True, "schema": {"type": "string", "format": "uuid"},
-         "description": "The intent's attachment id."},
+        {
+            "in": "path",
+            "name": "attachment_id",
+            "required": True,
+            "schema": {"type": "string", "format": "uuid"},
+            "description": "The intent's attachment id.",
+        },
     ],
-    "requestBody": {"required": True, "content": {
-        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-        "*/*": {"schema": {"type": "string", "format": "binary"}},
-    }},
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "*/*": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
     "security": [{"uploadToken": []}],
     "responses": {
-        "202": {"description": "Stored; processing starts.",
-                "content": {"application/json": {"schema": _ref("Attachment")}}},
+        "202": {
+            "description": "Stored; processing starts.",
+            "content": {"application/json": {"schema": _ref("Attachment")}},
+        },
         "400": _error_response("`VALIDATION_ERROR`: the request could not be read"),
         "403": _error_response(_ERROR_TEXT[403]),
-        "404": _error_response("`NOT_FOUND`: the intent no longer accepts uploads (discarded or expired)"),
+        "404": _error_response(
+            "`NOT_FOUND`: the intent no longer accepts uploads (discarded or expired)"
+        ),
         "409": _error_response("`ALREADY_UPLOADED`: a second upload to the same intent"),
-        "413": _error_response("`TOO_LARGE`: the body is over the declared size or the profile's limit"),
+        "413": _error_response(
+            "`TOO_LARGE`: the body is over the declared size or the profile's limit"
+        ),
         "503": _error_response(_ERROR_TEXT[503]),
     },
 }
@@ -451,7 +659,9 @@ def _profile_enums(schemas: dict[str, Any]) -> None:
             props["profile"].update(enum=names, description="A configured profile (GET /profiles).")
         if "content_type" in props:
             props["content_type"].update(
-                enum=types, description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED).")
+                enum=types,
+                description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED).",
+            )
     ids = schemas.get("CommitRequest", {}).get("properties", {}).get("ids")
     if ids is not None:
         ids["minItems"] = 1
@@ -463,17 +673,41 @@ def _profile_enums(schemas: dict[str, Any]) -> None:
 _ID = "$response.body#/id"
 LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
     ("/api/v1/uploads", "post", "201"): {
-        "GetAttachment": {"operationId": "attachments_retrieve", "parameters": {"attachment_id": _ID}},
+        "GetAttachment": {
+            "operationId": "attachments_retrieve",
+            "parameters": {"attachment_id": _ID},
+        },
         "CompleteUpload": {"operationId": "uploads_complete", "parameters": {"attachment_id": _ID}},
-        "DiscardAttachment": {"operationId": "attachments_discard", "parameters": {"attachment_id": _ID}},
-        "CommitAttachment": {"operationId": "attachments_commit", "requestBody": {"ids": [_ID], "ref": "fuzz:1"}},
-        "HeartbeatAttachment": {"operationId": "attachments_heartbeat", "requestBody": {"ids": [_ID]}},
+        "DiscardAttachment": {
+            "operationId": "attachments_discard",
+            "parameters": {"attachment_id": _ID},
+        },
+        "CommitAttachment": {
+            "operationId": "attachments_commit",
+            "requestBody": {"ids": [_ID], "ref": "fuzz:1"},
+        },
+        "HeartbeatAttachment": {
+            "operationId": "attachments_heartbeat",
+            "requestBody": {"ids": [_ID]},
+        },
     },
     ("/api/v1/attachments", "post", "202"): {
-        "GetAttachment": {"operationId": "attachments_retrieve", "parameters": {"attachment_id": _ID}},
-        "DownloadAttachment": {"operationId": "attachments_download", "parameters": {"attachment_id": _ID}},
-        "ThumbnailAttachment": {"operationId": "attachments_thumbnail", "parameters": {"attachment_id": _ID}},
-        "DiscardAttachment": {"operationId": "attachments_discard", "parameters": {"attachment_id": _ID}},
+        "GetAttachment": {
+            "operationId": "attachments_retrieve",
+            "parameters": {"attachment_id": _ID},
+        },
+        "DownloadAttachment": {
+            "operationId": "attachments_download",
+            "parameters": {"attachment_id": _ID},
+        },
+        "ThumbnailAttachment": {
+            "operationId": "attachments_thumbnail",
+            "parameters": {"attachment_id": _ID},
+        },
+        "DiscardAttachment": {
+            "operationId": "attachments_discard",
+            "parameters": {"attachment_id": _ID},
+        },
     },
 }
 
@@ -488,17 +722,26 @@ def _inline_nullable_refs(schemas: dict[str, Any]) -> None:
     for component in schemas.values():
         for name, prop in list(component.get("properties", {}).items()):
             refs = prop.get("allOf")
-            if prop.get("nullable") and isinstance(refs, list) and len(refs) == 1 and "$ref" in refs[0]:
+            if (
+                prop.get("nullable")
+                and isinstance(refs, list)
+                and len(refs) == 1
+                and "$ref" in refs[0]
+            ):
                 target = schemas.get(refs[0]["$ref"].rsplit("/", 1)[1])
                 if target is not None:
                     inlined = {k: v for k, v in prop.items() if k != "allOf"}
                     component["properties"][name] = {**target, **inlined}
 
 
-def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+def postprocess(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
     """drf-spectacular hook: the plain Django upload view, security schemes, profile enums, links."""
     paths = result.setdefault("paths", {})
-    paths.setdefault("/api/v1/uploads/{attachment_id}/content", {})["put"] = UPLOAD_CONTENT_OPERATION
+    paths.setdefault("/api/v1/uploads/{attachment_id}/content", {})["put"] = (
+        UPLOAD_CONTENT_OPERATION
+    )
     components = result.setdefault("components", {})
     components.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
     _profile_enums(components.setdefault("schemas", {}))

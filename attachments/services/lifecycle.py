@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models, transaction
-from django.db.models import DateTimeField, Q, Value
+from django.db.models import Case, DateTimeField, Q, Value, When
 from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
@@ -42,8 +42,14 @@ class HeartbeatResult:
     missing: list[str] = field(default_factory=list)
 
 
-def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object], now: datetime | None = None) -> HeartbeatResult:
-    """Extend staged uploads: never earlier, never past the hard cap."""
+def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
+                          now: datetime | None = None) -> HeartbeatResult:
+    """Extend staged uploads: never earlier, never past the hard cap.
+
+    One UPDATE for the whole request (clients heartbeat often, with many ids).
+    It does not touch `updated_at`: that is the pipeline's "last progress" clock,
+    and a draft heartbeated every minute must still have a lost job re-driven.
+    """
     now = now or timezone.now()
     window = timedelta(seconds=settings.AIRLOCK_HEARTBEAT_WINDOW_SECONDS)
     cap = timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS)
@@ -53,7 +59,9 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object], now:
         rows = {
             a.pk: a
             for a in Attachment.objects.select_for_update().filter(pk__in=parsed, owner=user).order_by("pk")
+            .only("pk", "lifecycle", "expires_at", "created_at")
         }
+        extended: dict[uuid.UUID, datetime] = {}
         for attachment_id in parsed:
             attachment = rows.get(attachment_id)
             if attachment is None or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED) \
@@ -65,9 +73,13 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object], now:
                 continue
             target = min(now + window, attachment.created_at + cap)
             if attachment.expires_at is None or target > attachment.expires_at:
-                attachment.expires_at = target
-                attachment.save(update_fields=["expires_at", "updated_at"])
+                attachment.expires_at = extended[attachment.pk] = target
             result.attachments.append((str(attachment_id), attachment.expires_at))
+        if extended:
+            Attachment.objects.filter(pk__in=list(extended), lifecycle=Lifecycle.STAGED).update(
+                expires_at=Case(*(When(pk=pk, then=Value(at)) for pk, at in extended.items()),
+                                output_field=DateTimeField()),
+            )
     return result
 
 

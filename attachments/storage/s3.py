@@ -347,6 +347,8 @@ class S3Gateway:
 
     def ping(self) -> None:
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            # Listing one key under our prefix works with the prefix-scoped IAM
+            # policy (docs/iam-policy.json); head_bucket would need more.
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix="tenants/", MaxKeys=1)
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"bucket {self.bucket}: {exc}") from exc

@@ -181,6 +181,9 @@ AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
 AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
 AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
+# Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
+# deployments or test runs share one Redis.
+AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
 
 # --- Scanners ----------------------------------------------------------------
 CLAMD_SOCKET = env_str("CLAMD_SOCKET")

@@ -14,13 +14,18 @@ inside the cluster.
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F401,F403
+from .base import *  # noqa: F403
 from .env import env_bool, env_int, env_list, env_str
 
 DEBUG = False
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
-if not SECRET_KEY or SECRET_KEY.startswith("insecure-") or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+if (
+    not SECRET_KEY
+    or SECRET_KEY.startswith("insecure-")
+    or len(SECRET_KEY) < 50
+    or len(set(SECRET_KEY)) < 5
+):
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to at least 50 random characters in production "
         "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')."
@@ -28,7 +33,9 @@ if not SECRET_KEY or SECRET_KEY.startswith("insecure-") or len(SECRET_KEY) < 50 
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", [])
 if not ALLOWED_HOSTS:
-    raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under.")
+    raise ImproperlyConfigured(
+        "DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under."
+    )
 
 # --- HTTPS ---------------------------------------------------------------------
 if env_bool("AIRLOCK_TRUST_X_FORWARDED_PROTO", True):
@@ -52,7 +59,8 @@ X_FRAME_OPTIONS = "DENY"
 
 # Browsers may post forms only from these origins (the admin, the demo page).
 CSRF_TRUSTED_ORIGINS = env_list(
-    "DJANGO_CSRF_TRUSTED_ORIGINS", [f"https://{host}" for host in ALLOWED_HOSTS if not host.startswith(".")]
+    "DJANGO_CSRF_TRUSTED_ORIGINS",
+    [f"https://{host}" for host in ALLOWED_HOSTS if not host.startswith(".")],
 )
 
 # The metrics endpoint is usually scraped inside the cluster; AIRLOCK_METRICS_TOKEN

@@ -23,6 +23,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_airlock_{_RUN}"}
 
+AIRLOCK_KEY_PREFIX = f"airlock-test-{_RUN}"
+
 if REDIS_URL:
     DRAMATIQ_BROKER["OPTIONS"] = {**DRAMATIQ_BROKER["OPTIONS"], "namespace": f"airlock-test-{_RUN}"}
     CACHES["default"]["KEY_PREFIX"] = f"airlock-test-{_RUN}"

@@ -43,7 +43,8 @@ def test_moderator_sees_attachments_and_every_action(moderator, ready_image, bro
                    "moderate_discard"):
         assert f'value="{action}"' in html
     detail = client.get(_change(ready_image)).content.decode()
-    assert 'data-action="take_down"' in detail
+    assert 'data-action="take_down"' in detail and 'data-action="rescan"' in detail
+    assert 'data-action="restore"' not in detail and 'data-action="requeue"' not in detail  # not applicable
     assert "sunset.jpg" in detail
     assert client.get("/admin/dashboard/").status_code == 200
     assert client.get("/admin/attachments/deadletter/").status_code == 200

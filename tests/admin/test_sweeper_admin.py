@@ -64,11 +64,18 @@ def test_an_environment_pin_is_shown_and_wins(operator, browser_for, settings):
     assert sweeper_control_get().killswitch is True
 
 
-def test_moderators_cannot_touch_the_brakes(moderator, browser_for):
-    client = browser_for(moderator)
+def test_staff_outside_the_moderator_group_cannot_touch_the_brakes(viewer, browser_for):
+    client = browser_for(viewer)
     assert client.get(CONTROL).status_code == 403
     assert client.post(CONTROL, {"killswitch": "on"}).status_code == 403
     assert sweeper_control_get().killswitch is False
+
+
+def test_moderators_can_pull_the_brakes(moderator, browser_for):
+    client = browser_for(moderator)
+    assert client.get(CONTROL).status_code == 200
+    client.post(CONTROL, {"killswitch": "on", "dry_run": ""})
+    assert sweeper_control_get().killswitch is True
 
 
 def test_recent_runs_and_would_delete_keys_escaped(operator, browser_for):

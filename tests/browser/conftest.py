@@ -70,6 +70,9 @@ def page(request, chromium, live_server):
     page = context.new_page()
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    server_errors: list[str] = []
+    page.on("response", lambda r: server_errors.append(f"{r.status} {r.request.method} {r.url}")
+            if r.status >= 500 else None)
     yield page
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
@@ -78,6 +81,7 @@ def page(request, chromium, live_server):
         name = request.node.name
         page.screenshot(path=str(FAILURES_DIR / f"{name}.png"), full_page=True)
         (FAILURES_DIR / f"{name}.html").write_text(page.content())
+        (FAILURES_DIR / f"{name}.server-errors.txt").write_text("\n".join(server_errors) + "\n")
     context.close()
 
 

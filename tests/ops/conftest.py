@@ -43,10 +43,20 @@ class PrivateClamd:
         self.socket = str(self.dir / "clamd.sock")
 
     def _run(self, action: str) -> subprocess.CompletedProcess:
-        env = {**os.environ, "AIRLOCK_CLAMD_DIR": str(self.dir), "AIRLOCK_CLAMD_PORT": str(self.port),
-               "AIRLOCK_CLAMD_STREAM_MAX": "10M", "AIRLOCK_PYTHON": sys.executable}
-        return subprocess.run([str(ROOT / "scripts" / "clamd.sh"), action], env=env, capture_output=True,
-                              text=True, timeout=120)
+        env = {
+            **os.environ,
+            "AIRLOCK_CLAMD_DIR": str(self.dir),
+            "AIRLOCK_CLAMD_PORT": str(self.port),
+            "AIRLOCK_CLAMD_STREAM_MAX": "10M",
+            "AIRLOCK_PYTHON": sys.executable,
+        }
+        return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
+            [str(ROOT / "scripts" / "clamd.sh"), action],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def start(self) -> None:
         result = self._run("start")

@@ -67,7 +67,9 @@ def test_readyz_follows_postgresql(client, db, monkeypatch, closed_port, setting
     original = connections.settings["default"]
     assert "postgresql" in original["ENGINE"], "the real run uses PostgreSQL: set DATABASE_URL"
     assert _ready(client)[0] == 200
-    monkeypatch.setitem(connections.settings, "default", {**original, "HOST": "127.0.0.1", "PORT": str(closed_port)})
+    monkeypatch.setitem(
+        connections.settings, "default", {**original, "HOST": "127.0.0.1", "PORT": str(closed_port)}
+    )
     status, body = _ready(client)
     assert status == 503
     assert "database" in body["checks"] and body["checks"]["database"]["ok"] is False
@@ -90,8 +92,11 @@ def test_stub_broker_is_always_up(client, db, settings):
     settings.REDIS_URL = None
     settings.RABBITMQ_URL = None
     _status, body = _ready(client)
-    assert body["checks"]["broker"] == {"ok": True, "latency_ms": body["checks"]["broker"]["latency_ms"],
-                                        "error": None}
+    assert body["checks"]["broker"] == {
+        "ok": True,
+        "latency_ms": body["checks"]["broker"]["latency_ms"],
+        "error": None,
+    }
 
 
 @pytest.mark.redis

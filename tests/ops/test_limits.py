@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.utils import timezone
@@ -11,7 +11,7 @@ from django.utils import timezone
 from tests.support import client_for, create_intent, jpeg_bytes, put_bytes
 
 # Mid-minute, so a test can never straddle two rate windows.
-FROZEN = datetime(2026, 11, 30, 10, 0, 20, tzinfo=dt_timezone.utc)
+FROZEN = datetime(2026, 11, 30, 10, 0, 20, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -35,7 +35,9 @@ def test_intents_per_minute(alice, bob, settings, frozen_now):
     client = client_for(alice)
     for _ in range(3):
         assert create_intent(client).status_code == 201
-    body = _assert_rate_limited(create_intent(client), retry_after=40)  # 60 - 20 seconds into the minute
+    body = _assert_rate_limited(
+        create_intent(client), retry_after=40
+    )  # 60 - 20 seconds into the minute
     assert body["error"]["details"]["limit"] == 3
     # Per user: bob is not slowed down by alice.
     assert create_intent(client_for(bob)).status_code == 201
@@ -57,9 +59,11 @@ def test_upload_through_counts_against_the_intent_rate(alice, settings, frozen_n
     assert create_intent(client).status_code == 201
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    response = client.post("/api/v1/attachments", {"profile": "image",
-                                                   "file": SimpleUploadedFile("a.jpg", jpeg_bytes(), "image/jpeg")},
-                           format="multipart")
+    response = client.post(
+        "/api/v1/attachments",
+        {"profile": "image", "file": SimpleUploadedFile("a.jpg", jpeg_bytes(), "image/jpeg")},
+        format="multipart",
+    )
     _assert_rate_limited(response)
 
 
@@ -99,12 +103,18 @@ def test_intent_counter_lives_in_redis(alice, settings, frozen_now):
     _assert_rate_limited(create_intent(client))
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/api/v1/uploads", {"profile": "image", "filename": "x" * 4000, "size": 1, "content_type": "image/jpeg"}),
-    ("/api/v1/attachments/heartbeat", {"ids": ["0" * 36] * 200}),
-    ("/api/v1/attachments/commit", {"ids": ["0" * 36] * 200, "ref": "listing:1"}),
-    ("/api/v1/uploads/{intent}/complete", {"parts": [{"x": "y" * 4000}]}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        (
+            "/api/v1/uploads",
+            {"profile": "image", "filename": "x" * 4000, "size": 1, "content_type": "image/jpeg"},
+        ),
+        ("/api/v1/attachments/heartbeat", {"ids": ["0" * 36] * 200}),
+        ("/api/v1/attachments/commit", {"ids": ["0" * 36] * 200, "ref": "listing:1"}),
+        ("/api/v1/uploads/{intent}/complete", {"parts": [{"x": "y" * 4000}]}),
+    ],
+)
 def test_json_bodies_over_the_limit_are_413(alice, settings, path, body):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
     payload = json.dumps(body)
@@ -121,8 +131,9 @@ def test_json_bodies_over_the_limit_are_413(alice, settings, path, body):
 
 def test_json_body_under_the_limit_is_read(alice, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
-    response = client_for(alice).post("/api/v1/attachments/heartbeat", json.dumps({"ids": ["a"]}),
-                                      content_type="application/json")
+    response = client_for(alice).post(
+        "/api/v1/attachments/heartbeat", json.dumps({"ids": ["a"]}), content_type="application/json"
+    )
     assert response.status_code == 200
 
 

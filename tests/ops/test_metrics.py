@@ -21,18 +21,30 @@ def test_metrics_is_prometheus_text_with_airlock_names(db, client):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
     text = response.content.decode()
-    for name in ("airlock_attachments", "airlock_time_to_ready_seconds", "airlock_scan_results_total",
-                 "airlock_processing_stuck", "airlock_oldest_pending_seconds", "airlock_dead_letters",
-                 "airlock_sweeper_deleted_total", "airlock_sweeper_errors_total",
-                 "airlock_step_duration_seconds", "airlock_sandbox_kills_total"):
+    for name in (
+        "airlock_attachments",
+        "airlock_time_to_ready_seconds",
+        "airlock_scan_results_total",
+        "airlock_processing_stuck",
+        "airlock_oldest_pending_seconds",
+        "airlock_dead_letters",
+        "airlock_sweeper_deleted_total",
+        "airlock_sweeper_errors_total",
+        "airlock_step_duration_seconds",
+        "airlock_sandbox_kills_total",
+    ):
         assert f"# HELP {name} " in text, name
     assert metric_value(text, "airlock_metrics_database_up") == 1.0
 
 
 def test_metrics_token_when_configured(db, client, settings):
     settings.AIRLOCK_METRICS_TOKEN = "s3cret-metrics-token"
-    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}, {"HTTP_AUTHORIZATION": "Token s3cret-metrics-token"},
-                    {"HTTP_AUTHORIZATION": "Bearer "}):
+    for headers in (
+        {},
+        {"HTTP_AUTHORIZATION": "Bearer wrong"},
+        {"HTTP_AUTHORIZATION": "Token s3cret-metrics-token"},
+        {"HTTP_AUTHORIZATION": "Bearer "},
+    ):
         response = client.get("/metrics", **headers)
         assert response.status_code == 401, headers
         assert response.json()["error"]["code"] == "NOT_AUTHENTICATED"
@@ -50,8 +62,13 @@ def test_metrics_open_without_token(db, client, settings):
 def test_attachments_gauge_counts_by_status_and_profile(alice, scrape):
     labels = {"status": "pending", "profile": "document"}
     before = metric_value(scrape(), "airlock_attachments", labels)
-    assert metric_value(scrape(), "airlock_attachments", {"status": "ready", "profile": "media"}) == 0.0
-    create_intent(client_for(alice), profile="document", filename="a.pdf", content_type="application/pdf")
+    assert (
+        metric_value(scrape(), "airlock_attachments", {"status": "ready", "profile": "media"})
+        == 0.0
+    )
+    create_intent(
+        client_for(alice), profile="document", filename="a.pdf", content_type="application/pdf"
+    )
     assert metric_value(scrape(), "airlock_attachments", labels) == before + 1
 
 
@@ -59,16 +76,25 @@ def test_pipeline_records_step_durations_scan_results_and_time_to_ready(alice, s
     settings.CLAMD_SOCKET = None
     settings.CLAMD_HOST = None
     text = scrape()
-    steps = {s: metric_value(text, "airlock_step_duration_seconds_count", {"step": s})
-             for s in ("intake", "scan", "derive")}
-    clean = metric_value(text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"})
+    steps = {
+        s: metric_value(text, "airlock_step_duration_seconds_count", {"step": s})
+        for s in ("intake", "scan", "derive")
+    }
+    clean = metric_value(
+        text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"}
+    )
     ready = metric_value(text, "airlock_time_to_ready_seconds_count")
     pk = upload(client_for(alice), jpeg_bytes())
     assert run_pipeline(pk) == "ready"
     text = scrape()
     for step, count in steps.items():
-        assert metric_value(text, "airlock_step_duration_seconds_count", {"step": step}) == count + 1, step
-    assert metric_value(text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"}) == clean + 1
+        assert (
+            metric_value(text, "airlock_step_duration_seconds_count", {"step": step}) == count + 1
+        ), step
+    assert (
+        metric_value(text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"})
+        == clean + 1
+    )
     assert metric_value(text, "airlock_time_to_ready_seconds_count") == ready + 1
 
 
@@ -95,8 +121,9 @@ def test_scanner_error_counts_an_error_for_that_scanner(alice, scrape, settings,
 def test_processing_past_its_lease_is_stuck(alice, scrape):
     pk = upload(client_for(alice), jpeg_bytes())
     before = metric_value(scrape(), "airlock_processing_stuck")
-    Attachment.objects.filter(pk=pk).update(status="processing",
-                                            lease_expires_at=timezone.now() - timedelta(seconds=5))
+    Attachment.objects.filter(pk=pk).update(
+        status="processing", lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
     assert metric_value(scrape(), "airlock_processing_stuck") == before + 1
     Attachment.objects.filter(pk=pk).update(lease_expires_at=timezone.now() + timedelta(minutes=5))
     assert metric_value(scrape(), "airlock_processing_stuck") == before
@@ -142,7 +169,9 @@ def _slow_png() -> bytes:
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.frombytes("RGB", (1500, 1500), os.urandom(1500 * 1500 * 3)).save(buf, "PNG", compress_level=1)
+    Image.frombytes("RGB", (1500, 1500), os.urandom(1500 * 1500 * 3)).save(
+        buf, "PNG", compress_level=1
+    )
     return buf.getvalue()
 
 
@@ -184,9 +213,19 @@ def test_multiprocess_dir_aggregates_every_process(tmp_path):
     for _ in range(2):
         subprocess.run([sys.executable, "-c", _CHILD], env=env, cwd=ROOT, check=True, timeout=60)
     assert list(Path(tmp_path).glob("counter_*.db"))
-    out = subprocess.run([sys.executable, "-c", _SCRAPE], env=env, cwd=ROOT, check=True, timeout=60,
-                         capture_output=True, text=True).stdout
-    assert metric_value(out, "airlock_scan_results_total", {"scanner": "clamd", "outcome": "infected"}) == 2.0
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRAPE],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert (
+        metric_value(out, "airlock_scan_results_total", {"scanner": "clamd", "outcome": "infected"})
+        == 2.0
+    )
     assert metric_value(out, "airlock_sweeper_deleted_total") == 6.0
 
 
@@ -199,15 +238,17 @@ def _sweeper_records_into_ops_counters() -> bool:
     return any("SWEEPER_DELETED" in inspect.getsource(m) for m in (sweeper.sweep, sweeper.reaping))
 
 
-@pytest.mark.xfail(not _sweeper_records_into_ops_counters(), strict=False,
-                   reason="sweeper integration pending: sweeper/sweep.py _finish() should call "
-                          "processing.metrics.SWEEPER_DELETED.inc(report.deleted) and "
-                          "SWEEPER_ERRORS.inc(report.errors)")
+@pytest.mark.xfail(
+    not _sweeper_records_into_ops_counters(),
+    strict=False,
+    reason="sweeper integration pending: sweeper/sweep.py _finish() should call "
+    "processing.metrics.SWEEPER_DELETED.inc(report.deleted) and "
+    "SWEEPER_ERRORS.inc(report.errors)",
+)
 def test_sweeper_deletes_and_errors_are_counted(alice, scrape, storage_root):
+    from attachments.storage import get_gateway
     from sweeper.locks import NoLock
     from sweeper.sweep import sweep_expired
-
-    from attachments.storage import get_gateway
 
     client = client_for(alice)
     gone = upload(client, jpeg_bytes())
@@ -230,5 +271,7 @@ def test_sweeper_deletes_and_errors_are_counted(alice, scrape, storage_root):
 
     stuck = upload(client, jpeg_bytes())
     assert client.post(f"/api/v1/attachments/{stuck}/discard").status_code == 204
-    sweep_expired(now=timezone.now() + timedelta(seconds=1), lock=NoLock(), gateway=Failing(get_gateway()))
+    sweep_expired(
+        now=timezone.now() + timedelta(seconds=1), lock=NoLock(), gateway=Failing(get_gateway())
+    )
     assert metric_value(scrape(), "airlock_sweeper_errors_total") == errors + 1

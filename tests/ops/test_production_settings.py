@@ -15,26 +15,52 @@ pytestmark = pytest.mark.slow
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("DJANGO_") and k not in ("AIRLOCK_METRICS_TOKEN",)}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production", **env})
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("DJANGO_") and k not in ("AIRLOCK_METRICS_TOKEN",)
+    }
+    return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production", **env},
+    )
 
 
 def test_check_deploy_is_clean():
-    result = _manage("check", "--deploy", "--fail-level", "WARNING",
-                     DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_ALLOWED_HOSTS="airlock.example.com")
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="airlock.example.com",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
 
-@pytest.mark.parametrize("env, complaint", [
-    ({"DJANGO_ALLOWED_HOSTS": "airlock.example.com"}, "DJANGO_SECRET_KEY"),
-    ({"DJANGO_SECRET_KEY": "short", "DJANGO_ALLOWED_HOSTS": "airlock.example.com"}, "DJANGO_SECRET_KEY"),
-    ({"DJANGO_SECRET_KEY": "insecure-airlock-dev-key-change-me-" + "x" * 20,
-      "DJANGO_ALLOWED_HOSTS": "airlock.example.com"}, "DJANGO_SECRET_KEY"),
-    ({"DJANGO_SECRET_KEY": "PLACEHOLDER"}, "DJANGO_ALLOWED_HOSTS"),
-])
+@pytest.mark.parametrize(
+    "env, complaint",
+    [
+        ({"DJANGO_ALLOWED_HOSTS": "airlock.example.com"}, "DJANGO_SECRET_KEY"),
+        (
+            {"DJANGO_SECRET_KEY": "short", "DJANGO_ALLOWED_HOSTS": "airlock.example.com"},
+            "DJANGO_SECRET_KEY",
+        ),
+        (
+            {
+                "DJANGO_SECRET_KEY": "insecure-airlock-dev-key-change-me-" + "x" * 20,
+                "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+            },
+            "DJANGO_SECRET_KEY",
+        ),
+        ({"DJANGO_SECRET_KEY": "PLACEHOLDER"}, "DJANGO_ALLOWED_HOSTS"),
+    ],
+)
 def test_production_refuses_to_start_without_its_secrets(env, complaint):
     env = {k: (secrets.token_urlsafe(50) if v == "PLACEHOLDER" else v) for k, v in env.items()}
     result = _manage("check", **env)
@@ -50,10 +76,19 @@ def test_production_values():
         "s.SECURE_REDIRECT_EXEMPT)"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production",
-                                 "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-                                 "DJANGO_ALLOWED_HOSTS": "a.example.com,b.example.com"})
+    result = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **base,
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_ALLOWED_HOSTS": "a.example.com,b.example.com",
+        },
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
         "False True True True True ['a.example.com', 'b.example.com'] ('HTTP_X_FORWARDED_PROTO', 'https') "

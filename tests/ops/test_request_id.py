@@ -33,7 +33,11 @@ class JsonLines(logging.Handler):
 
     def about(self, attachment_id: str) -> list[tuple[str, dict]]:
         with self._lock_lines:
-            return [(thread, doc) for thread, doc in self.lines if doc.get("attachment_id") == attachment_id]
+            return [
+                (thread, doc)
+                for thread, doc in self.lines
+                if doc.get("attachment_id") == attachment_id
+            ]
 
 
 @pytest.fixture
@@ -47,7 +51,9 @@ def json_lines(caplog):
 
 
 def _message(options: dict) -> dramatiq.Message:
-    return dramatiq.Message(queue_name="intake", actor_name="intake", args=("x",), kwargs={}, options=options)
+    return dramatiq.Message(
+        queue_name="intake", actor_name="intake", args=("x",), kwargs={}, options=options
+    )
 
 
 def test_middleware_sets_and_resets_the_request_id():
@@ -57,7 +63,9 @@ def test_middleware_sets_and_resets_the_request_id():
     try:
         middleware.before_process_message(broker, _message({"request_id": "abc-123"}))
         assert current_request_id() == "abc-123"
-        middleware.after_process_message(broker, _message({"request_id": "abc-123"}), exception=RuntimeError())
+        middleware.after_process_message(
+            broker, _message({"request_id": "abc-123"}), exception=RuntimeError()
+        )
         assert current_request_id() is None
         middleware.before_process_message(broker, _message({}))
         assert current_request_id() is None
@@ -77,7 +85,9 @@ def test_the_configured_broker_runs_the_middleware():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_worker_log_lines_carry_the_request_id_of_the_upload(alice, live_worker, json_lines, settings):
+def test_worker_log_lines_carry_the_request_id_of_the_upload(
+    alice, live_worker, json_lines, settings
+):
     settings.CLAMD_SOCKET = None  # YARA only: the log path, not the scanner, is under test
     settings.CLAMD_HOST = None
     client = client_for(alice)
@@ -86,8 +96,13 @@ def test_worker_log_lines_carry_the_request_id_of_the_upload(alice, live_worker,
     attachment_id = intent["id"]
     request_id = "req-" + uuid.uuid4().hex[:12]
     parts = urlsplit(intent["upload"]["url"])
-    response = client_for().generic("PUT", f"{parts.path}?{parts.query}", data,
-                                     content_type="application/octet-stream", HTTP_X_REQUEST_ID=request_id)
+    response = client_for().generic(
+        "PUT",
+        f"{parts.path}?{parts.query}",
+        data,
+        content_type="application/octet-stream",
+        HTTP_X_REQUEST_ID=request_id,
+    )
     assert response.status_code == 202, response.content
     assert response["X-Request-ID"] == request_id
     assert wait_for_status(attachment_id, timeout=60) == "ready"
@@ -107,17 +122,29 @@ def test_worker_log_lines_carry_the_request_id_of_the_upload(alice, live_worker,
         assert doc["outcome"]
     assert steps["derive"]["outcome"] == "ready"
     transitions = [doc for _thread, doc in worker if doc["event"] == "transition"]
-    assert [(d["from_status"], d["outcome"]) for d in transitions] == [("pending", "processing"),
-                                                                       ("processing", "ready")]
+    assert [(d["from_status"], d["outcome"]) for d in transitions] == [
+        ("pending", "processing"),
+        ("processing", "ready"),
+    ]
 
 
 def test_log_lines_are_single_json_objects_with_the_request_id():
     formatter = JsonFormatter()
     token = set_request_id("rid-1")
     try:
-        record = logging.makeLogRecord({"name": "airlock.pipeline", "levelno": logging.INFO, "levelname": "INFO",
-                                        "msg": "step", "attachment_id": "a", "step": "scan", "outcome": "advanced",
-                                        "duration_ms": 1.5, "tenant": "acme"})
+        record = logging.makeLogRecord(
+            {
+                "name": "airlock.pipeline",
+                "levelno": logging.INFO,
+                "levelname": "INFO",
+                "msg": "step",
+                "attachment_id": "a",
+                "step": "scan",
+                "outcome": "advanced",
+                "duration_ms": 1.5,
+                "tenant": "acme",
+            }
+        )
         line = formatter.format(record)
     finally:
         from attachments.logging import reset_request_id
@@ -127,4 +154,9 @@ def test_log_lines_are_single_json_objects_with_the_request_id():
     doc = json.loads(line)
     assert doc["request_id"] == "rid-1"
     assert {k: doc[k] for k in ("attachment_id", "tenant", "step", "duration_ms", "outcome")} == {
-        "attachment_id": "a", "tenant": "acme", "step": "scan", "duration_ms": 1.5, "outcome": "advanced"}
+        "attachment_id": "a",
+        "tenant": "acme",
+        "step": "scan",
+        "duration_ms": 1.5,
+        "outcome": "advanced",
+    }

@@ -70,7 +70,9 @@ def _resolve(node, components):
 
 
 def conforms(document: dict, component: str, instance) -> None:
-    schema = _resolve({"$ref": f"#/components/schemas/{component}"}, document["components"]["schemas"])
+    schema = _resolve(
+        {"$ref": f"#/components/schemas/{component}"}, document["components"]["schemas"]
+    )
     OAS30Validator(schema).validate(instance)
 
 
@@ -84,8 +86,12 @@ def test_schema_is_public_and_valid_openapi(client, db):
 
 
 def test_every_operation_of_the_contract_is_documented(document):
-    documented = {(path, method) for path, ops in document["paths"].items() for method in ops
-                  if method in {"get", "post", "put", "patch", "delete"}}
+    documented = {
+        (path, method)
+        for path, ops in document["paths"].items()
+        for method in ops
+        if method in {"get", "post", "put", "patch", "delete"}
+    }
     assert documented == set(OPERATIONS)
 
 
@@ -97,25 +103,37 @@ def test_each_operation_documents_success_and_errors(document, path, method):
     assert status in responses
     if component:
         assert responses[status]["content"]["application/json"]["schema"] == {
-            "$ref": f"#/components/schemas/{component}"}
+            "$ref": f"#/components/schemas/{component}"
+        }
     for code in ERRORS[(path, method)] | {503}:
         assert responses[str(code)]["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/Error"}, (path, method, code)
-    if method in ("post", "put") and path not in ("/api/v1/attachments/discard-all",) \
-            and not path.endswith("/discard"):
+            "$ref": "#/components/schemas/Error"
+        }, (path, method, code)
+    if (
+        method in ("post", "put")
+        and path not in ("/api/v1/attachments/discard-all",)
+        and not path.endswith("/discard")
+    ):
         assert "requestBody" in operation, (path, method)
     assert operation.get("security"), (path, method)
 
 
 def test_security_schemes(document):
     schemes = document["components"]["securitySchemes"]
-    assert schemes["tokenAuth"] == {"type": "apiKey", "in": "header", "name": "Authorization",
-                                    "description": schemes["tokenAuth"]["description"]}
+    assert schemes["tokenAuth"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": schemes["tokenAuth"]["description"],
+    }
     assert "Token" in schemes["tokenAuth"]["description"]
     assert schemes["cookieAuth"]["in"] == "cookie"
     assert schemes["uploadToken"]["in"] == "query" and schemes["uploadToken"]["name"] == "token"
-    assert schemes["storageEventsBearer"] == {"type": "http", "scheme": "bearer",
-                                              "description": schemes["storageEventsBearer"]["description"]}
+    assert schemes["storageEventsBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": schemes["storageEventsBearer"]["description"],
+    }
     put = document["paths"]["/api/v1/uploads/{attachment_id}/content"]["put"]
     assert put["security"] == [{"uploadToken": []}]
 
@@ -137,9 +155,14 @@ def test_error_bodies_conform(document, alice, db):
     client = client_for(alice)
     conforms(document, "Error", client_for().get("/api/v1/attachments").json())
     conforms(document, "Error", client.get("/api/v1/attachments/nope").json())
-    conforms(document, "Error", client.post("/api/v1/uploads", {"profile": 1}, format="json").json())
-    conforms(document, "Error", client.post("/api/v1/attachments/commit", {"ids": ["x"], "ref": "r"},
-                                            format="json").json())
+    conforms(
+        document, "Error", client.post("/api/v1/uploads", {"profile": 1}, format="json").json()
+    )
+    conforms(
+        document,
+        "Error",
+        client.post("/api/v1/attachments/commit", {"ids": ["x"], "ref": "r"}, format="json").json(),
+    )
 
 
 def test_real_responses_conform(document, alice, bob, settings):
@@ -160,8 +183,13 @@ def test_real_responses_conform(document, alice, bob, settings):
     conforms(document, "Attachment", ready)
     conforms(document, "Attachment", client_for(bob).get(f"/api/v1/attachments/{image}").json())
 
-    document_id = upload(client, pdf_bytes("searchable needle words"), profile="document", filename="d.pdf",
-                         content_type="application/pdf")
+    document_id = upload(
+        client,
+        pdf_bytes("searchable needle words"),
+        profile="document",
+        filename="d.pdf",
+        content_type="application/pdf",
+    )
     assert run_pipeline(document_id) == "ready"
     conforms(document, "Attachment", client.get(f"/api/v1/attachments/{document_id}").json())
     search = client.get("/api/v1/search", {"q": "needle"}).json()
@@ -175,13 +203,34 @@ def test_real_responses_conform(document, alice, bob, settings):
     listing = client.get("/api/v1/attachments", {"limit": 2}).json()
     assert listing["next"]
     conforms(document, "AttachmentList", listing)
-    conforms(document, "HeartbeatResponse",
-             client.post("/api/v1/attachments/heartbeat", {"ids": [image, "missing"]}, format="json").json())
-    committed = client.post("/api/v1/attachments/commit", {"ids": [image], "ref": "listing:1"}, format="json")
+    conforms(
+        document,
+        "HeartbeatResponse",
+        client.post(
+            "/api/v1/attachments/heartbeat", {"ids": [image, "missing"]}, format="json"
+        ).json(),
+    )
+    committed = client.post(
+        "/api/v1/attachments/commit", {"ids": [image], "ref": "listing:1"}, format="json"
+    )
     conforms(document, "CommitResponse", committed.json())
     conforms(document, "Attachment", client.get(f"/api/v1/attachments/{image}").json())
-    conforms(document, "HeartbeatResponse",
-             client.post("/api/v1/attachments/heartbeat", {"ids": [image]}, format="json").json())
-    conforms(document, "Attachment",
-             client.post(f"/api/v1/uploads/{intent.json()['id']}/complete", {}, format="json").json())
+    conforms(
+        document,
+        "HeartbeatResponse",
+        client.post("/api/v1/attachments/heartbeat", {"ids": [image]}, format="json").json(),
+    )
+    conforms(
+        document,
+        "Attachment",
+        client.post(f"/api/v1/uploads/{intent.json()['id']}/complete", {}, format="json").json(),
+    )
     conforms(document, "DiscardAllResponse", client.post("/api/v1/attachments/discard-all").json())
+
+
+def test_schema_generates_without_warnings(tmp_path, db):
+    """A new view without documentation (or a broken annotation) fails here, not in production."""
+    from django.core.management import call_command
+
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    assert (tmp_path / "schema.yaml").stat().st_size > 10_000
