@@ -118,6 +118,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
                 condition=Q(lifecycle__in=["staged", "discarded"]),
             ),
             models.Index(fields=["status", "lease_expires_at"], name="att_status_lease"),
+            # The purge of soft-deleted rows after the audit window.
+            models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
         ]
         permissions = [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")]
 

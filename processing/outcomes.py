@@ -64,6 +64,12 @@ def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: di
         attachment = _locked_if_current(attachment_id, token, step)
         if attachment is None:
             return False
+        if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+            # Discarded (or already swept) while this job held it: no derivative rows,
+            # no flip; its objects are the sweeper's (and reconcile's) to remove.
+            apply_transition(attachment, "reject", actor=WORKER, code="object_missing",
+                             message="Discarded while it was being processed.")
+            return False
         for name, value in fields.items():
             setattr(attachment, name, value)
         for record in derivatives or []:

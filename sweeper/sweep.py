@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from attachments.storage import get_gateway
+from processing import metrics as ops_metrics
 
 from . import metrics
 from .control import sweeper_control_get
@@ -38,8 +39,10 @@ class SweepReport:
     errors: int = 0
     dead_lettered: int = 0
     hard_deleted: int = 0
-    stopped: str = ""  # "" (ran dry) | limit | killswitch | dry_run | lock_lost
+    stopped: str = ""  # "" (nothing left) | limit | killswitch | dry_run | lock_lost | error
     seconds: float = 0.0
+    reap_seconds: float = 0.0  # time spent in batches (select, delete objects, update)
+    purge_seconds: float = 0.0
     would_delete: list[str] = field(default_factory=list)
     error_messages: list[str] = field(default_factory=list)
 
@@ -87,7 +90,9 @@ def _finish(report: SweepReport, started: float) -> None:
     report.seconds = time.monotonic() - started
     report.finished_at = report.started_at + timedelta(seconds=report.seconds)
     metrics.SWEEP_RUNS.labels(mode=report.mode).inc()
-    for outcome in ("deleted", "errors", "dead_lettered", "hard_deleted"):
+    ops_metrics.SWEEPER_DELETED.inc(report.deleted)
+    ops_metrics.SWEEPER_ERRORS.inc(report.errors)
+    for outcome in ("dead_lettered", "hard_deleted"):
         metrics.SWEEP_ROWS.labels(outcome=outcome).inc(getattr(report, outcome))
     metrics.SWEEP_OBJECTS_DELETED.inc(report.objects_deleted)
     log.info("sweep finished", extra={k: v for k, v in report.to_dict().items() if k != "would_delete"})
@@ -138,7 +143,10 @@ def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_
     now = now or timezone.now()
     started = time.monotonic()
     control = sweeper_control_get()
-    mode = Mode.KILLSWITCH if control.killswitch else Mode.DRY_RUN if (dry_run or control.dry_run) else Mode.NORMAL
+    if control.killswitch:
+        mode = Mode.KILLSWITCH
+    else:
+        mode = Mode.DRY_RUN if dry_run or control.dry_run else Mode.NORMAL
     report = SweepReport(mode=mode, started_at=now)
     if mode == Mode.KILLSWITCH:
         _finish(report, started)
@@ -159,14 +167,32 @@ def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_
 
     try:
         run = _record(report, trigger)  # visible at once: the schedule sees a run has started
-        batch_size = batch_size or settings.AIRLOCK_SWEEP_BATCH
-        _reap(report, now=now, limit=limit, gateway=gateway or get_gateway(), lock=lock,
-              batch_size=batch_size, concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY)
-        if not report.stopped or report.stopped == "limit":
-            report.hard_deleted = purge_deleted(now=now, batch_size=batch_size, limit=limit,
-                                                dry_run=report.mode == Mode.DRY_RUN)
+        try:
+            _run_phases(report, now=now, limit=limit, gateway=gateway or get_gateway(), lock=lock,
+                        batch_size=batch_size or settings.AIRLOCK_SWEEP_BATCH,
+                        concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY)
+        except Exception as exc:
+            # What finished before stays finished (each batch is its own transaction); say why it stopped.
+            report.stopped = "error"
+            report.error_messages.append(f"sweep aborted: {type(exc).__name__}: {exc}")
+            _finish(report, started)
+            _record(report, trigger, run)
+            raise
         _finish(report, started)
         _record(report, trigger, run)
     finally:
         lock.release()
     return report
+
+
+def _run_phases(report: SweepReport, *, now: datetime, limit: int | None, gateway: ObjectDeleter,
+                lock: SweepLock, batch_size: int, concurrency: int) -> None:
+    phase = time.monotonic()
+    _reap(report, now=now, limit=limit, gateway=gateway, lock=lock, batch_size=batch_size,
+          concurrency=concurrency)
+    report.reap_seconds = time.monotonic() - phase
+    if report.stopped in ("", "limit"):
+        phase = time.monotonic()
+        report.hard_deleted = purge_deleted(now=now, batch_size=batch_size, limit=limit,
+                                            dry_run=report.mode == Mode.DRY_RUN)
+        report.purge_seconds = time.monotonic() - phase

@@ -175,3 +175,16 @@ def test_discarded_ids_are_missing_from_heartbeats(alice):
     result = attachments_heartbeat(user=alice, ids=[attachment.pk], now=T0 + DAY)
     assert result.missing == [str(attachment.pk)]
     assert Attachment.objects.get(pk=attachment.pk).expires_at == T0 + DAY
+
+
+def test_heartbeat_extends_many_at_once_and_leaves_the_pipeline_clock_alone(alice):
+    rows = [make_attachment(alice, created_at=T0 + i * timedelta(hours=1), files=False) for i in range(50)]
+    Attachment.objects.update(updated_at=T0)  # what redrive_pending reads as "last progress"
+
+    result = attachments_heartbeat(user=alice, ids=[a.pk for a in rows] + [str(rows[0].pk)], now=T0 + 3 * DAY)
+
+    assert result.missing == []
+    assert len(result.attachments) == 51  # one entry per id sent, duplicates included
+    assert {exp for _, exp in result.attachments} == {T0 + 10 * DAY}
+    assert set(Attachment.objects.values_list("expires_at", flat=True)) == {T0 + 10 * DAY}
+    assert set(Attachment.objects.values_list("updated_at", flat=True)) == {T0}

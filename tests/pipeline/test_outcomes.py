@@ -195,3 +195,16 @@ def test_scanner_error_retries_then_ready_when_back(alice, api, settings):
     assert Attachment.objects.get(pk=attachment_id).attempts == 1
     settings.CLAMD_SOCKET, settings.CLAMD_HOST, settings.CLAMD_PORT = real
     assert run_pipeline(attachment_id) == "ready"
+
+
+def test_discarded_while_processing_is_never_flipped_to_ready(alice, api):
+    from attachments.services.lifecycle import attachment_discard
+
+    attachment_id = upload(api(alice), jpeg_bytes())
+    pipeline.start_and_intake(uuid.UUID(attachment_id))
+    attachment_discard(user=alice, attachment_id=attachment_id)
+    row = Attachment.objects.get(pk=attachment_id)
+    assert pipeline.run_step(row.pk, row.lease_token, row.step) == "stale"  # the scan step ends it
+    assert Attachment.objects.get(pk=attachment_id).status == "rejected"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.reason_code == "object_missing" and not row.derivatives.exists() and row.ready_at is None

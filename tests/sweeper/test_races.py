@@ -68,12 +68,16 @@ def test_two_sweepers_started_together_delete_each_object_once(alice):
     reports = [value for kind, value in results if kind == "ok"]
     assert len(reports) == 2, results
     assert sorted(r.mode for r in reports) in (["lock_busy", "normal"], ["normal", "normal"])
-    assert sum(r.deleted for r in reports) == 60
+    assert SweepRun.objects.count() == 2
+    # A run that lost its lock midway (a shared Redis flushed under it) stops early; the next
+    # tick finishes. Either way no object is ever deleted twice.
+    if sum(r.deleted for r in reports) < 60:
+        assert any(r.stopped == "lock_lost" for r in reports), reports
+        sweep_expired(now=EXPIRY + DAY, gateway=gateway)
     assert gateway.calls and max(gateway.calls.values()) == 1
     assert len(gateway.calls) == 180
     assert all(files_of(a) == set() for a in rows)
     assert Attachment.objects.filter(lifecycle=Lifecycle.DELETED).count() == 60
-    assert SweepRun.objects.count() == 2
 
 
 def test_row_locks_alone_keep_overlapping_sweeps_from_deleting_twice(alice):

@@ -260,3 +260,31 @@ def test_the_scheduler_tick_sweeps_when_due(alice):
     assert SweepRun.objects.get().trigger == "tick"
     run_ticks_once()  # not due again within the interval
     assert SweepRun.objects.count() == 1
+
+
+def test_a_run_that_crashes_is_recorded_with_its_error_and_keeps_finished_batches(alice, monkeypatch):
+    from sweeper import sweep as sweep_module
+
+    for _ in range(4):
+        make_attachment(alice, thumbnail=False, served=False)
+    real = sweep_module.reap_batch
+    calls = []
+
+    def crash_on_second(**kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("database went away")
+        return real(**kwargs)
+
+    monkeypatch.setattr(sweep_module, "reap_batch", crash_on_second)
+    with pytest.raises(RuntimeError):
+        sweep_expired(now=LATER, batch_size=2)
+
+    run = SweepRun.objects.get()
+    assert run.deleted == 2 and "database went away" in run.errors_text and run.finished_at is not None
+    assert Attachment.objects.filter(lifecycle=Lifecycle.DELETED).count() == 2
+    from sweeper.locks import make_lock
+
+    lock = make_lock("sweep")
+    assert lock.acquire()  # the crashed run released its lock
+    lock.release()
