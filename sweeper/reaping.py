@@ -28,7 +28,8 @@ log = logging.getLogger("airlock.sweeper")
 
 REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED)
 _SLICES_PER_WORKER = 4
-_COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts")
+_COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts",
+            "content_key")
 
 
 class ObjectDeleter(Protocol):
@@ -79,10 +80,10 @@ def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool) -
 
 
 def stored_keys(rows: list[tuple]) -> dict[uuid.UUID, list[str]]:
-    """Every key a row stored: original, served, quarantine and each derivative (never derived)."""
+    """Every key a row stored: original, snapshot, served, quarantine and each derivative (never derived)."""
     keys: dict[uuid.UUID, list[str]] = {
-        pk: [k for k in dict.fromkeys((storage_key, served_key, quarantine_key)) if k]
-        for pk, _exp, storage_key, served_key, quarantine_key, _att in rows
+        pk: [k for k in dict.fromkeys((storage_key, content_key, served_key, quarantine_key)) if k]
+        for pk, _exp, storage_key, served_key, quarantine_key, _att, content_key in rows
     }
     for attachment_id, key in Derivative.objects.filter(attachment_id__in=list(keys)).values_list(
             "attachment_id", "storage_key"):
@@ -146,7 +147,7 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
         keys = stored_keys(rows)
         outcome = delete_objects(gateway, [k for ks in keys.values() for k in ks], pool, workers)
         done: list[uuid.UUID] = []
-        for pk, _exp, _sk, _srv, _qk, attempts in rows:
+        for pk, _exp, _sk, _srv, _qk, attempts, _ck in rows:
             errors = {k: outcome[k][1] for k in keys[pk] if outcome[k][1]}
             result.objects_deleted += sum(1 for k in keys[pk] if outcome[k][0])
             if not errors:

@@ -125,10 +125,10 @@ def _rows_for(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, _Row]:
             "attachment_id", "storage_key"):
         derived.setdefault(attachment_id, set()).add(key)
     rows = {}
-    for pk, lifecycle, status, uploaded_at, expires_at, sk, served, qk in Attachment.objects.filter(
+    for pk, lifecycle, status, uploaded_at, expires_at, sk, ck, served, qk in Attachment.objects.filter(
             pk__in=ids).values_list("pk", "lifecycle", "status", "uploaded_at", "expires_at", "storage_key",
-                                    "served_key", "quarantine_key"):
-        keys = frozenset(k for k in (sk, served, qk, *derived.get(pk, ())) if k)
+                                    "content_key", "served_key", "quarantine_key"):
+        keys = frozenset(k for k in (sk, ck, served, qk, *derived.get(pk, ())) if k)
         rows[pk] = _Row(pk, lifecycle, status, uploaded_at, expires_at, sk, keys)
     return rows
 

@@ -254,3 +254,32 @@ def test_replayed_presigned_post_never_reaches_what_is_served(s3, alice, bob, ap
     served = requests.get(response["Location"], timeout=30)
     assert served.content == data
     assert get_gateway().head(row.content_key).size == len(data)
+
+
+def test_snapshot_is_kept_by_reconcile_and_reaped_by_the_sweeper(s3, alice, api, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from attachments.services.lifecycle import attachment_discard
+    from attachments.services.uploads import object_arrived
+    from sweeper.reconcile import reconcile_storage
+    from sweeper.sweep import sweep_expired
+
+    settings.AIRLOCK_SWEEPER_KILLSWITCH = None
+    settings.AIRLOCK_SWEEPER_DRY_RUN = None
+    data = mp4_bytes(2048)
+    created = intent(api(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")
+    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
+    row = Attachment.objects.get(pk=created["id"])
+    object_arrived(key=row.storage_key, size=len(data), source="webhook", dedupe_key="k", event_name="ObjectCreated:Post")
+    assert run_pipeline(created["id"]) == "ready"
+    row.refresh_from_db()
+    later = timezone.now() + timedelta(days=1)
+    report = reconcile_storage(now=later)
+    assert not [f for f in report.findings if f.key == row.content_key], report.findings
+    assert s3.exists(row.content_key)
+    attachment_discard(user=alice, attachment_id=row.pk)
+    sweep_expired(now=timezone.now() + timedelta(seconds=1))
+    assert not s3.exists(row.content_key)
+    assert Attachment.objects.get(pk=row.pk).lifecycle == "deleted"
