@@ -20,6 +20,7 @@ class RecoveryReport:
     expired_leases: int = 0
     redriven: int = 0
     relayed: int = 0
+    silent_uploads: int = 0
 
 
 def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
@@ -60,9 +61,42 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     return len(ids)
 
 
+def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> int:
+    """Intents whose bytes landed with no event (none configured, or it was lost).
+
+    Only intents whose upload URL may still have been used are looked at, newest
+    first; older ones are `manage.py reconcile`'s job (it lists the bucket).
+    """
+    from attachments.services.uploads import object_arrived
+    from attachments.storage import get_gateway
+    from attachments.storage.base import StorageError
+
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + 600)
+    candidates = list(
+        Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=True, created_at__gte=now - window,
+                                  lifecycle__in=[Lifecycle.STAGED, Lifecycle.COMMITTED])
+        .order_by("-created_at").values_list("storage_key", flat=True)[:limit]
+    )
+    gateway = get_gateway()
+    found = 0
+    for key in candidates:
+        try:
+            info = gateway.head(key)
+        except StorageError:
+            continue
+        if info is not None:
+            arrival = object_arrived(key=key, size=info.size, source="reconcile",
+                                     dedupe_key=f"poll:{key}:{info.etag or info.size}",
+                                     event_name="ObjectCreated:Poll")
+            found += arrival.outcome == "started"
+    return found
+
+
 def recover(*, now: datetime | None = None) -> RecoveryReport:
     return RecoveryReport(
         expired_leases=expire_leases(now=now),
         redriven=redrive_pending(now=now),
         relayed=outbox.relay_pending(),
+        silent_uploads=pick_up_silent_uploads(now=now),
     )

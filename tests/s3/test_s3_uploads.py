@@ -283,3 +283,16 @@ def test_snapshot_is_kept_by_reconcile_and_reaped_by_the_sweeper(s3, alice, api,
     sweep_expired(now=timezone.now() + timedelta(seconds=1))
     assert not s3.exists(row.content_key)
     assert Attachment.objects.get(pk=row.pk).lifecycle == "deleted"
+
+
+def test_upload_without_any_event_is_picked_up_by_the_tick(s3, alice, api):
+    """No notifications configured and no complete call: the scheduler tick finds the bytes."""
+    from processing.recovery import pick_up_silent_uploads
+
+    data = jpeg_bytes((50, 40))
+    created = intent(api(alice), data, filename="quiet.jpg", content_type="image/jpeg")
+    assert pick_up_silent_uploads() == 0  # nothing there yet
+    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
+    assert pick_up_silent_uploads() == 1
+    assert pick_up_silent_uploads() == 0  # recorded once
+    assert run_pipeline(created["id"]) == "ready"
