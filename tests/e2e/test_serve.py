@@ -1,0 +1,159 @@
+"""`manage.py serve` as a real client meets it: a subprocess, HTTP over loopback, users from createuser.
+
+Runs in whatever mode the environment selects (scripts/test: PostgreSQL + Redis
++ clamd; --embedded: SQLite + in-process broker + YARA), and once against an S3
+server (moto over HTTP) with no storage events configured at all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support import EICAR, jpeg_bytes, pdf_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    def __init__(self, tmp: Path, extra_env: dict[str, str]):
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings.base",
+                    "AIRLOCK_TICK_SECONDS": "1", "AIRLOCK_KEY_PREFIX": f"e2e-{uuid.uuid4().hex[:8]}", **extra_env}
+        if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+            # A database of its own, created and dropped around the server.
+            self.dbname = f"airlock_e2e_{uuid.uuid4().hex[:8]}"
+            base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+            subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {self.dbname}"], check=True)
+            self.env["DATABASE_URL"] = f"{base}/{self.dbname}"
+        else:
+            self.dbname = None
+            self.env.pop("DATABASE_URL", None)
+        self.log = open(tmp / "serve.log", "w")
+        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port)], cwd=ROOT,
+                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.base}/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        raise AssertionError(f"serve did not start: {(tmp / 'serve.log').read_text()[-2000:]}")
+
+    def createuser(self, name: str, tenant: str) -> str:
+        out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=ROOT,
+                             env=self.env, capture_output=True, text=True, check=True).stdout
+        return out.strip().splitlines()[-1]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        if self.dbname:
+            base = self.env["DATABASE_URL"].rsplit("/", 1)[0]
+            subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"],
+                           check=False)
+
+
+def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:
+    auth = {"Authorization": f"Token {token}"}
+    intent = requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=10, json={
+        "profile": profile, "filename": filename, "size": len(data), "content_type": content_type})
+    assert intent.status_code == 201, intent.text
+    upload = intent.json()["upload"]
+    if upload["method"] == "PUT":
+        sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
+    else:
+        sent = requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)},
+                             timeout=30)
+    assert sent.status_code in (200, 201, 202, 204), sent.text
+    return intent.json()["id"]
+
+
+def _wait(base: str, token: str, attachment_id: str) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        body = requests.get(f"{base}/api/v1/attachments/{attachment_id}?wait=10",
+                            headers={"Authorization": f"Token {token}"}, timeout=20).json()
+        if body["status"] in ("ready", "rejected", "failed"):
+            return body
+    raise AssertionError(f"{attachment_id} still {body['status']}")
+
+
+def _flow(server: Server) -> None:
+    alice = server.createuser("alice", "acme")
+    bob = server.createuser("bob", "acme")
+    mallory = server.createuser("mallory", "evil")
+    base = server.base
+    photo = _upload(base, alice, jpeg_bytes((640, 480)), profile="image", filename="ça va.jpg",
+                    content_type="image/jpeg")
+    doc = _upload(base, alice, pdf_bytes("searchable aardvark"), profile="document", filename="a.pdf",
+                  content_type="application/pdf")
+    virus = _upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
+    assert _wait(base, alice, photo)["status"] == "ready"
+    assert _wait(base, alice, doc)["status"] == "ready"
+    rejected = _wait(base, alice, virus)
+    assert rejected["status"] == "rejected" and rejected["reason"]["code"] == "malware"
+    got = requests.get(f"{base}/api/v1/attachments/{photo}/download", headers={"Authorization": f"Token {bob}"},
+                       timeout=10, allow_redirects=False)
+    assert got.headers["X-Content-Type-Options"] == "nosniff"
+    assert got.headers["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    if got.status_code == 302:  # S3: the presigned GET fixes type and disposition
+        got = requests.get(got.headers["Location"], timeout=10)
+    assert got.status_code == 200 and got.content[:2] == b"\xff\xd8"
+    assert got.headers["Content-Type"] == "image/jpeg"
+    assert "filename*=UTF-8''%C3%A7a%20va.jpg" in got.headers["Content-Disposition"]
+    thumb = requests.get(f"{base}/api/v1/attachments/{photo}/thumbnail", headers={"Authorization": f"Token {bob}"},
+                         timeout=10)
+    assert thumb.status_code == 200 and thumb.headers["Content-Type"] == "image/webp"
+    for token, path in ((mallory, photo), (bob, virus), (alice, virus)):
+        assert requests.get(f"{base}/api/v1/attachments/{path}/download",
+                            headers={"Authorization": f"Token {token}"}, timeout=10).status_code == 404
+    found = requests.get(f"{base}/api/v1/search?q=aardvark", headers={"Authorization": f"Token {bob}"},
+                         timeout=10).json()["results"]
+    assert [r["id"] for r in found] == [doc]
+    assert requests.get(f"{base}/readyz", timeout=10).status_code == 200
+
+
+@pytest.mark.slow
+def test_serve_end_to_end(tmp_path):
+    server = Server(tmp_path, {})
+    try:
+        _flow(server)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_serve_end_to_end_on_s3_without_events(tmp_path, moto_endpoint):
+    import boto3
+
+    bucket = f"e2e-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    server = Server(tmp_path, {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket,
+                               "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint, "AIRLOCK_S3_REGION": "us-east-1"})
+    try:
+        _flow(server)
+    finally:
+        server.stop()
