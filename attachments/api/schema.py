@@ -419,8 +419,9 @@ ATTACHMENT_DOWNLOAD = {
         summary="Download the file (gated)",
         parameters=[ATTACHMENT_ID],
         responses={
-            (200, "application/octet-stream"): _FILE_RESPONSE,
-            (206, "application/octet-stream"): _FILE_RANGE,
+            # The detected type of the bytes (image/jpeg, application/pdf, …).
+            (200, "*/*"): _FILE_RESPONSE,
+            (206, "*/*"): _FILE_RANGE,
             302: _FILE_REDIRECT,
             416: _RANGE_UNSATISFIABLE,
             **errors(401, 404),
