@@ -10,19 +10,9 @@ and back on afterwards. That is process-wide state: when two threads refresh
 at once, the first to finish switches protection back on while the second is
 still assigning the fields it read, and the second raises AttributeError.
 
-Suggested fix (attachments/models.py): serialise Attachment.refresh_from_db
-with a module-level lock, e.g.
-
-    _REFRESH_LOCK = threading.Lock()
-
-    class Attachment(...):
-        def refresh_from_db(self, *args, **kwargs):
-            with _REFRESH_LOCK:  # django-fsm-2 toggles `protected` on the shared field
-                super().refresh_from_db(*args, **kwargs)
-
-or stop refreshing in attachments/services/uploads.py (return
-Attachment.objects.get(pk=...) instead of attachment.refresh_from_db(), four
-places). This test is strict-xfail until one lands; then remove the marker.
+Fixed in attachments/models.py: Attachment.refresh_from_db takes a
+module-level lock, so refreshes take turns. This test holds two refreshes
+inside their queries in the interleaving that used to fail.
 """
 
 from __future__ import annotations

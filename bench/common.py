@@ -1,0 +1,272 @@
+"""Shared pieces of the benchmarks: statistics, machine facts, Django in a scratch directory, sample files.
+
+Every benchmark module under bench/ runs as its own process (bench/run.py starts
+them), sets Django up against a temporary AIRLOCK_DATA_DIR with bench_django(),
+and prints one JSON object on its last stdout line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import platform
+import random
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
+
+
+# --- statistics ----------------------------------------------------------------
+
+def median(values: Iterable[float]) -> float:
+    return float(statistics.median(list(values)))
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty sample."""
+    data = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(data)))
+    return float(data[rank - 1])
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+# --- machine -------------------------------------------------------------------
+
+def machine() -> dict[str, object]:
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (0.0, 0.0, 0.0)
+    return {"cores": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
+            "loadavg_at_start": [round(x, 2) for x in load]}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clamd_socket() -> str | None:
+    """The clamd to scan with: CLAMD_SOCKET if set, else scripts/clamd.sh's socket if it answers PONG."""
+    path = os.environ.get("CLAMD_SOCKET") or DEFAULT_CLAMD_SOCKET
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2)
+            sock.connect(path)
+            sock.sendall(b"zPING\0")
+            return path if sock.recv(16).startswith(b"PONG") else None
+    except OSError:
+        return None
+
+
+def embedded_env(data_dir: Path, **extra: str | None) -> dict[str, str]:
+    """Environment for a child process on the embedded defaults in data_dir (SQLite, in-process broker)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "REDIS_URL", "RABBITMQ_URL", "CLAMD_SOCKET", "CLAMD_HOST", "CLAMD_PORT",
+                        "DJANGO_SETTINGS_MODULE")}
+    env.update({
+        "AIRLOCK_DATA_DIR": str(data_dir),
+        "AIRLOCK_STORAGE_ROOT": str(data_dir / "storage"),
+        "AIRLOCK_LOG_LEVEL": "WARNING",
+        "AIRLOCK_INTENTS_PER_MINUTE": str(10**9),
+        "AIRLOCK_MAX_PENDING_PER_USER": str(10**9),
+        "PYTHONPATH": str(REPO),
+    })
+    sock = clamd_socket()
+    if sock:
+        env["CLAMD_SOCKET"] = sock
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def bench_django(settings_module: str = "config.settings.base") -> None:
+    """Set Django up in this process (the environment was prepared by bench/run.py) and migrate."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings_module)
+    import logging
+
+    import django
+
+    django.setup()
+    from attachments.bootstrap import ensure_migrated
+
+    ensure_migrated()
+    logging.getLogger("airlock").setLevel(logging.WARNING)
+
+
+def make_user(name: str = "bench", tenant: str = "bench"):
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from attachments.models import Membership, Tenant
+
+    tenant_obj, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
+    user = get_user_model().objects.create_user(username=name, password=None)
+    Membership.objects.create(user=user, tenant=tenant_obj)
+    user.api_token = Token.objects.create(user=user).key
+    return user
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A scratch directory, inside bench/run.py's own temporary directory (removed when it ends)."""
+    import tempfile
+
+    parent = os.environ.get("BENCH_TMP")
+    if parent:
+        Path(parent).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent or None))
+
+
+def emit(result: dict) -> None:
+    print(json.dumps(result), flush=True)
+
+
+# --- realistic sample files ---------------------------------------------------------
+
+def photo_jpeg(seed: int, size: tuple[int, int] = (4000, 3000), quality: int = 88) -> bytes:
+    """A 12 MP camera-like JPEG: smooth gradients, shapes and sensor noise (compresses like a photo)."""
+    from PIL import Image, ImageDraw, ImageFilter
+
+    rng = random.Random(seed)
+    w, h = size
+    small = Image.new("RGB", (w // 8, h // 8))
+    draw = ImageDraw.Draw(small)
+    top = tuple(rng.randint(40, 200) for _ in range(3))
+    bottom = tuple(rng.randint(20, 160) for _ in range(3))
+    for y in range(h // 8):
+        t = y / (h // 8)
+        draw.line([(0, y), (w // 8, y)], fill=tuple(int(a + (b - a) * t) for a, b in zip(top, bottom)))
+    for _ in range(40):
+        x, y = rng.randrange(w // 8), rng.randrange(h // 8)
+        rad = rng.randint(5, 80)
+        draw.ellipse([x - rad, y - rad, x + rad, y + rad], fill=tuple(rng.randint(0, 255) for _ in range(3)))
+    image = small.resize(size, Image.Resampling.BICUBIC).filter(ImageFilter.GaussianBlur(3))
+    noise = Image.effect_noise(size, 18).convert("RGB")
+    image = Image.blend(image, noise, 0.22)
+    buf = io.BytesIO()
+    image.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def screenshot_png(seed: int, size: tuple[int, int] = (1920, 1080)) -> bytes:
+    """A UI screenshot: flat panels, text-like strokes, a few icons (compresses like a screenshot)."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(seed)
+    image = Image.new("RGB", size, (246, 247, 249))
+    draw = ImageDraw.Draw(image)
+    w, h = size
+    draw.rectangle([0, 0, w, 56], fill=(32, 40, 56))
+    draw.rectangle([0, 56, 260, h], fill=(236, 238, 242))
+    for row in range(80, h - 20, 26):
+        x = 290
+        while x < w - 80:
+            word = rng.randint(20, 90)
+            draw.rectangle([x, row, x + word, row + 10], fill=(60 + rng.randint(0, 40),) * 3)
+            x += word + 8
+        if rng.random() < 0.08:
+            draw.rectangle([290, row - 6, w - 60, row + 18], outline=(200, 205, 215))
+    for _ in range(30):
+        x, y = rng.randint(10, 230), rng.randint(70, h - 30)
+        draw.ellipse([x, y, x + 18, y + 18], fill=tuple(rng.randint(0, 255) for _ in range(3)))
+    # An embedded picture and a chart with anti-aliased edges, as real screenshots have.
+    picture = Image.effect_noise((w // 4, h // 4), 40).convert("RGB").resize((w // 3, h // 3))
+    image.paste(picture, (w - w // 3 - 40, 90))
+    chart = ImageDraw.Draw(image)
+    points = [(300 + i * 12, h - 120 - int(80 * math.sin(i / 6) + rng.randint(-20, 20))) for i in range(90)]
+    chart.line(points, fill=(30, 120, 220), width=3)
+    buf = io.BytesIO()
+    image.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def text_pdf(pages: int = 20, seed: int = 0) -> bytes:
+    """A text PDF (Helvetica, about 40 lines of prose a page), like an exported report."""
+    rng = random.Random(seed)
+    words = ("airlock upload storage scanner thumbnail lifecycle committed staged sweeper reconciler "
+             "attachment profile derivative status pending processing ready rejected failed tenant "
+             "quarantine signature lease outbox broker worker sandbox bounds pixels pages archive").split()
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
+    font_id = 3
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    page_ids = []
+    for p in range(pages):
+        lines = []
+        for i in range(40):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(8, 13)))
+            lines.append(f"BT /F1 10 Tf 56 {760 - i * 17} Td ({text}) Tj ET")
+        content = "\n".join(lines).encode()
+        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
+        content_id = len(objects)
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R "
+                       f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode())
+        page_ids.append(len(objects))
+    kids = " ".join(f"{pid} 0 R" for pid in page_ids)
+    objects[1] = f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode()
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n".encode() + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()
+
+
+def small_jpeg(seed: int = 0, size: tuple[int, int] = (640, 480)) -> bytes:
+    return photo_jpeg(seed, size=size, quality=85)
+
+
+def sample_mix(directory: Path, *, photos: int, screenshots: int, pdfs: int) -> list[dict]:
+    """Write the realistic mix into directory; return [{path, profile, content_type, kind}]."""
+    directory.mkdir(parents=True, exist_ok=True)
+    mix = []
+    for i in range(photos):
+        path = directory / f"photo-{i}.jpg"
+        path.write_bytes(photo_jpeg(100 + i))
+        mix.append({"path": path, "profile": "image", "content_type": "image/jpeg", "kind": "photo_12mp_jpeg"})
+    for i in range(screenshots):
+        path = directory / f"screen-{i}.png"
+        path.write_bytes(screenshot_png(200 + i, size=(1920, 1080) if i % 2 == 0 else (2560, 1440)))
+        mix.append({"path": path, "profile": "image", "content_type": "image/png", "kind": "screenshot_png"})
+    for i in range(pdfs):
+        path = directory / f"report-{i}.pdf"
+        path.write_bytes(text_pdf(20, seed=300 + i))
+        mix.append({"path": path, "profile": "document", "content_type": "application/pdf", "kind": "pdf_20_pages"})
+    return mix

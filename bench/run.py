@@ -1,0 +1,205 @@
+#!/usr/bin/env python
+"""Run every benchmark, write bench/results.json and print a short table.
+
+    .venv/bin/python bench/run.py [--quick] [--only pipeline,thumbnails,...]
+
+Each benchmark runs in its own process with its own scratch directory (see
+the docstring at the top of each module). The machine is shared and noisy:
+every figure is a median of several runs, and each speed figure is a ratio
+against a baseline measured in the same run, interleaved with it.
+
+  pipeline     bench/pipeline_overhead.py   pipeline time per file ÷ bare step time per file
+  thumbnails   bench/thumbnails.py          our image step vs plain Pillow and pyvips
+  ttr          bench/time_to_ready.py       upload complete → ready over HTTP, idle and 2x overload
+  api          bench/api.py                 gunicorn + wrk, ours vs bare DRF views; queries per request
+  sweeper      bench/sweeper_throughput.py  rows/s reaped on PostgreSQL, EXPLAIN of the batch query
+  memory       bench/memory.py              peak RSS of the worker and the sandbox over the hostile corpus
+
+results.json is one flat object: nested figures are flattened to dotted keys.
+A benchmark that fails leaves its keys null and its error under "errors.<name>".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import REPO, embedded_env, machine  # noqa: E402
+
+RESULTS = REPO / "bench" / "results.json"
+PG = "postgres://postgres@127.0.0.1:5432"
+
+# key, goal text, predicate on the value
+GOALS: list[tuple[str, str, object]] = [
+    ("pipeline_overhead_ratio", "<= 1.2", lambda v: v <= 1.2),
+    ("thumbnail_vs_pillow_plain_ratio", ">= 1.0", lambda v: v >= 1.0),
+    ("thumbnail_vs_pyvips_ratio", ">= 1.0", lambda v: v >= 1.0),
+    ("thumbnail_inprocess_vs_pillow_plain_ratio", "(info)", None),
+    ("thumbnail_inprocess_vs_pyvips_ratio", "(info)", None),
+    ("time_to_ready_p50_s", "(info)", None),
+    ("time_to_ready_p99_s", "<= 0.5", lambda v: v <= 0.5),
+    ("time_to_ready_overload.p99_s", "(info)", None),
+    ("time_to_ready_overload.queue_age_max_s", "(info)", None),
+    ("api_intent_vs_bare_insert_ratio", ">= 0.7", lambda v: v >= 0.7),
+    ("api_status_vs_bare_select_ratio", ">= 0.8", lambda v: v >= 0.8),
+    ("api_download_vs_bare_file_ratio", "(info)", None),
+    ("api_list_queries_constant", "true", lambda v: v is True),
+    ("sweeper_rows_per_s", ">= 5000", lambda v: v >= 5000),
+    ("sweeper_index_used", "true", lambda v: v is True),
+    ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
+    ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
+]
+REQUIRED = ["pipeline_overhead_ratio", "thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio",
+            "time_to_ready_p50_s", "time_to_ready_p99_s", "api_intent_vs_bare_insert_ratio",
+            "api_status_vs_bare_select_ratio", "sweeper_rows_per_s", "worker_peak_rss_mb", "sandbox_peak_rss_mb"]
+OWN_KEYS = {
+    "pipeline": ["pipeline_overhead_ratio"],
+    "thumbnails": ["thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio"],
+    "ttr": ["time_to_ready_p50_s", "time_to_ready_p99_s"],
+    "api": ["api_intent_vs_bare_insert_ratio", "api_status_vs_bare_select_ratio"],
+    "sweeper": ["sweeper_rows_per_s"],
+    "memory": ["worker_peak_rss_mb", "sandbox_peak_rss_mb"],
+}
+
+
+def flatten(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return {prefix: [json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in value]}
+    return {prefix: value}
+
+
+def run_child(args: list[str], env: dict[str, str], timeout: float) -> dict:
+    env = {**env, "BENCH_TMP": str(Path(env["AIRLOCK_DATA_DIR"]).parent / "scratch")}
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    lines = [line for line in proc.stdout.strip().splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"exit {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
+    return json.loads(lines[-1])
+
+
+def bench_pipeline(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/pipeline_overhead.py", *(["--quick"] if quick else [])],
+                     embedded_env(tmp / "pipeline"), 900)
+
+
+def bench_thumbnails(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/thumbnails.py", *(["--quick"] if quick else [])], embedded_env(tmp / "thumbs"), 900)
+
+
+def bench_ttr(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/time_to_ready.py", *(["--quick"] if quick else [])], embedded_env(tmp / "ttr"), 1200)
+
+
+def bench_api(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/api.py", *(["--quick"] if quick else [])], embedded_env(tmp / "api"), 1800)
+
+
+def bench_memory(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/memory.py"], embedded_env(tmp / "memory"), 900)
+
+
+def bench_sweeper(quick: bool, tmp: Path) -> dict:
+    script = REPO / "bench" / "sweeper_throughput.py"
+    if not script.exists():
+        raise RuntimeError("bench/sweeper_throughput.py does not exist yet")
+    n = 10_000 if quick else 100_000
+    env = embedded_env(tmp / "sweeper", DATABASE_URL=f"{PG}/airlock_sweepbench_{os.getpid()}",
+                       DJANGO_SETTINGS_MODULE="config.settings.base")
+    data = run_child([str(script), "--n", str(n)], env, 3600)
+    return {
+        "sweeper_rows_per_s": data.get("rows_per_s"),
+        "sweeper_expired_rows": data.get("expired_rows"),
+        "sweeper_other_rows": data.get("other_rows"),
+        "sweeper_reaped": data.get("reaped"),
+        "sweeper_left_behind": data.get("left_behind"),
+        "sweeper_committed_intact": data.get("committed_intact"),
+        "sweeper_index_used": data.get("index_used"),
+        "sweeper_database": data.get("database"),
+        "sweeper_explain": (data.get("explain") or "")[:600],
+        "sweeper_seconds": data.get("seconds"),
+    }
+
+
+BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "ttr": bench_ttr, "api": bench_api,
+           "sweeper": bench_sweeper, "memory": bench_memory}
+
+
+def fmt(value: object) -> str:
+    if value is None:
+        return "error"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def table(results: dict) -> str:
+    lines = ["| figure | value | goal | |", "|---|---|---|---|"]
+    for key, goal, check in GOALS:
+        value = results.get(key)
+        verdict = ""
+        if check is not None and value is not None:
+            verdict = "ok" if check(value) else "MISSED"
+        elif check is not None:
+            verdict = "n/a"
+        lines.append(f"| `{key}` | {fmt(value)} | {goal} | {verdict} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer files, rows and runs (< 5 minutes)")
+    parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(BENCHES))
+    args = parser.parse_args()
+    chosen = [name for name in BENCHES if not args.only or name in args.only.split(",")]
+
+    started = time.monotonic()
+    facts = machine()
+    results: dict[str, object] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "machine": f"{facts['cores']} cores, {facts['cpu_model']}",
+        **flatten(facts, "machine"),
+    }
+    for key in REQUIRED:
+        results[key] = None
+    with tempfile.TemporaryDirectory(prefix="airlock-bench-") as tmp:
+        for name in chosen:
+            t0 = time.monotonic()
+            print(f"== {name} ...", file=sys.stderr, flush=True)
+            try:
+                results.update(flatten(BENCHES[name](args.quick, Path(tmp))))
+            except Exception as exc:  # noqa: BLE001 - one failing benchmark must not lose the others
+                results[f"errors.{name}"] = f"{type(exc).__name__}: {exc}"[-2000:]
+                for key in OWN_KEYS.get(name, []):
+                    results[key] = None
+                print(f"   {name} failed: {exc}"[:500], file=sys.stderr)
+            results[f"seconds.{name}"] = round(time.monotonic() - t0, 1)
+            print(f"   {name} done in {results[f'seconds.{name}']}s", file=sys.stderr, flush=True)
+    results["seconds.total"] = round(time.monotonic() - started, 1)
+    if args.only and RESULTS.exists():  # a partial run updates the previous results
+        previous = json.loads(RESULTS.read_text())
+        previous.update({k: v for k, v in results.items() if v is not None or k not in previous})
+        results = previous
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    print(table(results))
+    print(f"\n{results['machine']}, {results['date']}, {results['mode']} run, {results['seconds.total']}s; "
+          f"written to {RESULTS.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
