@@ -128,18 +128,22 @@ def scan(attachment: Attachment) -> StepResult:
     return StepResult(fields={"metadata": metadata})
 
 
-def _download(attachment: Attachment, path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
+def _original_file(attachment: Attachment, tmp: Path) -> Path:
+    """A local path holding the bytes: storage's own file when it has one, else a bounded download."""
+    gateway = get_gateway()
+    local = gateway.local_path(attachment.working_key)
+    if local is not None:
+        return local  # upload keys are write-once locally: no copy needed
+    path = tmp / "original"
     limit = attachment.stored_size if attachment.stored_size is not None else get_profile(attachment.profile).max_bytes
+    size = 0
     with open(path, "wb") as out:
-        for chunk in get_gateway().iter_chunks(attachment.working_key, chunk_size=1 << 20):
+        for chunk in gateway.iter_chunks(attachment.working_key, chunk_size=1 << 20):
             size += len(chunk)
             if size > limit:
                 raise TransientError("the object changed size during processing")
-            digest.update(chunk)
             out.write(chunk)
-    return size, digest.hexdigest()
+    return path
 
 
 def _sha256_file(path: Path) -> tuple[int, str]:
@@ -163,11 +167,15 @@ def derive(attachment: Attachment) -> StepResult:
     gateway = get_gateway()
     tenant_slug = attachment.tenant.slug
     with tempfile.TemporaryDirectory(prefix="airlock-") as tmp:
-        original = Path(tmp) / "original"
-        size, sha256 = _download(attachment, original)
-        if size != attachment.stored_size:
+        original = _original_file(attachment, Path(tmp))
+        if original.stat().st_size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
-        result = StepResult(fields={"size": size, "sha256": sha256, "served_key": attachment.working_key})
+        result = StepResult(fields={"served_key": attachment.working_key})
+        if profile.processor != "image":
+            # The original is what gets served: describe it. (Images serve their
+            # sanitized rendition, described below, so the original is not hashed.)
+            size, sha256 = _sha256_file(original)
+            result.fields.update({"size": size, "sha256": sha256})
         if profile.processor is None:
             return result
         work = Path(tmp) / "work"
@@ -202,9 +210,9 @@ def derive(attachment: Attachment) -> StepResult:
         if sanitized is not None:
             ext = _EXT.get(attachment.content_type, "bin")
             key = derivative_key(tenant_slug=tenant_slug, attachment_id=attachment.pk, kind="sanitized", ext=ext)
+            served_size, served_sha = _sha256_file(Path(sanitized))
             record = _store(gateway, key, Path(sanitized), attachment.content_type, kind="sanitized", dims={})
             derivatives.append(record)
-            served_size, served_sha = _sha256_file(Path(sanitized))
             result.fields.update({"served_key": key, "size": served_size, "sha256": served_sha})
         result.derivatives = derivatives
         return result

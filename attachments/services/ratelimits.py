@@ -28,10 +28,11 @@ def check_intent_rate(*, user, now: datetime) -> None:
             details={"limit": settings.AIRLOCK_INTENTS_PER_MINUTE, "window_seconds": 60},
             headers={"Retry-After": str(retry_after)},
         )
+    # Counting stops at the limit: a user with a huge backlog costs no more than one at the cap.
     pending = Attachment.objects.filter(
         owner=user, status=Status.PENDING, lifecycle=Lifecycle.STAGED, uploaded_at__isnull=True,
         expires_at__gt=now,
-    ).count()
+    )[: settings.AIRLOCK_MAX_PENDING_PER_USER].count()
     if pending >= settings.AIRLOCK_MAX_PENDING_PER_USER:
         raise RateLimited(
             "Too many pending uploads; finish or discard some first.",

@@ -23,6 +23,11 @@ class LocalGateway:
     def _path(self, key: str) -> Path:
         return self.root / validate_key(key)
 
+    def local_path(self, key: str) -> Path | None:
+        """The object's own file, for readers that want a path (the sandbox)."""
+        path = self._path(key)
+        return path if path.is_file() else None
+
     def head(self, key: str) -> ObjectInfo | None:
         try:
             st = self._path(key).stat()

@@ -159,6 +159,9 @@ class S3Gateway:
         finally:
             body.close()
 
+    def local_path(self, key: str) -> Path | None:
+        return None  # objects live in the bucket: readers download them
+
     def download_to(self, key: str, path: Path, *, max_bytes: int) -> int:
         written = 0
         with open(path, "wb") as out:

@@ -120,7 +120,10 @@ def _thumbnail(im: Image.Image, size: int, orientation: int) -> Image.Image:
     if im.mode in ("P", "PA", "1"):
         # palette/bilevel resize would be nearest-neighbour: convert (this decodes frame 0 only)
         im = im.convert("RGBA" if has_alpha else "RGB")
-    im.thumbnail((size, size))  # uses JPEG draft mode because nothing decoded it yet
+    # JPEG draft mode (nothing decoded it yet) scales in the DCT down to the first
+    # size >= the target; reducing_gap=1.0 lets it go that far (Pillow's default
+    # stops at 2x the target), and the Lanczos pass that follows keeps it sharp.
+    im.thumbnail((size, size), reducing_gap=1.0)
     if im.mode.startswith("I"):
         # 16/32-bit grey (PNG): convert() would clip everything above 255 to white
         im = im.convert("I").point(lambda v: v / 256).convert("L")
@@ -180,7 +183,7 @@ def process(
         if check.size != (width, height):
             raise Rejected("corrupt", "sanitized copy does not match the original")
     buf = io.BytesIO()
-    thumb.save(buf, "WEBP", quality=80)
+    thumb.save(buf, "WEBP", quality=80, method=2)  # method 2: faster, a few % larger at 256 px
     if orientation in (5, 6, 7, 8):
         width, height = height, width
     files = {
