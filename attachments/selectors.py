@@ -33,7 +33,7 @@ def attachment_visible(*, user, attachment_id: object) -> Attachment:
     """The owner sees every state; the same tenant sees ready ones; everyone else gets 404."""
     tenant = tenant_of(user)
     attachment = (
-        Attachment.objects.select_related("tenant").filter(pk=_parse(attachment_id), tenant=tenant)
+        Attachment.objects.filter(pk=_parse(attachment_id), tenant=tenant)
         .exclude(lifecycle=Lifecycle.DELETED).first()
     )
     if attachment is None:
@@ -71,6 +71,17 @@ def attachment_for_download(*, user, attachment_id: object) -> Attachment:
     if not can_read_file(user=user, attachment=attachment):
         raise NotFound()
     return attachment
+
+
+def thumbnail_dims(attachment: Attachment) -> dict | None:
+    """The thumbnail's size for the resource, or None: from the row when processing recorded it."""
+    if attachment.status != Status.READY:
+        return None
+    meta = attachment.metadata or {}
+    if "thumbnail" in meta:
+        return meta["thumbnail"]
+    thumbnail = thumbnail_of(attachment)  # rows processed before the size was recorded
+    return None if thumbnail is None else {"width": thumbnail.width, "height": thumbnail.height}
 
 
 def thumbnail_of(attachment: Attachment) -> Derivative | None:

@@ -201,10 +201,12 @@ def derive(attachment: Attachment) -> StepResult:
             result.fields["text"] = text.replace("\x00", "")
 
         thumb = outcome.files.get("thumbnail")
+        metadata["thumbnail"] = None  # the resource reads it here instead of querying derivatives
         if thumb is not None:
             key = derivative_key(tenant_slug=tenant_slug, attachment_id=attachment.pk, kind="thumbnail", ext="webp")
-            derivatives.append(_store(gateway, key, Path(thumb), "image/webp", kind="thumbnail",
-                                      dims=data.get("thumbnail") or {}))
+            record = _store(gateway, key, Path(thumb), "image/webp", kind="thumbnail", dims=data.get("thumbnail") or {})
+            derivatives.append(record)
+            metadata["thumbnail"] = {"width": record["width"], "height": record["height"]}
 
         sanitized = outcome.files.get("sanitized")
         if sanitized is not None:

@@ -66,7 +66,7 @@ def attachment_resource(attachment: Attachment, request, *, can_read: bool, thum
         reason = {"code": attachment.reason_code, "message": attachment.reason_message}
     derivatives = {}
     if thumbnail is not None:
-        derivatives["thumbnail"] = {"width": thumbnail.width, "height": thumbnail.height}
+        derivatives["thumbnail"] = {"width": thumbnail["width"], "height": thumbnail["height"]}
     meta = attachment.metadata or {}
     if attachment.status == Status.READY and "entries" in meta:
         derivatives["entries"] = {"count": meta.get("entries"), "total_bytes": meta.get("total_bytes")}

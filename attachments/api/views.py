@@ -28,6 +28,7 @@ from ..selectors import (
     attachment_visible,
     attachments_of_owner,
     can_read_file,
+    thumbnail_dims,
     thumbnail_of,
 )
 from ..serving import file_response
@@ -61,7 +62,7 @@ def _valid(serializer_class, request) -> dict:
 
 
 def _resource(request, attachment: Attachment) -> dict:
-    thumbnail = thumbnail_of(attachment)
+    thumbnail = thumbnail_dims(attachment)
     readable = can_read_file(user=request.user, attachment=attachment)
     return attachment_resource(attachment, request, can_read=readable, thumbnail=thumbnail if readable else None)
 
@@ -219,7 +220,8 @@ class AttachmentListApi(APIView):
         results = []
         for attachment in page:
             thumbs = [d for d in attachment.derivatives.all() if d.kind == "thumbnail"]
-            thumbnail = thumbs[0] if thumbs and attachment.status == "ready" else None
+            thumbnail = ({"width": thumbs[0].width, "height": thumbs[0].height}
+                         if thumbs and attachment.status == "ready" else None)
             readable = can_read_file(user=request.user, attachment=attachment)
             results.append(attachment_resource(attachment, request, can_read=readable,
                                                thumbnail=thumbnail if readable else None))

@@ -72,6 +72,8 @@ def _database() -> dict:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
     config = dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60))
     if config["ENGINE"] == "django.db.backends.sqlite3":
+        # The embedded default must work on a fresh checkout, before any command ran.
+        Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
         # Web threads and worker threads write concurrently: WAL plus
         # immediate transactions keep SQLite from answering "database is locked".
         config["OPTIONS"] = {
