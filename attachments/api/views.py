@@ -128,6 +128,12 @@ class UploadContentView(View):
     http_method_names = ["put"]
 
     def put(self, request, attachment_id: uuid.UUID):
+        if _content_length(request) is None:
+            # Django's WSGI request cannot read a chunked body: without a length the
+            # bytes would be lost and the URL used up by an empty upload.
+            return json_error(ValidationFailed(
+                "Content-Length is required (chunked uploads are not supported).",
+                details={"Content-Length": ["This header is required."]}))
         try:
             attachment = upload_content_receive(
                 attachment_id=attachment_id,

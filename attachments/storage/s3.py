@@ -159,6 +159,21 @@ class S3Gateway:
         finally:
             body.close()
 
+    def ensure_bucket(self) -> bool:
+        """Create the bucket if it is missing (development stand-ins); True when it was created."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            return False
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+                return False  # exists but not ours to inspect (403): leave it alone
+        params: dict = {"Bucket": self.bucket}
+        region = self.client.meta.region_name
+        if region and region != "us-east-1":
+            params["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        self.client.create_bucket(**params)
+        return True
+
     def local_path(self, key: str) -> Path | None:
         return None  # objects live in the bucket: readers download them
 

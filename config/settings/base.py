@@ -14,7 +14,9 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 # The embedded default must run with no setup; production must set its own key
 # (`manage.py check --deploy` refuses this one).
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-airlock-dev-key-change-me-" + "x" * 20)
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+# The embedded default listens on loopback only, so any Host is one of ours;
+# production settings refuse to start without an explicit list.
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["*"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 AIRLOCK_DATA_DIR = env_path("AIRLOCK_DATA_DIR", BASE_DIR / "var")

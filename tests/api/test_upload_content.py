@@ -133,3 +133,18 @@ def test_upload_to_discarded_intent_is_refused(alice, api):
     response = put_bytes(intent["upload"]["url"], data)
     assert response.status_code == 404
     assert get_gateway().head(Attachment.objects.get(pk=intent["id"]).storage_key) is None
+
+
+def test_put_without_content_length_is_refused_and_keeps_the_url(alice, api):
+    from urllib.parse import urlsplit
+
+    from django.test import Client
+
+    data = jpeg_bytes()
+    intent = _intent(api(alice), data)
+    parts = urlsplit(intent["upload"]["url"])
+    response = Client().put(f"{parts.path}?{parts.query}", data=data, content_type="image/jpeg",
+                            CONTENT_LENGTH="")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert Attachment.objects.get(pk=intent["id"]).uploaded_at is None
+    assert put_bytes(intent["upload"]["url"], data).status_code == 202

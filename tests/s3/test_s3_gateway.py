@@ -117,3 +117,17 @@ def test_part_plan(total, part_size, expected):
 def test_part_plan_stays_within_ten_thousand_parts():
     plan = part_plan(100 * 2**30, 5 * 2**20)
     assert len(plan) <= 10_000 and sum(plan) == 100 * 2**30
+
+
+def test_ensure_bucket_creates_a_missing_bucket_once(s3, settings):
+    import uuid as _uuid
+
+    from attachments.storage import reset_gateway
+    from attachments.storage.s3 import S3Gateway
+
+    settings.AIRLOCK_S3_BUCKET = f"fresh-{_uuid.uuid4().hex[:8]}"
+    reset_gateway()
+    gateway = S3Gateway.from_settings()
+    assert gateway.ensure_bucket() is True
+    assert gateway.ensure_bucket() is False
+    gateway.ping()

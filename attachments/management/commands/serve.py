@@ -21,6 +21,19 @@ class Command(BaseCommand):
         parser.add_argument("--no-scheduler", action="store_true", help="no in-process ticks (cron or a scheduler runs them)")
         parser.add_argument("--threads", type=int, default=None, help="worker threads")
 
+    def _ensure_bucket(self) -> None:
+        from attachments.storage import get_gateway
+
+        gateway = get_gateway()
+        ensure = getattr(gateway, "ensure_bucket", None)
+        if ensure is None:
+            return
+        try:
+            if ensure():
+                log.warning("created the missing S3 bucket", extra={"bucket": gateway.bucket})
+        except Exception as exc:  # readyz reports storage trouble; serving starts anyway
+            log.warning("could not check the S3 bucket", extra={"error": str(exc)[:300]})
+
     def handle(self, *args, **opts):
         from django.contrib.staticfiles.handlers import StaticFilesHandler
         from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer, get_internal_wsgi_application
@@ -33,6 +46,7 @@ class Command(BaseCommand):
 
         ensure_migrated()
         ensure_moderator_group()
+        self._ensure_bucket()
         worker = None
         if not opts["no_worker"]:
             worker = start_worker(threads=opts["threads"])
