@@ -33,7 +33,8 @@ def attachment_visible(*, user, attachment_id: object) -> Attachment:
     """The owner sees every state; the same tenant sees ready ones; everyone else gets 404."""
     tenant = tenant_of(user)
     attachment = (
-        Attachment.objects.filter(pk=_parse(attachment_id), tenant=tenant)
+        # Extracted text can be a megabyte: status reads never need it.
+        Attachment.objects.defer("text").filter(pk=_parse(attachment_id), tenant=tenant)
         .exclude(lifecycle=Lifecycle.DELETED).first()
     )
     if attachment is None:
@@ -92,7 +93,7 @@ def thumbnail_of(attachment: Attachment) -> Derivative | None:
 
 def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,
                          committed: bool | None = None) -> QuerySet[Attachment]:
-    qs = Attachment.objects.filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
+    qs = Attachment.objects.defer("text").filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
     if status:
         qs = qs.filter(status=status)
     if profile:
