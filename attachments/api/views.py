@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..errors import AirlockError, NotFound, TooLarge, ValidationFailed
-from ..models import TERMINAL_STATUSES, Attachment
+from ..models import TERMINAL_STATUSES, Attachment, Status
 from ..profiles import all_profiles
 from ..selectors import (
     attachment_for_download,
@@ -83,8 +83,10 @@ class ProfilesApi(APIView):
 class UploadIntentApi(APIView):
     def post(self, request):
         data = _valid(IntentRequest, request)
+        # Media types are case-insensitive and may carry parameters ("image/jpeg; q=1").
+        content_type = data["content_type"].split(";", 1)[0].strip().lower()
         intent = upload_intent_create(user=request.user, profile_name=data["profile"], filename=data["filename"],
-                                      size=data["size"], content_type=data["content_type"])
+                                      size=data["size"], content_type=content_type)
         url = intent.upload.url
         if url.startswith("/"):
             url = request.build_absolute_uri(url)
@@ -206,8 +208,14 @@ class AttachmentListApi(APIView):
             limit = min(100, max(1, int(params.get("limit", 50))))
         except ValueError:
             raise ValidationFailed(details={"limit": ["An integer."]}) from None
-        qs = attachments_of_owner(user=request.user, status=params.get("status") or None,
-                                  profile=params.get("profile") or None,
+        status = params.get("status") or None
+        if status is not None and status not in Status.values:
+            raise ValidationFailed(details={"status": [f"One of: {', '.join(Status.values)}."]})
+        profile = params.get("profile") or None
+        if profile is not None and profile not in all_profiles():
+            raise ValidationFailed(details={"profile": ["Unknown profile."]})
+        qs = attachments_of_owner(user=request.user, status=status,
+                                  profile=profile,
                                   committed=None if committed is None else committed == "true")
         cursor = params.get("cursor")
         if cursor:
@@ -346,6 +354,7 @@ class SearchApi(APIView):
         query = request.query_params.get("q")
         if query is None or not query.strip():
             raise ValidationFailed(details={"q": ["A non-empty search query is required."]})
+        query = query.replace("\x00", "")
         if len(query) > 200:
             raise ValidationFailed(details={"q": ["At most 200 characters."]})
         return Response({"results": search_documents(user=request.user, query=query)})

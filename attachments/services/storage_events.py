@@ -134,6 +134,9 @@ def _record(raw: Any) -> EventRecord | None:
         # eTag identifies the content of a create; a removal has none worth trusting.
         version = (obj.get("eTag") if kind == "created" else None) or raw.get("eventTime") or ""
     dedupe_key = f"s3:{bucket}/{key}#{version}#{name}"
+    if "\x00" in dedupe_key:
+        # PostgreSQL text cannot hold NUL; no key we mint contains one either.
+        raise ValueError("NUL byte in the event")
     return EventRecord(kind=kind, event_name=name, bucket=bucket, key=key, size=size, dedupe_key=dedupe_key)
 
 

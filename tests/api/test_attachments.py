@@ -122,3 +122,19 @@ def test_createuser_prints_token_last(db, capsys):
     call_command("createuser", "carol", "--tenant", "acme")
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert Token.objects.get(user__username="carol").key == last
+
+
+@pytest.mark.parametrize("query", ["status=%00", "status=bogus", "profile=%00", "profile=nope"])
+def test_list_filters_are_validated(alice, api, query):
+    response = api(alice).get(f"/api/v1/attachments?{query}")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_search_survives_nul_bytes(alice, api):
+    response = api(alice).get("/api/v1/search?q=a%00b")
+    assert response.status_code == 200 and response.json() == {"results": []}
+
+
+def test_declared_content_type_is_normalised(alice, api):
+    response = create_intent(api(alice), content_type="IMAGE/JPEG; charset=binary")
+    assert response.status_code == 201

@@ -250,3 +250,18 @@ def test_an_oversized_event_document_is_413(s3, events_token, settings):
     raw = b'{"Records": [], "padding": "' + b"x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 10) + b'"}'
     response = post_events(None, token=events_token, raw=raw)
     assert response.status_code == 413 and response.json()["error"]["code"] == "TOO_LARGE"
+
+
+@pytest.mark.parametrize("field", ["eventName", "versionId", "key"])
+def test_nul_bytes_in_an_event_are_malformed_not_a_server_error(s3, events_token, field):
+    from tests.s3.support import post_events, s3_record
+
+    record = s3_record(s3.bucket, "tenants/acme/image/" + str(uuid.uuid4()))
+    if field == "eventName":
+        record["eventName"] = "ObjectCreated:Put\x00"
+    elif field == "versionId":
+        record["s3"]["object"]["versionId"] = "v\x001"
+    else:
+        record["s3"]["object"]["key"] = "tenants/acme/image/a%00b"
+    response = post_events({"Records": [record]}, token=events_token)
+    assert response.status_code == 202 and response.json() == {"accepted": 0}
