@@ -306,6 +306,7 @@ LOGGING = {
     "loggers": {
         "django.server": {"level": "WARNING"},
         "dramatiq": {"level": "WARNING"},
+        "pika": {"level": "WARNING"},
     },
 }
 
