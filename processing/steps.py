@@ -166,7 +166,8 @@ def derive(attachment: Attachment) -> StepResult:
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
     tenant_slug = attachment.tenant.slug
-    with tempfile.TemporaryDirectory(prefix="airlock-") as tmp:
+    # On the storage's own filesystem when it has one, so derivatives are renamed into place, not copied.
+    with tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp:
         original = _original_file(attachment, Path(tmp))
         if original.stat().st_size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
@@ -212,7 +213,9 @@ def derive(attachment: Attachment) -> StepResult:
         if sanitized is not None:
             ext = _EXT.get(attachment.content_type, "bin")
             key = derivative_key(tenant_slug=tenant_slug, attachment_id=attachment.pk, kind="sanitized", ext=ext)
-            served_size, served_sha = _sha256_file(Path(sanitized))
+            served_sha, served_size = data.get("sanitized_sha256"), data.get("sanitized_size")
+            if not served_sha or served_size != Path(sanitized).stat().st_size:
+                served_size, served_sha = _sha256_file(Path(sanitized))
             record = _store(gateway, key, Path(sanitized), attachment.content_type, kind="sanitized", dims={})
             derivatives.append(record)
             result.fields.update({"served_key": key, "size": served_size, "sha256": served_sha})
@@ -222,7 +225,7 @@ def derive(attachment: Attachment) -> StepResult:
 
 def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims: dict) -> dict[str, Any]:
     """Write a derivative and read it back: it must be durable before the flip to ready."""
-    written = gateway.write_file(key, path, content_type=content_type)
+    written = gateway.move_file_in(key, path, content_type=content_type)
     info = gateway.head(key)
     if info is None or info.size != written:
         raise TransientError(f"derivative {kind} did not verify after writing")

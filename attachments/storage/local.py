@@ -82,6 +82,23 @@ class LocalGateway:
             raise
         return written
 
+    def scratch_dir(self) -> Path:
+        """Temporary files next to the objects (outside every key prefix), so moves are renames."""
+        path = self.root / ".scratch"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def move_file_in(self, key: str, path: Path, *, content_type: str = "") -> int:
+        """Store a file the caller no longer needs: a rename when on the same filesystem."""
+        final = self._path(key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        size = Path(path).stat().st_size
+        try:
+            os.replace(path, final)
+        except OSError:  # another filesystem: copy
+            return self.write_file(key, path, content_type=content_type)
+        return size
+
     def write_file(self, key: str, path: Path, *, content_type: str = "") -> int:
         with open(path, "rb") as fh:
             return self.write_chunks(key, iter(lambda: fh.read(65536), b""))

@@ -174,6 +174,12 @@ class S3Gateway:
         self.client.create_bucket(**params)
         return True
 
+    def scratch_dir(self) -> None:
+        return None  # the system temp dir
+
+    def move_file_in(self, key: str, path: Path, *, content_type: str = "") -> int:
+        return self.write_file(key, path, content_type=content_type)
+
     def local_path(self, key: str) -> Path | None:
         return None  # objects live in the bucket: readers download them
 

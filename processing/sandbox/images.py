@@ -19,6 +19,7 @@ LOAD_TRUNCATED_IMAGES is never set: a truncated image is corrupt.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import struct
 from pathlib import Path
@@ -197,5 +198,9 @@ def process(
         "frames": frames,
         "orientation": orientation,
         "thumbnail": {"width": thumb.width, "height": thumb.height},
+        # The served rendition's digest, taken while its bytes are in memory here:
+        # the parent would otherwise read the file back just to hash it.
+        "sanitized_sha256": hashlib.sha256(sanitized).hexdigest(),
+        "sanitized_size": len(sanitized),
     }
     return data, files
