@@ -55,6 +55,22 @@ admin.site.index_title = "Moderation console"
 
 # --- filters -----------------------------------------------------------------------
 
+class ReadOnlyModelAdmin(admin.ModelAdmin):
+    """Rows are changed by services (through actions), never by editing them in a form."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_moderate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(MODERATE_PERMISSION)
+
+
 class CommittedFilter(admin.SimpleListFilter):
     title = "committed"
     parameter_name = "committed"
@@ -163,7 +179,7 @@ def _pre(text: str) -> str:
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(admin.ModelAdmin):
+class AttachmentAdmin(ReadOnlyModelAdmin):
     list_display = ("filename", "status", "reason_code", "profile", "tenant", "owner", "lifecycle",
                     "is_committed", "created_at")
     list_display_links = ("filename",)
@@ -189,19 +205,6 @@ class AttachmentAdmin(admin.ModelAdmin):
                                   "deleted_at", "delete_attempts", "delete_error")}),
     )
     readonly_fields = tuple(f for _, opts in fieldsets for f in opts["fields"])
-
-    # Read-only except through actions.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_moderate_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(MODERATE_PERMISSION)
 
     def get_search_results(self, request, queryset, search_term):
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
@@ -314,7 +317,7 @@ DEAD_LETTER_RESOLVE = ModerationAction(
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "kind", "attachment_link", "storage_key", "short_error", "created_at",
                     "resolved_at", "resolved_by")
     list_filter = (OpenFilter, "kind")
@@ -325,18 +328,6 @@ class DeadLetterAdmin(admin.ModelAdmin):
     fields = ("kind", "attachment_link", "attachment_status", "storage_key", "error", "attempt_history",
               "payload_pretty", "created_at", "resolved_at", "resolved_by")
     readonly_fields = fields
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_moderate_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(MODERATE_PERMISSION)
 
     def has_resolve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("attachments.change_deadletter")
@@ -422,22 +413,13 @@ class DeadLetterAdmin(admin.ModelAdmin):
 # --- audit and tenancy ---------------------------------------------------------------
 
 @admin.register(TransitionLog)
-class TransitionLogAdmin(admin.ModelAdmin):
+class TransitionLogAdmin(ReadOnlyModelAdmin):
     list_display = ("created_at", "attachment_id", "transition", "from_status", "to_status", "actor",
                     "reason_code", "message")
     list_filter = ("transition", "to_status", "reason_code")
     search_fields = ("actor", "message")
     ordering = ("-created_at", "-id")
     show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Tenant)

@@ -13,6 +13,8 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from attachments.admin import ReadOnlyModelAdmin
+
 from .control import sweeper_control_get, sweeper_control_set
 from .models import SweeperControl, SweepRun
 
@@ -121,7 +123,7 @@ class SweeperControlAdmin(admin.ModelAdmin):
 
 
 @admin.register(SweepRun)
-class SweepRunAdmin(admin.ModelAdmin):
+class SweepRunAdmin(ReadOnlyModelAdmin):
     list_display = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
                     "errors", "dead_lettered", "hard_deleted", "would_delete_count")
     list_filter = ("mode", "trigger")
@@ -129,15 +131,6 @@ class SweepRunAdmin(admin.ModelAdmin):
     fields = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
               "errors", "dead_lettered", "hard_deleted", "errors_pretty", "would_delete_keys")
     readonly_fields = fields
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="would delete")
     def would_delete_count(self, obj: SweepRun) -> int:
