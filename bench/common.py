@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tests.support import pdf_document  # noqa: E402  (the same PDF writer the tests use)
+
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 
 
@@ -235,18 +237,7 @@ def text_pdf(pages: int = 20, seed: int = 0) -> bytes:
         page_ids.append(len(objects))
     kids = " ".join(f"{pid} 0 R" for pid in page_ids)
     objects[1] = f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode()
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(f"{number} 0 obj\n".encode() + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    for offset in offsets:
-        out.write(f"{offset:010d} 00000 n \n".encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
+    return pdf_document(objects)
 
 
 def small_jpeg(seed: int = 0, size: tuple[int, int] = (640, 480)) -> bytes:

@@ -58,6 +58,11 @@ def pdf_bytes(text: str = "Hello Airlock searchable words", pages: int = 1) -> b
         )
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return pdf_document(objects)
+
+
+def pdf_document(objects: list[bytes]) -> bytes:
+    """Serialise PDF object bodies (object 1 is the catalog) with a correct xref table."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []
