@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .errors import NotFound
@@ -92,7 +92,9 @@ def thumbnail_of(attachment: Attachment) -> Derivative | None:
 
 
 def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,
-                         committed: bool | None = None) -> QuerySet[Attachment]:
+                         committed: bool | None = None,
+                         before: tuple[datetime, uuid.UUID] | None = None) -> QuerySet[Attachment]:
+    """The owner's attachments, newest first; `before` continues after a (created_at, id) cursor."""
     qs = Attachment.objects.defer("text").filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
     if status:
         qs = qs.filter(status=status)
@@ -102,4 +104,7 @@ def attachments_of_owner(*, user, status: str | None = None, profile: str | None
         qs = qs.filter(lifecycle=Lifecycle.COMMITTED)
     elif committed is False:
         qs = qs.exclude(lifecycle=Lifecycle.COMMITTED)
+    if before is not None:
+        created, pk = before
+        qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=pk))
     return qs.order_by("-created_at", "-id")

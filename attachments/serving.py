@@ -46,6 +46,15 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
     return start, min(end, size - 1)
 
 
+def served_object(attachment) -> tuple[str, int] | None:
+    """The key and size of what a download serves, or None while there are no bytes yet."""
+    if attachment.served_key and attachment.size is not None:
+        return attachment.served_key, attachment.size
+    # Before processing described it (the owner's pending file): ask storage.
+    info = get_gateway().head(attachment.working_key)
+    return None if info is None else (attachment.working_key, info.size)
+
+
 def file_response(request, *, key: str, size: int, content_type: str, filename: str, inline: bool) -> HttpResponse:
     disposition = content_disposition("inline" if inline else "attachment", filename)
     content_type = content_type or "application/octet-stream"

@@ -31,7 +31,7 @@ from ..selectors import (
     thumbnail_dims,
     thumbnail_of,
 )
-from ..serving import file_response
+from ..serving import file_response, served_object
 from ..services.intents import upload_intent_create
 from ..services.lifecycle import (
     attachment_discard,
@@ -214,15 +214,10 @@ class AttachmentListApi(APIView):
         profile = params.get("profile") or None
         if profile is not None and profile not in all_profiles():
             raise ValidationFailed(details={"profile": ["Unknown profile."]})
-        qs = attachments_of_owner(user=request.user, status=status,
-                                  profile=profile,
-                                  committed=None if committed is None else committed == "true")
         cursor = params.get("cursor")
-        if cursor:
-            created, pk = _decode_cursor(cursor)
-            from django.db.models import Q
-
-            qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=pk))
+        qs = attachments_of_owner(user=request.user, status=status, profile=profile,
+                                  committed=None if committed is None else committed == "true",
+                                  before=_decode_cursor(cursor) if cursor else None)
         page = list(qs.prefetch_related("derivatives")[: limit + 1])
         has_more = len(page) > limit
         page = page[:limit]
@@ -288,15 +283,10 @@ class AttachmentDetailApi(APIView):
 class AttachmentDownloadApi(APIView):
     def get(self, request, attachment_id):
         attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
-        key = attachment.served_key or attachment.working_key
-        size = attachment.size
-        if size is None or not attachment.served_key:
-            from ..storage import get_gateway
-
-            info = get_gateway().head(attachment.working_key)
-            if info is None:
-                raise NotFound()
-            size = info.size
+        served = served_object(attachment)
+        if served is None:
+            raise NotFound()
+        key, size = served
         return file_response(request, key=key, size=size, content_type=attachment.content_type,
                              filename=attachment.filename, inline=False)
 
