@@ -71,6 +71,9 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
     from attachments.storage import get_gateway
     from attachments.storage.base import StorageError
 
+    gateway = get_gateway()
+    if not gateway.direct_uploads:
+        return 0  # bytes reach storage through our own PUT handler, which records them
     now = now or timezone.now()
     window = timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + 600)
     candidates = list(
@@ -78,7 +81,6 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
                                   lifecycle__in=[Lifecycle.STAGED, Lifecycle.COMMITTED])
         .order_by("-created_at").values_list("storage_key", flat=True)[:limit]
     )
-    gateway = get_gateway()
     found = 0
     for key in candidates:
         try:

@@ -16,6 +16,8 @@ class LocalGateway:
     name = "local"
     # Signed PUTs are single-use (the row is claimed before the body is stored).
     rewritable_uploads = False
+    # Bytes arrive through the service (signed PUT), never straight into storage.
+    direct_uploads = False
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
