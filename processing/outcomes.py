@@ -72,10 +72,11 @@ def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: di
             return False
         for name, value in fields.items():
             setattr(attachment, name, value)
-        for record in derivatives or []:
-            Derivative.objects.update_or_create(
-                attachment=attachment, kind=record["kind"], defaults={k: v for k, v in record.items() if k != "kind"},
-            )
+        if derivatives:
+            # One row per kind: a retried attempt replaces what an earlier one wrote.
+            # Two statements whatever the count, instead of a savepointed upsert per kind.
+            Derivative.objects.filter(attachment=attachment, kind__in=[d["kind"] for d in derivatives]).delete()
+            Derivative.objects.bulk_create(Derivative(attachment=attachment, **record) for record in derivatives)
         if next_step is None:
             apply_transition(attachment, "finish", actor=WORKER, now=now)
         else:

@@ -29,7 +29,9 @@ def enqueue(actor_name: str, *args: object, delay_ms: int = 0) -> OutboxMessage:
         delay_ms=max(0, int(delay_ms)),
         request_id=current_request_id() or "",
     )
-    transaction.on_commit(lambda: relay_one(message.pk))
+    # The row was written in this transaction, so the in-memory copy is what is
+    # stored: sending it saves re-reading the row on every step of every file.
+    transaction.on_commit(lambda: _send(message))
     return message
 
 
@@ -38,6 +40,11 @@ def relay_one(message_id: int) -> bool:
     message = OutboxMessage.objects.filter(pk=message_id, sent_at__isnull=True).first()
     if message is None:
         return False
+    return _send(message)
+
+
+def _send(message: OutboxMessage) -> bool:
+    message_id = message.pk
     broker = dramatiq.get_broker()
     try:
         actor = broker.get_actor(message.actor_name)
