@@ -7,13 +7,11 @@ and capped per tenant), so one kind of backlog cannot starve the others.
 from __future__ import annotations
 
 import logging
-import random
 import uuid
 
 import dramatiq
-from dramatiq.rate_limits import ConcurrentRateLimiter
 
-from . import pipeline
+from . import pipeline, tenant_slots
 
 log = logging.getLogger("airlock.actors")
 
@@ -53,34 +51,41 @@ def scan(*args: object) -> None:
     pipeline.run_step(parsed[0], parsed[1], "scan")
 
 
-def _tenant_limiter(attachment_id: uuid.UUID) -> ConcurrentRateLimiter | None:
-    from django.conf import settings
-    from django_dramatiq.apps import DjangoDramatiqConfig
-
+def _tenant_of(attachment_id: uuid.UUID) -> int | None:
     from attachments.models import Attachment
 
-    tenant_id = Attachment.objects.filter(pk=attachment_id).values_list("tenant_id", flat=True).first()
-    if tenant_id is None:
-        return None
-    return ConcurrentRateLimiter(
-        DjangoDramatiqConfig.get_rate_limiter_backend(), f"{settings.AIRLOCK_KEY_PREFIX}-derive-tenant-{tenant_id}",
-        limit=settings.AIRLOCK_TENANT_CONCURRENCY, ttl=int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000,
-    )
+    return Attachment.objects.filter(pk=attachment_id).values_list("tenant_id", flat=True).first()
 
 
 @dramatiq.actor(queue_name="derive", **_OPTS)
 def derive(*args: object) -> None:
     """Decode in the sandbox and write derivatives; at most N at once per tenant."""
+    from django.conf import settings
+
     parsed = _uuids(*args) if len(args) == 2 else None
     if parsed is None:
         return _dead_letter_message("derive", args)
-    limiter = _tenant_limiter(parsed[0])
-    if limiter is None:
+    tenant_id = _tenant_of(parsed[0])
+    if tenant_id is None:
         return None
-    with limiter.acquire(raise_on_failure=False) as acquired:
-        if not acquired:
-            # Another job of this tenant holds the slots: step aside to the back of
-            # the queue so other tenants' files go first.
-            derive.send_with_options(args=args, delay=200 + random.randint(0, 300))
-            return None
+    slots = tenant_slots.backend()
+    tenant, holder = str(tenant_id), tenant_slots.holder_name(parsed[0])
+    ttl_ms = int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000
+    if not slots.acquire_or_park(tenant, holder, tenant_slots.encode(parsed), limit=settings.AIRLOCK_TENANT_CONCURRENCY,
+                                 ttl_ms=ttl_ms, park_ttl_ms=settings.AIRLOCK_LEASE_SECONDS * 1000):
+        return None  # parked: sent again as soon as one of this tenant's jobs finishes
+    try:
         pipeline.run_step(parsed[0], parsed[1], "derive")
+    finally:
+        _send_next_parked(slots, tenant, holder)
+
+
+def _send_next_parked(slots: tenant_slots.SlotsBackend, tenant: str, holder: str) -> None:
+    parked = slots.release(tenant, holder)
+    args = tenant_slots.decode(parked) if parked else None
+    if args is None:
+        return
+    try:
+        derive.send(*args)  # to the back of the queue: other tenants' jobs already waiting go first
+    except Exception as exc:  # the broker is down: the lease reconciler re-drives the file
+        log.warning("could not resend a parked derive job", extra={"step": "derive", "error": str(exc)})

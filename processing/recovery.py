@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -13,6 +14,8 @@ from attachments.models import Attachment, Lifecycle, Status
 from attachments.services import outbox
 
 from . import outcomes
+
+log = logging.getLogger("airlock.recovery")
 
 
 @dataclass
@@ -28,15 +31,28 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
     now = now or timezone.now()
     stuck = list(
         Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
-        .values_list("pk", "lease_token")[:1000]
+        .values_list("pk", "lease_token", "step", "tenant_id")[:1000]
     )
     if dry_run:
         return len(stuck)
     done = 0
-    for pk, token in stuck:
+    for pk, token, step, tenant_id in stuck:
         if outcomes.retry_or_fail(pk, token, error="lease expired (worker lost?)", actor="system:reconciler"):
             done += 1
+            if step == "derive":
+                _free_tenant_slot(tenant_id, pk)
     return done
+
+
+def _free_tenant_slot(tenant_id: int, attachment_id: object) -> None:
+    """A derive job that died holding its tenant's slot would keep it until the slot's TTL."""
+    from . import tenant_slots
+
+    try:
+        tenant_slots.backend().drop_holders_of(str(tenant_id), str(attachment_id))
+    except Exception as exc:  # the slot still expires on its own
+        log.warning("could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id),
+                                                                       "error": str(exc)})
 
 
 def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | None = None,

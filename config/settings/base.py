@@ -309,9 +309,3 @@ LOGGING = {
         "pika": {"level": "WARNING"},
     },
 }
-
-DRAMATIQ_RATE_LIMITER_BACKEND = (
-    {"BACKEND": "dramatiq.rate_limits.backends.redis.RedisBackend", "BACKEND_OPTIONS": {"url": REDIS_URL}}
-    if REDIS_URL
-    else {"BACKEND": "dramatiq.rate_limits.backends.stub.StubBackend"}
-)

@@ -87,6 +87,7 @@ class WorkerProcess:
             "AIRLOCK_STORAGE": "local",
             "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
             "AIRLOCK_LOG_LEVEL": "WARNING",
+            "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX,
             "PYTHONUNBUFFERED": "1",
         })
         namespace = broker_namespace()

@@ -18,3 +18,7 @@ _NAMESPACE = os.environ.get("AIRLOCK_FAULT_NAMESPACE")
 if REDIS_URL and _NAMESPACE:
     DRAMATIQ_BROKER["OPTIONS"] = {**DRAMATIQ_BROKER["OPTIONS"], "namespace": _NAMESPACE}
     CACHES["default"]["KEY_PREFIX"] = _NAMESPACE
+
+# The parent's prefix, so per-tenant derive slots (and anything else keyed by it)
+# are shared with the parent and private to this test run.
+AIRLOCK_KEY_PREFIX = os.environ.get("AIRLOCK_FAULT_KEY_PREFIX", AIRLOCK_KEY_PREFIX)  # noqa: F405

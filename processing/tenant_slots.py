@@ -1,0 +1,155 @@
+"""Per-tenant slots on the derive queue, with a waiting room instead of timed retries.
+
+A tenant may hold at most N derive slots at once, so one tenant's backlog cannot
+take every worker. A job that finds its tenant's slots full is *parked* (taken
+off the queue, so other tenants' jobs move freely) and sent again the moment one
+of that tenant's running jobs releases its slot. Pushing it back with a delay
+instead left slots idle for the whole delay: a single-tenant burst ran at a
+third of the machine's capacity.
+
+Acquire-or-park and release-and-pop are each atomic (a Lua script on Redis, a
+lock in-process), so a job cannot be parked just after the last holder looked
+for waiters. Holders carry an expiry: a worker killed mid-job frees its slot
+after `ttl_ms`. A parked job lost with its process (in-process backend) or with
+Redis is re-driven by the lease reconciler like any job lost in a broker.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from typing import Protocol
+
+_ACQUIRE_OR_PARK = """
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return 1
+end
+redis.call('RPUSH', KEYS[2], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return 0
+"""
+
+_RELEASE_AND_POP = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+return redis.call('LPOP', KEYS[2])
+"""
+
+
+class SlotsBackend(Protocol):
+    def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
+                        park_ttl_ms: int) -> bool: ...
+
+    def release(self, tenant: str, holder: str) -> str | None: ...
+
+    def drop_holders_of(self, tenant: str, attachment_id: str) -> int: ...
+
+
+def holder_name(attachment_id: object) -> str:
+    """Holders are named after their file, so the lease reconciler can free a dead job's slot."""
+    return f"{attachment_id}/{uuid.uuid4().hex[:12]}"
+
+
+class MemorySlots:
+    """One process's slots (embedded mode: the in-process broker lives in the same process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders: dict[str, dict[str, float]] = {}
+        self._waiting: dict[str, deque[str]] = {}
+
+    def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
+                        park_ttl_ms: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            holders = self._holders.setdefault(tenant, {})
+            for stale in [h for h, expires in holders.items() if expires <= now]:
+                del holders[stale]
+            if len(holders) < limit:
+                holders[holder] = now + ttl_ms / 1000
+                return True
+            self._waiting.setdefault(tenant, deque()).append(parked)
+            return False
+
+    def release(self, tenant: str, holder: str) -> str | None:
+        with self._lock:
+            self._holders.get(tenant, {}).pop(holder, None)
+            waiting = self._waiting.get(tenant)
+            if not waiting:
+                return None
+            parked = waiting.popleft()
+            if not waiting:
+                del self._waiting[tenant]
+            return parked
+
+    def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
+        with self._lock:
+            holders = self._holders.get(tenant, {})
+            mine = [h for h in holders if h.startswith(f"{attachment_id}/")]
+            for holder in mine:
+                del holders[holder]
+            return len(mine)
+
+
+class RedisSlots:
+    """Slots shared by every worker process through Redis."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        import redis
+
+        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._prefix = prefix
+        self._acquire = self._client.register_script(_ACQUIRE_OR_PARK)
+        self._release = self._client.register_script(_RELEASE_AND_POP)
+
+    def _keys(self, tenant: str) -> list[str]:
+        return [f"{self._prefix}-derive-slots-{tenant}", f"{self._prefix}-derive-waiting-{tenant}"]
+
+    def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
+                        park_ttl_ms: int) -> bool:
+        now_ms = int(time.time() * 1000)
+        return bool(self._acquire(keys=self._keys(tenant), args=[now_ms, holder, limit, ttl_ms, parked, park_ttl_ms]))
+
+    def release(self, tenant: str, holder: str) -> str | None:
+        popped = self._release(keys=self._keys(tenant), args=[holder])
+        return popped.decode() if isinstance(popped, bytes) else popped
+
+    def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
+        key = self._keys(tenant)[0]
+        # Holder names are "<attachment id>/<hex>": a uuid and hex have no glob characters.
+        mine = [m for m in self._client.zrange(key, 0, -1) if m.decode().startswith(f"{attachment_id}/")]
+        return int(self._client.zrem(key, *mine)) if mine else 0
+
+
+_backend: SlotsBackend | None = None
+_backend_lock = threading.Lock()
+
+
+def backend() -> SlotsBackend:
+    """Redis when configured (shared by all workers), else this process's own slots."""
+    global _backend
+    with _backend_lock:
+        if _backend is None:
+            from django.conf import settings
+
+            _backend = (RedisSlots(settings.REDIS_URL, settings.AIRLOCK_KEY_PREFIX) if settings.REDIS_URL
+                        else MemorySlots())
+        return _backend
+
+
+def encode(args: tuple) -> str:
+    return json.dumps([str(a) for a in args])
+
+
+def decode(parked: str) -> tuple[str, ...] | None:
+    try:
+        value = json.loads(parked)
+    except ValueError:
+        return None
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None

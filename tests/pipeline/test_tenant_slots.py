@@ -1,0 +1,124 @@
+"""Per-tenant derive slots: park instead of retrying on a timer, resend when a slot frees."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from processing import tenant_slots
+from processing.tenant_slots import MemorySlots, RedisSlots
+
+
+def _redis_slots(settings) -> RedisSlots:
+    assert settings.REDIS_URL, "the redis-marked tests run with REDIS_URL (scripts/test)"
+    return RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def slots(request, settings):
+    return MemorySlots() if request.param == "memory" else _redis_slots(settings)
+
+
+def test_up_to_the_limit_then_parked_in_order(slots):
+    opts = {"limit": 2, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
+    assert slots.acquire_or_park("t1", "h1", "job-1", **opts)
+    assert slots.acquire_or_park("t1", "h2", "job-2", **opts)
+    assert not slots.acquire_or_park("t1", "h3", "job-3", **opts)
+    assert not slots.acquire_or_park("t1", "h4", "job-4", **opts)
+    assert slots.acquire_or_park("t2", "h5", "other-tenant", **opts)  # another tenant has its own slots
+
+    assert slots.release("t1", "h1") == "job-3"  # first parked, first resent
+    assert slots.release("t1", "h2") == "job-4"
+    assert slots.release("t1", "h3") is None
+    assert slots.acquire_or_park("t1", "h6", "job-6", **opts)
+
+
+def test_a_holder_that_never_releases_frees_its_slot_after_the_ttl(slots):
+    opts = {"limit": 1, "park_ttl_ms": 60_000}
+    assert slots.acquire_or_park("t", "crashed", "a", ttl_ms=50, **opts)
+    assert not slots.acquire_or_park("t", "h2", "b", ttl_ms=50, **opts)
+    time.sleep(0.12)
+    assert slots.acquire_or_park("t", "h3", "c", ttl_ms=50, **opts)
+
+
+def test_no_lost_wakeup_under_racing_threads(slots):
+    """Every job is either run or parked and later popped: none is left waiting with no holder."""
+    opts = {"limit": 2, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def job(name: str) -> None:
+        holder = uuid.uuid4().hex
+        if not slots.acquire_or_park("t", holder, name, **opts):
+            return
+        while name is not None:  # run it, then whatever the release hands over
+            with lock:
+                ran.append(name)
+            name = slots.release("t", holder)
+            if name is not None:
+                holder = uuid.uuid4().hex
+                if not slots.acquire_or_park("t", holder, name, **opts):
+                    return
+
+    threads = [threading.Thread(target=job, args=(f"job-{i}",)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(ran) == sorted(f"job-{i}" for i in range(40))
+
+
+def test_parked_payloads_round_trip_and_garbage_is_refused():
+    a, b = uuid.uuid4(), uuid.uuid4()
+    assert tenant_slots.decode(tenant_slots.encode((a, b))) == (str(a), str(b))
+    assert tenant_slots.decode("not json") is None
+    assert tenant_slots.decode('{"a": 1}') is None
+    assert tenant_slots.decode("[1, 2]") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypatch, settings):
+    """The actor: a job over the cap leaves the queue, and the finishing job sends it again."""
+    from django.utils import timezone
+
+    from attachments.models import Attachment, Tenant
+    from processing import actors, pipeline
+
+    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    now = timezone.now()
+    monkeypatch.setattr(tenant_slots, "_backend", MemorySlots())
+    first, second = (
+        Attachment.objects.create(tenant=Tenant.objects.get(slug="acme"), owner=alice, profile="image",
+                                  filename=f"{n}.jpg", declared_size=1, declared_type="image/jpeg",
+                                  storage_key=f"tenants/acme/{n}", created_at=now, expires_at=now)
+        for n in ("a", "b")
+    )
+    sent: list[tuple] = []
+    monkeypatch.setattr(actors.derive, "send", lambda *args: sent.append(args))
+    token = uuid.uuid4()
+    inside: list[tuple] = []
+
+    def run_step(attachment_id, lease_token, step):
+        if attachment_id == first.pk:
+            # While the first job holds the only slot, the second arrives and is parked.
+            actors.derive.fn(str(second.pk), str(token))
+            inside.append(tuple(sent))
+        return "advanced"
+
+    monkeypatch.setattr(pipeline, "run_step", run_step)
+    actors.derive.fn(str(first.pk), str(token))
+    assert inside == [()]  # parked: not re-queued on a timer
+    assert sent == [(str(second.pk), str(token))]  # resent the moment the first released its slot
+
+
+def test_a_dead_jobs_slot_can_be_freed_by_its_file(slots):
+    opts = {"limit": 1, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
+    file_a, file_b = str(uuid.uuid4()), str(uuid.uuid4())
+    assert slots.acquire_or_park("t", tenant_slots.holder_name(file_a), "a", **opts)
+    assert not slots.acquire_or_park("t", tenant_slots.holder_name(file_b), "b", **opts)
+    assert slots.drop_holders_of("t", file_b) == 0  # parked, holds nothing
+    assert slots.drop_holders_of("t", file_a) == 1
+    assert slots.acquire_or_park("t", tenant_slots.holder_name(file_b), "b-again", **opts)
