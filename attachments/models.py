@@ -138,10 +138,10 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # --- transitions: pure, they only set fields --------------------------------
 
     @transition(field=status, source=Status.PENDING, target=Status.PROCESSING)
-    def start(self, *, lease_token: uuid.UUID, lease_expires_at) -> None:
+    def start(self, *, lease_token: uuid.UUID, lease_expires_at, step: str = "intake") -> None:
         self.lease_token = lease_token
         self.lease_expires_at = lease_expires_at
-        self.step = "intake"
+        self.step = step
 
     @transition(field=status, source=Status.PROCESSING, target=Status.READY)
     def finish(self, *, now) -> None:

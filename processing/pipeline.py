@@ -45,9 +45,7 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> str:
     try:
         result = work(attachment)
     except ContentRejected as exc:
-        outcome = "rejected" if outcomes.reject(attachment_id, token, code=exc.code, message=exc.message) else "stale"
-        _log(context, started, outcome, reason_code=exc.code)
-        return outcome
+        return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:
         error = f"{step}: {type(exc).__name__}: {exc}"
         if step == "scan":
@@ -63,12 +61,22 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> str:
     if outcome == "ready":
         from django.utils import timezone
 
+        from attachments.profiles import all_profiles
+
         from .single_slot import replace_older_single_slot
 
-        replace_older_single_slot(attachment_id)
+        profile = all_profiles().get(attachment.profile)
+        if profile is not None and profile.single_per_owner:  # most profiles: no query at all
+            replace_older_single_slot(attachment_id)
         if attachment.uploaded_at is not None:
             TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)
+    return outcome
+
+
+def _rejected(context: dict, started: float, attachment_id: uuid.UUID, token: uuid.UUID, exc: ContentRejected) -> str:
+    outcome = "rejected" if outcomes.reject(attachment_id, token, code=exc.code, message=exc.message) else "stale"
+    _log(context, started, outcome, reason_code=exc.code)
     return outcome
 
 
@@ -80,6 +88,34 @@ def _log(context: dict, started: float, outcome: str, **extra: object) -> None:
 
 
 def start_and_intake(attachment_id: uuid.UUID) -> str:
+    """Take the lease and run intake.
+
+    Where uploaded bytes are write-once (local storage: our PUT handler claims
+    the key once), intake's reads cannot go stale, so a clean intake runs before
+    the lease and is recorded with it. Anything else (a rejection, an error,
+    storage that clients can overwrite and that needs a snapshot first) takes
+    the long way, under the lease.
+    """
+    from attachments.storage import get_gateway
+
+    if not get_gateway().rewritable_uploads:
+        attachment = Attachment.objects.select_related("tenant").filter(pk=attachment_id).first()
+        if not outcomes.startable(attachment):
+            return "skipped"
+        started = time.monotonic()
+        context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": "intake"}
+        try:
+            facts = steps.intake(attachment).fields
+        except ContentRejected as exc:
+            token = outcomes.begin(attachment_id)
+            return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)
+        except _transient_types():
+            facts = None  # retried below under the lease, with backoff if it persists
+        if facts is not None:
+            if outcomes.begin(attachment_id, intake_facts=facts) is None:
+                return "skipped"
+            _log(context, started, "advanced")
+            return "advanced"
     token = outcomes.begin(attachment_id)
     if token is None:
         return "skipped"

@@ -58,7 +58,8 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
         raise TooLarge(f"The body is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
 
     # Claim the intent first so two concurrent PUTs cannot both write.
-    claimed = Attachment.objects.filter(pk=attachment_id, uploaded_at__isnull=True).update(uploaded_at=timezone.now())
+    uploaded_at = timezone.now()
+    claimed = Attachment.objects.filter(pk=attachment_id, uploaded_at__isnull=True).update(uploaded_at=uploaded_at)
     if not claimed:
         raise AlreadyUploaded()
     try:
@@ -70,7 +71,8 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
         raise
     object_arrived(key=attachment.storage_key, size=size, source="local",
                    dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Put")
-    attachment.refresh_from_db()
+    # As of the claim: the answer is 202 (accepted, pending) whatever a worker did since.
+    attachment.uploaded_at = uploaded_at
     return attachment
 
 
@@ -161,33 +163,31 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
     """Record an object-created notification once and start intake for its intent."""
     try:
         with transaction.atomic():
-            event = StorageEvent.objects.create(
-                dedupe_key=dedupe_key[:700], source=source, event_name=event_name[:64], bucket=bucket[:255],
-                key=key[:1024], size=size,
-            )
             attachment = Attachment.objects.select_for_update().filter(storage_key=key).first()
             if attachment is None:
-                event.outcome = "unknown_key"
-                event.save(update_fields=["outcome"])
-                transaction.on_commit(lambda: _delete_unauthorized(key))
-                return Arrival("unknown_key")
-            event.attachment = attachment
-            if attachment.content_key:
+                outcome = "unknown_key"
+            elif attachment.content_key:
                 # The bytes were already taken into a server-only snapshot: this is
                 # a replay of the upload URL, never processed, never served.
-                event.outcome = "replay_deleted"
-                event.save(update_fields=["outcome", "attachment"])
+                outcome = "replay_deleted"
+            elif attachment.status != Status.PENDING or attachment.lifecycle in (Lifecycle.DISCARDED,
+                                                                                Lifecycle.DELETED):
+                outcome = "ignored"
+            else:
+                outcome = "started"
+            # The event row is the dedupe: a second copy of it fails here and changes nothing.
+            StorageEvent.objects.create(
+                dedupe_key=dedupe_key[:700], source=source, event_name=event_name[:64], bucket=bucket[:255],
+                key=key[:1024], size=size, outcome=outcome, attachment=attachment,
+            )
+            if outcome in ("unknown_key", "replay_deleted"):
                 transaction.on_commit(lambda: _delete_unauthorized(key))
-                return Arrival("replay_deleted", attachment.pk)
-            if attachment.status != Status.PENDING or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
-                event.outcome = "ignored"
-                event.save(update_fields=["outcome", "attachment"])
+                return Arrival(outcome, attachment.pk if attachment else None)
+            if outcome == "ignored":
                 return Arrival("ignored", attachment.pk)
             if attachment.uploaded_at is None:
                 attachment.uploaded_at = timezone.now()
                 attachment.save(update_fields=["uploaded_at"])
-            event.outcome = "started"
-            event.save(update_fields=["outcome", "attachment"])
             outbox.enqueue("intake", attachment.pk)
             log.info("object arrived", extra={
                 "attachment_id": str(attachment.pk), "tenant": _key_tenant(key), "step": "arrival",

@@ -208,3 +208,33 @@ def test_discarded_while_processing_is_never_flipped_to_ready(alice, api):
     assert Attachment.objects.get(pk=attachment_id).status == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "object_missing" and not row.derivatives.exists() and row.ready_at is None
+
+
+def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
+    """Local uploads are write-once, so a clean intake is recorded with the lease: one commit."""
+    from django.test.utils import CaptureQueriesContext
+
+    from attachments.models import OutboxMessage
+
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    with CaptureQueriesContext(connection) as queries:
+        assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.step, row.content_type, row.stored_size) == ("processing", "scan", "image/jpeg",
+                                                                         row.stored_size)
+    assert row.stored_size and row.lease_token
+    assert list(row.transitions.values_list("transition", flat=True)) == ["start"]
+    assert OutboxMessage.objects.filter(actor_name="scan", args=[attachment_id, str(row.lease_token)]).exists()
+    statements = [q["sql"] for q in queries.captured_queries
+                  if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
+    # read, lock, start (+ facts), audit row, outbox row, mark sent; the two-transaction way took 8
+    assert len(statements) <= 6, statements
+
+
+def test_a_rejected_intake_is_decided_once_under_a_lease(alice, api):
+    attachment_id = upload(api(alice), pdf_bytes(), content_type="image/jpeg")
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "rejected"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.reason_code) == ("rejected", "type_not_allowed")
+    assert list(row.transitions.values_list("transition", flat=True)) == ["start", "reject"]
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "skipped"
