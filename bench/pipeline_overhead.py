@@ -3,22 +3,38 @@
 
     python bench/pipeline_overhead.py [--quick]      (bench/run.py runs it with a scratch AIRLOCK_DATA_DIR)
 
-Pipeline: intent → signed PUT into storage → intake → scan → derive (sandboxed
-child) → ready, driven inline in one thread as the actors would call it
-(run_pipeline-style: pipeline.start_and_intake, then run_step per step), on the
-embedded database (SQLite in the scratch dir) and local storage.
-Bare: the same work called directly in the same process: sniff the first
-4,100 bytes, scan with the same scanners, decode with the same decoder
-function in-process (images.process / pdfs.process), no database, no storage,
-no sandbox. Rounds alternate pipeline/bare so background load hits both.
+Pipeline (the headline, `pipeline_overhead_ratio`): the service as `manage.py
+serve` runs it on the embedded defaults: the real Dramatiq worker in this
+process (AIRLOCK_WORKER_THREADS threads, in-process broker, per-tenant derive
+cap), SQLite and local storage in the scratch dir, the sandbox's fork server
+and clamd. This thread plays the web server: for each file of a batch it
+creates the intent and stores the signed PUT's body (the same service calls
+the views make), back to back; files/s = batch size ÷ (first intent → last
+file ready). Every file must end `ready`.
+Bare: the same work called directly, one file after another, in one process:
+sniff the first 4,100 bytes, scan with the same scanners, decode with the same
+decoder function in-process (images.process / pdfs.process); no database, no
+storage, no sandbox, no queue. Rounds alternate pipeline/bare so background
+load hits both. pipeline_overhead_ratio = pipeline time per file ÷ bare time
+per file (lower is better).
+
+Two more views of the same files, for honesty about where the time goes:
+- serial (`pipeline_serial_*`): one file at a time, inline in one thread, each
+  step called as its actor would (no queue, no concurrency), with the median
+  time of every phase; this is latency, not throughput.
+- same parallelism (`pipeline_vs_bare_parallel_ratio`): the bare steps in as
+  many processes as the machine has cores, against the pipeline above.
 Prints one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,6 +42,44 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     bench_django, emit, make_user, median, r, sample_mix, scratch_dir, timed,
 )
+
+
+_BARE: dict = {}
+
+
+def _bare_worker_init() -> None:
+    """A process of the same-parallelism baseline: Django set up, scanners and bounds ready."""
+    bench_django()
+    from django.conf import settings
+
+    from processing.sandbox import Bounds
+    from processing.scanners import scanners_from_settings
+
+    _BARE["scanners"] = scanners_from_settings()
+    _BARE["bounds"] = Bounds(max_pixels=settings.AIRLOCK_MAX_PIXELS, max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
+                             max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS)
+
+
+def bare_steps(path: Path, profile: str, scratch: Path, scanners=None, bounds=None) -> None:
+    """Sniff + scan + decode, called directly: what the pipeline does minus the pipeline."""
+    from processing.sandbox import images as image_decoder
+    from processing.sandbox import pdfs as pdf_decoder
+    from processing.scanners import scan_all
+    from processing.sniff import detect_type
+
+    scanners = scanners if scanners is not None else _BARE["scanners"]
+    bounds = bounds if bounds is not None else _BARE["bounds"]
+    with open(path, "rb") as fh:
+        detect_type(fh.read(4100))
+
+    def chunks():
+        with open(path, "rb") as fh:
+            yield from iter(lambda: fh.read(65536), b"")  # the gateway's chunk size
+
+    assert all(v.outcome == "clean" for v in scan_all(scanners, chunks))
+    work = scratch / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    (image_decoder if profile == "image" else pdf_decoder).process(path, work, bounds)
 
 
 def main() -> None:
@@ -41,45 +95,55 @@ def main() -> None:
     from attachments.services.uploads import upload_content_receive
     from attachments.signing import upload_token
     from processing import pipeline
+    from processing.runtime import start_worker
     from processing.sandbox import Bounds, shutdown
-    from processing.sandbox import images as image_decoder
-    from processing.sandbox import pdfs as pdf_decoder
-    from processing.scanners import scan_all, scanners_from_settings
-    from processing.sniff import detect_type
+    from processing.scanners import scanners_from_settings
 
     rounds = 3 if args.quick else 5
+    batch_reps = 4 if args.quick else 6  # files per batch = reps x mix
     tmp = scratch_dir("airlock-bench-pipe-")
     mix = sample_mix(tmp / "mix", photos=2 if args.quick else 4, screenshots=2 if args.quick else 4,
                      pdfs=1 if args.quick else 2)
+    payloads = [(item, item["path"].read_bytes()) for item in mix]
     user = make_user()
     scanners = scanners_from_settings()
     bounds = Bounds(max_pixels=settings.AIRLOCK_MAX_PIXELS, max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
                     max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS)
 
+    def bare(item: dict) -> None:
+        bare_steps(item["path"], item["profile"], tmp / "bare", scanners, bounds)
+
+    def submit(item: dict, data: bytes):
+        """What the intent view and the signed-PUT view do for one file."""
+        intent = upload_intent_create(user=user, profile_name=item["profile"], filename=item["path"].name,
+                                      size=len(data), content_type=item["content_type"])
+        pk = intent.attachment.pk
+        upload_content_receive(attachment_id=pk, token=upload_token(pk),
+                               chunks=lambda: (data[i:i + 65536] for i in range(0, len(data), 65536)),
+                               content_length=len(data))
+        return pk
+
+    # --- serial: one file at a time, each step called inline (latency per phase) ---
     phases: dict[str, list[float]] = {}
-    import time as _time
 
     import processing.sandbox_config as sandbox_config
 
     real_sandboxed = sandbox_config.run_sandboxed
 
     def sandboxed(*a):
-        started = _time.perf_counter()
+        started = time.perf_counter()
         try:
             return real_sandboxed(*a)
         finally:
-            phases.setdefault("derive_sandbox_job", []).append(_time.perf_counter() - started)
-
-    sandbox_config.run_sandboxed = sandboxed
+            phases.setdefault("derive_sandbox_job", []).append(time.perf_counter() - started)
 
     def mark(name: str, started: float) -> float:
-        now = _time.perf_counter()
+        now = time.perf_counter()
         phases.setdefault(name, []).append(now - started)
         return now
 
-    def through_pipeline(item: dict) -> None:
-        data = item["path"].read_bytes()
-        t = _time.perf_counter()
+    def serial_pipeline(item: dict, data: bytes) -> None:
+        t = time.perf_counter()
         intent = upload_intent_create(user=user, profile_name=item["profile"], filename=item["path"].name,
                                       size=len(data), content_type=item["content_type"])
         pk = intent.attachment.pk
@@ -99,63 +163,103 @@ def main() -> None:
         status = Attachment.objects.filter(pk=pk).values_list("status", flat=True).get()
         assert status == "ready", (item["path"].name, status)
 
-    def bare(item: dict) -> None:
-        path = item["path"]
-        with open(path, "rb") as fh:
-            detect_type(fh.read(4100))
-
-        def chunks():
-            with open(path, "rb") as fh:
-                yield from iter(lambda: fh.read(65536), b"")  # the gateway's chunk size
-
-        assert all(v.outcome == "clean" for v in scan_all(scanners, chunks))
-        work = tmp / "bare" / uuid.uuid4().hex
-        work.mkdir(parents=True)
-        if item["profile"] == "image":
-            image_decoder.process(path, work, bounds)
-        else:
-            pdf_decoder.process(path, work, bounds)
-
     def flush_broker() -> None:
         import dramatiq
 
-        dramatiq.get_broker().flush_all()  # the in-process broker's queued doorbells: nobody consumes them
+        dramatiq.get_broker().flush_all()  # nobody consumes the in-process broker's doorbells here
 
-    for item in mix:  # warm-up: imports, the sandbox's fork server, scanner rules
-        through_pipeline(item)
+    sandbox_config.run_sandboxed = sandboxed
+    for item, data in payloads:  # warm-up: imports, the sandbox's fork server, scanner rules
+        serial_pipeline(item, data)
         bare(item)
     flush_broker()
     phases.clear()
-
-    ratios, pipe_fps, bare_fps = [], [], []
+    serial_ratios: list[float] = []
     per_kind: dict[str, dict[str, list[float]]] = {}
     for n in range(rounds):
-        order = ("pipeline", "bare") if n % 2 == 0 else ("bare", "pipeline")
         times = {"pipeline": 0.0, "bare": 0.0}
-        for side in order:
-            for item in mix:
-                took = timed(lambda: (through_pipeline if side == "pipeline" else bare)(item))
+        for side in (("pipeline", "bare") if n % 2 == 0 else ("bare", "pipeline")):
+            for item, data in payloads:
+                took = timed(lambda: serial_pipeline(item, data) if side == "pipeline" else bare(item))
                 times[side] += took
                 per_kind.setdefault(item["kind"], {"pipeline": [], "bare": []})[side].append(took)
         flush_broker()
-        ratios.append(times["pipeline"] / times["bare"])
-        pipe_fps.append(len(mix) / times["pipeline"])
-        bare_fps.append(len(mix) / times["bare"])
+        serial_ratios.append(times["pipeline"] / times["bare"])
+    sandbox_config.run_sandboxed = real_sandboxed
+
+    # --- service: the worker's threads take the files as they arrive (throughput) ---
+    worker = start_worker()
+
+    def service_batch() -> float:
+        started = time.perf_counter()
+        pks = [submit(item, data) for _ in range(batch_reps) for item, data in payloads]
+        deadline = time.monotonic() + 300
+        while Attachment.objects.filter(pk__in=pks, status__in=("pending", "processing")).exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the pipeline did not finish the batch in 300 s")
+            time.sleep(0.005)
+        took = time.perf_counter() - started
+        statuses = set(Attachment.objects.filter(pk__in=pks).values_list("status", flat=True))
+        assert statuses == {"ready"}, statuses
+        return len(pks) / took
+
+    def bare_batch() -> float:
+        files = [item for _ in range(batch_reps) for item, _ in payloads]
+        return len(files) / timed(lambda: [bare(item) for item in files])
+
+    cores = os.cpu_count() or 1
+    pool = ProcessPoolExecutor(max_workers=cores, initializer=_bare_worker_init)
+
+    def bare_parallel_batch() -> float:
+        files = [item for _ in range(batch_reps) for item, _ in payloads]
+
+        def run_all() -> None:
+            for future in [pool.submit(bare_steps, i["path"], i["profile"], tmp / "bare-par") for i in files]:
+                future.result()
+
+        return len(files) / timed(run_all)
+
+    service_batch()  # warm-up: worker threads, connections
+    bare_parallel_batch()  # warm-up: the pool's processes
+    service_fps, bare_fps, parallel_fps, ratios, parallel_ratios = [], [], [], [], []
+    for n in range(rounds):
+        sides = ["service", "bare", "parallel"]
+        if n % 2:
+            sides.reverse()
+        got = {side: {"service": service_batch, "bare": bare_batch, "parallel": bare_parallel_batch}[side]()
+               for side in sides}
+        service_fps.append(got["service"])
+        bare_fps.append(got["bare"])
+        parallel_fps.append(got["parallel"])
+        ratios.append(got["bare"] / got["service"])
+        parallel_ratios.append(got["parallel"] / got["service"])
+    worker.stop()
+    pool.shutdown()
     shutdown()
     emit({
         "pipeline_overhead_ratio": r(median(ratios)),
-        "pipeline_files_per_s": r(median(pipe_fps)),
-        "bare_steps_files_per_s": r(median(bare_fps)),
         "pipeline_overhead_ratio_runs": [r(x) for x in ratios],
-        "pipeline_overhead_by_kind": {
+        "pipeline_files_per_s": r(median(service_fps)),
+        "bare_steps_files_per_s": r(median(bare_fps)),
+        "pipeline_vs_bare_parallel_ratio": r(median(parallel_ratios)),
+        "bare_steps_parallel_files_per_s": r(median(parallel_fps)),
+        "bare_steps_parallel_processes": cores,
+        "pipeline_batch_files": batch_reps * len(mix),
+        "pipeline_worker_threads": settings.AIRLOCK_WORKER_THREADS,
+        "pipeline_tenant_concurrency": settings.AIRLOCK_TENANT_CONCURRENCY,
+        "pipeline_serial_overhead_ratio": r(median(serial_ratios)),
+        "pipeline_serial_overhead_ratio_runs": [r(x) for x in serial_ratios],
+        "pipeline_serial_by_kind": {
             kind: {"pipeline_ms": r(median(v["pipeline"]) * 1000, 1), "bare_ms": r(median(v["bare"]) * 1000, 1),
                    "ratio": r(median(v["pipeline"]) / median(v["bare"]))}
             for kind, v in per_kind.items()
         },
-        "pipeline_phase_ms_median": {k: r(median(v) * 1000, 1) for k, v in phases.items()},
+        "pipeline_serial_phase_ms_median": {k: r(median(v) * 1000, 1) for k, v in phases.items()},
         "pipeline_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
-        "pipeline_mode": "inline run_pipeline-style calls in one thread (intent, signed PUT, intake, scan, "
-                         "sandboxed derive, ready); embedded SQLite + local storage in a scratch dir",
+        "pipeline_mode": (f"manage.py serve's worker in-process ({settings.AIRLOCK_WORKER_THREADS} threads, in-process "
+                          "broker, per-tenant cap), files submitted back to back through the intent and PUT "
+                          "services; embedded SQLite + local storage in a scratch dir; bare = same steps, one "
+                          "process, one file at a time"),
         "pipeline_scanners": [s.name for s in scanners],
         "pipeline_rounds": rounds,
     })
