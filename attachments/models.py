@@ -118,6 +118,13 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
                 condition=Q(lifecycle__in=["staged", "discarded"]),
             ),
             models.Index(fields=["status", "lease_expires_at"], name="att_status_lease"),
+            # The pending-upload cap, probed on every intent: only this user's
+            # outstanding intents, never their whole history nor every staged row.
+            models.Index(
+                fields=["owner", "expires_at"],
+                name="att_pending_owner",
+                condition=Q(status="pending", lifecycle="staged", uploaded_at__isnull=True),
+            ),
             # The purge of soft-deleted rows after the audit window.
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
         ]

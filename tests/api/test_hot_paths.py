@@ -1,0 +1,181 @@
+"""The two hottest endpoints stay cheap (few, fixed queries) and no shortcut changes an answer.
+
+bench/api.py measures their throughput against bare one-query views; these
+tests pin what made them cheap (query counts, no transaction around the
+intent's single INSERT, the status read's narrow row, the plain-body fast
+path) so that a regression fails here rather than only in a noisy benchmark.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rest_framework import serializers
+
+from attachments.api.serializers import IntentRequest, StrictCharField, plain_validated_data
+from attachments.models import Attachment, Lifecycle, Status
+from attachments.services.ratelimits import pending_at_limit
+from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
+
+pytestmark = pytest.mark.django_db
+
+
+def _queries(call) -> list[str]:
+    with CaptureQueriesContext(connection) as ctx:
+        response = call()
+        if getattr(response, "streaming", False):
+            b"".join(response.streaming_content)
+    assert response.status_code < 300, response.content
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+# --- intents ---------------------------------------------------------------------
+
+def test_intent_is_three_queries_whatever_the_backlog(alice, api):
+    client = api(alice)
+    first = _queries(lambda: create_intent(client))
+    for _ in range(5):
+        assert create_intent(client).status_code == 201
+    later = _queries(lambda: create_intent(client))
+    # Token+user+tenant, the pending-cap probe, the INSERT.
+    assert len(first) == len(later) == 3, later
+    # One INSERT is atomic by itself: no savepoint or transaction around it.
+    assert not [sql for sql in later if "SAVEPOINT" in sql.upper() or sql.upper().startswith("BEGIN")]
+
+
+@pytest.mark.parametrize(
+    ("row", "counts"),
+    [
+        ({}, True),
+        ({"uploaded_at": "now"}, False),  # the bytes arrived
+        ({"status": Status.PROCESSING}, False),
+        ({"lifecycle": Lifecycle.COMMITTED}, False),
+        ({"lifecycle": Lifecycle.DISCARDED}, False),
+        ({"expires_at": "past"}, False),  # expired, waiting for the sweeper
+    ],
+)
+def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
+    now = timezone.now()
+    tenant = alice.membership.tenant
+
+    def make(owner, **fields):
+        pk = fields.pop("pk")
+        values = {"uploaded_at": None, "status": Status.PENDING, "lifecycle": Lifecycle.STAGED,
+                  "expires_at": now + timedelta(days=7), **fields}
+        if values["uploaded_at"] == "now":
+            values["uploaded_at"] = now
+        if values["expires_at"] == "past":
+            values["expires_at"] = now - timedelta(seconds=1)
+        Attachment.objects.create(tenant=tenant, owner=owner, profile="image", filename="a.jpg", declared_size=1,
+                                  declared_type="image/jpeg", storage_key=f"k/{owner.pk}/{pk}", created_at=now,
+                                  **values)
+
+    make(alice, pk=1)  # one outstanding intent in every case
+    make(alice, pk=2, **row)
+    make(bob, pk=3)  # someone else's never counts
+    assert pending_at_limit(user=alice, now=now, limit=1)
+    assert pending_at_limit(user=alice, now=now, limit=2) is counts
+    assert not pending_at_limit(user=alice, now=now, limit=3)
+    assert pending_at_limit(user=alice, now=now, limit=0)
+
+
+# --- status read and gated download ---------------------------------------------
+
+@pytest.fixture
+def ready_id(alice, api):
+    attachment_id = upload(api(alice), jpeg_bytes())
+    assert run_pipeline(attachment_id) == "ready"
+    return attachment_id
+
+
+def test_status_read_is_two_queries(alice, bob, api, ready_id):
+    for user in (alice, bob):  # the owner, and the same tenant seeing a ready one
+        sqls = _queries(lambda: api(user).get(f"/api/v1/attachments/{ready_id}"))
+        # Token+user+tenant, then the row: the resource never loads a deferred field.
+        assert len(sqls) == 2, sqls
+        assert '"text"' not in sqls[1]
+    pending = upload(api(alice), jpeg_bytes())
+    assert len(_queries(lambda: api(alice).get(f"/api/v1/attachments/{pending}"))) == 2
+
+
+def test_download_is_two_queries(alice, api, ready_id):
+    assert len(_queries(lambda: api(alice).get(f"/api/v1/attachments/{ready_id}/download"))) == 2
+
+
+def test_status_read_body_is_unchanged_by_the_narrow_row(alice, api, ready_id):
+    body = api(alice).get(f"/api/v1/attachments/{ready_id}").json()
+    row = Attachment.objects.get(pk=ready_id)
+    assert body["status"] == "ready" and body["size"] == row.size and body["sha256"] == row.sha256
+    assert body["content_type"] == row.content_type and body["metadata"]["width"] == row.metadata["width"]
+    assert set(body["links"]) == {"self", "download", "thumbnail"}
+    assert body["derivatives"]["thumbnail"] == {"width": row.metadata["thumbnail"]["width"],
+                                                "height": row.metadata["thumbnail"]["height"]}
+
+
+def test_soft_deleted_and_other_tenants_rows_are_not_found(alice, mallory, api, ready_id):
+    assert api(mallory).get(f"/api/v1/attachments/{ready_id}").status_code == 404
+    Attachment.objects.filter(pk=ready_id).update(lifecycle=Lifecycle.DELETED, deleted_at=timezone.now())
+    for path in (f"/api/v1/attachments/{ready_id}", f"/api/v1/attachments/{ready_id}/download"):
+        response = api(alice).get(path)
+        assert response.status_code == 404 and response.json()["error"]["code"] == "NOT_FOUND"
+
+
+# --- the plain-body fast path ------------------------------------------------------
+
+def _serializer_answer(data):
+    serializer = IntentRequest(data=data)
+    return serializer.validated_data if serializer.is_valid() else None
+
+
+_ascii = st.text(alphabet=st.characters(max_codepoint=127), max_size=70)
+_text = st.one_of(
+    _ascii,
+    st.text(max_size=80),
+    st.sampled_from(["image", " image ", "", "   ", "image/jpeg", "a\x00b", "\ud800", "\x1f", "x" * 64, "x" * 65,
+                     "x" * 255, "x" * 256, "x" * 1024, "x" * 1025, "é.jpg"]),
+)
+_value = st.one_of(_text, st.integers(min_value=-3, max_value=2**63), st.booleans(), st.none(), st.floats(),
+                   st.lists(st.integers(), max_size=2), st.just("12"))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(
+    st.dictionaries(st.sampled_from(["profile", "filename", "size", "content_type", "extra"]), _value),
+    # Mostly well-formed bodies, so the fast path answers often.
+    st.fixed_dictionaries({"profile": _text, "filename": _text, "content_type": _text,
+                           "size": st.one_of(st.integers(min_value=-2, max_value=2**62 + 2), _value)}),
+    st.fixed_dictionaries({"profile": _ascii, "filename": _ascii, "content_type": _ascii,
+                           "size": st.sampled_from([-1, 0, 1, 2**62, 2**62 + 1])}),
+))
+def test_fast_path_only_ever_agrees_with_the_serializer(data):
+    fast = plain_validated_data(IntentRequest, data)
+    if fast is not None:
+        assert dict(_serializer_answer(data)) == fast
+
+
+def test_fast_path_takes_the_common_body():
+    body = {"profile": "image", "filename": " cat.jpg ", "size": 0, "content_type": " image/jpeg "}
+    assert plain_validated_data(IntentRequest, body) == {
+        "profile": "image", "filename": " cat.jpg ", "size": 0, "content_type": "image/jpeg"}
+    assert plain_validated_data(IntentRequest, {**body, "size": True}) is None
+    assert plain_validated_data(IntentRequest, {**body, "filename": "café.jpg"}) is None  # the serializer decides
+
+
+def test_fast_path_stands_aside_for_custom_validation():
+    class WithHook(serializers.Serializer):
+        name = StrictCharField(max_length=10)
+
+        def validate_name(self, value):
+            raise serializers.ValidationError("no")
+
+    class WithValidator(serializers.Serializer):
+        name = StrictCharField(max_length=10, validators=[lambda value: None])
+
+    for serializer_class in (WithHook, WithValidator):
+        assert plain_validated_data(serializer_class, {"name": "ok"}) is None
