@@ -29,15 +29,28 @@ def _gone(attachment: Attachment, now: datetime) -> bool:
         and attachment.expires_at <= now
 
 
+# What the resource, the gating rule and the file response read. Extracted text
+# can be a megabyte and the processing bookkeeping is never shown, so a status
+# read fetches (and builds) the row without them; touching a field left out
+# costs an extra query (tests/api/test_hot_paths.py catches that).
+READ_FIELDS = (
+    "id", "tenant_id", "owner_id", "profile", "status", "filename", "size", "content_type", "sha256",
+    "metadata", "reason_code", "reason_message", "lifecycle", "created_at", "ready_at", "expires_at", "ref",
+    "served_key", "content_key", "storage_key",
+)
+
+
 def attachment_visible(*, user, attachment_id: object) -> Attachment:
     """The owner sees every state; the same tenant sees ready ones; everyone else gets 404."""
     tenant = tenant_of(user)
-    attachment = (
-        # Extracted text can be a megabyte: status reads never need it.
-        Attachment.objects.defer("text").filter(pk=_parse(attachment_id), tenant=tenant)
-        .exclude(lifecycle=Lifecycle.DELETED).first()
-    )
-    if attachment is None:
+    # A bare primary-key get, with tenant and deletion checked on the row: the
+    # same answer as filtering on them in SQL, for about half the ORM's work
+    # on the hottest read (no extra lookups to build, no ORDER BY from first()).
+    try:
+        attachment = Attachment.objects.only(*READ_FIELDS).get(pk=_parse(attachment_id))
+    except Attachment.DoesNotExist:
+        raise NotFound() from None
+    if attachment.tenant_id != tenant.pk or attachment.lifecycle == Lifecycle.DELETED:
         raise NotFound()
     if attachment.owner_id == user.pk:
         return attachment
