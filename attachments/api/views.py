@@ -50,12 +50,16 @@ from .serializers import (
     StrictIntegerField,
     _iso,
     attachment_resource,
+    plain_validated_data,
 )
 
 
 def _valid(serializer_class, request) -> dict:
     if not isinstance(request.data, dict):
         raise ValidationFailed("The body must be a JSON object.", details={"non_field_errors": ["Expected an object."]})
+    plain = plain_validated_data(serializer_class, request.data)
+    if plain is not None:
+        return plain
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
