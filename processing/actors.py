@@ -51,10 +51,15 @@ def scan(*args: object) -> None:
     pipeline.run_step(parsed[0], parsed[1], "scan")
 
 
-def _tenant_of(attachment_id: uuid.UUID) -> int | None:
-    from attachments.models import Attachment
-
-    return Attachment.objects.filter(pk=attachment_id).values_list("tenant_id", flat=True).first()
+def _derive_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
+    """(attachment id, lease token[, tenant id]); messages sent before the tenant rode along have two."""
+    if len(args) not in (2, 3):
+        return None
+    ids = _uuids(*args[:2])
+    tenant = str(args[2]) if len(args) == 3 else None
+    if ids is None or (tenant is not None and not (tenant.isascii() and tenant.isdigit())):
+        return None
+    return ids[0], ids[1], tenant
 
 
 @dramatiq.actor(queue_name="derive", **_OPTS)
@@ -62,20 +67,30 @@ def derive(*args: object) -> None:
     """Decode in the sandbox and write derivatives; at most N at once per tenant."""
     from django.conf import settings
 
-    parsed = _uuids(*args) if len(args) == 2 else None
+    parsed = _derive_args(args)
     if parsed is None:
         return _dead_letter_message("derive", args)
-    tenant_id = _tenant_of(parsed[0])
-    if tenant_id is None:
-        return None
+    attachment_id, token, tenant = parsed
+    attachment = None
+    if tenant is None:
+        # One read gives the tenant and the lease check: a stale job takes no slot,
+        # and run_step does not read the row again.
+        attachment = pipeline.current(attachment_id, token, "derive")
+        if attachment is None:
+            return None
+        tenant = str(attachment.tenant_id)
+    # With the tenant in the message, a job over its tenant's cap is parked without
+    # touching the database; run_step checks the lease once it holds a slot (the
+    # tenant only picks whose slots it waits for).
     slots = tenant_slots.backend()
-    tenant, holder = str(tenant_id), tenant_slots.holder_name(parsed[0])
+    holder = tenant_slots.holder_name(attachment_id)
     ttl_ms = int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000
-    if not slots.acquire_or_park(tenant, holder, tenant_slots.encode(parsed), limit=settings.AIRLOCK_TENANT_CONCURRENCY,
+    parked = tenant_slots.encode((attachment_id, token, tenant))
+    if not slots.acquire_or_park(tenant, holder, parked, limit=settings.AIRLOCK_TENANT_CONCURRENCY,
                                  ttl_ms=ttl_ms, park_ttl_ms=settings.AIRLOCK_LEASE_SECONDS * 1000):
         return None  # parked: sent again as soon as one of this tenant's jobs finishes
     try:
-        pipeline.run_step(parsed[0], parsed[1], "derive")
+        pipeline.run_step(attachment_id, token, "derive", attachment=attachment)
     finally:
         _send_next_parked(slots, tenant, holder)
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
 from attachments.naming import quarantine_key
 from attachments.services import outbox
-from attachments.services.transitions import apply_transition, lock_attachment
+from attachments.services.transitions import apply_transition, lock_attachment, save_changes
 from attachments.storage import get_gateway
 from attachments.storage.base import move
 
@@ -27,13 +27,28 @@ log = logging.getLogger("airlock.pipeline")
 
 WORKER = "worker"
 
+# The columns the outcome functions and the transitions read from the locked row
+# (the lease check, the start/finish/reject/fail/retry methods, the audit row and
+# its log line, the dead letter). What a step sets is written without being read.
+# Every column read must be here: one left out would be loaded on first touch, and
+# on Attachment that load never returns (its refresh lock is taken again by the
+# FSM field of the half-loaded copy it builds). tests/pipeline/test_statement_counts.py
+# fails at once on such a read, and counts every step's statements.
+LOCK_FIELDS = ("tenant", "status", "lease_token", "step", "lifecycle", "uploaded_at", "attempts", "storage_key",
+               "reason_code", "reason_message")
+
+
+# Everything a replaced derivative row takes from the new attempt (created_at too,
+# as if it had been deleted and inserted again).
+_DERIVATIVE_UPDATE = ["storage_key", "content_type", "size", "width", "height", "created_at"]
+
 
 def _lease_deadline(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS)
 
 
 def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: str | None = None) -> Attachment | None:
-    attachment = lock_attachment(attachment_id)
+    attachment = lock_attachment(attachment_id, fields=LOCK_FIELDS)
     if attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token:
         return None
     if step is not None and attachment.step != step:
@@ -56,7 +71,7 @@ def begin(attachment_id: uuid.UUID, *, now: datetime | None = None,
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attachment = lock_attachment(attachment_id)
+        attachment = lock_attachment(attachment_id, fields=LOCK_FIELDS)
         if not startable(attachment):
             return None
         token = uuid.uuid4()
@@ -87,17 +102,23 @@ def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: di
         for name, value in fields.items():
             setattr(attachment, name, value)
         if derivatives:
-            # One row per kind: a retried attempt replaces what an earlier one wrote.
-            # Two statements whatever the count, instead of a savepointed upsert per kind.
-            Derivative.objects.filter(attachment=attachment, kind__in=[d["kind"] for d in derivatives]).delete()
-            Derivative.objects.bulk_create(Derivative(attachment=attachment, **record) for record in derivatives)
+            # One row per kind: a retried attempt (or a rescan) replaces what an earlier
+            # one wrote. One INSERT … ON CONFLICT (attachment, kind) DO UPDATE whatever
+            # the count, instead of a DELETE and an INSERT.
+            Derivative.objects.bulk_create(
+                [Derivative(attachment=attachment, **record) for record in derivatives],
+                update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
+            )
         if next_step is None:
             apply_transition(attachment, "finish", actor=WORKER, now=now)
         else:
             attachment.step = next_step
             attachment.lease_expires_at = _lease_deadline(now)
-            attachment.save()
-            outbox.enqueue(next_step, attachment.pk, token)
+            save_changes(attachment)
+            # The derive job carries its tenant: the actor parks a job over the tenant's
+            # cap without reading the row first (processing/actors.py).
+            tenant = (attachment.tenant_id,) if next_step == "derive" else ()
+            outbox.enqueue(next_step, attachment.pk, token, *tenant)
     return True
 
 

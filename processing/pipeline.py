@@ -27,18 +27,46 @@ STEPS: dict[str, tuple[Callable[[Attachment], steps.StepResult], str | None]] = 
 }
 
 
+# The columns the steps and this module read from the row a step works on (its
+# text, the client's claims and the lifecycle dates are never read here). Every
+# column a step reads must be here: see outcomes.LOCK_FIELDS for why a missing one
+# is worse than an extra query; tests/pipeline/test_statement_counts.py catches it.
+STEP_FIELDS = ("tenant__slug", "profile", "status", "lease_token", "step", "uploaded_at", "lifecycle",
+               "storage_key", "content_key", "stored_size", "content_type", "metadata")
+
+
+def load(attachment_id: uuid.UUID) -> Attachment | None:
+    """The row a step works on, with its tenant (one query, no lock)."""
+    qs = Attachment.objects.select_related("tenant").only(*STEP_FIELDS).filter(pk=attachment_id)
+    return next(iter(qs[:1]), None)  # a slice, not first(): no ORDER BY for a primary key
+
+
+def current(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> Attachment | None:
+    """The row, if this job's lease and step are still the row's; None for a stale or duplicate job."""
+    attachment = load(attachment_id)
+    if (attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token
+            or attachment.step != step):
+        return None
+    return attachment
+
+
 def _transient_types() -> tuple[type[BaseException], ...]:
     from processing.scanners import ScannerError
 
     return (TransientError, StorageError, ScannerError, OSError)
 
 
-def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> str:
-    """Do one step if this job still holds the lease; return what happened."""
-    attachment = Attachment.objects.select_related("tenant").filter(pk=attachment_id).first()
-    if (attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token
-            or attachment.step != step):
-        return "stale"
+def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachment: Attachment | None = None) -> str:
+    """Do one step if this job still holds the lease; return what happened.
+
+    `attachment` is the row as current() returned it, when the caller already
+    read it (the derive actor needs its tenant first); outcomes re-check the
+    lease under the row lock either way.
+    """
+    if attachment is None:
+        attachment = current(attachment_id, token, step)
+        if attachment is None:
+            return "stale"
     work, next_step = STEPS[step]
     started = time.monotonic()
     context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": step}
@@ -99,7 +127,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     from attachments.storage import get_gateway
 
     if not get_gateway().rewritable_uploads:
-        attachment = Attachment.objects.select_related("tenant").filter(pk=attachment_id).first()
+        attachment = load(attachment_id)
         if not outcomes.startable(attachment):
             return "skipped"
         started = time.monotonic()

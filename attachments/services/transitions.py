@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -13,14 +15,61 @@ from ..models import Attachment, TransitionLog
 
 log = logging.getLogger("airlock.transitions")
 
+# Where lock_attachment keeps the values it loaded, so a save writes only what changed.
+_LOADED = "_airlock_loaded"
+_CONCRETE = tuple((f.name, f.attname) for f in Attachment._meta.concrete_fields if not f.primary_key)
+
 
 class TransitionConflict(Exception):
     """The row is not in a state that allows this transition (someone else won)."""
 
 
-def lock_attachment(attachment_id: Any) -> Attachment | None:
-    """Lock one attachment row for the rest of the transaction."""
-    return Attachment.objects.select_for_update().filter(pk=attachment_id).first()
+def lock_attachment(attachment_id: Any, *, fields: Iterable[str] | None = None) -> Attachment | None:
+    """Lock one attachment row for the rest of the transaction.
+
+    With `fields`, only those columns are read: the pipeline reads a dozen of
+    the row's columns, not its extracted text. The caller must name every column
+    it (or the transition) reads: a deferred column is loaded on first touch, and
+    on this model that load does not return (processing/outcomes.py, LOCK_FIELDS).
+    The loaded values are remembered so that save_changes() and apply_transition()
+    write back only the columns that changed.
+    """
+    qs = Attachment.objects.select_for_update().filter(pk=attachment_id)
+    if fields is not None:
+        qs = qs.only(*fields)
+    # A slice, not first(): the primary key matches one row, so no ORDER BY to build.
+    attachment = next(iter(qs[:1]), None)
+    if attachment is not None:
+        _remember_loaded(attachment)
+    return attachment
+
+
+def _remember_loaded(attachment: Attachment) -> None:
+    values = attachment.__dict__
+    # JSON values are copied: a caller that edits one in place still counts as a change.
+    setattr(attachment, _LOADED, {
+        attname: copy.deepcopy(values[attname]) if isinstance(values[attname], (dict, list)) else values[attname]
+        for _name, attname in _CONCRETE if attname in values
+    })
+
+
+def save_changes(attachment: Attachment) -> None:
+    """Save a row: only its changed columns when lock_attachment loaded it, else all of them.
+
+    Unchanged columns hold what the locked row holds, so leaving them out writes
+    the same row with a shorter UPDATE (and never writes a column this
+    transaction did not read). `updated_at` is always written, as a full save does.
+    """
+    loaded = getattr(attachment, _LOADED, None)
+    if loaded is None:
+        attachment.save()
+        return
+    values = attachment.__dict__
+    missing = object()
+    changed = [name for name, attname in _CONCRETE
+               if attname in values and loaded.get(attname, missing) != values[attname]]
+    attachment.save(update_fields=[*changed, "updated_at"])
+    _remember_loaded(attachment)
 
 
 def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str = "", **kwargs: Any) -> Attachment:
@@ -32,7 +81,8 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         getattr(attachment, name)(**kwargs)
     except TransitionNotAllowed as exc:
         raise TransitionConflict(f"{name} not allowed from {from_status}") from exc
-    attachment.save()
+    # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
+    save_changes(attachment)
     TransitionLog.objects.create(
         attachment=attachment,
         transition=name,

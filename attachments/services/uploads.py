@@ -39,12 +39,21 @@ def limited(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
         yield chunk
 
 
+# What the PUT reads, and what the 202's attachment resource shows (API.md): not
+# the keys the pipeline fills in, the lease, the extracted text nor the owner.
+# Every column read must be listed (processing/outcomes.py, LOCK_FIELDS, says why).
+_PUT_FIELDS = ("profile", "status", "filename", "declared_size", "declared_type", "storage_key", "size",
+               "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at", "lifecycle",
+               "created_at", "ready_at", "expires_at", "ref")
+
+
 def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
                            chunks: Callable[[], Iterable[bytes]], content_length: int | None) -> Attachment:
     """Store the body of a signed PUT, then treat it like a storage event."""
     if not upload_token_valid(token, attachment_id):
         raise UploadTokenInvalid()
-    attachment = Attachment.objects.filter(pk=attachment_id).first()
+    # A slice, not first(): the primary key matches one row, so no ORDER BY to build.
+    attachment = next(iter(Attachment.objects.only(*_PUT_FIELDS).filter(pk=attachment_id)[:1]), None)
     if attachment is None:
         raise UploadTokenInvalid()
     if attachment.lifecycle not in (Lifecycle.STAGED, Lifecycle.COMMITTED) or attachment.status != Status.PENDING:
@@ -163,7 +172,9 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
     """Record an object-created notification once and start intake for its intent."""
     try:
         with transaction.atomic():
-            attachment = Attachment.objects.select_for_update().filter(storage_key=key).first()
+            # Only what decides the outcome; storage keys are unique, so no ORDER BY either.
+            attachment = next(iter(Attachment.objects.select_for_update().only(
+                "status", "lifecycle", "content_key", "uploaded_at").filter(storage_key=key)[:1]), None)
             if attachment is None:
                 outcome = "unknown_key"
             elif attachment.content_key:

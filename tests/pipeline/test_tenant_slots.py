@@ -90,18 +90,20 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
     now = timezone.now()
     monkeypatch.setattr(tenant_slots, "_backend", MemorySlots())
+    token = uuid.uuid4()
+    # Both hold a derive lease (the actor takes no slot for a stale job).
     first, second = (
         Attachment.objects.create(tenant=Tenant.objects.get(slug="acme"), owner=alice, profile="image",
                                   filename=f"{n}.jpg", declared_size=1, declared_type="image/jpeg",
-                                  storage_key=f"tenants/acme/{n}", created_at=now, expires_at=now)
+                                  storage_key=f"tenants/acme/{n}", created_at=now, expires_at=now,
+                                  status="processing", lease_token=token, step="derive")
         for n in ("a", "b")
     )
     sent: list[tuple] = []
     monkeypatch.setattr(actors.derive, "send", lambda *args: sent.append(args))
-    token = uuid.uuid4()
     inside: list[tuple] = []
 
-    def run_step(attachment_id, lease_token, step):
+    def run_step(attachment_id, lease_token, step, *, attachment=None):
         if attachment_id == first.pk:
             # While the first job holds the only slot, the second arrives and is parked.
             actors.derive.fn(str(second.pk), str(token))
@@ -111,7 +113,8 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     monkeypatch.setattr(pipeline, "run_step", run_step)
     actors.derive.fn(str(first.pk), str(token))
     assert inside == [()]  # parked: not re-queued on a timer
-    assert sent == [(str(second.pk), str(token))]  # resent the moment the first released its slot
+    # Resent the moment the first released its slot, with its tenant (no read to park it again).
+    assert sent == [(str(second.pk), str(token), str(second.tenant_id))]
 
 
 def test_a_dead_jobs_slot_can_be_freed_by_its_file(slots):

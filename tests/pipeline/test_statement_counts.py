@@ -1,0 +1,259 @@
+"""What the pipeline's bookkeeping costs per file, pinned so that a regression fails here.
+
+bench/pipeline_overhead.py measures the worker's overhead against the bare
+steps; most of it is the ORM building statements. These tests pin what keeps it
+small: a fixed number of statements per step, narrow reads (a column a step
+reads that its read leaves out fails here at once), UPDATEs that write only what
+changed, the derive actor's single read (none at all for a job it parks), and
+the derivative rows replaced by one upsert.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django_fsm import ConcurrentTransition
+
+from attachments.models import Attachment, Derivative
+from attachments.services.transitions import apply_transition, lock_attachment
+from processing import actors, pipeline, tenant_slots
+from processing.tenant_slots import MemorySlots
+from tests.support import jpeg_bytes, pdf_bytes, run_pipeline, upload
+
+pytestmark = pytest.mark.django_db
+
+_TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+@contextmanager
+def _statements(capture_on_commit):
+    """The statements run inside the block, on-commit work (the outbox send) included."""
+    found: list[str] = []
+    with CaptureQueriesContext(connection) as ctx:
+        with capture_on_commit(execute=True):
+            yield found
+    found.extend(q["sql"] for q in ctx.captured_queries
+                 if not q["sql"].lstrip().upper().startswith(_TRANSACTION_CONTROL))
+
+
+def _verbs(statements: list[str]) -> dict[str, int]:
+    return dict(Counter(sql.lstrip().split(None, 1)[0].upper() for sql in statements))
+
+
+def _selects_text(statements: list[str]) -> bool:
+    return any(sql.lstrip().upper().startswith("SELECT") and '"attachments_attachment"."text"' in sql
+               for sql in statements)
+
+
+@pytest.fixture(autouse=True)
+def deferred_loads_fail_fast(monkeypatch):
+    """Reading a column a narrow read left out must fail here, at once.
+
+    Left alone, Attachment loads the column on first touch, and that load
+    builds a second instance whose status is deferred too: on this model it
+    waits on its own refresh lock forever instead of costing one more query.
+    """
+    def refuse(self, *args, fields=None, **kwargs):
+        raise AssertionError(f"{type(self).__name__}.{', '.join(fields or ['*'])} was read but not loaded")
+
+    monkeypatch.setattr(Attachment, "refresh_from_db", refuse)
+
+
+@pytest.fixture
+def memory_slots(monkeypatch):
+    slots = MemorySlots()
+    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    return slots
+
+
+def _sent(actor_name: str, attachment_id: uuid.UUID) -> list[str]:
+    """The arguments of the newest job the outbox holds for this actor and file."""
+    from attachments.models import OutboxMessage
+
+    message = OutboxMessage.objects.filter(actor_name=actor_name, args__0=str(attachment_id)).latest("pk")
+    return message.args
+
+
+def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]]:
+    """intake, scan and derive as their actors run them, with each one's statements."""
+    seen: dict[str, list[str]] = {}
+    with _statements(capture) as seen["intake"]:
+        actors.intake.fn(str(attachment_id))
+    assert Attachment.objects.get(pk=attachment_id).step == "scan"
+    args = _sent("scan", attachment_id)
+    with _statements(capture) as seen["scan"]:
+        actors.scan.fn(*args)
+    assert Attachment.objects.get(pk=attachment_id).step == "derive"
+    args = _sent("derive", attachment_id)
+    with _statements(capture) as seen["derive"]:
+        actors.derive.fn(*args)
+    assert Attachment.objects.get(pk=attachment_id).status == "ready"
+    return seen
+
+
+# The step's read, the lock, the row's UPDATE, the audit row, the outbox row and
+# its "sent" mark (derive: the derivative rows instead of a job to send).
+EXPECTED = {
+    "intake": {"SELECT": 2, "UPDATE": 2, "INSERT": 2},
+    "scan": {"SELECT": 2, "UPDATE": 2, "INSERT": 1},
+    "derive": {"SELECT": 2, "INSERT": 2, "UPDATE": 1},  # derivatives upserted in one INSERT
+}
+
+
+def test_statements_per_step_for_an_image(alice, api, memory_slots, django_capture_on_commit_callbacks):
+    attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
+    seen = _through_the_steps(attachment_id, django_capture_on_commit_callbacks)
+    assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
+    every = [sql for sqls in seen.values() for sql in sqls]
+    assert not _selects_text(every)
+    # Reads by primary key build no ORDER BY; UPDATEs leave untouched columns alone.
+    assert not [sql for sql in every if sql.lstrip().upper().startswith("SELECT") and "ORDER BY" in sql.upper()]
+    assert not [sql for sql in every if sql.lstrip().upper().startswith("UPDATE") and '"filename"' in sql]
+    assert Derivative.objects.filter(attachment_id=attachment_id).count() == 2
+
+
+def test_a_pdf_writes_its_text_without_ever_reading_it(alice, api, memory_slots,
+                                                       django_capture_on_commit_callbacks):
+    from attachments.services.moderation import attachment_rescan
+
+    attachment_id = uuid.UUID(upload(api(alice), pdf_bytes("searchable words here"), profile="document",
+                                     filename="a.pdf", content_type="application/pdf"))
+    seen = _through_the_steps(attachment_id, django_capture_on_commit_callbacks)
+    assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
+    assert "searchable" in Attachment.objects.get(pk=attachment_id).text
+
+    # Rescanned: the row now holds its text, and no step reads it back.
+    attachment_rescan(attachment_id=attachment_id, actor="staff:test")
+    seen = _through_the_steps(attachment_id, django_capture_on_commit_callbacks)
+    assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
+    assert not _selects_text([sql for sqls in seen.values() for sql in sqls])
+
+
+def test_a_second_attempt_replaces_the_derivative_rows(alice, api, memory_slots):
+    from attachments.services.moderation import attachment_rescan
+
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    assert run_pipeline(attachment_id) == "ready"
+    first = {d.kind: d for d in Derivative.objects.filter(attachment_id=attachment_id)}
+    attachment_rescan(attachment_id=attachment_id, actor="staff:test")
+    assert run_pipeline(attachment_id) == "ready"
+    second = {d.kind: d for d in Derivative.objects.filter(attachment_id=attachment_id)}
+    assert set(first) == set(second) == {"thumbnail", "sanitized"}
+    for kind, row in second.items():
+        assert row.pk == first[kind].pk and row.storage_key == first[kind].storage_key
+        assert row.created_at > first[kind].created_at  # written by the second attempt
+
+
+def test_the_signed_put_is_six_statements(alice, api, django_capture_on_commit_callbacks):
+    from tests.support import create_intent, put_bytes
+
+    data = jpeg_bytes((64, 48))
+    intent = create_intent(api(alice), size=len(data)).json()
+    with _statements(django_capture_on_commit_callbacks) as seen:
+        response = put_bytes(intent["upload"]["url"], data, content_type="image/jpeg")
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "pending" and response.json()["filename"] == "cat.jpg"
+    # The row, the claim, the locked row by key, the event, the outbox row, its "sent" mark.
+    assert _verbs(seen) == {"SELECT": 2, "UPDATE": 2, "INSERT": 2}, seen
+    assert not _selects_text(seen)
+
+
+def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api, memory_slots, monkeypatch,
+                                                                      settings):
+    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
+    actors.intake.fn(str(attachment_id))
+    actors.scan.fn(*_sent("scan", attachment_id))
+    args = _sent("derive", attachment_id)
+    row = Attachment.objects.get(pk=attachment_id)
+    assert args == [str(row.pk), str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
+    resent: list[tuple] = []
+    monkeypatch.setattr(actors.derive, "send", lambda *a: resent.append(a))
+    assert memory_slots.acquire_or_park(str(row.tenant_id), "busy", "-", limit=1, ttl_ms=60_000,
+                                        park_ttl_ms=60_000)
+    with CaptureQueriesContext(connection) as ctx:
+        actors.derive.fn(*args)
+    assert ctx.captured_queries == []  # parked: the database was never asked
+    assert Attachment.objects.get(pk=attachment_id).step == "derive"
+    assert memory_slots.release(str(row.tenant_id), "busy") == tenant_slots.encode(tuple(args))
+    actors.derive.fn(*args)  # what the release hands back is sent again, and runs
+    assert Attachment.objects.get(pk=attachment_id).status == "ready"
+
+
+def test_malformed_derive_messages_are_dead_lettered(db):
+    from attachments.models import DeadLetter
+
+    for args in [("x", "y"), (str(uuid.uuid4()),), (str(uuid.uuid4()), str(uuid.uuid4()), "acme"),
+                 (str(uuid.uuid4()), str(uuid.uuid4()), "1", "2")]:
+        actors.derive.fn(*args)
+    assert DeadLetter.objects.filter(kind="message").count() == 4
+
+
+def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory_slots, monkeypatch):
+    """Messages sent before the tenant rode along: the row is read first, and a stale job stops there."""
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    pipeline.start_and_intake(uuid.UUID(attachment_id))
+    row = Attachment.objects.get(pk=attachment_id)
+    pipeline.run_step(row.pk, row.lease_token, "scan")
+    row = Attachment.objects.get(pk=attachment_id)
+    asked: list[str] = []
+    monkeypatch.setattr(memory_slots, "acquire_or_park", lambda tenant, *a, **k: asked.append(tenant) or True)
+    actors.derive.fn(str(row.pk), str(uuid.uuid4()))  # an old attempt's token
+    actors.derive.fn(str(uuid.uuid4()), str(row.lease_token))  # no such file
+    assert asked == []
+    after = Attachment.objects.get(pk=attachment_id)
+    assert (after.status, after.step, after.lease_token) == ("processing", "derive", row.lease_token)
+    actors.derive.fn(str(row.pk), str(row.lease_token))
+    assert asked == [str(row.tenant_id)]
+    assert Attachment.objects.get(pk=attachment_id).status == "ready"
+
+
+# --- saving only what changed -------------------------------------------------------
+
+def _pending_row(alice) -> uuid.UUID:
+    from tests.support import client_for, create_intent
+
+    return uuid.UUID(create_intent(client_for(alice), size=10).json()["id"])
+
+
+def test_a_transition_writes_only_the_columns_that_changed(alice):
+    attachment_id = _pending_row(alice)
+    before = Attachment.objects.get(pk=attachment_id).updated_at
+    with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+        attachment = lock_attachment(attachment_id)
+        apply_transition(attachment, "start", actor="test", lease_token=uuid.uuid4(),
+                         lease_expires_at=before, step="intake")
+    [update] = [q["sql"] for q in ctx.captured_queries if q["sql"].upper().startswith("UPDATE")]
+    for column in ("status", "lease_token", "lease_expires_at", "step", "updated_at"):
+        assert f'"{column}"' in update.split("WHERE")[0], update
+    for column in ("filename", "metadata", "text", "storage_key", "lifecycle"):
+        assert f'"{column}"' not in update.split("WHERE")[0], update
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.step) == ("processing", "intake") and row.updated_at > before
+
+
+def test_a_json_value_edited_in_place_is_still_saved(alice):
+    attachment_id = _pending_row(alice)
+    with transaction.atomic():
+        attachment = lock_attachment(attachment_id)
+        attachment.metadata["note"] = "kept"  # the same dict object, changed in place
+        apply_transition(attachment, "reject", actor="test", code="corrupt", message="bad")
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.metadata == {"note": "kept"} and row.status == "rejected"
+
+
+def test_a_narrow_save_still_refuses_a_row_whose_status_moved_on(alice):
+    """ConcurrentTransitionMixin's guard (the status the row was read with) holds for partial saves."""
+    attachment_id = _pending_row(alice)
+    with pytest.raises(ConcurrentTransition), transaction.atomic():
+        attachment = lock_attachment(attachment_id, fields=("status", "reason_code", "storage_key"))
+        Attachment.objects.filter(pk=attachment_id).update(status="rejected")  # behind its back
+        apply_transition(attachment, "start", actor="test", lease_token=uuid.uuid4(), lease_expires_at=None)
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.lease_token) == ("pending", None)
+    assert not row.transitions.exists()
