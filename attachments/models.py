@@ -48,8 +48,10 @@ class Lifecycle(models.TextChoices):
 TERMINAL_STATUSES = (Status.READY, Status.REJECTED, Status.FAILED)
 
 # django-fsm-2 lifts `protected` on the shared field object while it refreshes an
-# instance: process-wide state, so concurrent refreshes must take turns.
-_REFRESH_LOCK = threading.Lock()
+# instance: process-wide state, so concurrent refreshes must take turns. Reentrant:
+# loading a field a narrow read left out builds a row copy whose `status` is
+# deferred, and the FSM mixin reads it while the outer refresh holds the lock.
+_REFRESH_LOCK = threading.RLock()
 
 
 class Attachment(ConcurrentTransitionMixin, models.Model):

@@ -1,0 +1,52 @@
+"""Loading a field that a narrow read left out works (it used to deadlock the thread)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from attachments.models import Attachment
+from tests.support import jpeg_bytes, run_pipeline, upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _in_thread(fn, timeout: float = 10.0):
+    result: dict = {}
+
+    def run() -> None:
+        from django.db import connection
+
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            result["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "reading a deferred field hung (refresh lock taken twice)"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def test_a_deferred_field_loads_on_access(alice, api):
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    assert run_pipeline(attachment_id) == "ready"
+    expected = Attachment.objects.get(pk=attachment_id)
+
+    def read() -> tuple:
+        row = Attachment.objects.only("id", "filename").get(pk=attachment_id)
+        return row.stored_size, row.status, row.metadata
+
+    assert _in_thread(read) == (expected.stored_size, "ready", expected.metadata)
+
+
+def test_a_row_read_without_its_status_loads_it_on_access(alice, api):
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    row = _in_thread(lambda: Attachment.objects.only("id").get(pk=attachment_id))
+    assert _in_thread(lambda: row.status) == "pending"
