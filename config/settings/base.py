@@ -83,7 +83,6 @@ def _database() -> dict:
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             "timeout": 20,
         }
-        config["CONN_MAX_AGE"] = 0
     return config
 
 
