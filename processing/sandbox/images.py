@@ -153,11 +153,12 @@ def _sanitize(raw: bytes, fmt: str, orientation: int) -> tuple[bytes, int]:
     return metadata.strip_gif(raw)
 
 
-def process(
-    input_path: Path, work_dir: Path, bounds: Bounds
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Probe, bound, thumbnail and sanitize one image; return (data, files)."""
-    raw = Path(input_path).read_bytes()
+def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
+    """Probe, bound, thumbnail and sanitize one image held in memory.
+
+    Returns (data, thumbnail WebP, sanitized copy); writes nothing, so the spare job
+    process can also run it on our own tiny samples to warm up (see child.py).
+    """
     fmt = sniff(raw[:16])
     if fmt is None:
         raise Rejected("corrupt", "not a JPEG, PNG, GIF or WebP image")
@@ -180,17 +181,14 @@ def process(
         thumb = _thumbnail(im, bounds.thumbnail_size, orientation)  # decode errors surface here
         sanitized, gif_frames = _sanitize(raw, fmt, orientation)
         frames = _frames(im, fmt, gif_frames, bounds.max_gif_frames)
-    with Image.open(io.BytesIO(sanitized), formats=ALLOWED_FORMATS) as check:
-        if check.size != (width, height):
-            raise Rejected("corrupt", "sanitized copy does not match the original")
+    if sanitized is not raw:  # nothing stripped or added: it is the file we just decoded
+        with Image.open(io.BytesIO(sanitized), formats=ALLOWED_FORMATS) as check:
+            if check.size != (width, height):
+                raise Rejected("corrupt", "sanitized copy does not match the original")
     buf = io.BytesIO()
     thumb.save(buf, "WEBP", quality=80, method=2)  # method 2: faster, a few % larger at 256 px
     if orientation in (5, 6, 7, 8):
         width, height = height, width
-    files = {
-        "thumbnail": write_file(work_dir, "thumbnail.webp", buf.getvalue()),
-        "sanitized": write_file(work_dir, f"sanitized.{_EXT[fmt]}", sanitized),
-    }
     data = {
         "format": fmt,
         "width": width,
@@ -202,5 +200,17 @@ def process(
         # the parent would otherwise read the file back just to hash it.
         "sanitized_sha256": hashlib.sha256(sanitized).hexdigest(),
         "sanitized_size": len(sanitized),
+    }
+    return data, buf.getvalue(), sanitized
+
+
+def process(
+    input_path: Path, work_dir: Path, bounds: Bounds
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Probe, bound, thumbnail and sanitize one image; return (data, files)."""
+    data, thumbnail, sanitized = render(Path(input_path).read_bytes(), bounds)
+    files = {
+        "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
+        "sanitized": write_file(work_dir, f"sanitized.{_EXT[data['format']]}", sanitized),
     }
     return data, files

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import struct
 import zlib
@@ -154,6 +155,31 @@ def test_gps_never_reaches_thumbnail_or_sanitized(run) -> None:
     assert b"SpyCam" not in raw and b"secret comment" not in raw
     # lossless: the sanitized JPEG decodes to exactly the same pixels
     assert Image.open(result.files["sanitized"]).tobytes() == Image.open(io.BytesIO(data)).tobytes()
+
+
+@pytest.mark.parametrize("variant", ["baseline", "progressive", "restarts", "fill_bytes"])
+def test_sanitized_jpeg_keeps_every_scan_byte_and_nothing_after_eoi(run, variant: str) -> None:
+    noisy = Image.effect_noise((96, 64), 80).convert("RGB")  # many FF bytes, stuffed as FF00
+    params = {"progressive": {"progressive": True}, "restarts": {"restart_marker_blocks": 1}}
+    data = _encode(noisy, "JPEG", quality=95, comment=b"secret", **params.get(variant, {}))
+    if variant == "fill_bytes":
+        data = data.replace(b"\xff\xda", b"\xff\xff\xff\xda", 1)  # fill before SOS
+    data += b"appended secret"
+    result = run("image", data)
+    assert outcome(result) == "ready", result.message
+    clean = result.files["sanitized"].read_bytes()
+    assert b"secret" not in clean and clean.endswith(b"\xff\xd9")
+    assert Image.open(io.BytesIO(clean)).tobytes() == Image.open(io.BytesIO(data)).tobytes()
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF"])
+def test_nothing_to_strip_keeps_the_file_byte_for_byte(run, fmt: str) -> None:
+    im = Image.effect_noise((64, 48), 60).convert("RGB")
+    data = _encode(im.convert("P") if fmt == "GIF" else im, fmt)
+    result = run("image", data)
+    assert outcome(result) == "ready", result.message
+    assert result.files["sanitized"].read_bytes() == data
+    assert result.data["sanitized_sha256"] == hashlib.sha256(data).hexdigest()
 
 
 def test_orientation_6_thumbnail_is_rotated_and_sanitized_keeps_only_orientation(run) -> None:
