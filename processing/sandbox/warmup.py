@@ -41,7 +41,7 @@ def warm_up() -> None:
     from PIL import Image
     from pypdf import PdfWriter
 
-    from . import archives, images, pdfs
+    from . import archives, images, pdfs, prewarm
     from .limits import Bounds
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,6 +50,9 @@ def warm_up() -> None:
         for fmt in ("JPEG", "PNG", "GIF", "WEBP"):
             src.write_bytes(_encoded(sample, fmt))
             images.process(src, work, Bounds())
+        tiny = sample.resize((128, 96))
+        prewarm.SAMPLES[:] = [_encoded(tiny, "JPEG"), _encoded(tiny, "PNG")]
+        prewarm.warm(lambda: False)
         writer = PdfWriter()
         writer.add_blank_page(72, 72)
         buf = io.BytesIO()
