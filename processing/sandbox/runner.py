@@ -1,9 +1,10 @@
 """The worker side: start the fork server lazily, send jobs, classify what comes back.
 
 Safe to call from many threads: each call has its own socket; only starting or
-replacing the server is serialised. The worker itself never forks (forking a
-multi-threaded process can deadlock the child on a lock some other thread held):
-the server is started with subprocess, i.e. fork+exec.
+replacing the server is serialised. Each call reads its job's result straight from the
+job's pipe (handed over by the server) and bounds its size itself. The worker itself
+never forks (forking a multi-threaded process can deadlock the child on a lock some
+other thread held): the server is started with subprocess, i.e. fork+exec.
 
 Contract: run_job raises SandboxUnavailable only when the machinery cannot start or
 stops answering (infrastructure, retried by the caller). Whatever the job process does
@@ -24,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from .classify import classify
 from .limits import MAX_RESULT_BYTES, Bounds, Limits, to_dict
@@ -41,6 +44,10 @@ _BOOT = (
 
 class SandboxUnavailable(Exception):
     """The sandbox machinery could not start or stopped answering (infrastructure)."""
+
+
+class _NoAnswer(Exception):
+    """The fork server broke the protocol (closed early, sent garbage): replace it."""
 
 
 class _ForkServer:
@@ -79,8 +86,9 @@ class _ForkServer:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise SandboxUnavailable(f"cannot start the fork server: {exc}") from exc
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT)
-        if not ready or self.proc.stdout.readline() != b"ready\n":
+        poller = select.poll()  # not select(): the worker may hold fds above FD_SETSIZE
+        poller.register(self.proc.stdout, select.POLLIN)
+        if not poller.poll(START_TIMEOUT * 1000) or self.proc.stdout.readline() != b"ready\n":
             self.stop()
             raise SandboxUnavailable("the fork server did not start")
 
@@ -140,18 +148,83 @@ def shutdown() -> None:
         server.stop()
 
 
-def _exchange(server: _ForkServer, request: bytes, wait: float) -> bytes:
+def server_cpu_seconds() -> float | None:
+    """CPU used so far by the fork server and every job it has reaped (for benchmarks)."""
+    with _lock:
+        server = _server
+    if server is None or not server.alive():
+        return None
+    try:
+        fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # utime, stime, cutime, cstime: fields 14-17 of proc(5), counted after the comm field
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _read_result(fd: int, deadline: float) -> tuple[bytes | None, bool]:
+    """Read a job's length-prefixed document from its pipe: (document or None, oversized).
+
+    The job is untrusted: it may write garbage, too much, or nothing and die; the caller
+    then asks the server how the job ended.
+    """
+    poller = select.poll()  # not select(): a busy worker can hold fds above FD_SETSIZE
+    poller.register(fd, select.POLLIN)
+    result = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not poller.poll(remaining * 1000):
+            raise TimeoutError("no result before the deadline")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None, False
+        result += chunk
+        if len(result) > MAX_RESULT_BYTES + 4:
+            return None, True  # stop reading: the job's next write fails
+        if len(result) >= 4 and len(result) - 4 == int.from_bytes(result[:4], "big"):
+            return bytes(result[4:]), False
+
+
+def _read_line(sock: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 65536:
+        if not (chunk := sock.recv(65536)):
+            break
+        data += chunk
+    return data.partition(b"\n")[0]
+
+
+def _exchange(server: _ForkServer, request: bytes, wait: float) -> tuple[dict[str, Any], bytes]:
+    """Run one request through the server; return (status, result document)."""
+    deadline = time.monotonic() + wait
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(wait)
         sock.connect(server.sock_path)
         sock.sendall(request)  # never shut down our side: EOF tells the server we gave up
-        chunks, size = [], 0
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_RESULT_BYTES + 4096:
-                break  # the server bounds results; more means something is badly wrong
-        return b"".join(chunks)
+        _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        if not fds:
+            raise _NoAnswer("fork server closed the connection without an answer")
+        try:
+            os.set_inheritable(fds[0], False)
+            payload, oversized = _read_result(fds[0], deadline)
+        finally:
+            os.close(fds[0])
+        if payload is not None:
+            # Complete, typically before the job has even exited: nothing to wait for.
+            # Hanging up makes the server kill what is left of the job.
+            return {"complete": True}, payload
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        line = _read_line(sock)  # sent once the server has reaped the job
+    if not line:
+        raise _NoAnswer("fork server closed the connection without an answer")
+    try:
+        status = json.loads(line)
+    except ValueError:
+        raise _NoAnswer("fork server sent a malformed status") from None
+    if not isinstance(status, dict):
+        raise _NoAnswer("fork server sent a malformed status")
+    status.update(complete=False, oversized=oversized)
+    return status, b""
 
 
 def run_job(
@@ -186,7 +259,7 @@ def run_job(
     for attempt in (1, 2):  # a server that died since last use is replaced once
         server = _current_server()
         try:
-            raw = _exchange(server, request, limits.wall_seconds + ANSWER_GRACE)
+            status, payload = _exchange(server, request, limits.wall_seconds + ANSWER_GRACE)
         except (ConnectionRefusedError, FileNotFoundError, BrokenPipeError):
             _drop_server(server)
             if attempt == 2:
@@ -195,17 +268,11 @@ def run_job(
         except (TimeoutError, OSError) as exc:
             _drop_server(server)  # stuck past the job's own deadline: the server is wedged
             raise SandboxUnavailable(f"fork server did not answer: {exc}") from exc
-        header, _, payload = raw.partition(b"\n")
-        if not header:
+        except _NoAnswer as exc:
             _drop_server(server)
-            raise SandboxUnavailable("fork server closed the connection without an answer")
-        try:
-            status = json.loads(header)
-        except ValueError:
-            _drop_server(server)
-            raise SandboxUnavailable("fork server sent a malformed header") from None
+            raise SandboxUnavailable(str(exc)) from None
         return classify(status, payload, limits, work_dir)
     raise AssertionError("unreachable")
 
 
-__all__ = ["SandboxResult", "SandboxUnavailable", "run_job", "shutdown"]
+__all__ = ["SandboxResult", "SandboxUnavailable", "run_job", "server_cpu_seconds", "shutdown"]

@@ -2,18 +2,27 @@
 
 Why our own instead of multiprocessing's forkserver: we need the exit status and
 rusage of each job (segfault vs CPU limit vs memory), a deadline enforced by the
-process that can reap (no PID-reuse race when killing), bounded result sizes, and no
-re-import of the caller's __main__ in every child.
+process that can reap (no PID-reuse race when killing), and no re-import of the
+caller's __main__ in every child.
 
-Latency: one spare job process is always forked and prepared ahead of time (see
-child.py), and a job is answered as soon as its length-prefixed result is complete,
-without waiting for its exit; a job that dies without a complete result is answered
-when it is reaped, with its exit status.
+Protocol: clients connect to a Unix socket in a 0700 directory and send one JSON line.
+The server hands the request to a job process and passes the read end of that job's
+result pipe to the client (SCM_RIGHTS, with one byte). The client reads the job's
+length-prefixed result document straight from the pipe, without a relay through this
+process (one process wakeup and two copies less per job); if the pipe ends without a
+complete document, the client reads one status line from the socket, which the server
+sends once it has reaped the job (exit code or signal, rusage, timeout flag). A client
+that hangs up gets its job killed: after a complete result that is just a faster exit.
+
+Latency: one spare job process is forked and prepared ahead of time (see child.py).
+With a single job in flight, the next spare is forked only once its client has its
+result: on two cores, forking and warming it while the job ran took the core that the
+job's and the worker's wakeups needed (~2 ms a job). A request that finds no spare
+forks one then.
 
 It is started by runner.py with `python -I`, a minimal environment and stdin as a
 lifeline: EOF on stdin (the worker exited or called shutdown()) kills every job and
-exits. Clients connect to a Unix socket in a 0700 directory, send one JSON line, and
-read back one header line (status, timeout flag) followed by the result document.
+exits.
 """
 
 from __future__ import annotations
@@ -25,11 +34,10 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .child import confine_environment, spare_main
-from .limits import MAX_RESULT_BYTES
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
@@ -45,12 +53,9 @@ class Spare:
 @dataclass
 class Job:
     pid: int
-    conn: socket.socket | None
-    result_fd: int | None
+    conn: socket.socket | None  # None once answered or once the client hung up
     deadline: float
     started: float
-    result: bytearray = field(default_factory=bytearray)
-    oversized: bool = False
     timed_out: bool = False
 
 
@@ -93,14 +98,19 @@ class Server:
                         return self._stop()
                 elif key.data == "wake":
                     self._drain_wakeups()
-                else:
-                    kind, pid = key.data
-                    if (job := self.jobs.get(pid)) is not None:
-                        self._on_result(job) if kind == "result" else self._on_client(job)
+                elif (job := self.jobs.get(key.data)) is not None:
+                    self._on_client(job)
             self._enforce_deadlines()
             self._reap()
-            if self.spare is None and self.idle_spare_deaths < 3:  # no fork loop if broken
-                self._fork_spare()  # while the job just handed over runs on another core
+            if self.spare is None and self.idle_spare_deaths < 3 and self._time_to_fork():
+                self._fork_spare()  # the cap stops a fork loop if spares keep dying
+
+    def _time_to_fork(self) -> bool:
+        waiting = sum(1 for job in self.jobs.values() if job.conn is not None)
+        # No client waits: its result is read (a finished job tearing down runs at nice 19)
+        # and the fork overlaps the worker's own work. Two or more: no idle moment is
+        # coming, and the next request would otherwise fork on its critical path.
+        return waiting != 1
 
     def _fork_spare(self) -> None:
         req_r, req_w = os.pipe()
@@ -112,7 +122,6 @@ class Server:
             spare_main(req_r, res_w)
         os.close(req_r)
         os.close(res_w)
-        os.set_blocking(res_r, False)
         self.spare = Spare(pid, req_w, res_r)
 
     def _drain_wakeups(self) -> None:
@@ -139,16 +148,19 @@ class Server:
             conn.close()
             return
         spare, self.spare = self._live_spare(), None
+        now = time.monotonic()
         try:
             os.write(spare.request_fd, raw)  # a few hundred bytes: fits the pipe buffer
         except OSError:
             pass  # the spare died: the job is reaped below and answered with its status
         os.close(spare.request_fd)
-        now = time.monotonic()
-        job = Job(spare.pid, conn, spare.result_fd, now + wall, now)
-        self.jobs[spare.pid] = job
-        self.sel.register(spare.result_fd, selectors.EVENT_READ, ("result", spare.pid))
-        self.sel.register(conn, selectors.EVENT_READ, ("client", spare.pid))
+        try:
+            socket.send_fds(conn, [b"R"], [spare.result_fd])
+        except OSError:
+            pass  # the client is gone: _on_client kills the job
+        os.close(spare.result_fd)  # the job's write end and the client's read end remain
+        self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now)
+        self.sel.register(conn, selectors.EVENT_READ, spare.pid)
 
     def _live_spare(self) -> Spare:
         # A spare killed from outside must not turn into a "crashed decoder" verdict.
@@ -165,35 +177,6 @@ class Server:
             return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         except ChildProcessError:
             return False
-
-    def _on_result(self, job: Job, final: bool = False) -> None:
-        assert job.result_fd is not None
-        try:
-            chunk = os.read(job.result_fd, 65536)
-        except BlockingIOError:
-            if final:  # reaped already; a killed straggler may still hold the write end
-                self._close_result(job)
-            return
-        if not chunk or len(job.result) + len(chunk) > MAX_RESULT_BYTES + 4:
-            job.oversized = bool(chunk)  # stop reading: the writer gets EPIPE
-            self._close_result(job)
-            return
-        job.result += chunk
-        if self._complete(job) is not None and not final:
-            self._answer(job, {"complete": True})  # no need to wait for the exit
-
-    @staticmethod
-    def _complete(job: Job) -> bytes | None:
-        if len(job.result) < 4:
-            return None
-        size = int.from_bytes(job.result[:4], "big")
-        return bytes(job.result[4 : 4 + size]) if len(job.result) - 4 == size else None
-
-    def _close_result(self, job: Job) -> None:
-        if job.result_fd is not None:
-            self.sel.unregister(job.result_fd)
-            os.close(job.result_fd)
-            job.result_fd = None
 
     def _on_client(self, job: Job) -> None:
         assert job.conn is not None
@@ -227,13 +210,10 @@ class Server:
                 self.spare = None
                 self.idle_spare_deaths += 1
                 continue
-            job = self.jobs.pop(pid)
-            while job.result_fd is not None:  # drain what it wrote before it exited
-                self._on_result(job, final=True)
+            self.idle_spare_deaths = 0
             self._answer(
-                job,
+                self.jobs.pop(pid),
                 {
-                    "complete": self._complete(job) is not None,
                     "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                     "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                     "maxrss_kb": usage.ru_maxrss,
@@ -243,19 +223,13 @@ class Server:
 
     def _answer(self, job: Job, status: dict[str, Any]) -> None:
         if job.conn is None:
-            return  # answered already, or the client is gone
+            return  # the client is gone (having read a complete result, or given up)
         conn, job.conn = job.conn, None
-        status.update(
-            timed_out=job.timed_out,
-            oversized=job.oversized,
-            wall_seconds=time.monotonic() - job.started,
-        )
-        body = self._complete(job) or b""
-        self.idle_spare_deaths = 0
+        status.update(timed_out=job.timed_out, wall_seconds=time.monotonic() - job.started)
         self.sel.unregister(conn)
         try:
             conn.settimeout(5.0)
-            conn.sendall(json.dumps(status).encode() + b"\n" + body)
+            conn.sendall(json.dumps(status).encode() + b"\n")
         except OSError:
             pass
         finally:

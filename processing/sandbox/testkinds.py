@@ -6,6 +6,7 @@ looping, sleeping or babbling job process, and inspect the confinement from insi
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -78,6 +79,15 @@ def _t_bigfile(req: dict[str, Any]) -> dict[str, Any]:
     return ok_doc({}, {"big": "big.bin"})
 
 
+def _t_answer_then_hang(req: dict[str, Any]) -> dict[str, Any]:
+    # A complete result followed by a process that never exits: the caller must take
+    # the result at once, and its hanging up must get the process killed.
+    payload = json.dumps(ok_doc({"pid": os.getpid()}, {})).encode()
+    os.write(RESULT_FD, len(payload).to_bytes(4, "big") + payload)
+    time.sleep(3600)
+    return {}
+
+
 def _t_isolated_crash(req: dict[str, Any]) -> dict[str, Any]:
     # A render sub-child that segfaults must cost only its own result, not the job.
     try:
@@ -99,4 +109,5 @@ TEST_KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "_test_limits": _t_limits,
     "_test_bigfile": _t_bigfile,
     "_test_isolated_crash": _t_isolated_crash,
+    "_test_answer_then_hang": _t_answer_then_hang,
 }

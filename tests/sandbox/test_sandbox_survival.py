@@ -56,6 +56,25 @@ def test_garbage_output_is_corrupt(run, kind: str) -> None:
     assert outcome(result) == "rejected:corrupt" and result.data == {} and result.files == {}
 
 
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_complete_result_is_taken_without_waiting_for_the_job_to_exit(run) -> None:
+    start = time.monotonic()
+    result = _misbehave(run, "_test_answer_then_hang", wall_seconds=30)
+    assert outcome(result) == "ready" and time.monotonic() - start < 5
+    pid = result.data["pid"]
+    deadline = time.monotonic() + 5
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)  # hanging up got it killed, long before its deadline
+
+
 def test_output_file_size_limit(run) -> None:
     result = _misbehave(run, "_test_bigfile", max_output_bytes=4096)
     assert outcome(result) == "rejected:corrupt" and "File too large" in result.message
