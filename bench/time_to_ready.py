@@ -9,7 +9,7 @@ clamd when one answers, else YARA), creates a user, and drives it with
 requests. Time to ready = the attachment's ready_at (server clock) minus the
 moment the client's PUT returned (same machine, same clock): "upload complete
 to ready". Idle: one small JPEG at a time. Capacity: a burst of small JPEGs
-all at once, files/s until the last is ready. Overload: uploads paced at 2x
+all at once (six senders), files/s until the last is ready. Overload: uploads paced at 2x
 that capacity for a fixed time while a sampler reads the queue-age gauge
 (airlock_oldest_pending_seconds on /metrics) every 250 ms, and alongside it
 the age of the oldest file not yet ready (pending or processing) read from
@@ -155,9 +155,21 @@ def main() -> None:
             idle.append(max(0.0, client.wait_ready(attachment_id) - done))
             time.sleep(0.05)
 
-        # Capacity: everything at once, until the last one is ready.
+        # Capacity: everything at once from as many senders as the overload uses (one
+        # sender alone measures the client, not the pipeline), until the last is ready.
+        burst: list[tuple[str, float]] = []
+
+        def send_burst(offset: int) -> None:
+            sender = Client(server.base, token)
+            sender.put_errors = client.put_errors
+            burst.extend(sender.upload(images[i % len(images)]) for i in range(offset, burst_n, 6))
+
         started = time.time()
-        burst = [client.upload(images[i % len(images)]) for i in range(burst_n)]
+        burst_senders = [threading.Thread(target=send_burst, args=(n,)) for n in range(6)]
+        for thread in burst_senders:
+            thread.start()
+        for thread in burst_senders:
+            thread.join()
         last = max(client.wait_ready(attachment_id) for attachment_id, _ in burst)
         capacity = burst_n / (last - started)
 
