@@ -84,6 +84,12 @@ def begin(attachment_id: uuid.UUID, *, now: datetime | None = None,
         return token
 
 
+def extend_lease(attachment_id: uuid.UUID, token: uuid.UUID, *, now: datetime | None = None) -> bool:
+    """Renew a lease whose job is known to be waiting, not lost (parked behind its tenant's cap)."""
+    return bool(Attachment.objects.filter(pk=attachment_id, status=Status.PROCESSING, lease_token=token)
+                .update(lease_expires_at=_lease_deadline(now or timezone.now())))
+
+
 def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: dict[str, Any],
             next_step: str | None, derivatives: list[dict[str, Any]] | None = None,
             now: datetime | None = None) -> bool:

@@ -33,15 +33,36 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
         Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
         .values_list("pk", "lease_token", "step", "tenant_id")[:1000]
     )
+    # A derive job parked behind its tenant's cap is waiting, not lost: a long
+    # one-tenant backlog must not turn into retries and, at the cap, failures.
+    parked = _parked_files({tenant_id for _, _, step, tenant_id in stuck if step == "derive"})
+    waiting = {(pk, token) for pk, token, step, tenant_id in stuck
+               if step == "derive" and str(pk) in parked.get(tenant_id, ())}
     if dry_run:
-        return len(stuck)
+        return len(stuck) - len(waiting)
+    for pk, token in waiting:
+        outcomes.extend_lease(pk, token, now=now)
     done = 0
     for pk, token, step, tenant_id in stuck:
+        if (pk, token) in waiting:
+            continue
         if outcomes.retry_or_fail(pk, token, error="lease expired (worker lost?)", actor="system:reconciler"):
             done += 1
             if step == "derive":
                 _free_tenant_slot(tenant_id, pk)
     return done
+
+
+def _parked_files(tenant_ids: set[int]) -> dict[int, set[str]]:
+    from . import tenant_slots
+
+    found: dict[int, set[str]] = {}
+    for tenant_id in tenant_ids:
+        try:
+            found[tenant_id] = tenant_slots.backend().parked_files(str(tenant_id))
+        except Exception as exc:  # cannot tell: treat its jobs as lost, the safe side
+            log.warning("could not read parked derive jobs", extra={"tenant": str(tenant_id), "error": str(exc)})
+    return found
 
 
 def _free_tenant_slot(tenant_id: int, attachment_id: object) -> None:

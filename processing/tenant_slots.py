@@ -50,6 +50,8 @@ class SlotsBackend(Protocol):
 
     def drop_holders_of(self, tenant: str, attachment_id: str) -> int: ...
 
+    def parked_files(self, tenant: str) -> set[str]: ...
+
 
 def holder_name(attachment_id: object) -> str:
     """Holders are named after their file, so the lease reconciler can free a dead job's slot."""
@@ -88,6 +90,10 @@ class MemorySlots:
                 del self._waiting[tenant]
             return parked
 
+    def parked_files(self, tenant: str) -> set[str]:
+        with self._lock:
+            return _files(self._waiting.get(tenant, ()))
+
     def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
         with self._lock:
             holders = self._holders.get(tenant, {})
@@ -119,6 +125,9 @@ class RedisSlots:
     def release(self, tenant: str, holder: str) -> str | None:
         popped = self._release(keys=self._keys(tenant), args=[holder])
         return popped.decode() if isinstance(popped, bytes) else popped
+
+    def parked_files(self, tenant: str) -> set[str]:
+        return _files(raw.decode() for raw in self._client.lrange(self._keys(tenant)[1], 0, -1))
 
     def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
         key = self._keys(tenant)[0]
@@ -153,3 +162,8 @@ def decode(parked: str) -> tuple[str, ...] | None:
     except ValueError:
         return None
     return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
+
+
+def _files(parked: object) -> set[str]:
+    """Attachment ids of parked payloads (the first argument of each job)."""
+    return {args[0] for args in map(decode, parked) if args}

@@ -125,3 +125,50 @@ def test_a_dead_jobs_slot_can_be_freed_by_its_file(slots):
     assert slots.drop_holders_of("t", file_b) == 0  # parked, holds nothing
     assert slots.drop_holders_of("t", file_a) == 1
     assert slots.acquire_or_park("t", tenant_slots.holder_name(file_b), "b-again", **opts)
+
+
+def test_parked_files_lists_the_waiting_jobs_attachments(slots):
+    opts = {"limit": 1, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
+    running, waiting = str(uuid.uuid4()), str(uuid.uuid4())
+    token = str(uuid.uuid4())
+    assert slots.acquire_or_park("t", tenant_slots.holder_name(running), tenant_slots.encode((running, token)), **opts)
+    assert not slots.acquire_or_park("t", tenant_slots.holder_name(waiting), tenant_slots.encode((waiting, token)),
+                                     **opts)
+    assert slots.parked_files("t") == {waiting}
+    assert slots.parked_files("other") == set()
+
+
+@pytest.mark.django_db
+def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, api, monkeypatch, settings):
+    """A long one-tenant backlog must not turn into retries (and, at the cap, failures)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from attachments.models import Attachment
+    from processing import outcomes
+    from processing.recovery import expire_leases
+    from tests.support import jpeg_bytes, upload
+
+    slots = MemorySlots()
+    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    rows = []
+    for _ in range(2):
+        pk = uuid.UUID(upload(api(alice), jpeg_bytes((32, 24))))
+        token = outcomes.begin(pk)
+        Attachment.objects.filter(pk=pk).update(step="derive")
+        rows.append((pk, token))
+    (parked_pk, parked_token), (lost_pk, lost_token) = rows
+    tenant = str(Attachment.objects.get(pk=parked_pk).tenant_id)
+    opts = {"limit": 1, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
+    assert slots.acquire_or_park(tenant, "someone-else/1", "x", **opts)
+    assert not slots.acquire_or_park(tenant, tenant_slots.holder_name(parked_pk),
+                                     tenant_slots.encode((parked_pk, parked_token)), **opts)
+
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    assert expire_leases(now=later, dry_run=True) == 1
+    assert expire_leases(now=later) == 1
+    parked, lost = Attachment.objects.get(pk=parked_pk), Attachment.objects.get(pk=lost_pk)
+    assert (parked.status, parked.lease_token, parked.attempts) == ("processing", parked_token, 0)
+    assert parked.lease_expires_at > later  # renewed, so the next tick leaves it alone too
+    assert (lost.status, lost.attempts) == ("pending", 1)
