@@ -30,10 +30,9 @@ WORKER = "worker"
 # The columns the outcome functions and the transitions read from the locked row
 # (the lease check, the start/finish/reject/fail/retry methods, the audit row and
 # its log line, the dead letter). What a step sets is written without being read.
-# Every column read must be here: one left out would be loaded on first touch, and
-# on Attachment that load never returns (its refresh lock is taken again by the
-# FSM field of the half-loaded copy it builds). tests/pipeline/test_statement_counts.py
-# fails at once on such a read, and counts every step's statements.
+# Every column read should be here: one left out is loaded on first touch, one
+# query more per use. tests/pipeline/test_statement_counts.py fails on such a
+# read, and counts every step's statements.
 LOCK_FIELDS = ("tenant", "status", "lease_token", "step", "lifecycle", "uploaded_at", "attempts", "storage_key",
                "reason_code", "reason_message")
 

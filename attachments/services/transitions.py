@@ -28,9 +28,9 @@ def lock_attachment(attachment_id: Any, *, fields: Iterable[str] | None = None) 
     """Lock one attachment row for the rest of the transaction.
 
     With `fields`, only those columns are read: the pipeline reads a dozen of
-    the row's columns, not its extracted text. The caller must name every column
-    it (or the transition) reads: a deferred column is loaded on first touch, and
-    on this model that load does not return (processing/outcomes.py, LOCK_FIELDS).
+    the row's columns, not its extracted text. The caller should name every
+    column it (or the transition) reads: a deferred column costs one more query
+    on first touch (processing/outcomes.py, LOCK_FIELDS).
     The loaded values are remembered so that save_changes() and apply_transition()
     write back only the columns that changed.
     """

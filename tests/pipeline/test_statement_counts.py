@@ -54,9 +54,9 @@ def _selects_text(statements: list[str]) -> bool:
 def deferred_loads_fail_fast(monkeypatch):
     """Reading a column a narrow read left out must fail here, at once.
 
-    Left alone, Attachment loads the column on first touch, and that load
-    builds a second instance whose status is deferred too: on this model it
-    waits on its own refresh lock forever instead of costing one more query.
+    Left alone, Attachment loads the column on first touch with one more query
+    per use (tests/pipeline/test_deferred_fields.py); here that means a column
+    list to fix, so it fails loudly instead of quietly costing a query.
     """
     def refuse(self, *args, fields=None, **kwargs):
         raise AssertionError(f"{type(self).__name__}.{', '.join(fields or ['*'])} was read but not loaded")
