@@ -11,7 +11,7 @@ import uuid
 
 import dramatiq
 
-from . import pipeline, tenant_slots
+from . import pipeline
 
 log = logging.getLogger("airlock.actors")
 
@@ -65,42 +65,7 @@ def _derive_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
 @dramatiq.actor(queue_name="derive", **_OPTS)
 def derive(*args: object) -> None:
     """Decode in the sandbox and write derivatives; at most N at once per tenant."""
-    from django.conf import settings
-
     parsed = _derive_args(args)
     if parsed is None:
         return _dead_letter_message("derive", args)
-    attachment_id, token, tenant = parsed
-    attachment = None
-    if tenant is None:
-        # One read gives the tenant and the lease check: a stale job takes no slot,
-        # and run_step does not read the row again.
-        attachment = pipeline.current(attachment_id, token, "derive")
-        if attachment is None:
-            return None
-        tenant = str(attachment.tenant_id)
-    # With the tenant in the message, a job over its tenant's cap is parked without
-    # touching the database; run_step checks the lease once it holds a slot (the
-    # tenant only picks whose slots it waits for).
-    slots = tenant_slots.backend()
-    holder = tenant_slots.holder_name(attachment_id)
-    ttl_ms = int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000
-    parked = tenant_slots.encode((attachment_id, token, tenant))
-    if not slots.acquire_or_park(tenant, holder, parked, limit=settings.AIRLOCK_TENANT_CONCURRENCY,
-                                 ttl_ms=ttl_ms, park_ttl_ms=settings.AIRLOCK_LEASE_SECONDS * 1000):
-        return None  # parked: sent again as soon as one of this tenant's jobs finishes
-    try:
-        pipeline.run_step(attachment_id, token, "derive", attachment=attachment)
-    finally:
-        _send_next_parked(slots, tenant, holder)
-
-
-def _send_next_parked(slots: tenant_slots.SlotsBackend, tenant: str, holder: str) -> None:
-    parked = slots.release(tenant, holder)
-    args = tenant_slots.decode(parked) if parked else None
-    if args is None:
-        return
-    try:
-        derive.send(*args)  # to the back of the queue: other tenants' jobs already waiting go first
-    except Exception as exc:  # the broker is down: the lease reconciler re-drives the file
-        log.warning("could not resend a parked derive job", extra={"step": "derive", "error": str(exc)})
+    pipeline.derive_within_tenant_cap(*parsed, resend=derive.send)

@@ -29,8 +29,8 @@ STEPS: dict[str, tuple[Callable[[Attachment], steps.StepResult], str | None]] = 
 
 # The columns the steps and this module read from the row a step works on (its
 # text, the client's claims and the lifecycle dates are never read here). Every
-# column a step reads must be here: see outcomes.LOCK_FIELDS for why a missing one
-# is worse than an extra query; tests/pipeline/test_statement_counts.py catches it.
+# column a step reads should be here (a missing one costs a query on first touch);
+# tests/pipeline/test_statement_counts.py catches it.
 STEP_FIELDS = ("tenant__slug", "profile", "status", "lease_token", "step", "uploaded_at", "lifecycle",
                "storage_key", "content_key", "stored_size", "content_type", "metadata")
 
@@ -89,17 +89,58 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
     if outcome == "ready":
         from django.utils import timezone
 
-        from attachments.profiles import all_profiles
-
         from .single_slot import replace_older_single_slot
 
-        profile = all_profiles().get(attachment.profile)
-        if profile is not None and profile.single_per_owner:  # most profiles: no query at all
-            replace_older_single_slot(attachment_id)
+        replace_older_single_slot(attachment_id, attachment.profile)
         if attachment.uploaded_at is not None:
             TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)
     return outcome
+
+
+def derive_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, tenant: str | None, *,
+                             resend: Callable[..., object]) -> str:
+    """Run derive in one of its tenant's slots, or park it until one frees.
+
+    With the tenant in the message, a job over its tenant's cap is parked without
+    touching the database; run_step checks the lease once it holds a slot (the
+    tenant only picks whose slots it waits for). Without it (messages sent before
+    the tenant rode along), one read gives the tenant and the lease check.
+    """
+    from django.conf import settings
+
+    from . import tenant_slots
+
+    attachment = None
+    if tenant is None:
+        attachment = current(attachment_id, token, "derive")
+        if attachment is None:
+            return "stale"
+        tenant = str(attachment.tenant_id)
+    slots = tenant_slots.backend()
+    holder = tenant_slots.holder_name(attachment_id)
+    ttl_ms = int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000
+    parked = tenant_slots.encode((attachment_id, token, tenant))
+    if not slots.acquire_or_park(tenant, holder, parked, limit=settings.AIRLOCK_TENANT_CONCURRENCY,
+                                 ttl_ms=ttl_ms, park_ttl_ms=settings.AIRLOCK_LEASE_SECONDS * 1000):
+        return "parked"  # sent again as soon as one of this tenant's jobs finishes
+    try:
+        return run_step(attachment_id, token, "derive", attachment=attachment)
+    finally:
+        _resend_next_parked(slots, tenant, holder, resend)
+
+
+def _resend_next_parked(slots, tenant: str, holder: str, resend: Callable[..., object]) -> None:
+    from . import tenant_slots
+
+    parked = slots.release(tenant, holder)
+    args = tenant_slots.decode(parked) if parked else None
+    if args is None:
+        return
+    try:
+        resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
+    except Exception as exc:  # the broker is down: the lease reconciler re-drives the file
+        log.warning("could not resend a parked derive job", extra={"step": "derive", "error": str(exc)})
 
 
 def _rejected(context: dict, started: float, attachment_id: uuid.UUID, token: uuid.UUID, exc: ContentRejected) -> str:

@@ -11,13 +11,17 @@ from attachments.models import Attachment, Lifecycle, Status
 from attachments.profiles import all_profiles
 
 
-def replace_older_single_slot(attachment_id: uuid.UUID) -> int:
-    """Discard older ready files in the same single-slot profile (the sweeper deletes them)."""
-    attachment = Attachment.objects.filter(pk=attachment_id, status=Status.READY).first()
-    if attachment is None:
-        return 0
-    profile = all_profiles().get(attachment.profile)
+def replace_older_single_slot(attachment_id: uuid.UUID, profile_name: str) -> int:
+    """Discard older ready files in the same single-slot profile (the sweeper deletes them).
+
+    The profile is checked first: most profiles are not single-slot, and then
+    there is nothing to query.
+    """
+    profile = all_profiles().get(profile_name)
     if profile is None or not profile.single_per_owner:
+        return 0
+    attachment = Attachment.objects.filter(pk=attachment_id, status=Status.READY, profile=profile_name).first()
+    if attachment is None:
         return 0
     now = timezone.now()
     with transaction.atomic():
