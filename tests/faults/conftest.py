@@ -7,25 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
+
+from tests.sweeper.support import require_live_services
 
 from .support import PrivateClamd
 
 
 @pytest.fixture(autouse=True)
 def _require_marked_services(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("postgres") and connection.vendor != "postgresql":
-        pytest.fail("marked postgres but DATABASE_URL is not PostgreSQL (scripts/test sets it)")
-    if request.node.get_closest_marker("redis"):
-        if not settings.REDIS_URL:
-            pytest.fail("marked redis but REDIS_URL is not set (scripts/test sets it)")
-        import redis
-
-        try:
-            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
-        except redis.RedisError as exc:
-            pytest.fail(f"marked redis but Redis at {settings.REDIS_URL} does not answer: {exc}")
+    require_live_services(request)
     if request.node.get_closest_marker("clamd"):
         if not (shutil.which("clamd") or Path("/usr/sbin/clamd").exists()):
             pytest.fail("marked clamd but clamd is not installed (scripts/clamd.sh install)")

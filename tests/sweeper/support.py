@@ -37,6 +37,20 @@ def require_live_services(request: pytest.FixtureRequest) -> None:
             pytest.fail(f"marked redis but Redis at {settings.REDIS_URL} does not answer: {exc}")
 
 
+@pytest.fixture(autouse=True)
+def live_services_and_clean_locks(request: pytest.FixtureRequest) -> None:
+    """For conftests of tests that sweep: marked services present, no lock left by an earlier test."""
+    require_live_services(request)
+    clear_redis_locks()
+
+
+@pytest.fixture(autouse=True)
+def no_brake_overrides(settings) -> None:
+    """The environment may pin the brakes; tests start from the database's word."""
+    settings.AIRLOCK_SWEEPER_KILLSWITCH = None
+    settings.AIRLOCK_SWEEPER_DRY_RUN = None
+
+
 def make_attachment(owner, *, created_at: datetime = T0, lifecycle: str = Lifecycle.STAGED,
                     status: str = Status.READY, expires_at: datetime | None | str = "default",
                     profile: str = "image", files: bool = True, thumbnail: bool = True,
