@@ -177,7 +177,12 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
     with im:
         width, height = im.size
         _check_pixels(width, height, bounds.max_pixels)  # header only: nothing decoded yet
-        orientation = _orientation(im)  # PNG may decode here: only after the bound check
+        if fmt == "PNG":
+            # PNG's getexif() decodes the pixels (an eXIf chunk may follow them), and
+            # _orientation reads any failure as "no metadata"; a failed load() also
+            # leaves the image marked loaded, half black. Decode here, where it is corrupt.
+            im.load()
+        orientation = _orientation(im)
         thumb = _thumbnail(im, bounds.thumbnail_size, orientation)  # decode errors surface here
         sanitized, gif_frames = _sanitize(raw, fmt, orientation)
         frames = _frames(im, fmt, gif_frames, bounds.max_gif_frames)

@@ -12,7 +12,7 @@ from PIL import ExifTags, Image
 
 from processing.sandbox import Bounds
 from processing.sandbox.images import gif_canvas, webp_canvas
-from tests.sandbox.helpers import corpus_dir, outcome
+from tests.sandbox.helpers import corpus_dir, noisy_png, outcome, with_invalid_deflate
 
 BOMB = (8000, 7000)  # 56 Mpx: above our 50 Mpx bound, below Pillow's own 89 Mpx warning
 
@@ -236,6 +236,13 @@ def test_animated_gif_thumbnail_is_frame_zero(run) -> None:
 def test_truncated_jpeg_is_corrupt(run, cut: float) -> None:
     data = _encode(Image.effect_noise((64, 64), 50).convert("RGB"), "JPEG")
     assert outcome(run("image", data[: int(len(data) * cut)])) == "rejected:corrupt"
+
+
+def test_png_whose_pixels_fail_to_inflate_is_corrupt(run) -> None:
+    # Pillow's PNG getexif() decodes the pixels; a decode error there used to be read as
+    # "no metadata", and the half-black image that load() leaves behind was thumbnailed.
+    assert outcome(run("image", noisy_png())) == "ready"
+    assert outcome(run("image", with_invalid_deflate(noisy_png()))) == "rejected:corrupt"
 
 
 @pytest.mark.parametrize("mode", ["I;16", "1", "LA", "P", "L", "CMYK"])
