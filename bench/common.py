@@ -54,6 +54,31 @@ def r(value: float | None, digits: int = 3) -> float | None:
 
 # --- machine -------------------------------------------------------------------
 
+def inflate_like_the_sandbox() -> None:
+    """Re-exec this process so it loads the zlib the sandbox's decoders load.
+
+    With scripts/build-zlib-ng.sh's build present the jobs inflate with zlib-ng
+    (processing/sandbox/runner.py). A baseline of "the same steps, called
+    directly" must decode with the same library, or the pipeline would look
+    cheaper than its own steps. Call before anything imports Pillow.
+    """
+    from processing.sandbox.runner import decoder_zlib_dir
+
+    zlib_dir = decoder_zlib_dir()
+    if zlib_dir is None or os.environ.get("LD_LIBRARY_PATH") == str(zlib_dir):
+        return
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "LD_LIBRARY_PATH": str(zlib_dir)})
+
+
+def zlib_versions() -> dict[str, str]:
+    """Which zlib this process and the sandbox's jobs inflate with (starts the sandbox)."""
+    import zlib
+
+    from processing.sandbox.runner import decoder_zlib_version
+
+    return {"this_process": zlib.ZLIB_RUNTIME_VERSION, "sandbox_jobs": decoder_zlib_version()}
+
+
 def machine() -> dict[str, object]:
     model = platform.processor() or ""
     try:

@@ -13,8 +13,9 @@ the views make), back to back; files/s = batch size ÷ (first intent → last
 file ready). Every file must end `ready`.
 Bare: the same work called directly, one file after another, in one process:
 sniff the first 4,100 bytes, scan with the same scanners, decode with the same
-decoder function in-process (images.process / pdfs.process); no database, no
-storage, no sandbox, no queue. Rounds alternate pipeline/bare so background
+decoder function in-process (images.process / pdfs.process), with the zlib the
+sandbox's jobs load (zlib-ng when built: the process re-executes itself with it);
+no database, no storage, no sandbox, no queue. Rounds alternate pipeline/bare so background
 load hits both. pipeline_overhead_ratio = pipeline time per file ÷ bare time
 per file (lower is better).
 
@@ -40,7 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    bench_django, emit, make_user, median, r, sample_mix, scratch_dir, timed,
+    bench_django, emit, inflate_like_the_sandbox, make_user, median, r, sample_mix, scratch_dir, timed,
+    zlib_versions,
 )
 
 
@@ -86,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    inflate_like_the_sandbox()  # the bare steps decode with the sandbox's zlib
     bench_django()
 
     from django.conf import settings
@@ -262,6 +265,7 @@ def main() -> None:
                           "process, one file at a time"),
         "pipeline_scanners": [s.name for s in scanners],
         "pipeline_rounds": rounds,
+        "pipeline_zlib": zlib_versions(),
     })
 
 

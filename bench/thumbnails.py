@@ -13,6 +13,12 @@ each round; throughput = images / summed time; ratios are ours ÷ baseline per
 round, median over rounds. pyvips runs with its default thread pool and again
 with one thread (per-core comparison; Pillow and our step use one core).
 
+zlib: the baselines run as pip installs them: Pillow with the system zlib,
+pyvips with the zlib-ng its wheel bundles. Our step's jobs load zlib-ng too when
+scripts/build-zlib-ng.sh has built it (that is part of the step); in_process runs
+our decoder in this process, on the system zlib, so in_process vs pillow_plain is
+the same-library comparison. thumbnail_zlib records which library each side had.
+
 Every timed call starts after a short settle pause: run_job leaves work behind it
 (the finished job process tearing down, the server forking and warming the next
 spare, ~7 ms of CPU) and without the pause that work landed on whichever method
@@ -37,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import emit, median, r, sample_mix, scratch_dir, timed  # noqa: E402
+from bench.common import emit, median, r, sample_mix, scratch_dir, timed, zlib_versions  # noqa: E402
 
 
 SETTLE_SECONDS = 0.02  # before every timed call: see the module docstring
@@ -97,6 +103,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - recorded in the results
         pyvips_error = f"{type(exc).__name__}: {exc}"
 
+    zlibs = zlib_versions()
     preload()  # the fork server preloads and warms the decoders; do the same for in-process calls
     for item in mix:
         for fn in methods.values():
@@ -148,6 +155,7 @@ def main() -> None:
                                        for name, total in cpu.items()},
         "thumbnail_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
         "thumbnail_rounds": rounds,
+        "thumbnail_zlib": zlibs,
         "pyvips": None if pyvips_error else f"pyvips {pyvips.__version__}, libvips "
                                             f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}, "
                                             f"{default_threads} threads by default",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import select
 import shutil
@@ -42,8 +43,36 @@ _BOOT = (
 )
 
 
+ZLIB_DIR_ENV = "AIRLOCK_SANDBOX_ZLIB_DIR"
+BUILT_ZLIB_DIR = Path(sys.prefix) / "lib" / "airlock-zlib-ng"  # scripts/build-zlib-ng.sh
+
+logger = logging.getLogger(__name__)
+
+
 class SandboxUnavailable(Exception):
     """The sandbox machinery could not start or stopped answering (infrastructure)."""
+
+
+def decoder_zlib_dir() -> Path | None:
+    """The directory whose libz.so.1 the decoders load instead of the system's, or None.
+
+    Inflating is most of a PNG decode and much of a PDF's: zlib-ng (zlib-compatible
+    build) does it about twice as fast as Debian's zlib 1.2.13. AIRLOCK_SANDBOX_ZLIB_DIR
+    names a directory holding such a libz.so.1, "system" keeps the system zlib, and
+    unset takes scripts/build-zlib-ng.sh's build when there is one. Only the fork server
+    (and so every job) loads it; the worker keeps the system zlib.
+    """
+    value = os.environ.get(ZLIB_DIR_ENV, "").strip()
+    if value == "system":
+        return None
+    path = Path(value) if value else BUILT_ZLIB_DIR
+    if (path / "libz.so.1").is_file():
+        return path.resolve()
+    if value:
+        # A named library that is not there is a deployment error, not a reason to
+        # quietly decode with something else.
+        raise SandboxUnavailable(f"{ZLIB_DIR_ENV}={value}: no libz.so.1 in that directory")
+    return None
 
 
 class _NoAnswer(Exception):
@@ -52,6 +81,7 @@ class _NoAnswer(Exception):
 
 class _ForkServer:
     def __init__(self) -> None:
+        zlib_dir = decoder_zlib_dir()  # raises before anything needs cleaning up
         self.owner_pid = os.getpid()
         self.dir = tempfile.mkdtemp(prefix="airlock-sandbox-")  # 0700: only we can connect
         self.sock_path = os.path.join(self.dir, "fork.sock")
@@ -63,6 +93,8 @@ class _ForkServer:
             # huge pages (madvise mode) malloc takes 2 MB at a time, ~40% fewer page faults.
             "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
         }
+        if zlib_dir is not None:
+            env["LD_LIBRARY_PATH"] = str(zlib_dir)  # read once by the loader at exec
         try:
             self.proc = subprocess.Popen(
                 # -I: no PYTHON* variables, no user site; -B mirrors the worker's own setting
@@ -88,9 +120,14 @@ class _ForkServer:
         assert self.proc.stdout is not None
         poller = select.poll()  # not select(): the worker may hold fds above FD_SETSIZE
         poller.register(self.proc.stdout, select.POLLIN)
-        if not poller.poll(START_TIMEOUT * 1000) or self.proc.stdout.readline() != b"ready\n":
+        line = self.proc.stdout.readline() if poller.poll(START_TIMEOUT * 1000) else b""
+        word, _, zlib_version = line.decode("ascii", "replace").strip().partition(" zlib=")
+        if word != "ready":
             self.stop()
-            raise SandboxUnavailable("the fork server did not start")
+            where = f" (with {ZLIB_DIR_ENV}={zlib_dir})" if zlib_dir else ""
+            raise SandboxUnavailable(f"the fork server did not start{where}")
+        self.zlib_version = zlib_version
+        logger.info("sandbox fork server %s started, decoders use zlib %s", self.proc.pid, zlib_version)
 
     def alive(self) -> bool:
         return self.owner_pid == os.getpid() and self.proc.poll() is None
@@ -146,6 +183,11 @@ def shutdown() -> None:
         server, _server = _server, None
     if server is not None:
         server.stop()
+
+
+def decoder_zlib_version() -> str:
+    """The zlib version every job process inflates with (starts the server if needed)."""
+    return _current_server().zlib_version
 
 
 def server_cpu_seconds() -> float | None:
@@ -275,4 +317,12 @@ def run_job(
     raise AssertionError("unreachable")
 
 
-__all__ = ["SandboxResult", "SandboxUnavailable", "run_job", "server_cpu_seconds", "shutdown"]
+__all__ = [
+    "SandboxResult",
+    "SandboxUnavailable",
+    "decoder_zlib_dir",
+    "decoder_zlib_version",
+    "run_job",
+    "server_cpu_seconds",
+    "shutdown",
+]

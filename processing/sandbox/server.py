@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,6 +252,6 @@ def serve(sock_path: str) -> None:
     preload()
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path)
-    sys.stdout.write("ready\n")
+    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION}\n")  # the library the loader found
     sys.stdout.flush()
     server.serve_forever()
