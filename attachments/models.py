@@ -55,11 +55,17 @@ _REFRESH_LOCK = threading.RLock()
 
 
 class Attachment(ConcurrentTransitionMixin, models.Model):
+    # Every index is paid on each INSERT and on each status/lifecycle UPDATE (none of
+    # those is HOT), so there are no single-column ones that a composite index in
+    # Meta already leads with (tenant, owner, status), and unique keys are Meta
+    # constraints: a field-level unique CharField also gets a varchar_pattern_ops
+    # index on PostgreSQL, for LIKE queries nobody makes. See migration 0007.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="attachments")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="attachments", db_index=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments",
+                              db_index=False)
     profile = models.CharField(max_length=32)
-    status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True, db_index=True)
+    status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
 
     # What the client claimed: validated once at the intent, never trusted after.
     filename = models.CharField(max_length=255)
@@ -67,7 +73,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     declared_type = models.CharField(max_length=127)
 
     # What storage and the bytes say, filled in by processing.
-    storage_key = models.CharField(max_length=512, unique=True)
+    storage_key = models.CharField(max_length=512)  # unique: att_storage_key_unique
     served_key = models.CharField(max_length=512, blank=True, default="")
     # Where the bytes under processing live when the upload key stays writable by
     # the client (S3 presigned POST can be replayed until it expires): intake
@@ -130,6 +136,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
             # The purge of soft-deleted rows after the audit window.
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
         ]
+        constraints = [models.UniqueConstraint(fields=["storage_key"], name="att_storage_key_unique")]
         permissions = [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")]
 
     def __str__(self) -> str:
@@ -212,9 +219,10 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 class Derivative(models.Model):
     """A derived file (thumbnail, sanitized rendition). One per (attachment, kind)."""
 
-    attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="derivatives")
+    # derivative_once_per_kind leads with attachment_id; unique keys as constraints (see Attachment)
+    attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="derivatives", db_index=False)
     kind = models.CharField(max_length=32)
-    storage_key = models.CharField(max_length=512, unique=True)
+    storage_key = models.CharField(max_length=512)
     content_type = models.CharField(max_length=127)
     size = models.BigIntegerField()
     width = models.PositiveIntegerField(null=True, blank=True)
@@ -222,7 +230,10 @@ class Derivative(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["attachment", "kind"], name="derivative_once_per_kind")]
+        constraints = [
+            models.UniqueConstraint(fields=["attachment", "kind"], name="derivative_once_per_kind"),
+            models.UniqueConstraint(fields=["storage_key"], name="derivative_storage_key_unique"),
+        ]
 
 
 class TransitionLog(models.Model):
@@ -244,7 +255,7 @@ class TransitionLog(models.Model):
 class StorageEvent(models.Model):
     """Idempotent inbox of storage notifications (and local uploads)."""
 
-    dedupe_key = models.CharField(max_length=700, unique=True)
+    dedupe_key = models.CharField(max_length=700)  # unique: storageevent_dedupe_unique (see Attachment)
     source = models.CharField(max_length=16)  # local | webhook | sqs | complete | reconcile
     event_name = models.CharField(max_length=64)
     bucket = models.CharField(max_length=255, blank=True, default="")
@@ -253,6 +264,9 @@ class StorageEvent(models.Model):
     outcome = models.CharField(max_length=32, blank=True, default="")
     attachment = models.ForeignKey(Attachment, null=True, blank=True, on_delete=models.SET_NULL)
     received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="storageevent_dedupe_unique")]
 
 
 class OutboxMessage(models.Model):
