@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from . import lookups  # noqa: F401  (registers field__any_of)
+
 
 class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True)

@@ -20,7 +20,8 @@ from typing import Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
 
@@ -76,17 +77,30 @@ def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool) -
                        expires_at__gte=after.expires_at)
     if lock:
         qs = qs.select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
-    return qs.order_by("expires_at", "pk").values_list(*_COLUMNS)[:size]
+    columns = _COLUMNS
+    if connection.vendor == "postgresql":
+        # Each row brings its derivative keys (an index lookup per row): no second
+        # round trip with the batch's 500 ids, a fifth of a batch's time. The subquery
+        # sees the statement's snapshot: a derivative committed between it and the row
+        # lock (processing still running on an expiring upload) is missed here and
+        # removed by reconciliation as a deleted row's leftover.
+        qs = qs.annotate(derivative_keys=ArraySubquery(
+            Derivative.objects.filter(attachment=OuterRef("pk")).values("storage_key")))
+        columns = (*_COLUMNS, "derivative_keys")
+    return qs.order_by("expires_at", "pk").values_list(*columns)[:size]
 
 
 def stored_keys(rows: list[tuple]) -> dict[uuid.UUID, list[str]]:
     """Every key a row stored: original, snapshot, served, quarantine and each derivative (never derived)."""
     keys: dict[uuid.UUID, list[str]] = {
         pk: [k for k in dict.fromkeys((storage_key, content_key, served_key, quarantine_key)) if k]
-        for pk, _exp, storage_key, served_key, quarantine_key, _att, content_key in rows
+        for pk, _exp, storage_key, served_key, quarantine_key, _att, content_key, *_ in rows
     }
-    for attachment_id, key in Derivative.objects.filter(attachment_id__in=list(keys)).values_list(
-            "attachment_id", "storage_key"):
+    if rows and len(rows[0]) > len(_COLUMNS):  # batch_query brought them (PostgreSQL)
+        derived = [(row[0], key) for row in rows for key in row[len(_COLUMNS)]]
+    else:
+        derived = Derivative.objects.filter(attachment_id__in=list(keys)).values_list("attachment_id", "storage_key")
+    for attachment_id, key in derived:
         if key and key not in keys[attachment_id]:
             keys[attachment_id].append(key)
     return keys
@@ -147,7 +161,7 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
         keys = stored_keys(rows)
         outcome = delete_objects(gateway, [k for ks in keys.values() for k in ks], pool, workers)
         done: list[uuid.UUID] = []
-        for pk, _exp, _sk, _srv, _qk, attempts, _ck in rows:
+        for pk, _exp, _sk, _srv, _qk, attempts, *_ in rows:
             errors = {k: outcome[k][1] for k in keys[pk] if outcome[k][1]}
             result.objects_deleted += sum(1 for k in keys[pk] if outcome[k][0])
             if not errors:
@@ -158,7 +172,7 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
             if _record_failure(pk, attempts, keys[pk], errors, now):
                 result.dead_lettered += 1
         if done:
-            result.deleted = Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE).update(
+            result.deleted = Attachment.objects.filter(pk__any_of=done, lifecycle__in=REAPABLE).update(
                 lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="",
             )
     return result
