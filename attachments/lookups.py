@@ -27,5 +27,4 @@ class AnyOf(In):
         return f"{lhs} = ANY(%s)", (*lhs_params, values)
 
 
-models.UUIDField.register_lookup(AnyOf)
-models.ForeignKey.register_lookup(AnyOf)
+models.UUIDField.register_lookup(AnyOf)  # primary keys; register on other fields when one needs it
