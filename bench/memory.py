@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Peak memory over the hostile corpus: the worker process running the pipeline, and the sandbox jobs.
 
-    python bench/memory.py [--corpus /work/shared/corpus]
+    python bench/memory.py [--corpus DIR]   (default: tests/corpus/files)
 
 Every file of the corpus (MANIFEST.tsv: path, profile, expected outcome) goes
 through the whole pipeline inline in this process (intake → scan → sandboxed
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import bench_django, emit, make_user, r  # noqa: E402
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "files"
 
 
 def vm_hwm_kb() -> int:

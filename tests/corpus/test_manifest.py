@@ -1,18 +1,18 @@
-"""Every hostile file of the shared corpus reaches its expected outcome through the whole pipeline."""
+"""Every hostile file of the corpus reaches its expected outcome through the whole pipeline."""
 
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from attachments.models import Attachment
+from tests.corpus import corpus_dir
 from tests.support import run_pipeline, upload
 
-CORPUS = Path(os.environ.get("AIRLOCK_CORPUS_DIR", Path(__file__).resolve().parents[3] / "shared" / "corpus"))
+CORPUS = corpus_dir()
 DECLARED = {"image": "image/jpeg", "document": "application/pdf", "archive": "application/zip"}
 
 

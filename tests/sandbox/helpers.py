@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import random
 import struct
 import zlib
@@ -12,13 +11,7 @@ from pathlib import Path
 from PIL import Image
 
 from processing.sandbox import SandboxResult
-
-
-def corpus_dir() -> Path:
-    override = os.environ.get("AIRLOCK_CORPUS_DIR")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+from tests.corpus import corpus_dir  # noqa: F401  (re-exported for the sandbox tests)
 
 
 def outcome(result: SandboxResult) -> str:

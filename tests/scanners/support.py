@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Callable
 
 from processing.scanners import ClamdScanner
+from tests.corpus import corpus_dir
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 CLAMD_SH = REPO / "scripts" / "clamd.sh"
 TESTFILES = Path("/usr/share/clamav-testfiles")
-CORPUS = Path("/work/shared/corpus")
+CORPUS = corpus_dir()
 
 # The EICAR string, assembled at runtime from two halves so that this source
 # file itself is not flagged by antivirus software (or by our own rules).
