@@ -32,7 +32,7 @@ from .admin_actions import (
     staff_actor,
 )
 from .errors import AirlockError
-from .models import Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
+from .models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
 from .services.moderation import attachment_requeue, dead_letter_resolve
 from .services.transitions import TransitionConflict
 
@@ -435,3 +435,30 @@ class MembershipAdmin(admin.ModelAdmin):
     search_fields = ("user__username", "tenant__slug")
     autocomplete_fields = ()
 
+
+# --- API tokens ------------------------------------------------------------------------
+
+# DRF's own token admin would create plain-text tokens nothing accepts any more.
+try:
+    from rest_framework.authtoken.models import TokenProxy
+
+    admin.site.unregister(TokenProxy)
+except admin.sites.NotRegistered:
+    pass
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are listed by prefix (the key itself is never stored) and revoked by deleting them."""
+
+    list_display = ("prefix", "user", "created_at")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "prefix")
+    fields = ("prefix", "user", "created_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False  # `manage.py createuser` (or the tokens service) issues keys and shows them once
+
+    def has_change_permission(self, request, obj=None):
+        return False

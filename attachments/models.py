@@ -32,6 +32,26 @@ class Membership(models.Model):
         return f"{self.user} @ {self.tenant}"
 
 
+class ApiToken(models.Model):
+    """An API key, kept only as its SHA-256: a stolen database or backup holds no usable key.
+
+    The key itself is 160 random bits, so a plain (unsalted, fast) hash is enough:
+    nothing to guess, and one indexed lookup per request.
+    """
+
+    digest = models.CharField(max_length=64)  # unique: apitoken_digest_unique
+    # The first characters of the key, to tell tokens apart in the admin (not secret enough to use).
+    prefix = models.CharField(max_length=8)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["digest"], name="apitoken_digest_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
 class Status(models.TextChoices):
     PENDING = "pending"
     PROCESSING = "processing"

@@ -155,14 +155,14 @@ def bench_django(settings_module: str = "config.settings.base") -> None:
 
 def make_user(name: str = "bench", tenant: str = "bench"):
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from attachments.models import Membership, Tenant
+    from attachments.services.tokens import api_token_issue
 
     tenant_obj, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
     user = get_user_model().objects.create_user(username=name, password=None)
     Membership.objects.create(user=user, tenant=tenant_obj)
-    user.api_token = Token.objects.create(user=user).key
+    user.api_token = api_token_issue(user=user)
     return user
 
 

@@ -47,16 +47,16 @@ def _clear_cache():
 @pytest.fixture
 def make_user(db) -> Callable:
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from attachments.models import Membership, Tenant
+    from attachments.services.tokens import api_token_issue
 
     def make(name: str | None = None, *, tenant: str = "acme", staff: bool = False):
         name = name or f"user-{uuid.uuid4().hex[:8]}"
         tenant_obj, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
         user = get_user_model().objects.create_user(username=name, password="pw-" + name, is_staff=staff)
         Membership.objects.create(user=user, tenant=tenant_obj)
-        user.api_token = Token.objects.create(user=user).key
+        user.api_token = api_token_issue(user=user)
         return user
 
     return make

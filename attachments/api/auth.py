@@ -1,25 +1,31 @@
-from rest_framework.authentication import TokenAuthentication
+"""`Authorization: Token <key>`, the contract's one scheme for API tokens.
+
+Keys are looked up by digest (attachments.services.tokens). `Bearer` is refused
+with a message naming the right scheme rather than silently ignored: Bearer is
+what the storage-events and metrics endpoints take, and an API client sending it
+should learn why it is not signed in.
+"""
+
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
+
+from ..services.tokens import api_token_find
 
 
-class BearerTokenAuthentication(TokenAuthentication):
-    """`Authorization: Token <key>` (the contract); `Bearer <key>` is accepted too."""
+class ApiTokenAuthentication(TokenAuthentication):
+    keyword = "Token"
+
+    def authenticate(self, request):
+        scheme = get_authorization_header(request).split(b" ", 1)[0]
+        if scheme.lower() == b"bearer":
+            raise exceptions.AuthenticationFailed(
+                "API tokens use `Authorization: Token <key>`; the Bearer scheme is not accepted.")
+        return super().authenticate(request)
 
     def authenticate_credentials(self, key):
-        # One query for the token, its user and the user's tenant: every API
-        # request needs all three.
-        from rest_framework import exceptions
-        from rest_framework.authtoken.models import Token
-
-        try:
-            token = Token.objects.select_related("user__membership__tenant").get(key=key)
-        except Token.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        token = api_token_find(key)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
         return (token.user, token)
-
-    def authenticate(self, request):
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if header[:7].lower() == "bearer ":
-            request.META["HTTP_AUTHORIZATION"] = "Token " + header[7:]
-        return super().authenticate(request)

@@ -117,11 +117,11 @@ def test_complete_is_idempotent_and_hidden_from_others(alice, mallory, api):
 
 def test_createuser_prints_token_last(db, capsys):
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
+    from attachments.services.tokens import api_token_find
 
     call_command("createuser", "carol", "--tenant", "acme")
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert Token.objects.get(user__username="carol").key == last
+    assert api_token_find(last).user.username == "carol"
 
 
 @pytest.mark.parametrize("query", ["status=%00", "status=bogus", "profile=%00", "profile=nope"])
