@@ -31,7 +31,7 @@ STEPS: dict[str, tuple[Callable[[Attachment], steps.StepResult], str | None]] = 
 # text, the client's claims and the lifecycle dates are never read here). Every
 # column a step reads should be here (a missing one costs a query on first touch);
 # tests/pipeline/test_statement_counts.py catches it.
-STEP_FIELDS = ("tenant__slug", "profile", "status", "lease_token", "step", "uploaded_at", "lifecycle",
+STEP_FIELDS = ("tenant__slug", "owner", "profile", "status", "lease_token", "step", "uploaded_at", "lifecycle",
                "storage_key", "content_key", "stored_size", "content_type", "metadata")
 
 
@@ -89,9 +89,10 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
     if outcome == "ready":
         from django.utils import timezone
 
-        from .single_slot import replace_older_single_slot
+        from attachments.services.single_slot import single_slot_settle
 
-        replace_older_single_slot(attachment_id, attachment.profile)
+        # A committed avatar that just became ready takes its owner's slot.
+        single_slot_settle(owner_id=attachment.owner_id, profile_name=attachment.profile)
         if attachment.uploaded_at is not None:
             TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status
+from .single_slot import lock_owner, single_slot_settle
 
 
 def _parse_ids(ids: Iterable[object]) -> tuple[list[uuid.UUID], list[str]]:
@@ -149,6 +150,7 @@ def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: s
     parsed, bad = _parse_ids(ids)
     problems: dict[str, str] = {raw: "not_found" for raw in bad}
     with transaction.atomic():
+        lock_owner(owner.pk)  # before any row: the single-slot rule below locks the owner's other rows
         rows = {
             a.pk: a
             for a in Attachment.objects.select_for_update().filter(pk__in=parsed, owner=owner).order_by("pk")
@@ -163,6 +165,10 @@ def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: s
         Attachment.objects.filter(pk__in=to_commit).update(
             lifecycle=Lifecycle.COMMITTED, committed_at=now, ref=ref, expires_at=None, updated_at=now,
         )
+        # Committing a ready avatar is the user's "use this one": the old one goes in
+        # the same transaction, so a commit that fails (or loses to the sweeper) never touches it.
+        for profile in {rows[pk].profile for pk in to_commit if rows[pk].status == Status.READY}:
+            single_slot_settle(owner_id=owner.pk, profile_name=profile, now=now, actor=f"user:{owner.pk}")
     return [str(pk) for pk in dict.fromkeys(parsed)]
 
 

@@ -209,3 +209,69 @@ def test_commits_racing_sweeps_never_lose_a_committed_file(alice):
     sweep_expired(now=EXPIRY + DAY, gateway=gateway)
     assert all(files_of(a) == set() for a in rows if a.pk not in committed)
     assert max(gateway.calls.values()) == 1
+
+
+def _avatars(owner):
+    """owner's committed avatar, and a ready replacement still staged (expiring at EXPIRY)."""
+    old = make_attachment(owner, profile="avatar", lifecycle=Lifecycle.COMMITTED, created_at=T0 - DAY)
+    new = make_attachment(owner, profile="avatar")
+    return old, new
+
+
+def test_committing_a_replacement_the_sweep_holds_is_refused_and_the_old_avatar_stays(alice):
+    old, new = _avatars(alice)
+    deleting, release = threading.Event(), threading.Event()
+
+    def hold_in_delete(key: str) -> None:
+        deleting.set()
+        assert release.wait(timeout=20)
+
+    gateway = CountingGateway(on_delete=hold_in_delete)
+
+    def commit():
+        assert deleting.wait(timeout=20)
+        return attachments_commit(owner=alice, ids=[new.pk], ref="profile:1", now=EXPIRY - timedelta(seconds=1))
+
+    def referee():
+        assert deleting.wait(timeout=20)
+        _wait_until_blocked_on_a_lock()
+        release.set()
+
+    (sweep_kind, report), (commit_kind, error), _ = _run_threads(
+        lambda: sweep_expired(now=EXPIRY, gateway=gateway, concurrency=1), commit, referee)
+
+    assert sweep_kind == "ok" and report.deleted == 1
+    assert commit_kind == "error" and error.details == {str(new.pk): "expired"}
+    old.refresh_from_db()
+    assert old.lifecycle == Lifecycle.COMMITTED and len(files_of(old)) == 3
+
+
+def test_a_replacement_committed_while_the_sweep_runs_is_kept_and_the_old_avatar_goes_next_tick(alice):
+    old, new = _avatars(alice)
+    committed_but_open, sweep_done = threading.Event(), threading.Event()
+
+    def commit():
+        with transaction.atomic():
+            result = attachments_commit(owner=alice, ids=[new.pk], ref="profile:1",
+                                        now=EXPIRY - timedelta(seconds=1))
+            committed_but_open.set()
+            assert sweep_done.wait(timeout=20)
+        return result
+
+    def sweep():
+        assert committed_but_open.wait(timeout=20)
+        try:
+            return sweep_expired(now=EXPIRY + timedelta(seconds=1), gateway=gateway)
+        finally:
+            sweep_done.set()
+
+    gateway = CountingGateway()
+    (commit_kind, _), (sweep_kind, report) = _run_threads(commit, sweep)
+
+    assert commit_kind == "ok" and sweep_kind == "ok" and report.deleted == 0
+    old.refresh_from_db()
+    new.refresh_from_db()
+    assert (new.lifecycle, old.lifecycle) == (Lifecycle.COMMITTED, Lifecycle.DISCARDED)
+    assert len(files_of(old)) == 3  # replaced, not yet deleted: the sweep did not see the discard
+    assert sweep_expired(now=EXPIRY + DAY, gateway=gateway).deleted == 1
+    assert files_of(old) == set() and len(files_of(new)) == 3
