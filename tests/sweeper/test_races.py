@@ -104,14 +104,13 @@ def test_many_sweepers_on_the_real_lock_sweep_once_each_tick(alice):
     assert max(gateway.calls.values()) == 1 and len(gateway.calls) == 60
 
 
-def test_a_commit_holding_the_row_wins_over_the_sweep(alice):
-    """The commit locked the row (its clock said: not expired yet); the sweep's clock says expired."""
-    attachment = make_attachment(alice)
+def _commit_open_while_a_sweep_runs(owner, attachment, gateway):
+    """A commit (clock: just before expiry) holds its rows while a sweep (clock: after it) runs."""
     committed_but_open, sweep_done = threading.Event(), threading.Event()
 
     def commit() -> list[str]:
         with transaction.atomic():
-            result = attachments_commit(owner=alice, ids=[attachment.pk], ref="post:1",
+            result = attachments_commit(owner=owner, ids=[attachment.pk], ref="post:1",
                                         now=EXPIRY - timedelta(seconds=1))
             committed_but_open.set()
             assert sweep_done.wait(timeout=20)
@@ -124,21 +123,11 @@ def test_a_commit_holding_the_row_wins_over_the_sweep(alice):
         finally:
             sweep_done.set()
 
-    gateway = CountingGateway()
-    (commit_kind, committed), (sweep_kind, report) = _run_threads(commit, sweep)
-
-    assert commit_kind == "ok" and committed == [str(attachment.pk)]
-    assert sweep_kind == "ok" and report.deleted == 0 and not gateway.calls
-    attachment.refresh_from_db()
-    assert attachment.lifecycle == Lifecycle.COMMITTED
-    assert len(files_of(attachment)) == 3
-    # And the next sweep leaves it alone too.
-    assert sweep_expired(now=EXPIRY + DAY, gateway=gateway).selected == 0
-    assert len(files_of(attachment)) == 3
+    return _run_threads(commit, sweep)
 
 
-def test_a_commit_arriving_while_the_sweep_holds_the_row_waits_and_is_refused(alice):
-    attachment = make_attachment(alice)
+def _commit_while_the_sweep_deletes(owner, attachment):
+    """The sweep holds the row while it deletes its objects; a commit arrives and queues behind it."""
     deleting, release = threading.Event(), threading.Event()
 
     def hold_in_delete(key: str) -> None:
@@ -152,7 +141,7 @@ def test_a_commit_arriving_while_the_sweep_holds_the_row_waits_and_is_refused(al
 
     def commit():
         assert deleting.wait(timeout=20)
-        return attachments_commit(owner=alice, ids=[attachment.pk], ref="post:1",
+        return attachments_commit(owner=owner, ids=[attachment.pk], ref="post:1",
                                   now=EXPIRY - timedelta(seconds=1))
 
     def referee():
@@ -160,7 +149,30 @@ def test_a_commit_arriving_while_the_sweep_holds_the_row_waits_and_is_refused(al
         _wait_until_blocked_on_a_lock()  # the commit is queued behind the sweep's row lock
         release.set()
 
-    (sweep_kind, report), (commit_kind, error), (referee_kind, _) = _run_threads(sweep, commit, referee)
+    return _run_threads(sweep, commit, referee)
+
+
+def test_a_commit_holding_the_row_wins_over_the_sweep(alice):
+    """The commit locked the row (its clock said: not expired yet); the sweep's clock says expired."""
+    attachment = make_attachment(alice)
+    gateway = CountingGateway()
+    (commit_kind, committed), (sweep_kind, report) = \
+        _commit_open_while_a_sweep_runs(alice, attachment, gateway)
+
+    assert commit_kind == "ok" and committed == [str(attachment.pk)]
+    assert sweep_kind == "ok" and report.deleted == 0 and not gateway.calls
+    attachment.refresh_from_db()
+    assert attachment.lifecycle == Lifecycle.COMMITTED
+    assert len(files_of(attachment)) == 3
+    # And the next sweep leaves it alone too.
+    assert sweep_expired(now=EXPIRY + DAY, gateway=gateway).selected == 0
+    assert len(files_of(attachment)) == 3
+
+
+def test_a_commit_arriving_while_the_sweep_holds_the_row_waits_and_is_refused(alice):
+    attachment = make_attachment(alice)
+    (sweep_kind, report), (commit_kind, error), (referee_kind, _) = \
+        _commit_while_the_sweep_deletes(alice, attachment)
 
     assert sweep_kind == "ok" and report.deleted == 1
     assert referee_kind == "ok"
@@ -220,25 +232,7 @@ def _avatars(owner):
 
 def test_committing_a_replacement_the_sweep_holds_is_refused_and_the_old_avatar_stays(alice):
     old, new = _avatars(alice)
-    deleting, release = threading.Event(), threading.Event()
-
-    def hold_in_delete(key: str) -> None:
-        deleting.set()
-        assert release.wait(timeout=20)
-
-    gateway = CountingGateway(on_delete=hold_in_delete)
-
-    def commit():
-        assert deleting.wait(timeout=20)
-        return attachments_commit(owner=alice, ids=[new.pk], ref="profile:1", now=EXPIRY - timedelta(seconds=1))
-
-    def referee():
-        assert deleting.wait(timeout=20)
-        _wait_until_blocked_on_a_lock()
-        release.set()
-
-    (sweep_kind, report), (commit_kind, error), _ = _run_threads(
-        lambda: sweep_expired(now=EXPIRY, gateway=gateway, concurrency=1), commit, referee)
+    (sweep_kind, report), (commit_kind, error), _ = _commit_while_the_sweep_deletes(alice, new)
 
     assert sweep_kind == "ok" and report.deleted == 1
     assert commit_kind == "error" and error.details == {str(new.pk): "expired"}
@@ -248,25 +242,8 @@ def test_committing_a_replacement_the_sweep_holds_is_refused_and_the_old_avatar_
 
 def test_a_replacement_committed_while_the_sweep_runs_is_kept_and_the_old_avatar_goes_next_tick(alice):
     old, new = _avatars(alice)
-    committed_but_open, sweep_done = threading.Event(), threading.Event()
-
-    def commit():
-        with transaction.atomic():
-            result = attachments_commit(owner=alice, ids=[new.pk], ref="profile:1",
-                                        now=EXPIRY - timedelta(seconds=1))
-            committed_but_open.set()
-            assert sweep_done.wait(timeout=20)
-        return result
-
-    def sweep():
-        assert committed_but_open.wait(timeout=20)
-        try:
-            return sweep_expired(now=EXPIRY + timedelta(seconds=1), gateway=gateway)
-        finally:
-            sweep_done.set()
-
     gateway = CountingGateway()
-    (commit_kind, _), (sweep_kind, report) = _run_threads(commit, sweep)
+    (commit_kind, _), (sweep_kind, report) = _commit_open_while_a_sweep_runs(alice, new, gateway)
 
     assert commit_kind == "ok" and sweep_kind == "ok" and report.deleted == 0
     old.refresh_from_db()
