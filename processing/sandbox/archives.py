@@ -1,22 +1,30 @@
-"""ZIP inspector: central directory rules, local-header sanity, bounded recursion.
+"""ZIP inspector: central directory rules, local-header sanity, every entry inflated.
 
-Nothing is extracted to disk. The rules (all -> rejected/archive_limit):
+Nothing is extracted to disk, but every readable entry is inflated in memory-bounded
+chunks and its real size counted: a central directory is attacker data, so the
+declared sizes the bounds below are checked on only hold because no entry may produce
+more than it declares (an entry that does is rejected/archive_limit at the first byte
+past its claim; one that produces fewer is corrupt). The rules (all -> rejected/archive_limit):
 - more than zip_max_entries entries; declared total > zip_max_total_bytes (summed over
   every nesting level); declared total / archive size > zip_max_ratio;
 - names that are absolute (/x, \\x, C:...), contain a '..' segment with either / or \\
   as separator, or contain NUL; duplicate names after normalisation;
 - entries whose byte ranges overlap (zbsm-style non-recursive bombs); symlink entries
   whose target leaves the archive (targets that stay inside, COMPRESS-214, are fine);
-- a nested zip (detected by magic, not name) deeper than zip_max_depth, or one whose
-  decompression produces more bytes than it declared.
+- any entry whose decompression produces more bytes than it declared;
+- a nested zip (detected by magic, not name) deeper than zip_max_depth.
 A central directory whose entries do not point at local headers is corrupt (a spanned
-archive's last segment). Entries we cannot decompress (Deflate64, implode, encrypted)
-are counted as uninspectable, not rejected: their declared sizes are still bounded.
+archive's last segment), and so is an entry that does not inflate (bad CRC, broken
+stream, shorter than declared). Entries we cannot decompress (Deflate64, implode, encrypted)
+are counted as uninspectable, not rejected: their declared sizes are still bounded
+(nothing in our stack inflates them). bzip2/LZMA entries are inflated through zipfile,
+which does not bound one call's output: RLIMIT_AS does (a MemoryError is corrupt).
 A nested zip that does not parse is uninspectable too; only its limits propagate.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
 import os
@@ -25,6 +33,7 @@ import re
 import stat
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +44,7 @@ from .outcome import Rejected, short_repr
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NESTED_MAX_BYTES = 256 << 20  # nested archives held in memory at once (RLIMIT_AS is 1 GiB)
 LINK_MAX = 4096
+CHUNK = 1 << 20  # output per read: deflate is bounded per call by zipfile's max_length
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SEP = re.compile(r"[\\/]")
 
@@ -45,6 +55,7 @@ class _Stats:
     nested: int = 0
     max_depth: int = 0
     held: int = 0
+    produced: int = 0  # bytes the readable entries really inflated to, every level
     encrypted: int = 0
     symlinks: int = 0
     uninspectable: int = 0
@@ -101,42 +112,62 @@ def _check_symlink(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
         raise _limit(f"symlink leaves the archive: {short_repr(target)}")
 
 
-def _read_bounded(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
-    # zipfile stops at the declared size, but we count what is produced anyway: the
-    # declared size is attacker data and the bound must not depend on zipfile's honesty.
-    buf = bytearray()
-    with zf.open(info) as member:
-        while chunk := member.read(1 << 20):
-            buf += chunk
-            if len(buf) > info.file_size:
-                raise _limit("nested archive inflates past its declared size")
-    return bytes(buf)
+def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats) -> bytes | None:
+    """Inflate one entry, counting the bytes it really produces; keep them only if nested.
+
+    zipfile stops at the declared size: it is handed a copy that allows one byte more,
+    so a lie shows up as that byte, and no CRC (zipfile would check it on the truncated
+    output and call the lie a bad CRC); the CRC is checked here, over what was produced.
+    Returns the bytes when they start a zip, None otherwise, or raises (Rejected;
+    anything else = cannot be inflated).
+    """
+    capped = copy.copy(info)
+    capped.file_size = info.file_size + 1
+    del capped.CRC
+    produced, crc, keep = 0, 0, None
+    with zf.open(capped) as member:
+        while chunk := member.read(CHUNK):
+            produced += len(chunk)
+            crc = zlib.crc32(chunk, crc)
+            if produced > info.file_size:
+                raise _limit(
+                    f"entry {short_repr(info.filename)} inflates past its declared size "
+                    f"of {info.file_size} bytes"
+                )
+            if keep is None:
+                keep = bytearray() if chunk[:4] in ZIP_MAGICS else False
+                if keep is not False and st.held + info.file_size > NESTED_MAX_BYTES:
+                    raise _limit("nested archives too large to inspect")
+            if keep is not False:
+                keep += chunk
+    if produced < info.file_size:
+        raise Rejected("corrupt", f"entry {short_repr(info.filename)} is shorter than declared")
+    if crc != info.CRC:
+        raise Rejected("corrupt", f"entry {short_repr(info.filename)} fails its CRC-32")
+    st.produced += produced
+    return bytes(keep) if keep else None
 
 
-def _nested(
+def _entry(
     zf: zipfile.ZipFile, info: zipfile.ZipInfo, depth: int, bounds: Bounds, st: _Stats
 ) -> None:
     try:
-        with zf.open(info) as member:
-            head = member.read(4)
-    except Exception:  # noqa: BLE001 - NotImplementedError (Deflate64, implode), CRC, zlib
+        blob = _inflate(zf, info, st)
+    except NotImplementedError:  # Deflate64, implode: nobody in our stack expands them either
         st.uninspectable += 1
         return
-    if head not in ZIP_MAGICS:
+    except Rejected:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bad CRC, broken deflate stream, truncated data
+        raise Rejected(
+            "corrupt", f"entry {short_repr(info.filename)} does not inflate: {type(exc).__name__}"
+        ) from None
+    if blob is None:
         return
     if depth + 1 > bounds.zip_max_depth:
         raise _limit(f"archives nested deeper than {bounds.zip_max_depth}")
-    if st.held + info.file_size > NESTED_MAX_BYTES:
-        raise _limit("nested archives too large to inspect")
-    st.held += info.file_size
+    st.held += len(blob)
     try:
-        try:
-            blob = _read_bounded(zf, info)
-        except Rejected:
-            raise
-        except Exception:  # noqa: BLE001 - cannot decompress it: nobody can expand it either
-            st.uninspectable += 1
-            return
         st.nested += 1
         st.max_depth = max(st.max_depth, depth + 1)
         try:
@@ -148,7 +179,7 @@ def _nested(
         except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error):
             st.uninspectable += 1
     finally:
-        st.held -= info.file_size
+        st.held -= len(blob)
 
 
 def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -> tuple[int, int]:
@@ -189,8 +220,7 @@ def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -
                 st.symlinks += 1
                 _check_symlink(zf, info)
                 continue
-            if not info.is_dir() and info.file_size >= 22:  # 22 = smallest possible zip
-                _nested(zf, info, depth, bounds, st)
+            _entry(zf, info, depth, bounds, st)
     return len(infos), total
 
 
@@ -205,6 +235,7 @@ def process(
     data = {
         "entries": entries,
         "total_bytes": total,
+        "inflated_bytes": st.produced,
         "nested_archives": st.nested,
         "max_depth": st.max_depth,
         "encrypted_entries": st.encrypted,

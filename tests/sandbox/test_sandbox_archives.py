@@ -141,3 +141,43 @@ def test_truncated_zip_is_corrupt(run) -> None:
     # central directory intact but the local headers it points to are gone
     cd = data.index(b"PK\x01\x02")
     assert outcome(run("zip", b"\0" * cd + data[cd:])) == "rejected:corrupt"
+
+
+def _lie(data: bytes, declared: int) -> bytes:
+    from tests.corpus.make_generated import lie_about_size
+
+    return lie_about_size(data, declared)
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED, zipfile.ZIP_BZIP2])
+def test_an_entry_that_inflates_past_its_declared_size_is_rejected(run, method: int) -> None:
+    # The declared sizes pass every bound (ratio under 1); only the bytes produced tell.
+    data = _lie(make_zip([("a.txt", b"x" * (4 << 20))], method=method), 1000)
+    result = run("zip", data)
+    assert outcome(result) == "rejected:archive_limit", result.message
+    assert "declared size of 1000" in result.message
+
+
+def test_a_lie_is_caught_at_the_first_byte_past_the_claim(run) -> None:
+    # 300 MiB of zeros claiming 100 KiB: rejected long before it is all inflated (the
+    # job's 1 s of CPU would not be enough to inflate it; a generous 10 s wall).
+    from processing.sandbox import Limits
+
+    data = _lie(make_zip([("big", bytes(300 << 20))]), 100 << 10)
+    result = run("zip", data, limits=Limits(cpu_seconds=1, wall_seconds=10))
+    assert outcome(result) == "rejected:archive_limit", result.message
+
+
+def test_an_entry_shorter_than_declared_or_with_a_bad_crc_is_corrupt(run) -> None:
+    short = _lie(make_zip([("a.txt", b"hello" * 100)]), 501)
+    assert outcome(run("zip", short)) == "rejected:corrupt"
+    data = bytearray(make_zip([("a.txt", b"hello" * 100)], method=zipfile.ZIP_STORED))
+    data[data.index(b"hello")] = ord("j")  # content changed, CRC not
+    result = run("zip", bytes(data))
+    assert outcome(result) == "rejected:corrupt" and "CRC" in result.message
+
+
+def test_honest_entries_report_what_they_inflate_to(run) -> None:
+    result = run("zip", make_zip([("a.txt", b"a" * 5000), ("b/", b""), ("c.txt", b"")]))
+    assert outcome(result) == "ready"
+    assert result.data["inflated_bytes"] == result.data["total_bytes"] == 5000

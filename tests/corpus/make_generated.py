@@ -1,0 +1,78 @@
+"""Make the corpus files we generate ourselves (tests/corpus/files/generated/).
+
+    .venv/bin/python tests/corpus/make_generated.py
+
+Deterministic: the same files, byte for byte, on every run (fixed timestamps, fixed
+pixel patterns), so the sha256 column of MANIFEST.tsv stays valid. Prints one manifest
+row per file; the rows themselves are kept in MANIFEST.tsv by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import struct
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "files" / "generated"
+EPOCH = (2026, 1, 1, 0, 0, 0)
+
+
+def _zip(entries: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, data in entries:
+            zf.writestr(zipfile.ZipInfo(name, EPOCH), data, compress_type=method)
+    return buf.getvalue()
+
+
+def lie_about_size(data: bytes, declared: int) -> bytes:
+    """Set every entry's uncompressed size, in the local header and the central directory."""
+    out = bytearray(data)
+    for sig, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        pos = out.find(sig)
+        while pos != -1:
+            out[pos + offset : pos + offset + 4] = struct.pack("<I", declared)
+            pos = out.find(sig, pos + 4)
+    return bytes(out)
+
+
+def zip_lying_deflate() -> bytes:
+    # 200 MiB of zeros deflate to ~200 KB; the archive says 100 KiB (ratio under 1).
+    return lie_about_size(_zip([("report.txt", bytes(200 << 20))]), 100 << 10)
+
+
+def zip_lying_stored() -> bytes:
+    # A stored entry holding 64 KiB that declares 16 bytes.
+    return lie_about_size(_zip([("notes.txt", b"A" * (64 << 10))], zipfile.ZIP_STORED), 16)
+
+
+def zip_lying_nested() -> bytes:
+    # An honest outer archive holding an inner zip whose one entry declares 0 bytes
+    # and inflates to 8 MiB.
+    inner = lie_about_size(_zip([("empty.txt", bytes(8 << 20))]), 0)
+    return _zip([("inner.zip", inner), ("readme.txt", b"see inner.zip\n")], zipfile.ZIP_STORED)
+
+
+FILES: dict[str, Callable[[], bytes]] = {
+    "zip_lying_size_deflate.zip": zip_lying_deflate,
+    "zip_lying_size_stored.zip": zip_lying_stored,
+    "zip_lying_size_nested.zip": zip_lying_nested,
+}
+
+
+def main(names: list[str]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, make in FILES.items():
+        if names and name not in names:
+            continue
+        data = make()
+        (OUT / name).write_bytes(data)
+        print(f"generated/{name}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
