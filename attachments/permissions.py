@@ -10,7 +10,7 @@ MODERATOR_CODENAMES = (
     "view_transitionlog", "view_deadletter", "change_deadletter", "view_derivative",
     # The sweeper's brakes (killswitch, dry run) are an operational control that
     # moderators must be able to pull; Django users and settings stay out of reach.
-    "view_sweepercontrol", "change_sweepercontrol", "view_sweeprun",
+    "view_sweepercontrol", "change_sweepercontrol", "view_sweeprun", "view_reconcilerun",
 )
 
 

@@ -16,13 +16,13 @@ from django.utils.html import format_html, format_html_join
 from attachments.admin import ReadOnlyModelAdmin
 
 from .control import sweeper_control_get, sweeper_control_set
-from .models import SweeperControl, SweepRun
+from .models import ReconcileRun, SweeperControl, SweepRun
 
 RECENT_RUNS = 15
 KEYS_SHOWN = 50
 
 
-def _keys(run: SweepRun) -> list[str]:
+def _keys(run: SweepRun | ReconcileRun) -> list[str]:
     return [str(k) for k in (run.would_delete or [])]
 
 
@@ -46,8 +46,9 @@ class SweeperControlAdmin(admin.ModelAdmin):
     fieldsets = (
         ("Brakes", {"fields": ("killswitch", "dry_run", "effective", "changed_by", "changed_at")}),
         ("Recent sweep runs", {"fields": ("recent_runs",)}),
+        ("Recent reconcile runs", {"fields": ("recent_reconcile_runs",)}),
     )
-    readonly_fields = ("effective", "changed_by", "changed_at", "recent_runs")
+    readonly_fields = ("effective", "changed_by", "changed_at", "recent_runs", "recent_reconcile_runs")
 
     def has_add_permission(self, request):
         return False
@@ -120,6 +121,40 @@ class SweeperControlAdmin(admin.ModelAdmin):
             '<table class="airlock-runs"><thead><tr><th>started</th><th>mode</th><th>trigger</th>'
             "<th>selected</th><th>deleted</th><th>objects deleted</th><th>errors</th><th>dead-lettered</th>"
             "<th>would delete</th></tr></thead><tbody>{}</tbody></table>{}", rows, would)
+
+
+    @admin.display(description="reconcile runs")
+    def recent_reconcile_runs(self, obj: SweeperControl) -> str:
+        runs = list(ReconcileRun.objects.order_by("-started_at", "-id")[:RECENT_RUNS])
+        if not runs:
+            return "No reconcile has run yet."
+        rows = format_html_join(
+            "",
+            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            ((reverse("admin:sweeper_reconcilerun_change", args=[run.pk]),
+              run.started_at.strftime("%Y-%m-%d %H:%M:%S"), run.mode, run.scanned, run.objects_deleted,
+              len(_keys(run)), run.errors, run.note) for run in runs),
+        )
+        return format_html(
+            '<table class="airlock-runs"><thead><tr><th>started</th><th>mode</th><th>scanned</th>'
+            "<th>objects deleted</th><th>would delete</th><th>errors</th><th>note</th></tr></thead>"
+            "<tbody>{}</tbody></table>", rows)
+
+
+@admin.register(ReconcileRun)
+class ReconcileRunAdmin(ReadOnlyModelAdmin):
+    list_display = ("started_at", "finished_at", "mode", "trigger", "scanned", "objects_deleted", "kept",
+                    "expired_leases", "redriven", "errors", "note")
+    list_filter = ("mode", "trigger")
+    ordering = ("-started_at", "-id")
+    fields = ("started_at", "finished_at", "mode", "trigger", "note", "scanned", "counts", "objects_deleted",
+              "kept", "expired_leases", "redriven", "errors", "errors_text", "would_delete_keys")
+    readonly_fields = fields
+
+    @admin.display(description="would-delete keys (dry run)")
+    def would_delete_keys(self, obj: ReconcileRun) -> str:
+        return _keys_list(_keys(obj), limit=1000)
 
 
 @admin.register(SweepRun)

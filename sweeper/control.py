@@ -76,6 +76,18 @@ def sweeper_control_get() -> ControlState:
     return _state(row or SweeperControl())
 
 
+def delete_brake() -> str:
+    """Why automated deletes must not happen now: "killswitch", "dry_run", or "" (go ahead).
+
+    Every automated delete asks this (sweeper, reconcile, unauthorized uploads):
+    under the killswitch nothing is deleted; under dry run the keys are recorded instead.
+    """
+    state = sweeper_control_get()
+    if state.killswitch:
+        return "killswitch"
+    return "dry_run" if state.dry_run else ""
+
+
 def sweeper_control_set(*, killswitch: bool | None = None, dry_run: bool | None = None,
                         actor: str) -> ControlState:
     """Toggle the stored brakes; None leaves a brake as it is."""

@@ -54,6 +54,37 @@ class SweepRun(models.Model):
         return f"sweep {self.started_at:%Y-%m-%d %H:%M} {self.mode}: {self.deleted} deleted"
 
 
+class ReconcileRun(models.Model):
+    """One reconcile attempt, whatever it did: like SweepRun, the record an operator reads."""
+
+    class Mode(models.TextChoices):
+        NORMAL = "normal"
+        DRY_RUN = "dry_run"
+        KILLSWITCH = "killswitch"
+        LOCK_BUSY = "lock_busy"
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    trigger = models.CharField(max_length=16, default="command")
+    scanned = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)  # findings by kind
+    objects_deleted = models.PositiveIntegerField(default=0)
+    kept = models.PositiveIntegerField(default=0)  # deletes held back by the killswitch
+    expired_leases = models.PositiveIntegerField(default=0)
+    redriven = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    errors_text = models.TextField(blank=True, default="")
+    note = models.CharField(max_length=200, blank=True, default="")  # why deletes did not happen
+    would_delete = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"reconcile {self.started_at:%Y-%m-%d %H:%M} {self.mode}: {self.objects_deleted} deleted"
+
+
 class SweeperLease(models.Model):
     """The database lock (no Redis): one row per lock name holding a token and an expiry."""
 

@@ -13,6 +13,11 @@ runs under a lock so two runs cannot overlap. Classes of drift:
   never recorded (a lost storage event) → recorded and enqueued;
 - expired leases (processing past its lease → pending) and pending rows whose
   job went missing → re-driven, both by processing.recovery.
+
+Deletes (and orphan moves to quarantine, which delete the original) obey the
+sweeper's brakes, read again between chunks: under the killswitch they are
+held ("kept") and the run says so; under dry run the keys are recorded on the
+run instead. Every run is recorded as a ReconcileRun.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from attachments.storage.base import ObjectInfo, StorageGateway, move
 from processing.recovery import expire_leases, redrive_pending
 
 from . import metrics
+from .control import delete_brake
 from .locks import LockUnavailable, SweepLock, make_lock
+from .models import ReconcileRun
 
 log = logging.getLogger("airlock.reconcile")
 
@@ -54,7 +61,7 @@ _CHUNK = 1000
 class Finding:
     kind: str  # orphan | deleted_leftover | quarantine_expired | arrived
     key: str
-    action: str  # deleted | quarantined | enqueued | would_* | error
+    action: str  # deleted | quarantined | enqueued | would_* | kept | error
     attachment_id: str | None = None
     detail: str = ""
 
@@ -65,11 +72,15 @@ class ReconcileReport:
     started_at: datetime
     finished_at: datetime | None = None
     lock_busy: bool = False
+    mode: str = ReconcileRun.Mode.NORMAL
+    brake: str = ""  # the brake that held deletes back, if any
+    run_id: int | None = None
     scanned: int = 0
     expired_leases: int = 0
     redriven: int = 0
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    would_delete: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         counts = Counter(f.kind for f in self.findings)
@@ -86,6 +97,10 @@ class ReconcileReport:
         if self.lock_busy:
             return ["reconcile: another run holds the lock; nothing done"]
         prefix = "reconcile (dry run)" if self.dry_run else "reconcile"
+        if self.brake == "killswitch":
+            prefix += " (killswitch on: nothing deleted)"
+        elif self.brake == "dry_run":
+            prefix += " (sweeper dry run on: nothing deleted, would-delete keys recorded)"
         counts = ", ".join(f"{kind} {n}" for kind, n in self.counts().items())
         lines = [(f"{prefix}: scanned {self.scanned} objects; {counts}; "
                   f"expired leases {self.expired_leases}; re-driven pending {self.redriven}; "
@@ -146,8 +161,21 @@ class _Reconciler:
         self.grace_cutoff = now - timedelta(seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS)
         self.quarantine_cutoff = now - timedelta(days=settings.AIRLOCK_QUARANTINE_DAYS)
 
+    @property
+    def brake(self) -> str:
+        """What holds deletes back: an explicit dry run, else the sweeper's brakes."""
+        return "dry_run" if self.dry_run else self.report.brake
+
+    def check_brakes(self) -> None:
+        # Read before every chunk: a brake pulled mid-run holds the deletes after it.
+        # A brake once seen stays for the run (killswitch wins over dry run).
+        brake = delete_brake()
+        if brake == "killswitch" or (brake and not self.report.brake):
+            self.report.brake = brake
+
     def run(self, objects: Iterator[ObjectInfo]) -> None:
         while chunk := list(islice(objects, _CHUNK)):
+            self.check_brakes()
             self.report.scanned += len(chunk)
             rows = _rows_for(i for i in map(attachment_id_of, (o.key for o in chunk)) if i)
             for info in chunk:
@@ -179,9 +207,18 @@ class _Reconciler:
         metrics.RECONCILE_FINDINGS.labels(kind=kind).inc()
         log.info("reconcile finding", extra={"kind": kind, "key": info.key, "action": action})
 
+    def held(self, kind: str, info: ObjectInfo, row: _Row | None, would: str) -> bool:
+        """Under a brake: note what would have happened instead of doing it."""
+        if self.brake == "killswitch":
+            self.note(kind, info, "kept", row, "killswitch")
+        elif self.brake == "dry_run":
+            self.report.would_delete.append(info.key)
+            self.note(kind, info, would, row)
+        return bool(self.brake)
+
     def delete(self, info: ObjectInfo, kind: str, row: _Row | None) -> None:
-        if self.dry_run:
-            return self.note(kind, info, "would_delete", row)
+        if self.held(kind, info, row, "would_delete"):
+            return None
         try:
             self.gateway.delete(info.key)
         except Exception as exc:  # noqa: BLE001 - reported, the next run tries again
@@ -192,8 +229,8 @@ class _Reconciler:
     def orphan(self, info: ObjectInfo, row: _Row | None) -> None:
         if not self.quarantine_orphans:
             return self.delete(info, "orphan", row)
-        if self.dry_run:
-            return self.note("orphan", info, "would_quarantine", row)
+        if self.held("orphan", info, row, "would_quarantine"):
+            return None
         try:
             move(self.gateway, info.key, quarantine_key(info.key))
         except Exception as exc:  # noqa: BLE001 - reported, the next run tries again
@@ -215,8 +252,36 @@ def _listing(gateway: StorageGateway) -> Iterator[ObjectInfo]:
         yield from gateway.list_prefix(prefix)
 
 
+def _mode(report: ReconcileReport) -> str:
+    if report.lock_busy:
+        return ReconcileRun.Mode.LOCK_BUSY
+    if report.brake == "killswitch":
+        return ReconcileRun.Mode.KILLSWITCH
+    return ReconcileRun.Mode.DRY_RUN if report.dry_run or report.brake else ReconcileRun.Mode.NORMAL
+
+
+def _record(report: ReconcileReport, trigger: str, run: ReconcileRun | None = None) -> ReconcileRun:
+    """Write the run's record (at the start, so it is visible, and again at the end)."""
+    run = run or ReconcileRun(started_at=report.started_at, trigger=trigger)
+    report.mode = run.mode = _mode(report)
+    run.finished_at = report.finished_at
+    run.scanned, run.counts = report.scanned, report.counts()
+    run.expired_leases, run.redriven = report.expired_leases, report.redriven
+    run.objects_deleted = sum(1 for f in report.findings if f.action in ("deleted", "quarantined"))
+    run.kept = sum(1 for f in report.findings if f.action == "kept")
+    run.errors, run.errors_text = len(report.errors), "\n".join(report.errors[:200])
+    run.note = {"killswitch": "killswitch on: nothing deleted",
+                "dry_run": "dry run: nothing deleted, would-delete keys recorded"}.get(
+        "dry_run" if report.dry_run else report.brake, "")
+    run.would_delete = report.would_delete
+    run.save()
+    report.run_id = run.pk
+    return run
+
+
 def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, quarantine_orphans: bool = False,
-                      gateway: StorageGateway | None = None, lock: SweepLock | None = None) -> ReconcileReport:
+                      gateway: StorageGateway | None = None, lock: SweepLock | None = None,
+                      trigger: str = "command") -> ReconcileReport:
     """Compare storage with the rows and repair each class of drift; return what was found and done."""
     now = now or timezone.now()
     started = time.monotonic()
@@ -229,16 +294,22 @@ def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, qua
         report.errors.append(str(exc))
     if not acquired:
         report.lock_busy = True
+        _record(report, trigger)
         return report
     try:
-        gateway = gateway or get_gateway()
+        reconciler = _Reconciler(now=now, dry_run=dry_run, quarantine_orphans=quarantine_orphans,
+                                 gateway=gateway or get_gateway(), report=report)
+        reconciler.check_brakes()
+        run = _record(report, trigger)
         report.expired_leases = expire_leases(now=now, dry_run=dry_run)
         report.redriven = redrive_pending(now=now, dry_run=dry_run)
-        _Reconciler(now=now, dry_run=dry_run, quarantine_orphans=quarantine_orphans, gateway=gateway,
-                    report=report).run(_listing(gateway))
+        try:
+            reconciler.run(_listing(reconciler.gateway))
+        finally:
+            report.finished_at = now + timedelta(seconds=time.monotonic() - started)
+            _record(report, trigger, run)
     finally:
         lock.release()
-    report.finished_at = now + timedelta(seconds=time.monotonic() - started)
-    log.info("reconcile finished", extra={"counts": report.counts(), "dry_run": dry_run,
+    log.info("reconcile finished", extra={"counts": report.counts(), "dry_run": dry_run, "mode": report.mode,
                                           "scanned": report.scanned, "errors": len(report.errors)})
     return report

@@ -186,13 +186,22 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
                 outcome = "ignored"
             else:
                 outcome = "started"
+            unauthorized = outcome in ("unknown_key", "replay_deleted")
+            # Deleting what no intent authorized is an automated delete: the sweeper's
+            # brakes hold it (the event row says which; reconcile lists the object later).
+            brake = _delete_brake() if unauthorized else ""
             # The event row is the dedupe: a second copy of it fails here and changes nothing.
             StorageEvent.objects.create(
                 dedupe_key=dedupe_key[:700], source=source, event_name=event_name[:64], bucket=bucket[:255],
-                key=key[:1024], size=size, outcome=outcome, attachment=attachment,
+                key=key[:1024], size=size, outcome=f"{outcome}:{brake}" if brake else outcome,
+                attachment=attachment,
             )
-            if outcome in ("unknown_key", "replay_deleted"):
-                transaction.on_commit(lambda: _delete_unauthorized(key))
+            if unauthorized:
+                if brake:
+                    log.warning("kept object with no intent: sweeper brake on", extra={
+                        "key": key, "brake": brake, "outcome": outcome})
+                else:
+                    transaction.on_commit(lambda: _delete_unauthorized(key))
                 return Arrival(outcome, attachment.pk if attachment else None)
             if outcome == "ignored":
                 return Arrival("ignored", attachment.pk)
@@ -212,6 +221,12 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
 def _key_tenant(key: str) -> str | None:
     parts = key.split("/")
     return parts[1] if len(parts) > 2 and parts[0] == "tenants" else None
+
+
+def _delete_brake() -> str:
+    from sweeper.control import delete_brake
+
+    return delete_brake()
 
 
 def _delete_unauthorized(key: str) -> None:

@@ -92,3 +92,20 @@ def test_recent_runs_and_would_delete_keys_escaped(operator, browser_for):
     assert "tenants/acme/image/1" in detail and "<script>alert" not in detail
     listing = client.get("/admin/sweeper/sweeprun/").content.decode()
     assert "dry_run" in listing or "Dry Run" in listing
+
+
+def test_reconcile_runs_are_shown_with_why_nothing_was_deleted(moderator, browser_for):
+    from sweeper.models import ReconcileRun
+
+    now = timezone.now()
+    held = ReconcileRun.objects.create(started_at=now, finished_at=now, mode="killswitch", scanned=4, kept=2,
+                                       note="killswitch on: nothing deleted")
+    ReconcileRun.objects.create(started_at=now - timezone.timedelta(hours=1), mode="dry_run",
+                                would_delete=["tenants/acme/image/<b>x</b>"])
+    client = browser_for(moderator)
+    html = client.get(CONTROL).content.decode()
+    assert "Recent reconcile runs" in html and "killswitch on: nothing deleted" in html
+    assert "<b>x</b>" not in html
+    detail = client.get(f"/admin/sweeper/reconcilerun/{held.pk}/change/")
+    assert detail.status_code == 200 and "killswitch on: nothing deleted" in detail.content.decode()
+    assert "killswitch" in client.get("/admin/sweeper/reconcilerun/").content.decode()
