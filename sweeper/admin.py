@@ -100,69 +100,63 @@ class SweeperControlAdmin(admin.ModelAdmin):
         runs = list(SweepRun.objects.order_by("-started_at", "-id")[:RECENT_RUNS])
         if not runs:
             return "No sweep has run yet."
-        rows = format_html_join(
-            "",
-            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"num\">{}</td>"
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-            "<td class=\"num\">{}</td><td>{}</td></tr>",
-            (
-                (reverse("admin:sweeper_sweeprun_change", args=[run.pk]),
-                 run.started_at.strftime("%Y-%m-%d %H:%M:%S"), run.mode, run.trigger, run.selected,
-                 run.deleted, run.objects_deleted, run.errors, run.dead_lettered,
-                 f"{len(_keys(run))} keys" if run.mode == SweepRun.Mode.DRY_RUN else "")
-                for run in runs
-            ),
-        )
+        table = _runs_table(
+            "sweeprun", runs,
+            ("trigger", "selected", "deleted", "objects deleted", "errors", "dead-lettered", "would delete"),
+            lambda run: (run.trigger, run.selected, run.deleted, run.objects_deleted, run.errors,
+                         run.dead_lettered,
+                         f"{len(_keys(run))} keys" if run.mode == SweepRun.Mode.DRY_RUN else ""))
         dry = next((run for run in runs if run.mode == SweepRun.Mode.DRY_RUN), None)
         would = (format_html("<p>Would delete, latest dry run ({}):</p>{}",
                              dry.started_at.strftime("%Y-%m-%d %H:%M:%S"), _keys_list(_keys(dry)))
                  if dry is not None else "")
-        return format_html(
-            '<table class="airlock-runs"><thead><tr><th>started</th><th>mode</th><th>trigger</th>'
-            "<th>selected</th><th>deleted</th><th>objects deleted</th><th>errors</th><th>dead-lettered</th>"
-            "<th>would delete</th></tr></thead><tbody>{}</tbody></table>{}", rows, would)
-
+        return format_html("{}{}", table, would)
 
     @admin.display(description="reconcile runs")
     def recent_reconcile_runs(self, obj: SweeperControl) -> str:
         runs = list(ReconcileRun.objects.order_by("-started_at", "-id")[:RECENT_RUNS])
         if not runs:
             return "No reconcile has run yet."
-        rows = format_html_join(
-            "",
-            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-            ((reverse("admin:sweeper_reconcilerun_change", args=[run.pk]),
-              run.started_at.strftime("%Y-%m-%d %H:%M:%S"), run.mode, run.scanned, run.objects_deleted,
-              len(_keys(run)), run.errors, run.note) for run in runs),
-        )
-        return format_html(
-            '<table class="airlock-runs"><thead><tr><th>started</th><th>mode</th><th>scanned</th>'
-            "<th>objects deleted</th><th>would delete</th><th>errors</th><th>note</th></tr></thead>"
-            "<tbody>{}</tbody></table>", rows)
+        return _runs_table(
+            "reconcilerun", runs, ("scanned", "objects deleted", "would delete", "errors", "note"),
+            lambda run: (run.scanned, run.objects_deleted, len(_keys(run)), run.errors, run.note))
+
+
+def _runs_table(model: str, runs: list, headers: tuple[str, ...], cells) -> str:
+    """Recent runs as a table: started (linked to the run), mode, then the given columns (escaped)."""
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in ("started", "mode", *headers)))
+    rows = format_html_join("", "<tr>{}</tr>", (
+        (format_html('<td><a href="{}">{}</a></td><td>{}</td>{}',
+                     reverse(f"admin:sweeper_{model}_change", args=[run.pk]),
+                     run.started_at.strftime("%Y-%m-%d %H:%M:%S"), run.mode,
+                     format_html_join("", "<td>{}</td>", ((c,) for c in cells(run)))),)
+        for run in runs))
+    return format_html('<table class="airlock-runs"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+                       head, rows)
+
+
+class _RunAdmin(ReadOnlyModelAdmin):
+    list_filter = ("mode", "trigger")
+    ordering = ("-started_at", "-id")
+
+    @admin.display(description="would-delete keys (dry run)")
+    def would_delete_keys(self, obj: SweepRun | ReconcileRun) -> str:
+        return _keys_list(_keys(obj), limit=1000)
 
 
 @admin.register(ReconcileRun)
-class ReconcileRunAdmin(ReadOnlyModelAdmin):
+class ReconcileRunAdmin(_RunAdmin):
     list_display = ("started_at", "finished_at", "mode", "trigger", "scanned", "objects_deleted", "kept",
                     "expired_leases", "redriven", "errors", "note")
-    list_filter = ("mode", "trigger")
-    ordering = ("-started_at", "-id")
     fields = ("started_at", "finished_at", "mode", "trigger", "note", "scanned", "counts", "objects_deleted",
               "kept", "expired_leases", "redriven", "errors", "errors_text", "would_delete_keys")
     readonly_fields = fields
 
-    @admin.display(description="would-delete keys (dry run)")
-    def would_delete_keys(self, obj: ReconcileRun) -> str:
-        return _keys_list(_keys(obj), limit=1000)
-
 
 @admin.register(SweepRun)
-class SweepRunAdmin(ReadOnlyModelAdmin):
+class SweepRunAdmin(_RunAdmin):
     list_display = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
                     "errors", "dead_lettered", "hard_deleted", "would_delete_count")
-    list_filter = ("mode", "trigger")
-    ordering = ("-started_at", "-id")
     fields = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
               "errors", "dead_lettered", "hard_deleted", "errors_pretty", "would_delete_keys")
     readonly_fields = fields
@@ -177,6 +171,4 @@ class SweepRunAdmin(ReadOnlyModelAdmin):
             return "—"
         return format_html('<pre class="airlock-pre">{}</pre>', obj.errors_text)
 
-    @admin.display(description="would-delete keys (dry run)")
-    def would_delete_keys(self, obj: SweepRun) -> str:
-        return _keys_list(_keys(obj), limit=1000)
+

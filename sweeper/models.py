@@ -25,14 +25,19 @@ class SweeperControl(models.Model):
         return f"killswitch={self.killswitch} dry_run={self.dry_run}"
 
 
+class RunMode(models.TextChoices):
+    """How a sweep or reconcile run went: its brakes, or the lock another run held."""
+
+    NORMAL = "normal"
+    DRY_RUN = "dry_run"
+    KILLSWITCH = "killswitch"
+    LOCK_BUSY = "lock_busy"
+
+
 class SweepRun(models.Model):
     """One sweep attempt, whatever it did (even nothing)."""
 
-    class Mode(models.TextChoices):
-        NORMAL = "normal"
-        DRY_RUN = "dry_run"
-        KILLSWITCH = "killswitch"
-        LOCK_BUSY = "lock_busy"
+    Mode = RunMode
 
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -57,11 +62,7 @@ class SweepRun(models.Model):
 class ReconcileRun(models.Model):
     """One reconcile attempt, whatever it did: like SweepRun, the record an operator reads."""
 
-    class Mode(models.TextChoices):
-        NORMAL = "normal"
-        DRY_RUN = "dry_run"
-        KILLSWITCH = "killswitch"
-        LOCK_BUSY = "lock_busy"
+    Mode = RunMode
 
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -41,12 +41,16 @@ def drift(alice, storage_root):
                    *files_of(leftover)])
 
 
+def _pull(brake: str, how: str, settings) -> None:
+    if how == "database":
+        sweeper_control_set(**{brake: True}, actor="test")
+    else:
+        setattr(settings, f"AIRLOCK_SWEEPER_{brake.upper()}", "1")
+
+
 @pytest.mark.parametrize("how", ["database", "settings"])
 def test_reconcile_under_the_killswitch_deletes_nothing_and_says_why(drift, storage_root, settings, how):
-    if how == "database":
-        sweeper_control_set(killswitch=True, actor="test")
-    else:
-        settings.AIRLOCK_SWEEPER_KILLSWITCH = "1"
+    _pull("killswitch", how, settings)
     files = storage_snapshot(storage_root)
 
     report = reconcile_storage(quarantine_orphans=False)
@@ -69,10 +73,7 @@ def test_reconcile_quarantining_orphans_is_held_too(drift, storage_root):
 
 @pytest.mark.parametrize("how", ["database", "settings"])
 def test_reconcile_under_dry_run_records_the_keys_on_its_run(drift, storage_root, settings, how):
-    if how == "database":
-        sweeper_control_set(dry_run=True, actor="test")
-    else:
-        settings.AIRLOCK_SWEEPER_DRY_RUN = "1"
+    _pull("dry_run", how, settings)
     files = storage_snapshot(storage_root)
 
     report = reconcile_storage()
