@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || {
+    echo "bootstrap: Python 3.11 or newer is required ($PYTHON is $("$PYTHON" -V 2>&1)); set PYTHON=/path/to/python3.11" >&2
+    exit 1
+  }
   "$PYTHON" -m venv .venv
 fi
 extras=""
@@ -13,6 +17,7 @@ extras=""
 stamp=".venv/.airlock-installed${extras}"
 # Reinstall only when the dependency files changed since the last install.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+  echo "bootstrap: installing Airlock's Python dependencies${extras:+ (with the test extras)} into .venv" >&2
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -c constraints.txt -e ".${extras}"
   touch "$stamp"

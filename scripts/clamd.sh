@@ -67,17 +67,8 @@ our_pid() {
 }
 
 cmd_install() {
-    export DEBIAN_FRONTEND=noninteractive
-    local pkgs=()
-    command -v clamd >/dev/null 2>&1 || [[ -x /usr/sbin/clamd ]] || pkgs+=(clamav-daemon)
     # The 44 ClamAV test files prove the shipped signature + clamd unpacking in tests.
-    [[ -d /usr/share/clamav-testfiles ]] || pkgs+=(clamav-testfiles)
-    if ((${#pkgs[@]} == 0)); then
-        log "clamd and clamav-testfiles already installed"
-        return 0
-    fi
-    # Try without refreshing the index first (fast, works offline with a warm cache).
-    apt-get install -y "${pkgs[@]}" || { apt-get update && apt-get install -y "${pkgs[@]}"; }
+    "$HERE/install-system-deps.sh" clamav-daemon clamav-testfiles
 }
 
 cmd_start() {
