@@ -11,7 +11,9 @@ def ensure_migrated() -> None:
     from django.conf import settings
 
     if connection.vendor == "sqlite":
-        settings.AIRLOCK_DATA_DIR.mkdir(parents=True, exist_ok=True)
+        from .private_files import private_dir
+
+        private_dir(settings.AIRLOCK_DATA_DIR)
     executor = MigrationExecutor(connection)
     if executor.migration_plan(executor.loader.graph.leaf_nodes()):
         call_command("migrate", interactive=False, verbosity=0)

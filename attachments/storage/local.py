@@ -1,14 +1,18 @@
-"""Local filesystem storage under AIRLOCK_STORAGE_ROOT (the embedded default)."""
+"""Local filesystem storage under AIRLOCK_STORAGE_ROOT (the embedded default).
+
+Every directory it makes is 0700 and every object 0600 (attachments.private_files):
+uploads and quarantined files are readable by Airlock's own user only.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..private_files import FILE_MODE, private_dir
 from .base import ObjectInfo, StorageError, UploadInstruction, validate_key
 
 
@@ -70,8 +74,8 @@ class LocalGateway:
         If the iterable raises (e.g. the body grew past its limit) nothing is kept.
         """
         final = self._path(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".upload-")
+        private_dir(final.parent)
+        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".upload-")  # 0600
         written = 0
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -86,16 +90,15 @@ class LocalGateway:
 
     def scratch_dir(self) -> Path:
         """Temporary files next to the objects (outside every key prefix), so moves are renames."""
-        path = self.root / ".scratch"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return private_dir(self.root / ".scratch")
 
     def move_file_in(self, key: str, path: Path, *, content_type: str = "") -> int:
         """Store a file the caller no longer needs: a rename when on the same filesystem."""
         final = self._path(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(final.parent)
         size = Path(path).stat().st_size
         try:
+            os.chmod(path, FILE_MODE)  # a rename keeps the mode its writer (e.g. the sandbox) gave it
             os.replace(path, final)
         except OSError:  # another filesystem: copy
             return self.write_file(key, path, content_type=content_type)
@@ -116,12 +119,9 @@ class LocalGateway:
         return written
 
     def copy(self, src: str, dst: str) -> None:
-        target = self._path(dst)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(self._path(src), target)
-        except FileNotFoundError as exc:
-            raise StorageError(f"object {src} is missing") from exc
+        # Through write_chunks: a private temp file renamed into place (copyfile
+        # would create the target with the umask's 0644).
+        self.write_chunks(dst, self.iter_chunks(src, chunk_size=1 << 20))
 
     def delete(self, key: str) -> bool:
         try:
@@ -156,6 +156,6 @@ class LocalGateway:
         return None  # served by the gated view itself
 
     def ping(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         if not os.access(self.root, os.W_OK):
             raise StorageError(f"{self.root} is not writable")

@@ -6,20 +6,25 @@ from pathlib import Path
 
 import dj_database_url
 
+from attachments.private_files import private_dir, private_file
+
 from .env import env_bool, env_float, env_int, env_list, env_path, env_str
+from .secret import install_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# The embedded default must run with no setup; production must set its own key
-# (`manage.py check --deploy` refuses this one).
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-airlock-dev-key-change-me-" + "x" * 20)
-# The embedded default listens on loopback only, so any Host is one of ours;
-# production settings refuse to start without an explicit list.
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["*"])
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 AIRLOCK_DATA_DIR = env_path("AIRLOCK_DATA_DIR", BASE_DIR / "var")
+
+# The embedded default must run with no setup, and no two installs may share a
+# key: without DJANGO_SECRET_KEY a random one is made on first run and kept in
+# the data directory (0600). Production settings require DJANGO_SECRET_KEY.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or install_secret_key(AIRLOCK_DATA_DIR)
+# The embedded default serves loopback (`serve` binds 127.0.0.1): only loopback
+# names are ours. Production settings refuse to start without an explicit list.
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -74,8 +79,12 @@ def _database() -> dict:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
     config = dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60))
     if config["ENGINE"] == "django.db.backends.sqlite3":
-        # The embedded default must work on a fresh checkout, before any command ran.
-        Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # The embedded default must work on a fresh checkout, before any command ran;
+        # the database holds every user's data: 0600 (SQLite gives its -wal and -shm
+        # files the database file's mode).
+        if config["NAME"] and config["NAME"] != ":memory:":
+            private_dir(Path(config["NAME"]).parent)
+            private_file(Path(config["NAME"]))
         # Web threads and worker threads write concurrently: WAL plus
         # immediate transactions keep SQLite from answering "database is locked".
         config["OPTIONS"] = {

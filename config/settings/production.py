@@ -14,11 +14,10 @@ inside the cluster.
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F403
 from .env import env_bool, env_int, env_list, env_str
 
-DEBUG = False
-
+# Checked before the base settings load: without a key they would make one in
+# the data directory, and production keys come only from the environment.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if (
     not SECRET_KEY
@@ -30,6 +29,10 @@ if (
         "DJANGO_SECRET_KEY must be set to at least 50 random characters in production "
         "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')."
     )
+
+from .base import *  # noqa: E402, F403
+
+DEBUG = False
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", [])
 if not ALLOWED_HOSTS:

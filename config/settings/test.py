@@ -7,10 +7,12 @@ runs (or several engineers) can share one PostgreSQL and one Redis.
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import AIRLOCK_DATA_DIR, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
+from .base import ALLOWED_HOSTS, AIRLOCK_DATA_DIR, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
 
 _RUN = f"{os.getpid()}"
 
+# Django's test client calls itself "testserver"; everything else stays loopback-only.
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AIRLOCK_RETRY_BASE_SECONDS = 0.05
 AIRLOCK_RETRY_MAX_SECONDS = 0.2
