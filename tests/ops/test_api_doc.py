@@ -9,7 +9,8 @@ endpoint or a code added without documenting it fails here:
   `error_body(...)` or written as `{"error": {"code": ...}}`;
 - reason codes: the codes processing rejects with (`ContentRejected("...")`,
   `code="..."` keywords, `reason_code = "..."` assignments) and the lists the
-  admin filter and the sandbox keep.
+  admin filter and the sandbox keep;
+- metric names: every `airlock_…` name given to a prometheus metric or metric family.
 """
 
 from __future__ import annotations
@@ -167,6 +168,17 @@ def reason_codes() -> set[str]:
     return codes
 
 
+def metric_names() -> set[str]:
+    names = set()
+    for _, tree in _sources():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and re.search(r"(Counter|Gauge|Histogram|Summary|Info|Enum|MetricFamily)$",
+                                                         _callee(node))
+                    and (_first_str_arg(node) or "").startswith("airlock_")):
+                names.add(_first_str_arg(node))
+    return names
+
+
 def undocumented_codes(section: str, codes: set[str]) -> set[str]:
     """Codes not written as `CODE` in a table row of the section."""
     rows = "\n".join(line for line in section.splitlines() if line.startswith("|"))
@@ -205,6 +217,12 @@ def test_every_reason_code_is_documented(doc):
     assert undocumented_codes(_section(doc, "#### Reason codes"), codes) == set()
 
 
+def test_every_metric_is_documented(doc):
+    names = metric_names()
+    assert {"airlock_attachments", "airlock_scan_results_total", "airlock_sweeper_runs_total"} <= names
+    assert undocumented_codes(_section(doc, "### `GET /metrics`"), names) == set()
+
+
 def test_a_missing_path_or_code_is_caught(doc):
     """The checks see a gap: drop one operation's lines, or one code's row, and they report it."""
     without_search = "\n".join(line for line in doc.splitlines() if "/api/v1/search" not in line)
@@ -220,3 +238,6 @@ def test_a_missing_path_or_code_is_caught(doc):
     reasons = _section(doc, "#### Reason codes")
     without_malware = "\n".join(line for line in reasons.splitlines() if "`malware`" not in line)
     assert undocumented_codes(without_malware, reason_codes()) == {"malware"}
+    metrics = _section(doc, "### `GET /metrics`")
+    without_stuck = "\n".join(line for line in metrics.splitlines() if "airlock_processing_stuck" not in line)
+    assert undocumented_codes(without_stuck, metric_names()) == {"airlock_processing_stuck"}
