@@ -121,6 +121,10 @@ def _thumbnail(im: Image.Image, size: int, orientation: int) -> Image.Image:
     if im.mode in ("P", "PA", "1"):
         # palette/bilevel resize would be nearest-neighbour: convert (this decodes frame 0 only)
         im = im.convert("RGBA" if has_alpha else "RGB")
+    elif im.mode.startswith("I;16"):
+        # 16-bit grey (PNG): Pillow's reduce() has no I;16 path ("image has wrong mode" for
+        # anything that needs reducing, i.e. wider than twice the thumbnail); 32-bit I has one.
+        im = im.convert("I")
     # JPEG draft mode (nothing decoded it yet) scales in the DCT down to the first
     # size >= the target; reducing_gap=1.0 lets it go that far (Pillow's default
     # stops at 2x the target), and the Lanczos pass that follows keeps it sharp.

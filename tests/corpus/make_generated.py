@@ -17,6 +17,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from PIL import Image
+
 OUT = Path(__file__).resolve().parent / "files" / "generated"
 EPOCH = (2026, 1, 1, 0, 0, 0)
 
@@ -57,10 +59,59 @@ def zip_lying_nested() -> bytes:
     return _zip([("inner.zip", inner), ("readme.txt", b"see inner.zip\n")], zipfile.ZIP_STORED)
 
 
+# Images in the modes a decoder tends to forget, each wider than twice the 256 px
+# thumbnail (so it is reduced, not only resampled), made with Pillow.
+W, H = 720, 480
+
+
+def _save(im: Image.Image, fmt: str, **params: object) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **params)
+    return buf.getvalue()
+
+
+def _gray16() -> Image.Image:
+    # A diagonal ramp over the whole 16-bit range: values above 255 everywhere but the corner.
+    samples = ((x * 65535 // W + y * 40) % 65536 for y in range(H) for x in range(W))
+    return Image.frombytes("I;16", (W, H), b"".join(struct.pack("<H", v) for v in samples))
+
+
+def png_gray16() -> bytes:
+    # PNG stores 16-bit samples big-endian whatever the source (an I;16B image saves to
+    # these same bytes); Pillow opens the file as I;16.
+    return _save(_gray16(), "PNG")
+
+
+def png_gray16_transparent() -> bytes:
+    return _save(_gray16(), "PNG", transparency=0)  # tRNS: one grey value is transparent
+
+
+def png_la() -> bytes:
+    im = Image.merge("LA", (Image.linear_gradient("L").resize((W, H)),
+                            Image.linear_gradient("L").rotate(90).resize((W, H))))
+    return _save(im, "PNG")
+
+
+def png_palette_transparent() -> bytes:
+    im = Image.linear_gradient("L").resize((W, H)).quantize(64)
+    return _save(im, "PNG", transparency=0)  # palette entry 0 transparent (tRNS)
+
+
+def jpeg_cmyk() -> bytes:
+    c = Image.linear_gradient("L").resize((W, H))
+    im = Image.merge("CMYK", (c, c.rotate(90).resize((W, H)), Image.new("L", (W, H), 40), c.point(lambda v: v // 4)))
+    return _save(im, "JPEG", quality=85)
+
+
 FILES: dict[str, Callable[[], bytes]] = {
     "zip_lying_size_deflate.zip": zip_lying_deflate,
     "zip_lying_size_stored.zip": zip_lying_stored,
     "zip_lying_size_nested.zip": zip_lying_nested,
+    "png_gray16.png": png_gray16,
+    "png_gray16_transparent.png": png_gray16_transparent,
+    "png_la.png": png_la,
+    "png_palette_transparent.png": png_palette_transparent,
+    "jpeg_cmyk.jpg": jpeg_cmyk,
 }
 
 

@@ -258,6 +258,32 @@ def test_uncommon_modes_thumbnail_with_their_tones(run, mode: str) -> None:
             assert 140 < grey < 230, grey  # not clipped to white, not black
 
 
+@pytest.mark.parametrize("mode", ["I;16", "1", "LA", "P", "L", "CMYK", "RGBA"])
+def test_wide_images_in_every_mode_thumbnail(run, mode: str) -> None:
+    # Wider than twice the thumbnail, so thumbnail() reduces first: reduce() has no I;16
+    # path, and a valid 16-bit greyscale PNG was rejected/corrupt ("image has wrong mode").
+    value = {"I;16": 40_000, "1": 1, "LA": (200, 255), "P": 7, "L": 200, "CMYK": (0, 0, 0, 55),
+             "RGBA": (200, 200, 200, 255)}
+    fmt = "JPEG" if mode == "CMYK" else "PNG"
+    result = run("image", _encode(Image.new(mode, (1200, 400), value[mode]), fmt))
+    assert outcome(result) == "ready", result.message
+    with Image.open(result.files["thumbnail"]) as thumb:
+        assert thumb.size == (256, 85)
+        if mode not in ("P", "1"):
+            assert 140 < thumb.convert("L").getpixel((5, 5)) < 230  # tone kept, not clipped
+
+
+@pytest.mark.parametrize("mode", ["I;16", "I;16B", "I;16L", "I"])
+def test_high_depth_modes_reduce_to_a_grey_thumbnail(mode: str) -> None:
+    # Every 16/32-bit integer grey mode Pillow has, not only what PNG opens as (I;16).
+    from processing.sandbox.images import _thumbnail
+
+    im = Image.new(mode, (1600, 800), 40_000)
+    thumb = _thumbnail(im, 256, 1)
+    assert thumb.size == (256, 128) and thumb.mode == "RGB"
+    assert 140 < thumb.convert("L").getpixel((5, 5)) < 230
+
+
 def test_not_an_allowed_format_is_corrupt(run) -> None:
     # Decoders beyond the allowlist (EPS would run Ghostscript) are never reached.
     for data in (_encode(Image.new("RGB", (4, 4)), "BMP"), b"%!PS-Adobe-3.0 EPSF-3.0\n", b""):
