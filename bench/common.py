@@ -147,9 +147,9 @@ def bench_django(settings_module: str = "config.settings.base") -> None:
     import django
 
     django.setup()
-    from attachments.bootstrap import ensure_migrated
+    from django.core.management import call_command
 
-    ensure_migrated()
+    call_command("migrate", interactive=False, verbosity=0)  # a bench's own scratch database
     logging.getLogger("airlock").setLevel(logging.WARNING)
 
 

@@ -50,6 +50,7 @@ mkdir -p "$AIRLOCK_DATA_DIR"
 
 port="$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 user="fuzz-$($PY -c 'import secrets; print(secrets.token_hex(4))')"
+$PY manage.py migrate --noinput >/dev/null   # createuser refuses an unmigrated database
 token="$($PY manage.py createuser "$user" --tenant fuzz | tail -n 1)"
 [ -n "$token" ] || { echo "schemathesis.sh: createuser printed no token" >&2; exit 1; }
 

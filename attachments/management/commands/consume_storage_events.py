@@ -33,6 +33,9 @@ class Command(BaseCommand):
                             help="SQS endpoint (only for stand-ins such as moto or ElasticMQ).")
 
     def handle(self, *args, **options) -> None:
+        from attachments.bootstrap import require_migrated
+
+        require_migrated("consume_storage_events")
         client = sqs_client(region=options["region"], endpoint_url=options["sqs_endpoint_url"])
         stopping = {"now": False}
 

@@ -28,9 +28,9 @@ class Command(BaseCommand):
         parser.add_argument("--email", default="")
 
     def handle(self, *args, **opts):
-        from attachments.bootstrap import ensure_migrated
+        from attachments.bootstrap import require_migrated
 
-        ensure_migrated()
+        require_migrated("createuser")
         tenant_slug = opts["tenant"].strip().lower()
         if not _TENANT.match(tenant_slug):
             raise CommandError("--tenant must be lowercase letters, digits, '-' or '_' (max 63)")

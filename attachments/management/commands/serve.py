@@ -39,12 +39,12 @@ class Command(BaseCommand):
         from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer, get_internal_wsgi_application
         import socketserver
 
-        from attachments.bootstrap import ensure_migrated
+        from attachments.bootstrap import migrate_on_first_run
         from attachments.permissions import ensure_moderator_group
         from processing.recovery import redrive_pending
         from processing.runtime import Scheduler, start_worker
 
-        ensure_migrated()
+        migrate_on_first_run()  # embedded default / brand-new database only; said in the log
         ensure_moderator_group()
         self._ensure_bucket()
         worker = None

@@ -60,12 +60,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from attachments.bootstrap import ensure_migrated
+        from attachments.bootstrap import require_migrated
         from attachments.profiles import all_profiles
 
         if opts["profile"] and opts["profile"] not in all_profiles():
             raise CommandError(f"--profile: unknown profile {opts['profile']!r}")
-        ensure_migrated()
+        require_migrated("backfill")
         selection = Selection(status=str(opts["status"]), profile=opts["profile"] or None,
                               since=_since(str(opts["since"])) if opts["since"] else None,
                               rescan=bool(opts["rescan"]))

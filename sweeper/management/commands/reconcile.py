@@ -21,9 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from attachments.bootstrap import ensure_migrated
+        from attachments.bootstrap import require_migrated
 
-        ensure_migrated()
+        require_migrated("reconcile")
         report = reconcile_storage(dry_run=bool(opts["dry_run"]),
                                    quarantine_orphans=bool(opts["quarantine_orphans"]))
         if opts["json"]:

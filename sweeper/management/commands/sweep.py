@@ -19,12 +19,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from attachments.bootstrap import ensure_migrated
+        from attachments.bootstrap import require_migrated
 
         limit = opts["limit"]
         if limit is not None and int(limit) < 1:
             raise CommandError("--limit must be at least 1")
-        ensure_migrated()
+        require_migrated("sweep")
         report = sweep_expired(dry_run=bool(opts["dry_run"]), limit=limit, trigger="command")
         if opts["json"]:
             self.stdout.write(json.dumps(report.to_dict(), default=str))
