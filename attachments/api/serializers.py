@@ -9,6 +9,7 @@ from rest_framework import serializers
 from rest_framework import validators as drf_validators
 
 from ..models import Attachment, Lifecycle, Status
+from .links import absolute_url
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -116,7 +117,7 @@ def _iso(value):
 
 def attachment_resource(attachment: Attachment, request, *, can_read: bool, thumbnail=None) -> dict:
     """The attachment resource of API.md."""
-    self_url = request.build_absolute_uri(f"/api/v1/attachments/{attachment.pk}")
+    self_url = absolute_url(request, f"/api/v1/attachments/{attachment.pk}")
     links = {"self": self_url}
     if can_read:
         links["download"] = f"{self_url}/download"

@@ -42,6 +42,7 @@ from ..services.lifecycle import (
 from ..services.uploads import upload_complete, upload_content_receive, upload_through
 from . import schema
 from .errors import json_error
+from .links import absolute_url
 from .serializers import (
     CommitRequest,
     IdsRequest,
@@ -91,9 +92,7 @@ class UploadIntentApi(APIView):
         content_type = data["content_type"].split(";", 1)[0].strip().lower()
         intent = upload_intent_create(user=request.user, profile_name=data["profile"], filename=data["filename"],
                                       size=data["size"], content_type=content_type)
-        url = intent.upload.url
-        if url.startswith("/"):
-            url = request.build_absolute_uri(url)
+        url = absolute_url(request, intent.upload.url)
         attachment = intent.attachment
         upload = {
             "method": intent.upload.method,
@@ -105,8 +104,8 @@ class UploadIntentApi(APIView):
         if intent.upload.parts:  # S3 multipart: PUT each part, then POST complete_url with the ETags
             upload["part_size"] = intent.upload.part_size
             upload["parts"] = [{"part_number": p.part_number, "url": p.url} for p in intent.upload.parts]
-            upload["complete_url"] = request.build_absolute_uri(
-                reverse("upload-complete", kwargs={"attachment_id": str(attachment.pk)}))
+            upload["complete_url"] = absolute_url(
+                request, reverse("upload-complete", kwargs={"attachment_id": str(attachment.pk)}))
         return Response(
             {
                 "id": str(attachment.pk),
@@ -229,7 +228,7 @@ class AttachmentListApi(APIView):
         if has_more:
             query = params.copy()
             query["cursor"] = _encode_cursor(page[-1])
-            next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+            next_url = absolute_url(request, f"{request.path}?{query.urlencode()}")
         results = []
         for attachment in page:
             thumbs = [d for d in attachment.derivatives.all() if d.kind == "thumbnail"]

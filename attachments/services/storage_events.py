@@ -4,9 +4,11 @@ The ladder for an object-created record, in order:
 
 1. another bucket, a key we could never have minted, or a key in our own
    namespaces (derivatives, quarantine: we wrote those) → ignored;
-2. no intent for the key → the object is deleted (not quarantined: no row
+2. storage has no object at the key (HEAD) → ignored: an event is a hint, and
+   one that arrives before its object (or is forged) must not end an intent;
+3. no intent for the key → the object is deleted (not quarantined: no row
    exists to look at it from, and nobody was authorized to write it), no row;
-3. otherwise ``object_arrived``: recorded once in the inbox (a duplicate
+4. otherwise ``object_arrived``: recorded once in the inbox (a duplicate
    changes nothing) and intake enqueued through the outbox. Intake then
    believes storage, not the event: size from HEAD (over the profile max →
    ``rejected/too_large``, quarantined) and type from the first bytes (not
@@ -169,6 +171,10 @@ def _apply(record: EventRecord, *, source: str) -> str:
     if _OWN_WRITES.match(record.key):
         return "own_write"
     if record.kind == "created":
+        if get_gateway().head(record.key) is None:
+            # Nothing there (a forged or early event): ignored, and not recorded, so the
+            # real event for the object, whatever its dedupe key, still starts intake.
+            return "absent"
         return object_arrived(key=record.key, size=record.size, source=source, dedupe_key=record.dedupe_key,
                               event_name=record.event_name, bucket=record.bucket).outcome
     return _object_removed(record, source=source)

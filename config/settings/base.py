@@ -8,7 +8,7 @@ import dj_database_url
 
 from attachments.private_files import private_dir, private_file
 
-from .env import env_bool, env_float, env_int, env_list, env_path, env_str
+from .env import env_bool, env_float, env_int, env_list, env_path, env_str, public_origin
 from .secret import install_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -123,7 +123,9 @@ AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60)
 AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
 AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
 AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
-AIRLOCK_PUBLIC_URL = env_str("AIRLOCK_PUBLIC_URL")
+# The origin clients reach Airlock at (https://files.example.com): absolute URLs
+# (upload URLs, links) are minted from it rather than from the request's Host.
+AIRLOCK_PUBLIC_URL = public_origin(env_str("AIRLOCK_PUBLIC_URL"))
 
 # --- Profiles (API.md defaults) ----------------------------------------------
 MIB = 1024 * 1024

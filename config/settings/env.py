@@ -42,3 +42,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
 def env_path(name: str, default: Path) -> Path:
     value = env_str(name)
     return default if value is None else Path(value).expanduser().resolve()
+
+
+def public_origin(value: str | None) -> str | None:
+    """An http(s) origin (scheme, host, optional port; no path, query or fragment), without a trailing slash."""
+    from urllib.parse import urlsplit
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    if value is None:
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") \
+            or parts.query or parts.fragment:
+        raise ImproperlyConfigured(f"AIRLOCK_PUBLIC_URL must be an origin like https://files.example.com, not {value!r}")
+    return f"{parts.scheme}://{parts.netloc}"

@@ -195,8 +195,10 @@ def test_a_stale_remove_delivered_before_the_create_is_harmless(s3, events_token
     assert run_pipeline(row.pk) == "ready"
 
 
-def test_create_then_delete_delivered_in_reverse_ends_object_missing(s3, events_token, alice, api,
-                                                                     django_capture_on_commit_callbacks):
+def test_create_then_delete_delivered_in_reverse_leaves_the_intent_waiting(s3, events_token, alice, api,
+                                                                           django_capture_on_commit_callbacks):
+    # Once the object is gone a late create cannot be told from a forged one: neither
+    # ends the intent (no object_missing); it waits for bytes, or expires like any other.
     row = _uploaded(s3, api(alice), jpeg_bytes())
     created = event_for(s3, row.storage_key, sequencer="01")
     s3.delete(row.storage_key)
@@ -204,9 +206,9 @@ def test_create_then_delete_delivered_in_reverse_ends_object_missing(s3, events_
     with django_capture_on_commit_callbacks(execute=True):
         assert post_events(removed, token=events_token).status_code == 202
         assert post_events(created, token=events_token).status_code == 202
-    assert run_pipeline(row.pk) == "rejected"
     row.refresh_from_db()
-    assert row.reason_code == "object_missing" and not row.quarantine_key
+    assert (row.status, row.uploaded_at, row.reason_code) == ("pending", None, "")
+    assert not OutboxMessage.objects.filter(actor_name="intake").exists()
 
 
 def test_remove_during_processing_rejects_object_missing(s3, events_token, alice, api):
