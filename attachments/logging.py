@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import uuid
 from datetime import UTC, datetime
 
@@ -25,8 +26,34 @@ def reset_request_id(token: contextvars.Token) -> None:
     _request_id.reset(token)
 
 
+# Credentials that travel in URLs and headers: upload tokens (`?token=`), S3
+# presigned signatures, and Authorization headers (API tokens, the events and
+# metrics tokens). Matched in the finished line, so no path into a log (a
+# message, an argument, an extra field, a traceback) can carry one out.
+_QUERY_SECRET = re.compile(
+    r"(?i)((?:[?&;]|%3F|%26)(?:token|access_token|signature|x-amz-signature|x-amz-credential"
+    r"|x-amz-security-token)(?:=|%3D))[^&\s\"'#\\]+")
+_AUTH_HEADER = re.compile(
+    r"(?i)((?:authorization|x-amz-security-token)\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+    r"(?:(token|bearer|basic|digest)\s+)?[^\"'\s,;}\\]+")
+REDACTED = "[redacted]"
+
+
+def redact(text: str) -> str:
+    """`text` with every credential-shaped value replaced by [redacted]."""
+    text = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, text)
+    return _AUTH_HEADER.sub(lambda m: m.group(1) + (f"{m.group(2)} " if m.group(2) else "") + REDACTED, text)
+
+
+def _loggable(value: object) -> object:
+    # django.request passes the request itself as an extra: its repr is the full URL.
+    if hasattr(value, "method") and hasattr(value, "path") and hasattr(value, "META"):
+        return f"{value.method} {value.path}"
+    return value
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line; extra= fields become top-level keys."""
+    """One JSON object per line; extra= fields become top-level keys; credentials redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
         payload = {
@@ -40,10 +67,10 @@ class JsonFormatter(logging.Formatter):
             payload["request_id"] = request_id
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                payload[key] = value
+                payload[key] = _loggable(value)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str)
+        return redact(json.dumps(payload, default=str))
 
 
 class RequestIdMiddleware:

@@ -1,7 +1,9 @@
-"""What the embedded default writes to its data directory is for its own user only (0600 files, 0700 dirs).
+"""A real `serve` on a fresh data directory, as an attacker on the same machine would look at it.
 
-A real `serve` on a fresh data directory: the secret key, the SQLite database
-(and its WAL files), stored uploads, derivatives and a quarantined rejection.
+What it writes is for its own user only (0600 files, 0700 dirs: the secret key,
+the SQLite database and its WAL files, stored uploads, derivatives, a
+quarantined rejection), and its log never shows an upload token, even for a
+refused attempt (which leaves the URL valid).
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ import os
 import stat
 
 import pytest
+import requests
 
 from tests.e2e.test_serve import Server, _upload, _wait
 from tests.support import EICAR, jpeg_bytes
 
 
 @pytest.mark.slow
-def test_serve_writes_nothing_group_or_world_readable(tmp_path):
+def test_serve_keeps_its_files_private_and_its_log_free_of_tokens(tmp_path):
     if os.environ.get("DATABASE_URL"):
         pytest.skip("the embedded default (SQLite in the data directory) is what this checks")
     data = tmp_path / "data"
@@ -28,6 +31,18 @@ def test_serve_writes_nothing_group_or_world_readable(tmp_path):
         os.umask(previous)
     try:
         token = server.createuser("alice", "acme")
+        auth = {"Authorization": f"Token {token}"}
+        small = jpeg_bytes((64, 64))
+        intent = requests.post(f"{server.base}/api/v1/uploads", headers=auth, timeout=10, json={
+            "profile": "image", "filename": "x.jpg", "size": len(small), "content_type": "image/jpeg"}).json()
+        url = intent["upload"]["url"]
+        upload_token = url.split("token=", 1)[1]
+        refused = requests.put(url, data=small + b"x" * 64, timeout=10)  # over the declared size
+        assert refused.status_code == 413
+        assert requests.put(url, data=small, timeout=10).status_code == 202  # the URL was not used up
+        assert requests.put(url, data=small, timeout=10).status_code == 409  # now it is
+        assert requests.get(f"{server.base}/api/v1/attachments", timeout=10,
+                            headers={"Authorization": f"Token {token[:-4]}wxyz"}).status_code == 401
         photo = _upload(server.base, token, jpeg_bytes((320, 240)), profile="image", filename="p.jpg",
                         content_type="image/jpeg")
         virus = _upload(server.base, token, EICAR, profile="document", filename="v.pdf",
@@ -46,3 +61,7 @@ def test_serve_writes_nothing_group_or_world_readable(tmp_path):
     assert {"secret_key", "airlock.sqlite3", "storage"} <= set(os.listdir(data))
     assert any("quarantine" in dirpath.split(os.sep) for dirpath, _, files in os.walk(data) if files)
     assert loose == []
+    log = (data / "serve.log").read_text()
+    assert " 413 " in log or "413" in log  # the refusal was logged…
+    assert upload_token not in log and upload_token.rsplit(":", 1)[-1] not in log  # …without its token
+    assert token not in log and token[:-4] not in log
