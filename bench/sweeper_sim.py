@@ -12,10 +12,17 @@ simulated time. Rows are bulk-created in a scratch database and storage is a
 counting in-memory gateway, so what is measured is the database side. Every
 client action goes through the real services (heartbeat, discard, commit).
 
+Each upload also leaves the bookkeeping rows the pipeline writes (one storage
+event and an intake job; for a processed one two more jobs and two status
+transitions), stamped with the simulated time, so the retention purge of the
+sweeper is exercised too.
+
 Prints one JSON line: the maximum orphan age (must be <= hard cap + one
 interval), committed files lost (must be 0), uncommitted uploads left past
-their deadline (must be 0), the longest discard → delete lag, and sweep
-throughput (rows/s).
+their deadline (must be 0), the longest discard → delete lag, sweep
+throughput (rows/s), and the rows of each bookkeeping table per live
+attachment at the end of the upload days and at the end of the run (must stay
+bounded: at most ROWS_PER_LIVE_LIMIT).
 """
 
 from __future__ import annotations
@@ -47,7 +54,15 @@ from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from attachments.errors import AttachmentInvalid, NotFound  # noqa: E402
-from attachments.models import Attachment, Derivative, Lifecycle, Status  # noqa: E402
+from attachments.models import (  # noqa: E402
+    Attachment,
+    Derivative,
+    Lifecycle,
+    OutboxMessage,
+    Status,
+    StorageEvent,
+    TransitionLog,
+)
 from attachments.naming import derivative_key, original_key  # noqa: E402
 from attachments.services.lifecycle import (  # noqa: E402
     attachment_discard,
@@ -55,10 +70,31 @@ from attachments.services.lifecycle import (  # noqa: E402
     attachments_heartbeat,
 )
 from sweeper.locks import DatabaseLock  # noqa: E402
+from sweeper.models import ReconcileRun, SweepRun  # noqa: E402
 from sweeper.schedule import sweep_if_due  # noqa: E402
 from sweeper_throughput import T0, MemoryGateway, make_owner, quiet_logs, scratch_database  # noqa: E402
 
 DAY = timedelta(days=1)
+# Bookkeeping rows per live attachment that still count as bounded: what one
+# upload writes (1 event + 3 jobs + 2 transitions) times the uploads a live
+# attachment can stand for within the longest window, with room to spare.
+ROWS_PER_LIVE_LIMIT = 10.0
+TABLES = {"outbox": OutboxMessage, "storage_events": StorageEvent, "transition_logs": TransitionLog,
+          "sweep_runs": SweepRun, "reconcile_runs": ReconcileRun}
+
+
+class _Stamped:
+    """Let bulk_create keep the simulated timestamps of auto_now_add fields (bench only)."""
+
+    FIELDS = [(OutboxMessage, "created_at"), (StorageEvent, "received_at"), (TransitionLog, "created_at")]
+
+    def __enter__(self) -> None:
+        for model, name in self.FIELDS:
+            model._meta.get_field(name).auto_now_add = False
+
+    def __exit__(self, *exc: object) -> None:
+        for model, name in self.FIELDS:
+            model._meta.get_field(name).auto_now_add = True
 BEHAVIOURS = {  # share of forms
     "commit": 0.40,          # commits within 0–9 days, no heartbeat: late ones find it expired
     "partial_commit": 0.05,  # removes one file, commits the rest
@@ -117,6 +153,7 @@ class Simulation:
         self.committed: set[uuid.UUID] = set()
         self.discarded_at: dict[uuid.UUID, datetime] = {}
         self.heartbeating: dict[int, set[uuid.UUID]] = defaultdict(set)
+        self.table_sizes: dict[str, dict[str, object]] = {}
 
     # --- scenario -------------------------------------------------------------------------
 
@@ -154,8 +191,21 @@ class Simulation:
 
     # --- client actions, through the real services ------------------------------------------
 
+    def bookkeeping(self, pk: uuid.UUID, key: str, when: datetime, processed: bool,
+                    jobs: list, events: list, logs: list) -> None:
+        """The rows the pipeline writes for one upload, as of `when`."""
+        events.append(StorageEvent(dedupe_key=f"sim:{key}", source="local", event_name="ObjectCreated:Put",
+                                   key=key, size=1, outcome="started", attachment_id=pk, received_at=when))
+        for step in ("intake", "scan", "derive")[:3 if processed else 1]:
+            jobs.append(OutboxMessage(actor_name=step, queue_name=step, args=[str(pk)], created_at=when,
+                                      sent_at=when))
+        if processed:
+            logs += [TransitionLog(attachment_id=pk, transition=name, from_status=a, to_status=b,
+                                   actor="system:pipeline", created_at=when)
+                     for name, a, b in (("start", "pending", "processing"), ("finish", "processing", "ready"))]
+
     def create(self, forms: list[Form]) -> None:
-        rows, derivatives = [], []
+        rows, derivatives, jobs, events, logs = [], [], [], [], []
         for form in forms:
             owner = self.users[form.user]
             for pk in form.ids:
@@ -176,13 +226,17 @@ class Simulation:
                     derivatives.append(Derivative(attachment_id=pk, kind="thumbnail", storage_key=thumb,
                                                   content_type="image/webp", size=1))
                     keys += [served, thumb]
+                self.bookkeeping(pk, key, form.created, processed, jobs, events, logs)
                 self.gateway.put(keys, form.created)
                 self.created_at[pk], self.original[pk], self.keys[pk] = form.created, key, keys
             if form.behaviour in ("draft", "late_commit"):
                 self.heartbeating[form.user].update(form.ids)
-        with transaction.atomic():
+        with transaction.atomic(), _Stamped():
             Attachment.objects.bulk_create(rows)
             Derivative.objects.bulk_create(derivatives)
+            OutboxMessage.objects.bulk_create(jobs)
+            StorageEvent.objects.bulk_create(events)
+            TransitionLog.objects.bulk_create(logs)
         self.tally.uploads += len(rows)
 
     def commit(self, when: datetime, form: Form, ids: list[uuid.UUID]) -> None:
@@ -244,6 +298,8 @@ class Simulation:
             if batch:
                 self.create(batch)
             self.tick(now)
+            if "upload_days_end" not in self.table_sizes and now >= T0 + self.days * DAY:
+                self.table_sizes["upload_days_end"] = self.measure_tables()
             now += self.interval
             if self.progress and (now - T0) % DAY < self.interval:
                 day = (now - T0) // DAY
@@ -253,6 +309,14 @@ class Simulation:
         if self.progress:
             print(file=sys.stderr)
         self.end = end
+        self.table_sizes["end"] = self.measure_tables()
+
+    def measure_tables(self) -> dict[str, object]:
+        """Rows of each bookkeeping table, and per live (not deleted) attachment."""
+        live = Attachment.objects.exclude(lifecycle=Lifecycle.DELETED).count()
+        rows = {name: model.objects.count() for name, model in TABLES.items()}
+        return {"live_attachments": live, "rows": rows,
+                "per_live": {name: round(n / max(live, 1), 3) for name, n in rows.items()}}
 
     def tick(self, now: datetime) -> None:
         self.gateway.clock = now
@@ -289,6 +353,8 @@ class Simulation:
         max_age = max(orphan_ages, default=0.0)
         t = self.tally
         idle = sorted(secs for rows, secs in t.runs if rows == 0)
+        bounded = all(ratio <= ROWS_PER_LIVE_LIMIT for sizes in self.table_sizes.values()
+                      for ratio in sizes["per_live"].values())  # type: ignore[union-attr]
         return {
             "bench": "sweeper_sim",
             "database": connection.vendor,
@@ -327,7 +393,10 @@ class Simulation:
             "discarded": t.discarded,
             "heartbeat_calls": t.heartbeat_calls,
             "objects_left": len(self.gateway.objects),
-            "ok": max_age <= limit and lost == 0 and overdue == 0,
+            "table_sizes": self.table_sizes,
+            "rows_per_live_limit": ROWS_PER_LIVE_LIMIT,
+            "tables_bounded": bounded,
+            "ok": max_age <= limit and lost == 0 and overdue == 0 and bounded,
         }
 
 

@@ -49,6 +49,7 @@ class SweepRun(models.Model):
     errors = models.PositiveIntegerField(default=0)
     dead_lettered = models.PositiveIntegerField(default=0)
     hard_deleted = models.PositiveIntegerField(default=0)
+    purged = models.JSONField(default=dict, blank=True)  # retention: rows purged per table
     errors_text = models.TextField(blank=True, default="")
     would_delete = models.JSONField(default=list, blank=True)
 

@@ -19,6 +19,7 @@ from .control import sweeper_control_get
 from .locks import LockUnavailable, SweepLock, make_lock
 from .models import SweepRun
 from .purge import purge_deleted
+from .retention import purge_retention
 from .reaping import BatchResult, Cursor, ObjectDeleter, preview_batch, reap_batch
 
 log = logging.getLogger("airlock.sweeper")
@@ -39,6 +40,7 @@ class SweepReport:
     errors: int = 0
     dead_lettered: int = 0
     hard_deleted: int = 0
+    purged: dict[str, int] = field(default_factory=dict)  # retention, per table (dry run: would purge)
     stopped: str = ""  # "" (nothing left) | limit | killswitch | dry_run | lock_lost | error
     seconds: float = 0.0
     reap_seconds: float = 0.0  # time spent in batches (select, delete objects, update)
@@ -69,7 +71,9 @@ class SweepReport:
         count = len(self.would_delete) if self.mode == Mode.DRY_RUN else self.objects_deleted
         return (f"sweep {self.mode}: {self.selected} selected, {self.deleted} rows marked deleted, "
                 f"{verb} {count} objects, {self.errors} errors, {self.dead_lettered} dead-lettered, "
-                f"{self.hard_deleted} rows {'would be ' if self.mode == Mode.DRY_RUN else ''}hard-deleted"
+                f"{self.hard_deleted} rows {'would be ' if self.mode == Mode.DRY_RUN else ''}hard-deleted, "
+                f"{sum(self.purged.values())} past retention {'would be ' if self.mode == Mode.DRY_RUN else ''}"
+                "purged"
                 + (f", stopped: {self.stopped}" if self.stopped else "") + f" in {self.seconds:.2f}s")
 
 
@@ -77,7 +81,7 @@ def _record(report: SweepReport, trigger: str, run: SweepRun | None = None) -> S
     run = run or SweepRun(started_at=report.started_at, trigger=trigger)
     run.mode = report.mode
     run.finished_at = report.finished_at
-    for name in ("selected", "deleted", "objects_deleted", "errors", "dead_lettered", "hard_deleted"):
+    for name in ("selected", "deleted", "objects_deleted", "errors", "dead_lettered", "hard_deleted", "purged"):
         setattr(run, name, getattr(report, name))
     run.errors_text = "\n".join(report.error_messages[:_MAX_ERROR_LINES])
     run.would_delete = report.would_delete
@@ -94,6 +98,9 @@ def _finish(report: SweepReport, started: float) -> None:
     ops_metrics.SWEEPER_ERRORS.inc(report.errors)
     for outcome in ("dead_lettered", "hard_deleted"):
         metrics.SWEEP_ROWS.labels(outcome=outcome).inc(getattr(report, outcome))
+    if report.mode != Mode.DRY_RUN:
+        for table, count in report.purged.items():
+            metrics.SWEEP_ROWS.labels(outcome=f"purged_{table}").inc(count)
     metrics.SWEEP_OBJECTS_DELETED.inc(report.objects_deleted)
     log.info("sweep finished", extra={k: v for k, v in report.to_dict().items() if k != "would_delete"})
 
@@ -195,4 +202,5 @@ def _run_phases(report: SweepReport, *, now: datetime, limit: int | None, gatewa
         phase = time.monotonic()
         report.hard_deleted = purge_deleted(now=now, batch_size=batch_size, limit=limit,
                                             dry_run=report.mode == Mode.DRY_RUN)
+        report.purged = purge_retention(now=now, batch_size=batch_size, dry_run=report.mode == Mode.DRY_RUN)
         report.purge_seconds = time.monotonic() - phase

@@ -67,9 +67,3 @@ def relay_pending(*, older_than_seconds: float = 2.0, limit: int = 500) -> int:
         .values_list("pk", flat=True)[:limit]
     )
     return sum(1 for pk in ids if relay_one(pk))
-
-
-def purge_sent(*, older_than: timedelta = timedelta(days=1)) -> int:
-    cutoff = timezone.now() - older_than
-    deleted, _ = OutboxMessage.objects.filter(sent_at__lte=cutoff).delete()
-    return deleted
