@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "attachments",
     "processing",
     "sweeper",
+    "axes",  # admin (and upload page) login throttling; see "Login throttling" below
 ]
 
 MIDDLEWARE = [
@@ -52,6 +54,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -107,6 +111,27 @@ STATIC_URL = "static/"
 STATIC_ROOT = AIRLOCK_DATA_DIR / "static"
 
 LOGIN_URL = "/admin/login/"
+
+# --- Login throttling (django-axes) ---------------------------------------------
+# Password logins (the admin's form, which the upload page uses too) lock out after
+# AIRLOCK_LOGIN_FAILURE_LIMIT failures per username AND, separately, per client IP,
+# for AIRLOCK_LOGIN_LOCKOUT_MINUTES (0: until reset in the admin, under Axes →
+# Access attempts, or `manage.py axes_reset`). API tokens never go through these
+# backends. Axes needs the request in authenticate(): tests sign in with
+# force_login, or through the login form.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 5)
+_lockout_minutes = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 30)
+AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per user and per IP
+AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
+# Behind N reverse proxies the client is the Nth address from the right of
+# X-Forwarded-For; with 0 (the default) only the socket's peer address counts.
+AIRLOCK_TRUSTED_PROXY_HOPS = env_int("AIRLOCK_TRUSTED_PROXY_HOPS", 0)
+AXES_CLIENT_IP_CALLABLE = "attachments.login_throttle.client_ip"
 LOGIN_REDIRECT_URL = "/"
 
 # --- Storage -----------------------------------------------------------------
