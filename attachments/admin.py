@@ -35,6 +35,12 @@ from .errors import AirlockError
 from .models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
 from .services.moderation import attachment_requeue, dead_letter_resolve
 from .services.transitions import TransitionConflict
+from sweeper.dead_letters import (  # noqa: E402 - the sweep's dead letters are handled by its services
+    DeadLetterRefused,
+    sweep_dead_letter_abandon,
+    sweep_dead_letter_resolve,
+    sweep_dead_letter_retry,
+)
 
 TEXT_PREVIEW_CHARS = 2000
 REASON_CODES = (
@@ -311,9 +317,36 @@ DEAD_LETTER_REQUEUE = ModerationAction(
 )
 DEAD_LETTER_RESOLVE = ModerationAction(
     "resolve", "Resolve",
-    "The dead letters are marked resolved (by you, now); nothing is retried.",
+    "The dead letters are marked resolved (by you, now); nothing is retried. A sweep dead letter is "
+    "resolved only once storage confirms its objects are gone (or they were abandoned).",
     lambda a, actor, note: None,
 )
+DEAD_LETTER_RETRY_DELETE = ModerationAction(
+    "retry_delete", "Retry the delete",
+    "The objects of each sweep dead letter are deleted now (unless a sweeper brake is on). When every "
+    "one is gone the row is marked deleted and the letter resolved; otherwise you are told which failed.",
+    lambda a, actor, note: None, dangerous=True,
+)
+DEAD_LETTER_ABANDON = ModerationAction(
+    "abandon", "Abandon the objects",
+    "Give up deleting the objects of each sweep dead letter: the row is marked deleted and the letter "
+    "resolved, with your reason in the audit trail. Reconcile keeps trying the leftovers.",
+    lambda a, actor, note: None, needs_note=True, dangerous=True,
+)
+
+
+def _retry_delete(letter: DeadLetter, actor: str, note: str) -> None:
+    result = sweep_dead_letter_retry(dead_letter_id=letter.pk, actor=actor)
+    if not result.resolved:
+        failed = "; ".join(f"{k}: {e}" for k, e in list(result.failed.items())[:3])
+        raise DeadLetterRefused(result.reason + (f" ({failed})" if failed else ""))
+
+
+def _resolve(letter: DeadLetter, actor: str, note: str) -> None:
+    if letter.kind == DeadLetter.Kind.SWEEP:
+        sweep_dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+    else:
+        dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
 
 
 @admin.register(DeadLetter)
@@ -324,7 +357,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     search_fields = ("storage_key", "last_error")
     list_select_related = ("attachment",)
     ordering = ("-created_at",)
-    actions = ("requeue_dead_letters", "resolve_dead_letters")
+    actions = ("requeue_dead_letters", "retry_sweep_dead_letters", "abandon_sweep_objects", "resolve_dead_letters")
     fields = ("kind", "attachment_link", "attachment_status", "storage_key", "error", "attempt_history",
               "payload_pretty", "created_at", "resolved_at", "resolved_by")
     readonly_fields = fields
@@ -370,21 +403,23 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         return _pre(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
     def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str,
-                        run: Callable[[DeadLetter, str], None]):
+                        run: Callable[[DeadLetter, str, str], None]):
         letters = list(queryset.select_related("attachment"))
-        if request.POST.get("post") != "yes":
-            return confirmation_page(self, request, action=action, objects=letters, form=None, bulk=True,
+        form, valid, note = (note_form(request, action) if request.POST.get("post") == "yes"
+                             else (ModerationNoteForm() if action.needs_note else None, False, ""))
+        if not valid:
+            return confirmation_page(self, request, action=action, objects=letters, form=form, bulk=True,
                                      action_name=action_name, object_label="dead letter")
         actor = staff_actor(request)
         done, problems = 0, []
         for letter in letters:
             try:
-                run(letter, actor)
+                run(letter, actor, note)
             except (TransitionConflict, AirlockError, ValueError) as exc:
                 problems.append(f"dead letter #{letter.pk}: {error_text(exc)}")
                 continue
             done += 1
-            self.log_change(request, letter, f"{action.label} by {actor}")
+            self.log_change(request, letter, f"{action.label} by {actor}" + (f": {note}" if note else ""))
         if done:
             self.message_user(request, f"{action.label}: done for {done} dead letter(s).", messages.SUCCESS)
         for problem in problems:
@@ -393,21 +428,34 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Requeue the attachments of selected dead letters…", permissions=["moderate"])
     def requeue_dead_letters(self, request, queryset):
-        def run(letter: DeadLetter, actor: str) -> None:
+        def run(letter: DeadLetter, actor: str, note: str) -> None:
             if letter.attachment_id is None:
                 raise ValueError("no attachment to requeue (resolve it instead)")
+            if letter.kind == DeadLetter.Kind.SWEEP:
+                raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
             attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
             # The service resolves open dead letters of a requeued attachment; make sure this one is too.
             dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
 
         return self._confirm_or_run(request, queryset, DEAD_LETTER_REQUEUE, "requeue_dead_letters", run)
 
+    @admin.action(description="Retry deleting the objects of selected sweep dead letters…",
+                  permissions=["resolve"])
+    def retry_sweep_dead_letters(self, request, queryset):
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RETRY_DELETE, "retry_sweep_dead_letters",
+                                    _retry_delete)
+
+    @admin.action(description="Abandon the objects of selected sweep dead letters (with a reason)…",
+                  permissions=["resolve"])
+    def abandon_sweep_objects(self, request, queryset):
+        def run(letter: DeadLetter, actor: str, note: str) -> None:
+            sweep_dead_letter_abandon(dead_letter_id=letter.pk, actor=actor, reason=note)
+
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_ABANDON, "abandon_sweep_objects", run)
+
     @admin.action(description="Resolve selected dead letters…", permissions=["resolve"])
     def resolve_dead_letters(self, request, queryset):
-        def run(letter: DeadLetter, actor: str) -> None:
-            dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
-
-        return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters", run)
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters", _resolve)
 
 
 # --- audit and tenancy ---------------------------------------------------------------

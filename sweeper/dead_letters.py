@@ -1,34 +1,149 @@
-"""Sweep dead letters: rows whose objects could not be deleted within the attempt cap wait for a human."""
+"""Sweep dead letters: rows whose objects could not be deleted within the attempt cap wait for a human.
+
+A human has three ways out, each a service the admin calls:
+
+- retry: delete the objects now (under the brakes) and, when every key is
+  gone, mark the row deleted and close the letter; otherwise say which keys
+  failed and why, and leave the letter open;
+- resolve: close the letter only once storage confirms every key is gone
+  (or after the objects were explicitly abandoned);
+- abandon: give up on the objects with a reason (recorded on the letter, in
+  the log and the row's history); the row is marked deleted, the letter closed,
+  and reconcile keeps trying the leftovers as it does for every deleted row.
+"""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
-from attachments.models import Attachment, DeadLetter
+from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
+from attachments.storage import get_gateway
+from attachments.storage.base import StorageGateway
 
+from .control import delete_brake
 from .reaping import REAPABLE
 
+log = logging.getLogger("airlock.sweeper")
 
-def sweep_dead_letter_retry(*, dead_letter_id: int, actor: str, now: datetime | None = None) -> bool:
-    """A human fixed the cause: give the row its delete attempts back (next tick retries) and close the letter.
 
-    Returns False when the letter is not an open sweep dead letter.
-    """
+class DeadLetterRefused(ValueError):
+    """The letter cannot be handled this way (the message says why); nothing changed."""
+
+
+@dataclass
+class RetryResult:
+    deleted: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    resolved: bool = False
+    reason: str = ""  # why nothing (more) was done
+
+
+def _open_sweep_letter(dead_letter_id: int) -> DeadLetter:
+    letter = DeadLetter.objects.select_for_update().filter(
+        pk=dead_letter_id, kind=DeadLetter.Kind.SWEEP, resolved_at__isnull=True).first()
+    if letter is None:
+        raise DeadLetterRefused("not an open sweep dead letter")
+    return letter
+
+
+def _keys(letter: DeadLetter) -> list[str]:
+    """The letter's keys and every key its row still stores (never derived from a URL)."""
+    keys = [str(k) for k in (letter.payload or {}).get("keys", [])]
+    row = Attachment.objects.filter(pk=letter.attachment_id).values_list(
+        "storage_key", "content_key", "served_key", "quarantine_key").first() if letter.attachment_id else None
+    keys += [k for k in (row or ()) if k]
+    if letter.attachment_id:
+        keys += Derivative.objects.filter(attachment_id=letter.attachment_id).values_list("storage_key", flat=True)
+    return list(dict.fromkeys(keys))
+
+
+def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra: object) -> None:
+    """Mark the row deleted (its objects are gone or abandoned) and resolve the letter."""
+    if letter.attachment_id is not None:
+        Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).update(
+            lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="")
+    letter.resolved_at, letter.resolved_by = now, actor[:150]
+    _note(letter, actor=actor, now=now, action=action, **extra)
+
+
+def _note(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra: object) -> None:
+    letter.history = [*letter.history, {"at": now.isoformat(), "by": actor, "action": action, **extra}]
+    letter.save(update_fields=["resolved_at", "resolved_by", "history", "payload", "last_error"])
+
+
+def sweep_dead_letter_retry(*, dead_letter_id: int, actor: str, gateway: StorageGateway | None = None,
+                            now: datetime | None = None) -> RetryResult:
+    """Delete the letter's objects now; close it when every key is gone, else report which failed."""
     if not actor:
         raise ValueError("actor is required")
     now = now or timezone.now()
+    gateway = gateway or get_gateway()
+    result = RetryResult()
     with transaction.atomic():
-        letter = DeadLetter.objects.select_for_update().filter(
-            pk=dead_letter_id, kind=DeadLetter.Kind.SWEEP, resolved_at__isnull=True).first()
-        if letter is None:
-            return False
-        if letter.attachment_id is not None:
-            Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).update(
-                delete_attempts=0, delete_error="", updated_at=now)
-        letter.resolved_at, letter.resolved_by = now, actor[:150]
-        letter.history = [*letter.history, {"at": now.isoformat(), "by": actor, "action": "retry"}]
-        letter.save(update_fields=["resolved_at", "resolved_by", "history"])
-    return True
+        letter = _open_sweep_letter(dead_letter_id)
+        brake = delete_brake()
+        if brake:
+            result.reason = ("killswitch on: nothing deleted" if brake == "killswitch"
+                             else "sweeper dry run on: nothing deleted")
+            _note(letter, actor=actor, now=now, action="retry", result=result.reason)
+            return result
+        # The row stays locked while its objects go, as in a sweep batch.
+        if letter.attachment_id:
+            list(Attachment.objects.select_for_update().filter(pk=letter.attachment_id).values_list("pk"))
+        for key in _keys(letter):
+            try:
+                gateway.delete(key)  # "already gone" counts as done: the key is one we stored
+                result.deleted.append(key)
+            except Exception as exc:  # noqa: BLE001 - reported to the human who asked
+                result.failed[key] = f"{type(exc).__name__}: {exc}"[:300]
+        if result.failed:
+            letter.last_error = "; ".join(f"{k}: {e}" for k, e in result.failed.items())[:2000]
+            result.reason = f"{len(result.failed)} object(s) could not be deleted"
+            _note(letter, actor=actor, now=now, action="retry", result="failed", failed=result.failed)
+            return result
+        _close(letter, actor=actor, now=now, action="retry", result="deleted", keys=result.deleted)
+        result.resolved = True
+    log.warning("sweep dead letter retried: objects deleted", extra={"dead_letter": dead_letter_id, "actor": actor})
+    return result
+
+
+def sweep_dead_letter_resolve(*, dead_letter_id: int, actor: str, gateway: StorageGateway | None = None,
+                              now: datetime | None = None) -> None:
+    """Close the letter once storage confirms every object is gone (or they were abandoned)."""
+    if not actor:
+        raise ValueError("actor is required")
+    now = now or timezone.now()
+    gateway = gateway or get_gateway()
+    with transaction.atomic():
+        letter = _open_sweep_letter(dead_letter_id)
+        if not (letter.payload or {}).get("abandoned"):
+            remaining = [k for k in _keys(letter) if gateway.head(k) is not None]
+            if remaining:
+                raise DeadLetterRefused(
+                    f"{len(remaining)} object(s) still stored ({', '.join(remaining[:3])}): retry the delete, "
+                    "or abandon the objects with a reason")
+        _close(letter, actor=actor, now=now, action="resolve", result="verified gone")
+
+
+def sweep_dead_letter_abandon(*, dead_letter_id: int, actor: str, reason: str,
+                              now: datetime | None = None) -> None:
+    """Give up on deleting the objects, saying why: audited, then the letter is closed."""
+    if not actor:
+        raise ValueError("actor is required")
+    reason = (reason or "").strip()
+    if not reason:
+        raise DeadLetterRefused("abandoning objects needs a reason")
+    now = now or timezone.now()
+    with transaction.atomic():
+        letter = _open_sweep_letter(dead_letter_id)
+        keys = _keys(letter)
+        letter.payload = {**(letter.payload or {}),
+                          "abandoned": {"by": actor[:150], "at": now.isoformat(), "reason": reason[:500]}}
+        _close(letter, actor=actor, now=now, action="abandon", reason=reason[:500], keys=keys)
+    log.warning("sweep dead letter: objects abandoned", extra={
+        "dead_letter": dead_letter_id, "actor": actor, "reason": reason[:500], "keys": keys[:20]})

@@ -185,3 +185,62 @@ def test_moderator_finds_a_rejected_file_by_filter_and_search(moderator, alice, 
     assert "fake.jpg" not in committed
     detail = client.get(f"/admin/attachments/attachment/{bad}/change/").content.decode()
     assert "type_not_allowed" in detail and "transition history" in detail.lower()
+
+
+@pytest.fixture
+def sweep_letter(alice, settings):
+    """A sweep dead letter whose objects are all still stored."""
+    from tests.sweeper.support import make_attachment
+
+    attachment = make_attachment(alice)
+    return DeadLetter.objects.create(kind="sweep", attachment=attachment, storage_key=attachment.storage_key,
+                                     last_error="AccessDenied", payload={"keys": [attachment.storage_key]})
+
+
+def _letter_action(client, letter, action, **extra):
+    return client.post("/admin/attachments/deadletter/",
+                       {"action": action, "_selected_action": [letter.pk], "post": "yes", **extra}, follow=True)
+
+
+def test_resolving_a_sweep_dead_letter_whose_objects_remain_is_refused(moderator, sweep_letter, browser_for):
+    page = _letter_action(browser_for(moderator), sweep_letter, "resolve_dead_letters").content.decode()
+    assert "still stored" in page and "abandon the objects" in page
+    sweep_letter.refresh_from_db()
+    assert sweep_letter.resolved_at is None
+
+
+def test_the_retry_action_deletes_the_objects_and_resolves(moderator, sweep_letter, browser_for):
+    from tests.sweeper.support import files_of
+
+    client = browser_for(moderator)
+    confirm = client.post("/admin/attachments/deadletter/",
+                          {"action": "retry_sweep_dead_letters", "_selected_action": [sweep_letter.pk]})
+    assert "Retry the delete" in confirm.content.decode()
+    page = _letter_action(client, sweep_letter, "retry_sweep_dead_letters").content.decode()
+    assert "Retry the delete: done for 1 dead letter(s)." in page
+    sweep_letter.refresh_from_db()
+    assert sweep_letter.resolved_by == "staff:mod" and files_of(sweep_letter.attachment) == set()
+    assert sweep_letter.attachment.lifecycle == "deleted"
+
+
+def test_the_retry_action_reports_why_not_under_the_killswitch(moderator, sweep_letter, browser_for):
+    from sweeper.control import sweeper_control_set
+
+    sweeper_control_set(killswitch=True, actor="test")
+    page = _letter_action(browser_for(moderator), sweep_letter, "retry_sweep_dead_letters").content.decode()
+    assert "killswitch on: nothing deleted" in page
+    sweep_letter.refresh_from_db()
+    assert sweep_letter.resolved_at is None
+
+
+def test_abandoning_the_objects_needs_a_reason_then_resolves_with_it(moderator, sweep_letter, browser_for):
+    client = browser_for(moderator)
+    page = _letter_action(client, sweep_letter, "abandon_sweep_objects", note="").content.decode()
+    assert "Say why" in page
+    sweep_letter.refresh_from_db()
+    assert sweep_letter.resolved_at is None
+    _letter_action(client, sweep_letter, "abandon_sweep_objects", note="vendor bucket is read-only")
+    sweep_letter.refresh_from_db()
+    assert sweep_letter.resolved_by == "staff:mod"
+    assert sweep_letter.payload["abandoned"]["reason"] == "vendor bucket is read-only"
+    assert any("vendor bucket is read-only" in m for m in _log_entries(moderator, sweep_letter.pk))

@@ -227,26 +227,6 @@ def test_pending_and_processing_rows_are_reaped_too(alice):
         assert files_of(attachment) == set()
 
 
-def test_a_human_can_send_a_dead_letter_back_to_the_sweeper(alice, settings):
-    from sweeper.dead_letters import sweep_dead_letter_retry
-
-    settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS = 1
-    attachment = make_attachment(alice)
-    gateway = CountingGateway(fail=[attachment.storage_key])
-    assert sweep_expired(now=LATER, gateway=gateway).dead_lettered == 1
-    letter = DeadLetter.objects.get()
-
-    gateway.fail.clear()  # the bucket policy got fixed
-    assert sweep_dead_letter_retry(dead_letter_id=letter.pk, actor="admin:ops")
-    assert not sweep_dead_letter_retry(dead_letter_id=letter.pk, actor="admin:ops")  # already resolved
-
-    assert sweep_expired(now=LATER + DAY, gateway=gateway).deleted == 1
-    attachment.refresh_from_db()
-    assert attachment.lifecycle == Lifecycle.DELETED and files_of(attachment) == set()
-    letter.refresh_from_db()
-    assert letter.resolved_by == "admin:ops" and letter.resolved_at is not None
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_scheduler_tick_sweeps_when_due(alice):
     from django.utils import timezone
