@@ -158,7 +158,8 @@ class SweepRunAdmin(_RunAdmin):
     list_display = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
                     "errors", "dead_lettered", "hard_deleted", "would_delete_count")
     fields = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
-              "errors", "dead_lettered", "hard_deleted", "purged", "errors_pretty", "would_delete_keys")
+              "errors", "dead_lettered", "hard_deleted", "purged", "never_uploaded", "errors_pretty",
+              "would_delete_keys")
     readonly_fields = fields
 
     @admin.display(description="would delete")

@@ -50,6 +50,7 @@ class SweepRun(models.Model):
     dead_lettered = models.PositiveIntegerField(default=0)
     hard_deleted = models.PositiveIntegerField(default=0)
     purged = models.JSONField(default=dict, blank=True)  # retention: rows purged per table
+    never_uploaded = models.PositiveIntegerField(default=0)  # committed intents ended as object_missing
     errors_text = models.TextField(blank=True, default="")
     would_delete = models.JSONField(default=list, blank=True)
 

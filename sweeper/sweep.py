@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from attachments.services.never_uploaded import intents_never_uploaded_reject
 from attachments.storage import get_gateway
 from processing import metrics as ops_metrics
 
@@ -41,6 +42,7 @@ class SweepReport:
     dead_lettered: int = 0
     hard_deleted: int = 0
     purged: dict[str, int] = field(default_factory=dict)  # retention, per table (dry run: would purge)
+    never_uploaded: int = 0  # committed intents whose upload can no longer come (dry run: would end)
     stopped: str = ""  # "" (nothing left) | limit | killswitch | dry_run | lock_lost | error
     seconds: float = 0.0
     reap_seconds: float = 0.0  # time spent in batches (select, delete objects, update)
@@ -73,7 +75,9 @@ class SweepReport:
                 f"{verb} {count} objects, {self.errors} errors, {self.dead_lettered} dead-lettered, "
                 f"{self.hard_deleted} rows {'would be ' if self.mode == Mode.DRY_RUN else ''}hard-deleted, "
                 f"{sum(self.purged.values())} past retention {'would be ' if self.mode == Mode.DRY_RUN else ''}"
-                "purged"
+                "purged, "
+                f"{self.never_uploaded} committed intents {'would be ' if self.mode == Mode.DRY_RUN else ''}"
+                "ended as never uploaded"
                 + (f", stopped: {self.stopped}" if self.stopped else "") + f" in {self.seconds:.2f}s")
 
 
@@ -81,7 +85,8 @@ def _record(report: SweepReport, trigger: str, run: SweepRun | None = None) -> S
     run = run or SweepRun(started_at=report.started_at, trigger=trigger)
     run.mode = report.mode
     run.finished_at = report.finished_at
-    for name in ("selected", "deleted", "objects_deleted", "errors", "dead_lettered", "hard_deleted", "purged"):
+    for name in ("selected", "deleted", "objects_deleted", "errors", "dead_lettered", "hard_deleted", "purged",
+                 "never_uploaded"):
         setattr(run, name, getattr(report, name))
     run.errors_text = "\n".join(report.error_messages[:_MAX_ERROR_LINES])
     run.would_delete = report.would_delete
@@ -194,6 +199,10 @@ def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_
 
 def _run_phases(report: SweepReport, *, now: datetime, limit: int | None, gateway: ObjectDeleter,
                 lock: SweepLock, batch_size: int, concurrency: int) -> None:
+    # Not a delete, but it needs storage's word (HEAD): the sweep's gateway, once per interval.
+    head = gateway if hasattr(gateway, "head") else get_gateway()
+    report.never_uploaded = len(intents_never_uploaded_reject(
+        now=now, actor="system:sweep", gateway=head, dry_run=report.mode == Mode.DRY_RUN))
     phase = time.monotonic()
     _reap(report, now=now, limit=limit, gateway=gateway, lock=lock, batch_size=batch_size,
           concurrency=concurrency)
