@@ -35,6 +35,7 @@ from .errors import AirlockError
 from .models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
 from .services.moderation import attachment_requeue, dead_letter_resolve
 from .services.transitions import TransitionConflict
+from .staff_scope import scoped
 from sweeper.dead_letters import (  # noqa: E402 - the sweep's dead letters are handled by its services
     DeadLetterRefused,
     sweep_dead_letter_abandon,
@@ -189,7 +190,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     list_display = ("filename", "status", "reason_code", "profile", "tenant", "owner", "lifecycle",
                     "is_committed", "created_at")
     list_display_links = ("filename",)
-    list_filter = ("status", ProfileFilter, "tenant", "lifecycle", ReasonCodeFilter, CommittedFilter)
+    # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
+    list_filter = ("status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter), "lifecycle",
+                   ReasonCodeFilter, CommittedFilter)
     search_fields = ("filename", "owner__username", "=sha256")
     search_help_text = "Search by id, filename, owner username or sha256."
     list_select_related = ("owner", "tenant")
@@ -211,6 +214,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                                   "deleted_at", "delete_attempts", "delete_error")}),
     )
     readonly_fields = tuple(f for _, opts in fieldsets for f in opts["fields"])
+
+    def get_queryset(self, request):
+        return scoped(super().get_queryset(request), request.user)
 
     def get_search_results(self, request, queryset, search_term):
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
@@ -269,7 +275,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         action = MODERATION_ACTIONS.get(action_name)
         if action is None or not self.has_moderate_permission(request):
             raise PermissionDenied
-        attachment = Attachment.objects.select_related("owner", "tenant").filter(pk=object_id).first()
+        attachment = self.get_queryset(request).select_related("owner", "tenant").filter(pk=object_id).first()
         if attachment is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
         form = ModerationNoteForm() if action.needs_note else None
@@ -282,7 +288,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         return confirmation_page(self, request, action=action, objects=[attachment], form=form, bulk=False)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        attachment = Attachment.objects.filter(pk=object_id).first() if _is_uuid(object_id) else None
+        attachment = self.get_queryset(request).filter(pk=object_id).first() if _is_uuid(object_id) else None
         extra_context = {
             **(extra_context or {}),
             "can_moderate": self.has_moderate_permission(request),
@@ -361,6 +367,10 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     fields = ("kind", "attachment_link", "attachment_status", "storage_key", "error", "attempt_history",
               "payload_pretty", "created_at", "resolved_at", "resolved_by")
     readonly_fields = fields
+
+    def get_queryset(self, request):
+        # Dead letters with no attachment (unreadable storage events) belong to no tenant: platform staff only.
+        return scoped(super().get_queryset(request), request.user, tenant_path="attachment__tenant")
 
     def has_resolve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("attachments.change_deadletter")
@@ -468,6 +478,9 @@ class TransitionLogAdmin(ReadOnlyModelAdmin):
     search_fields = ("actor", "message")
     ordering = ("-created_at", "-id")
     show_full_result_count = False
+
+    def get_queryset(self, request):
+        return scoped(super().get_queryset(request), request.user, tenant_path="attachment__tenant")
 
 
 @admin.register(Tenant)

@@ -11,6 +11,7 @@ from . import charts
 from .dashboard import dashboard_snapshot
 from .models import Attachment, Derivative, Lifecycle
 from .serving import file_response
+from .staff_scope import is_platform_staff, scoped, staff_tenant_id
 
 VIEW_PERMISSION = "attachments.view_attachment"
 
@@ -32,13 +33,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm(VIEW_PERMISSION):
         raise PermissionDenied
     period = request.GET.get("period", "24h")
-    snapshot = dashboard_snapshot(period=period)
+    tenant_id = staff_tenant_id(request.user)
+    if tenant_id is None and not is_platform_staff(request.user):
+        raise PermissionDenied  # staff bound to no tenant and not platform staff: nothing to show
+    snapshot = dashboard_snapshot(period=period, tenant_id=tenant_id)
     label_format = "%H:%M" if snapshot.period == "24h" else "%b %d"
     timeline_chart = charts.stacked_bars([(b.start, b.counts) for b in snapshot.timeline],
                                          label_format=label_format)
     context = {
         **admin.site.each_context(request),
-        "title": "Pipeline dashboard",
+        "title": "Pipeline dashboard" + (f" — tenant {request.user.membership.tenant.slug}" if tenant_id else ""),
         "snapshot": snapshot,
         "timeline_chart": timeline_chart,
         "timeline_total": sum(b.total for b in snapshot.timeline),
@@ -71,7 +75,7 @@ def staff_thumbnail(request: HttpRequest, object_id: str) -> HttpResponse:
     """Stream the thumbnail derivative with the serving path's security headers."""
     if not request.user.has_perm(VIEW_PERMISSION):
         raise PermissionDenied
-    attachment = Attachment.objects.filter(pk=object_id).first()
+    attachment = scoped(Attachment.objects.all(), request.user).filter(pk=object_id).first()
     thumbnail = staff_thumbnail_of(attachment) if attachment is not None else None
     if thumbnail is None:
         raise Http404("no thumbnail")

@@ -2,6 +2,8 @@
 
 Every function is a selector (no writes) taking `now` so tests can pin time.
 Counts come from the database, the system of record, never from the broker.
+`tenant_id` narrows every number to one tenant (a tenant-scoped moderator's
+view); None is the whole platform.
 """
 
 from __future__ import annotations
@@ -19,11 +21,20 @@ from .models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 
 
-def status_distribution() -> dict[str, int]:
+def _attachments(tenant_id: int | None):
+    qs = Attachment.objects.all()
+    return qs if tenant_id is None else qs.filter(tenant_id=tenant_id)
+
+
+def _by_attachment_tenant(qs, tenant_id: int | None):
+    return qs if tenant_id is None else qs.filter(attachment__tenant_id=tenant_id)
+
+
+def status_distribution(*, tenant_id: int | None = None) -> dict[str, int]:
     """How many live (not deleted) attachments are in each status right now."""
     counts = dict.fromkeys(STATUS_ORDER, 0)
     rows = (
-        Attachment.objects.exclude(lifecycle=Lifecycle.DELETED)
+        _attachments(tenant_id).exclude(lifecycle=Lifecycle.DELETED)
         .values("status").annotate(n=Count("id")).order_by()
     )
     for row in rows:
@@ -55,7 +66,8 @@ def _floor(moment: datetime, size: timedelta) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def status_timeline(*, now: datetime | None = None, period: str = "24h") -> list[Bucket]:
+def status_timeline(*, now: datetime | None = None, period: str = "24h",
+                    tenant_id: int | None = None) -> list[Bucket]:
     """Transitions into each status per hour (24h) or per day (14d), oldest bucket first."""
     now = now or timezone.now()
     size, count, trunc = PERIODS[period]
@@ -63,7 +75,8 @@ def status_timeline(*, now: datetime | None = None, period: str = "24h") -> list
     first = last - size * (count - 1)
     buckets = {first + size * i: Bucket(start=first + size * i) for i in range(count)}
     rows = (
-        TransitionLog.objects.filter(created_at__gte=first, created_at__lte=now)
+        _by_attachment_tenant(TransitionLog.objects.all(), tenant_id)
+        .filter(created_at__gte=first, created_at__lte=now)
         .annotate(bucket=trunc("created_at")).values("bucket", "to_status")
         .annotate(n=Count("id")).order_by()
     )
@@ -98,13 +111,13 @@ TIME_TO_READY_WINDOWS = {"last hour": timedelta(hours=1), "last day": timedelta(
 _LATENCY_SAMPLE_CAP = 100_000
 
 
-def time_to_ready(*, now: datetime | None = None) -> list[Latency]:
+def time_to_ready(*, now: datetime | None = None, tenant_id: int | None = None) -> list[Latency]:
     """Seconds from the bytes landing (uploaded_at) to ready (ready_at): p50/p95/p99 per window."""
     now = now or timezone.now()
     result = []
     for label, window in TIME_TO_READY_WINDOWS.items():
         pairs = (
-            Attachment.objects.filter(ready_at__gt=now - window, ready_at__lte=now, uploaded_at__isnull=False)
+            _attachments(tenant_id).filter(ready_at__gt=now - window, ready_at__lte=now, uploaded_at__isnull=False)
             .order_by("-ready_at").values_list("uploaded_at", "ready_at")[:_LATENCY_SAMPLE_CAP]
         )
         seconds = sorted(max(0.0, (ready - uploaded).total_seconds()) for uploaded, ready in pairs)
@@ -120,10 +133,10 @@ class ScannerOutcomes:
     error: int
 
 
-def scanner_outcomes(*, since: datetime | None = None) -> ScannerOutcomes:
+def scanner_outcomes(*, since: datetime | None = None, tenant_id: int | None = None) -> ScannerOutcomes:
     """Clean (passed scanning: ready), infected (rejected/malware), error (scan retries)."""
-    attachments = Attachment.objects.all()
-    logs = TransitionLog.objects.filter(transition="retry", message__startswith="scan:")
+    attachments = _attachments(tenant_id)
+    logs = _by_attachment_tenant(TransitionLog.objects.all(), tenant_id).filter(transition="retry", message__startswith="scan:")
     if since is not None:
         attachments = attachments.filter(updated_at__gte=since)
         logs = logs.filter(created_at__gte=since)
@@ -134,28 +147,28 @@ def scanner_outcomes(*, since: datetime | None = None) -> ScannerOutcomes:
     return ScannerOutcomes(clean=counts["clean"], infected=counts["infected"], error=logs.count())
 
 
-def stuck_in_processing(*, now: datetime | None = None):
+def stuck_in_processing(*, now: datetime | None = None, tenant_id: int | None = None):
     """Attachments still processing after their lease ran out (a worker died or hangs)."""
     now = now or timezone.now()
     return (
-        Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
+        _attachments(tenant_id).filter(status=Status.PROCESSING, lease_expires_at__lt=now)
         .select_related("owner", "tenant").order_by("lease_expires_at")
     )
 
 
-def oldest_pending_age(*, now: datetime | None = None) -> timedelta | None:
+def oldest_pending_age(*, now: datetime | None = None, tenant_id: int | None = None) -> timedelta | None:
     """How long the oldest pending upload whose bytes arrived has waited for processing."""
     now = now or timezone.now()
     oldest = (
-        Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False)
+        _attachments(tenant_id).filter(status=Status.PENDING, uploaded_at__isnull=False)
         .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
         .aggregate(oldest=Min("uploaded_at"))["oldest"]
     )
     return None if oldest is None else max(timedelta(0), now - oldest)
 
 
-def dead_letters_waiting() -> int:
-    return DeadLetter.objects.filter(resolved_at__isnull=True).count()
+def dead_letters_waiting(*, tenant_id: int | None = None) -> int:
+    return _by_attachment_tenant(DeadLetter.objects.all(), tenant_id).filter(resolved_at__isnull=True).count()
 
 
 @dataclass
@@ -172,20 +185,21 @@ class Dashboard:
     dead_letters: int
 
 
-def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h") -> Dashboard:
+def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h",
+                       tenant_id: int | None = None) -> Dashboard:
     now = now or timezone.now()
     if period not in PERIODS:
         period = "24h"
-    stuck = stuck_in_processing(now=now)
+    stuck = stuck_in_processing(now=now, tenant_id=tenant_id)
     return Dashboard(
         now=now,
-        distribution=status_distribution(),
-        timeline=status_timeline(now=now, period=period),
+        distribution=status_distribution(tenant_id=tenant_id),
+        timeline=status_timeline(now=now, period=period, tenant_id=tenant_id),
         period=period,
-        latencies=time_to_ready(now=now),
-        scanner=scanner_outcomes(),
+        latencies=time_to_ready(now=now, tenant_id=tenant_id),
+        scanner=scanner_outcomes(tenant_id=tenant_id),
         stuck_count=stuck.count(),
         stuck_sample=list(stuck[:20]),
-        oldest_pending=oldest_pending_age(now=now),
-        dead_letters=dead_letters_waiting(),
+        oldest_pending=oldest_pending_age(now=now, tenant_id=tenant_id),
+        dead_letters=dead_letters_waiting(tenant_id=tenant_id),
     )

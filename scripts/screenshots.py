@@ -115,7 +115,8 @@ def create_user(name: str, tenant: str, *, moderator: bool = False) -> str:
     from django.core.management import call_command
 
     out = io.StringIO()
-    call_command("createuser", name, tenant=tenant, moderator=moderator, password=PASSWORD, stdout=out)
+    call_command("createuser", name, tenant=tenant, moderator=moderator, platform=moderator, password=PASSWORD,
+                 stdout=out)  # the dashboard picture shows every tenant
     return out.getvalue().strip().splitlines()[-1]
 
 

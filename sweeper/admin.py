@@ -2,7 +2,8 @@
 
 The brakes change only through `sweeper_control_set`, which records who and
 when; the admin adds Django's LogEntry. Changing them needs
-`sweeper.change_sweepercontrol` (operators, not the moderator group).
+`sweeper.change_sweepercontrol`, and since the sweeper acts for every tenant,
+platform staff (attachments.staff_scope): tenant moderators do not see it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from attachments.admin import ReadOnlyModelAdmin
+from attachments.staff_scope import PlatformStaffOnly
 
 from .control import sweeper_control_get, sweeper_control_set
 from .models import ReconcileRun, SweeperControl, SweepRun
@@ -41,7 +43,7 @@ class SweeperControlForm(forms.ModelForm):
 
 
 @admin.register(SweeperControl)
-class SweeperControlAdmin(admin.ModelAdmin):
+class SweeperControlAdmin(PlatformStaffOnly, admin.ModelAdmin):  # brakes for every tenant
     form = SweeperControlForm
     fieldsets = (
         ("Brakes", {"fields": ("killswitch", "dry_run", "effective", "changed_by", "changed_at")}),
@@ -135,7 +137,7 @@ def _runs_table(model: str, runs: list, headers: tuple[str, ...], cells) -> str:
                        head, rows)
 
 
-class _RunAdmin(ReadOnlyModelAdmin):
+class _RunAdmin(PlatformStaffOnly, ReadOnlyModelAdmin):
     list_filter = ("mode", "trigger")
     ordering = ("-started_at", "-id")
 

@@ -12,8 +12,10 @@ from tests.support import client_for, jpeg_bytes, run_pipeline, upload
 def moderator(make_user):
     from attachments.permissions import ensure_moderator_group
 
+    from attachments.staff_scope import ensure_platform_group
+
     user = make_user("mod", tenant="staff", staff=True)
-    user.groups.add(ensure_moderator_group())
+    user.groups.add(ensure_moderator_group(), ensure_platform_group())  # platform staff: every tenant
     return user
 
 
@@ -22,7 +24,10 @@ def viewer(make_user):
     """Staff who may look at attachments but not moderate them."""
     from django.contrib.auth.models import Permission
 
+    from attachments.staff_scope import ensure_platform_group
+
     user = make_user("viewer", tenant="staff", staff=True)
+    user.groups.add(ensure_platform_group())
     user.user_permissions.add(*Permission.objects.filter(
         codename__in=["view_attachment", "view_transitionlog", "view_deadletter"]))
     return user

@@ -21,7 +21,10 @@ def _no_brake_overrides(settings):
 
 @pytest.fixture
 def operator(make_user):
+    from attachments.staff_scope import ensure_platform_group
+
     user = make_user("operator", tenant="staff", staff=True)
+    user.groups.add(ensure_platform_group())
     user.user_permissions.add(*Permission.objects.filter(
         content_type__app_label="sweeper", codename__in=["view_sweepercontrol", "change_sweepercontrol",
                                                          "view_sweeprun"]))

@@ -97,6 +97,8 @@ def sign_in(page, username: str, next_url: str = "/admin/") -> None:
 def moderator(make_user):
     from attachments.permissions import ensure_moderator_group
 
+    from attachments.staff_scope import ensure_platform_group
+
     user = make_user("mod", tenant="staff", staff=True)
-    user.groups.add(ensure_moderator_group())
+    user.groups.add(ensure_moderator_group(), ensure_platform_group())  # platform staff: every tenant
     return user

@@ -22,7 +22,10 @@ class Command(BaseCommand):
         parser.add_argument("name")
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--staff", action="store_true")
-        parser.add_argument("--moderator", action="store_true", help="staff member in the moderator group")
+        parser.add_argument("--moderator", action="store_true",
+                            help="staff member in the moderator group, for the files of --tenant only")
+        parser.add_argument("--platform", action="store_true",
+                            help="platform staff: sees and acts on every tenant in the admin (with --moderator)")
         parser.add_argument("--superuser", action="store_true")
         parser.add_argument("--password")
         parser.add_argument("--email", default="")
@@ -38,7 +41,7 @@ class Command(BaseCommand):
         name = opts["name"]
         if User.objects.filter(username=name).exists():
             raise CommandError(f"user {name!r} already exists")
-        staff = opts["staff"] or opts["moderator"] or opts["superuser"]
+        staff = opts["staff"] or opts["moderator"] or opts["platform"] or opts["superuser"]
         password = opts["password"]
         generated = staff and not password
         if generated:
@@ -54,6 +57,10 @@ class Command(BaseCommand):
                 from attachments.permissions import ensure_moderator_group
 
                 user.groups.add(ensure_moderator_group())
+            if opts["platform"]:
+                from attachments.staff_scope import ensure_platform_group
+
+                user.groups.add(ensure_platform_group())
             key = api_token_issue(user=user)
         if generated:
             self.stdout.write(f"password: {password}")
