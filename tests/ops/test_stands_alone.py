@@ -1,0 +1,77 @@
+"""The repository stands alone: its documents link only to its own files, and nothing names a place outside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# Not ours to scan: the virtualenv, git's own files, run-time data, the hostile corpus (binary samples).
+SKIP_DIRS = {".venv", ".git", "var", "node_modules", "__pycache__", ".pytest_cache", "airlock.egg-info"}
+CORPUS = ROOT / "tests" / "corpus" / "files"
+TEXT_SUFFIXES = {".py", ".sh", ".md", ".toml", ".txt", ".cfg", ".ini", ".json", ".html", ".js", ".css",
+                 ".template", ".yml", ".yaml", ""}
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _text_files() -> list[Path]:
+    files = []
+    for path in ROOT.rglob("*"):
+        if not path.is_file() or SKIP_DIRS.intersection(path.relative_to(ROOT).parts):
+            continue
+        if CORPUS in path.parents or path.suffix not in TEXT_SUFFIXES:
+            continue
+        files.append(path)
+    return files
+
+
+def bad_links(document: Path, text: str) -> list[str]:
+    """Relative links that leave the repository or point at nothing."""
+    bad = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # a URL (http:, mailto:) or an anchor in the same page
+        resolved = (document.parent / target.split("#", 1)[0]).resolve()
+        if ROOT not in resolved.parents or not resolved.exists():
+            bad.append(target)
+    return bad
+
+
+def outside_references(text: str) -> list[str]:
+    """Mentions of the sibling design folder or of this checkout's own absolute path."""
+    found = re.findall(r"\.\./shared\b", text)
+    found += [str(ROOT)] if str(ROOT) in text else []
+    return found
+
+
+def test_documents_link_only_to_files_in_the_repository():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert ROOT / "docs" / "api.md" in documents
+    problems = {str(d.relative_to(ROOT)): bad_links(d, d.read_text(encoding="utf-8")) for d in documents}
+    assert {name: links for name, links in problems.items() if links} == {}
+
+
+def test_nothing_names_a_place_outside_the_repository():
+    files = _text_files()
+    assert ROOT / "scripts" / "test" in files and ROOT / ".ci" / "run" in files
+    problems = {}
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if path == Path(__file__):
+            continue  # names the patterns it looks for
+        if found := outside_references(text):
+            problems[str(path.relative_to(ROOT))] = found
+    assert problems == {}
+
+
+def test_the_checks_see_what_they_look_for():
+    readme = ROOT / "README.md"
+    assert bad_links(readme, "The contract is [API.md](../shared/API.md).") == ["../shared/API.md"]
+    assert bad_links(readme, "[gone](docs/nope.md) [ok](docs/api.md#errors) [web](https://example.org)") \
+        == ["docs/nope.md"]
+    assert outside_references("MANIFEST = '../shared/corpus/MANIFEST.tsv'") == ["../shared"]
+    assert outside_references(f"CORPUS = '{ROOT}/tests/corpus'") == [str(ROOT)]
+    assert outside_references("CORPUS = Path(__file__).parent / 'files'") == []
