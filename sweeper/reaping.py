@@ -30,7 +30,8 @@ log = logging.getLogger("airlock.sweeper")
 REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED)
 _SLICES_PER_WORKER = 4
 _COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts",
-            "content_key")
+            "content_key", "multipart_upload_id")
+_UPLOAD_ID = _COLUMNS.index("multipart_upload_id")
 
 
 class ObjectDeleter(Protocol):
@@ -148,6 +149,21 @@ def _record_failure(pk: uuid.UUID, attempts_before: int, keys: list[str], errors
     return True
 
 
+def abort_uploads(gateway: ObjectDeleter, uploads: dict[uuid.UUID, tuple[str, str]]) -> dict[uuid.UUID, str]:
+    """Abort the unfinished multipart uploads of reaped rows (their parts are invisible to listings,
+    so nothing else removes them); row → error, "" when aborted or already gone."""
+    from attachments.services.multipart import multipart_abort
+
+    errors = {}
+    for pk, (key, upload_id) in uploads.items():
+        try:
+            multipart_abort(key=key, upload_id=upload_id, gateway=gateway)
+            errors[pk] = ""
+        except Exception as exc:  # noqa: BLE001 - like a failed delete: retried next tick
+            errors[pk] = f"{type(exc).__name__}: {exc}"[:300]
+    return errors
+
+
 def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: ObjectDeleter,
                pool: Executor, workers: int) -> BatchResult:
     """Lock, delete and mark one batch (one transaction)."""
@@ -159,10 +175,13 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
         result.selected = len(rows)
         result.cursor = Cursor(rows[-1][1], rows[-1][0])
         keys = stored_keys(rows)
+        aborted = abort_uploads(gateway, {row[0]: (row[2], row[_UPLOAD_ID]) for row in rows if row[_UPLOAD_ID]})
         outcome = delete_objects(gateway, [k for ks in keys.values() for k in ks], pool, workers)
         done: list[uuid.UUID] = []
         for pk, _exp, _sk, _srv, _qk, attempts, *_ in rows:
             errors = {k: outcome[k][1] for k in keys[pk] if outcome[k][1]}
+            if aborted.get(pk):
+                errors["multipart upload"] = aborted[pk]
             result.objects_deleted += sum(1 for k in keys[pk] if outcome[k][0])
             if not errors:
                 done.append(pk)

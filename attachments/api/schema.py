@@ -48,6 +48,7 @@ ERROR_CODES = (
     "NOT_FOUND",
     "ALREADY_COMMITTED",
     "ALREADY_UPLOADED",
+    "UPLOAD_NOT_IN_PROGRESS",
     "TOO_LARGE",
     "ATTACHMENT_INVALID",
     "RATE_LIMITED",
@@ -217,6 +218,21 @@ class UploadCompleteSerializer(serializers.Serializer):
     )
 
 
+class UploadedPartSerializer(serializers.Serializer):
+    part_number = serializers.IntegerField(min_value=1)
+    etag = serializers.CharField()
+    size = serializers.IntegerField()
+
+
+class PartsResponseSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    part_size = serializers.IntegerField()
+    expires_at = serializers.DateTimeField(help_text="When the new part URLs expire.")
+    parts = UploadPartSerializer(many=True, help_text="The parts still to upload, freshly signed.")
+    uploaded_parts = UploadedPartSerializer(many=True, help_text="Parts already in storage (keep their ETags).")
+    complete_url = serializers.URLField()
+
+
 # --- other responses -----------------------------------------------------------------
 
 
@@ -332,6 +348,24 @@ UPLOAD_COMPLETE = {
         responses={
             202: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
             **errors(400, 401, 404, 413),
+        },
+    )
+}
+
+UPLOAD_PARTS = {
+    "post": extend_schema(
+        operation_id="uploads_parts_resign",
+        tags=_TAG_UPLOADS,
+        summary="Re-sign the remaining part URLs of a multipart upload",
+        description="For the caller's in-progress S3 multipart intent: fresh presigned URLs for every part "
+        "not yet in storage, and the parts already uploaded (with their ETags), so an upload whose part "
+        "URLs expired can resume. No body.",
+        parameters=[ATTACHMENT_ID],
+        request=None,
+        responses={
+            200: OpenApiResponse(PartsResponseSerializer, description="The remaining parts, re-signed."),
+            **errors(401, 404, 409, e409="`UPLOAD_NOT_IN_PROGRESS`: not a multipart intent, already "
+                     "assembled, aborted, expired, discarded or no longer pending"),
         },
     )
 }

@@ -8,6 +8,7 @@ urlpatterns = [
     path("uploads", views.UploadIntentApi.as_view(), name="upload-intent"),
     path("uploads/<uuid:attachment_id>/content", views.UploadContentView.as_view(), name="upload-content"),
     path("uploads/<str:attachment_id>/complete", views.UploadCompleteApi.as_view(), name="upload-complete"),
+    path("uploads/<str:attachment_id>/parts", views.UploadPartsApi.as_view(), name="upload-parts"),
     path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
     path("attachments/heartbeat", views.HeartbeatApi.as_view(), name="attachments-heartbeat"),

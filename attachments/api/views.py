@@ -33,6 +33,7 @@ from ..selectors import (
 )
 from ..serving import file_response, served_object
 from ..services.intents import upload_intent_create
+from ..services.multipart import upload_parts_resign
 from ..services.lifecycle import (
     attachment_discard,
     attachments_commit,
@@ -182,6 +183,24 @@ class UploadCompleteApi(APIView):
                 raise ValidationFailed(details={"parts": ["Each part_number may appear once."]})
         attachment = upload_complete(attachment=attachment, parts=parts)
         return Response(_resource(request, attachment), status=202)
+
+
+@extend_schema_view(**schema.UPLOAD_PARTS)
+class UploadPartsApi(APIView):
+    """Fresh URLs for the parts of an in-progress multipart upload that are not in storage yet."""
+
+    def post(self, request, attachment_id):
+        plan = upload_parts_resign(user=request.user, attachment_id=attachment_id)
+        return Response({
+            "id": str(attachment_id),
+            "part_size": plan.part_size,
+            "expires_at": _iso(plan.expires_at),
+            "parts": [{"part_number": p.part_number, "url": p.url} for p in plan.parts],
+            "uploaded_parts": [{"part_number": n, "etag": etag, "size": size}
+                               for n, (etag, size) in sorted(plan.uploaded.items())],
+            "complete_url": absolute_url(request, reverse("upload-complete",
+                                                          kwargs={"attachment_id": str(attachment_id)})),
+        })
 
 
 def _encode_cursor(attachment: Attachment) -> str:

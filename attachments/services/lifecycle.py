@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status
+from .multipart import abort_after_commit
 from .single_slot import lock_owner, single_slot_settle
 
 
@@ -99,6 +100,8 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
             raise AlreadyCommitted()
         if attachment.lifecycle == Lifecycle.DISCARDED:
             return
+        if attachment.multipart_upload_id:  # its parts are stored (and billed) until aborted
+            abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
         attachment.lifecycle = Lifecycle.DISCARDED
         attachment.discarded_at = now
         # Due at once, and never later than it already was (an expired row stays due).
@@ -110,7 +113,10 @@ def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = No
     """Discard every staged attachment of the user (also what logging out does)."""
     now = now or timezone.now()
     with transaction.atomic():
-        return Attachment.objects.filter(owner=user, lifecycle=Lifecycle.STAGED).update(
+        staged = Attachment.objects.filter(owner=user, lifecycle=Lifecycle.STAGED)
+        abort_after_commit(list(staged.filter(multipart_upload_id__isnull=False).values_list(
+            "storage_key", "multipart_upload_id")))
+        return staged.update(
             lifecycle=Lifecycle.DISCARDED, discarded_at=now, updated_at=now,
             expires_at=Least(Coalesce("expires_at", Value(now, output_field=DateTimeField())),
                              Value(now, output_field=DateTimeField())),

@@ -19,6 +19,7 @@ from django.db import transaction
 from ..models import Attachment, Lifecycle, Status
 from ..storage import get_gateway
 from ..storage.base import StorageGateway
+from .multipart import abort_after_commit
 from .transitions import apply_transition, lock_attachment
 
 MESSAGE = "No upload arrived before the upload URL expired."
@@ -26,8 +27,9 @@ MESSAGE = "No upload arrived before the upload URL expired."
 
 def never_uploaded(now: datetime):
     cutoff = now - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS)
+    # updated_at: a commit or a re-signing of part URLs (multipart) restarts the clock.
     return Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=True, lifecycle=Lifecycle.COMMITTED,
-                                     created_at__lt=cutoff)
+                                     created_at__lt=cutoff, updated_at__lt=cutoff)
 
 
 def intents_never_uploaded_reject(*, now: datetime, actor: str, gateway: StorageGateway | None = None,
@@ -47,5 +49,7 @@ def intents_never_uploaded_reject(*, now: datetime, actor: str, gateway: Storage
             if attachment is None or not never_uploaded(now).filter(pk=pk).exists():
                 continue
             apply_transition(attachment, "reject", actor=actor, code="object_missing", message=MESSAGE)
+            if attachment.multipart_upload_id:  # its parts can never be assembled now
+                abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
             done.append(pk)
     return done

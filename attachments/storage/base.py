@@ -104,6 +104,13 @@ class MultipartGateway(Protocol):
 
     def abort_multipart(self, key: str, *, upload_id: str) -> bool: ...
 
+    def list_parts(self, key: str, *, upload_id: str) -> dict[int, tuple[str, int]] | None: ...
+
+    def part_sizes(self, total: int) -> dict[int, int]: ...
+
+    def presign_parts(self, key: str, *, upload_id: str, sizes: dict[int, int],
+                      expires_in: int) -> tuple[UploadPart, ...]: ...
+
 
 def move(gateway: StorageGateway, src: str, dst: str) -> None:
     """Copy then delete: never lose the object if the second step fails."""

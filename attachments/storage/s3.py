@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -302,23 +302,58 @@ class S3Gateway:
         created = self.client.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=content_type)
         upload_id = created["UploadId"]
         sizes = part_plan(total, self.part_size)
-        parts = tuple(
-            UploadPart(
-                part_number=number,
-                # Content-Length is signed: S3 refuses a part of any other size, so
-                # the parts add up to the declared size and never more.
-                url=self.client.generate_presigned_url(
+        parts = self.presign_parts(key, upload_id=upload_id, sizes=dict(enumerate(sizes, start=1)),
+                                   expires_in=expires_in)
+        return UploadInstruction(method="PUT", url=parts[0].url, parts=parts, part_size=sizes[0],
+                                 upload_id=upload_id)
+
+    def presign_parts(self, key: str, *, upload_id: str, sizes: dict[int, int],
+                      expires_in: int) -> tuple[UploadPart, ...]:
+        """One presigned PUT per part number; Content-Length is signed, so S3 refuses any other size
+        and the parts add up to the declared size and never more."""
+        validate_key(key)
+        try:
+            return tuple(
+                UploadPart(part_number=number, size=size, url=self.client.generate_presigned_url(
                     "upload_part",
                     Params={"Bucket": self.bucket, "Key": key, "UploadId": upload_id,
                             "PartNumber": number, "ContentLength": size},
                     ExpiresIn=expires_in,
-                ),
-                size=size,
+                ))
+                for number, size in sorted(sizes.items())
             )
-            for number, size in enumerate(sizes, start=1)
-        )
-        return UploadInstruction(method="PUT", url=parts[0].url, parts=parts, part_size=sizes[0],
-                                 upload_id=upload_id)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"presign parts {key}: {exc}") from exc
+
+    def part_sizes(self, total: int) -> dict[int, int]:
+        return dict(enumerate(part_plan(total, self.part_size), start=1))
+
+    def _on_upload(self, action: str, key: str, call: Callable[[], Any]) -> Any:
+        """Run one call on a multipart upload; None when the upload no longer exists."""
+        try:
+            return call()
+        except ClientError as exc:
+            if _code(exc) == "NoSuchUpload" or _status(exc) == 404:
+                return None
+            raise StorageError(f"{action} {key}: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"{action} {key}: {exc}") from exc
+
+    def list_parts(self, key: str, *, upload_id: str) -> dict[int, tuple[str, int]] | None:
+        """The parts uploaded so far (number → (etag, size)); None when the upload no longer exists."""
+        validate_key(key)
+
+        def pages() -> dict[int, tuple[str, int]]:
+            done, marker = {}, 0
+            while True:
+                page = self.client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                              PartNumberMarker=marker)
+                done.update((int(p["PartNumber"]), (str(p["ETag"]), int(p["Size"]))) for p in page.get("Parts", []))
+                if not page.get("IsTruncated"):
+                    return done
+                marker = int(page["NextPartNumberMarker"])
+
+        return self._on_upload("list parts", key, pages)
 
     def complete_multipart(self, key: str, *, upload_id: str, parts: Sequence[tuple[int, str]]) -> bool:
         """Assemble the parts; False when the upload no longer exists (completed or aborted)."""
@@ -342,15 +377,8 @@ class S3Gateway:
     def abort_multipart(self, key: str, *, upload_id: str) -> bool:
         """Drop the parts of an unfinished multipart upload; False when it is already gone."""
         validate_key(key)
-        try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except ClientError as exc:
-            if _code(exc) == "NoSuchUpload" or _status(exc) == 404:
-                return False
-            raise StorageError(f"abort multipart {key}: {_code(exc) or exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"abort multipart {key}: {exc}") from exc
-        return True
+        return self._on_upload("abort multipart", key, lambda: self.client.abort_multipart_upload(
+            Bucket=self.bucket, Key=key, UploadId=upload_id) or True) is not None
 
     def presign_download(self, key: str, *, content_type: str, disposition: str,
                          expires_in: int) -> str:
