@@ -1,13 +1,16 @@
 """Readiness: can this process reach what a request or a job needs right now?
 
-Four checks, each bounded by AIRLOCK_READYZ_TIMEOUT_SECONDS and run
+Five checks, each bounded by AIRLOCK_READYZ_TIMEOUT_SECONDS and run
 concurrently, so `/readyz` answers within about one timeout even when a
 dependency hangs instead of refusing:
 
 - database: a fresh connection (not the request's) runs ``SELECT 1``;
 - broker: Redis PING, or a RabbitMQ connection, or the in-process stub (always up);
 - storage: the storage gateway's ``ping()``;
-- scanner: every configured scanner's ``ping()`` (clamd PING, YARA rules compiled).
+- scanner: every configured scanner's ``ping()`` (clamd PING, YARA rules compiled);
+- sandbox: the confinement a decoder job gets on this host (``uid+nnp+seccomp+
+  landlock+nproc+subreaper`` when root on a Landlock kernel), and any requested layer
+  this host cannot apply. Informational: it fails only on an invalid configuration.
 
 Every check reports ``{"ok", "latency_ms", "error"}``; one failed check makes
 the whole answer "unavailable" (HTTP 503), and the body still lists them all.
@@ -184,6 +187,16 @@ def check_scanners(*, timeout: float | None = None) -> dict[str, Any]:
     return results
 
 
+def check_sandbox() -> dict[str, Any]:
+    """The sandbox layers this host applies to every decoder job (processing/sandbox/confine.py)."""
+    from processing.sandbox import confine
+
+    requested = confine.requested_layers()  # ValueError on a bad AIRLOCK_SANDBOX_CONFINE
+    in_force = confine.in_force(requested)
+    return {"confinement": confine.describe(in_force),
+            "missing": [layer for layer in requested if layer not in in_force]}
+
+
 class _ScannerDown(Exception):
     def __init__(self, message: str, results: dict[str, Any]) -> None:
         super().__init__(message)
@@ -234,6 +247,8 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
             details = {"scanners": error.results}
         elif isinstance(value, dict) and name == "scanner":
             details = {"scanners": value}
+        elif isinstance(value, dict) and name == "sandbox":
+            details = value
         return CheckResult(
             ok=error is None,
             latency_ms=outcome["latency_ms"],
@@ -252,6 +267,7 @@ def readiness(*, timeout: float | None = None) -> Readiness:
         "broker": lambda: check_broker(timeout=timeout),
         "storage": lambda: check_storage(timeout=timeout),
         "scanner": lambda: check_scanners(timeout=timeout),
+        "sandbox": check_sandbox,
     }
     waiting = {name: _run(name, check, timeout) for name, check in checks.items()}
     results = {name: wait() for name, wait in waiting.items()}

@@ -5,6 +5,7 @@
 #
 #   python3-venv       `python3 -m venv` for .venv (Debian ships it separately)
 #   gcc, make          to build zlib-ng for the sandbox's decoders (scripts/build-zlib-ng.sh)
+#   libseccomp2        the sandbox's seccomp layer (pyseccomp loads libseccomp.so.2)
 #   curl               the health probe of scripts/schemathesis.sh and the README walk-through
 #   clamav-daemon      clamd, run privately by scripts/clamd.sh with the test signatures in scripts/clamd/
 #   clamav-testfiles   ClamAV's test files, scanned by tests/scanners
@@ -27,6 +28,7 @@ present() {
     python3-venv) "${PYTHON:-python3.11}" -c 'import ensurepip, venv' >/dev/null 2>&1 \
                     || python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || [ -x .venv/bin/python ] ;;
     gcc) have cc ;;
+    libseccomp2) /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || dpkg -s libseccomp2 >/dev/null 2>&1 ;;
     make) have make ;;
     curl) have curl ;;
     clamav-daemon) have clamd || [ -x /usr/sbin/clamd ] ;;
@@ -37,7 +39,7 @@ present() {
 }
 
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=(python3-venv gcc make curl clamav-daemon clamav-testfiles chromium)
+[ ${#wanted[@]} -gt 0 ] || wanted=(python3-venv gcc make libseccomp2 curl clamav-daemon clamav-testfiles chromium)
 missing=()
 for package in "${wanted[@]}"; do
   present "$package" || missing+=("$package")

@@ -277,6 +277,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "django_dramatiq.middleware.DbConnectionsMiddleware",
     # The web request's id (message option "request_id") follows into the job's logs.
     "processing.request_context.RequestIdMiddleware",
+    # Each worker logs at boot the sandbox confinement its decoder jobs get.
+    "processing.worker_boot.SandboxConfinementLog",
 ]
 if REDIS_URL:
     DRAMATIQ_BROKER = {

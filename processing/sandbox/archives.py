@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .limits import Bounds
-from .outcome import Rejected, short_repr
+from .outcome import Rejected, Source, short_repr
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NESTED_MAX_BYTES = 256 << 20  # nested archives held in memory at once (RLIMIT_AS is 1 GiB)
@@ -225,13 +225,15 @@ def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -
 
 
 def process(
-    input_path: Path, work_dir: Path, bounds: Bounds
+    src: Source, work_dir: Path, bounds: Bounds
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Inspect one zip (central directory and nested zips); return (data, files)."""
     st = _Stats()
-    size = os.path.getsize(input_path)
-    with open(input_path, "rb") as fh:
-        entries, total = _inspect(fh, size, 0, bounds, st)
+    if isinstance(src, (str, Path)):
+        with open(src, "rb") as fh:
+            entries, total = _inspect(fh, os.fstat(fh.fileno()).st_size, 0, bounds, st)
+    else:
+        entries, total = _inspect(src, os.fstat(src.fileno()).st_size, 0, bounds, st)
     data = {
         "entries": entries,
         "total_bytes": total,

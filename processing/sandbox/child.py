@@ -2,11 +2,13 @@
 
 The server keeps one *spare* forked ahead of time, so fork and the request-independent
 part of the confinement (own process group, parent-death signal, every inherited fd
-closed, stdio to /dev/null, environment scrubbed) and the page-fault warm-up of
-prewarm.py are off the critical path. When a request arrives on fd 0, `spare_main`
-applies the kernel limits from it BEFORE the input path is even opened, runs one
-decoder, writes one length-prefixed JSON document to fd 3 (a pipe the worker reads)
-and _exits. Every exception is turned into a content outcome here; anything that
+closed, stdio to /dev/null, environment scrubbed, and the layers of confine.py: uid,
+no-new-privs, RLIMIT_NPROC, seccomp) and the page-fault warm-up of prewarm.py are off
+the critical path. When a request arrives on fd 0 (a socket: the server passes the
+input file and the work dir as fds with it), `spare_main` enters the work dir, confines
+itself to it with Landlock, applies the kernel limits, runs one decoder on the input
+fd, writes one length-prefixed JSON document to fd 3 (a pipe the worker reads) and
+_exits. Every exception is turned into a content outcome here; anything that
 escapes (a segfault, a kill) is classified by the runner from the exit status.
 """
 
@@ -21,18 +23,37 @@ import resource
 import signal
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import archives, images, pdfs, prewarm
+from . import archives, confine, images, pdfs, prewarm
 from .limits import Bounds, Limits, apply_limits, from_dict, remaining_cpu_seconds
 from .outcome import Rejected, short_repr
 
 REQUEST_FD = 0
 RESULT_FD = 3
+READ_ROOT_FDS = 4  # the O_PATH fds of confine.read_roots(), moved here (Landlock rules)
 KEEP_ENV = ("PATH", "LANG")
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded once in the server, inherited by forks
+
+
+@dataclass
+class Confinement:
+    """What the fork server decided once (confine.in_force) and every job applies."""
+
+    layers: tuple[str, ...] = ()
+    uid: int = 0
+    gid: int = 0
+    cap_last: int = 40
+    nproc: int = 128
+    landlock_abi: int = 0
+    read_fds: list[int] = field(default_factory=list)  # in the server; READ_ROOT_FDS.. in a job
+    seccomp: Any = None  # the pyseccomp filter, built once
+
+
+CONFINEMENT = Confinement()  # set by server.serve() before the first fork
 
 
 def _die_with_parent() -> None:
@@ -57,16 +78,49 @@ def _prepare(request_fd: int, result_fd: int) -> None:
     for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized output -> OSError -> corrupt
-    high_req = fcntl.fcntl(request_fd, fcntl.F_DUPFD, 10)  # out of the way of 0..3
-    high_res = fcntl.fcntl(result_fd, fcntl.F_DUPFD, 10)
+    conf = CONFINEMENT
+    base = READ_ROOT_FDS + len(conf.read_fds) + 10
+    high_req = fcntl.fcntl(request_fd, fcntl.F_DUPFD, base)  # out of the way of 0..3 and the roots
+    high_res = fcntl.fcntl(result_fd, fcntl.F_DUPFD, base)
+    high_roots = [fcntl.fcntl(fd, fcntl.F_DUPFD, base) for fd in conf.read_fds]
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(high_req, REQUEST_FD)
     os.dup2(devnull, 1)  # C libraries may print; nothing reaches the worker's logs
     os.dup2(devnull, 2)
     os.dup2(high_res, RESULT_FD)
-    os.closerange(RESULT_FD + 1, _max_fd())  # server sockets, other jobs' pipes, devnull
+    for n, fd in enumerate(high_roots):
+        os.dup2(fd, READ_ROOT_FDS + n, inheritable=False)
+    conf.read_fds = list(range(READ_ROOT_FDS, READ_ROOT_FDS + len(high_roots)))
+    os.closerange(READ_ROOT_FDS + len(high_roots), _max_fd())  # server sockets, other jobs' pipes
     confine_environment()  # already done by the server: a cheap re-check
+    _confine_process(conf)
     prewarm.prepare(REQUEST_FD)  # our own samples only; stops once a request is waiting
+
+
+def _confine_process(conf: Confinement) -> None:
+    """The request-independent layers (confine.py), in the only order that works."""
+    if "uid" in conf.layers:
+        confine.drop_identity(conf.uid, conf.gid, conf.cap_last)
+        _die_with_parent()  # a change of credentials clears the parent-death signal
+    if {"nnp", "seccomp", "landlock"} & set(conf.layers):
+        confine.no_new_privs()  # seccomp and Landlock need it without CAP_SYS_ADMIN
+    if "nproc" in conf.layers:
+        confine.limit_processes(conf.nproc)
+    if "seccomp" in conf.layers:
+        conf.seccomp.load()
+
+
+def _enter_work_dir(conf: Confinement, work_fd: int) -> None:
+    os.fchdir(work_fd)  # decoders write relative names: no path above it is needed
+    if "landlock" in conf.layers:
+        # Its own /proc/<pid> stays readable (libraries read /proc/self/*); no other one.
+        own = os.open(f"/proc/{os.getpid()}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            confine.landlock([*conf.read_fds, own], work_fd, conf.landlock_abi)
+        finally:
+            os.close(own)
+    for fd in [*conf.read_fds, work_fd]:
+        os.close(fd)
 
 
 def confine_environment() -> None:
@@ -82,16 +136,23 @@ def confine_environment() -> None:
     Image.MAX_IMAGE_PIXELS = None  # images.py checks our (stricter) bound before any decode
 
 
-def _read_request() -> dict[str, Any]:
-    chunks, size = [], 0
-    while chunk := os.read(REQUEST_FD, 65536):
+def _read_request() -> tuple[dict[str, Any], list[int]]:
+    """The request and the fds sent with it: [input file, work dir]."""
+    import socket
+
+    sock = socket.socket(fileno=REQUEST_FD)
+    chunk, fds, _, _ = socket.recv_fds(sock, 65536, 2)
+    chunks, size = [chunk], len(chunk)
+    while chunk := sock.recv(65536):
         chunks.append(chunk)
         size += len(chunk)
         if size > 1 << 20:
             raise ValueError("request too large")
-    os.close(REQUEST_FD)
+    sock.close()
+    if len(fds) != 2:
+        raise ValueError("the request came without its input and work dir")
     req: dict[str, Any] = json.loads(b"".join(chunks))  # written by our own server
-    return req
+    return req, fds
 
 
 def fork_isolated(fn: Callable[..., Any], *args: Any) -> Any:
@@ -137,12 +198,16 @@ def _rejected(code: str, message: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def dispatch(req: dict[str, Any]) -> dict[str, Any]:
-    """Run one decoder and map every exception to a content outcome."""
+def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
+    """Run one decoder and map every exception to a content outcome.
+
+    `src` is the open input file (a confined job has no path to it); the job runs
+    inside its work dir, so derivatives are written under relative names.
+    """
     from PIL.Image import DecompressionBombError
 
     kind, bounds = req["kind"], from_dict(Bounds, req["bounds"])
-    src, work = Path(req["input"]), Path(req["work_dir"])
+    src, work = (src if src is not None else Path(req["input"])), Path(".")
     try:
         if kind == "image":
             return ok_doc(*images.process(src, work, bounds))
@@ -176,10 +241,11 @@ def spare_main(request_fd: int, result_fd: int) -> None:
     code = 70
     try:
         _prepare(request_fd, result_fd)
-        req = _read_request()  # blocks until the server hands this spare a job
+        req, (input_fd, work_fd) = _read_request()  # blocks until the server hands us a job
+        _enter_work_dir(CONFINEMENT, work_fd)
         apply_limits(from_dict(Limits, req["limits"]))  # before the input is touched
-        os.chdir(req["work_dir"])
-        doc = dispatch(req)
+        with os.fdopen(input_fd, "rb") as src:
+            doc = dispatch(req, src)
         doc["rss_kb"] = _peak_rss_kb()  # the server answers before it can wait4() us
         payload = json.dumps(doc, separators=(",", ":")).encode()
         frame = memoryview(len(payload).to_bytes(4, "big") + payload)

@@ -29,7 +29,7 @@ from PIL import Image, UnidentifiedImageError
 
 from . import metadata
 from .limits import Bounds
-from .outcome import Rejected, write_file
+from .outcome import Rejected, Source, read_source, write_file
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 _EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp"}
@@ -214,10 +214,10 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
 
 
 def process(
-    input_path: Path, work_dir: Path, bounds: Bounds
+    src: Source, work_dir: Path, bounds: Bounds
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Probe, bound, thumbnail and sanitize one image; return (data, files)."""
-    data, thumbnail, sanitized = render(Path(input_path).read_bytes(), bounds)
+    data, thumbnail, sanitized = render(read_source(src), bounds)
     files = {
         "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
         "sanitized": write_file(work_dir, f"sanitized.{_EXT[data['format']]}", sanitized),

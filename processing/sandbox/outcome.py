@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Union
 
 REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "corrupt", "timeout"})
 
@@ -24,6 +24,18 @@ def short_repr(value: object, limit: int = 80) -> str:
     """Attacker-controlled strings only ever leave the child as a short repr."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# A decoder's input: a path (in-process use, warm-up) or the file the fork server opened
+# for the job (a confined job has no path to it).
+Source = Union[Path, str, BinaryIO]
+
+
+def read_source(src: Source) -> bytes:
+    if isinstance(src, (str, Path)):
+        return Path(src).read_bytes()
+    src.seek(0)
+    return src.read()
 
 
 def write_file(work_dir: Path, name: str, data: bytes) -> str:

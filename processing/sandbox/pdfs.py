@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from pypdf import PasswordType, PdfReader
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject
 
 from .limits import Bounds
-from .outcome import Rejected, short_repr, write_file
+from .outcome import Rejected, Source, short_repr, write_file
 
 MAX_TREE_DEPTH = 100
 Isolate = Callable[..., Any]
@@ -90,11 +91,18 @@ def _extract_text(reader: PdfReader, pages: int, max_chars: int) -> tuple[str, i
     return "\f".join(parts), total, errors  # form feed between pages, as pdftotext does
 
 
-def render_thumbnail(input_path: str, work_dir: str, size: int) -> dict[str, int] | None:
-    """Render page 1 with PDFium to a WebP whose longest side is `size`."""
+def render_thumbnail(source: str | int, work_dir: str, size: int) -> dict[str, int] | None:
+    """Render page 1 with PDFium to a WebP whose longest side is `size`.
+
+    `source` is a path, or the fd of the job's input (a confined job has no path to it).
+    """
     import pypdfium2 as pdfium  # imported lazily: preloaded in the fork server anyway
 
-    pdf = pdfium.PdfDocument(input_path)  # PDFium tries the empty user password itself
+    if isinstance(source, int):
+        # The job waits for this sub-child and reads nothing after it: sharing the offset is fine.
+        pdf = pdfium.PdfDocument(os.fdopen(os.dup(source), "rb"), autoclose=True)
+    else:
+        pdf = pdfium.PdfDocument(source)  # PDFium tries the empty user password itself
     try:
         if len(pdf) < 1:
             return None
@@ -114,10 +122,13 @@ def render_thumbnail(input_path: str, work_dir: str, size: int) -> dict[str, int
 
 
 def process(
-    input_path: Path, work_dir: Path, bounds: Bounds, isolate: Isolate = run_inline
+    src: Source, work_dir: Path, bounds: Bounds, isolate: Isolate = run_inline
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Count pages, extract text and render a thumbnail for one PDF; return (data, files)."""
-    reader = PdfReader(str(input_path), strict=False)
+    if isinstance(src, (str, Path)):
+        reader, source = PdfReader(str(src), strict=False), str(src)
+    else:
+        reader, source = PdfReader(src, strict=False), src.fileno()
     encrypted = bool(reader.is_encrypted)
     if encrypted:
         try:
@@ -142,7 +153,7 @@ def process(
     }
     if page_count:
         try:
-            thumb = isolate(render_thumbnail, str(input_path), str(work_dir), bounds.thumbnail_size)
+            thumb = isolate(render_thumbnail, source, str(work_dir), bounds.thumbnail_size)
         except Exception:  # noqa: BLE001 - a thumbnail is optional
             thumb = None  # includes a crashed render sub-child
         if thumb:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import confine
 from .classify import classify
 from .limits import MAX_RESULT_BYTES, Bounds, Limits, to_dict
 from .outcome import SandboxResult
@@ -95,6 +96,9 @@ class _ForkServer:
         }
         if zlib_dir is not None:
             env["LD_LIBRARY_PATH"] = str(zlib_dir)  # read once by the loader at exec
+        for name in (confine.CONFINE_ENV, confine.UID_ENV, confine.GID_ENV, "AIRLOCK_SANDBOX_NPROC"):
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         try:
             self.proc = subprocess.Popen(
                 # -I: no PYTHON* variables, no user site; -B mirrors the worker's own setting
@@ -121,13 +125,21 @@ class _ForkServer:
         poller = select.poll()  # not select(): the worker may hold fds above FD_SETSIZE
         poller.register(self.proc.stdout, select.POLLIN)
         line = self.proc.stdout.readline() if poller.poll(START_TIMEOUT * 1000) else b""
-        word, _, zlib_version = line.decode("ascii", "replace").strip().partition(" zlib=")
+        word, _, rest = line.decode("ascii", "replace").strip().partition(" zlib=")
+        zlib_version, _, confinement = rest.partition(" confinement=")
         if word != "ready":
             self.stop()
             where = f" (with {ZLIB_DIR_ENV}={zlib_dir})" if zlib_dir else ""
             raise SandboxUnavailable(f"the fork server did not start{where}")
         self.zlib_version = zlib_version
-        logger.info("sandbox fork server %s started, decoders use zlib %s", self.proc.pid, zlib_version)
+        self.confinement = confinement or "none"
+        # Jobs that drop to the sandbox uid need their work dir to be theirs.
+        self.job_ids = confine.sandbox_ids() if "uid" in self.confinement.split("+") else None
+        logger.info(
+            "sandbox fork server %s started, decoders use zlib %s, confinement %s",
+            self.proc.pid, zlib_version, self.confinement,
+            extra={"confinement": self.confinement},
+        )
 
     def alive(self) -> bool:
         return self.owner_pid == os.getpid() and self.proc.poll() is None
@@ -183,6 +195,11 @@ def shutdown() -> None:
         server, _server = _server, None
     if server is not None:
         server.stop()
+
+
+def confinement() -> str:
+    """The confinement every job gets, e.g. "uid+nnp+seccomp+landlock+nproc+subreaper"."""
+    return _current_server().confinement
 
 
 def decoder_zlib_version() -> str:
@@ -277,6 +294,7 @@ def run_job(
     limits: Limits = Limits(),  # noqa: B008 - frozen dataclass: a safe shared default
     bounds: Bounds = Bounds(),  # noqa: B008
     allow_test_kinds: bool = False,
+    test_probe: dict[str, Any] | None = None,
 ) -> SandboxResult:
     """Decode one attacker-supplied file in a confined child process and report the outcome."""
     if kind not in KINDS and not (allow_test_kinds and kind.startswith("_test_")):
@@ -294,12 +312,15 @@ def run_job(
                 "limits": to_dict(limits),
                 "bounds": to_dict(bounds),
                 "allow_test": allow_test_kinds,
+                **({"probe": test_probe} if allow_test_kinds and test_probe else {}),
             }
         ).encode()
         + b"\n"
     )
     for attempt in (1, 2):  # a server that died since last use is replaced once
         server = _current_server()
+        if server.job_ids is not None:
+            os.chown(work_dir, *server.job_ids)  # the job writes here as the sandbox uid
         try:
             status, payload = _exchange(server, request, limits.wall_seconds + ANSWER_GRACE)
         except (ConnectionRefusedError, FileNotFoundError, BrokenPipeError):
@@ -313,13 +334,20 @@ def run_job(
         except _NoAnswer as exc:
             _drop_server(server)
             raise SandboxUnavailable(str(exc)) from None
-        return classify(status, payload, limits, work_dir)
+        result = classify(status, payload, limits, work_dir)
+        if server.job_ids is not None:
+            for path in result.files.values():
+                # Derivatives move into storage: owned by the job's uid, any later job of
+                # that uid could read them there (classify made sure they are regular files).
+                os.chown(path, os.geteuid(), os.getegid(), follow_symlinks=False)
+        return result
     raise AssertionError("unreachable")
 
 
 __all__ = [
     "SandboxResult",
     "SandboxUnavailable",
+    "confinement",
     "decoder_zlib_dir",
     "decoder_zlib_version",
     "run_job",

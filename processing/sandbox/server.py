@@ -38,16 +38,29 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from .child import confine_environment, spare_main
+from . import confine
+from .child import CONFINEMENT, confine_environment, spare_main
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
 
 
+STRAY_SWEEP_INTERVAL = 0.25  # seconds between /proc sweeps while jobs keep finishing
+SWEEP_SPAN = 4096  # pids looked at one by one; past that a sweep lists /proc
+
+
+def _last_pid() -> int | None:
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "rb") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass
 class Spare:
     pid: int
-    request_fd: int
+    request: socket.socket  # the server's end; fds travel with the request (SCM_RIGHTS)
     result_fd: int
 
 
@@ -69,7 +82,10 @@ def _kill_group(pid: int) -> None:
 
 
 class Server:
-    def __init__(self, sock_path: str) -> None:
+    def __init__(self, sock_path: str, *, subreaper: bool = False) -> None:
+        self.subreaper = subreaper
+        self.sweep_due = float("inf")
+        self.sweep_from = _last_pid()  # no process of ours has a pid at or below this
         self.jobs: dict[int, Job] = {}
         self.spare: Spare | None = None
         self.idle_spare_deaths = 0  # spares that died before getting a job (should be 0)
@@ -90,6 +106,8 @@ class Server:
         self._fork_spare()
         while True:
             deadlines = [j.deadline for j in self.jobs.values() if not j.timed_out]
+            if self.sweep_due != float("inf"):
+                deadlines.append(self.sweep_due)
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             for key, _ in self.sel.select(timeout):
                 if key.data == "accept":
@@ -103,6 +121,8 @@ class Server:
                     self._on_client(job)
             self._enforce_deadlines()
             self._reap()
+            if self.subreaper and time.monotonic() >= self.sweep_due:
+                self._sweep_strays()
             if self.spare is None and self.idle_spare_deaths < 3 and self._time_to_fork():
                 self._fork_spare()  # the cap stops a fork loop if spares keep dying
 
@@ -114,16 +134,16 @@ class Server:
         return waiting != 1
 
     def _fork_spare(self) -> None:
-        req_r, req_w = os.pipe()
+        req_server, req_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         res_r, res_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the job process
-            os.close(req_w)
+            req_server.close()
             os.close(res_r)
-            spare_main(req_r, res_w)
-        os.close(req_r)
+            spare_main(req_job.detach(), res_w)
+        req_job.close()
         os.close(res_w)
-        self.spare = Spare(pid, req_w, res_r)
+        self.spare = Spare(pid, req_server, res_r)
 
     def _drain_wakeups(self) -> None:
         try:
@@ -144,17 +164,32 @@ class Server:
                 if not (chunk := conn.recv(MAX_REQUEST_BYTES)):
                     break
                 raw += chunk
-            wall = float(json.loads(raw)["limits"]["wall_seconds"])
+            request = json.loads(raw)
+            wall = float(request["limits"]["wall_seconds"])
+            # Opened here, by the server: a job that dropped its uid could not open a
+            # 0600 file, and a Landlock-confined one has no path to it at all.
+            fds = [os.open(request["input"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)]
+            fds.append(os.open(request["work_dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC))
         except (OSError, ValueError, KeyError, TypeError):
+            for fd in locals().get("fds", []):
+                os.close(fd)
             conn.close()
             return
+        if request.get("allow_test") and "processing.sandbox.testkinds" not in sys.modules:
+            # Test-only job kinds are imported by the server, never by a job: a confined
+            # job may be unable to read our code. The spare forked before lacks them.
+            from . import testkinds  # noqa: F401
+
+            self._discard_spare()
         spare, self.spare = self._live_spare(), None
         now = time.monotonic()
         try:
-            os.write(spare.request_fd, raw)  # a few hundred bytes: fits the pipe buffer
+            socket.send_fds(spare.request, [raw], fds)  # a few hundred bytes: one message
         except OSError:
             pass  # the spare died: the job is reaped below and answered with its status
-        os.close(spare.request_fd)
+        for fd in fds:
+            os.close(fd)
+        spare.request.close()
         try:
             socket.send_fds(conn, [b"R"], [spare.result_fd])
         except OSError:
@@ -162,6 +197,14 @@ class Server:
         os.close(spare.result_fd)  # the job's write end and the client's read end remain
         self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now)
         self.sel.register(conn, selectors.EVENT_READ, spare.pid)
+
+    def _discard_spare(self) -> None:
+        if self.spare is not None:
+            _kill_group(self.spare.pid)
+            os.waitpid(self.spare.pid, 0)
+            self.spare.request.close()
+            os.close(self.spare.result_fd)
+            self.spare = None
 
     def _live_spare(self) -> Spare:
         # A spare killed from outside must not turn into a "crashed decoder" verdict.
@@ -197,6 +240,7 @@ class Server:
             if not job.timed_out and now >= job.deadline:
                 job.timed_out = True  # only matters if it has not been answered yet
                 _kill_group(job.pid)  # still our unreaped child: the pid cannot be reused
+                self.sweep_due = now  # and whatever it started outside its group
 
     def _reap(self) -> None:
         pids = list(self.jobs) + ([self.spare.pid] if self.spare else [])
@@ -205,8 +249,9 @@ class Server:
                 continue
             _kill_group(pid)  # leftovers (a render sub-child) die while the pgid is still ours
             _, status, usage = os.wait4(pid, 0)
+            self.sweep_due = min(self.sweep_due, time.monotonic() + STRAY_SWEEP_INTERVAL)
             if self.spare is not None and pid == self.spare.pid:
-                os.close(self.spare.request_fd)
+                self.spare.request.close()
                 os.close(self.spare.result_fd)
                 self.spare = None
                 self.idle_spare_deaths += 1
@@ -221,6 +266,47 @@ class Server:
                     "cpu_seconds": usage.ru_utime + usage.ru_stime,
                 },
             )
+
+    def _sweep_strays(self) -> None:
+        """Kill and reap every child that is neither a job nor the spare.
+
+        As a subreaper, the server inherits whatever a job left behind outside its
+        process group (setsid, then the job exited or was killed). The kernel lists a
+        process's children nowhere cheaper than /proc: only the pids allocated since the
+        oldest job still able to leave one are looked at (pids are handed out in order),
+        all of /proc after a wrap or a fork storm. Runs at most every
+        STRAY_SWEEP_INTERVAL while jobs finish, at once after a deadline kill, and again
+        until a sweep finds nothing.
+        """
+        self.sweep_due = float("inf")
+        me, known = os.getpid(), set(self.jobs) | ({self.spare.pid} if self.spare else set())
+        last = _last_pid()
+        if last is not None and self.sweep_from is not None and 0 <= last - self.sweep_from <= SWEEP_SPAN:
+            candidates: Any = range(self.sweep_from + 1, last + 1)
+        else:
+            candidates = (int(name) for name in os.listdir("/proc") if name.isdigit())
+        found = False
+        for pid in candidates:
+            if pid in known:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    ppid = int(fh.read().rpartition(b")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == me:
+                found = True
+                _kill_group(pid)
+                try:
+                    os.waitpid(pid, os.WNOHANG)  # or on a later sweep, once it is dead
+                except ChildProcessError:
+                    pass
+        if found:
+            self.sweep_due = time.monotonic() + 0.05  # until every stray is reaped
+        elif last is not None:
+            # Next time, start below every job still running (its descendants are not
+            # orphans yet) and the spare; a wrap (last < start) means a full scan.
+            self.sweep_from = min([last, *(pid - 1 for pid in known)])
 
     def _answer(self, job: Job, status: dict[str, Any]) -> None:
         if job.conn is None:
@@ -247,11 +333,34 @@ class Server:
                 pass
 
 
+def _decide_confinement() -> tuple[str, ...]:
+    """Fill child.CONFINEMENT (inherited by every job) with the layers this host allows."""
+    layers = confine.in_force()
+    conf = CONFINEMENT
+    conf.layers = layers
+    if "uid" in layers:
+        conf.uid, conf.gid = confine.sandbox_ids()
+        conf.cap_last = confine.cap_last()
+    conf.nproc = int(os.environ.get("AIRLOCK_SANDBOX_NPROC") or 128)
+    if "landlock" in layers:
+        conf.landlock_abi = confine.landlock_abi()
+        conf.read_fds = confine.open_read_roots()
+    if "seccomp" in layers:
+        conf.seccomp = confine.build_seccomp()
+    if "subreaper" in layers:
+        confine.make_subreaper()
+    if {"nnp", "uid"} & set(layers):
+        confine.make_undumpable()  # no job can read this process's /proc/<pid>/environ or mem
+    return layers
+
+
 def serve(sock_path: str) -> None:
     """Entry point of the fork-server process."""
     preload()
+    layers = _decide_confinement()  # reads AIRLOCK_SANDBOX_*: before the scrub below
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
-    server = Server(sock_path)
-    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION}\n")  # the library the loader found
+    server = Server(sock_path, subreaper="subreaper" in layers)
+    # The library the loader found, and the confinement every job gets.
+    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)}\n")
     sys.stdout.flush()
     server.serve_forever()

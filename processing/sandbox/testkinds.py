@@ -6,6 +6,8 @@ looping, sleeping or babbling job process, and inspect the confinement from insi
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import resource
@@ -111,3 +113,135 @@ TEST_KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "_test_isolated_crash": _t_isolated_crash,
     "_test_answer_then_hang": _t_answer_then_hang,
 }
+
+
+# ---------------------------------------------------------------- escapes (confinement tests)
+def _attempt(fn: Callable[[], Any]) -> str:
+    """'ok' if the escape worked, else the error it met."""
+    try:
+        fn()
+    except OSError as exc:
+        return f"denied: {errno.errorcode.get(exc.errno or 0, exc.errno)}"
+    except Exception as exc:  # noqa: BLE001 - reported, the caller decides
+        return f"denied: {type(exc).__name__}"
+    return "ok"
+
+
+def _read(path: str) -> None:
+    with open(path, "rb") as fh:
+        fh.read(64)
+
+
+def _connect(family: int, address: Any) -> None:
+    import socket
+
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        sock.connect(address)
+
+
+def _child_status(body: Callable[[], None]) -> int:
+    """Run body in a forked child; its exit code (0 = the escape worked)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the grandchild
+        code = 13
+        try:
+            body()
+            code = 0
+        except BaseException:  # noqa: BLE001
+            code = 13
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _exec() -> None:
+    if _child_status(lambda: os.execv("/bin/true", ["/bin/true"])) != 0:
+        raise PermissionError(errno.EPERM, "execve failed")
+
+
+def _ptrace(pid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, pid, 0, 0) != 0:  # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), "ptrace")
+    libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+
+
+def _unshare() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), "unshare")
+
+
+def _fork_many(n: int) -> int:
+    pids = []
+    try:
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover
+                time.sleep(30)
+                os._exit(0)
+            pids.append(pid)
+    except OSError:
+        pass
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    return len(pids)
+
+
+def _capabilities() -> dict[str, str]:
+    with open(f"/proc/{os.getpid()}/status") as fh:
+        return {k: v.strip() for k, _, v in (line.partition(":") for line in fh) if k.startswith("Cap")}
+
+
+def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
+    """Try every escape the confinement must stop; report each one's result."""
+    probe = req["probe"]  # what the test set up: paths, ports, the worker's pid
+    ppid = os.getppid()
+    tries: dict[str, Callable[[], Any]] = {
+        "tcp_connect": lambda: _connect(2, ("127.0.0.1", probe["tcp_port"])),
+        "unix_connect": lambda: _connect(1, probe["unix_socket"]),
+        "server_environ": lambda: _read(f"/proc/{ppid}/environ"),
+        "worker_environ": lambda: _read(f"/proc/{probe['worker_pid']}/environ"),
+        "server_mem": lambda: _read(f"/proc/{ppid}/mem"),
+        "database": lambda: _read(probe["database"]),
+        "storage_root": lambda: os.listdir(probe["storage_root"]),
+        "stored_file": lambda: _read(probe["stored_file"]),
+        "write_outside": lambda: open(os.path.join(probe["outside_dir"], "planted"), "wb").close(),
+        "execve": _exec,
+        "ptrace_server": lambda: _ptrace(ppid),
+        "unshare_user": _unshare,
+        "signal_worker": lambda: os.kill(probe["worker_pid"], 0),
+        "setuid_root": lambda: os.setuid(0),
+    }
+    # Identity first: a successful unshare_user below would show a new namespace's view.
+    results: dict[str, Any] = {"uid": os.getuid(), "capabilities": _capabilities()}
+    results.update((name, _attempt(fn)) for name, fn in tries.items())
+    results["forks"] = _fork_many(int(probe.get("forks", 1000)))
+    return ok_doc(results, {})
+
+
+def _t_setsid_stray(req: dict[str, Any]) -> dict[str, Any]:
+    """Leave a grandchild in its own session, report its pid, then outlive the deadline."""
+    read_fd, write_fd = os.pipe()
+    if os.fork() == 0:  # pragma: no cover - the child: new session, then orphan its child
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write_fd, str(os.getpid()).encode())
+            while True:
+                time.sleep(1)
+        os._exit(0)
+    stray = int(os.read(read_fd, 32))
+    with open("stray.pid", "w") as fh:  # in the work dir: the test reads it even after a kill
+        fh.write(str(stray))
+    payload = json.dumps(ok_doc({"stray": stray}, {})).encode()
+    if req["probe"].get("answer"):
+        os.write(RESULT_FD, len(payload).to_bytes(4, "big") + payload)
+    time.sleep(3600)
+    return {}
+
+
+TEST_KINDS["_test_escape"] = _t_escape
+TEST_KINDS["_test_setsid_stray"] = _t_setsid_stray

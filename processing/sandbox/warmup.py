@@ -64,9 +64,24 @@ def warm_up() -> None:
         archives.process(src, work, Bounds())
 
 
+def _import_codecs() -> None:
+    # Text in PDFs names any codec (pypdf decodes ToUnicode maps as UTF-16-BE, fonts as
+    # cp1252...): a job that dropped its uid or is under Landlock may be unable to read
+    # the standard library to import one later (a pyenv Python under /root, for one).
+    import encodings
+    import pkgutil
+
+    for module in pkgutil.iter_modules(encodings.__path__):
+        try:
+            importlib.import_module(f"encodings.{module.name}")
+        except Exception:  # noqa: BLE001 - platform-specific codecs (mbcs, cp65001)
+            continue
+
+
 def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
+    _import_codecs()
     from PIL import Image
 
     Image.init()  # register every plugin now, so Image.open never imports more in a job

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 from django.db import connections
 
-CHECKS = {"database", "broker", "storage", "scanner"}
+CHECKS = {"database", "broker", "storage", "scanner", "sandbox"}
 
 
 def _ready(client) -> tuple[int, dict]:
@@ -36,6 +37,35 @@ def test_readyz_is_ok_when_everything_answers(client, db):
     assert body["status"] == "ok"
     _assert_shape(body)
     assert body["checks"]["scanner"]["scanners"]["yara"]["ok"] is True
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="CI and this machine run as root")
+def test_readyz_reports_the_sandbox_confinement(client, db):
+    status, body = _ready(client)
+    assert body["checks"]["sandbox"] == {
+        "ok": True, "latency_ms": body["checks"]["sandbox"]["latency_ms"], "error": None,
+        "confinement": "uid+nnp+seccomp+landlock+nproc+subreaper", "missing": [],
+    }
+
+
+def test_readyz_reports_a_weakened_or_broken_sandbox_setting(client, db, monkeypatch):
+    monkeypatch.setenv("AIRLOCK_SANDBOX_CONFINE", "seccomp")
+    assert _ready(client)[1]["checks"]["sandbox"]["confinement"] in ("seccomp", "none")
+    monkeypatch.setenv("AIRLOCK_SANDBOX_CONFINE", "seccomp,chroot")
+    status, body = _ready(client)
+    assert status == 503 and "chroot" in body["checks"]["sandbox"]["error"]
+
+
+def test_each_worker_logs_its_confinement_at_boot(caplog):
+    import dramatiq
+
+    from processing.worker_boot import SandboxConfinementLog
+
+    assert any(isinstance(m, SandboxConfinementLog) for m in dramatiq.get_broker().middleware)
+    with caplog.at_level("INFO", logger="airlock.worker"):
+        SandboxConfinementLog().after_worker_boot(dramatiq.get_broker(), None)
+    record = next(r for r in caplog.records if r.name == "airlock.worker")
+    assert record.getMessage().startswith("sandbox confinement ") and record.confinement
 
 
 def test_readyz_needs_no_credentials_and_only_get(client, db):

@@ -1,0 +1,34 @@
+"""Dramatiq middleware: each worker process says at boot what confinement its decoders get.
+
+In every worker (`rundramatiq` and `manage.py serve`'s in-process one), before the first
+job, so an operator sees a weaker sandbox (no Landlock on this kernel, not root, a layer
+switched off) in the start log rather than after an incident. The fork server logs the
+confinement it really applied again when it starts (processing/sandbox/runner.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dramatiq
+
+log = logging.getLogger("airlock.worker")
+
+
+def log_sandbox_confinement() -> str:
+    from processing.sandbox import confine
+
+    requested = confine.requested_layers()
+    in_force = confine.in_force(requested)
+    missing = [layer for layer in requested if layer not in in_force]
+    described = confine.describe(in_force)
+    note = f" (not available here: {', '.join(missing)})" if missing else ""
+    (log.warning if missing else log.info)(
+        "sandbox confinement %s%s", described, note, extra={"confinement": described}
+    )
+    return described
+
+
+class SandboxConfinementLog(dramatiq.Middleware):
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        log_sandbox_confinement()
