@@ -50,7 +50,7 @@ class ModerationAction:
 
 def _discard(attachment: Attachment, actor: str, note: str) -> None:
     # The lifecycle service acts for the owner: the sweeper reaps it on its next tick.
-    attachment_discard(user=attachment.owner, attachment_id=attachment.pk)
+    attachment_discard(user=attachment.owner, attachment_id=attachment.pk, actor=actor)
 
 
 MODERATION_ACTIONS: dict[str, ModerationAction] = {

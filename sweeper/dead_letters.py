@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
+from attachments.services.transitions import lifecycle_audit
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway
 
@@ -65,8 +66,14 @@ def _keys(letter: DeadLetter) -> list[str]:
 def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra: object) -> None:
     """Mark the row deleted (its objects are gone or abandoned) and resolve the letter."""
     if letter.attachment_id is not None:
-        Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).update(
-            lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="")
+        before = Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).values_list(
+            "lifecycle", flat=True).first()
+        if before is not None:
+            Attachment.objects.filter(pk=letter.attachment_id).update(
+                lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="")
+            lifecycle_audit([(letter.attachment_id, before)], to=Lifecycle.DELETED, actor=actor,
+                            event="abandon" if action == "abandon" else "sweep_delete",
+                            message=f"dead letter #{letter.pk}: {action}")
     letter.resolved_at, letter.resolved_by = now, actor[:150]
     _note(letter, actor=actor, now=now, action=action, **extra)
 

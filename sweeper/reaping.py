@@ -24,14 +24,16 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
+from attachments.services.transitions import lifecycle_audit
 
 log = logging.getLogger("airlock.sweeper")
 
 REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED)
 _SLICES_PER_WORKER = 4
 _COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts",
-            "content_key", "multipart_upload_id")
+            "content_key", "multipart_upload_id", "lifecycle")
 _UPLOAD_ID = _COLUMNS.index("multipart_upload_id")
+_LIFECYCLE = _COLUMNS.index("lifecycle")
 
 
 class ObjectDeleter(Protocol):
@@ -194,6 +196,10 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
             result.deleted = Attachment.objects.filter(pk__any_of=done, lifecycle__in=REAPABLE).update(
                 lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="",
             )
+            # The rows are locked by this transaction: every one in `done` was just marked.
+            before = {row[0]: row[_LIFECYCLE] for row in rows}
+            lifecycle_audit([(pk, before[pk]) for pk in done], event="sweep_delete", to=Lifecycle.DELETED,
+                            actor="system:sweep")
     return result
 
 

@@ -18,6 +18,7 @@ from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFa
 from ..models import Attachment, Lifecycle, Status
 from .multipart import abort_after_commit
 from .single_slot import lock_owner, single_slot_settle
+from .transitions import lifecycle_audit, user_actor
 
 
 def _parse_ids(ids: Iterable[object]) -> tuple[list[uuid.UUID], list[str]]:
@@ -85,8 +86,12 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
     return result
 
 
-def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None) -> None:
-    """Mark an owned, uncommitted attachment for the sweeper's next tick (idempotent)."""
+def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None,
+                       actor: str | None = None) -> None:
+    """Mark an owned, uncommitted attachment for the sweeper's next tick (idempotent).
+
+    `actor` is who asked (default the owner; a staff member discarding from the admin).
+    """
     now = now or timezone.now()
     parsed, _bad = _parse_ids([attachment_id])
     with transaction.atomic():
@@ -107,6 +112,8 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
         # Due at once, and never later than it already was (an expired row stays due).
         attachment.expires_at = now if attachment.expires_at is None else min(attachment.expires_at, now)
         attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
+        lifecycle_audit([(attachment.pk, Lifecycle.STAGED)], event="discard", to=Lifecycle.DISCARDED,
+                        actor=actor or user_actor(user))
 
 
 def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = None) -> int:
@@ -116,7 +123,11 @@ def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = No
         staged = Attachment.objects.filter(owner=user, lifecycle=Lifecycle.STAGED)
         abort_after_commit(list(staged.filter(multipart_upload_id__isnull=False).values_list(
             "storage_key", "multipart_upload_id")))
-        return staged.update(
+        # The ids first (under lock): each discarded row gets its audit entry.
+        ids = list(staged.select_for_update().order_by("pk").values_list("pk", flat=True))
+        lifecycle_audit([(pk, Lifecycle.STAGED) for pk in ids], event="discard_all", to=Lifecycle.DISCARDED,
+                        actor=user_actor(user))
+        return Attachment.objects.filter(pk__in=ids, lifecycle=Lifecycle.STAGED).update(
             lifecycle=Lifecycle.DISCARDED, discarded_at=now, updated_at=now,
             expires_at=Least(Coalesce("expires_at", Value(now, output_field=DateTimeField())),
                              Value(now, output_field=DateTimeField())),
@@ -142,7 +153,8 @@ def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> s
     return None
 
 
-def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: str, now: datetime | None = None) -> list[str]:
+def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: str, now: datetime | None = None,
+                       actor: str | None = None) -> list[str]:
     """Bind attachments to `ref`, all or nothing; re-committing to the same ref is a no-op.
 
     Rows are locked in primary-key order so two racing commits cannot deadlock,
@@ -171,10 +183,13 @@ def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: s
         Attachment.objects.filter(pk__in=to_commit).update(
             lifecycle=Lifecycle.COMMITTED, committed_at=now, ref=ref, expires_at=None, updated_at=now,
         )
+        actor = actor or user_actor(owner)
+        lifecycle_audit([(pk, rows[pk].lifecycle) for pk in to_commit], event="commit", to=Lifecycle.COMMITTED,
+                        actor=actor, message=f"ref {ref}")
         # Committing a ready avatar is the user's "use this one": the old one goes in
         # the same transaction, so a commit that fails (or loses to the sweeper) never touches it.
         for profile in {rows[pk].profile for pk in to_commit if rows[pk].status == Status.READY}:
-            single_slot_settle(owner_id=owner.pk, profile_name=profile, now=now, actor=f"user:{owner.pk}")
+            single_slot_settle(owner_id=owner.pk, profile_name=profile, now=now, actor=actor)
     return [str(pk) for pk in dict.fromkeys(parsed)]
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..models import Attachment, Lifecycle, Status
 from ..profiles import all_profiles
+from .transitions import lifecycle_audit
 
 _LIVE = (Lifecycle.STAGED, Lifecycle.COMMITTED)
 
@@ -61,9 +62,11 @@ def single_slot_settle(*, owner_id: object, profile_name: str, now: datetime | N
         winner = max(committed, key=lambda a: (a.committed_at, a.created_at, a.pk))
         # An older committed choice and older uncommitted candidates lose; a newer
         # candidate the user has not committed yet is left for the user to decide.
-        losers = [a.pk for a in rows if a.pk != winner.pk
+        losers = [a for a in rows if a.pk != winner.pk
                   and (a.lifecycle == Lifecycle.COMMITTED or a.created_at < winner.created_at)]
         if losers:
-            Attachment.objects.filter(pk__in=losers).update(
+            Attachment.objects.filter(pk__in=[a.pk for a in losers]).update(
                 lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now)
-    return losers
+            lifecycle_audit([(a.pk, a.lifecycle) for a in losers], event="replace", to=Lifecycle.DISCARDED,
+                            actor=actor, message=f"replaced by {winner.pk}")
+    return [a.pk for a in losers]

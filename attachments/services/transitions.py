@@ -108,6 +108,26 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
     return attachment
 
 
+# Lifecycle changes (orthogonal to status) go to the same audit table, so the admin
+# timeline shows them in order with the status transitions: their from/to columns
+# hold lifecycle states (staged, committed, discarded, deleted), never a status.
+LIFECYCLE_EVENTS = ("commit", "discard", "discard_all", "replace", "sweep_delete", "abandon")
+
+
+def lifecycle_audit(rows: Iterable[tuple[Any, str]], *, event: str, to: str, actor: str, message: str = "") -> None:
+    """Record one lifecycle change per (attachment id, lifecycle before) with its actor."""
+    if event not in LIFECYCLE_EVENTS:
+        raise ValueError(f"unknown lifecycle event {event!r}")
+    logs = [TransitionLog(attachment_id=pk, transition=event, from_status=before, to_status=to, actor=actor[:150],
+                          message=message[:500]) for pk, before in rows]
+    if logs:
+        TransitionLog.objects.bulk_create(logs)
+
+
+def user_actor(user: Any) -> str:
+    return f"user:{user.get_username()}"
+
+
 def _tenant_slug(attachment: Attachment) -> str:
     """The tenant's slug for logs, without a query: keys are minted as tenants/<slug>/…."""
     if "tenant" in attachment._state.fields_cache:
