@@ -47,6 +47,21 @@ _PUT_FIELDS = ("profile", "status", "filename", "declared_size", "declared_type"
                "created_at", "ready_at", "expires_at", "ref")
 
 
+def exactly(chunks: Iterable[bytes], length: int | None) -> Iterator[bytes]:
+    """Pass chunks through; at the end, refuse a body shorter than its Content-Length.
+
+    WSGI servers end the body stream quietly when the client goes away, so a cut
+    upload would otherwise be stored as complete (and use its URL up).
+    """
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        yield chunk
+    if length is not None and total < length:
+        raise ValidationFailed(f"The body ended after {total} of its {length} bytes (Content-Length).",
+                               details={"Content-Length": ["The body is shorter than this."]})
+
+
 def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
                            chunks: Callable[[], Iterable[bytes]], content_length: int | None) -> Attachment:
     """Store the body of a signed PUT, then treat it like a storage event."""
@@ -72,8 +87,8 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
     if not claimed:
         raise AlreadyUploaded()
     try:
-        size = get_gateway().write_chunks(attachment.storage_key, limited(chunks(), limit),
-                                          content_type=attachment.declared_type)
+        body = exactly(limited(chunks(), limit), content_length)
+        size = get_gateway().write_chunks(attachment.storage_key, body, content_type=attachment.declared_type)
     except BaseException:
         # A refused or broken attempt does not use the URL up.
         Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)
