@@ -9,7 +9,7 @@ import dj_database_url
 
 from attachments.private_files import private_dir, private_file
 
-from .env import env_bool, env_float, env_int, env_list, env_path, env_str, public_origin
+from .env import env_bool, env_float, env_int, env_list, env_path, env_str, origin_host, public_origin
 from .secret import install_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -22,9 +22,14 @@ AIRLOCK_DATA_DIR = env_path("AIRLOCK_DATA_DIR", BASE_DIR / "var")
 # key: without DJANGO_SECRET_KEY a random one is made on first run and kept in
 # the data directory (0600). Production settings require DJANGO_SECRET_KEY.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY") or install_secret_key(AIRLOCK_DATA_DIR)
+# The origin clients reach Airlock at (https://files.example.com): absolute URLs
+# (upload URLs, links) are minted from it rather than from the request's Host.
+AIRLOCK_PUBLIC_URL = public_origin(env_str("AIRLOCK_PUBLIC_URL"))
 # The embedded default serves loopback (`serve` binds 127.0.0.1): only loopback
-# names are ours. Production settings refuse to start without an explicit list.
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+# names are ours, and the public URL's host when one is set. Production settings
+# refuse to start without an explicit list.
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]",
+                                                  *origin_host(AIRLOCK_PUBLIC_URL)])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -151,9 +156,6 @@ AIRLOCK_UPLOAD_GRACE_SECONDS = env_int("AIRLOCK_UPLOAD_GRACE_SECONDS", 3600)
 AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
 AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
 AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
-# The origin clients reach Airlock at (https://files.example.com): absolute URLs
-# (upload URLs, links) are minted from it rather than from the request's Host.
-AIRLOCK_PUBLIC_URL = public_origin(env_str("AIRLOCK_PUBLIC_URL"))
 
 # --- Profiles (API.md defaults) ----------------------------------------------
 MIB = 1024 * 1024

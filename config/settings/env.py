@@ -57,3 +57,13 @@ def public_origin(value: str | None) -> str | None:
             or parts.query or parts.fragment:
         raise ImproperlyConfigured(f"AIRLOCK_PUBLIC_URL must be an origin like https://files.example.com, not {value!r}")
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def origin_host(origin: str | None) -> list[str]:
+    """[the host name of an origin from public_origin()], or [] (for ALLOWED_HOSTS)."""
+    from urllib.parse import urlsplit
+
+    if origin is None:
+        return []
+    host = urlsplit(origin).hostname or ""
+    return [f"[{host}]" if ":" in host else host] if host else []

@@ -46,3 +46,20 @@ def test_public_url_must_be_an_origin(value):
 def test_public_url_is_normalized():
     assert public_origin("https://files.example.com/") == "https://files.example.com"
     assert public_origin(None) is None
+
+
+def test_the_public_urls_host_is_allowed_by_default(tmp_path):
+    """The embedded default behind a proxy that passes the public Host: served without more settings."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k != "DATABASE_URL"}
+    env.update(AIRLOCK_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings.base",
+               AIRLOCK_PUBLIC_URL="https://files.example.com:8443/")
+    code = "import django; django.setup(); from django.conf import settings as s; print(s.ALLOWED_HOSTS)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['127.0.0.1', 'localhost', '[::1]', 'files.example.com']"
