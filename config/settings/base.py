@@ -356,5 +356,6 @@ LOGGING = {
         "django.server": {"level": "WARNING"},
         "dramatiq": {"level": "WARNING"},
         "pika": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # login failures and lockouts are warnings; no start-up banner
     },
 }
