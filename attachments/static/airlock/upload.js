@@ -2,7 +2,11 @@
  * Airlock upload page: the reference client of the API (what a mobile app does).
  *
  * For each picked file: POST /api/v1/uploads (intent) → PUT or multipart POST to
- * upload.url with XMLHttpRequest (progress) → poll GET /api/v1/attachments/{id}?wait=10
+ * upload.url with XMLHttpRequest (progress) — or, when the intent is an S3
+ * multipart plan (upload.parts), PUT each part in turn with its own progress,
+ * retrying a failed part (re-signing its URL through POST /uploads/{id}/parts
+ * when storage refuses it), then POST /uploads/{id}/complete with the ETags —
+ * → poll GET /api/v1/attachments/{id}?wait=10
  * until ready/rejected/failed → show the thumbnail (fetched with the session
  * cookie, shown as a blob: URL). Retry makes a new intent for that one file,
  * remove discards it, a heartbeat keeps staged uploads alive while the page is
@@ -156,6 +160,7 @@
     ui.retry.hidden = !canRetry;
     ui.remove.hidden = status === "committed";
     ui.progress.hidden = !(status === "uploading" || status === "intent");
+    if (ui.parts) ui.parts.hidden = status !== "uploading";
     refreshCommitButton();
   }
 
@@ -215,6 +220,123 @@
     });
   }
 
+  // --- multipart (S3, large files) ----------------------------------------------
+
+  var PART_ATTEMPTS = 4;
+
+  function PartError(status, message) {
+    this.status = status;
+    this.message = message;
+  }
+
+  /* One part's bytes to its presigned URL; resolves with the ETag S3 answered. */
+  function putPart(item, url, blob, onProgress) {
+    return new Promise(function (resolve, reject) {
+      var xhr = new XMLHttpRequest();
+      item.xhr = xhr;
+      xhr.open("PUT", url, true);
+      xhr.upload.addEventListener("progress", function (event) {
+        if (event.lengthComputable) onProgress(event.loaded);
+      });
+      xhr.addEventListener("load", function () {
+        item.xhr = null;
+        if (xhr.status < 200 || xhr.status >= 300) return reject(new PartError(xhr.status, "HTTP " + xhr.status));
+        var etag = xhr.getResponseHeader("ETag");
+        // Without ETag the parts cannot be assembled: the bucket's CORS must expose it.
+        if (!etag) return reject(new PartError(0, "storage sent no ETag (CORS ExposeHeaders: ETag)"));
+        resolve(etag);
+      });
+      xhr.addEventListener("error", function () { item.xhr = null; reject(new PartError(0, "network error")); });
+      xhr.addEventListener("abort", function () { item.xhr = null; reject(new Error("upload cancelled")); });
+      xhr.send(blob);
+    });
+  }
+
+  function partsUi(item, parts) {
+    if (item.ui.parts) item.ui.parts.remove();
+    var list = el("ol", "parts");
+    var rows = {};
+    parts.forEach(function (part) {
+      var li = el("li", "part");
+      li.dataset.part = String(part.part_number);
+      li.dataset.state = "queued";
+      li.dataset.attempts = "0";
+      var bar = el("progress");
+      bar.max = 100;
+      bar.value = 0;
+      li.appendChild(el("span", "meta", "part " + part.part_number));
+      li.appendChild(bar);
+      list.appendChild(li);
+      rows[part.part_number] = { li: li, bar: bar };
+    });
+    item.ui.progress.parentNode.appendChild(list);
+    item.ui.parts = list;
+    return rows;
+  }
+
+  /* PUT every part (one at a time), retry a failed one, then assemble. */
+  function sendParts(item, intent, current) {
+    var upload = intent.upload;
+    var size = upload.part_size;
+    var file = item.file;
+    var urls = {};
+    var etags = {};
+    var loaded = {};
+    upload.parts.forEach(function (part) { urls[part.part_number] = part.url; });
+    var rows = partsUi(item, upload.parts);
+
+    function showOverall() {
+      var sent = Object.keys(loaded).reduce(function (sum, n) { return sum + loaded[n]; }, 0);
+      item.ui.progress.value = Math.round((sent / file.size) * 100);
+      item.ui.detail.textContent = formatBytes(sent) + " of " + formatBytes(file.size) + " in " +
+        upload.parts.length + " parts";
+    }
+
+    function resign() {
+      return api("POST", "/uploads/" + intent.id + "/parts").then(function (plan) {
+        plan.parts.forEach(function (part) { urls[part.part_number] = part.url; });
+      });
+    }
+
+    function send(number, attempt) {
+      var start = (number - 1) * size;
+      var blob = file.slice(start, Math.min(start + size, file.size));
+      var row = rows[number];
+      row.li.dataset.state = "uploading";
+      row.li.dataset.attempts = String(attempt);
+      return putPart(item, urls[number], blob, function (n) {
+        loaded[number] = n;
+        row.bar.value = Math.round((n / blob.size) * 100);
+        showOverall();
+      }).then(function (etag) {
+        etags[number] = etag;
+        loaded[number] = blob.size;
+        row.bar.value = 100;
+        row.li.dataset.state = "done";
+        showOverall();
+      }, function (error) {
+        if (!(error instanceof PartError) || attempt >= PART_ATTEMPTS || !current()) throw error;
+        loaded[number] = 0;
+        row.bar.value = 0;
+        row.li.dataset.state = "retrying";
+        // A refused URL (expired: 403) gets new ones; a dropped connection is sent again as is.
+        var ready = error.status === 403 ? resign() : Promise.resolve();
+        return ready.then(function () { return sleep(300 * attempt); })
+          .then(function () { return send(number, attempt + 1); });
+      });
+    }
+
+    return upload.parts.reduce(function (chain, part) {
+      return chain.then(function () { return current() ? send(part.part_number, 1) : null; });
+    }, Promise.resolve()).then(function () {
+      if (!current()) return null;
+      var parts = upload.parts.map(function (part) {
+        return { part_number: part.part_number, etag: etags[part.part_number] };
+      });
+      return api("POST", "/uploads/" + intent.id + "/complete", { parts: parts });
+    });
+  }
+
   function sameOrigin(url) {
     try { return new URL(url, window.location.href).origin === window.location.origin; } catch (e) { return false; }
   }
@@ -230,6 +352,7 @@
       item.id = intent.id;
       if (!current()) { discardQuietly(intent.id); return null; }
       setStatus(item, "uploading", "0 B of " + formatBytes(item.file.size));
+      if (intent.upload.parts && intent.upload.parts.length) return sendParts(item, intent, current);
       return sendBytes(item, intent.upload).then(function () {
         // Storage we do not serve ourselves may not notify us: tell the server the bytes are there.
         if (!sameOrigin(intent.upload.url)) return api("POST", "/uploads/" + intent.id + "/complete", {});
