@@ -7,7 +7,7 @@ runs (or several engineers) can share one PostgreSQL and one Redis.
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import ALLOWED_HOSTS, AIRLOCK_DATA_DIR, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
+from .base import AIRLOCK_DATA_DIR, ALLOWED_HOSTS, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
 
 _RUN = f"{os.getpid()}"
 
