@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import time
 from pathlib import Path
@@ -71,9 +72,11 @@ def test_non_standard_forms_are_clean(yara: YaraScanner, data: bytes) -> None:
 
 
 def test_shipped_rules_flag_only_eicar_in_corpus(yara: YaraScanner) -> None:
-    # False-positive guard: of the 60 corpus files only the EICAR file matches.
+    # False-positive guard: of all the corpus files only the EICAR file matches.
     files = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
-    assert len(files) == 60
+    with open(CORPUS / "MANIFEST.tsv", newline="") as fh:
+        listed = {row["path"] for row in csv.DictReader(fh, delimiter="\t")}
+    assert {p.relative_to(CORPUS).as_posix() for p in files} == listed  # every file, and only those
     flagged = {
         p.relative_to(CORPUS).as_posix() for p in files if yara.scan([p.read_bytes()]).infected
     }
