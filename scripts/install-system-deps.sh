@@ -3,7 +3,8 @@
 # when they are missing (used by scripts/test and .ci/run; idempotent, and
 # touches nothing when everything is there):
 #
-#   python3-venv       `python3 -m venv` for .venv (Debian ships it separately)
+#   python3.11-venv    `python3.11 -m venv` for .venv (Debian ships it separately; the
+#                      version is that of $PYTHON, default python3.11)
 #   gcc, make          to build zlib-ng for the sandbox's decoders (scripts/build-zlib-ng.sh)
 #   libseccomp2        the sandbox's seccomp layer (pyseccomp loads libseccomp.so.2)
 #   curl               the health probe of scripts/schemathesis.sh and the README walk-through
@@ -22,11 +23,16 @@ cd "$(dirname "$0")/.."
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# The Python scripts/bootstrap.sh makes .venv with, and the apt package that gives it `venv`.
+python=${PYTHON:-python3.11}
+have "$python" || python=python3
+venv_package="python$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)-venv"
+
 # Whether a package's purpose is already served (the binary may come from elsewhere).
 present() {
   case "$1" in
-    python3-venv) "${PYTHON:-python3.11}" -c 'import ensurepip, venv' >/dev/null 2>&1 \
-                    || python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || [ -x .venv/bin/python ] ;;
+    # Debian and Ubuntu move ensurepip (what `venv` installs pip with) into that package.
+    python3*-venv) [ -x .venv/bin/python ] || "$python" -c 'import ensurepip, venv' >/dev/null 2>&1 ;;
     gcc) have cc ;;
     libseccomp2) /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || dpkg -s libseccomp2 >/dev/null 2>&1 ;;
     make) have make ;;
@@ -39,7 +45,7 @@ present() {
 }
 
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=(python3-venv gcc make libseccomp2 curl clamav-daemon clamav-testfiles chromium)
+[ ${#wanted[@]} -gt 0 ] || wanted=("$venv_package" gcc make libseccomp2 curl clamav-daemon clamav-testfiles chromium)
 missing=()
 for package in "${wanted[@]}"; do
   present "$package" || missing+=("$package")
