@@ -182,6 +182,7 @@ def check_scanners(*, timeout: float | None = None) -> dict[str, Any]:
             failures.append(f"{scanner.name}: {_describe(exc)}")
         else:
             results[scanner.name] = {"ok": True, "latency_ms": _ms(started), "error": None}
+        results[scanner.name].update(getattr(scanner, "coverage", {}))  # what it can and cannot see
     if failures:
         raise _ScannerDown("; ".join(failures), results)
     return results

@@ -33,13 +33,25 @@ def bounds_from_settings():
     )
 
 
+def member_rules_dir() -> Path | None:
+    """The YARA rules archive members are scanned with in the sandbox: the scanner's own."""
+    from processing.scanners.chain import _as_bool
+    from processing.scanners.yara import DEFAULT_RULES_DIR
+
+    if not _as_bool(getattr(settings, "AIRLOCK_YARA_ENABLED", True)):
+        return None
+    configured = getattr(settings, "AIRLOCK_YARA_RULES_DIR", None)
+    return Path(configured) if configured else DEFAULT_RULES_DIR
+
+
 def run_sandboxed(kind: str, input_path: Path, work_dir: Path):
     from processing.sandbox import SandboxUnavailable, run_job
 
     from .metrics import record_sandbox
 
     try:
-        result = run_job(kind, input_path, work_dir, limits=limits_from_settings(), bounds=bounds_from_settings())
+        result = run_job(kind, input_path, work_dir, limits=limits_from_settings(), bounds=bounds_from_settings(),
+                         member_rules=member_rules_dir())
     except SandboxUnavailable as exc:
         raise TransientError(f"sandbox unavailable: {exc}") from exc
     record_sandbox(kind, result)

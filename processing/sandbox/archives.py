@@ -12,6 +12,9 @@ past its claim; one that produces fewer is corrupt). The rules (all -> rejected/
 - entries whose byte ranges overlap (zbsm-style non-recursive bombs); symlink entries
   whose target leaves the archive (targets that stay inside, COMPRESS-214, are fine);
 - any entry whose decompression produces more bytes than it declared;
+- with a member scan (YARA rules, compiled once by the fork server), every inflated entry
+  at every level is scanned as a client would extract it: a match is rejected/malware;
+  an entry too large to hold for the scan is archive_limit;
 - a nested zip (detected by magic, not name) deeper than zip_max_depth.
 A central directory whose entries do not point at local headers is corrupt (a spanned
 archive's last segment), and so is an entry that does not inflate (bad CRC, broken
@@ -36,6 +39,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 from .limits import Bounds
@@ -44,6 +48,7 @@ from .outcome import Rejected, Source, short_repr
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NESTED_MAX_BYTES = 256 << 20  # nested archives held in memory at once (RLIMIT_AS is 1 GiB)
 LINK_MAX = 4096
+MemberScan = Callable[[bytes], "str | None"]  # inflated entry -> matching rule, or None
 CHUNK = 1 << 20  # output per read: deflate is bounded per call by zipfile's max_length
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SEP = re.compile(r"[\\/]")
@@ -56,6 +61,8 @@ class _Stats:
     max_depth: int = 0
     held: int = 0
     produced: int = 0  # bytes the readable entries really inflated to, every level
+    scanned: int = 0  # entries whose inflated bytes the member scan saw
+    scan: MemberScan | None = None
     encrypted: int = 0
     symlinks: int = 0
     uninspectable: int = 0
@@ -112,7 +119,9 @@ def _check_symlink(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
         raise _limit(f"symlink leaves the archive: {short_repr(target)}")
 
 
-def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats) -> bytes | None:
+def _inflate(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats, scan: MemberScan | None
+) -> bytes | None:
     """Inflate one entry, counting the bytes it really produces; keep them only if nested.
 
     zipfile stops at the declared size: it is handed a copy that allows one byte more,
@@ -135,9 +144,12 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats) -> bytes | 
                     f"of {info.file_size} bytes"
                 )
             if keep is None:
-                keep = bytearray() if chunk[:4] in ZIP_MAGICS else False
+                keep = bytearray() if scan is not None or chunk[:4] in ZIP_MAGICS else False
                 if keep is not False and st.held + info.file_size > NESTED_MAX_BYTES:
-                    raise _limit("nested archives too large to inspect")
+                    raise _limit(
+                        f"entry {short_repr(info.filename)} too large to inspect in memory"
+                        f" ({info.file_size} bytes; {NESTED_MAX_BYTES} held at most)"
+                    )
             if keep is not False:
                 keep += chunk
     if produced < info.file_size:
@@ -145,14 +157,23 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats) -> bytes | 
     if crc != info.CRC:
         raise Rejected("corrupt", f"entry {short_repr(info.filename)} fails its CRC-32")
     st.produced += produced
-    return bytes(keep) if keep else None
+    data = bytes(keep) if keep else b""  # yara-x takes bytes only: one copy, shared below
+    del keep
+    if scan is not None:
+        # What a client extracting the archive gets, entry by entry, within the same
+        # bounds: the outer scan only ever saw these bytes compressed.
+        st.scanned += 1
+        match = scan(data)
+        if match:
+            raise Rejected("malware", f"{match} in entry {short_repr(info.filename)}")
+    return data if data[:4] in ZIP_MAGICS else None
 
 
 def _entry(
     zf: zipfile.ZipFile, info: zipfile.ZipInfo, depth: int, bounds: Bounds, st: _Stats
 ) -> None:
     try:
-        blob = _inflate(zf, info, st)
+        blob = _inflate(zf, info, st, st.scan)
     except NotImplementedError:  # Deflate64, implode: nobody in our stack expands them either
         st.uninspectable += 1
         return
@@ -225,10 +246,10 @@ def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -
 
 
 def process(
-    src: Source, work_dir: Path, bounds: Bounds
+    src: Source, work_dir: Path, bounds: Bounds, scan: MemberScan | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Inspect one zip (central directory and nested zips); return (data, files)."""
-    st = _Stats()
+    st = _Stats(scan=scan)
     if isinstance(src, (str, Path)):
         with open(src, "rb") as fh:
             entries, total = _inspect(fh, os.fstat(fh.fileno()).st_size, 0, bounds, st)
@@ -243,5 +264,6 @@ def process(
         "encrypted_entries": st.encrypted,
         "symlinks": st.symlinks,
         "uninspectable_entries": st.uninspectable,
+        "scanned_entries": st.scanned,
     }
     return data, {}

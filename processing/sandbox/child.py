@@ -54,6 +54,24 @@ class Confinement:
 
 
 CONFINEMENT = Confinement()  # set by server.serve() before the first fork
+MEMBER_RULES: Any = None  # yara_x.Rules compiled by the server (archive members), or None
+MEMBER_SCAN_TIMEOUT = 10  # seconds per member; the job's CPU limit bounds the total
+
+
+def member_scanner() -> Callable[[bytes], str | None] | None:
+    """A function that scans one inflated archive member with the server's rules."""
+    if MEMBER_RULES is None:
+        return None
+    import yara_x
+
+    scanner = yara_x.Scanner(MEMBER_RULES)
+    scanner.set_timeout(MEMBER_SCAN_TIMEOUT)
+
+    def scan(data: bytes) -> str | None:
+        matches = scanner.scan(data).matching_rules
+        return f"yara: {matches[0].identifier}" if matches else None
+
+    return scan
 
 
 def _die_with_parent() -> None:
@@ -214,7 +232,7 @@ def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
         if kind == "pdf":
             return ok_doc(*pdfs.process(src, work, bounds, isolate=fork_isolated))
         if kind == "zip":
-            return ok_doc(*archives.process(src, work, bounds))
+            return ok_doc(*archives.process(src, work, bounds, scan=member_scanner()))
         if req.get("allow_test") and kind.startswith("_test_"):
             from .testkinds import TEST_KINDS  # never imported unless a test asks
 

@@ -81,8 +81,9 @@ class _NoAnswer(Exception):
 
 
 class _ForkServer:
-    def __init__(self) -> None:
+    def __init__(self, member_rules: Path | None = None) -> None:
         zlib_dir = decoder_zlib_dir()  # raises before anything needs cleaning up
+        self.member_rules = member_rules
         self.owner_pid = os.getpid()
         self.dir = tempfile.mkdtemp(prefix="airlock-sandbox-")  # 0700: only we can connect
         self.sock_path = os.path.join(self.dir, "fork.sock")
@@ -96,6 +97,8 @@ class _ForkServer:
         }
         if zlib_dir is not None:
             env["LD_LIBRARY_PATH"] = str(zlib_dir)  # read once by the loader at exec
+        if member_rules is not None:
+            env["AIRLOCK_SANDBOX_YARA_RULES"] = str(member_rules)  # compiled once, by the server
         for name in (confine.CONFINE_ENV, confine.UID_ENV, confine.GID_ENV, "AIRLOCK_SANDBOX_NPROC"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
@@ -167,13 +170,18 @@ _server: _ForkServer | None = None
 _atexit_registered = False
 
 
-def _current_server() -> _ForkServer:
+_ANY = object()
+
+
+def _current_server(member_rules: Any = _ANY) -> _ForkServer:
+    """The live server; replaced if a caller needs other archive-member rules than it has."""
     global _server, _atexit_registered
     with _lock:
-        if _server is None or not _server.alive():
+        stale = _server is not None and member_rules is not _ANY and _server.member_rules != member_rules
+        if _server is None or not _server.alive() or stale:
             if _server is not None and _server.owner_pid == os.getpid():
                 _server.stop()
-            _server = _ForkServer()
+            _server = _ForkServer(None if member_rules is _ANY else member_rules)
             if not _atexit_registered:
                 atexit.register(shutdown)
                 _atexit_registered = True
@@ -295,8 +303,14 @@ def run_job(
     bounds: Bounds = Bounds(),  # noqa: B008
     allow_test_kinds: bool = False,
     test_probe: dict[str, Any] | None = None,
+    member_rules: Path | None = None,
 ) -> SandboxResult:
-    """Decode one attacker-supplied file in a confined child process and report the outcome."""
+    """Decode one attacker-supplied file in a confined child process and report the outcome.
+
+    member_rules: a directory of YARA rules every inflated archive member is scanned
+    with (a match is rejected/malware); None scans no member.
+    """
+    member_rules = Path(member_rules).resolve() if member_rules is not None else None
     if kind not in KINDS and not (allow_test_kinds and kind.startswith("_test_")):
         raise ValueError(f"unknown sandbox kind {kind!r}")
     input_path, work_dir = Path(input_path).resolve(), Path(work_dir).resolve()
@@ -318,7 +332,7 @@ def run_job(
         + b"\n"
     )
     for attempt in (1, 2):  # a server that died since last use is replaced once
-        server = _current_server()
+        server = _current_server(member_rules)
         if server.job_ids is not None:
             os.chown(work_dir, *server.job_ids)  # the job writes here as the sandbox uid
         try:

@@ -43,6 +43,7 @@ from .child import CONFINEMENT, confine_environment, spare_main
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
+MEMBER_RULES_ENV = "AIRLOCK_SANDBOX_YARA_RULES"
 
 
 STRAY_SWEEP_INTERVAL = 0.25  # seconds between /proc sweeps while jobs keep finishing
@@ -354,9 +355,24 @@ def _decide_confinement() -> tuple[str, ...]:
     return layers
 
 
+def _load_member_rules() -> str:
+    """Compile the YARA rules archive members are scanned with (AIRLOCK_SANDBOX_YARA_RULES)."""
+    from . import child
+
+    rules_dir = os.environ.get(MEMBER_RULES_ENV, "")
+    if rules_dir:
+        from pathlib import Path
+
+        from processing.scanners.yara import load_rules  # yara-x only: no Django
+
+        child.MEMBER_RULES = load_rules(Path(rules_dir))  # a broken rule stops the server
+    return rules_dir
+
+
 def serve(sock_path: str) -> None:
     """Entry point of the fork-server process."""
     preload()
+    _load_member_rules()
     layers = _decide_confinement()  # reads AIRLOCK_SANDBOX_*: before the scrub below
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path, subreaper="subreaper" in layers)

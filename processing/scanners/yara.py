@@ -77,8 +77,23 @@ def load_rules(rules_dir: Path) -> yara_x.Rules:
         return rules
 
 
+# Said plainly by /readyz and the README: what the embedded scanner is, and is not.
+COVERAGE = {
+    "detects": (
+        "the EICAR test file; file-type policy (processing/rules/policy.yar): executables or "
+        "HTML scripts hidden in images, executables or /Launch actions in PDFs; the same "
+        "inside every ZIP member, scanned inflated in the sandbox"
+    ),
+    "does_not_detect": (
+        "real malware: the shipped rules carry no virus signatures. Malware detection "
+        "needs clamd (CLAMD_SOCKET or CLAMD_HOST) with signatures kept fresh by freshclam"
+    ),
+}
+
+
 class YaraScanner:
     name = NAME
+    coverage = COVERAGE
 
     def __init__(
         self,

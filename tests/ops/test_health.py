@@ -39,6 +39,12 @@ def test_readyz_is_ok_when_everything_answers(client, db):
     assert body["checks"]["scanner"]["scanners"]["yara"]["ok"] is True
 
 
+def test_readyz_says_what_the_embedded_scanner_cannot_detect(client, db):
+    yara = _ready(client)[1]["checks"]["scanner"]["scanners"]["yara"]
+    assert "ZIP member" in yara["detects"] and "EICAR" in yara["detects"]
+    assert "real malware" in yara["does_not_detect"] and "clamd" in yara["does_not_detect"]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="CI and this machine run as root")
 def test_readyz_reports_the_sandbox_confinement(client, db):
     status, body = _ready(client)

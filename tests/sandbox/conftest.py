@@ -31,6 +31,7 @@ def run(tmp_path: Path) -> Callable[..., SandboxResult]:
         bounds: Bounds = Bounds(),  # noqa: B008
         allow_test_kinds: bool = False,
         name: str = "input",
+        member_rules: Path | None = None,
     ) -> SandboxResult:
         n = next(counter)
         if isinstance(source, bytes):
@@ -44,6 +45,7 @@ def run(tmp_path: Path) -> Callable[..., SandboxResult]:
             limits=limits,
             bounds=bounds,
             allow_test_kinds=allow_test_kinds,
+            member_rules=member_rules,
         )
 
     return _run

@@ -6,6 +6,7 @@ import io
 import stat
 import warnings
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,48 @@ def test_honest_entries_report_what_they_inflate_to(run) -> None:
     result = run("zip", make_zip([("a.txt", b"a" * 5000), ("b/", b""), ("c.txt", b"")]))
     assert outcome(result) == "ready"
     assert result.data["inflated_bytes"] == result.data["total_bytes"] == 5000
+
+
+RULES = Path(__file__).resolve().parents[2] / "processing" / "rules"
+# Assembled at run time so this file is not itself flagged by antivirus software.
+EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR" + b"-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2])
+def test_members_are_scanned_inflated(run, method: int) -> None:
+    data = make_zip([("readme.txt", b"hello"), ("tools/eicar.com", EICAR)], method=method)
+    result = run("zip", data, member_rules=RULES)
+    assert outcome(result) == "rejected:malware", result.message
+    assert result.message == "yara: EICAR_Test_File in entry 'tools/eicar.com'"
+    assert outcome(run("zip", data)) == "ready"  # without member rules nothing looks inside
+
+
+def test_members_of_nested_archives_are_scanned(run) -> None:
+    inner = make_zip([("deep/eicar.com", EICAR)])
+    result = run("zip", make_zip([("inner.bin", inner), ("a.txt", b"x")]), member_rules=RULES)
+    assert outcome(result) == "rejected:malware" and "deep/eicar.com" in result.message
+
+
+def test_policy_rules_apply_to_members(run) -> None:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buf, "PNG")
+    polyglot = buf.getvalue() + b"<script>alert(document.cookie)</script>"
+    result = run("zip", make_zip([("holiday.png", polyglot)]), member_rules=RULES)
+    assert outcome(result) == "rejected:malware" and "Image_Hides_Html_Script" in result.message
+
+
+def test_clean_members_are_all_scanned(run) -> None:
+    result = run("zip", nested(2), member_rules=RULES)
+    assert outcome(result) == "ready", result.message
+    # 2 levels x (payload.bin + readme.txt) + leaf.txt: every entry, nested zips included
+    assert result.data["scanned_entries"] == 5
+
+
+def test_a_member_too_large_to_hold_for_the_scan_is_archive_limit(run) -> None:
+    # The hold budget is the nested-archive one (256 MiB): a 300 MiB member is refused
+    # when members are scanned (a partial scan could only ever call it clean).
+    big = make_zip([("big.bin", bytes(300 << 20))])
+    result = run("zip", big, member_rules=RULES, bounds=Bounds(zip_max_ratio=1e6))
+    assert outcome(result) == "rejected:archive_limit" and "too large to inspect" in result.message

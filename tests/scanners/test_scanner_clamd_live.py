@@ -95,7 +95,8 @@ EXPECTED_CORPUS_DETECTIONS = {
 
 
 def test_whole_corpus_detections_are_exactly_the_expected_ones(clamd: ClamdScanner) -> None:
-    files = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
+    # The 60 files from other projects; generated/ (ours) is checked through the pipeline.
+    files = sorted(p for p in CORPUS.glob("*/*") if p.is_file() and p.parent.name != "generated")
     assert len(files) == 60
     found = {}
     for path in files:
