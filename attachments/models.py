@@ -213,6 +213,13 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
+    @transition(field=status, source=Status.PROCESSING, target=Status.PENDING)
+    def release(self) -> None:
+        # A worker shutting down hands its job back: not the file's fault, no attempt counted.
+        self.lease_token = None
+        self.lease_expires_at = None
+        self.step = ""
+
     @transition(field=status, source=[Status.PENDING, Status.PROCESSING, Status.READY], target=Status.REJECTED)
     def take_down(self, *, message: str) -> None:
         self.reason_code = "moderator"

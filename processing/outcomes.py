@@ -162,6 +162,21 @@ def retry_or_fail(attachment_id: uuid.UUID, token: uuid.UUID | None, *, error: s
         return "retried"
 
 
+def release(attachment_id: uuid.UUID, token: uuid.UUID, *, actor: str = WORKER) -> bool:
+    """Hand a lease back (the worker is stopping): pending at once, a new intake job queued.
+
+    No attempt is counted; the running step, if it ever finishes, finds its
+    lease gone and changes nothing.
+    """
+    with transaction.atomic():
+        attachment = _locked_if_current(attachment_id, token)
+        if attachment is None:
+            return False
+        apply_transition(attachment, "release", actor=actor, note="worker stopping")
+        outbox.enqueue("intake", attachment.pk)
+    return True
+
+
 def backoff_seconds(attempts: int) -> float:
     """Exponential backoff with full jitter in [0.5, 1.5) of the nominal delay."""
     nominal = min(settings.AIRLOCK_RETRY_MAX_SECONDS, settings.AIRLOCK_RETRY_BASE_SECONDS * (2 ** max(0, attempts - 1)))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from attachments.models import Attachment, Status
 from attachments.storage.base import StorageError
 
-from . import outcomes, steps
+from . import inflight, outcomes, steps
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
 
@@ -71,7 +71,8 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
     started = time.monotonic()
     context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": step}
     try:
-        result = work(attachment)
+        with inflight.holding(attachment_id, token):  # a stopping worker hands this lease back
+            result = work(attachment)
     except ContentRejected as exc:
         return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:

@@ -1,4 +1,4 @@
-"""In-process worker and scheduler ticks for `manage.py serve` (the embedded default)."""
+"""The job side of `manage.py serve`: Dramatiq worker threads and scheduler ticks, started and stopped together."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ def start_worker(*, threads: int | None = None) -> dramatiq.Worker:
     worker = dramatiq.Worker(broker, worker_threads=threads or settings.AIRLOCK_WORKER_THREADS, worker_timeout=200)
     worker.start()
     return worker
+
+
+def broker_is_in_process() -> bool:
+    """The embedded default's broker lives in this process's memory (messages die with it)."""
+    from dramatiq.brokers.stub import StubBroker
+
+    return isinstance(dramatiq.get_broker(), StubBroker)
 
 
 def run_ticks_once() -> None:
@@ -51,3 +58,78 @@ class Scheduler(threading.Thread):
 
     def stop(self) -> None:
         self.stopping.set()
+
+
+def release_orphaned_leases() -> int:
+    """With an in-process broker, every processing row's next message was in this process's memory.
+
+    Nobody else can be working on them (no other process shares the broker), so
+    they go back to pending now instead of waiting out their lease.
+    """
+    from attachments.models import Attachment, Status
+
+    from . import outcomes
+
+    released = 0
+    for pk, token in Attachment.objects.filter(status=Status.PROCESSING).values_list("pk", "lease_token")[:10_000]:
+        released += outcomes.release(pk, token, actor="system:shutdown")
+    return released
+
+
+class JobRuntime:
+    """Worker threads + scheduler for one process; stop() hands back what is in flight.
+
+    Stopping: consumers stop taking messages, running jobs get `grace_ms` to
+    finish, then every lease still held goes back to pending (with a new intake
+    job in the outbox) and the sandbox's job processes are killed.
+    """
+
+    def __init__(self, *, worker: bool = True, scheduler: bool = True, threads: int | None = None) -> None:
+        self.want_worker = worker
+        self.want_scheduler = scheduler
+        self.threads = threads
+        self.worker: dramatiq.Worker | None = None
+        self.scheduler: Scheduler | None = None
+
+    def start(self) -> None:
+        from .recovery import redrive_pending
+
+        if self.want_worker:
+            if broker_is_in_process():
+                self._guard(release_orphaned_leases, "release orphaned leases")
+            self.worker = start_worker(threads=self.threads)
+            if broker_is_in_process():
+                # Messages of an in-process broker die with the process: re-drive at start.
+                self._guard(lambda: redrive_pending(older_than_seconds=0), "re-drive pending files")
+        if self.want_scheduler:
+            self.scheduler = Scheduler()
+            self.scheduler.start()
+        close_old_connections()
+
+    def stop(self, *, grace_ms: int = 2000) -> None:
+        from . import inflight
+
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if self.worker is not None:
+            self.worker.stop(timeout=grace_ms)
+            released = self._guard(inflight.release_all, "release leases") or 0
+            if broker_is_in_process():
+                released += self._guard(release_orphaned_leases, "release orphaned leases") or 0
+            if released:
+                log.info("leases released on shutdown", extra={"count": released})
+            try:
+                from processing.sandbox import shutdown
+
+                shutdown()
+            except Exception:  # noqa: BLE001 - nothing left to save at exit
+                pass
+        close_old_connections()
+
+    @staticmethod
+    def _guard(fn, what: str):
+        try:
+            return fn()
+        except Exception as exc:  # the database may be down at start or stop: recovery catches up later
+            log.warning(f"could not {what}", extra={"error": str(exc)[:300]})
+            return None

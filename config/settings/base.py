@@ -52,6 +52,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "attachments.logging.RequestIdMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -87,6 +88,10 @@ def _database() -> dict:
     if url is None:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
     config = dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60))
+    if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
+        config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
+        config["CONN_HEALTH_CHECKS"] = True  # the pool checks a connection before handing it out
+        config.setdefault("OPTIONS", {}).update(_pool(AIRLOCK_DB_POOL_MAX))
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # The embedded default must work on a fresh checkout, before any command ran;
         # the database holds every user's data: 0600 (SQLite gives its -wal and -shm
@@ -104,6 +109,17 @@ def _database() -> dict:
     return config
 
 
+def _pool(max_size: int) -> dict:
+    """Django's psycopg pool: at most max_size connections per process, reused across requests and threads."""
+    return {"connect_timeout": 5, "pool": {
+        "min_size": 0, "max_size": max_size, "max_idle": 60.0,
+        # Waiting longer for a free connection than this answers 503 + Retry-After.
+        "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
+    }}
+
+
+# Database connections one process may hold (PostgreSQL; 0 = no pool, one per thread).
+AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 8)
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -266,6 +282,25 @@ AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
 # Each /readyz check (database, broker, storage, scanner) gives up after this long.
 AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
 
+# --- Web serving (manage.py serve) ---------------------------------------------------
+# Web processes when the database and broker are shared services (PostgreSQL +
+# Redis/RabbitMQ); with SQLite or the in-process broker serve runs one.
+AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2)
+AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128)  # per process; idle ones are not created
+AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5)
+AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS", 10.0)
+AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS", 30.0)  # between two reads
+AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 30)
+AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96)
+AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32)
+AIRLOCK_WAIT_RECHECK_SECONDS = env_float("AIRLOCK_WAIT_RECHECK_SECONDS", 2.0)
+# New uploads are refused (503 + Retry-After) while the oldest file waiting
+# for the pipeline has waited longer than this (0 = never).
+AIRLOCK_MAX_BACKLOG_SECONDS = env_float("AIRLOCK_MAX_BACKLOG_SECONDS", 120.0)
+AIRLOCK_RETRY_AFTER_SECONDS = env_int("AIRLOCK_RETRY_AFTER_SECONDS", 5)  # on 503s for an unavailable dependency
+WHITENOISE_USE_FINDERS = True  # static files straight from the apps: no collectstatic step
+WHITENOISE_AUTOREFRESH = False
+
 # --- Broker ------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 RABBITMQ_URL = env_str("RABBITMQ_URL")
@@ -318,7 +353,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["attachments.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "attachments.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

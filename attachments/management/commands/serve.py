@@ -1,10 +1,25 @@
-"""All-in-one: web + in-process worker + scheduler ticks, in one foreground process."""
+"""Run Airlock: gunicorn web processes, the Dramatiq worker and the scheduler ticks, under one command.
+
+Two shapes, chosen from the configuration:
+  - embedded (SQLite or the in-process broker): one web process that also runs
+    the worker threads and the scheduler. The in-process broker's messages only
+    exist in that process, so the worker has to live there.
+  - shared services (PostgreSQL + Redis/RabbitMQ): AIRLOCK_WEB_PROCESSES web
+    processes, and the worker + scheduler in one more process of their own,
+    which serve starts, restarts if it dies and stops with itself.
+SIGTERM stops gracefully: no new connections, in-flight requests finish,
+in-flight jobs' leases go back to pending.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
 import sys
+import threading
+import time
 
 from django.core.management.base import BaseCommand
 
@@ -12,82 +27,176 @@ log = logging.getLogger("airlock.serve")
 
 
 class Command(BaseCommand):
-    help = "Run Airlock: web server, Dramatiq worker threads and scheduler ticks in one process."
+    help = "Run Airlock: web server, Dramatiq worker and scheduler ticks."
 
     def add_arguments(self, parser):
+        import argparse
+
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-worker", action="store_true", help="web only (workers run elsewhere)")
-        parser.add_argument("--no-scheduler", action="store_true", help="no in-process ticks (cron or a scheduler runs them)")
-        parser.add_argument("--threads", type=int, default=None, help="worker threads")
-
-    def _ensure_bucket(self) -> None:
-        from attachments.storage import get_gateway
-
-        gateway = get_gateway()
-        ensure = getattr(gateway, "ensure_bucket", None)
-        if ensure is None:
-            return
-        try:
-            if ensure():
-                log.warning("created the missing S3 bucket", extra={"bucket": gateway.bucket})
-        except Exception as exc:  # readyz reports storage trouble; serving starts anyway
-            log.warning("could not check the S3 bucket", extra={"error": str(exc)[:300]})
+        parser.add_argument("--no-scheduler", action="store_true", help="no ticks (cron or a scheduler runs them)")
+        parser.add_argument("--threads", type=int, default=None, help="worker (job) threads")
+        # The supervised job process of the shared-services shape (serve starts it itself).
+        parser.add_argument("--jobs-only", action="store_true", help=argparse.SUPPRESS)
 
     def handle(self, *args, **opts):
-        from django.contrib.staticfiles.handlers import StaticFilesHandler
-        from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer, get_internal_wsgi_application
-        import socketserver
+        if opts["jobs_only"]:
+            return run_jobs_process(worker=not opts["no_worker"], scheduler=not opts["no_scheduler"],
+                                    threads=opts["threads"])
+        return self._serve(opts)
 
+    def _serve(self, opts) -> None:
+        from django.core.wsgi import get_wsgi_application
+
+        from attachments import httpserver
         from attachments.bootstrap import migrate_on_first_run
         from attachments.permissions import ensure_moderator_group
-        from processing.recovery import redrive_pending
-        from processing.runtime import Scheduler, start_worker
 
         migrate_on_first_run()  # embedded default / brand-new database only; said in the log
         ensure_moderator_group()
-        self._ensure_bucket()
-        worker = None
-        if not opts["no_worker"]:
-            worker = start_worker(threads=opts["threads"])
-            # Messages of an in-process broker die with the process: re-drive at start.
-            redrive_pending(older_than_seconds=0)
-        scheduler = None
-        if not opts["no_scheduler"]:
-            scheduler = Scheduler()
-            scheduler.start()
+        _ensure_bucket()
+        from django.conf import settings
 
-        class ThreadedServer(socketserver.ThreadingMixIn, WSGIServer):
-            daemon_threads = True
-            request_queue_size = 128
+        settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks there too (collectstatic)
+        app = get_wsgi_application()
+        _close_connections()  # nothing database-related may cross the fork into web processes
 
-        class QuietHandler(WSGIRequestHandler):
-            def log_message(self, format, *args):  # access logs are the proxy's job
+        want_jobs = not (opts["no_worker"] and opts["no_scheduler"])
+        single = single_process()
+        host, port = opts["host"], opts["port"]
+        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+        def ready() -> None:
+            if want_jobs and not single:
+                supervisor.start()
+            self.stdout.write(f"Airlock listening on http://{host}:{port}/", ending="\n")
+            self.stdout.flush()
+
+        runtime_box: list = []
+
+        def start_jobs(worker) -> None:
+            from attachments import waiting
+            from processing.runtime import JobRuntime
+
+            runtime = JobRuntime(worker=not opts["no_worker"], scheduler=not opts["no_scheduler"],
+                                 threads=opts["threads"])
+            runtime.start()
+            runtime_box.append(runtime)
+            # Every status change happens in this process: waiters need no listener.
+            waiting.hub.local_changes_only = not opts["no_worker"]
+
+        def stop_jobs(worker) -> None:
+            for runtime in runtime_box:
+                runtime.stop()
+
+        supervisor = JobsSupervisor(opts)
+        server = httpserver.AirlockServer(app, httpserver.options(
+            bind=bind,
+            processes=1 if single else settings_value("AIRLOCK_WEB_PROCESSES"),
+            on_ready=ready,
+            post_worker_init=start_jobs if (want_jobs and single) else None,
+            worker_exit=stop_jobs if (want_jobs and single) else None,
+            on_exit=supervisor.stop,
+        ))
+        server.run()
+
+
+def settings_value(name: str):
+    from django.conf import settings
+
+    return getattr(settings, name)
+
+
+def single_process() -> bool:
+    """One web process when the database is SQLite or the broker lives in this process."""
+    from django.db import connection
+
+    from processing.runtime import broker_is_in_process
+
+    return connection.vendor == "sqlite" or broker_is_in_process()
+
+
+def _close_connections() -> None:
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        conn.close()
+        close_pool = getattr(conn, "close_pool", None)
+        if close_pool is not None and getattr(conn, "pool", None) is not None:
+            close_pool()
+
+
+def _ensure_bucket() -> None:
+    from attachments.storage import get_gateway
+
+    gateway = get_gateway()
+    ensure = getattr(gateway, "ensure_bucket", None)
+    if ensure is None:
+        return
+    try:
+        if ensure():
+            log.warning("created the missing S3 bucket", extra={"bucket": gateway.bucket})
+    except Exception as exc:  # readyz reports storage trouble; serving starts anyway
+        log.warning("could not check the S3 bucket", extra={"error": str(exc)[:300]})
+
+
+class JobsSupervisor:
+    """Keeps one `serve --jobs-only` child running beside the web processes (restarted if it dies)."""
+
+    def __init__(self, opts: dict) -> None:
+        self.argv = [sys.executable, sys.argv[0], "serve", "--jobs-only"]
+        for flag in ("no_worker", "no_scheduler"):
+            if opts[flag]:
+                self.argv.append("--" + flag.replace("_", "-"))
+        if opts["threads"]:
+            self.argv += ["--threads", str(opts["threads"])]
+        self.proc: subprocess.Popen | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="airlock-jobs-supervisor", daemon=True)
+
+    def start(self) -> None:
+        if not self.thread.is_alive():
+            self.thread.start()
+
+    def _run(self) -> None:
+        delay = 1.0
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL)
+            while self.proc.poll() is None and not self.stopping.is_set():
+                self.stopping.wait(0.5)
+            if self.stopping.is_set():
                 return
+            log.warning("the job process exited; starting a new one", extra={"code": self.proc.returncode})
+            delay = 1.0 if time.monotonic() - started > 60 else min(delay * 2, 30.0)
+            self.stopping.wait(delay)
 
-        server = ThreadedServer((opts["host"], opts["port"]), QuietHandler, ipv6=":" in opts["host"])
-        server.set_app(StaticFilesHandler(get_internal_wsgi_application()))
+    def stop(self) -> None:
+        from django.conf import settings
 
-        def stop(signum, frame):
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, stop)
-        self.stdout.write(f"Airlock listening on http://{opts['host']}:{opts['port']}/", ending="\n")
-        self.stdout.flush()
+        self.stopping.set()
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
         try:
-            server.serve_forever(poll_interval=0.2)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.server_close()
-            if scheduler:
-                scheduler.stop()
-            if worker:
-                worker.stop(timeout=5000)
-            try:
-                from processing.sandbox import shutdown
+            proc.wait(timeout=settings.AIRLOCK_GRACEFUL_TIMEOUT_SECONDS + 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
-                shutdown()
-            except Exception:
-                pass
-        sys.exit(0)
+
+def run_jobs_process(*, worker: bool, scheduler: bool, threads: int | None) -> None:
+    """The job process: worker + scheduler until SIGTERM or until its parent `serve` is gone."""
+    from processing.runtime import JobRuntime
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    parent = os.getppid()
+    runtime = JobRuntime(worker=worker, scheduler=scheduler, threads=threads)
+    runtime.start()
+    while not stop.wait(1.0):
+        if os.getppid() != parent:  # serve was killed without stopping us
+            break
+    runtime.stop()

@@ -1,0 +1,104 @@
+"""`manage.py serve`'s HTTP side: gunicorn, embedded through its application API.
+
+gthread workers: a bounded pool of threads per process (AIRLOCK_WEB_THREADS),
+keep-alive connections parked in the worker's selector (no thread each), a
+connection that sends nothing for 5 s parked too. On top of gunicorn:
+  - header deadline: a request whose headers are not complete within
+    AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS is cut off (a slow-header client cannot
+    keep a thread);
+  - body timeout: AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS between two reads of a body;
+  - graceful stop: SIGTERM stops accepting, wakes `?wait=` requests so they
+    answer at once, lets in-flight requests finish (AIRLOCK_GRACEFUL_TIMEOUT_SECONDS),
+    then the process's job runtime (if any) hands its leases back.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from gunicorn.app.base import BaseApplication
+from gunicorn.workers.gthread import ThreadWorker
+
+
+class AirlockThreadWorker(ThreadWorker):
+    """gthread plus a deadline on reading the request headers and a timeout on body reads."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reading_headers: dict[int, tuple[float, object]] = {}  # thread id -> (since, connection)
+
+    def handle(self, conn):
+        self._reading_headers[threading.get_ident()] = (time.monotonic(), conn)
+        try:
+            return super().handle(conn)
+        finally:
+            self._reading_headers.pop(threading.get_ident(), None)
+
+    def handle_request(self, req, conn):
+        # The headers are in: from here on only the body timeout applies.
+        self._reading_headers.pop(threading.get_ident(), None)
+        conn.sock.settimeout(settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS)
+        return super().handle_request(req, conn)
+
+    def murder_pending(self):
+        super().murder_pending()
+        limit = settings.AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS
+        now = time.monotonic()
+        for ident, entry in list(self._reading_headers.items()):
+            since, conn = entry
+            if now - since > limit and self._reading_headers.get(ident) is entry:
+                try:  # the blocked read returns at once; the thread closes the connection
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def handle_exit(self, sig, frame):
+        from . import waiting
+
+        waiting.stop_listener()  # `?wait=` requests answer now instead of holding the shutdown
+        super().handle_exit(sig, frame)
+
+
+class AirlockServer(BaseApplication):
+    def __init__(self, app: Callable, options: dict) -> None:
+        self.application = app
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        return self.application
+
+
+def options(*, bind: str, processes: int, on_ready: Callable[[], None],
+            post_worker_init: Callable[[object], None] | None = None,
+            worker_exit: Callable[[object], None] | None = None,
+            on_exit: Callable[[], None] | None = None) -> dict:
+    return {
+        "bind": [bind],
+        "workers": processes,
+        "worker_class": "attachments.httpserver.AirlockThreadWorker",
+        "threads": settings.AIRLOCK_WEB_THREADS,
+        # Connections one process keeps (busy + kept alive): beyond it, the kernel's backlog.
+        "worker_connections": settings.AIRLOCK_WEB_THREADS + 1000,
+        "backlog": 2048,
+        "keepalive": settings.AIRLOCK_HTTP_KEEPALIVE_SECONDS,
+        "timeout": 120,  # a worker process that stops responding entirely is replaced
+        "graceful_timeout": settings.AIRLOCK_GRACEFUL_TIMEOUT_SECONDS,
+        "accesslog": None,  # access logs are the proxy's job
+        "errorlog": "-",
+        "loglevel": "warning",
+        "control_socket_disable": True,
+        "proc_name": "airlock",
+        "when_ready": lambda arbiter: on_ready(),
+        "post_worker_init": (lambda worker: post_worker_init(worker)) if post_worker_init else (lambda worker: None),
+        "worker_exit": (lambda arbiter, worker: worker_exit(worker)) if worker_exit else (lambda a, w: None),
+        "on_exit": (lambda arbiter: on_exit()) if on_exit else (lambda arbiter: None),
+    }
