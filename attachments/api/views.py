@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 import uuid
 from datetime import datetime
 
@@ -19,6 +18,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from .. import waiting
 from ..errors import AirlockError, NotFound, TooLarge, ValidationFailed
 from ..models import TERMINAL_STATUSES, Attachment, Status
 from ..profiles import all_profiles
@@ -120,11 +120,14 @@ class UploadIntentApi(APIView):
 
 
 def _content_length(request: HttpRequest) -> int | None:
+    """The declared body length; None when absent. A negative or non-numeric one is a 400."""
     raw = request.META.get("CONTENT_LENGTH")
-    try:
-        return int(raw) if raw not in (None, "") else None
-    except ValueError:
+    if raw in (None, ""):
         return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValidationFailed("Content-Length must be a non-negative integer.",
+                               details={"Content-Length": ["A non-negative integer."]})
+    return int(raw) if len(raw) <= 18 else 10**18  # larger than any limit; int() refuses > 4300 digits
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -134,18 +137,18 @@ class UploadContentView(View):
     http_method_names = ["put"]
 
     def put(self, request, attachment_id: uuid.UUID):
-        if _content_length(request) is None:
-            # Django's WSGI request cannot read a chunked body: without a length the
-            # bytes would be lost and the URL used up by an empty upload.
-            return json_error(ValidationFailed(
-                "Content-Length is required (chunked uploads are not supported).",
-                details={"Content-Length": ["This header is required."]}))
         try:
+            length = _content_length(request)
+            if length is None:
+                # Django's WSGI request cannot read a chunked body: without a length the
+                # bytes would be lost and the URL used up by an empty upload.
+                raise ValidationFailed("Content-Length is required (chunked uploads are not supported).",
+                                       details={"Content-Length": ["This header is required."]})
             attachment = upload_content_receive(
                 attachment_id=attachment_id,
                 token=request.GET.get("token"),
                 chunks=lambda: iter(lambda: request.read(64 * 1024), b""),
-                content_length=_content_length(request),
+                content_length=length,
             )
         except AirlockError as exc:
             return json_error(exc)
@@ -294,10 +297,12 @@ class AttachmentDetailApi(APIView):
                 raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]}) from None
             if not 0 <= seconds <= 30 or seconds != seconds:
                 raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]})
-            deadline = time.monotonic() + seconds
-            while attachment.status not in TERMINAL_STATUSES and time.monotonic() < deadline:
-                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-                attachment = attachment_visible(user=request.user, attachment_id=attachment_id)
+            if seconds > 0 and attachment.status not in TERMINAL_STATUSES:
+                # Sleeps until a transition of this attachment is announced (no polling).
+                attachment = waiting.wait_until(
+                    user_id=request.user.pk, attachment_id=str(attachment.pk), seconds=seconds,
+                    read=lambda: attachment_visible(user=request.user, attachment_id=attachment_id),
+                    settled=lambda a: a.status in TERMINAL_STATUSES)
         return Response(_resource(request, attachment))
 
 

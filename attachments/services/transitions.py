@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django_fsm import TransitionNotAllowed
 
+from .. import waiting
 from ..models import Attachment, TransitionLog
 
 log = logging.getLogger("airlock.transitions")
@@ -83,6 +84,7 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         raise TransitionConflict(f"{name} not allowed from {from_status}") from exc
     # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
     save_changes(attachment)
+    waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
     TransitionLog.objects.create(
         attachment=attachment,
         transition=name,

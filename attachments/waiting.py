@@ -1,0 +1,241 @@
+"""`?wait=`: waiters sleep on an event until their attachment changes; nobody polls the database.
+
+Every status transition announces the attachment's id once its transaction
+commits (services/transitions.py calls `changed`). Within a process the waiters
+are woken directly; across processes the id travels over Redis pub/sub (when
+REDIS_URL is set) or PostgreSQL NOTIFY, and one listener thread per process,
+started with the first waiter, wakes the local waiters. A listener that loses
+its connection wakes every waiter once it is back (they re-read once), so a
+notification lost meanwhile costs one read, not a full wait.
+
+With neither Redis nor PostgreSQL (the embedded default) a change made in
+another process (a separate worker on SQLite) cannot be heard: waiters then
+re-read every AIRLOCK_WAIT_RECHECK_SECONDS, unless this process runs the
+worker itself (`serve`'s in-process worker), where every change is local.
+
+Waiters are capped per process and per user (429 RATE_LIMITED + Retry-After):
+each one holds a web thread, never a database connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from .errors import RateLimited
+
+log = logging.getLogger("airlock.waiting")
+
+T = TypeVar("T")
+CHANNEL = "airlock_status"
+
+
+class Hub:
+    """This process's waiters: attachment id -> events to set when it changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[str, set[threading.Event]] = {}
+        self._per_user: Counter[int] = Counter()
+        self._total = 0
+        self.local_changes_only = False  # set by serve when the worker runs in this process
+
+    @contextmanager
+    def watching(self, *, user_id: int, attachment_id: str) -> Iterator[threading.Event]:
+        event = threading.Event()
+        with self._lock:
+            if self._total >= settings.AIRLOCK_WAITERS_PER_PROCESS:
+                raise _too_many("Too many waiting requests on this server; poll again shortly.",
+                                settings.AIRLOCK_WAITERS_PER_PROCESS)
+            if self._per_user[user_id] >= settings.AIRLOCK_WAITERS_PER_USER:
+                raise _too_many("Too many waiting requests for this user.", settings.AIRLOCK_WAITERS_PER_USER)
+            self._total += 1
+            self._per_user[user_id] += 1
+            self._events.setdefault(attachment_id, set()).add(event)
+        try:
+            yield event
+        finally:
+            with self._lock:
+                self._total -= 1
+                self._per_user[user_id] -= 1
+                if self._per_user[user_id] <= 0:
+                    del self._per_user[user_id]
+                waiters = self._events.get(attachment_id)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._events[attachment_id]
+
+    def wake(self, attachment_id: str) -> None:
+        with self._lock:
+            events = list(self._events.get(attachment_id, ()))
+        for event in events:
+            event.set()
+
+    def wake_all(self) -> None:
+        with self._lock:
+            events = [e for waiters in self._events.values() for e in waiters]
+        for event in events:
+            event.set()
+
+    def count(self) -> int:
+        with self._lock:
+            return self._total
+
+
+def _too_many(message: str, limit: int) -> RateLimited:
+    return RateLimited(message, details={"limit": limit}, headers={"Retry-After": "1"})
+
+
+hub = Hub()
+
+
+# --- announcing changes --------------------------------------------------------------
+
+def changed(attachment_id: object) -> None:
+    """Announce a committed change of one attachment (call inside the transaction that makes it)."""
+    key = str(attachment_id)
+    if connection.vendor == "postgresql" and not settings.REDIS_URL:
+        # Delivered by PostgreSQL at commit, and only if the transaction commits.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, key])
+    transaction.on_commit(lambda: _after_commit(key))
+
+
+def _after_commit(key: str) -> None:
+    hub.wake(key)
+    if settings.REDIS_URL:
+        try:
+            _redis().publish(_redis_channel(), key)
+        except Exception as exc:  # waiters elsewhere see the change at their deadline at worst
+            log.warning("could not publish a status change", extra={"attachment_id": key, "error": str(exc)[:200]})
+
+
+# --- listening -------------------------------------------------------------------------
+
+_redis_client = None
+_listener: threading.Thread | None = None
+_listener_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+    return _redis_client
+
+
+def _redis_channel() -> str:
+    return f"{settings.AIRLOCK_KEY_PREFIX}:{CHANNEL}"
+
+
+def feed() -> str:
+    """Where changes made by other processes come from: "redis", "postgresql" or "none"."""
+    if settings.REDIS_URL:
+        return "redis"
+    if connection.vendor == "postgresql":
+        return "postgresql"
+    return "none"
+
+
+def ensure_listener() -> None:
+    global _listener
+    if _listener is not None and _listener.is_alive():
+        return
+    kind = feed()
+    if kind == "none":
+        return
+    with _listener_lock:
+        if _listener is not None and _listener.is_alive():
+            return
+        _stopping.clear()
+        target = _listen_redis if kind == "redis" else _listen_postgresql
+        _listener = threading.Thread(target=_forever, args=(target,), name=f"airlock-wait-{kind}", daemon=True)
+        _listener.start()
+
+
+def stop_listener() -> None:
+    _stopping.set()
+    hub.wake_all()
+
+
+def _forever(listen: Callable[[Callable[[], None]], None]) -> None:
+    delay = 0.5
+    while not _stopping.is_set():
+        try:
+            listen(hub.wake_all)  # returns only on stop; raises when the connection is lost
+        except Exception as exc:  # noqa: BLE001 - reconnect with backoff, waiters fall back to their deadline
+            log.warning("status listener lost its connection", extra={"error": str(exc)[:200]})
+            _stopping.wait(delay)
+            delay = min(delay * 2, 10.0)
+        else:
+            delay = 0.5
+
+
+def _listen_redis(on_connected: Callable[[], None]) -> None:
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=None, socket_connect_timeout=2,
+                                  health_check_interval=30)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        pubsub.subscribe(_redis_channel())
+        on_connected()  # anything missed while (re)connecting: waiters re-read once
+        while not _stopping.is_set():
+            message = pubsub.get_message(timeout=1.0)
+            if message and message.get("type") == "message":
+                data = message["data"]
+                hub.wake(data.decode() if isinstance(data, bytes) else str(data))
+    finally:
+        pubsub.close()
+        client.close()
+
+
+def _listen_postgresql(on_connected: Callable[[], None]) -> None:
+    import psycopg
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    params.pop("prepare_threshold", None)
+    # Its own connection, outside the pool: LISTEN needs one that stays put.
+    params.setdefault("connect_timeout", 5)
+    with psycopg.connect(autocommit=True, **params) as conn:
+        conn.execute(f"LISTEN {CHANNEL}")
+        on_connected()
+        while not _stopping.is_set():
+            for notify in conn.notifies(timeout=1.0, stop_after=1000):
+                hub.wake(notify.payload)
+
+
+# --- waiting -----------------------------------------------------------------------------
+
+def wait_until(*, user_id: int, attachment_id: str, seconds: float, read: Callable[[], T],
+               settled: Callable[[T], bool]) -> T:
+    """read() until settled(value) or `seconds` pass, sleeping between changes (no polling)."""
+    deadline = time.monotonic() + seconds
+    with hub.watching(user_id=user_id, attachment_id=attachment_id) as event:
+        ensure_listener()
+        recheck = None if hub.local_changes_only or feed() != "none" else settings.AIRLOCK_WAIT_RECHECK_SECONDS
+        value = read()  # after registering: a change from now on wakes this waiter
+        while not settled(value) and not _stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not connection.in_atomic_block:
+                connection.close()  # back to the pool: a sleeping waiter holds no connection
+            event.wait(left if recheck is None else min(left, recheck))
+            event.clear()
+            value = read()
+    return value
