@@ -65,13 +65,11 @@ def exception_handler(exc, context):
                                    {"max_bytes": limit}), status=413)
     if isinstance(exc, SuspiciousOperation):  # too many fields or files, malformed multipart
         return Response(error_body("VALIDATION_ERROR", "The request could not be read."), status=400)
-    from django.db import DatabaseError
+    from ..outages import outage_response
 
-    from ..storage.base import StorageError
-
-    if isinstance(exc, DatabaseError | StorageError):
-        log.warning("dependency unavailable", extra={"error": str(exc)[:300]})
-        return Response(error_body("UNAVAILABLE", "A dependency is unavailable; try again."), status=503)
+    outage = outage_response(exc)
+    if outage is not None:
+        return outage
     log.exception("unhandled API error")
     return Response(error_body("INTERNAL", "Internal error."), status=500)
 
@@ -88,7 +86,12 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
-    return JsonResponse(error_body("INTERNAL", "Internal error."), status=500)
+    import sys
+
+    from ..outages import outage_response
+
+    # Django calls this inside its `except` block: the exception is still at hand.
+    return outage_response(sys.exc_info()[1]) or JsonResponse(error_body("INTERNAL", "Internal error."), status=500)
 
 
 def handler400(request, exception=None):

@@ -43,7 +43,7 @@ class StorageEventsApi(APIView):
         try:
             payload = json.loads(body)
             parsed = parse_storage_events(payload)
-        except (ValueError, MalformedEvent) as exc:  # JSONDecodeError and bad UTF-8 are ValueErrors
+        except (ValueError, RecursionError, MalformedEvent) as exc:  # JSONDecodeError, bad UTF-8; deep nesting
             raise ValidationFailed("The body is not an S3 event document.",
                                    details={"non_field_errors": [str(exc)[:200]]}) from None
         report = storage_events_record(parsed=parsed, source="webhook")

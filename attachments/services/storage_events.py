@@ -87,7 +87,7 @@ def parse_storage_events(payload: object) -> ParsedEvents:
     if payload.get("Type") == "Notification" and isinstance(payload.get("Message"), str):
         try:  # S3 → SNS → SQS wraps the event document in an SNS envelope
             payload = json.loads(payload["Message"])
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise MalformedEvent("the SNS message is not JSON") from exc
         if not isinstance(payload, dict):
             raise MalformedEvent("the SNS message is not a JSON object")
@@ -264,7 +264,7 @@ def _handle_message(client: Any, queue_url: str, message: dict, report: ConsumeR
     try:
         payload = json.loads(body)
         parsed = parse_storage_events(payload)
-    except (ValueError, MalformedEvent) as exc:  # JSONDecodeError is a ValueError
+    except (ValueError, RecursionError, MalformedEvent) as exc:  # JSONDecodeError is a ValueError
         _dead_letter_and_delete(client, queue_url, message, report, error=f"malformed message: {exc}")
         return
     if not parsed.recognized:
