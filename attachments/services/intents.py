@@ -18,6 +18,7 @@ from ..signing import upload_token
 from ..storage import get_gateway
 from ..storage.base import UploadInstruction
 from ..tenancy import tenant_of
+from .backlog import refuse_when_behind
 from .ratelimits import check_intent_rate
 
 
@@ -66,6 +67,7 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
     """Create a pending attachment and the single-use URL its bytes go to."""
     now = now or timezone.now()
     profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
+    refuse_when_behind()
     check_intent_rate(user=user, now=now)
     # One INSERT is atomic on its own: a transaction around it would only add
     # the BEGIN and COMMIT round trips to every intent.

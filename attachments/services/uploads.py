@@ -23,6 +23,7 @@ from ..signing import upload_token_valid
 from ..storage import get_gateway
 from ..storage.base import StorageError
 from . import outbox
+from .backlog import refuse_when_behind
 from .intents import create_pending_row
 from .ratelimits import check_intent_rate
 
@@ -109,6 +110,7 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     limit = min(profile.max_bytes, settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES)
     if size_hint > limit:
         raise TooLarge(f"The file is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
+    refuse_when_behind()
     check_intent_rate(user=user, now=now)
     with transaction.atomic():
         attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size_hint,
