@@ -115,6 +115,9 @@ def _pool(max_size: int) -> dict:
         "min_size": 0, "max_size": max_size, "max_idle": 60.0,
         # Waiting longer for a free connection than this answers 503 + Retry-After.
         "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
+        # Give up reconnecting soon (the next request tries again at once) rather than
+        # backing off for minutes: the pool recovers as soon as the database is back.
+        "reconnect_timeout": 3.0,
     }}
 
 

@@ -148,3 +148,30 @@ def test_put_without_content_length_is_refused_and_keeps_the_url(alice, api):
     assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
     assert Attachment.objects.get(pk=intent["id"]).uploaded_at is None
     assert put_bytes(intent["upload"]["url"], data).status_code == 202
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "1e3"])
+def test_a_negative_or_malformed_content_length_is_400_and_keeps_the_url(alice, api, length):
+    """Any server may hand the header through as it came (the dev server did: -1 stored an empty object)."""
+    from rest_framework.test import APIClient
+
+    data = jpeg_bytes()
+    intent = _intent(api(alice), data)
+    parts = urlsplit(intent["upload"]["url"])
+    response = APIClient().generic("PUT", f"{parts.path}?{parts.query}", b"", content_type="image/jpeg",
+                                   CONTENT_LENGTH=length)
+    assert _error(response) == (400, "VALIDATION_ERROR")
+    assert Attachment.objects.get(pk=intent["id"]).uploaded_at is None
+    assert put_bytes(intent["upload"]["url"], data).status_code == 202
+
+
+def test_a_content_length_too_large_for_an_int_is_413(alice, api):
+    from rest_framework.test import APIClient
+
+    data = jpeg_bytes()
+    intent = _intent(api(alice), data)
+    parts = urlsplit(intent["upload"]["url"])
+    response = APIClient().generic("PUT", f"{parts.path}?{parts.query}", b"", content_type="image/jpeg",
+                                   CONTENT_LENGTH="9" * 5000)
+    assert _error(response) == (413, "TOO_LARGE")
+    assert put_bytes(intent["upload"]["url"], data).status_code == 202

@@ -31,7 +31,8 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, extra_env: dict[str, str]):
+    def __init__(self, tmp: Path, extra_env: dict[str, str], args: tuple[str, ...] = (),
+                 db_port: int | None = None):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings.base",
@@ -41,12 +42,14 @@ class Server:
             self.dbname = f"airlock_e2e_{uuid.uuid4().hex[:8]}"
             base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
             subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {self.dbname}"], check=True)
-            self.env["DATABASE_URL"] = f"{base}/{self.dbname}"
+            self.env["DATABASE_URL"] = self.admin_url = f"{base}/{self.dbname}"
+            if db_port is not None:  # through a proxy a fault test can cut
+                self.env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:{db_port}/{self.dbname}"
         else:
             self.dbname = None
             self.env.pop("DATABASE_URL", None)
         self.log = open(tmp / "serve.log", "w")
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port)], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port), *args], cwd=ROOT,
                                      env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -70,7 +73,7 @@ class Server:
             self.proc.kill()
         self.log.close()
         if self.dbname:
-            base = self.env["DATABASE_URL"].rsplit("/", 1)[0]
+            base = self.admin_url.rsplit("/", 1)[0]
             subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"],
                            check=False)
 

@@ -301,3 +301,75 @@ def assert_ready_and_complete(attachment_id) -> None:
         info = gateway.head(derivative.storage_key)
         assert info is not None and info.size == derivative.size, derivative.storage_key
     assert gateway.head(row.served_key) is not None
+
+
+class TcpProxy:
+    """A TCP forwarder to a real service that a test can cut (connections dropped, new ones refused) and restore."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> TcpProxy:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(256)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            if self._listener is not listener:  # cut meanwhile
+                client.close()
+                upstream.close()
+                return
+            with self._lock:
+                self._conns.update((client, upstream))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        """Drop every connection and refuse new ones (nothing listens on the port any more)."""
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (close alone does not)
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for sock in conns:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()

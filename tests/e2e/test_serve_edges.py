@@ -1,0 +1,207 @@
+"""`manage.py serve` over real HTTP: inputs that used to give a 500, slow clients, `?wait=` and SIGTERM.
+
+Each test talks to a real `serve` subprocess (tests/e2e/test_serve.py:Server),
+in whatever mode the environment selects; raw sockets where a client library
+would refuse to send what an attacker sends.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from tests.support import jpeg_bytes
+
+from .test_serve import Server
+
+pytestmark = pytest.mark.slow
+
+EDGE_ENV = {"AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS": "2", "AIRLOCK_WAITERS_PER_USER": "2"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    started = Server(tmp_path_factory.mktemp("serve-edges"), EDGE_ENV)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def token(server) -> str:
+    return server.createuser("edgy", "edges")
+
+
+def _auth(token: str) -> dict:
+    return {"Authorization": f"Token {token}"}
+
+
+def _intent(server, token: str, data: bytes) -> dict:
+    response = requests.post(f"{server.base}/api/v1/uploads", headers=_auth(token), timeout=10, json={
+        "profile": "image", "filename": "a.jpg", "size": len(data), "content_type": "image/jpeg"})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def raw(port: int, request: bytes, timeout: float = 15.0) -> tuple[int, bytes]:
+    """Send bytes as they are; (status, body) of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        data = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            data += chunk
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep:
+                length = [line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:")]
+                if length and len(body) >= int(length[0]):
+                    break
+    assert data.startswith(b"HTTP/1."), data[:200]
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_deeply_nested_json_is_a_400(server, token):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path in ("/api/v1/uploads", "/api/v1/attachments/commit", "/api/v1/attachments/heartbeat"):
+        response = requests.post(f"{server.base}{path}", data=deep, timeout=30,
+                                 headers={**_auth(token), "Content-Type": "application/json"})
+        assert response.status_code == 400, (path, response.status_code, response.text[:300])
+        assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_range_with_thousands_of_digits_is_not_a_500(server, token):
+    data = jpeg_bytes((320, 240))
+    intent = _intent(server, token, data)
+    sent = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
+    assert sent.status_code == 202, sent.text
+    url = f"{server.base}/api/v1/attachments/{intent['id']}"
+    body = requests.get(f"{url}?wait=30", headers=_auth(token), timeout=40).json()
+    assert body["status"] == "ready", body
+    huge = "9" * 5000
+    expected = {f"bytes={huge}-": 416, f"bytes=0-{huge}": 206, f"bytes=-{huge}": 206}
+    for header, status in expected.items():
+        got = requests.get(f"{url}/download", headers={**_auth(token), "Range": header}, timeout=10)
+        assert got.status_code == status, (header[:20], got.status_code, got.text[:200])
+
+
+def test_static_path_traversal_is_a_404(server):
+    for path in ("/static/../../etc/passwd", "/static/admin/../../../../etc/passwd",
+                 "/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/static/admin/css/..%2f..%2f..%2f..%2fetc/passwd"):
+        status, body = raw(server.port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        assert status in (400, 404), (path, status)
+        assert b"root:" not in body
+    status, _ = raw(server.port, b"GET /static/admin/css/base.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status == 200  # WhiteNoise serves the real ones
+
+
+@pytest.mark.parametrize("length", ["-1", "99999999999999999999999999", "1e3", "+5"])
+def test_a_bad_content_length_on_the_upload_put_does_not_use_the_url_up(server, token, length):
+    data = jpeg_bytes((64, 48))
+    intent = _intent(server, token, data)
+    if intent["upload"]["method"] != "PUT" or not intent["upload"]["url"].startswith(server.base):
+        pytest.skip("the bytes go to S3 directly: no PUT of ours to send a bad length to")
+    parts = urlsplit(intent["upload"]["url"])
+    target = f"{parts.path}?{parts.query}"
+    status, body = raw(server.port, (f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Type: image/jpeg\r\n"
+                                     f"Content-Length: {length}\r\nConnection: close\r\n\r\n").encode())
+    assert 400 <= status < 500, (length, status, body[:200])
+    again = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
+    assert again.status_code == 202, (length, again.status_code, again.text)
+
+
+def test_slow_header_clients_are_cut_off_and_do_not_starve_the_server(server):
+    sockets = []
+    try:
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            sockets.append(sock)
+        assert requests.get(f"{server.base}/healthz", timeout=5).status_code == 200
+        started = time.monotonic()
+        for sock in sockets:
+            assert sock.recv(1024) == b"", "a connection with unfinished headers was kept open"
+        # AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS=2, checked about once a second.
+        assert time.monotonic() - started < 8
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_waiters_are_capped_per_user(server, token):
+    ids = [_intent(server, token, b"x" * 10)["id"] for _ in range(3)]
+    results: list[int] = []
+
+    def wait(attachment_id: str) -> None:
+        response = requests.get(f"{server.base}/api/v1/attachments/{attachment_id}?wait=4",
+                                headers=_auth(token), timeout=15)
+        results.append(response.status_code)
+
+    threads = [threading.Thread(target=wait, args=(pk,)) for pk in ids[:2]]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    third = requests.get(f"{server.base}/api/v1/attachments/{ids[2]}?wait=4", headers=_auth(token), timeout=15)
+    assert third.status_code == 429, third.text
+    assert third.json()["error"]["code"] == "RATE_LIMITED" and int(third.headers["Retry-After"]) >= 1
+    for thread in threads:
+        thread.join()
+    assert results == [200, 200]
+    # Waiting without ?wait= is never capped.
+    assert requests.get(f"{server.base}/api/v1/attachments/{ids[2]}", headers=_auth(token), timeout=5).ok
+
+
+def test_a_waiter_wakes_when_its_file_changes(server, token):
+    data = jpeg_bytes((200, 150))
+    intent = _intent(server, token, data)
+    answer: dict = {}
+
+    def wait() -> None:
+        started = time.monotonic()
+        answer["body"] = requests.get(f"{server.base}/api/v1/attachments/{intent['id']}?wait=30",
+                                      headers=_auth(token), timeout=40).json()
+        answer["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.5)
+    sent = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
+    assert sent.status_code == 202
+    thread.join(40)
+    assert answer["body"]["status"] == "ready" and answer["seconds"] < 20, answer
+
+
+def test_sigterm_lets_in_flight_requests_finish_and_exits(tmp_path):
+    server = Server(tmp_path, {})
+    try:
+        token = server.createuser("term", "term")
+        pending = _intent(server, token, b"x" * 10)["id"]
+        answer: dict = {}
+
+        def wait() -> None:
+            response = requests.get(f"{server.base}/api/v1/attachments/{pending}?wait=25",
+                                    headers=_auth(token), timeout=40)
+            answer["status"], answer["at"] = response.status_code, time.monotonic()
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(1.0)
+        sent = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        thread.join(30)
+        # The waiter is answered (not cut off) as soon as the server starts stopping.
+        assert answer.get("status") == 200 and answer["at"] - sent < 8, answer
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        server.stop()
