@@ -99,10 +99,10 @@ def test_range_with_thousands_of_digits_is_not_a_500(server, token):
 def test_static_path_traversal_is_a_404(server):
     for path in ("/static/../../etc/passwd", "/static/admin/../../../../etc/passwd",
                  "/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/static/admin/css/..%2f..%2f..%2f..%2fetc/passwd"):
-        status, body = raw(server.port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        status, body = raw(server.port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
         assert status in (400, 404), (path, status)
         assert b"root:" not in body
-    status, _ = raw(server.port, b"GET /static/admin/css/base.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    status, _ = raw(server.port, b"GET /static/admin/css/base.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert status == 200  # WhiteNoise serves the real ones
 
 
@@ -114,7 +114,7 @@ def test_a_bad_content_length_on_the_upload_put_does_not_use_the_url_up(server, 
         pytest.skip("the bytes go to S3 directly: no PUT of ours to send a bad length to")
     parts = urlsplit(intent["upload"]["url"])
     target = f"{parts.path}?{parts.query}"
-    status, body = raw(server.port, (f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Type: image/jpeg\r\n"
+    status, body = raw(server.port, (f"PUT {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\n"
                                      f"Content-Length: {length}\r\nConnection: close\r\n\r\n").encode())
     assert 400 <= status < 500, (length, status, body[:200])
     again = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
@@ -126,7 +126,7 @@ def test_slow_header_clients_are_cut_off_and_do_not_starve_the_server(server):
     try:
         for _ in range(20):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
             sockets.append(sock)
         assert requests.get(f"{server.base}/healthz", timeout=5).status_code == 200
         started = time.monotonic()

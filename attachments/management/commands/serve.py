@@ -58,7 +58,7 @@ class Command(BaseCommand):
         _ensure_bucket()
         from django.conf import settings
 
-        settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks there too (collectstatic)
+        settings.STATIC_ROOT.mkdir(mode=0o700, parents=True, exist_ok=True)  # WhiteNoise looks there too
         app = get_wsgi_application()
         _close_connections()  # nothing database-related may cross the fork into web processes
 
