@@ -22,7 +22,8 @@ from .test_serve import Server
 
 pytestmark = pytest.mark.slow
 
-EDGE_ENV = {"AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS": "2", "AIRLOCK_WAITERS_PER_USER": "2"}
+# One web process: the waiter caps are counted per process.
+EDGE_ENV = {"AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS": "2", "AIRLOCK_WAITERS_PER_USER": "2", "AIRLOCK_WEB_PROCESSES": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +180,8 @@ def test_a_waiter_wakes_when_its_file_changes(server, token):
     sent = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
     assert sent.status_code == 202
     thread.join(40)
-    assert answer["body"]["status"] == "ready" and answer["seconds"] < 20, answer
+    # Answered when the file became ready, before the 30 s deadline.
+    assert answer["body"]["status"] == "ready" and answer["seconds"] < 29, answer
 
 
 def test_sigterm_lets_in_flight_requests_finish_and_exits(tmp_path):
