@@ -1,0 +1,61 @@
+"""Load shedding: new uploads get 503 + Retry-After while the pipeline's backlog is too old."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from attachments.models import Attachment, Status
+from attachments.services import backlog
+from tests.support import create_intent, jpeg_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_backlog_reading(settings):
+    settings.AIRLOCK_MAX_BACKLOG_SECONDS = 60
+    backlog.forget()
+    yield
+    backlog.forget()
+
+
+def _late_files(client, n: int, *, seconds: float, **fields) -> None:
+    for _ in range(n):
+        pk = create_intent(client).json()["id"]
+        Attachment.objects.filter(pk=pk).update(uploaded_at=timezone.now() - timedelta(seconds=seconds), **fields)
+    backlog.forget()
+
+
+def test_intents_and_upload_throughs_are_shed_while_the_backlog_is_too_old(alice, api):
+    client = api(alice)
+    _late_files(client, backlog.QUEUE_DEPTH, seconds=90, status=Status.PROCESSING)
+    refused = create_intent(client)
+    assert refused.status_code == 503, refused.content
+    body = refused.json()["error"]
+    assert body["code"] == "UNAVAILABLE" and body["details"]["max_backlog_seconds"] == 60
+    assert 2 <= int(refused["Retry-After"]) <= 30
+    through = client.post("/api/v1/attachments", {"profile": "image", "file": _file()}, format="multipart")
+    assert through.status_code == 503 and through["Retry-After"]
+
+
+def test_one_stuck_file_or_files_in_retry_backoff_pause_nothing(alice, api):
+    client = api(alice)
+    _late_files(client, backlog.QUEUE_DEPTH - 1, seconds=900)  # a few lost jobs, waiting for the reconciler
+    _late_files(client, 3, seconds=900, attempts=2)  # backing off on purpose
+    assert create_intent(client).status_code == 201
+
+
+def test_zero_turns_shedding_off(alice, api, settings):
+    client = api(alice)
+    _late_files(client, backlog.QUEUE_DEPTH, seconds=900)
+    settings.AIRLOCK_MAX_BACKLOG_SECONDS = 0
+    assert create_intent(client).status_code == 201
+
+
+def _file():
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile("a.jpg", jpeg_bytes(), content_type="image/jpeg")
