@@ -73,8 +73,8 @@ echo "== schemathesis: API operations (token auth) =="
 $ST run "$base/api/v1/schema" "${common[@]}" -H "Authorization: Token $token" \
   --exclude-path /api/v1/storage-events "$@" || rc=$?
 echo "== schemathesis: storage events (bearer token) =="
-# The API refuses the Bearer scheme (401) and schemathesis sends -H headers when it
-# loads the schema too: load it from a file, fetched without credentials.
+# schemathesis sends -H headers when it loads the schema too: load it from a file,
+# fetched without credentials (the events token goes only to the events endpoint).
 curl -fsS "$base/api/v1/schema?format=json" -o "$work/schema.json"
 $ST run "$work/schema.json" --url "$base" "${common[@]}" -H "Authorization: Bearer $AIRLOCK_STORAGE_EVENTS_TOKEN" \
   --include-path /api/v1/storage-events --phases examples,coverage,fuzzing "$@" || rc=$?

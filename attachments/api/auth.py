@@ -1,9 +1,10 @@
 """`Authorization: Token <key>`, the contract's one scheme for API tokens.
 
-Keys are looked up by digest (attachments.services.tokens). `Bearer` is refused
-with a message naming the right scheme rather than silently ignored: Bearer is
-what the storage-events and metrics endpoints take, and an API client sending it
-should learn why it is not signed in.
+Keys are looked up by digest (attachments.services.tokens). `Bearer` never
+authenticates a user: it is what the storage-events and metrics endpoints take.
+A request carrying it is anonymous (public endpoints such as the schema still
+answer), and where sign-in is required the 401 names the right scheme instead
+of saying no credentials were given (api/errors.py).
 """
 
 from rest_framework import exceptions
@@ -11,15 +12,16 @@ from rest_framework.authentication import TokenAuthentication, get_authorization
 
 from ..services.tokens import api_token_find
 
+WRONG_SCHEME_MESSAGE = "API tokens use `Authorization: Token <key>`; the Bearer scheme is not accepted."
+
 
 class ApiTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
     def authenticate(self, request):
-        scheme = get_authorization_header(request).split(b" ", 1)[0]
-        if scheme.lower() == b"bearer":
-            raise exceptions.AuthenticationFailed(
-                "API tokens use `Authorization: Token <key>`; the Bearer scheme is not accepted.")
+        if get_authorization_header(request).split(b" ", 1)[0].lower() == b"bearer":
+            request.airlock_wrong_scheme = True
+            return None
         return super().authenticate(request)
 
     def authenticate_credentials(self, key):
@@ -29,3 +31,8 @@ class ApiTokenAuthentication(TokenAuthentication):
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
         return (token.user, token)
+
+
+def wrong_scheme(request) -> bool:
+    """Whether the request was refused for sending Bearer instead of Token."""
+    return bool(getattr(request, "airlock_wrong_scheme", False))

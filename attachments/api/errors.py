@@ -36,7 +36,10 @@ def exception_handler(exc, context):
     if isinstance(exc, Http404 | drf.NotFound):
         return Response(error_body("NOT_FOUND", "Not found."), status=404)
     if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
-        response = Response(error_body("NOT_AUTHENTICATED", str(exc.detail)), status=401)
+        from .auth import WRONG_SCHEME_MESSAGE, wrong_scheme
+
+        message = WRONG_SCHEME_MESSAGE if wrong_scheme(context.get("request")) else str(exc.detail)
+        response = Response(error_body("NOT_AUTHENTICATED", message), status=401)
         response["WWW-Authenticate"] = 'Token realm="api"'
         return response
     if isinstance(exc, drf.ValidationError):

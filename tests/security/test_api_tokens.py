@@ -67,3 +67,10 @@ def test_migration_keeps_existing_plain_text_tokens_working(api):
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM authtoken_token")
         assert cursor.fetchone()[0] == 0
+
+
+def test_bearer_on_a_public_endpoint_is_just_anonymous(db, api):
+    """The schema is public: a client sending its storage-events Bearer token still gets it."""
+    client = api()
+    client.credentials(HTTP_AUTHORIZATION="Bearer storage-events-token")
+    assert client.get("/api/v1/schema?format=json").status_code == 200
