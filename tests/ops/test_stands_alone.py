@@ -7,7 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Not ours to scan: the virtualenv, git's own files, run-time data, the hostile corpus (binary samples).
-SKIP_DIRS = {".venv", ".git", "var", "node_modules", "__pycache__", ".pytest_cache", "airlock.egg-info"}
+SKIP_DIRS = {".venv", ".git", "var", "node_modules", "__pycache__", ".pytest_cache", ".hypothesis",
+             "airlock.egg-info"}
 CORPUS = ROOT / "tests" / "corpus" / "files"
 TEXT_SUFFIXES = {".py", ".sh", ".md", ".toml", ".txt", ".cfg", ".ini", ".json", ".html", ".js", ".css",
                  ".template", ".yml", ".yaml", ""}
