@@ -51,6 +51,7 @@ class Confinement:
     landlock_abi: int = 0
     read_fds: list[int] = field(default_factory=list)  # in the server; READ_ROOT_FDS.. in a job
     seccomp: Any = None  # the pyseccomp filter, built once
+    ruleset: int = -1  # a job's Landlock ruleset fd, built before its request arrives
 
 
 CONFINEMENT = Confinement()  # set by server.serve() before the first fork
@@ -124,6 +125,17 @@ def _confine_process(conf: Confinement) -> None:
         confine.no_new_privs()  # seccomp and Landlock need it without CAP_SYS_ADMIN
     if "nproc" in conf.layers:
         confine.limit_processes(conf.nproc)
+    if "landlock" in conf.layers:
+        # Built now, restricted once the work dir is known (only that is on the critical
+        # path). Its own /proc/<pid> stays readable (libraries read /proc/self/*).
+        own = os.open(f"/proc/{os.getpid()}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            conf.ruleset = confine.landlock_ruleset([*conf.read_fds, own], conf.landlock_abi)
+        finally:
+            os.close(own)
+        for fd in conf.read_fds:
+            os.close(fd)
+        conf.read_fds = []
     if "seccomp" in conf.layers:
         conf.seccomp.load()
 
@@ -131,12 +143,7 @@ def _confine_process(conf: Confinement) -> None:
 def _enter_work_dir(conf: Confinement, work_fd: int) -> None:
     os.fchdir(work_fd)  # decoders write relative names: no path above it is needed
     if "landlock" in conf.layers:
-        # Its own /proc/<pid> stays readable (libraries read /proc/self/*); no other one.
-        own = os.open(f"/proc/{os.getpid()}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            confine.landlock([*conf.read_fds, own], work_fd, conf.landlock_abi)
-        finally:
-            os.close(own)
+        confine.landlock_restrict(conf.ruleset, work_fd, conf.landlock_abi)
     for fd in [*conf.read_fds, work_fd]:
         os.close(fd)
 

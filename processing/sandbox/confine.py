@@ -133,8 +133,11 @@ def open_read_roots() -> list[int]:
     return fds
 
 
-def landlock(read_fds: list[int], write_dir_fd: int, abi: int) -> None:
-    """Restrict this process (and its future children) to read_fds (read) and the dir (write)."""
+def landlock_ruleset(read_fds: list[int], abi: int) -> int:
+    """A ruleset allowing reads beneath read_fds; everything else this ABI knows is denied.
+
+    Built by the spare before its request arrives; landlock_restrict() adds the work dir.
+    """
     attr = _RulesetAttr(_handled_fs(abi), 0, 0)
     size = 8
     if abi >= 4:
@@ -145,15 +148,33 @@ def landlock(read_fds: list[int], write_dir_fd: int, abi: int) -> None:
     if ruleset < 0:
         raise ConfinementError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        write = _FS_WRITE_DIR | (_TRUNCATE if abi >= 3 else 0)
-        for fd, access in [(fd, _FS_READ) for fd in read_fds] + [(write_dir_fd, write)]:
-            rule = _PathBeneath(access, fd)
-            if _libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
-                raise ConfinementError(f"landlock_add_rule: {os.strerror(ctypes.get_errno())}")
+        for fd in read_fds:
+            _add_rule(ruleset, fd, _FS_READ)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return int(ruleset)
+
+
+def _add_rule(ruleset: int, fd: int, access: int) -> None:
+    rule = _PathBeneath(access, fd)
+    if _libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+        raise ConfinementError(f"landlock_add_rule: {os.strerror(ctypes.get_errno())}")
+
+
+def landlock_restrict(ruleset: int, write_dir_fd: int, abi: int) -> None:
+    """Add the work dir (read, create, write, remove files) and restrict this process for good."""
+    try:
+        _add_rule(ruleset, write_dir_fd, _FS_WRITE_DIR | (_TRUNCATE if abi >= 3 else 0))
         if _libc.syscall(_SYS_RESTRICT, ruleset, 0) != 0:
             raise ConfinementError(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
+
+
+def landlock(read_fds: list[int], write_dir_fd: int, abi: int) -> None:
+    """Restrict this process (and its future children) to read_fds (read) and the dir (write)."""
+    landlock_restrict(landlock_ruleset(read_fds, abi), write_dir_fd, abi)
 
 
 # ---------------------------------------------------------------- seccomp
@@ -252,6 +273,8 @@ def make_undumpable() -> None:
 def in_force(requested: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The requested layers this process can really apply on this kernel, as this user."""
     layers = requested_layers() if requested is None else requested
+    if not sys.platform.startswith("linux"):
+        return ()  # every layer is a Linux interface
     possible = {"nnp", "subreaper"}
     if os.geteuid() == 0:
         possible |= {"uid", "nproc"}  # NPROC is per uid: only a uid of our own can take it
