@@ -19,9 +19,10 @@ from tests.support import EICAR, jpeg_bytes
 
 
 @pytest.mark.slow
-def test_serve_keeps_its_files_private_and_its_log_free_of_tokens(tmp_path):
-    if os.environ.get("DATABASE_URL"):
-        pytest.skip("the embedded default (SQLite in the data directory) is what this checks")
+def test_serve_keeps_its_files_private_and_its_log_free_of_tokens(tmp_path, monkeypatch):
+    # The embedded default (SQLite, storage and key in the data directory) in every mode of the suite.
+    for name in ("DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     previous = os.umask(0o022)  # the usual umask (inherited by serve): the server's own modes are tested
