@@ -6,8 +6,10 @@ process that can reap (no PID-reuse race when killing), and no re-import of the
 caller's __main__ in every child.
 
 Protocol: clients connect to a Unix socket in a 0700 directory and send one JSON line.
-The server hands the request to a job process and passes the read end of that job's
-result pipe to the client (SCM_RIGHTS, with one byte). The client reads the job's
+The server opens the request's input file and work dir itself (as the worker's user:
+a job that dropped its uid could not, and a Landlock-confined one has no path to them)
+and hands both fds with the request to a job process over a socketpair, then passes the
+read end of that job's result pipe to the client (SCM_RIGHTS, with one byte). The client reads the job's
 length-prefixed result document straight from the pipe, without a relay through this
 process (one process wakeup and two copies less per job); if the pipe ends without a
 complete document, the client reads one status line from the socket, which the server
@@ -22,7 +24,8 @@ forks one then.
 
 It is started by runner.py with `python -I`, a minimal environment and stdin as a
 lifeline: EOF on stdin (the worker exited or called shutdown()) kills every job and
-exits.
+exits. It is non-dumpable (no job can read its /proc files) and a child subreaper: what
+a job leaves outside its process group is re-parented here and killed (_sweep_strays).
 """
 
 from __future__ import annotations
@@ -158,6 +161,7 @@ class Server:
             conn, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
             return
+        fds: list[int] = []
         try:
             conn.settimeout(5.0)  # the client sends its request right after connecting
             raw = b""
@@ -169,10 +173,10 @@ class Server:
             wall = float(request["limits"]["wall_seconds"])
             # Opened here, by the server: a job that dropped its uid could not open a
             # 0600 file, and a Landlock-confined one has no path to it at all.
-            fds = [os.open(request["input"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)]
+            fds.append(os.open(request["input"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
             fds.append(os.open(request["work_dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC))
         except (OSError, ValueError, KeyError, TypeError):
-            for fd in locals().get("fds", []):
+            for fd in fds:
                 os.close(fd)
             conn.close()
             return
