@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Not ours to scan: the virtualenv, git's own files, run-time data, the hostile corpus (binary samples).
-SKIP_DIRS = {".venv", ".git", "var", "node_modules", "__pycache__", ".pytest_cache", ".hypothesis",
-             "airlock.egg-info"}
-CORPUS = ROOT / "tests" / "corpus" / "files"
+CORPUS = ROOT / "tests" / "corpus" / "files"  # binary samples
 TEXT_SUFFIXES = {".py", ".sh", ".md", ".toml", ".txt", ".cfg", ".ini", ".json", ".html", ".js", ".css",
                  ".template", ".yml", ".yaml", ""}
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
+def _project_files() -> list[Path]:
+    """The repository's own files: what git tracks or would add, never what runs leave behind."""
+    try:
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, check=True).stdout
+        return [ROOT / name for name in listed.decode().split("\0") if name]
+    except (OSError, subprocess.CalledProcessError):  # an export without .git: skip hidden and run-time folders
+        return [p for p in ROOT.rglob("*")
+                if not any(part.startswith(".") and part != ".ci" or part in {"var", "__pycache__"}
+                           for part in p.relative_to(ROOT).parts)]
+
+
 def _text_files() -> list[Path]:
-    files = []
-    for path in ROOT.rglob("*"):
-        if not path.is_file() or SKIP_DIRS.intersection(path.relative_to(ROOT).parts):
-            continue
-        if CORPUS in path.parents or path.suffix not in TEXT_SUFFIXES:
-            continue
-        files.append(path)
-    return files
+    return [path for path in _project_files()
+            if path.is_file() and CORPUS not in path.parents and path.suffix in TEXT_SUFFIXES]
 
 
 def bad_links(document: Path, text: str) -> list[str]:
