@@ -59,12 +59,13 @@ def _purge(rule: Rule, *, now: datetime, batch_size: int, cap: int, dry_run: boo
     waits for the next run.
     """
     cutoff = _older(rule.days, now)
-    total, after = 0, None
+    total, after, size = 0, None, 1  # most runs find nothing due: the first read is one row
     while total < cap:
         head = rule.rows().order_by("pk")
         if after is not None:
             head = head.filter(pk__gt=after)
-        rows = list(head.values_list("pk", rule.stamp)[:min(batch_size, cap - total)])
+        rows = list(head.values_list("pk", rule.stamp)[:min(size, cap - total)])
+        size = batch_size
         due = [pk for pk, stamp in rows if stamp is not None and stamp < cutoff]
         if due and not dry_run:
             with transaction.atomic():
