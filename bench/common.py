@@ -15,6 +15,7 @@ import platform
 import random
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -174,6 +175,23 @@ def scratch_dir(prefix: str) -> Path:
     if parent:
         Path(parent).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent or None))
+
+
+def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
+    """Poll base/healthz until it answers 200 (True), the process exits or the time is up (False)."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 def emit(result: dict) -> None:

@@ -9,7 +9,9 @@ clamd when one answers, else YARA), creates a user, and drives it with
 requests. Time to ready = the attachment's ready_at (server clock) minus the
 moment the client's PUT returned (same machine, same clock): "upload complete
 to ready". Idle: one small JPEG at a time. Capacity: a burst of small JPEGs
-all at once (six senders), files/s until the last is ready. Overload: uploads paced at 2x
+all at once (six senders), files/s until the last is ready. Overload (on a fresh serve with
+AIRLOCK_MAX_BACKLOG_SECONDS=0.5: new intents are shed with 503 while the
+backlog is older, and counted): uploads paced at 2x
 that capacity for a fixed time while a sampler reads the queue-age gauge
 (airlock_oldest_pending_seconds on /metrics) every 250 ms, and alongside it
 the age of the oldest file not yet ready (pending or processing) read from
@@ -32,16 +34,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO, embedded_env, emit, free_port, median, percentile, r, scratch_dir, small_jpeg,
+    REPO, embedded_env, emit, free_port, median, percentile, r, scratch_dir, small_jpeg, wait_healthy,
 )
 
 
+SHED_AFTER_S = 0.5  # AIRLOCK_MAX_BACKLOG_SECONDS of the overload phase
+
+
 class Server:
-    def __init__(self, data_dir: Path, port: int) -> None:
-        self.env = embedded_env(data_dir, DJANGO_SETTINGS_MODULE="config.settings.base")
+    def __init__(self, data_dir: Path, port: int, **extra: str) -> None:
+        self.env = embedded_env(data_dir, DJANGO_SETTINGS_MODULE="config.settings.base", **extra)
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
-        self.log = open(data_dir / "serve.log", "wb")
+        self.log = open(data_dir / f"serve-{port}.log", "wb")
         self.proc: subprocess.Popen | None = None
 
     def createuser(self) -> str:
@@ -50,21 +55,10 @@ class Server:
         return out.stdout.strip().splitlines()[-1].split()[-1]
 
     def start(self) -> None:
-        import requests
-
         self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port)], cwd=REPO,
                                      env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise RuntimeError("manage.py serve did not come up")
+        if not wait_healthy(self.base, self.proc):
+            raise RuntimeError("manage.py serve did not come up")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -89,14 +83,19 @@ class Client:
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
         self.put_errors: list[int] = []
+        self.shed: list[float] | None = None  # set: a 503 intent is recorded here instead of failing
 
-    def upload(self, data: bytes) -> tuple[str, float]:
+    def upload(self, data: bytes) -> tuple[str, float] | None:
         """Intent + PUT; returns (id, client time when the PUT returned)."""
         import requests
 
         intent = self.session.post(f"{self.base}/api/v1/uploads", json={
             "profile": "image", "filename": "small.jpg", "size": len(data), "content_type": "image/jpeg"},
             timeout=30)
+        if intent.status_code == 503 and self.shed is not None:  # load shedding: counted, not sent
+            assert intent.headers.get("Retry-After"), intent.headers
+            self.shed.append(time.monotonic())
+            return None
         assert intent.status_code == 201, intent.text[:300]
         body = intent.json()
         put = requests.put(body["upload"]["url"], data=data, headers={"Content-Type": "image/jpeg"}, timeout=30)
@@ -141,8 +140,8 @@ def main() -> None:
 
     data_dir = scratch_dir("airlock-bench-ttr-")
     server = Server(data_dir, free_port())
+    server.start()  # first: only serve migrates a brand-new database; createuser refuses one
     token = server.createuser()
-    server.start()
     try:
         client = Client(server.base, token)
         images = [small_jpeg(seed=i) for i in range(8)]
@@ -173,7 +172,15 @@ def main() -> None:
         last = max(client.wait_ready(attachment_id) for attachment_id, _ in burst)
         capacity = burst_n / (last - started)
 
-        # Overload: 2x capacity for a while, queue age sampled alongside.
+        # Overload: 2x capacity for a while, queue age sampled alongside, on a server that
+        # sheds new intents once the backlog is SHED_AFTER_S old: the accepted files keep a
+        # bounded time to ready, the shed ones are counted.
+        server.stop()
+        server = Server(data_dir, free_port(), AIRLOCK_MAX_BACKLOG_SECONDS=str(SHED_AFTER_S))
+        server.start()
+        client = Client(server.base, token)
+        client.wait_ready(client.upload(images[0])[0])  # warm-up of the new process
+        shed: list[float] = []
         rate = 2 * capacity
         submitted: list[tuple[str, float]] = []
         ages: list[float] = []
@@ -204,6 +211,7 @@ def main() -> None:
         def pace(offset: int, step: int) -> None:
             sender = Client(server.base, token)
             sender.put_errors = put_errors
+            sender.shed = shed
             t0 = time.monotonic()
             k = offset
             while True:
@@ -211,7 +219,9 @@ def main() -> None:
                 if due - t0 > overload_seconds:
                     return
                 time.sleep(max(0.0, due - time.monotonic()))
-                submitted.append(sender.upload(images[k % len(images)]))
+                sent = sender.upload(images[k % len(images)])
+                if sent is not None:
+                    submitted.append(sent)
                 k += step
 
         sampler = threading.Thread(target=sample_ages, daemon=True)
@@ -222,7 +232,7 @@ def main() -> None:
             thread.start()
         for thread in senders:
             thread.join()
-        offered = len(submitted) / (time.monotonic() - overload_started)
+        offered = (len(submitted) + len(shed)) / (time.monotonic() - overload_started)
         under_load = [max(0.0, client.wait_ready(attachment_id, timeout=300) - done)
                       for attachment_id, done in submitted]
         stop.set()
@@ -248,6 +258,9 @@ def main() -> None:
             "unready_age_max_s": r(max(unready_ages) if unready_ages else 0.0),
             "unready_age_median_s": r(median(unready_ages) if unready_ages else 0.0),
             "put_non_202": len(put_errors),
+            "accepted": len(submitted),
+            "shed": len(shed),
+            "max_backlog_seconds": SHED_AFTER_S,
         },
         "time_to_ready_setup": (f"manage.py serve (in-process worker, {os.environ.get('AIRLOCK_WORKER_THREADS', '4')} "
                                 "threads, scheduler), SQLite + local storage in a scratch dir, 640x480 JPEG, "

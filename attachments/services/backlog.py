@@ -9,8 +9,8 @@ rows count: in-process intake moves a file to `processing` within
 milliseconds, so a scan/derive backlog sits there. Files in retry backoff
 (attempts > 0) wait on purpose and do not count, and looking at the
 QUEUE_DEPTH-th file rather than the first keeps one stuck file (a lost job
-waiting for the reconciler) from pausing every upload. Read at most once per
-second per process.
+waiting for the reconciler) from pausing every upload. Read at most four times
+a second per process.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from django.utils import timezone
 from ..errors import Unavailable
 from ..models import Attachment, Lifecycle, Status
 
-_CACHE_SECONDS = 1.0
+_CACHE_SECONDS = 0.25  # a stale "open" lets a burst in: 4 reads a second per process is cheap
 QUEUE_DEPTH = 5  # this many files must be late: one stuck file alone pauses nothing
 _lock = threading.Lock()
 _cached: tuple[float, float] | None = None  # (monotonic time read, backlog age in seconds)
