@@ -208,6 +208,9 @@ def main() -> None:
     results["seconds.total"] = round(time.monotonic() - started, 1)
     if args.only and RESULTS.exists():  # a partial run updates the previous results
         previous = json.loads(RESULTS.read_text())
+        for name in chosen:  # an error of an earlier run of a benchmark that now succeeded is stale
+            if f"errors.{name}" not in results:
+                previous.pop(f"errors.{name}", None)
         previous.update({k: v for k, v in results.items() if v is not None or k not in previous})
         results = previous
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
