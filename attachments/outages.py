@@ -21,9 +21,9 @@ def _outage_types() -> tuple[type[BaseException], ...]:
 
     from .storage.base import StorageError
 
-    found: list[type[BaseException]] = [DatabaseError, InterfaceError, StorageError,
-                                        dramatiq.errors.ConnectionError, redis.exceptions.ConnectionError,
-                                        redis.exceptions.TimeoutError]
+    broker = getattr(dramatiq.errors, "BrokerConnectionError", None) or dramatiq.errors.ConnectionError
+    found: list[type[BaseException]] = [DatabaseError, InterfaceError, StorageError, broker,
+                                        redis.exceptions.ConnectionError, redis.exceptions.TimeoutError]
     try:
         from psycopg_pool import PoolTimeout
 
