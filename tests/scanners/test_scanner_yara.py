@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from processing.scanners import ScannerError, YaraScanner
 from processing.scanners import yara as yara_module
+from tests.corpus import manifest_paths
 
 from .support import CORPUS, EICAR
 
@@ -75,9 +75,7 @@ def test_shipped_rules_flag_only_what_they_are_for_in_corpus(yara: YaraScanner) 
     # False-positive guard: of all the corpus files only the EICAR file and the two that
     # break the type policy match (ZIPs hiding EICAR only match member by member).
     files = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
-    with open(CORPUS / "MANIFEST.tsv", newline="") as fh:
-        listed = {row["path"] for row in csv.DictReader(fh, delimiter="\t")}
-    assert {p.relative_to(CORPUS).as_posix() for p in files} == listed  # every file, and only those
+    assert {p.relative_to(CORPUS).as_posix() for p in files} == manifest_paths(CORPUS)  # every file, only those
     flagged = {
         p.relative_to(CORPUS).as_posix(): yara.scan([p.read_bytes()]).signature for p in files
     }
