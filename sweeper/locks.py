@@ -45,6 +45,10 @@ class SweepLock(Protocol):
     def release(self) -> None: ...
 
 
+def redis_lock_key(name: str) -> str:
+    return f"{settings.AIRLOCK_KEY_PREFIX}:lock:{name}"
+
+
 def _holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[:200]
 
@@ -56,9 +60,11 @@ class RedisLock:
         import redis
 
         self.name = name
+        # Under the deployment's key prefix: two installs (or test runs) sharing one Redis
+        # never hold each other's sweeper; the default prefix keeps the old key.
+        self.key = redis_lock_key(name)
         self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-        self._lock = self._client.lock(f"airlock:lock:{name}", timeout=ttl_seconds, blocking=False,
-                                       thread_local=False)
+        self._lock = self._client.lock(self.key, timeout=ttl_seconds, blocking=False, thread_local=False)
 
     def acquire(self) -> bool:
         import redis

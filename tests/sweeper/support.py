@@ -155,9 +155,11 @@ def clear_redis_locks() -> None:
         return
     import redis
 
+    from sweeper.locks import redis_lock_key
+
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3)
     try:
-        for key in client.scan_iter("airlock:lock:*"):
+        for key in client.scan_iter(redis_lock_key("*")):  # this run's locks only
             client.delete(key)
     except redis.RedisError:
         pass  # a redis-marked test fails on its own; others use the database

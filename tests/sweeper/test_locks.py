@@ -86,7 +86,7 @@ def test_redis_lock_expires_on_its_own(settings):
     crashed = RedisLock("test-expiry", url=settings.REDIS_URL, ttl_seconds=30)
     assert crashed.acquire()
     # Shorten the TTL instead of waiting for it: a crashed holder never renews.
-    redis.Redis.from_url(settings.REDIS_URL).pexpire("airlock:lock:test-expiry", 1)
+    redis.Redis.from_url(settings.REDIS_URL).pexpire(crashed.key, 1)
     deadline = time.monotonic() + 2
     successor = RedisLock("test-expiry", url=settings.REDIS_URL, ttl_seconds=30)
     while not successor.acquire():
@@ -108,3 +108,18 @@ def test_an_unreachable_lock_backend_means_no_sweep(alice):
     assert report.mode == "lock_busy" and report.error_messages
     attachment.refresh_from_db()
     assert attachment.lifecycle == "staged"
+
+
+@pytest.mark.redis
+def test_redis_locks_of_two_key_prefixes_are_independent(settings):
+    """Two installs (or test runs) sharing one Redis each run their own sweeper."""
+    ours = RedisLock("sweep", url=settings.REDIS_URL)
+    assert ours.acquire()
+    try:
+        settings.AIRLOCK_KEY_PREFIX = f"{settings.AIRLOCK_KEY_PREFIX}-other"
+        theirs = RedisLock("sweep", url=settings.REDIS_URL)
+        assert theirs.key != ours.key
+        assert theirs.acquire()
+        theirs.release()
+    finally:
+        ours.release()
