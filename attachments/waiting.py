@@ -125,6 +125,7 @@ _redis_client = None
 _listener: threading.Thread | None = None
 _listener_lock = threading.Lock()
 _stopping = threading.Event()
+_connected = threading.Event()  # the listener is subscribed: a change published from now on reaches us
 
 
 def _redis():
@@ -149,20 +150,26 @@ def feed() -> str:
     return "none"
 
 
-def ensure_listener() -> None:
+def ensure_listener(timeout: float = 2.0) -> bool:
+    """Start this process's listener if needed; True once it is subscribed.
+
+    The first waiters wait (briefly) for the subscription instead of being woken
+    by it: a wake-up on connect would cost each of them a second read.
+    """
     global _listener
-    if _listener is not None and _listener.is_alive():
-        return
-    kind = feed()
-    if kind == "none":
-        return
-    with _listener_lock:
-        if _listener is not None and _listener.is_alive():
-            return
-        _stopping.clear()
-        target = _listen_redis if kind == "redis" else _listen_postgresql
-        _listener = threading.Thread(target=_forever, args=(target,), name=f"airlock-wait-{kind}", daemon=True)
-        _listener.start()
+    if _listener is None or not _listener.is_alive():
+        kind = feed()
+        if kind == "none":
+            return False
+        with _listener_lock:
+            if _listener is None or not _listener.is_alive():
+                _stopping.clear()
+                _connected.clear()
+                target = _listen_redis if kind == "redis" else _listen_postgresql
+                _listener = threading.Thread(target=_forever, args=(target,), name=f"airlock-wait-{kind}",
+                                             daemon=True)
+                _listener.start()
+    return _connected.wait(timeout)
 
 
 def stop_listener() -> None:
@@ -174,13 +181,19 @@ def _forever(listen: Callable[[Callable[[], None]], None]) -> None:
     delay = 0.5
     while not _stopping.is_set():
         try:
-            listen(hub.wake_all)  # returns only on stop; raises when the connection is lost
+            listen(_on_connected)  # returns only on stop; raises when the connection is lost
         except Exception as exc:  # noqa: BLE001 - reconnect with backoff, waiters fall back to their deadline
+            _connected.clear()
             log.warning("status listener lost its connection", extra={"error": str(exc)[:200]})
             _stopping.wait(delay)
             delay = min(delay * 2, 10.0)
         else:
             delay = 0.5
+
+
+def _on_connected() -> None:
+    _connected.set()
+    hub.wake_all()  # anything missed while (re)connecting: waiters re-read once
 
 
 def _listen_redis(on_connected: Callable[[], None]) -> None:
@@ -191,7 +204,7 @@ def _listen_redis(on_connected: Callable[[], None]) -> None:
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:
         pubsub.subscribe(_redis_channel())
-        on_connected()  # anything missed while (re)connecting: waiters re-read once
+        on_connected()
         while not _stopping.is_set():
             message = pubsub.get_message(timeout=1.0)
             if message and message.get("type") == "message":
@@ -226,9 +239,10 @@ def wait_until(*, user_id: int, attachment_id: str, seconds: float, read: Callab
     """read() until settled(value) or `seconds` pass, sleeping between changes (no polling)."""
     deadline = time.monotonic() + seconds
     with hub.watching(user_id=user_id, attachment_id=attachment_id) as event:
-        ensure_listener()
+        if ensure_listener(timeout=min(2.0, seconds)):
+            event.clear()  # the subscription's wake-up is covered by the read below
         recheck = None if hub.local_changes_only or feed() != "none" else settings.AIRLOCK_WAIT_RECHECK_SECONDS
-        value = read()  # after registering: a change from now on wakes this waiter
+        value = read()  # after registering and subscribing: a change from now on wakes this waiter
         while not settled(value) and not _stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
