@@ -288,22 +288,32 @@ class AttachmentListApi(APIView):
 @extend_schema_view(**schema.ATTACHMENT_DETAIL)
 class AttachmentDetailApi(APIView):
     def get(self, request, attachment_id):
-        wait = request.query_params.get("wait")
-        attachment = attachment_visible(user=request.user, attachment_id=attachment_id)
-        if wait is not None:
-            try:
-                seconds = float(wait)
-            except ValueError:
-                raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]}) from None
-            if not 0 <= seconds <= 30 or seconds != seconds:
-                raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]})
-            if seconds > 0 and attachment.status not in TERMINAL_STATUSES:
-                # Sleeps until a transition of this attachment is announced (no polling).
-                attachment = waiting.wait_until(
-                    user_id=request.user.pk, attachment_id=str(attachment.pk), seconds=seconds,
-                    read=lambda: attachment_visible(user=request.user, attachment_id=attachment_id),
-                    settled=lambda a: a.status in TERMINAL_STATUSES)
+        def read():
+            return attachment_visible(user=request.user, attachment_id=attachment_id)
+
+        seconds = _wait_seconds(request.query_params.get("wait"), read)
+        if seconds:
+            # Sleeps until a transition of this attachment is announced (no polling); its
+            # first read, made once it listens, is also the visibility check.
+            attachment = waiting.wait_until(user_id=request.user.pk, attachment_id=str(attachment_id),
+                                            seconds=seconds, read=read,
+                                            settled=lambda a: a.status in TERMINAL_STATUSES)
+        else:
+            attachment = read()
         return Response(_resource(request, attachment))
+
+
+def _wait_seconds(wait: str | None, read) -> float:
+    if wait is None:
+        return 0.0
+    try:
+        seconds = float(wait)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 30:  # NaN fails this too
+        read()  # an unknown attachment is a 404 before a bad parameter is a 400
+        raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]})
+    return seconds
 
 
 @extend_schema_view(**schema.ATTACHMENT_DOWNLOAD)
