@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 
 from django.contrib import admin, messages
 from django.contrib.auth.forms import AuthenticationForm
@@ -315,30 +314,14 @@ class OpenFilter(admin.SimpleListFilter):
         return queryset
 
 
-DEAD_LETTER_REQUEUE = ModerationAction(
-    "requeue", "Requeue",
-    "The failed attachment of each dead letter goes back to pending with fresh attempts and is enqueued "
-    "again; the dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
-    lambda a, actor, note: None,
-)
-DEAD_LETTER_RESOLVE = ModerationAction(
-    "resolve", "Resolve",
-    "The dead letters are marked resolved (by you, now); nothing is retried. A sweep dead letter is "
-    "resolved only once storage confirms its objects are gone (or they were abandoned).",
-    lambda a, actor, note: None,
-)
-DEAD_LETTER_RETRY_DELETE = ModerationAction(
-    "retry_delete", "Retry the delete",
-    "The objects of each sweep dead letter are deleted now (unless a sweeper brake is on). When every "
-    "one is gone the row is marked deleted and the letter resolved; otherwise you are told which failed.",
-    lambda a, actor, note: None, dangerous=True,
-)
-DEAD_LETTER_ABANDON = ModerationAction(
-    "abandon", "Abandon the objects",
-    "Give up deleting the objects of each sweep dead letter: the row is marked deleted and the letter "
-    "resolved, with your reason in the audit trail. Reconcile keeps trying the leftovers.",
-    lambda a, actor, note: None, needs_note=True, dangerous=True,
-)
+def _requeue(letter: DeadLetter, actor: str, note: str) -> None:
+    if letter.attachment_id is None:
+        raise ValueError("no attachment to requeue (resolve it instead)")
+    if letter.kind == DeadLetter.Kind.SWEEP:
+        raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
+    attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
+    # The service resolves open dead letters of a requeued attachment; make sure this one is too.
+    dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
 
 
 def _retry_delete(letter: DeadLetter, actor: str, note: str) -> None:
@@ -348,11 +331,41 @@ def _retry_delete(letter: DeadLetter, actor: str, note: str) -> None:
         raise DeadLetterRefused(result.reason + (f" ({failed})" if failed else ""))
 
 
+def _abandon(letter: DeadLetter, actor: str, note: str) -> None:
+    sweep_dead_letter_abandon(dead_letter_id=letter.pk, actor=actor, reason=note)
+
+
 def _resolve(letter: DeadLetter, actor: str, note: str) -> None:
     if letter.kind == DeadLetter.Kind.SWEEP:
         sweep_dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
     else:
         dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+
+
+DEAD_LETTER_REQUEUE = ModerationAction(
+    "requeue", "Requeue",
+    "The failed attachment of each dead letter goes back to pending with fresh attempts and is enqueued "
+    "again; the dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
+    _requeue,
+)
+DEAD_LETTER_RESOLVE = ModerationAction(
+    "resolve", "Resolve",
+    "The dead letters are marked resolved (by you, now); nothing is retried. A sweep dead letter is "
+    "resolved only once storage confirms its objects are gone (or they were abandoned).",
+    _resolve,
+)
+DEAD_LETTER_RETRY_DELETE = ModerationAction(
+    "retry_delete", "Retry the delete",
+    "The objects of each sweep dead letter are deleted now (unless a sweeper brake is on). When every "
+    "one is gone the row is marked deleted and the letter resolved; otherwise you are told which failed.",
+    _retry_delete, dangerous=True,
+)
+DEAD_LETTER_ABANDON = ModerationAction(
+    "abandon", "Abandon the objects",
+    "Give up deleting the objects of each sweep dead letter: the row is marked deleted and the letter "
+    "resolved, with your reason in the audit trail. Reconcile keeps trying the leftovers.",
+    _abandon, needs_note=True, dangerous=True,
+)
 
 
 @admin.register(DeadLetter)
@@ -412,8 +425,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
             return "—"
         return _pre(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
-    def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str,
-                        run: Callable[[DeadLetter, str, str], None]):
+    def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str):
         letters = list(queryset.select_related("attachment"))
         form, valid, note = (note_form(request, action) if request.POST.get("post") == "yes"
                              else (ModerationNoteForm() if action.needs_note else None, False, ""))
@@ -424,7 +436,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         done, problems = 0, []
         for letter in letters:
             try:
-                run(letter, actor, note)
+                action.run(letter, actor, note)
             except (TransitionConflict, AirlockError, ValueError) as exc:
                 problems.append(f"dead letter #{letter.pk}: {error_text(exc)}")
                 continue
@@ -438,34 +450,21 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Requeue the attachments of selected dead letters…", permissions=["moderate"])
     def requeue_dead_letters(self, request, queryset):
-        def run(letter: DeadLetter, actor: str, note: str) -> None:
-            if letter.attachment_id is None:
-                raise ValueError("no attachment to requeue (resolve it instead)")
-            if letter.kind == DeadLetter.Kind.SWEEP:
-                raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
-            attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
-            # The service resolves open dead letters of a requeued attachment; make sure this one is too.
-            dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
-
-        return self._confirm_or_run(request, queryset, DEAD_LETTER_REQUEUE, "requeue_dead_letters", run)
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_REQUEUE, "requeue_dead_letters")
 
     @admin.action(description="Retry deleting the objects of selected sweep dead letters…",
                   permissions=["resolve"])
     def retry_sweep_dead_letters(self, request, queryset):
-        return self._confirm_or_run(request, queryset, DEAD_LETTER_RETRY_DELETE, "retry_sweep_dead_letters",
-                                    _retry_delete)
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RETRY_DELETE, "retry_sweep_dead_letters")
 
     @admin.action(description="Abandon the objects of selected sweep dead letters (with a reason)…",
                   permissions=["resolve"])
     def abandon_sweep_objects(self, request, queryset):
-        def run(letter: DeadLetter, actor: str, note: str) -> None:
-            sweep_dead_letter_abandon(dead_letter_id=letter.pk, actor=actor, reason=note)
-
-        return self._confirm_or_run(request, queryset, DEAD_LETTER_ABANDON, "abandon_sweep_objects", run)
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_ABANDON, "abandon_sweep_objects")
 
     @admin.action(description="Resolve selected dead letters…", permissions=["resolve"])
     def resolve_dead_letters(self, request, queryset):
-        return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters", _resolve)
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters")
 
 
 # --- audit and tenancy ---------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -41,7 +42,7 @@ class ModerationAction:
     name: str
     label: str
     explanation: str
-    run: Callable[[Attachment, str, str], None]  # (attachment, actor, note)
+    run: Callable[[Any, str, str], None]  # (attachment or dead letter, actor, note)
     needs_note: bool = False
     dangerous: bool = False
     # Whether the detail page offers it (the service still decides; bulk offers every action).

@@ -1,4 +1,4 @@
-"""Three outcome families: permanent (a content decision), transient (retry), clean stop."""
+"""Two outcome families raised by steps: permanent (a content decision) and transient (retry)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,3 @@ class ContentRejected(Exception):
 
 class TransientError(Exception):
     """Infrastructure hiccup (storage, database, scanner, broker): retry with backoff."""
-
-
-class StaleJob(Exception):
-    """This job lost: the row moved on (duplicate message, newer attempt). Not an error."""

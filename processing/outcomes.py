@@ -178,7 +178,7 @@ def release(attachment_id: uuid.UUID, token: uuid.UUID, *, actor: str = WORKER) 
 
 
 def backoff_seconds(attempts: int) -> float:
-    """Exponential backoff with full jitter in [0.5, 1.5) of the nominal delay."""
+    """Exponential backoff with ±50 % jitter: uniform in [0.5, 1.5) of the nominal delay."""
     nominal = min(settings.AIRLOCK_RETRY_MAX_SECONDS, settings.AIRLOCK_RETRY_BASE_SECONDS * (2 ** max(0, attempts - 1)))
     return nominal * (0.5 + random.random())
 

@@ -2,8 +2,9 @@
 
 The brakes change only through `sweeper_control_set`, which records who and
 when; the admin adds Django's LogEntry. Changing them needs
-`sweeper.change_sweepercontrol`, and since the sweeper acts for every tenant,
-platform staff (attachments.staff_scope): tenant moderators do not see it.
+`sweeper.change_sweepercontrol` (the moderator group has it: moderators can
+pull the brakes) and, since the sweeper acts for every tenant, platform staff
+(attachments.staff_scope): tenant-scoped moderators do not see it.
 """
 
 from __future__ import annotations

@@ -101,14 +101,6 @@ class CommitRequest(IdsRequest):
     ref = StrictCharField(max_length=200)
 
 
-class UploadInstructionOut(serializers.Serializer):
-    method = serializers.ChoiceField(choices=["PUT", "POST"])
-    url = serializers.URLField()
-    headers = serializers.DictField(child=serializers.CharField())
-    fields = serializers.DictField(child=serializers.CharField())
-    expires_at = serializers.DateTimeField()
-
-
 def _iso(value):
     if value is None:
         return None

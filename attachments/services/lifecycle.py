@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models, transaction
-from django.db.models import Case, DateTimeField, Q, Value, When
+from django.db.models import Case, DateTimeField, Value, When
 from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
@@ -199,7 +199,3 @@ def attachment_commit_to(*, instance: models.Model, attachments: Iterable[Attach
     ref = f"{instance._meta.label_lower}:{instance.pk}"
     ids = [a.pk if isinstance(a, Attachment) else a for a in attachments]
     return attachments_commit(owner=owner, ids=ids, ref=ref)
-
-
-def staged_q(now: datetime) -> Q:
-    return Q(lifecycle=Lifecycle.STAGED, expires_at__gt=now)
