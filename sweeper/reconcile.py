@@ -23,7 +23,6 @@ run instead. Every run is recorded as a ReconcileRun.
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections import Counter
@@ -36,7 +35,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from attachments.models import Attachment, Derivative, Lifecycle, Status
-from attachments.naming import quarantine_key
+from attachments.naming import QUARANTINE_PREFIX, TENANTS_PREFIX, parse_key, quarantine_key
 from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageGateway, move
@@ -49,11 +48,7 @@ from .models import ReconcileRun
 
 log = logging.getLogger("airlock.reconcile")
 
-PREFIXES = ("tenants/", "quarantine/")
-_QUARANTINE = "quarantine/"
-_ID_IN_KEY = re.compile(
-    r"^tenants/[^/]+/(?:derivatives/(?P<derived>[0-9a-f-]{36})/[^/]+|[^/]+/(?P<original>[0-9a-f-]{36}))$"
-)
+PREFIXES = (TENANTS_PREFIX, QUARANTINE_PREFIX)
 _CHUNK = 1000
 
 
@@ -123,14 +118,9 @@ class _Row:
 
 
 def attachment_id_of(key: str) -> uuid.UUID | None:
-    """The attachment a key was minted for, from the naming layout (None if it fits none)."""
-    match = _ID_IN_KEY.match(key.removeprefix(_QUARANTINE))
-    if match is None:
-        return None
-    try:
-        return uuid.UUID(match.group("derived") or match.group("original"))
-    except ValueError:
-        return None
+    """The attachment a key was minted for (None if it fits no layout of attachments.naming)."""
+    parsed = parse_key(key)
+    return parsed.attachment_id if parsed else None
 
 
 def _rows_for(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, _Row]:
@@ -186,7 +176,7 @@ class _Reconciler:
         key = info.key
         if row is not None and row.lifecycle == Lifecycle.DELETED:
             self.delete(info, "deleted_leftover", row)
-        elif key.startswith(_QUARANTINE):
+        elif key.startswith(QUARANTINE_PREFIX):
             if _older_than(info, self.quarantine_cutoff):
                 self.delete(info, "quarantine_expired", row)
         elif row is None or key not in row.keys:

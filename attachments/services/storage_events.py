@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from ..models import Attachment, DeadLetter, Lifecycle, Status, StorageEvent
+from ..naming import QUARANTINE_PREFIX, parse_key
 from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
 from .transitions import apply_transition
@@ -42,9 +42,6 @@ from .uploads import object_arrived
 log = logging.getLogger("airlock.storage_events")
 
 ACTOR = "storage-events"
-# Keys Airlock writes itself: never subject to the unknown-key ladder (their rows may
-# not be committed yet when the event arrives; the reconciler owns their orphans).
-_OWN_WRITES = re.compile(r"^(quarantine/|tenants/[^/]+/derivatives/)")
 _REMOVED_NAMES = ("ObjectRemoved:", "LifecycleExpiration:Delete")
 
 
@@ -168,7 +165,7 @@ def _apply(record: EventRecord, *, source: str) -> str:
     except StorageError:
         log.warning("storage event for a key Airlock never mints", extra={"key": record.key[:200]})
         return "invalid_key"
-    if _OWN_WRITES.match(record.key):
+    if _own_write(record.key):
         return "own_write"
     if record.kind == "created":
         if get_gateway().head(record.key) is None:
@@ -178,6 +175,15 @@ def _apply(record: EventRecord, *, source: str) -> str:
         return object_arrived(key=record.key, size=record.size, source=source, dedupe_key=record.dedupe_key,
                               event_name=record.event_name, bucket=record.bucket).outcome
     return _object_removed(record, source=source)
+
+
+def _own_write(key: str) -> bool:
+    """Keys Airlock writes itself: never subject to the unknown-key ladder (their rows may
+    not be committed yet when the event arrives; the reconciler owns their orphans)."""
+    if key.startswith(QUARANTINE_PREFIX):
+        return True
+    parsed = parse_key(key)
+    return parsed is not None and bool(parsed.derivative)
 
 
 def _object_removed(record: EventRecord, *, source: str) -> str:

@@ -13,6 +13,7 @@ from django_fsm import TransitionNotAllowed
 
 from .. import waiting
 from ..models import Attachment, TransitionLog
+from ..naming import parse_key
 
 log = logging.getLogger("airlock.transitions")
 
@@ -134,5 +135,5 @@ def _tenant_slug(attachment: Attachment) -> str:
     """The tenant's slug for logs, without a query: keys are minted as tenants/<slug>/…."""
     if "tenant" in attachment._state.fields_cache:
         return attachment.tenant.slug
-    parts = attachment.storage_key.split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "tenants" else str(attachment.tenant_id)
+    parsed = parse_key(attachment.storage_key)
+    return parsed.tenant_slug if parsed else str(attachment.tenant_id)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
 from ..models import Attachment, Lifecycle, Status, StorageEvent
+from ..naming import parse_key
 from ..profiles import get_profile
 from ..signing import upload_token_valid
 from ..storage import get_gateway
@@ -236,8 +237,8 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
 
 
 def _key_tenant(key: str) -> str | None:
-    parts = key.split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "tenants" else None
+    parsed = parse_key(key)
+    return parsed.tenant_slug if parsed else None
 
 
 def _delete_brake() -> str:

@@ -22,7 +22,7 @@ from attachments.models import (
 from attachments.naming import quarantine_key
 from attachments.storage import get_gateway
 from sweeper.locks import DatabaseLock
-from sweeper.reconcile import attachment_id_of, reconcile_storage
+from sweeper.reconcile import reconcile_storage
 from tests.sweeper.support import files_of, make_attachment, storage_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -49,15 +49,6 @@ def _age_files(root, attachment, seconds: float) -> None:
 
 def _exists(key: str) -> bool:
     return get_gateway().head(key) is not None
-
-
-def test_attachment_id_of_reads_every_key_layout():
-    pk = uuid.uuid4()
-    assert attachment_id_of(f"tenants/acme/image/{pk}") == pk
-    assert attachment_id_of(f"tenants/acme/derivatives/{pk}/thumbnail.webp") == pk
-    assert attachment_id_of(f"quarantine/tenants/acme/document/{pk}") == pk
-    assert attachment_id_of("tenants/acme/image/not-a-uuid") is None
-    assert attachment_id_of(f"elsewhere/{pk}") is None
 
 
 def test_orphans_past_the_grace_window_are_deleted_younger_ones_kept(alice, storage_root, settings):
