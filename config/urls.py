@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from attachments import admin_views, ops, pages
+from attachments import ops, pages
+from attachments.admin import views as admin_views
 
 urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),

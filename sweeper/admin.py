@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from attachments.admin import ReadOnlyModelAdmin
+from attachments.admin.modeladmins import ReadOnlyModelAdmin
 from attachments.staff_scope import PlatformStaffOnly
 
 from .control import sweeper_control_get, sweeper_control_set

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from attachments import dashboard
+from attachments.admin import dashboard
 from attachments.models import Attachment, DeadLetter, TransitionLog
 from tests.support import client_for, create_intent, jpeg_bytes, run_pipeline, upload
 
@@ -125,7 +125,7 @@ def test_dashboard_page_shows_the_numbers_and_svg_charts(moderator, alice, ready
 
 
 def test_dashboard_chart_geometry_stays_inside_the_plot():
-    from attachments import charts
+    from attachments.admin import charts
 
     start = timezone.now()
     chart = charts.stacked_bars([(start, {"ready": 7, "rejected": 3}), (start, {"pending": 1})],

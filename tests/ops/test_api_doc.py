@@ -147,7 +147,7 @@ def error_codes() -> set[str]:
 
 
 def reason_codes() -> set[str]:
-    from attachments.admin import REASON_CODES as ADMIN_CODES
+    from attachments.admin.modeladmins import REASON_CODES as ADMIN_CODES
     from processing.sandbox.outcome import REASON_CODES as SANDBOX_CODES
 
     codes = set(ADMIN_CODES) | set(SANDBOX_CODES)

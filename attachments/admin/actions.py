@@ -18,16 +18,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from .errors import AirlockError
-from .models import Attachment, Lifecycle, Status
-from .services.lifecycle import attachment_discard
-from .services.moderation import (
+from ..errors import AirlockError
+from ..models import Attachment, Lifecycle, Status
+from ..services.lifecycle import attachment_discard
+from ..services.moderation import (
     attachment_requeue,
     attachment_rescan,
     attachment_restore,
     attachment_take_down,
 )
-from .services.transitions import TransitionConflict
+from ..services.transitions import TransitionConflict
 
 MODERATE_PERMISSION = "attachments.moderate_attachment"
 

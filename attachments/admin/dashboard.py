@@ -16,7 +16,7 @@ from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
-from .models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
+from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 

@@ -1,6 +1,6 @@
 """The moderation console: read-only views of attachments; changes only through actions.
 
-Actions (admin_actions.py) need `attachments.moderate_attachment`, go through
+Actions (admin/actions.py) need `attachments.moderate_attachment`, go through
 an intermediate confirmation page, call the services and leave an audit trail.
 """
 
@@ -16,8 +16,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from . import admin_views
-from .admin_actions import (
+from . import views
+from .actions import (
     MODERATE_PERMISSION,
     MODERATION_ACTIONS,
     ModerationAction,
@@ -30,11 +30,11 @@ from .admin_actions import (
     report,
     staff_actor,
 )
-from .errors import AirlockError
-from .models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
-from .services.moderation import attachment_requeue, dead_letter_resolve
-from .services.transitions import TransitionConflict
-from .staff_scope import scoped
+from ..errors import AirlockError
+from ..models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
+from ..services.moderation import attachment_requeue, dead_letter_resolve
+from ..services.transitions import TransitionConflict
+from ..staff_scope import scoped
 from sweeper.dead_letters import (  # noqa: E402 - the sweep's dead letters are handled by its services
     DeadLetterRefused,
     sweep_dead_letter_abandon,
@@ -111,7 +111,7 @@ class ProfileFilter(admin.SimpleListFilter):
     parameter_name = "profile"
 
     def lookups(self, request, model_admin):
-        from .profiles import all_profiles
+        from ..profiles import all_profiles
 
         return [(name, name) for name in all_profiles()]
 
@@ -237,7 +237,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="preview")
     def preview(self, obj: Attachment) -> str:
-        thumbnail = admin_views.staff_thumbnail_of(obj)
+        thumbnail = views.staff_thumbnail_of(obj)
         if thumbnail is None:
             return "no thumbnail (only a sandbox-rendered thumbnail is ever shown here)"
         url = reverse("admin:attachments_attachment_thumbnail", args=[obj.pk])
@@ -262,7 +262,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         extra = [
-            path("<uuid:object_id>/thumbnail/", self.admin_site.admin_view(admin_views.staff_thumbnail),
+            path("<uuid:object_id>/thumbnail/", self.admin_site.admin_view(views.staff_thumbnail),
                  name="%s_%s_thumbnail" % info),
             path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
                  name="%s_%s_moderate" % info),

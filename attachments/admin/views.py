@@ -9,9 +9,9 @@ from django.template.response import TemplateResponse
 
 from . import charts
 from .dashboard import dashboard_snapshot
-from .models import Attachment, Derivative, Lifecycle
-from .serving import file_response
-from .staff_scope import is_platform_staff, scoped, staff_tenant_id
+from ..models import Attachment, Derivative, Lifecycle
+from ..serving import file_response
+from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 
 VIEW_PERMISSION = "attachments.view_attachment"
 
