@@ -150,7 +150,9 @@ def scrape_registry() -> _Scrape:
         process: Collector = registry
     else:
         process = REGISTRY
-    return _Scrape([process, DatabaseCollector()])
+    from . import hooks
+
+    return _Scrape([process, DatabaseCollector(), *hooks.collectors()])
 
 
 def render_latest() -> tuple[bytes, str]:

@@ -32,6 +32,7 @@ def broker_is_in_process() -> bool:
 
 def run_ticks_once() -> None:
     """One scheduler pass: relay the outbox, recover leases/pending, sweep when due."""
+    from attachments import hooks
     from sweeper.schedule import sweep_if_due
 
     from .recovery import recover
@@ -40,6 +41,7 @@ def run_ticks_once() -> None:
     try:
         recover()
         sweep_if_due()
+        hooks.run_ticks()  # other apps' periodic work (webhook re-drive and retention)
     except Exception:
         log.exception("scheduler tick failed")
     finally:

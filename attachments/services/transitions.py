@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 from django_fsm import TransitionNotAllowed
 
-from .. import waiting
+from .. import hooks, waiting
 from ..models import Attachment, TransitionLog
 from ..naming import parse_key
 
@@ -95,6 +95,9 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         reason_code=attachment.reason_code if attachment.status in ("rejected", "failed") else "",
         message=(note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[:500],
     )
+    outcome = hooks.outcome_of_transition(name, attachment.status)
+    if outcome:
+        hooks.announce(outcome, [attachment.pk])
     log.info(
         "transition",
         extra={
@@ -125,6 +128,9 @@ def lifecycle_audit(rows: Iterable[tuple[Any, str]], *, event: str, to: str, act
                           message=message[:500]) for pk, before in rows]
     if logs:
         TransitionLog.objects.bulk_create(logs)
+        outcome = hooks.outcome_of_lifecycle(event, to)
+        if outcome:
+            hooks.announce(outcome, [entry.attachment_id for entry in logs])
 
 
 def user_actor(user: Any) -> str:

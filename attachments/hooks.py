@@ -1,0 +1,80 @@
+"""Where other apps hear about attachments: outcomes inside the transaction that makes them, and ticks.
+
+Dependencies point toward attachments: an app that wants to react (webhooks)
+registers here from its AppConfig.ready(); attachments never imports it.
+
+- `announce(outcome, ids)` is called by the audit points of
+  services/transitions.py in the same transaction as the change, so a listener's
+  writes (an event row, an outbox job) commit or roll back with it. A listener
+  that raises aborts the change.
+- `run_ticks()` is called by the scheduler tick, outside any transaction.
+- `collectors()` are added to every `/metrics` scrape (gauges read at scrape time).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+log = logging.getLogger("airlock.hooks")
+
+# What listeners hear. Status outcomes come from transitions, lifecycle ones from the
+# lifecycle audit: "deleted" is a sweep (expired or discarded, then reaped), an
+# abandoned sweep dead letter, or a moderator's take-down.
+OUTCOMES = ("ready", "rejected", "failed", "deleted", "committed")
+
+Listener = Callable[[str, Sequence[Any]], None]
+_listeners: list[Listener] = []
+_tick_listeners: list[Callable[[], object]] = []
+_collector_factories: list[Callable[[], Any]] = []
+
+
+def register(listener: Listener) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def register_tick(listener: Callable[[], object]) -> None:
+    if listener not in _tick_listeners:
+        _tick_listeners.append(listener)
+
+
+def register_collector(factory: Callable[[], Any]) -> None:
+    """`factory()` makes a prometheus_client Collector for one scrape."""
+    if factory not in _collector_factories:
+        _collector_factories.append(factory)
+
+
+def collectors() -> list[Any]:
+    return [factory() for factory in _collector_factories]
+
+
+def announce(outcome: str, ids: Sequence[Any]) -> None:
+    """Tell every listener that these attachments reached `outcome` (inside the caller's transaction)."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}")
+    if ids:
+        for listener in _listeners:
+            listener(outcome, ids)
+
+
+def outcome_of_transition(name: str, to_status: str) -> str | None:
+    if name == "take_down":
+        return "deleted"
+    return to_status if to_status in ("ready", "rejected", "failed") else None
+
+
+def outcome_of_lifecycle(event: str, to: str) -> str | None:
+    if event == "commit":
+        return "committed"
+    return "deleted" if to == "deleted" else None
+
+
+def run_ticks() -> None:
+    """One pass of every registered tick; one failing does not stop the others."""
+    for listener in _tick_listeners:
+        try:
+            listener()
+        except Exception:
+            log.exception("tick listener failed", extra={"step": getattr(listener, "__name__", "tick")})
