@@ -44,6 +44,19 @@ def _clear_cache():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _webhook_endpoints_unknown_to_this_test():
+    """Every test starts with no webhook endpoint: say so to the process's endpoint cache.
+
+    An endpoint a previous test created (and rolled back) must not linger in it,
+    and a transition must not pay a query to find that nobody listens.
+    """
+    from webhooks.services.endpoints import prime_empty
+
+    prime_empty()
+    yield
+
+
 @pytest.fixture
 def make_user(db) -> Callable:
     from django.contrib.auth import get_user_model

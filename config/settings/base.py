@@ -9,7 +9,9 @@ import dj_database_url
 
 from attachments.private_files import private_dir, private_file
 
-from .env import env_bool, env_float, env_int, env_list, env_path, env_str, origin_host, public_origin
+from .env import (
+    env_bool, env_float, env_int, env_list, env_path, env_str, origin_host, public_origin, webhook_secrets,
+)
 from .secret import install_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -47,6 +49,7 @@ INSTALLED_APPS = [
     "attachments",
     "processing",
     "sweeper",
+    "webhooks",
     "axes",  # admin (and upload page) login throttling; see "Login throttling" below
 ]
 
@@ -254,6 +257,21 @@ AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
 AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
+
+# --- Webhooks (webhooks/, README "Webhooks") ----------------------------------
+# The global endpoint: every tenant's events. Its secret is one `whsec_…` value,
+# or several separated by spaces while rotating (each signs every delivery).
+AIRLOCK_WEBHOOK_URL = env_str("AIRLOCK_WEBHOOK_URL")
+AIRLOCK_WEBHOOK_SECRET = webhook_secrets(env_str("AIRLOCK_WEBHOOK_SECRET"), url=AIRLOCK_WEBHOOK_URL)
+AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 10.0)
+AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 5.0)
+AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS", 3600.0)
+AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS", 86400.0)
+AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = env_float("AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS", 3 * 86400.0)
+AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = env_float("AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS", 86400.0)
+AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
+AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0)
+AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS = env_float("AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS", 5.0)
 
 # --- Scanners ----------------------------------------------------------------
 CLAMD_SOCKET = env_str("CLAMD_SOCKET")

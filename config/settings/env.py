@@ -67,3 +67,20 @@ def origin_host(origin: str | None) -> list[str]:
         return []
     host = urlsplit(origin).hostname or ""
     return [f"[{host}]" if ":" in host else host] if host else []
+
+
+def webhook_secrets(value: str | None, *, url: str | None) -> list[str]:
+    """The global webhook endpoint's `whsec_` secrets (space-separated while rotating); required with its URL."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    secrets = (value or "").split()
+    if url and not secrets:
+        raise ImproperlyConfigured("AIRLOCK_WEBHOOK_URL needs AIRLOCK_WEBHOOK_SECRET (whsec_ followed by base64)")
+    from webhooks.signing import InvalidSecret, secret_key
+
+    for secret in secrets:
+        try:
+            secret_key(secret)
+        except InvalidSecret as exc:
+            raise ImproperlyConfigured(f"AIRLOCK_WEBHOOK_SECRET: {exc}") from None
+    return secrets

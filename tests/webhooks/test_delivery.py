@@ -1,0 +1,270 @@
+"""Retries (same webhook-id), timeouts, dead letters, disabling failing endpoints, replay, rotation."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.support import jpeg_bytes, run_pipeline, upload
+from webhooks.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+from .conftest import deliver_due, verified
+from .receiver import Receiver
+
+pytestmark = pytest.mark.django_db
+
+
+def _answers(*statuses, delay: float = 0.0):
+    """Answer each request with the next status; the last one repeats."""
+    queue = list(statuses)
+
+    def respond(request):
+        status = queue.pop(0) if len(queue) > 1 else queue[0]
+        return status, f"answer {status}".encode(), delay
+    return respond
+
+
+@pytest.fixture
+def ready_file(alice, api):
+    def make():
+        attachment_id = upload(api(alice), jpeg_bytes())
+        assert run_pipeline(attachment_id) == "ready"
+        return attachment_id
+    return make
+
+
+def test_a_500_is_retried_with_the_same_webhook_id_and_body(make_endpoint, ready_file):
+    receiver = Receiver(_answers(500, 503, 200)).start()
+    try:
+        endpoint = make_endpoint(receiver.url)
+        ready_file()
+        deliver_due()
+        got = receiver.wait_for(lambda r: len(r) >= 3)
+        assert len({r.webhook_id for r in got}) == 1
+        assert len({r.body for r in got}) == 1
+        payloads = [verified(r, endpoint.secret) for r in got]  # each attempt signed afresh
+        assert payloads[0] == payloads[2]
+        delivery = WebhookDelivery.objects.get()
+        assert delivery.status == DeliveryStatus.DELIVERED and delivery.attempts == 3
+        attempts = list(WebhookAttempt.objects.filter(delivery=delivery).order_by("started_at", "id"))
+        assert [a.status_code for a in attempts] == [500, 503, 200] and [a.ok for a in attempts] == [False, False, True]
+        assert attempts[0].response_snippet == "answer 500" and all(a.latency_ms is not None for a in attempts)
+        endpoint.refresh_from_db()
+        assert endpoint.failing_since is None and endpoint.consecutive_failures == 0
+    finally:
+        receiver.stop()
+
+
+def test_a_timeout_is_a_failure_and_retried(make_endpoint, ready_file, settings):
+    settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    slow = {"n": 0}
+
+    def respond(request):
+        slow["n"] += 1
+        return 200, b"", 1.0 if slow["n"] == 1 else 0.0
+
+    receiver = Receiver(respond).start()
+    try:
+        make_endpoint(receiver.url)
+        ready_file()
+        deliver_due()
+        got = receiver.wait_for(lambda r: len(r) >= 2)
+        assert got[0].webhook_id == got[1].webhook_id
+        first, second = WebhookAttempt.objects.order_by("started_at", "id")
+        assert first.error == "timeout" and first.status_code is None and not first.ok
+        assert second.ok
+    finally:
+        receiver.stop()
+
+
+def test_retries_stop_at_the_window_and_the_delivery_is_dead_lettered(make_endpoint, ready_file, settings):
+    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.5
+    receiver = Receiver(_answers(500)).start()
+    try:
+        make_endpoint(receiver.url)
+        ready_file()
+        deliver_due()
+        delivery = WebhookDelivery.objects.get()
+        assert delivery.status == DeliveryStatus.DEAD and delivery.last_status_code == 500
+        assert 2 <= delivery.attempts == len(receiver.received)
+        # Backoff doubles: the gaps between attempts grow.
+        gaps = [b.at - a.at for a, b in zip(receiver.received, receiver.received[1:])]
+        assert gaps[-1] > gaps[0]
+    finally:
+        receiver.stop()
+
+
+def test_backoff_doubles_from_the_base_and_honours_retry_after(settings):
+    from webhooks.services.delivery import backoff_seconds
+
+    settings.AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = 5
+    settings.AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = 3600
+    for attempts, expected in ((1, 5), (2, 10), (3, 20), (10, 2560), (20, 3600)):
+        assert expected * 0.8 <= backoff_seconds(attempts) <= expected * 1.2
+    assert backoff_seconds(1, retry_after=120) >= 120
+
+
+def test_410_gone_disables_the_endpoint(make_endpoint, ready_file):
+    receiver = Receiver(_answers(410)).start()
+    try:
+        endpoint = make_endpoint(receiver.url)
+        ready_file()
+        deliver_due()
+        endpoint.refresh_from_db()
+        assert not endpoint.enabled and "410" in endpoint.disabled_reason
+        assert WebhookDelivery.objects.get().status == DeliveryStatus.DEAD
+        ready_file()  # a disabled endpoint is owed nothing new
+        assert WebhookDelivery.objects.count() == 1
+    finally:
+        receiver.stop()
+
+
+def test_an_endpoint_failing_for_long_is_disabled_and_its_backlog_dead_lettered(make_endpoint, ready_file, settings):
+    from webhooks.services.delivery import delivery_attempt
+
+    receiver = Receiver(_answers(500)).start()
+    try:
+        endpoint = make_endpoint(receiver.url)
+        ready_file()
+        ready_file()
+        first, second = WebhookDelivery.objects.order_by("pk")
+        # Failing since well past AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS, with many failures in a row.
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+            failing_since=timezone.now() - timedelta(days=4), consecutive_failures=20)
+        assert delivery_attempt(first.pk) == "retry"
+        endpoint.refresh_from_db()
+        assert not endpoint.enabled and endpoint.disabled_reason.startswith("failing since")
+        second.refresh_from_db()
+        assert second.status == DeliveryStatus.DEAD and "endpoint disabled" in second.last_error
+    finally:
+        receiver.stop()
+
+
+def test_a_lone_failure_does_not_disable(make_endpoint, ready_file):
+    from webhooks.services.delivery import delivery_attempt
+
+    receiver = Receiver(_answers(500, 200)).start()
+    try:
+        endpoint = make_endpoint(receiver.url)
+        ready_file()
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(failing_since=timezone.now() - timedelta(days=4))
+        assert delivery_attempt(WebhookDelivery.objects.get().pk) == "retry"
+        endpoint.refresh_from_db()
+        assert endpoint.enabled and endpoint.consecutive_failures == 1
+    finally:
+        receiver.stop()
+
+
+def test_replay_sends_a_dead_delivery_again_with_the_same_webhook_id(make_endpoint, ready_file, settings):
+    from webhooks.services.delivery import delivery_replay
+
+    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.1
+    receiver = Receiver(_answers(500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 200)).start()
+    try:
+        make_endpoint(receiver.url)
+        ready_file()
+        deliver_due()
+        delivery = WebhookDelivery.objects.get()
+        assert delivery.status == DeliveryStatus.DEAD
+        receiver.respond = _answers(200)
+        settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 60
+        assert delivery_replay(delivery_ids=[delivery.pk]) == (1, 0)
+        deliver_due()
+        delivery.refresh_from_db()
+        assert delivery.status == DeliveryStatus.DELIVERED
+        assert len({r.webhook_id for r in receiver.received}) == 1 and receiver.received[-1].headers
+    finally:
+        receiver.stop()
+
+
+def test_a_redirect_is_not_followed(make_endpoint, ready_file, settings):
+    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.2
+    receiver = Receiver(_answers(302)).start()
+    try:
+        make_endpoint(receiver.url)
+        ready_file()
+        deliver_due()
+        assert {r.path for r in receiver.received} == {"/hooks"}  # never /redirected
+        delivery = WebhookDelivery.objects.get()
+        assert delivery.status == DeliveryStatus.DEAD and delivery.last_status_code == 302
+    finally:
+        receiver.stop()
+
+
+def test_secret_rotation_signs_with_both_until_the_overlap_ends(make_endpoint, ready_file, receiver, settings):
+    from standardwebhooks import Webhook, WebhookVerificationError
+
+    from webhooks.services.endpoints import endpoint_rotate_secret
+
+    endpoint = make_endpoint(receiver.url)
+    old = endpoint.secret
+    endpoint = endpoint_rotate_secret(endpoint_id=endpoint.pk)
+    new = endpoint.secret
+    assert new != old and endpoint.previous_secret == old
+    ready_file()
+    deliver_due()
+    [during] = receiver.wait_for(lambda r: len(r) >= 1)
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    assert verified(during, old) == verified(during, new)  # a receiver on either secret accepts it
+    # Once the overlap is over, only the new secret signs.
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(previous_secret_expires_at=timezone.now())
+    ready_file()
+    deliver_due()
+    after = receiver.wait_for(lambda r: len(r) >= 2)[1]
+    assert len(after.headers["webhook-signature"].split(" ")) == 1
+    verified(after, new)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old).verify(after.body, after.headers)
+
+
+def test_the_global_endpoint_rotates_with_two_secrets_in_settings(ready_file, receiver, settings):
+    from webhooks import signing
+
+    old, new = signing.new_secret(), signing.new_secret()
+    settings.AIRLOCK_WEBHOOK_URL, settings.AIRLOCK_WEBHOOK_SECRET = receiver.url, [new, old]
+    ready_file()
+    deliver_due()
+    [got] = receiver.wait_for(lambda r: len(r) >= 1)
+    assert verified(got, old) == verified(got, new)
+
+
+def test_the_tick_redrives_a_delivery_whose_message_was_lost(make_endpoint, ready_file, receiver, settings):
+    from webhooks.services.delivery import delivery_attempt
+    from webhooks.services.tick import redrive
+
+    settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS = 60
+    make_endpoint(receiver.url)
+    ready_file()
+    delivery = WebhookDelivery.objects.get()
+    # A worker claimed it and died mid-request: its lease is still running.
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(lease_until=timezone.now() + timedelta(seconds=30))
+    assert delivery_attempt(delivery.pk) is None  # held: a duplicate message does nothing
+    later = timezone.now() + timedelta(seconds=120)  # the lease expired, the message never came
+    assert redrive(now=timezone.now()) == 0
+    from attachments.models import OutboxMessage
+
+    sent_before = OutboxMessage.objects.filter(actor_name="webhook_deliver").count()
+    assert redrive(now=later) == 1
+    assert OutboxMessage.objects.filter(actor_name="webhook_deliver").count() == sent_before + 1
+    assert redrive(now=later) == 0  # just re-driven: not again until the grace passes
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(lease_until=None)
+    assert delivery_attempt(delivery.pk) == "delivered"
+    assert len(receiver.received) == 1
+
+
+def test_history_is_purged_after_the_audit_window_but_not_what_is_owed(make_endpoint, ready_file, receiver):
+    from webhooks.models import WebhookEvent
+    from webhooks.services.tick import purge
+
+    make_endpoint(receiver.url)
+    ready_file()
+    ready_file()
+    delivered, owed = WebhookDelivery.objects.order_by("pk")
+    from webhooks.services.delivery import delivery_attempt
+
+    assert delivery_attempt(delivered.pk) == "delivered"
+    assert purge(now=timezone.now() + timedelta(days=31)) == 1
+    assert list(WebhookEvent.objects.values_list("pk", flat=True)) == [owed.event_id]
+    assert not WebhookAttempt.objects.exists()

@@ -1,0 +1,19 @@
+from django.apps import AppConfig
+
+
+class WebhooksConfig(AppConfig):
+    name = "webhooks"
+    default_auto_field = "django.db.models.BigAutoField"
+    verbose_name = "Webhooks"
+
+    def ready(self) -> None:
+        from attachments import hooks
+
+        from . import actors  # noqa: F401  (registers the delivery actor with the broker)
+        from . import signals  # noqa: F401  (endpoint changes refresh this process's endpoint cache)
+        from .metrics import WebhookCollector
+        from .services import emit, tick
+
+        hooks.register(emit.on_outcome)
+        hooks.register_tick(tick.run_tick)
+        hooks.register_collector(WebhookCollector)

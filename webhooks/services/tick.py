@@ -1,0 +1,79 @@
+"""The scheduler tick's webhook work: re-drive deliveries whose message got lost, purge old history."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from attachments.services import outbox
+
+from ..models import DeliveryStatus, WebhookDelivery, WebhookEvent
+from .emit import DELIVER_ACTOR
+
+log = logging.getLogger("airlock.webhooks")
+
+PURGE_INTERVAL_SECONDS = 600.0
+PURGE_BATCH = 1000
+_last_purge = 0.0
+_purge_lock = threading.Lock()
+
+
+def run_tick(*, now: datetime | None = None) -> None:
+    redrive(now=now)
+    global _last_purge
+    with _purge_lock:
+        due = time.monotonic() - _last_purge >= PURGE_INTERVAL_SECONDS
+        if due:
+            _last_purge = time.monotonic()
+    if due:
+        purge(now=now)
+
+
+def redrive(*, now: datetime | None = None, limit: int = 1000) -> int:
+    """Send again the deliveries that are due and unheld but whose message never came.
+
+    A worker killed mid-request (its lease expires), a broker that lost the
+    message, an in-process broker that died with its process: all look alike
+    here: due for a while (AIRLOCK_WEBHOOK_REDRIVE_SECONDS), not sent for as long.
+    """
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS)
+    with transaction.atomic():
+        ids = list(
+            WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=stale,
+                                           enqueued_at__lte=stale)
+            .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+            .order_by("next_attempt_at").values_list("pk", flat=True)[:limit]
+        )
+        if ids:
+            WebhookDelivery.objects.filter(pk__in=ids).update(enqueued_at=now)
+            for pk in ids:
+                outbox.enqueue(DELIVER_ACTOR, pk)
+    if ids:
+        log.info("webhook deliveries re-driven", extra={"step": "webhook", "outcome": "redriven", "count": len(ids)})
+    return len(ids)
+
+
+def purge(*, now: datetime | None = None, max_rows: int = 100_000) -> int:
+    """Delete events (with their deliveries and attempts) older than the audit window, once nothing is owed."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.AIRLOCK_AUDIT_WINDOW_DAYS)
+    purged = 0
+    while purged < max_rows:
+        ids = list(
+            WebhookEvent.objects.filter(created_at__lt=cutoff)
+            .exclude(deliveries__status=DeliveryStatus.PENDING)
+            .order_by("created_at").values_list("pk", flat=True)[:PURGE_BATCH]
+        )
+        if not ids:
+            break
+        WebhookEvent.objects.filter(pk__in=ids).delete()
+        purged += len(ids)
+    return purged
