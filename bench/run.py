@@ -15,6 +15,7 @@ against a baseline measured in the same run, interleaved with it.
   sweeper      bench/sweeper_throughput.py  rows/s reaped on PostgreSQL, EXPLAIN of the batch query
   memory       bench/memory.py              peak RSS of the worker and the sandbox over the hostile corpus
   serve        bench/serve_bench.py         serve vs gunicorn -w 2 (status), a soak on PostgreSQL + Redis, 100 waiters' CPU
+  webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -64,6 +65,8 @@ GOALS: list[tuple[str, str, object]] = [
     ("waiters_cpu_s_per_100x30s", "<= 1", lambda v: v <= 1),
     ("sweeper_rows_per_s", ">= 5000", lambda v: v >= 5000),
     ("sweeper_index_used", "true", lambda v: v is True),
+    ("webhook_delivery_events_per_s", ">= 200", lambda v: v >= 200),
+    ("webhook_emit_events_per_s", "(info)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -79,6 +82,7 @@ OWN_KEYS = {
     "memory": ["worker_peak_rss_mb", "sandbox_peak_rss_mb"],
     "serve": ["serve_vs_gunicorn_status_ratio", "soak.responses_5xx", "soak.pg_connections_within_bound",
               "soak.rss_growth_pct", "waiters_cpu_s_per_100x30s"],
+    "webhooks": ["webhook_delivery_events_per_s"],
 }
 
 
@@ -150,8 +154,13 @@ def bench_serve(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/serve_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "serve"), 1800)
 
 
+def bench_webhooks(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/webhooks_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "webhooks"),
+                     1200)
+
+
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "ttr": bench_ttr, "api": bench_api,
-           "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve}
+           "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks}
 
 
 def fmt(value: object) -> str:
