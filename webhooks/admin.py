@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from attachments.admin import ReadOnlyModelAdmin
+from attachments.admin.modeladmins import ReadOnlyModelAdmin
 from attachments.staff_scope import PlatformStaffOnly
 
 from . import urlguard
