@@ -334,3 +334,44 @@ class DeadLetter(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["resolved_at"], name="deadletter_open")]
+
+
+class TusUpload(models.Model):
+    """A resumable (tus 1.0) upload in progress: how far it got and where its bytes wait.
+
+    The attachment row is the intent, created exactly like any other; this row only
+    tracks the transfer. The offset is the server's word: on local storage the
+    staging file is truncated back to it, on S3 it is the bytes in the parts plus
+    the tail (kept here, so a restart loses nothing the client was told it has).
+    """
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        COMPLETE = "complete"
+        TERMINATED = "terminated"
+        EXPIRED = "expired"
+
+    attachment = models.OneToOneField(Attachment, primary_key=True, on_delete=models.CASCADE, related_name="tus")
+    length = models.BigIntegerField()
+    offset = models.BigIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    # S3: the multipart upload behind the scenes (empty until the first full part),
+    # the parts uploaded so far ([number, etag, size]), and the bytes after them
+    # (shorter than a part: S3 refuses parts under 5 MiB but the last).
+    s3_upload_id = models.CharField(max_length=1024, blank=True, default="")
+    parts = models.JSONField(default=list, blank=True)
+    tail = models.BinaryField(default=b"", blank=True)
+    # One PATCH at a time: a claim with a heartbeat, not a row lock held for the
+    # length of a body (that would pin a database connection per upload).
+    lock_token = models.UUIDField(null=True, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    # Bytes may still wait in staging (a file, or S3 parts); false once completed or removed.
+    staged = models.BooleanField(default=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="tus_staged_expiry", condition=Q(staged=True))]
+
+    def __str__(self) -> str:
+        return f"tus:{self.attachment_id} {self.offset}/{self.length} ({self.state})"

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from attachments.services.never_uploaded import intents_never_uploaded_reject
+from attachments.services.tus import tus_uploads_expire
 from attachments.storage import get_gateway
 from processing import metrics as ops_metrics
 
@@ -43,6 +44,7 @@ class SweepReport:
     hard_deleted: int = 0
     purged: dict[str, int] = field(default_factory=dict)  # retention, per table (dry run: would purge)
     never_uploaded: int = 0  # committed intents whose upload can no longer come (dry run: would end)
+    tus_expired: int = 0  # unfinished tus uploads whose staged bytes were removed (dry run: would be)
     stopped: str = ""  # "" (nothing left) | limit | killswitch | dry_run | lock_lost | error
     seconds: float = 0.0
     reap_seconds: float = 0.0  # time spent in batches (select, delete objects, update)
@@ -203,6 +205,7 @@ def _run_phases(report: SweepReport, *, now: datetime, limit: int | None, gatewa
     head = gateway if hasattr(gateway, "head") else get_gateway()
     report.never_uploaded = len(intents_never_uploaded_reject(
         now=now, actor="system:sweep", gateway=head, dry_run=report.mode == Mode.DRY_RUN))
+    report.tus_expired = len(tus_uploads_expire(now=now, dry_run=report.mode == Mode.DRY_RUN))
     phase = time.monotonic()
     _reap(report, now=now, limit=limit, gateway=gateway, lock=lock, batch_size=batch_size,
           concurrency=concurrency)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import storage_events, views
+from . import storage_events, tus, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
@@ -9,6 +9,8 @@ urlpatterns = [
     path("uploads/<uuid:attachment_id>/content", views.UploadContentView.as_view(), name="upload-content"),
     path("uploads/<str:attachment_id>/complete", views.UploadCompleteApi.as_view(), name="upload-complete"),
     path("uploads/<str:attachment_id>/parts", views.UploadPartsApi.as_view(), name="upload-parts"),
+    path("tus/", tus.TusCreateApi.as_view(), name="tus-create"),
+    path("tus/<str:attachment_id>", tus.TusUploadApi.as_view(), name="tus-upload"),
     path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
     path("attachments/heartbeat", views.HeartbeatApi.as_view(), name="attachments-heartbeat"),

@@ -25,7 +25,7 @@ from .ratelimits import check_intent_rate
 @dataclass(frozen=True)
 class Intent:
     attachment: Attachment
-    upload: UploadInstruction
+    upload: UploadInstruction | None  # None: the caller sends the bytes another way (tus)
     upload_expires_at: datetime
 
 
@@ -63,8 +63,11 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
 
 
 def upload_intent_create(*, user, profile_name: object, filename: str, size: int, content_type: str,
-                         now: datetime | None = None) -> Intent:
-    """Create a pending attachment and the single-use URL its bytes go to."""
+                         now: datetime | None = None, presign: bool = True) -> Intent:
+    """Create a pending attachment and the single-use URL its bytes go to.
+
+    presign=False: the row only, no URL (a tus upload receives its bytes itself).
+    """
     now = now or timezone.now()
     profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
     refuse_when_behind()
@@ -74,6 +77,8 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
     attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size,
                                     content_type=content_type, now=now)
     expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
+    if not presign:
+        return Intent(attachment=attachment, upload=None, upload_expires_at=now + timedelta(seconds=expires_in))
     upload = get_gateway().presign_upload(
         attachment.storage_key, content_type=content_type, max_bytes=min(size, profile.max_bytes),
         expires_in=expires_in,

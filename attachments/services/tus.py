@@ -1,0 +1,425 @@
+"""Resumable uploads (tus 1.0): an intent whose bytes come in pieces, then the same arrival as a PUT.
+
+Creation goes through `upload_intent_create` (validation, backlog shedding,
+rate limits, pending caps: whatever guards an intent guards a tus upload).
+Each PATCH appends at the server's offset under a claim (one writer per
+upload), records the new offset, and on the last byte the staged bytes become
+the object at the minted key and `object_arrived` hands it to intake exactly
+like a completed signed PUT. Expired or abandoned transfers are removed by the
+sweeper (`tus_uploads_expire`), which honours its brakes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
+from ..models import Attachment, Lifecycle, Status, TusUpload
+from ..profiles import all_profiles
+from ..storage import get_gateway
+from ..storage.tus import LocalStaging, S3Staging, s3_part_size, staging_for
+from .intents import upload_intent_create
+from .uploads import object_arrived
+
+log = logging.getLogger("airlock.tus")
+
+State = TusUpload.State
+CHECKSUMS: dict[str, Callable[[], "hashlib._Hash"]] = {"sha1": hashlib.sha1, "sha256": hashlib.sha256}
+_HEARTBEAT_SECONDS = 2.0
+
+
+class UploadLocked(AirlockError):
+    code, status, default_message = "UPLOAD_LOCKED", 423, "Another request is writing to this upload; retry."
+
+
+class OffsetMismatch(AirlockError):
+    code, status, default_message = "OFFSET_MISMATCH", 409, "Upload-Offset is not the upload's current offset."
+
+
+class ChecksumMismatch(AirlockError):
+    code, status, default_message = "CHECKSUM_MISMATCH", 460, "The chunk does not match its Upload-Checksum."
+
+
+class UploadExpired(AirlockError):
+    code, status, default_message = "UPLOAD_EXPIRED", 410, "This upload expired before it was finished."
+
+
+def tus_max_size() -> int:
+    """Tus-Max-Size: the largest profile limit."""
+    return max(p.max_bytes for p in all_profiles().values())
+
+
+def _lock_stale_after() -> timedelta:
+    # A live writer renews its claim at least every time a chunk arrives; a body
+    # may pause AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS before the server gives up on it.
+    return timedelta(seconds=settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS + 5)
+
+
+def _expiry(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS)
+
+
+def tus_upload_create(*, user, length: int, profile_name: object, filename: str, content_type: str,
+                      now: datetime | None = None) -> TusUpload:
+    """Create the intent (as POST /uploads would) and the transfer that will fill it."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        intent = upload_intent_create(user=user, profile_name=profile_name, filename=filename, size=length,
+                                      content_type=content_type, now=now, presign=False)
+        upload = TusUpload.objects.create(attachment=intent.attachment, length=length, created_at=now,
+                                          expires_at=intent.upload_expires_at)
+    upload.attachment = intent.attachment
+    if length == 0:  # nothing to wait for
+        _complete(upload, token=None)
+    return upload
+
+
+def tus_upload_of(*, user, attachment_id: object, now: datetime | None = None) -> TusUpload:
+    """The caller's own upload, or NotFound (someone else's, terminated, discarded) / UploadExpired."""
+    now = now or timezone.now()
+    try:
+        pk = uuid.UUID(str(attachment_id))
+    except ValueError:
+        raise NotFound() from None
+    upload = TusUpload.objects.select_related("attachment").filter(pk=pk, attachment__owner=user).first()
+    if upload is None or upload.state == State.TERMINATED:
+        raise NotFound()
+    attachment = upload.attachment
+    if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+        raise NotFound()
+    if upload.state == State.EXPIRED or (upload.state == State.ACTIVE and upload.expires_at <= now):
+        raise UploadExpired()
+    return upload
+
+
+def _accepting(attachment: Attachment) -> bool:
+    return (attachment.status == Status.PENDING and attachment.uploaded_at is None
+            and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED))
+
+
+def _claim(pk: uuid.UUID, now: datetime) -> uuid.UUID:
+    token = uuid.uuid4()
+    claimed = TusUpload.objects.filter(pk=pk, state=State.ACTIVE).filter(
+        Q(lock_token__isnull=True) | Q(locked_at__lt=now - _lock_stale_after())
+    ).update(lock_token=token, locked_at=now)
+    if not claimed:
+        if TusUpload.objects.filter(pk=pk, state=State.ACTIVE).exists():
+            raise UploadLocked(headers={"Retry-After": "1"})
+        raise NotFound()
+    return token
+
+
+def _release(pk: uuid.UUID, token: uuid.UUID) -> None:
+    TusUpload.objects.filter(pk=pk, lock_token=token).update(lock_token=None, locked_at=None)
+
+
+def _give_connection_back() -> None:
+    """While a body streams in, hold no database connection (the pool is shared by every request)."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iterator[bytes]:
+    """Pass chunks through, renewing the claim every few seconds; stop if another writer took it."""
+    last = time.monotonic()
+    for chunk in chunks:
+        yield chunk
+        if time.monotonic() - last >= _HEARTBEAT_SECONDS:
+            last = time.monotonic()
+            renewed = TusUpload.objects.filter(pk=pk, lock_token=token).update(locked_at=timezone.now())
+            _give_connection_back()
+            if not renewed:
+                raise UploadLocked()
+
+
+def _parse_checksum(checksum: tuple[str, bytes] | None):
+    if checksum is None:
+        return None
+    return CHECKSUMS[checksum[0]]()
+
+
+def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Iterable[bytes],
+                      content_length: int, checksum: tuple[str, bytes] | None = None,
+                      now: datetime | None = None) -> TusUpload:
+    """Append one PATCH body at `offset` (the server's offset, else OffsetMismatch); complete on the last byte.
+
+    Without a checksum, bytes received before the client went away are kept (it
+    resumes from there); with one, the chunk is kept whole or not at all.
+    """
+    now = now or timezone.now()
+    upload = tus_upload_of(user=user, attachment_id=attachment_id, now=now)
+    if upload.state == State.COMPLETE:
+        if offset != upload.offset:
+            raise OffsetMismatch(details={"offset": upload.offset})
+        if content_length:
+            raise TooLarge("The upload is already complete.", details={"max_bytes": upload.length})
+        return upload
+    token = _claim(upload.pk, now)
+    try:
+        upload.refresh_from_db()
+        attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
+                                             "declared_type").get(pk=upload.pk)
+        upload.attachment = attachment
+        if not _accepting(attachment):
+            raise NotFound("This upload is no longer accepted.")
+        gateway = get_gateway()
+        staging = staging_for(gateway)
+        if isinstance(staging, LocalStaging):
+            held = staging.size(str(upload.pk))
+            if held < upload.offset:  # acknowledged bytes lost (a crash before they reached the disk)
+                upload.offset = held
+                TusUpload.objects.filter(pk=upload.pk).update(offset=held)
+        if offset != upload.offset:
+            raise OffsetMismatch(f"Upload-Offset is {offset}, the upload is at {upload.offset}.",
+                                 details={"offset": upload.offset})
+        remaining = upload.length - upload.offset
+        if content_length > remaining:
+            raise TooLarge(f"The chunk is {content_length} bytes; {remaining} remain of the declared Upload-Length.",
+                           details={"max_bytes": upload.length})
+        _give_connection_back()
+        body = _heartbeat(chunks, upload.pk, token)
+        if isinstance(staging, LocalStaging):
+            _append_local(upload, staging, body, checksum, token, now)
+        else:
+            _append_s3(upload, staging, body, checksum, token, now)
+        if upload.offset == upload.length:
+            _complete(upload, token=token)
+    finally:
+        _release(upload.pk, token)
+    return upload
+
+
+def _record(upload: TusUpload, token: uuid.UUID, now: datetime, **fields) -> None:
+    """Save the progress of the claim's holder; the clocks restart (Upload-Expires, never-uploaded)."""
+    expires = _expiry(timezone.now())
+    upload.expires_at = expires
+    TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(offset=upload.offset, expires_at=expires,
+                                                                   **fields)
+    Attachment.objects.filter(pk=upload.pk).update(updated_at=timezone.now())
+
+
+def _verify(hasher, checksum: tuple[str, bytes] | None) -> bool:
+    return hasher is None or checksum is None or hasher.digest() == checksum[1]
+
+
+def _append_local(upload: TusUpload, staging: LocalStaging, body: Iterable[bytes],
+                  checksum: tuple[str, bytes] | None, token: uuid.UUID, now: datetime) -> None:
+    name = str(upload.pk)
+    start = upload.offset
+    hasher = _parse_checksum(checksum)
+    written = 0
+    fh = staging.open_at(name, start)
+    try:
+        try:
+            for chunk in body:
+                fh.write(chunk)
+                written += len(chunk)
+                if hasher is not None:
+                    hasher.update(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        except BaseException:
+            if hasher is not None:  # a checksummed chunk is all or nothing
+                written = 0
+            fh.truncate(start + written)
+            fh.flush()
+            upload.offset = start + written
+            _record(upload, token, now)
+            raise
+        if not _verify(hasher, checksum):
+            fh.truncate(start)
+            raise ChecksumMismatch()
+    finally:
+        fh.close()
+    upload.offset = start + written
+    _record(upload, token, now)
+
+
+def _spooled(body: Iterable[bytes], hasher) -> Iterator[bytes]:
+    """Receive the whole checksummed chunk before any of it goes to S3 (parts cannot be taken back)."""
+    with tempfile.TemporaryFile() as spool:
+        for chunk in body:
+            spool.write(chunk)
+            hasher.update(chunk)
+        yield b""  # the hash is final now: the caller checks it before reading on
+        spool.seek(0)
+        yield from iter(lambda: spool.read(1 << 20), b"")
+
+
+def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
+               checksum: tuple[str, bytes] | None, token: uuid.UUID, now: datetime) -> None:
+    attachment = upload.attachment
+    key = attachment.storage_key
+    part_size = s3_part_size(upload.length)
+    parts: list[list] = list(upload.parts)
+    hasher = _parse_checksum(checksum)
+    source: Iterator[bytes] = iter(body)
+    if hasher is not None:
+        source = _spooled(body, hasher)
+        next(source)  # the whole body is in: verify before anything is sent
+        if not _verify(hasher, checksum):
+            source.close()
+            raise ChecksumMismatch()
+    buffer = tempfile.SpooledTemporaryFile(max_size=part_size + 1)
+    buffer.write(bytes(upload.tail))
+
+    def flush() -> None:
+        nonlocal buffer
+        if not upload.s3_upload_id:
+            upload.s3_upload_id = staging.create(key, content_type=attachment.declared_type)
+            # Recorded at once: an expiry or termination must be able to abort it.
+            TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id=upload.s3_upload_id)
+        number = len(parts) + 1
+        size = buffer.tell()
+        etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=number, body=buffer, size=size)
+        parts.append([number, etag, size])
+        buffer.close()
+        buffer = tempfile.SpooledTemporaryFile(max_size=part_size + 1)
+        upload.parts = parts
+        upload.offset = sum(p[2] for p in parts)
+        _record(upload, token, now, parts=parts, tail=b"")
+
+    def save_tail() -> None:
+        buffer.seek(0)
+        tail = buffer.read()
+        upload.tail = tail
+        upload.offset = sum(p[2] for p in parts) + len(tail)
+        _record(upload, token, now, tail=tail)
+
+    try:
+        try:
+            for chunk in source:
+                view = memoryview(chunk)
+                while view:
+                    room = part_size - buffer.tell()
+                    buffer.write(view[:room])
+                    view = view[room:]
+                    if buffer.tell() >= part_size:
+                        flush()
+        except BaseException:
+            save_tail()  # what arrived stays (tus clients resume from HEAD's offset)
+            raise
+        save_tail()
+    finally:
+        buffer.close()
+
+
+def _complete(upload: TusUpload, *, token: uuid.UUID | None) -> None:
+    """The last byte is in: the staged bytes become the object at the minted key, then intake as for a PUT."""
+    attachment = upload.attachment
+    key = attachment.storage_key
+    staging = staging_for(get_gateway())
+    if isinstance(staging, LocalStaging):
+        size = staging.promote(str(upload.pk), key, content_type=attachment.declared_type) if upload.length \
+            else get_gateway().write_chunks(key, [b""], content_type=attachment.declared_type)
+    else:
+        tail = bytes(upload.tail)
+        if not upload.s3_upload_id:  # smaller than one part: a plain object
+            size = staging.write_whole(key, [tail], content_type=attachment.declared_type)
+        else:
+            parts = list(upload.parts)
+            if tail or not parts:
+                etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=len(parts) + 1,
+                                           body=_bytes_io(tail), size=len(tail))
+                parts.append([len(parts) + 1, etag, len(tail)])
+            staging.complete(key, upload_id=upload.s3_upload_id, parts=parts)
+            size = upload.length
+    updated = TusUpload.objects.filter(pk=upload.pk, state=State.ACTIVE)
+    if token is not None:
+        updated = updated.filter(lock_token=token)
+    updated.update(state=State.COMPLETE, tail=b"", offset=upload.length, staged=False)
+    upload.state = State.COMPLETE
+    upload.tail = b""
+    object_arrived(key=key, size=size, source="tus", dedupe_key=f"tus:{key}", event_name="ObjectCreated:Put")
+    log.info("tus upload complete", extra={"attachment_id": str(upload.pk), "size": size, "step": "arrival"})
+
+
+def _bytes_io(data: bytes):
+    import io
+
+    return io.BytesIO(data)
+
+
+def _remove_staged(upload: TusUpload) -> None:
+    """Delete what a transfer left in storage (a staging file, or the parts of its multipart upload)."""
+    staging = staging_for(get_gateway())
+    if isinstance(staging, LocalStaging):
+        staging.discard(str(upload.pk))
+    elif upload.s3_upload_id:
+        staging.abort(upload.attachment.storage_key, upload_id=upload.s3_upload_id)
+
+
+def _brake() -> str:
+    from sweeper.control import delete_brake
+
+    return delete_brake()
+
+
+def tus_upload_terminate(*, user, attachment_id: object, now: datetime | None = None) -> None:
+    """DELETE: stop the transfer, drop its staged bytes and discard the intent (a committed one stays)."""
+    now = now or timezone.now()
+    upload = tus_upload_of(user=user, attachment_id=attachment_id, now=now)
+    from .lifecycle import attachment_discard
+
+    if upload.state == State.COMPLETE:
+        attachment_discard(user=user, attachment_id=upload.pk, now=now)  # ALREADY_COMMITTED when committed
+        TusUpload.objects.filter(pk=upload.pk).update(state=State.TERMINATED)
+        return
+    token = _claim(upload.pk, now)
+    TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(state=State.TERMINATED, tail=b"",
+                                                                   lock_token=None, locked_at=None)
+    try:
+        attachment_discard(user=user, attachment_id=upload.pk, now=now)
+    except AlreadyCommitted:
+        pass  # the host app owns it; with no bytes it ends as never uploaded
+    if not _brake():  # under a brake the sweep removes it later (terminated rows are swept too)
+        _remove_staged(upload)
+        TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id="", staged=False)
+
+
+def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, limit: int = 500) -> list[uuid.UUID]:
+    """Remove the staged bytes of transfers that expired, or were terminated or discarded; their ids.
+
+    Called by the sweep (which owns the brakes: it does not run under the
+    killswitch, and under dry run it only reports). A transfer a writer holds is left alone.
+    """
+    now = now or timezone.now()
+    gone = Q(state=State.ACTIVE, expires_at__lte=now) | Q(
+        state=State.ACTIVE, attachment__lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]) | Q(
+        state__in=[State.TERMINATED, State.EXPIRED])
+    stale = now - _lock_stale_after()
+    candidates = list(TusUpload.objects.select_related("attachment").filter(gone, staged=True).filter(
+        Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).order_by("expires_at")[:limit])
+    done = []
+    for upload in candidates:
+        if dry_run:
+            done.append(upload.pk)
+            continue
+        new_state = State.TERMINATED if upload.state == State.TERMINATED else State.EXPIRED
+        claimed = TusUpload.objects.filter(pk=upload.pk, state=upload.state, staged=True).filter(
+            Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).update(state=new_state, tail=b"")
+        if not claimed:
+            continue
+        try:
+            _remove_staged(upload)
+        except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+            log.warning("tus staging removal failed", extra={"attachment_id": str(upload.pk),
+                                                            "error": str(exc)[:300]})
+            continue
+        TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id="", staged=False)
+        done.append(upload.pk)
+    if done:
+        log.info("tus uploads expired", extra={"count": len(done), "step": "sweep"})
+    return done
