@@ -341,7 +341,10 @@ _DRAMATIQ_MIDDLEWARE = [
 if REDIS_URL:
     DRAMATIQ_BROKER = {
         "BROKER": "dramatiq.brokers.redis.RedisBroker",
-        "OPTIONS": {"url": REDIS_URL},
+        # Queues under AIRLOCK_KEY_PREFIX (the default prefix keeps dramatiq's own namespace):
+        # two installs or test servers sharing one Redis must not take each other's jobs.
+        "OPTIONS": {"url": REDIS_URL, **({"namespace": f"{AIRLOCK_KEY_PREFIX}-dramatiq"}
+                                         if AIRLOCK_KEY_PREFIX != "airlock" else {})},
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
     }
 elif RABBITMQ_URL:
