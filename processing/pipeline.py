@@ -1,29 +1,119 @@
-"""Run one pipeline step for one attachment: load, check the lease, work, record.
+"""Run one pipeline stage for one attachment: load, check the lease, work, record.
 
-The shape follows the design: intake → scan → derive → ready. Steps are plain
-functions in steps.py; this module owns the bookkeeping around them.
+The shape follows the design: intake → scan → derive → ready. Each stage runs the
+steps of processing/steps/ that apply to the file, on what this module reads from
+storage for them; this module stores the files they produce (and takes the upload's
+snapshot) and has the services record the outcome.
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
 
 from attachments.models import Attachment, Status
+from attachments.naming import derivative_key
+from attachments.profiles import get_profile
+from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
 
-from . import inflight, outcomes, steps
+from . import inflight, outcomes
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
+from .steps import StepInput
+from .steps import StepResult as StepFacts
+from .steps.digest import sha256_file
+from .steps.registry import steps_for
 
 log = logging.getLogger("airlock.pipeline")
 
-STEPS: dict[str, tuple[Callable[[Attachment], steps.StepResult], str | None]] = {
-    "intake": (steps.intake, "scan"),
-    "scan": (steps.scan, "derive"),
-    "derive": (steps.derive, None),
+
+@dataclass
+class StageResult:
+    """What a stage hands to outcomes.advance: the columns to set and the stored derivatives."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    derivatives: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _run_steps(stage: str, given: StepInput) -> StepFacts:
+    facts = StepFacts()
+    for step in steps_for(stage, given.profile, given.content_type):
+        facts.merge(step.run(given))
+    return facts
+
+
+def _with_metadata(attachment: Attachment, facts: StepFacts) -> dict[str, Any]:
+    fields = dict(facts.fields)
+    if facts.metadata:
+        fields["metadata"] = {**attachment.metadata, **facts.metadata}
+    return fields
+
+
+def intake(attachment: Attachment) -> StageResult:
+    """Read what intake looks at (size, first bytes) from storage and run the intake steps."""
+    profile = get_profile(attachment.profile)
+    gateway = get_gateway()
+    if gateway.rewritable_uploads and not attachment.content_key:
+        _snapshot(attachment)
+    info = gateway.head(attachment.working_key)
+    if info is None:
+        raise ContentRejected("object_missing", "The uploaded object is not in storage.")
+    head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
+    given = StepInput(profile=profile, size=info.size, head=head,
+                      chunks=lambda: gateway.iter_chunks(attachment.working_key))
+    return StageResult(fields=_with_metadata(attachment, _run_steps("intake", given)))
+
+
+def scan(attachment: Attachment) -> StageResult:
+    gateway = get_gateway()
+    given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
+                      content_type=attachment.content_type,
+                      chunks=lambda: gateway.iter_chunks(attachment.working_key))
+    return StageResult(fields=_with_metadata(attachment, _run_steps("scan", given)))
+
+
+def derive(attachment: Attachment) -> StageResult:
+    """Hand the bytes to the derive steps as a local file, then store the files they made."""
+    profile = get_profile(attachment.profile)
+    gateway = get_gateway()
+    # On the storage's own filesystem when it has one, so derivatives are renamed into place, not copied.
+    with tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp:
+        original = _original_file(attachment, Path(tmp))
+        if original.stat().st_size != attachment.stored_size:
+            raise TransientError("the object changed size during processing")
+        work = Path(tmp) / "work"
+        work.mkdir()
+        given = StepInput(profile=profile, size=attachment.stored_size, content_type=attachment.content_type,
+                          path=original, work_dir=work)
+        facts = _run_steps("derive", given)
+        result = StageResult(fields={"served_key": attachment.working_key, **_with_metadata(attachment, facts)})
+        for made in facts.files:
+            key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=made.kind,
+                                 ext=made.ext)
+            size, sha256 = made.size, made.sha256
+            if made.served and (not sha256 or size != made.path.stat().st_size):
+                size, sha256 = sha256_file(made.path)
+            record = _store(gateway, key, made.path, made.content_type, kind=made.kind,
+                            dims={"width": made.width, "height": made.height})
+            result.derivatives.append(record)
+            if made.served:
+                result.fields.update({"served_key": key, "size": size, "sha256": sha256})
+        return result
+
+
+STEPS: dict[str, tuple[Callable[[Attachment], StageResult], str | None]] = {
+    "intake": (intake, "scan"),
+    "scan": (scan, "derive"),
+    "derive": (derive, None),
 }
 
 
@@ -176,7 +266,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
         started = time.monotonic()
         context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": "intake"}
         try:
-            facts = steps.intake(attachment).fields
+            facts = intake(attachment).fields
         except ContentRejected as exc:
             token = outcomes.begin(attachment_id)
             return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)
@@ -191,3 +281,56 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     if token is None:
         return "skipped"
     return run_step(attachment_id, token, "intake")
+
+
+# ---------------------------------------------------------------- storage IO for the steps
+def _snapshot(attachment: Attachment) -> None:
+    """Move the upload to a key only the server writes, before anything looks at it.
+
+    Everything after this reads the snapshot, so bytes replayed onto the upload
+    key later are never scanned-then-swapped; the replay itself is deleted when
+    its storage event arrives.
+    """
+    gateway = get_gateway()
+    if gateway.head(attachment.storage_key) is None:
+        raise ContentRejected("object_missing", "The uploaded object is not in storage.")
+    target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original",
+                            ext="bin")
+    gateway.copy(attachment.storage_key, target)
+    if gateway.head(target) is None:
+        raise TransientError("snapshot copy did not verify")
+    updated = Attachment.objects.filter(pk=attachment.pk, lease_token=attachment.lease_token).update(
+        content_key=target)
+    if not updated:
+        gateway.delete(target)
+        raise TransientError("lost the lease while taking the snapshot")
+    attachment.content_key = target
+    gateway.delete(attachment.storage_key)
+
+
+def _original_file(attachment: Attachment, tmp: Path) -> Path:
+    """A local path holding the bytes: storage's own file when it has one, else a bounded download."""
+    gateway = get_gateway()
+    local = gateway.local_path(attachment.working_key)
+    if local is not None:
+        return local  # upload keys are write-once locally: no copy needed
+    path = tmp / "original"
+    limit = attachment.stored_size if attachment.stored_size is not None else get_profile(attachment.profile).max_bytes
+    size = 0
+    with open(path, "wb") as out:
+        for chunk in gateway.iter_chunks(attachment.working_key, chunk_size=1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise TransientError("the object changed size during processing")
+            out.write(chunk)
+    return path
+
+
+def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims: dict) -> dict[str, Any]:
+    """Write a derivative and read it back: it must be durable before the flip to ready."""
+    written = gateway.move_file_in(key, path, content_type=content_type)
+    info = gateway.head(key)
+    if info is None or info.size != written:
+        raise TransientError(f"derivative {kind} did not verify after writing")
+    return {"kind": kind, "storage_key": key, "content_type": content_type, "size": written,
+            "width": dims.get("width"), "height": dims.get("height")}

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import archives, confine, images, pdfs, prewarm
+from processing.steps.registry import SANDBOX_KINDS
+
+from . import confine, prewarm
 from .limits import Bounds, Limits, apply_limits, from_dict, remaining_cpu_seconds
 from .outcome import Rejected, short_repr
 
@@ -223,8 +225,15 @@ def _rejected(code: str, message: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+class _Tools:
+    """What a decoding step may use inside the job, besides its input and work dir."""
+
+    isolate = staticmethod(fork_isolated)
+    member_scanner = staticmethod(member_scanner)
+
+
 def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
-    """Run one decoder and map every exception to a content outcome.
+    """Run the decoding step named by the request's kind; map every exception to a content outcome.
 
     `src` is the open input file (a confined job has no path to it); the job runs
     inside its work dir, so derivatives are written under relative names.
@@ -234,12 +243,9 @@ def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
     kind, bounds = req["kind"], from_dict(Bounds, req["bounds"])
     src, work = (src if src is not None else Path(req["input"])), Path(".")
     try:
-        if kind == "image":
-            return ok_doc(*images.process(src, work, bounds))
-        if kind == "pdf":
-            return ok_doc(*pdfs.process(src, work, bounds, isolate=fork_isolated))
-        if kind == "zip":
-            return ok_doc(*archives.process(src, work, bounds, scan=member_scanner()))
+        step = SANDBOX_KINDS.get(kind)
+        if step is not None:
+            return ok_doc(*step.decode(src, work, bounds, _Tools))
         if req.get("allow_test") and kind.startswith("_test_"):
             from .testkinds import TEST_KINDS  # never imported unless a test asks
 
@@ -277,9 +283,8 @@ def spare_main(request_fd: int, result_fd: int) -> None:
         while frame:
             frame = frame[os.write(RESULT_FD, frame) :]
         code = 0
-        # Woken by our result, the server and then the worker were often queued behind
-        # this process tearing down its address space (~1 ms for a photo) on its core;
-        # at nice 19 they preempt it and the teardown waits for an idle moment.
+        # At nice 19 the server and the worker, woken by our result, preempt the
+        # teardown of this address space instead of queueing behind it.
         os.nice(19)
     finally:
         os._exit(code)  # no atexit/finalizers: they belong to the server

@@ -77,7 +77,7 @@ def _keep_jpeg_segment(marker: int, body: bytes) -> bool:
 
 # A marker that ends entropy-coded data: FF followed by anything but a stuffed 00, a
 # restart marker D0-D7 or another fill FF (those all belong to the scan). One regex
-# search runs in C; a Python loop over every FF of a 12 MP scan cost ~4 ms.
+# search, in C, instead of a Python loop over every FF of the scan.
 _SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 
 

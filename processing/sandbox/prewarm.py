@@ -11,13 +11,10 @@ sitting idle pays them in advance:
 - prefault_heap(): keep freed memory in malloc's heap and fault in HEAP_PREFAULT bytes
   of it, so the first megabytes a job allocates are already mapped.
 
-Both stop as soon as a request is waiting (a job waits for at most one ~1 ms unit of
-warm-up), swallow their own errors (an optimisation must not kill a spare) and run
-before the kernel limits are applied, which is fine: they read nothing but our own
-bytes. Measured on 12 MP JPEGs and 1-4 MP PNG screenshots: the job itself then runs as
-fast as the same decoder in a warm long-lived process (~3-5 ms less per photo), and the
-job tree's total CPU does not grow (faulting in THP pages ahead is cheaper than 4 kB
-faults one by one).
+Both stop as soon as a request is waiting (within one small unit of warm-up), swallow
+their own errors (an optimisation must not kill a spare) and run before the kernel
+limits are applied, which is fine: they read nothing but our own bytes. The measured
+gain is in the README's Performance section.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ from collections.abc import Callable
 from . import images
 from .limits import Bounds
 
-# Enough for a 2560x1440 screenshot's pixel buffer; costs the spare ~1-2 ms (THP pages).
-# Measured: 8 MB left part of the gain, 24 and 32 MB cost more than they saved.
+# Enough for a 2560x1440 screenshot's pixel buffer (8 MB gained less, 24 and 32 MB cost more).
 HEAP_PREFAULT = 16 << 20
 _PREFAULT_CHUNK = 4 << 20  # a waiting request is noticed within one chunk
 # Allocations below this come from the heap, which madvise()d THP backs and free()
@@ -84,7 +80,7 @@ STEPS: tuple[Callable[[Callable[[], bool]], None], ...] = (warm, prefault_heap)
 
 
 def prepare(request_fd: int) -> None:
-    """Warm up until done or until the server hands us a request (checked every ~1 ms)."""
+    """Warm up until done or until the server hands us a request (checked between units)."""
 
     def waiting() -> bool:
         return _request_waiting(request_fd)

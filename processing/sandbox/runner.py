@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from processing.steps.registry import SANDBOX_KINDS
+
 from . import confine
 from .classify import classify
 from .limits import MAX_RESULT_BYTES, Bounds, Limits, to_dict
 from .outcome import SandboxResult
 
-KINDS = frozenset({"image", "pdf", "zip"})
 START_TIMEOUT = 60.0  # first start imports Pillow, pypdf, PDFium
 ANSWER_GRACE = 15.0  # past the job's own deadline, the server itself is considered stuck
 _BOOT = (
@@ -57,8 +58,8 @@ class SandboxUnavailable(Exception):
 def decoder_zlib_dir() -> Path | None:
     """The directory whose libz.so.1 the decoders load instead of the system's, or None.
 
-    Inflating is most of a PNG decode and much of a PDF's: zlib-ng (zlib-compatible
-    build) does it about twice as fast as Debian's zlib 1.2.13. AIRLOCK_SANDBOX_ZLIB_DIR
+    Inflating is most of a PNG decode and much of a PDF's, and zlib-ng (zlib-compatible
+    build) does it faster than the system zlib (README, Performance). AIRLOCK_SANDBOX_ZLIB_DIR
     names a directory holding such a libz.so.1, "system" keeps the system zlib, and
     unset takes scripts/build-zlib-ng.sh's build when there is one. Only the fork server
     (and so every job) loads it; the worker keeps the system zlib.
@@ -91,8 +92,7 @@ class _ForkServer:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": os.environ.get("LANG", "C.UTF-8"),
-            # Every job is a fresh process whose heap must be faulted in: with transparent
-            # huge pages (madvise mode) malloc takes 2 MB at a time, ~40% fewer page faults.
+            # Every job's heap is faulted in afresh: transparent huge pages make that cheaper.
             "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
         }
         if zlib_dir is not None:
@@ -311,7 +311,7 @@ def run_job(
     with (a match is rejected/malware); None scans no member.
     """
     member_rules = Path(member_rules).resolve() if member_rules is not None else None
-    if kind not in KINDS and not (allow_test_kinds and kind.startswith("_test_")):
+    if kind not in SANDBOX_KINDS and not (allow_test_kinds and kind.startswith("_test_")):
         raise ValueError(f"unknown sandbox kind {kind!r}")
     input_path, work_dir = Path(input_path).resolve(), Path(work_dir).resolve()
     if not input_path.is_file():

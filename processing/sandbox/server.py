@@ -18,9 +18,8 @@ that hangs up gets its job killed: after a complete result that is just a faster
 
 Latency: one spare job process is forked and prepared ahead of time (see child.py).
 With a single job in flight, the next spare is forked only once its client has its
-result: on two cores, forking and warming it while the job ran took the core that the
-job's and the worker's wakeups needed (~2 ms a job). A request that finds no spare
-forks one then.
+result (forking it during the job took the core the job's wakeups needed); a request
+that finds no spare forks one then.
 
 It is started by runner.py with `python -I`, a minimal environment and stdin as a
 lifeline: EOF on stdin (the worker exited or called shutdown()) kills every job and

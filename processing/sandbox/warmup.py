@@ -1,6 +1,6 @@
 """Preload and warm up the fork server once, so jobs forked from it start hot.
 
-Importing Pillow/pypdf/PDFium per job would cost tens of milliseconds; so would the
+Importing Pillow/pypdf/PDFium per job would be slow; so would the
 lazy work they do on first use (plugin registration, codec set-up, PDFium init,
 pypdf's filters). Paying both here, in the server, makes every job a copy-on-write
 fork of an already warm interpreter.

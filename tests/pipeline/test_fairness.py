@@ -5,7 +5,7 @@ import time
 import pytest
 
 from attachments.models import Attachment
-from processing import pipeline, steps
+from processing import pipeline
 from tests.support import client_for, jpeg_bytes, upload, wait_for_status
 
 
@@ -15,7 +15,7 @@ def test_one_tenants_backlog_does_not_starve_another(alice, mallory, live_worker
 
     def slow_derive(attachment):
         time.sleep(0.4)  # a heavy decode
-        return steps.derive(attachment)
+        return pipeline.derive(attachment)
 
     monkeypatch.setitem(pipeline.STEPS, "derive", (slow_derive, None))
     backlog = [upload(client_for(alice), jpeg_bytes((64 + i, 64))) for i in range(10)]

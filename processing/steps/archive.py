@@ -1,0 +1,24 @@
+"""ZIP archives: inspected, never extracted; members scanned with YARA inside the job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .base import SandboxStep, StepInput, StepResult
+
+
+class Zip(SandboxStep):
+    name = "zip"
+    processors = ("zip",)
+    bound_reason = "archive_limit"
+
+    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        from processing.sandbox import archives
+
+        return archives.process(src, work, bounds, scan=tools.member_scanner())
+
+    def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
+        return StepResult(metadata={"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
+                                    "nested_archives": data.get("nested_archives")})
+

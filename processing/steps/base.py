@@ -1,0 +1,110 @@
+"""The step contract: what a step is given, what it returns, and the two kinds of step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from processing.errors import ContentRejected
+
+STAGES = ("intake", "scan", "derive")
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """Everything a step may look at. Never the row, never the storage gateway."""
+
+    profile: Any  # attachments.profiles.Profile: name, allowed_types, max_bytes, processor
+    size: int | None = None  # bytes in storage
+    content_type: str | None = None  # sniffed at intake; None before it
+    head: bytes = b""  # the first bytes (intake)
+    chunks: Callable[[], Iterable[bytes]] | None = None  # a fresh stream of the bytes per call
+    path: Path | None = None  # a local file holding the bytes (derive)
+    work_dir: Path | None = None  # an empty directory a sandboxed step writes its files in
+
+
+@dataclass(frozen=True)
+class Derivative:
+    """A file a step produced; the pipeline stores it under the attachment's key for `kind`."""
+
+    kind: str
+    path: Path
+    content_type: str
+    ext: str
+    width: int | None = None
+    height: int | None = None
+    served: bool = False  # served in place of the original (size and sha256 describe it)
+    size: int | None = None  # as the step measured it; the pipeline re-checks
+    sha256: str | None = None
+
+
+@dataclass
+class StepResult:
+    fields: dict[str, Any] = field(default_factory=dict)  # attachment columns
+    metadata: dict[str, Any] = field(default_factory=dict)  # merged into the row's metadata
+    files: list[Derivative] = field(default_factory=list)
+
+    def merge(self, other: StepResult) -> StepResult:
+        self.fields.update(other.fields)
+        self.metadata.update(other.metadata)
+        self.files.extend(other.files)
+        return self
+
+
+class Step:
+    """One step. Subclasses set `name` and `stage` and implement run()."""
+
+    name: ClassVar[str]
+    stage: ClassVar[str]
+
+    def applies_to(self, profile: Any, content_type: str | None) -> bool:
+        return True
+
+    def run(self, given: StepInput) -> StepResult:
+        raise NotImplementedError
+
+
+class SandboxStep(Step):
+    """A decoder: decode() runs in a confined sandbox job of kind `name` (no Django there).
+
+    run() sends the file to the sandbox and turns the job's data and files into a
+    StepResult with describe().
+    """
+
+    stage = "derive"
+    processors: ClassVar[tuple[str, ...]] = ()  # the profiles' `processor` values it serves
+    serves_rendition: ClassVar[bool] = False  # its output is served instead of the original
+    bound_reason: ClassVar[str] = "too_large"  # a scanner's size/nesting bound, for this kind
+
+    def applies_to(self, profile: Any, content_type: str | None) -> bool:
+        return profile.processor in self.processors
+
+    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        """In the sandbox job: decode `src` (an open file), write files under `work`."""
+        raise NotImplementedError
+
+    def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
+        raise NotImplementedError
+
+    def rejected(self, reason_code: str | None, message: str) -> None:
+        """A rejected job; a step that counts its own verdicts overrides this."""
+
+    def run(self, given: StepInput) -> StepResult:
+        from processing import sandbox_config  # looked up per call: tests and benchmarks wrap it
+
+        assert given.path is not None and given.work_dir is not None
+        outcome = sandbox_config.run_sandboxed(self.name, given.path, given.work_dir)
+        if outcome.outcome != "ok":
+            self.rejected(outcome.reason_code, outcome.message)
+            raise ContentRejected(outcome.reason_code or "corrupt", outcome.message or "could not be decoded")
+        result = self.describe(outcome.data, {k: Path(v) for k, v in outcome.files.items()}, given)
+        result.metadata.setdefault("thumbnail", None)  # the resource reads it instead of querying derivatives
+        thumb = outcome.files.get("thumbnail")
+        if thumb is not None:
+            dims = outcome.data.get("thumbnail") or {}
+            result.files.insert(0, Derivative("thumbnail", Path(thumb), "image/webp", "webp",
+                                           width=dims.get("width"), height=dims.get("height")))
+            result.metadata["thumbnail"] = {"width": dims.get("width"), "height": dims.get("height")}
+        return result

@@ -1,0 +1,34 @@
+"""Digest: describe the original when it is what gets served (no decoder serves a rendition)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .base import Step, StepInput, StepResult
+
+
+def sha256_file(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            size += len(chunk)
+            digest.update(chunk)
+    return size, digest.hexdigest()
+
+
+class Digest(Step):
+    name = "digest"
+    stage = "derive"
+
+    def applies_to(self, profile, content_type):  # type: ignore[no-untyped-def]
+        from .registry import decoder_for
+
+        decoder = decoder_for(profile, content_type)
+        return decoder is None or not decoder.serves_rendition
+
+    def run(self, given: StepInput) -> StepResult:
+        assert given.path is not None
+        size, sha256 = sha256_file(given.path)
+        return StepResult(fields={"size": size, "sha256": sha256})

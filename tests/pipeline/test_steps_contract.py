@@ -1,0 +1,106 @@
+"""The step contract: one table says which steps apply, steps only read what they are given,
+and the sandbox's job kinds are that table's decoding steps (no second switch)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attachments.profiles import get_profile
+from processing.errors import ContentRejected
+from processing.sandbox import child, run_job
+from processing.steps import StepInput
+from processing.steps.registry import SANDBOX_KINDS, decoder_for, steps_for
+from tests.support import EICAR, jpeg_bytes, pdf_bytes, zip_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("profile", "derive"), [
+    ("image", ["image"]), ("avatar", ["image"]), ("document", ["digest", "pdf"]),
+    ("archive", ["digest", "zip"]), ("media", ["digest"]),
+])
+def test_the_table_says_which_steps_apply(profile: str, derive: list[str]) -> None:
+    p = get_profile(profile)
+    assert [s.name for s in steps_for("intake", p, None)] == ["intake"]
+    assert [s.name for s in steps_for("scan", p, None)] == ["scan"]
+    assert [s.name for s in steps_for("derive", p, p.allowed_types[0])] == derive
+
+
+def test_the_sandbox_kinds_are_the_decoding_steps_and_importing_them_needs_no_django() -> None:
+    # The fork server imports the registry (python -I, no Django settings): it must stay Django-free.
+    code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
+            "import processing.sandbox.server; from processing.steps.registry import SANDBOX_KINDS;"
+            "print(json.dumps([sorted(SANDBOX_KINDS), sorted(m for m in sys.modules if m.split('.')[0] == 'django')]))")
+    out = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True, text=True, check=True)
+    kinds, django_modules = json.loads(out.stdout)
+    assert kinds == ["image", "pdf", "zip"]
+    assert django_modules == []
+
+
+def test_the_job_runs_whatever_step_the_table_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    class Probe:
+        def decode(self, src, work, bounds, tools):  # type: ignore[no-untyped-def]
+            return {"read": src.read().decode(), "isolate": tools.isolate is child.fork_isolated}, {}
+
+    monkeypatch.setitem(child.SANDBOX_KINDS, "probe", Probe())
+    src = tmp_path / "in"
+    src.write_bytes(b"abc")
+    with open(src, "rb") as fh:
+        doc = child.dispatch({"kind": "probe", "bounds": {}}, fh)
+    assert doc["outcome"] == "ok" and doc["data"] == {"read": "abc", "isolate": True}
+    monkeypatch.delitem(child.SANDBOX_KINDS, "probe")
+    assert child.dispatch({"kind": "probe", "bounds": {}}, src)["reason_code"] == "corrupt"
+    with pytest.raises(ValueError, match="unknown sandbox kind"):
+        run_job("probe", src, tmp_path / "work")
+
+
+def _given(profile: str, data: bytes, tmp_path: Path, content_type: str | None = None) -> StepInput:
+    path = tmp_path / f"{profile}.bin"
+    path.write_bytes(data)
+    work = tmp_path / f"{profile}-work"
+    work.mkdir()
+    return StepInput(profile=get_profile(profile), size=len(data), content_type=content_type, head=data[:4096],
+                     chunks=lambda: iter([data]), path=path, work_dir=work)
+
+
+# No `db` fixture: a step that touched the database would fail with "Database access not allowed".
+@pytest.mark.parametrize(("profile", "data", "content_type"), [
+    ("image", jpeg_bytes((320, 200)), "image/jpeg"),
+    ("document", pdf_bytes(), "application/pdf"),
+    ("archive", zip_bytes({"a.txt": b"hello"}), "application/zip"),
+])
+def test_steps_read_what_they_are_given_and_write_neither_database_nor_storage(
+        profile: str, data: bytes, content_type: str, tmp_path: Path, storage_root: Path) -> None:
+    given = _given(profile, data, tmp_path)
+    facts = [s.run(given) for s in steps_for("intake", given.profile, None)]
+    assert facts[0].fields == {"stored_size": len(data), "content_type": content_type}
+    (tmp_path / "derive").mkdir()
+    given = _given(profile, data, tmp_path / "derive", content_type)
+    for stage in ("scan", "derive"):
+        for step in steps_for(stage, given.profile, content_type):
+            result = step.run(given)
+            for made in result.files:  # files are left in the work dir for the pipeline to store
+                assert made.path.resolve().parent == given.work_dir.resolve()
+    assert not storage_root.exists() or not any(storage_root.rglob("*"))
+
+
+def test_a_step_rejects_with_a_reason_the_pipeline_records(tmp_path: Path) -> None:
+    given = _given("image", EICAR, tmp_path)
+    with pytest.raises(ContentRejected) as caught:
+        steps_for("intake", given.profile, None)[0].run(given)
+    assert caught.value.code == "malware"  # refused for its type, but reported as what it is
+    assert decoder_for(get_profile("archive"), None).bound_reason == "archive_limit"
+    assert decoder_for(get_profile("media"), None) is None
+    assert set(SANDBOX_KINDS) == {s.name for s in (decoder_for(get_profile(n), None)
+                                                   for n in ("image", "document", "archive")) if s}
+
+
+def test_no_step_module_reaches_for_the_database_or_storage() -> None:
+    sources = {p.name: p.read_text() for p in (ROOT / "processing" / "steps").glob("*.py")}
+    for needle in ("attachments.models", "attachments.storage", "get_gateway", ".objects.", "transaction"):
+        assert [name for name, text in sources.items() if needle in text] == [], needle
