@@ -30,6 +30,15 @@ def record_scan_verdicts(verdicts) -> None:
         SCAN_RESULTS.labels(scanner=verdict.scanner, outcome=verdict.outcome).inc()
 
 
+# Archive members are scanned with YARA inside the sandbox job (processing/sandbox/
+# archives.py): one verdict per archive whose members were scanned, under this scanner name.
+MEMBER_SCANNER = "yara_members"
+
+
+def record_member_scan(outcome: str) -> None:
+    SCAN_RESULTS.labels(scanner=MEMBER_SCANNER, outcome=outcome).inc()
+
+
 def record_scan_error(scanner: str) -> None:
     SCAN_RESULTS.labels(scanner=scanner, outcome="error").inc()
 

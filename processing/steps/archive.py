@@ -19,6 +19,15 @@ class Zip(SandboxStep):
         return archives.process(src, work, bounds, scan=tools.member_scanner())
 
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
+        if data.get("scanned_entries"):
+            from processing.metrics import record_member_scan
+
+            record_member_scan("clean")
         return StepResult(metadata={"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
                                     "nested_archives": data.get("nested_archives")})
 
+    def rejected(self, reason_code: str | None, message: str) -> None:
+        if reason_code == "malware":  # only the member scan finds malware in this job
+            from processing.metrics import record_member_scan
+
+            record_member_scan("infected")
