@@ -12,6 +12,12 @@
  * remove discards it, a heartbeat keeps staged uploads alive while the page is
  * open, and Commit binds the remaining ones to a ref in one call.
  *
+ * Files over the tus threshold (8 MiB; `?tus=<bytes>` changes it, 0 turns it off) go
+ * through the tus endpoint instead (POST /api/v1/tus/, then 5 MiB PATCHes) with the
+ * vendored tus-js-client: a dropped connection is retried with a HEAD for the
+ * server's offset and the upload carries on from there; its URL is remembered in
+ * localStorage, so picking the same file again after a reload resumes it too.
+ *
  * Everything from the server or the user is put in the page with textContent
  * or setAttribute on fixed attribute names, never with innerHTML.
  */
@@ -22,6 +28,9 @@
   var TERMINAL = { ready: true, rejected: true, failed: true };
   var params = new URLSearchParams(window.location.search);
   var HEARTBEAT_MS = Math.max(1, Number(params.get("heartbeat")) || 60) * 1000;
+  var tusParam = params.get("tus");
+  var TUS_THRESHOLD = tusParam === null ? 8 * 1024 * 1024 : Number(tusParam) || Infinity;
+  var TUS_CHUNK = 5 * 1024 * 1024;
   var csrfToken = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
 
   var items = [];
@@ -101,7 +110,7 @@
   function createItem(file, profile) {
     var item = {
       key: nextKey++, file: file, profile: profile, id: null, status: "new", reason: null,
-      xhr: null, removed: false, committedRef: null, generation: 0, thumbUrl: null,
+      xhr: null, tus: null, resumes: 0, removed: false, committedRef: null, generation: 0, thumbUrl: null,
     };
     var li = el("li", "item");
     li.dataset.key = String(item.key);
@@ -341,10 +350,79 @@
     try { return new URL(url, window.location.href).origin === window.location.origin; } catch (e) { return false; }
   }
 
+  // --- tus (large files, resumable) ----------------------------------------------
+
+  function tusStatus(error) {
+    var response = error && error.originalResponse;
+    return response ? response.getStatus() : 0;
+  }
+
+  /* Upload through tus: creation makes the intent; PATCHes of TUS_CHUNK bytes; retried from HEAD's offset. */
+  function sendTus(item, current) {
+    return new Promise(function (resolve, reject) {
+      var upload = new window.tus.Upload(item.file, {
+        endpoint: API + "/tus/",
+        chunkSize: TUS_CHUNK,
+        retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
+        headers: { "X-CSRFToken": csrfToken },
+        metadata: { profile: item.profile, filename: item.file.name, content_type: contentTypeOf(item.file) },
+        removeFingerprintOnSuccess: true,
+        onUploadUrlAvailable: function () {
+          item.id = upload.url.split("/").pop();
+          item.ui.li.dataset.id = item.id;
+        },
+        onProgress: function (sent, total) {
+          if (!current()) return;
+          item.ui.progress.value = total ? Math.round((sent / total) * 100) : 100;
+          item.ui.detail.textContent = formatBytes(sent) + " of " + formatBytes(total) +
+            (item.resumes ? " (resumed " + item.resumes + "×)" : "");
+        },
+        onShouldRetry: function (error) {
+          var status = tusStatus(error);
+          if (!current()) return false;
+          // The library's rule: network trouble, 5xx, 409 (offset moved) and 423 (locked) are retried.
+          var retry = status === 0 || status >= 500 || status === 409 || status === 423;
+          if (retry) {
+            item.resumes = (item.resumes || 0) + 1;
+            item.ui.li.dataset.resumes = String(item.resumes);
+            item.ui.detail.textContent = "connection lost, resuming…";
+          }
+          return retry;
+        },
+        onSuccess: function () { item.tus = null; resolve(); },
+        onError: function (error) {
+          item.tus = null;
+          var status = tusStatus(error);
+          var body = null;
+          try { body = JSON.parse(error.originalResponse.getBody()); } catch (e) { body = null; }
+          reject(status ? new ApiError(status, body) : error);
+        },
+      });
+      item.tus = upload;
+      upload.findPreviousUploads().then(function (previous) {
+        if (!current()) return;
+        if (previous.length) upload.resumeFromPreviousUpload(previous[0]);
+        upload.start();
+      }, reject);
+    });
+  }
+
   function start(item) {
     var generation = ++item.generation;
     var current = function () { return !item.removed && generation === item.generation; };
     item.ui.progress.value = 0;
+    if (window.tus && window.tus.isSupported && item.file.size > TUS_THRESHOLD) {
+      setStatus(item, "uploading", "resumable upload (tus)");
+      item.ui.li.dataset.via = "tus";
+      return sendTus(item, current).then(function () {
+        if (!current()) return;
+        setStatus(item, "pending", "uploaded, waiting for processing");
+        return poll(item, current);
+      }).catch(function (error) {
+        if (!current()) return;
+        setStatus(item, "error", "", error.message || String(error));
+      });
+    }
     setStatus(item, "intent", "asking for an upload URL…");
     return api("POST", "/uploads", {
       profile: item.profile, filename: item.file.name, size: item.file.size, content_type: contentTypeOf(item.file),
@@ -430,6 +508,7 @@
     item.removed = true;
     item.generation++;
     if (item.xhr) item.xhr.abort();
+    if (item.tus) { item.tus.abort(false); item.tus = null; }  // the discard below ends the upload
     var done = item.id ? api("POST", "/attachments/" + item.id + "/discard", {}) : Promise.resolve(null);
     done.then(function () {
       item.ui.li.remove();

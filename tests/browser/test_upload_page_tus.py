@@ -1,0 +1,74 @@
+"""The upload page sends a large file through tus (the vendored tus-js-client): progress, one PATCH lost
+to a dropped connection, the upload resumed from the server's offset, then processed like any upload."""
+
+import pytest
+from playwright.sync_api import expect
+
+from attachments.models import Attachment, TusUpload
+from tests.s3.support import mp4_bytes
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+MIB = 1024 * 1024
+
+
+def test_a_30_mb_file_goes_up_through_tus_and_resumes_after_the_network_drops(page, live_server, live_worker,
+                                                                              alice, storage_root):
+    page.goto("/admin/login/?next=/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "pw-alice")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    expect(page.locator("#profile")).to_be_enabled()
+    page.select_option("#profile", "media")
+
+    seen: list[str] = []
+    dropped: list[str] = []
+
+    def cut_the_third_patch(route):
+        request = route.request
+        seen.append(request.method)
+        if request.method == "PATCH" and seen.count("PATCH") == 3 and not dropped:
+            dropped.append(request.headers.get("upload-offset", ""))
+            route.abort("connectionreset")  # the network drops: nothing of it reaches the server
+        else:
+            route.continue_()
+
+    page.route(lambda url: "/api/v1/tus/" in url, cut_the_third_patch)
+
+    data = mp4_bytes(30 * MIB)
+    page.set_input_files("#files", [{"name": "clip.mp4", "mimeType": "video/mp4", "buffer": data}])
+    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="clip.mp4"))
+    expect(item).to_have_attribute("data-via", "tus")
+    expect(item).to_have_attribute("data-status", "ready", timeout=120_000)
+
+    assert dropped == [str(10 * MIB)]  # the third 5 MiB chunk
+    assert item.get_attribute("data-resumes") == "1"
+    # Created once; after the cut the client asked the server where it stood (HEAD), then carried on.
+    assert seen[0] == "POST" and seen.count("POST") == 1
+    after_cut = seen[seen.index("PATCH") + 3:]
+    assert after_cut[0] == "HEAD" and "PATCH" in after_cut
+    assert seen.count("PATCH") == 6 + 1  # 30 MiB in 5 MiB chunks, one of them twice
+
+    attachment = Attachment.objects.get(pk=item.get_attribute("data-id"))
+    assert attachment.owner == alice and attachment.status == "ready"
+    assert attachment.size == len(data) and attachment.content_type == "video/mp4"
+    assert (storage_root / attachment.storage_key).read_bytes() == data
+    assert TusUpload.objects.get(pk=attachment.pk).state == "complete"
+    assert not (storage_root / ".tus" / str(attachment.pk)).exists()
+    assert item.locator(".status").text_content() == "ready"
+
+
+def test_small_files_still_take_the_intent_path(page, live_server, alice):
+    page.goto("/admin/login/?next=/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "pw-alice")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    expect(page.locator("#profile")).to_be_enabled()
+    page.select_option("#profile", "media")
+    page.set_input_files("#files", [{"name": "small.mp4", "mimeType": "video/mp4", "buffer": mp4_bytes(MIB)}])
+    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="small.mp4"))
+    expect(item).to_have_attribute("data-status", "pending", timeout=30_000)
+    assert item.get_attribute("data-via") is None
+    assert not TusUpload.objects.exists()
