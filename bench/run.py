@@ -16,6 +16,7 @@ against a baseline measured in the same run, interleaved with it.
   memory       bench/memory.py              peak RSS of the worker and the sandbox over the hostile corpus
   serve        bench/serve_bench.py         serve vs gunicorn -w 2 (status), a soak on PostgreSQL + Redis, 100 waiters' CPU
   webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
+  tus          bench/tus_bench.py           tus upload (tuspy, 5 MiB PATCHes) vs one PUT of the same file, via serve
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -67,6 +68,8 @@ GOALS: list[tuple[str, str, object]] = [
     ("sweeper_index_used", "true", lambda v: v is True),
     ("webhook_delivery_events_per_s", ">= 200", lambda v: v >= 200),
     ("webhook_emit_events_per_s", "(info)", None),
+    ("tus_vs_put_throughput_ratio", ">= 0.8", lambda v: v >= 0.8),
+    ("tus_upload_mib_per_s", "(info)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -83,6 +86,7 @@ OWN_KEYS = {
     "serve": ["serve_vs_gunicorn_status_ratio", "soak.responses_5xx", "soak.pg_connections_within_bound",
               "soak.rss_growth_pct", "waiters_cpu_s_per_100x30s"],
     "webhooks": ["webhook_delivery_events_per_s"],
+    "tus": ["tus_vs_put_throughput_ratio"],
 }
 
 
@@ -159,8 +163,13 @@ def bench_webhooks(quick: bool, tmp: Path) -> dict:
                      1200)
 
 
+def bench_tus(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/tus_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "tus"), 1200)
+
+
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "ttr": bench_ttr, "api": bench_api,
-           "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks}
+           "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
+           "tus": bench_tus}
 
 
 def fmt(value: object) -> str:
