@@ -80,7 +80,7 @@ def test_a_timeout_is_a_failure_and_retried(make_endpoint, ready_file, settings)
 
 
 def test_retries_stop_at_the_window_and_the_delivery_is_dead_lettered(make_endpoint, ready_file, settings):
-    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.5
+    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 2.0
     receiver = Receiver(_answers(500)).start()
     try:
         make_endpoint(receiver.url)
@@ -88,10 +88,12 @@ def test_retries_stop_at_the_window_and_the_delivery_is_dead_lettered(make_endpo
         deliver_due()
         delivery = WebhookDelivery.objects.get()
         assert delivery.status == DeliveryStatus.DEAD and delivery.last_status_code == 500
-        assert 2 <= delivery.attempts == len(receiver.received)
-        # Backoff doubles: the gaps between attempts grow.
+        assert 3 <= delivery.attempts == len(receiver.received)
+        # Backoff doubles (0.05 s, 0.1 s, then the 0.2 s cap here): later gaps are longer than the first.
         gaps = [b.at - a.at for a, b in zip(receiver.received, receiver.received[1:])]
-        assert gaps[-1] > gaps[0]
+        assert max(gaps[1:]) > gaps[0]
+        # Nothing was tried after the window closed.
+        assert receiver.received[-1].at - receiver.received[0].at < 2.0 + 1.0
     finally:
         receiver.stop()
 
@@ -268,3 +270,26 @@ def test_history_is_purged_after_the_audit_window_but_not_what_is_owed(make_endp
     assert purge(now=timezone.now() + timedelta(days=31)) == 1
     assert list(WebhookEvent.objects.values_list("pk", flat=True)) == [owed.event_id]
     assert not WebhookAttempt.objects.exists()
+
+
+def test_the_first_tick_of_a_process_with_an_in_process_broker_resends_at_once(make_endpoint, ready_file, receiver,
+                                                                               settings, monkeypatch):
+    """Embedded `serve` restarted: the old process's in-memory messages are gone; no 60 s wait."""
+    from attachments.models import OutboxMessage
+    from webhooks.services import tick
+
+    settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS = 60
+    make_endpoint(receiver.url)
+    ready_file()
+    jobs = OutboxMessage.objects.filter(actor_name="webhook_deliver")
+    before = jobs.count()
+    monkeypatch.setattr(tick, "_ticked", False)
+    monkeypatch.setattr(tick, "_broker_is_in_process", lambda: True)
+    tick.run_tick()
+    assert jobs.count() == before + 1  # re-sent although it was enqueued just now
+    tick.run_tick()
+    assert jobs.count() == before + 1  # later ticks wait for the grace again
+    monkeypatch.setattr(tick, "_ticked", False)
+    monkeypatch.setattr(tick, "_broker_is_in_process", lambda: False)
+    tick.run_tick()  # a shared broker (Redis) still holds the message: nothing to resend
+    assert jobs.count() == before + 1

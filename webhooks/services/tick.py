@@ -22,21 +22,33 @@ log = logging.getLogger("airlock.webhooks")
 PURGE_INTERVAL_SECONDS = 600.0
 PURGE_BATCH = 1000
 _last_purge = 0.0
-_purge_lock = threading.Lock()
+_ticked = False
+_tick_lock = threading.Lock()
+
+
+def _broker_is_in_process() -> bool:
+    import dramatiq
+    from dramatiq.brokers.stub import StubBroker
+
+    return isinstance(dramatiq.get_broker(), StubBroker)
 
 
 def run_tick(*, now: datetime | None = None) -> None:
-    redrive(now=now)
-    global _last_purge
-    with _purge_lock:
+    global _last_purge, _ticked
+    with _tick_lock:
+        first, _ticked = not _ticked, True
         due = time.monotonic() - _last_purge >= PURGE_INTERVAL_SECONDS
         if due:
             _last_purge = time.monotonic()
+    # An in-process broker's messages died with the previous process: on this process's
+    # first tick everything due is sent again at once (a duplicate of a message this
+    # process already holds finds the delivery claimed or done and does nothing).
+    redrive(now=now, grace_seconds=0 if first and _broker_is_in_process() else None)
     if due:
         purge(now=now)
 
 
-def redrive(*, now: datetime | None = None, limit: int = 1000) -> int:
+def redrive(*, now: datetime | None = None, limit: int = 1000, grace_seconds: float | None = None) -> int:
     """Send again the deliveries that are due and unheld but whose message never came.
 
     A worker killed mid-request (its lease expires), a broker that lost the
@@ -44,7 +56,8 @@ def redrive(*, now: datetime | None = None, limit: int = 1000) -> int:
     here: due for a while (AIRLOCK_WEBHOOK_REDRIVE_SECONDS), not sent for as long.
     """
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS)
+    grace = settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS if grace_seconds is None else grace_seconds
+    stale = now - timedelta(seconds=grace)
     with transaction.atomic():
         ids = list(
             WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=stale,
