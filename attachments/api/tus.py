@@ -26,7 +26,7 @@ from ..services.tus import (
     tus_max_size,
     tus_upload_append,
     tus_upload_create,
-    tus_upload_of,
+    tus_upload_recover,
     tus_upload_terminate,
 )
 from .links import absolute_url
@@ -186,7 +186,7 @@ class TusUploadApi(TusApi):
     """HEAD/PATCH/DELETE /api/v1/tus/{attachment_id}: the owner's upload (anyone else: 404)."""
 
     def head(self, request, attachment_id):
-        upload = tus_upload_of(user=request.user, attachment_id=attachment_id)
+        upload = tus_upload_recover(user=request.user, attachment_id=attachment_id)
         return Response(status=200, headers={
             "Upload-Offset": str(upload.offset),
             "Upload-Length": str(upload.length),

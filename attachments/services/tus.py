@@ -28,7 +28,7 @@ from django.utils import timezone
 from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
-from ..storage import get_gateway
+from ..storage import StorageError, get_gateway
 from ..storage.tus import LocalStaging, S3Staging, s3_part_size, staging_for
 from .intents import upload_intent_create
 from .uploads import object_arrived
@@ -101,6 +101,32 @@ def tus_upload_of(*, user, attachment_id: object, now: datetime | None = None) -
         raise NotFound()
     if upload.state == State.EXPIRED or (upload.state == State.ACTIVE and upload.expires_at <= now):
         raise UploadExpired()
+    return upload
+
+
+def tus_upload_recover(*, user, attachment_id: object, now: datetime | None = None) -> TusUpload:
+    """The upload as HEAD reports it; one whose last byte is in but whose completion was lost is completed now.
+
+    A server that dies between recording the last byte and handing the file to
+    intake leaves offset == length: the client (rightly) thinks it is done and
+    never sends another PATCH, so the next look at it finishes the job.
+    """
+    now = now or timezone.now()
+    upload = tus_upload_of(user=user, attachment_id=attachment_id, now=now)
+    if upload.state != State.ACTIVE or upload.offset != upload.length:
+        return upload
+    try:
+        token = _claim(upload.pk, now)
+    except UploadLocked:
+        return upload  # a writer is at it
+    try:
+        upload.refresh_from_db()
+        upload.attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
+                                                    "declared_type").get(pk=upload.pk)
+        if upload.state == State.ACTIVE and upload.offset == upload.length and _accepting(upload.attachment):
+            _complete(upload, token=token)
+    finally:
+        _release(upload.pk, token)
     return upload
 
 
@@ -326,7 +352,10 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None) -> None:
             else get_gateway().write_chunks(key, [b""], content_type=attachment.declared_type)
     else:
         tail = bytes(upload.tail)
-        if not upload.s3_upload_id:  # smaller than one part: a plain object
+        assembled = get_gateway().head(key) if upload.s3_upload_id else None
+        if assembled is not None and assembled.size == upload.length:
+            size = upload.length  # assembled by an earlier attempt whose server died before recording it
+        elif not upload.s3_upload_id:  # smaller than one part: a plain object
             size = staging.write_whole(key, [tail], content_type=attachment.declared_type)
         else:
             parts = list(upload.parts)
@@ -334,7 +363,11 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None) -> None:
                 etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=len(parts) + 1,
                                            body=_bytes_io(tail), size=len(tail))
                 parts.append([len(parts) + 1, etag, len(tail)])
-            staging.complete(key, upload_id=upload.s3_upload_id, parts=parts)
+            if not staging.complete(key, upload_id=upload.s3_upload_id, parts=parts):
+                # Completed by an earlier attempt whose server died before recording it, or aborted.
+                info = get_gateway().head(key)
+                if info is None or info.size != upload.length:
+                    raise StorageError(f"multipart upload of {key} is gone")
             size = upload.length
     updated = TusUpload.objects.filter(pk=upload.pk, state=State.ACTIVE)
     if token is not None:
@@ -365,6 +398,19 @@ def _brake() -> str:
     from sweeper.control import delete_brake
 
     return delete_brake()
+
+
+def _finish_stranded(upload: TusUpload, now: datetime) -> None:
+    try:
+        token = _claim(upload.pk, now)
+    except (UploadLocked, NotFound):
+        return
+    try:
+        _complete(upload, token=token)
+    except Exception as exc:  # noqa: BLE001 - the next sweep or HEAD tries again
+        log.warning("tus completion failed", extra={"attachment_id": str(upload.pk), "error": str(exc)[:300]})
+    finally:
+        _release(upload.pk, token)
 
 
 def tus_upload_terminate(*, user, attachment_id: object, now: datetime | None = None) -> None:
@@ -404,6 +450,11 @@ def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, li
         Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).order_by("expires_at")[:limit])
     done = []
     for upload in candidates:
+        if upload.state == State.ACTIVE and upload.offset == upload.length and _accepting(upload.attachment):
+            # All its bytes are in (a completion lost to a crash): finish it, never delete it.
+            if not dry_run:
+                _finish_stranded(upload, now)
+            continue
         if dry_run:
             done.append(upload.pk)
             continue

@@ -125,11 +125,20 @@ class S3Staging:
             Bucket=self._bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, ContentLength=size))
         return str(sent["ETag"])
 
-    def complete(self, key: str, *, upload_id: str, parts: list[list]) -> None:
+    def complete(self, key: str, *, upload_id: str, parts: list[list]) -> bool:
+        """Assemble the parts; False when the upload no longer exists (completed before a crash, or aborted)."""
         validate_key(key)
         listed = [{"PartNumber": int(n), "ETag": str(etag)} for n, etag, _size in sorted(parts)]
-        self._call("complete multipart", key, lambda: self._client.complete_multipart_upload(
-            Bucket=self._bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}))
+        try:
+            self._client.complete_multipart_upload(Bucket=self._bucket, Key=key, UploadId=upload_id,
+                                                   MultipartUpload={"Parts": listed})
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code", "")) == "NoSuchUpload":
+                return False
+            raise StorageError(f"complete multipart {key}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"complete multipart {key}: {exc}") from exc
+        return True
 
     def write_whole(self, key: str, chunks: Iterable[bytes], *, content_type: str) -> int:
         return self.gateway.write_chunks(key, chunks, content_type=content_type)

@@ -275,3 +275,50 @@ def test_creation_counts_against_the_pending_cap(alice_client, settings):
     assert _create(alice_client, 10).status_code == 201
     refused = _create(alice_client, 10)
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "RATE_LIMITED"
+
+
+def test_a_completion_lost_to_a_crash_is_finished_by_the_next_head(alice_client, samples, storage_root, monkeypatch):
+    from attachments.services import tus as service
+
+    data = samples.jpeg()
+    path = _path(_create(alice_client, len(data)))
+    pk = path.rsplit("/", 1)[1]
+    real = service._complete
+
+    def crash(upload, *, token):
+        raise SystemExit("the server died before handing the file to intake")
+
+    monkeypatch.setattr(service, "_complete", crash)
+    with pytest.raises(SystemExit):
+        _patch(alice_client, path, data, 0)
+    monkeypatch.setattr(service, "_complete", real)
+    upload = TusUpload.objects.get(pk=pk)
+    assert (upload.state, upload.offset, upload.lock_token) == ("active", len(data), None)
+    assert Attachment.objects.get(pk=pk).uploaded_at is None
+    # The client's HEAD says it is all there; the server finishes the job on the way.
+    head = alice_client.head(path, **TUS)
+    assert head.status_code == 200 and head["Upload-Offset"] == str(len(data))
+    assert TusUpload.objects.get(pk=pk).state == "complete"
+    attachment = Attachment.objects.get(pk=pk)
+    assert attachment.uploaded_at is not None
+    assert (storage_root / attachment.storage_key).read_bytes() == data
+
+
+def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_client, samples, storage_root,
+                                                                     monkeypatch):
+    from attachments.services import tus as service
+    from sweeper.sweep import sweep_expired
+
+    data = samples.jpeg()
+    path = _path(_create(alice_client, len(data)))
+    pk = path.rsplit("/", 1)[1]
+    real = service._complete
+    monkeypatch.setattr(service, "_complete", lambda upload, *, token: (_ for _ in ()).throw(SystemExit("died")))
+    with pytest.raises(SystemExit):
+        _patch(alice_client, path, data, 0)
+    monkeypatch.setattr(service, "_complete", real)
+    TusUpload.objects.filter(pk=pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert sweep_expired(trigger="test").tus_expired == 0
+    attachment = Attachment.objects.get(pk=pk)
+    assert TusUpload.objects.get(pk=pk).state == "complete" and attachment.uploaded_at is not None
+    assert (storage_root / attachment.storage_key).read_bytes() == data

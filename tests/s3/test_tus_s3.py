@@ -1,0 +1,110 @@
+"""tus on S3 (moto over HTTP): a multipart upload behind the scenes, its tail in the database, aborted
+when the transfer ends without its last byte (termination, expiry)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from attachments.models import Attachment, StorageEvent, TusUpload
+from tests.s3.support import mp4_bytes
+
+pytestmark = [pytest.mark.s3, pytest.mark.django_db]
+
+MIB = 1 << 20
+TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
+
+
+def _create(client, length: int) -> str:
+    meta = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
+                    {"profile": "media", "filename": "clip.mp4", "content_type": "video/mp4"}.items())
+    response = client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH=str(length), HTTP_UPLOAD_METADATA=meta)
+    assert response.status_code == 201, response.content
+    return response["Location"].removeprefix("http://testserver")
+
+
+def _patch(client, path: str, body: bytes, offset: int, **extra):
+    return client.generic("PATCH", path, body, content_type="application/offset+octet-stream", **TUS,
+                          HTTP_UPLOAD_OFFSET=str(offset), **extra)
+
+
+def _multipart_uploads(s3) -> list[dict]:
+    return s3.client.list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
+
+
+def test_chunks_wait_in_the_database_until_a_part_is_full_then_the_last_byte_completes(s3, alice, api):
+    client = api(alice)
+    data = mp4_bytes(12 * MIB + 17)
+    path = _create(client, len(data))
+    pk = path.rsplit("/", 1)[1]
+    key = Attachment.objects.get(pk=pk).storage_key
+
+    assert _patch(client, path, data[:3 * MIB], 0)["Upload-Offset"] == str(3 * MIB)
+    upload = TusUpload.objects.get(pk=pk)
+    assert len(bytes(upload.tail)) == 3 * MIB and upload.parts == [] and not upload.s3_upload_id
+    assert _multipart_uploads(s3) == []  # under one part: nothing in the bucket yet
+
+    assert _patch(client, path, data[3 * MIB:6 * MIB], 3 * MIB)["Upload-Offset"] == str(6 * MIB)
+    upload.refresh_from_db()
+    assert [size for _, _, size in upload.parts] == [5 * MIB] and len(bytes(upload.tail)) == MIB
+    (listed,) = _multipart_uploads(s3)
+    assert listed["Key"] == key and listed["UploadId"] == upload.s3_upload_id
+    assert not s3.exists(key)
+
+    # The rest in one checksummed chunk: received whole and verified before any of it goes to S3.
+    rest = data[6 * MIB:]
+    digest = base64.b64encode(hashlib.sha256(rest).digest()).decode()
+    wrong = base64.b64encode(hashlib.sha256(b"x").digest()).decode()
+    refused = _patch(client, path, rest, 6 * MIB, HTTP_UPLOAD_CHECKSUM=f"sha256 {wrong}")
+    assert refused.status_code == 460
+    upload.refresh_from_db()
+    assert upload.offset == 6 * MIB and len(upload.parts) == 1 and len(bytes(upload.tail)) == MIB
+    done = _patch(client, path, rest, 6 * MIB, HTTP_UPLOAD_CHECKSUM=f"sha256 {digest}")
+    assert done.status_code == 204 and done["Upload-Offset"] == str(len(data))
+    assert s3.get(key) == data
+    assert _multipart_uploads(s3) == []
+    upload.refresh_from_db()
+    assert upload.state == "complete" and bytes(upload.tail) == b"" and not upload.staged
+    assert StorageEvent.objects.get(key=key, source="tus").outcome == "started"
+    assert Attachment.objects.get(pk=pk).uploaded_at is not None
+
+
+def test_expiry_and_termination_abort_the_multipart_upload(s3, alice, api):
+    from sweeper.control import sweeper_control_set
+    from sweeper.sweep import sweep_expired
+
+    client = api(alice)
+    data = mp4_bytes(8 * MIB)
+    first, second = _create(client, len(data)), _create(client, len(data))
+    for path in (first, second):
+        assert _patch(client, path, data[:6 * MIB], 0).status_code == 204
+    assert len(_multipart_uploads(s3)) == 2
+
+    TusUpload.objects.filter(pk=first.rsplit("/", 1)[1]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert client.head(first, **TUS).status_code == 410
+    assert sweep_expired(trigger="test").tus_expired == 1
+    assert len(_multipart_uploads(s3)) == 1
+    assert TusUpload.objects.get(pk=first.rsplit("/", 1)[1]).state == "expired"
+
+    # Terminated under the killswitch: the parts stay until a sweep runs without it.
+    sweeper_control_set(killswitch=True, actor="test")
+    assert client.delete(second, **TUS).status_code == 204
+    assert len(_multipart_uploads(s3)) == 1
+    sweeper_control_set(killswitch=False, actor="test")
+    assert sweep_expired(trigger="test").tus_expired == 1
+    assert _multipart_uploads(s3) == []
+    assert client.head(second, **TUS).status_code == 404
+
+
+def test_an_upload_under_one_part_is_one_object(s3, alice, api):
+    client = api(alice)
+    data = mp4_bytes(300_000)
+    path = _create(client, len(data))
+    for start in range(0, len(data), 100_000):
+        assert _patch(client, path, data[start:start + 100_000], start).status_code == 204
+    assert _multipart_uploads(s3) == []
+    assert s3.get(Attachment.objects.get(pk=path.rsplit("/", 1)[1]).storage_key) == data
