@@ -94,6 +94,13 @@ def _body(request):
     return iter(lambda: django_request.read(256 * 1024), b"")
 
 
+def _metadata(upload: TusUpload) -> str:
+    """Upload-Metadata for HEAD (the spec's MUST): what was kept of the client's metadata."""
+    attachment = upload.attachment
+    kept = {"profile": attachment.profile, "filename": attachment.filename, "content_type": attachment.declared_type}
+    return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in kept.items())
+
+
 def _media_type(request) -> str:
     return (request.content_type or "").split(";", 1)[0].strip().lower()
 
@@ -191,6 +198,7 @@ class TusUploadApi(TusApi):
             "Upload-Offset": str(upload.offset),
             "Upload-Length": str(upload.length),
             "Cache-Control": "no-store",
+            "Upload-Metadata": _metadata(upload),
             **_expires(upload),
         })
 

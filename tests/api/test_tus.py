@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from attachments.api.tus import parse_metadata
 from attachments.models import Attachment, StorageEvent, TusUpload
 
 TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
@@ -66,6 +67,8 @@ def test_creation_makes_an_intent_row_and_head_reports_it(alice_client, alice, s
     assert head.status_code == 200
     assert head["Upload-Offset"] == "0" and head["Upload-Length"] == str(len(data))
     assert head["Cache-Control"] == "no-store"
+    assert parse_metadata(head["Upload-Metadata"]) == {"profile": "image", "filename": "cat.jpg",
+                                                       "content_type": "image/jpeg"}
     assert "GMT" in head["Upload-Expires"]
 
 
