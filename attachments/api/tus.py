@@ -19,7 +19,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ..errors import AirlockError, ValidationFailed
+from ..errors import AirlockError, TooLarge, ValidationFailed
 from ..models import TusUpload
 from ..services.tus import (
     CHECKSUMS,
@@ -168,8 +168,6 @@ class TusCreateApi(TusApi):
         if missing:
             raise ValidationFailed("Upload-Metadata must name the profile and the content_type.", details=missing)
         if length > max_size:
-            from ..errors import TooLarge
-
             raise TooLarge(f"Upload-Length is over the largest limit of {max_size} bytes.",
                            details={"max_bytes": max_size})
         upload = tus_upload_create(user=request.user, length=length, profile_name=profile,

@@ -12,6 +12,7 @@ sweeper (`tus_uploads_expire`), which honours its brakes.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import tempfile
@@ -170,7 +171,7 @@ def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iter
                 raise UploadLocked()
 
 
-def _parse_checksum(checksum: tuple[str, bytes] | None):
+def _hasher(checksum: tuple[str, bytes] | None):
     if checksum is None:
         return None
     return CHECKSUMS[checksum[0]]()
@@ -244,7 +245,7 @@ def _append_local(upload: TusUpload, staging: LocalStaging, body: Iterable[bytes
                   checksum: tuple[str, bytes] | None, token: uuid.UUID, now: datetime) -> None:
     name = str(upload.pk)
     start = upload.offset
-    hasher = _parse_checksum(checksum)
+    hasher = _hasher(checksum)
     written = 0
     fh = staging.open_at(name, start)
     try:
@@ -290,7 +291,7 @@ def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
     key = attachment.storage_key
     part_size = s3_part_size(upload.length)
     parts: list[list] = list(upload.parts)
-    hasher = _parse_checksum(checksum)
+    hasher = _hasher(checksum)
     source: Iterator[bytes] = iter(body)
     if hasher is not None:
         source = _spooled(body, hasher)
@@ -361,7 +362,7 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None) -> None:
             parts = list(upload.parts)
             if tail or not parts:
                 etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=len(parts) + 1,
-                                           body=_bytes_io(tail), size=len(tail))
+                                           body=io.BytesIO(tail), size=len(tail))
                 parts.append([len(parts) + 1, etag, len(tail)])
             if not staging.complete(key, upload_id=upload.s3_upload_id, parts=parts):
                 # Completed by an earlier attempt whose server died before recording it, or aborted.
@@ -377,12 +378,6 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None) -> None:
     upload.tail = b""
     object_arrived(key=key, size=size, source="tus", dedupe_key=f"tus:{key}", event_name="ObjectCreated:Put")
     log.info("tus upload complete", extra={"attachment_id": str(upload.pk), "size": size, "step": "arrival"})
-
-
-def _bytes_io(data: bytes):
-    import io
-
-    return io.BytesIO(data)
 
 
 def _remove_staged(upload: TusUpload) -> None:
