@@ -325,3 +325,23 @@ def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_clien
     attachment = Attachment.objects.get(pk=pk)
     assert TusUpload.objects.get(pk=pk).state == "complete" and attachment.uploaded_at is not None
     assert (storage_root / attachment.storage_key).read_bytes() == data
+
+
+def test_creation_is_shed_with_intents_but_granted_uploads_still_take_bytes(alice_client, samples, settings):
+    from attachments.models import Status
+    from attachments.services import backlog
+
+    settings.AIRLOCK_MAX_BACKLOG_SECONDS = 60
+    data = samples.jpeg()
+    granted = _path(_create(alice_client, len(data)))
+    for _ in range(backlog.QUEUE_DEPTH):
+        pk = _path(_create(alice_client, 10)).rsplit("/", 1)[1]
+        Attachment.objects.filter(pk=pk).update(uploaded_at=timezone.now() - timedelta(seconds=90),
+                                                status=Status.PROCESSING)
+    backlog.forget()
+    try:
+        shed = _create(alice_client, len(data))
+        assert shed.status_code == 503 and shed.json()["error"]["code"] == "UNAVAILABLE" and shed["Retry-After"]
+        assert _patch(alice_client, granted, data, 0).status_code == 204
+    finally:
+        backlog.forget()
