@@ -35,12 +35,12 @@ def release_all() -> int:
     """processing → pending for every lease a job thread of this process still holds."""
     from django.db import close_old_connections
 
-    from . import outcomes
+    from attachments.services.processing import attachment_release
 
     released = 0
     for attachment_id, token in held():
         try:
-            released += outcomes.release(attachment_id, token, actor="system:shutdown")
+            released += attachment_release(attachment_id=attachment_id, token=token, actor="system:shutdown")
         except Exception as exc:  # the database is gone too: the lease expires on its own
             log.warning("could not release a lease", extra={"attachment_id": str(attachment_id),
                                                             "error": str(exc)[:300]})

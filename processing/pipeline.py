@@ -25,7 +25,16 @@ from attachments.profiles import get_profile
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
 
-from . import inflight, outcomes
+from attachments.services.processing import (
+    attachment_advance,
+    attachment_begin,
+    attachment_is_startable,
+    attachment_reject,
+    attachment_retry_or_fail,
+    attachment_snapshot_record,
+)
+
+from . import inflight
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
 from .steps import StepInput
@@ -38,7 +47,7 @@ log = logging.getLogger("airlock.pipeline")
 
 @dataclass
 class StageResult:
-    """What a stage hands to outcomes.advance: the columns to set and the stored derivatives."""
+    """What a stage hands to attachment_advance: the columns to set and the stored derivatives."""
 
     fields: dict[str, Any] = field(default_factory=dict)
     derivatives: list[dict[str, Any]] = field(default_factory=list)
@@ -150,7 +159,7 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
     """Do one step if this job still holds the lease; return what happened.
 
     `attachment` is the row as current() returned it, when the caller already
-    read it (the derive actor needs its tenant first); outcomes re-check the
+    read it (the derive actor needs its tenant first); the services re-check the
     lease under the row lock either way.
     """
     if attachment is None:
@@ -171,11 +180,11 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
             from .metrics import record_scan_error
 
             record_scan_error(getattr(exc, "scanner", "scanner"))
-        outcome = outcomes.retry_or_fail(attachment_id, token, error=error) or "stale"
+        outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
         _log(context, started, outcome, error=error[:300])
         return outcome
-    advanced = outcomes.advance(attachment_id, token, step, fields=result.fields, next_step=next_step,
-                                derivatives=result.derivatives)
+    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=step, fields=result.fields,
+                                  next_step=next_step, derivatives=result.derivatives)
     outcome = ("ready" if next_step is None else "advanced") if advanced else "stale"
     if outcome == "ready":
         from django.utils import timezone
@@ -236,7 +245,8 @@ def _resend_next_parked(slots, tenant: str, holder: str, resend: Callable[..., o
 
 
 def _rejected(context: dict, started: float, attachment_id: uuid.UUID, token: uuid.UUID, exc: ContentRejected) -> str:
-    outcome = "rejected" if outcomes.reject(attachment_id, token, code=exc.code, message=exc.message) else "stale"
+    rejected = attachment_reject(attachment_id=attachment_id, token=token, code=exc.code, message=exc.message)
+    outcome = "rejected" if rejected else "stale"
     _log(context, started, outcome, reason_code=exc.code)
     return outcome
 
@@ -261,23 +271,23 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
 
     if not get_gateway().rewritable_uploads:
         attachment = load(attachment_id)
-        if not outcomes.startable(attachment):
+        if not attachment_is_startable(attachment):
             return "skipped"
         started = time.monotonic()
         context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": "intake"}
         try:
             facts = intake(attachment).fields
         except ContentRejected as exc:
-            token = outcomes.begin(attachment_id)
+            token = attachment_begin(attachment_id=attachment_id)
             return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)
         except _transient_types():
             facts = None  # retried below under the lease, with backoff if it persists
         if facts is not None:
-            if outcomes.begin(attachment_id, intake_facts=facts) is None:
+            if attachment_begin(attachment_id=attachment_id, intake_facts=facts) is None:
                 return "skipped"
             _log(context, started, "advanced")
             return "advanced"
-    token = outcomes.begin(attachment_id)
+    token = attachment_begin(attachment_id=attachment_id)
     if token is None:
         return "skipped"
     return run_step(attachment_id, token, "intake")
@@ -299,9 +309,7 @@ def _snapshot(attachment: Attachment) -> None:
     gateway.copy(attachment.storage_key, target)
     if gateway.head(target) is None:
         raise TransientError("snapshot copy did not verify")
-    updated = Attachment.objects.filter(pk=attachment.pk, lease_token=attachment.lease_token).update(
-        content_key=target)
-    if not updated:
+    if not attachment_snapshot_record(attachment_id=attachment.pk, token=attachment.lease_token, content_key=target):
         gateway.delete(target)
         raise TransientError("lost the lease while taking the snapshot")
     attachment.content_key = target

@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, Status
 from attachments.services import outbox
-
-from . import outcomes
+from attachments.services.processing import attachment_lease_extend, attachment_retry_or_fail
 
 log = logging.getLogger("airlock.recovery")
 
@@ -41,12 +40,13 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
     if dry_run:
         return len(stuck) - len(waiting)
     for pk, token in waiting:
-        outcomes.extend_lease(pk, token, now=now)
+        attachment_lease_extend(attachment_id=pk, token=token, now=now)
     done = 0
     for pk, token, step, tenant_id in stuck:
         if (pk, token) in waiting:
             continue
-        if outcomes.retry_or_fail(pk, token, error="lease expired (worker lost?)", actor="system:reconciler"):
+        if attachment_retry_or_fail(attachment_id=pk, token=token, error="lease expired (worker lost?)",
+                                    actor="system:reconciler"):
             done += 1
             if step == "derive":
                 _free_tenant_slot(tenant_id, pk)

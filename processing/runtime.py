@@ -69,12 +69,11 @@ def release_orphaned_leases() -> int:
     they go back to pending now instead of waiting out their lease.
     """
     from attachments.models import Attachment, Status
-
-    from . import outcomes
+    from attachments.services.processing import attachment_release
 
     released = 0
     for pk, token in Attachment.objects.filter(status=Status.PROCESSING).values_list("pk", "lease_token")[:10_000]:
-        released += outcomes.release(pk, token, actor="system:shutdown")
+        released += attachment_release(attachment_id=pk, token=token, actor="system:shutdown")
     return released
 
 

@@ -3,11 +3,11 @@
 Without ``rescan`` only attachments missing something their profile promises
 are selected (an image without a thumbnail, a document without a page count,
 an archive without its entry count); with ``rescan`` every selected attachment
-is processed again (new scanner rules, a new derivative recipe). Each row goes
-ready → pending by the model's ``rescan`` transition (failed → pending by
-``retry``) on a locked row, and its intake job is enqueued through the outbox
-in the same transaction as the checkpoint, so an interrupted run resumes
-exactly after the last row it handled.
+is processed again (new scanner rules, a new derivative recipe). Each batch
+goes back to pending through ``attachments_reprocess`` (ready: rescan; failed:
+retry), whose intake jobs go out through the outbox in the same transaction as
+the checkpoint, so an interrupted run resumes exactly after the last row it
+handled.
 """
 
 from __future__ import annotations
@@ -26,15 +26,13 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Derivative, Lifecycle, Status
 from attachments.profiles import all_profiles
-from attachments.services import outbox
-from attachments.services.transitions import TransitionConflict, apply_transition
+from attachments.services.processing import REPROCESS_TRANSITIONS, attachments_reprocess
 
 from .models import BackfillCheckpoint
 
 log = logging.getLogger("airlock.backfill")
 
 ACTOR = "system:backfill"
-TRANSITIONS: dict[str, str] = {Status.READY: "rescan", Status.FAILED: "retry"}
 Progress = Callable[[int, int], None]
 
 
@@ -89,8 +87,8 @@ def _missing_something() -> Q:
 
 
 def backfill_queryset(selection: Selection, *, now: datetime) -> QuerySet[Attachment]:
-    if selection.status not in TRANSITIONS:
-        raise ValueError(f"backfill handles statuses {sorted(TRANSITIONS)}, not {selection.status!r}")
+    if selection.status not in REPROCESS_TRANSITIONS:
+        raise ValueError(f"backfill handles statuses {sorted(REPROCESS_TRANSITIONS)}, not {selection.status!r}")
     qs = Attachment.objects.filter(status=selection.status).exclude(
         lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]
     ).exclude(lifecycle=Lifecycle.STAGED, expires_at__lte=now)
@@ -118,7 +116,6 @@ def _checkpoint(selection: Selection, *, restart: bool, now: datetime) -> Backfi
 def _process_batch(selection: Selection, checkpoint: BackfillCheckpoint, *, now: datetime,
                    size: int) -> tuple[int, int, uuid.UUID | None]:
     """Transition and enqueue one batch, and move the checkpoint, in one transaction."""
-    transition = TRANSITIONS[selection.status]
     with transaction.atomic():
         qs = backfill_queryset(selection, now=now).order_by("pk")
         if checkpoint.last_id is not None:
@@ -126,19 +123,9 @@ def _process_batch(selection: Selection, checkpoint: BackfillCheckpoint, *, now:
         ids = list(qs.values_list("pk", flat=True)[:size])
         if not ids:
             return 0, 0, None
-        done = skipped = 0
-        for attachment in Attachment.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
-            if attachment.status != selection.status:  # changed since it was selected
-                skipped += 1
-                continue
-            try:
-                apply_transition(attachment, transition, actor=ACTOR, note="backfill")
-            except TransitionConflict:
-                skipped += 1
-                continue
-            outbox.enqueue("intake", attachment.pk)
-            done += 1
-        skipped += len(ids) - done - skipped
+        # A row that changed since it was selected is skipped.
+        done = attachments_reprocess(ids=ids, status=selection.status, actor=ACTOR, note="backfill")
+        skipped = len(ids) - done
         BackfillCheckpoint.objects.filter(pk=checkpoint.pk).update(
             last_id=ids[-1], processed=checkpoint.processed + done, updated_at=timezone.now())
         checkpoint.last_id, checkpoint.processed = ids[-1], checkpoint.processed + done

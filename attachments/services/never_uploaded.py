@@ -20,7 +20,8 @@ from ..models import Attachment, Lifecycle, Status
 from ..storage import get_gateway
 from ..storage.base import StorageGateway
 from .multipart import abort_after_commit
-from .transitions import apply_transition, lock_attachment
+from .processing import attachment_reject_missing
+from .transitions import lock_attachment
 
 MESSAGE = "No upload arrived before the upload URL expired."
 
@@ -48,7 +49,7 @@ def intents_never_uploaded_reject(*, now: datetime, actor: str, gateway: Storage
             # Re-checked under the lock: an arrival or a discard may have won meanwhile.
             if attachment is None or not never_uploaded(now).filter(pk=pk).exists():
                 continue
-            apply_transition(attachment, "reject", actor=actor, code="object_missing", message=MESSAGE)
+            attachment_reject_missing(attachment=attachment, actor=actor, message=MESSAGE)
             if attachment.multipart_upload_id:  # its parts can never be assembled now
                 abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
             done.append(pk)

@@ -36,7 +36,7 @@ from ..models import Attachment, DeadLetter, Lifecycle, Status, StorageEvent
 from ..naming import QUARANTINE_PREFIX, parse_key
 from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
-from .transitions import apply_transition
+from .processing import attachment_reject_missing
 from .uploads import object_arrived
 
 log = logging.getLogger("airlock.storage_events")
@@ -216,8 +216,8 @@ def _removal_outcome(attachment: Attachment | None) -> str:
         return "ignored"
     if get_gateway().head(attachment.storage_key) is not None:
         return "still_present"  # out of order: a newer create replaced it
-    apply_transition(attachment, "reject", actor=ACTOR, code="object_missing",
-                     message="The object was removed from storage before processing finished.")
+    attachment_reject_missing(attachment=attachment, actor=ACTOR,
+                              message="The object was removed from storage before processing finished.")
     return "object_missing"
 
 

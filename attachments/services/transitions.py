@@ -32,7 +32,7 @@ def lock_attachment(attachment_id: Any, *, fields: Iterable[str] | None = None) 
     With `fields`, only those columns are read: the pipeline reads a dozen of
     the row's columns, not its extracted text. The caller should name every
     column it (or the transition) reads: a deferred column costs one more query
-    on first touch (processing/outcomes.py, LOCK_FIELDS).
+    on first touch (attachments/services/processing.py, LOCK_FIELDS).
     The loaded values are remembered so that save_changes() and apply_transition()
     write back only the columns that changed.
     """

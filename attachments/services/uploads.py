@@ -43,7 +43,7 @@ def limited(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
 
 # What the PUT reads, and what the 202's attachment resource shows (API.md): not
 # the keys the pipeline fills in, the lease, the extracted text nor the owner.
-# A column read but not listed costs one more query (processing/outcomes.py, LOCK_FIELDS).
+# A column read but not listed costs one more query (tests/pipeline/test_statement_counts.py).
 _PUT_FIELDS = ("profile", "status", "filename", "declared_size", "declared_type", "storage_key", "size",
                "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at", "lifecycle",
                "created_at", "ready_at", "expires_at", "ref")

@@ -43,9 +43,9 @@ def _recover(attachment_id: str) -> None:
 
 def test_connection_lost_inside_the_flip_rolls_it_back_whole(alice, bob, mallory, monkeypatch):
     """Inline, any database: the raw connection is closed under Django mid-transaction."""
-    import processing.outcomes as outcomes
+    import attachments.services.processing as services
 
-    real = outcomes.apply_transition
+    real = services.apply_transition
 
     def dropping(attachment, name, **kwargs):
         result = real(attachment, name, **kwargs)
@@ -58,7 +58,7 @@ def test_connection_lost_inside_the_flip_rolls_it_back_whole(alice, bob, mallory
     row = Attachment.objects.get(pk=attachment_id)
     assert pipeline.run_step(row.pk, row.lease_token, "scan") == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
-    monkeypatch.setattr(outcomes, "apply_transition", dropping)
+    monkeypatch.setattr(services, "apply_transition", dropping)
     with pytest.raises(DatabaseError):
         pipeline.run_step(row.pk, row.lease_token, "derive")
     monkeypatch.undo()
@@ -75,9 +75,9 @@ def test_connection_lost_inside_the_flip_rolls_it_back_whole(alice, bob, mallory
 @pytest.mark.postgres
 def test_backend_terminated_mid_flip_in_a_live_worker(alice, bob, mallory, live_worker, monkeypatch):
     """A real worker thread; another connection kills its PostgreSQL backend inside the flip."""
-    import processing.outcomes as outcomes
+    import attachments.services.processing as services
 
-    real_transition, real_advance = outcomes.apply_transition, outcomes.advance
+    real_transition, real_advance = services.apply_transition, pipeline.attachment_advance
     killed: list[int] = []
     failures: list[BaseException] = []
 
@@ -109,8 +109,8 @@ def test_backend_terminated_mid_flip_in_a_live_worker(alice, bob, mallory, live_
             failures.append(exc)
             raise
 
-    monkeypatch.setattr(outcomes, "apply_transition", dropping)
-    monkeypatch.setattr(outcomes, "advance", advance)
+    monkeypatch.setattr(services, "apply_transition", dropping)
+    monkeypatch.setattr(pipeline, "attachment_advance", advance)
     attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
     wait_until(lambda: failures, 60, "the flip to fail on the killed connection")
     assert killed and isinstance(failures[0], DatabaseError), failures

@@ -146,7 +146,7 @@ def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, a
     from django.utils import timezone
 
     from attachments.models import Attachment
-    from processing import outcomes
+    from attachments.services.processing import attachment_begin
     from processing.recovery import expire_leases
     from tests.support import jpeg_bytes, upload
 
@@ -155,7 +155,7 @@ def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, a
     rows = []
     for _ in range(2):
         pk = uuid.UUID(upload(api(alice), jpeg_bytes((32, 24))))
-        token = outcomes.begin(pk)
+        token = attachment_begin(attachment_id=pk)
         Attachment.objects.filter(pk=pk).update(step="derive")
         rows.append((pk, token))
     (parked_pk, parked_token), (lost_pk, lost_token) = rows

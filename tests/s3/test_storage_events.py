@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from attachments.models import Attachment, OutboxMessage, StorageEvent, TransitionLog
-from processing import outcomes, pipeline
+from attachments.services.processing import attachment_begin
+from processing import pipeline
 from tests.s3.support import event_for, intent, post_events, s3_record, send_upload
 from tests.support import jpeg_bytes, pdf_bytes, run_pipeline
 
@@ -214,7 +215,7 @@ def test_create_then_delete_delivered_in_reverse_leaves_the_intent_waiting(s3, e
 def test_remove_during_processing_rejects_object_missing(s3, events_token, alice, api):
     row = _uploaded(s3, api(alice), jpeg_bytes())
     assert post_events(event_for(s3, row.storage_key), token=events_token).status_code == 202
-    token = outcomes.begin(row.pk)
+    token = attachment_begin(attachment_id=row.pk)
     assert token is not None
     s3.delete(row.storage_key)
     removed = {"Records": [s3_record(s3.bucket, row.storage_key, name="ObjectRemoved:Delete", sequencer="03")]}

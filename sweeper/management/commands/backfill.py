@@ -15,7 +15,8 @@ from django.core.management.base import (
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from sweeper.backfill import TRANSITIONS, Selection, backfill_run
+from attachments.services.processing import REPROCESS_TRANSITIONS
+from sweeper.backfill import Selection, backfill_run
 
 
 def _since(raw: str) -> datetime:
@@ -50,7 +51,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--profile", default=None)
         parser.add_argument("--since", default=None, help="created at or after (ISO date or datetime)")
-        parser.add_argument("--status", default="ready", choices=sorted(TRANSITIONS))
+        parser.add_argument("--status", default="ready", choices=sorted(REPROCESS_TRANSITIONS))
         parser.add_argument("--rescan", action="store_true", help="re-process every selected attachment")
         parser.add_argument("--limit", type=int, default=None)
         parser.add_argument("--batch", type=int, default=100)

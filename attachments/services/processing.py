@@ -1,7 +1,8 @@
-"""Write the outcome of a step: advance, reject, finish, or retry/dead-letter.
+"""Move an attachment through processing: begin, advance, reject, retry or fail, release, quarantine.
 
-Every function re-locks the row and checks the lease token, so a duplicate or
-stale job (one whose attempt was superseded) changes nothing.
+The pipeline (processing/) runs the steps and calls these to record what they
+found. Every function re-locks the row and checks the lease token, so a
+duplicate or stale job (one whose attempt was superseded) changes nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
-from attachments.naming import quarantine_key
-from attachments.services import outbox
-from attachments.services.transitions import apply_transition, lock_attachment, save_changes
-from attachments.storage import get_gateway
-from attachments.storage.base import move
+from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
+from ..naming import quarantine_key
+from ..storage import get_gateway
+from ..storage.base import move
+from . import outbox
+from .transitions import apply_transition, lock_attachment, save_changes
 
 log = logging.getLogger("airlock.pipeline")
 
@@ -55,13 +56,14 @@ def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: 
     return attachment
 
 
-def startable(attachment: Attachment | None) -> bool:
+def attachment_is_startable(attachment: Attachment | None) -> bool:
+    """Pending with its bytes in, and neither discarded nor deleted."""
     return (attachment is not None and attachment.status == Status.PENDING and attachment.uploaded_at is not None
             and attachment.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED))
 
 
-def begin(attachment_id: uuid.UUID, *, now: datetime | None = None,
-          intake_facts: dict[str, Any] | None = None) -> uuid.UUID | None:
+def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
+                     intake_facts: dict[str, Any] | None = None) -> uuid.UUID | None:
     """pending → processing with a fresh lease; None when there is nothing to do.
 
     With `intake_facts` (intake already done, outside the lease, because it only
@@ -71,7 +73,7 @@ def begin(attachment_id: uuid.UUID, *, now: datetime | None = None,
     now = now or timezone.now()
     with transaction.atomic():
         attachment = lock_attachment(attachment_id, fields=LOCK_FIELDS)
-        if not startable(attachment):
+        if not attachment_is_startable(attachment):
             return None
         token = uuid.uuid4()
         for name, value in (intake_facts or {}).items():
@@ -83,15 +85,20 @@ def begin(attachment_id: uuid.UUID, *, now: datetime | None = None,
         return token
 
 
-def extend_lease(attachment_id: uuid.UUID, token: uuid.UUID, *, now: datetime | None = None) -> bool:
+def attachment_lease_extend(*, attachment_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:
     """Renew a lease whose job is known to be waiting, not lost (parked behind its tenant's cap)."""
     return bool(Attachment.objects.filter(pk=attachment_id, status=Status.PROCESSING, lease_token=token)
                 .update(lease_expires_at=_lease_deadline(now or timezone.now())))
 
 
-def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: dict[str, Any],
-            next_step: str | None, derivatives: list[dict[str, Any]] | None = None,
-            now: datetime | None = None) -> bool:
+def attachment_snapshot_record(*, attachment_id: uuid.UUID, token: uuid.UUID, content_key: str) -> bool:
+    """Point the row at the server-only copy of its upload, if this lease is still the row's."""
+    return bool(Attachment.objects.filter(pk=attachment_id, lease_token=token).update(content_key=content_key))
+
+
+def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, fields: dict[str, Any],
+                       next_step: str | None, derivatives: list[dict[str, Any]] | None = None,
+                       now: datetime | None = None) -> bool:
     """Record a step's facts and hand over to the next step, or flip to ready."""
     now = now or timezone.now()
     with transaction.atomic():
@@ -101,8 +108,8 @@ def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: di
         if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
             # Discarded (or already swept) while this job held it: no derivative rows,
             # no flip; its objects are the sweeper's (and reconcile's) to remove.
-            apply_transition(attachment, "reject", actor=WORKER, code="object_missing",
-                             message="Discarded while it was being processed.")
+            attachment_reject_missing(attachment=attachment, actor=WORKER,
+                                      message="Discarded while it was being processed.")
             return False
         for name, value in fields.items():
             setattr(attachment, name, value)
@@ -127,7 +134,7 @@ def advance(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, fields: di
     return True
 
 
-def reject(attachment_id: uuid.UUID, token: uuid.UUID | None, *, code: str, message: str) -> bool:
+def attachment_reject(*, attachment_id: uuid.UUID, token: uuid.UUID | None, code: str, message: str) -> bool:
     """A content decision: terminal, never retried; the object goes to quarantine."""
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
@@ -135,12 +142,17 @@ def reject(attachment_id: uuid.UUID, token: uuid.UUID | None, *, code: str, mess
             return False
         apply_transition(attachment, "reject", actor=WORKER, code=code, message=message)
     if code != "object_missing":
-        quarantine(attachment_id)
+        attachment_quarantine(attachment_id=attachment_id)
     return True
 
 
-def retry_or_fail(attachment_id: uuid.UUID, token: uuid.UUID | None, *, error: str,
-                  actor: str = WORKER) -> str | None:
+def attachment_reject_missing(*, attachment: Attachment, actor: str, message: str) -> None:
+    """Reject a row the caller locked whose bytes are gone (removed, never uploaded, discarded)."""
+    apply_transition(attachment, "reject", actor=actor, code="object_missing", message=message)
+
+
+def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str,
+                             actor: str = WORKER) -> str | None:
     """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap."""
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
@@ -162,7 +174,7 @@ def retry_or_fail(attachment_id: uuid.UUID, token: uuid.UUID | None, *, error: s
         return "retried"
 
 
-def release(attachment_id: uuid.UUID, token: uuid.UUID, *, actor: str = WORKER) -> bool:
+def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, actor: str = WORKER) -> bool:
     """Hand a lease back (the worker is stopping): pending at once, a new intake job queued.
 
     No attempt is counted; the running step, if it ever finishes, finds its
@@ -191,7 +203,7 @@ def attempt_history(attachment: Attachment) -> list[dict[str, Any]]:
     ]
 
 
-def quarantine(attachment_id: uuid.UUID) -> None:
+def attachment_quarantine(*, attachment_id: uuid.UUID) -> None:
     """Move a rejected original under quarantine/ so support can still look at it."""
     attachment = Attachment.objects.filter(pk=attachment_id, status=Status.REJECTED).first()
     if attachment is None or attachment.quarantine_key:
@@ -206,3 +218,24 @@ def quarantine(attachment_id: uuid.UUID) -> None:
         log.warning("quarantine move failed", extra={"attachment_id": str(attachment_id), "error": str(exc)})
         return
     Attachment.objects.filter(pk=attachment_id).update(quarantine_key=target)
+
+
+# How a file that processing already finished goes back to pending to be processed again.
+REPROCESS_TRANSITIONS: dict[str, str] = {Status.READY: "rescan", Status.FAILED: "retry"}
+
+
+def attachments_reprocess(*, ids: list[uuid.UUID], status: str, actor: str, note: str) -> int:
+    """Send files that are still `status` back through processing (ready: rescan; failed: retry); return how many.
+
+    Rows are locked in primary-key order; one that moved on since it was selected
+    is skipped. Each one's intake job goes out through the outbox in the same
+    transaction (the caller's, when it has one: a backfill commits its checkpoint with it).
+    """
+    name = REPROCESS_TRANSITIONS[status]
+    done = 0
+    with transaction.atomic():
+        for attachment in Attachment.objects.select_for_update().filter(pk__in=ids, status=status).order_by("pk"):
+            apply_transition(attachment, name, actor=actor, note=note)
+            outbox.enqueue("intake", attachment.pk)
+            done += 1
+    return done
