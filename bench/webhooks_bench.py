@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import json
 import multiprocessing
 import os
 import sys

@@ -66,7 +66,8 @@ class WebhookEndpoint(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["is_global"], condition=Q(is_global=True), name="webhookendpoint_one_global"),
+            models.UniqueConstraint(fields=["is_global"], condition=Q(is_global=True),
+                                    name="webhookendpoint_one_global"),
             models.CheckConstraint(condition=Q(is_global=True) | Q(tenant__isnull=False),
                                    name="webhookendpoint_tenant_or_global"),
         ]

@@ -59,7 +59,8 @@ def test_several_secrets_make_space_separated_signatures_each_verifiable():
         Webhook(signing.new_secret()).verify(body, headers)
 
 
-@pytest.mark.parametrize("secret", ["", "abc", "whsec_", "whsec_!!!notbase64", "whsec_" + base64.b64encode(b"short").decode(),
+@pytest.mark.parametrize("secret", ["", "abc", "whsec_", "whsec_!!!notbase64",
+                                    "whsec_" + base64.b64encode(b"short").decode(),
                                     "whsec_" + base64.b64encode(b"x" * 65).decode()])
 def test_malformed_secrets_are_refused(secret):
     with pytest.raises(signing.InvalidSecret):

@@ -1,4 +1,4 @@
-"""https endpoints: the connection goes to the checked address, with the URL's name as SNI and a verified certificate."""
+"""https endpoints: connections go to the checked address, with the URL's name as SNI and a verified certificate."""
 
 from __future__ import annotations
 
