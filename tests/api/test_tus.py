@@ -345,3 +345,10 @@ def test_creation_is_shed_with_intents_but_granted_uploads_still_take_bytes(alic
         assert _patch(alice_client, granted, data, 0).status_code == 204
     finally:
         backlog.forget()
+
+
+def test_location_is_built_from_the_public_url_not_the_host_header(alice_client, settings):
+    settings.AIRLOCK_PUBLIC_URL = "https://files.example.com"
+    response = _create(alice_client, 10, HTTP_HOST="localhost")
+    assert response.status_code == 201
+    assert response["Location"].startswith("https://files.example.com/api/v1/tus/")
