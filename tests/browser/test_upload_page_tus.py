@@ -72,3 +72,59 @@ def test_small_files_still_take_the_intent_path(page, live_server, alice):
     expect(item).to_have_attribute("data-status", "pending", timeout=30_000)
     assert item.get_attribute("data-via") is None
     assert not TusUpload.objects.exists()
+
+
+def test_picking_the_same_file_after_a_reload_resumes_the_upload(page, live_server, alice, tmp_path):
+    def sign_in_and_pick_media():
+        expect(page.locator("#profile")).to_be_enabled()
+        page.select_option("#profile", "media")
+
+    page.goto("/admin/login/?next=/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "pw-alice")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    sign_in_and_pick_media()
+
+    seen: list[tuple[str, str]] = []
+    cut = {"on": False}
+
+    def network(route):
+        request = route.request
+        seen.append((request.method, request.headers.get("upload-offset", "")))
+        if request.method == "PATCH" and cut["on"]:
+            route.abort("connectionreset")
+            return
+        if request.method == "PATCH":
+            cut["on"] = True  # the first chunk gets through; then the network is gone
+        route.continue_()
+
+    def tus_urls(url: str) -> bool:
+        return "/api/v1/tus/" in url
+
+    page.route(tus_urls, network)
+    path = tmp_path / "clip.mp4"  # a file on disk: the same name, size and date when picked again
+    data = mp4_bytes(12 * MIB)
+    path.write_bytes(data)
+    page.set_input_files("#files", str(path))
+    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="clip.mp4"))
+    expect(item).to_have_attribute("data-resumes", "1", timeout=30_000)
+    upload_id = item.get_attribute("data-id")
+    assert TusUpload.objects.get(pk=upload_id).offset == 5 * MIB
+
+    page.reload()  # the user gives up on this page and comes back
+    page.unroute(tus_urls, network)
+    seen_after: list[tuple[str, str]] = []
+    page.route(tus_urls,
+               lambda route: (seen_after.append((route.request.method, route.request.headers.get("upload-offset", ""))),
+                              route.continue_()))
+    sign_in_and_pick_media()
+    page.set_input_files("#files", str(path))
+    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="clip.mp4"))
+    expect(item).to_have_attribute("data-status", "pending", timeout=60_000)
+    assert item.get_attribute("data-id") == upload_id
+    assert seen_after[0][0] == "HEAD" and ("POST", "") not in seen_after  # resumed, not created anew
+    assert [offset for method, offset in seen_after if method == "PATCH"][0] == str(5 * MIB)
+    assert TusUpload.objects.count() == 1
+    attachment = Attachment.objects.get(pk=upload_id)
+    assert attachment.uploaded_at is not None
