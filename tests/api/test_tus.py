@@ -352,3 +352,20 @@ def test_location_is_built_from_the_public_url_not_the_host_header(alice_client,
     response = _create(alice_client, 10, HTTP_HOST="localhost")
     assert response.status_code == 201
     assert response["Location"].startswith("https://files.example.com/api/v1/tus/")
+
+
+def test_a_committed_intent_whose_tus_bytes_keep_coming_is_not_ended_as_never_uploaded(alice_client, samples,
+                                                                                       settings):
+    from attachments.services.never_uploaded import never_uploaded
+
+    data = samples.jpeg()
+    path = _path(_create(alice_client, len(data)))
+    pk = path.rsplit("/", 1)[1]
+    assert alice_client.post("/api/v1/attachments/commit", {"ids": [pk], "ref": "listing:1"},
+                             format="json").status_code == 200
+    long_ago = timezone.now() - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS
+                                          + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 60)
+    Attachment.objects.filter(pk=pk).update(created_at=long_ago, updated_at=long_ago)
+    assert never_uploaded(timezone.now()).filter(pk=pk).exists()  # as things stand it would be ended
+    assert _patch(alice_client, path, data[:20], 0).status_code == 204  # but a PATCH restarts the clock
+    assert not never_uploaded(timezone.now()).filter(pk=pk).exists()
