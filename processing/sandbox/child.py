@@ -8,7 +8,9 @@ the critical path. When a request arrives on fd 0 (a socket: the server passes t
 input file and the work dir as fds with it), `spare_main` enters the work dir, confines
 itself to it with Landlock, applies the kernel limits, runs one decoder on the input
 fd, writes one length-prefixed JSON document to fd 3 (a pipe the worker reads) and
-_exits. Every exception is turned into a content outcome here; anything that
+_exits. With the mountns fallback (no Landlock) the spare builds its private root ahead
+instead, and the other layers follow the switch into it once the work dir is known.
+Every exception is turned into a content outcome here; anything that
 escapes (a segfault, a kill) is classified by the runner from the exit status.
 """
 
@@ -54,6 +56,8 @@ class Confinement:
     read_fds: list[int] = field(default_factory=list)  # in the server; READ_ROOT_FDS.. in a job
     seccomp: Any = None  # the pyseccomp filter, built once
     ruleset: int = -1  # a job's Landlock ruleset fd, built before its request arrives
+    new_root: str = ""  # mountns: the empty directory a job's private root is mounted on
+    mount_roots: list[Any] = field(default_factory=list)  # mountns: what that root shows, read-only
 
 
 CONFINEMENT = Confinement()  # set by server.serve() before the first fork
@@ -114,7 +118,12 @@ def _prepare(request_fd: int, result_fd: int) -> None:
     conf.read_fds = list(range(READ_ROOT_FDS, READ_ROOT_FDS + len(high_roots)))
     os.closerange(READ_ROOT_FDS + len(high_roots), _max_fd())  # server sockets, other jobs' pipes
     confine_environment()  # already done by the server: a cheap re-check
-    _confine_process(conf)
+    if "mountns" in conf.layers:
+        # Mounting needs the privileges the other layers take away: they follow the
+        # switch to the private root, once the request names the work dir.
+        confine.private_root(conf.new_root, conf.mount_roots)
+    else:
+        _confine_process(conf)
     prewarm.prepare(REQUEST_FD)  # our own samples only; stops once a request is waiting
 
 
@@ -123,6 +132,8 @@ def _confine_process(conf: Confinement) -> None:
     if "uid" in conf.layers:
         confine.drop_identity(conf.uid, conf.gid, conf.cap_last)
         _die_with_parent()  # a change of credentials clears the parent-death signal
+    elif "mountns" in conf.layers:
+        confine.drop_capabilities(conf.cap_last)  # those of root, or of a user namespace's creator
     if {"nnp", "seccomp", "landlock"} & set(conf.layers):
         confine.no_new_privs()  # seccomp and Landlock need it without CAP_SYS_ADMIN
     if "nproc" in conf.layers:
@@ -142,8 +153,12 @@ def _confine_process(conf: Confinement) -> None:
         conf.seccomp.load()
 
 
-def _enter_work_dir(conf: Confinement, work_fd: int) -> None:
-    os.fchdir(work_fd)  # decoders write relative names: no path above it is needed
+def _enter_work_dir(conf: Confinement, work_fd: int, work_path: str) -> None:
+    if "mountns" in conf.layers:
+        confine.enter_private_root(work_path, work_fd)  # cwd: /work
+        _confine_process(conf)
+    else:
+        os.fchdir(work_fd)  # decoders write relative names: no path above it is needed
     if "landlock" in conf.layers:
         confine.landlock_restrict(conf.ruleset, work_fd, conf.landlock_abi)
     for fd in [*conf.read_fds, work_fd]:
@@ -273,7 +288,7 @@ def spare_main(request_fd: int, result_fd: int) -> None:
     try:
         _prepare(request_fd, result_fd)
         req, (input_fd, work_fd) = _read_request()  # blocks until the server hands us a job
-        _enter_work_dir(CONFINEMENT, work_fd)
+        _enter_work_dir(CONFINEMENT, work_fd, req["work_dir"])
         apply_limits(from_dict(Limits, req["limits"]))  # before the input is touched
         with os.fdopen(input_fd, "rb") as src:
             doc = dispatch(req, src)

@@ -17,24 +17,32 @@ A decoder exploit runs with the job's privileges, so each layer assumes the othe
             /proc and the data dir included, is denied; TCP bind/connect denied (ABI 4),
             signals and abstract sockets scoped to the job (ABI 6). The input is an fd the
             server opened, so the job needs no path to it.
+- mountns:  the fallback where the kernel has no Landlock: the job gets a private mount
+            namespace (and a user namespace when the worker is not root) whose root is an
+            empty tmpfs holding only the same read roots (read-only), its own /proc/<pid>
+            and its work dir at /work; the old root is detached, so no other path exists.
 - nproc:    RLIMIT_NPROC for the dedicated uid (counted across every job of that uid).
 - subreaper: the fork server is PR_SET_CHILD_SUBREAPER: a descendant that setsid()s out of
             the job's process group is re-parented to the server, which kills it (server.py).
 
-AIRLOCK_SANDBOX_CONFINE names the layers to apply (comma-separated, default "all");
-`in_force()` says which of them this process can really apply here.
+AIRLOCK_SANDBOX_CONFINE names the layers to apply (comma-separated, default "all": every
+layer, the filesystem confined by Landlock or, on a kernel without it, by mountns; naming
+mountns instead of landlock forces the fallback); `in_force()` says which of them this
+process can really apply here.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import resource
+import subprocess
 import sys
 from pathlib import Path
 
-LAYERS = ("uid", "nnp", "seccomp", "landlock", "nproc", "subreaper")
+LAYERS = ("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper")
 CONFINE_ENV = "AIRLOCK_SANDBOX_CONFINE"
 UID_ENV, GID_ENV = "AIRLOCK_SANDBOX_UID", "AIRLOCK_SANDBOX_GID"
 DEFAULT_ID = 65533
@@ -55,7 +63,8 @@ class ConfinementError(Exception):
 def requested_layers(value: str | None = None) -> tuple[str, ...]:
     raw = (os.environ.get(CONFINE_ENV, "all") if value is None else value).strip().lower()
     if raw in ("", "all"):
-        return LAYERS
+        fallback = "landlock" if landlock_abi() < 1 else "mountns"  # one filesystem layer
+        return tuple(n for n in LAYERS if n != fallback)
     if raw == "none":
         return ()
     names = tuple(n.strip() for n in raw.split(",") if n.strip())
@@ -81,6 +90,7 @@ def _prctl(option: int, arg: int = 0) -> None:
 
 # ---------------------------------------------------------------- landlock
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # x86_64 and arm64 (asm-generic)
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, 155) if hasattr(os, "uname") else 155
 _RULE_PATH_BENEATH = 1
 _FS_READ = (1 << 2) | (1 << 3)  # READ_FILE | READ_DIR
 _FS_WRITE_DIR = _FS_READ | (1 << 1) | (1 << 5) | (1 << 8)  # + WRITE_FILE, REMOVE_FILE, MAKE_REG
@@ -175,6 +185,128 @@ def landlock_restrict(ruleset: int, write_dir_fd: int, abi: int) -> None:
 def landlock(read_fds: list[int], write_dir_fd: int, abi: int) -> None:
     """Restrict this process (and its future children) to read_fds (read) and the dir (write)."""
     landlock_restrict(landlock_ruleset(read_fds, abi), write_dir_fd, abi)
+
+
+# ---------------------------------------------------------------- mount namespace
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = [None if v is None else os.fsencode(v) for v in (source, target, fstype, data)]
+    if _libc.mount(enc[0], enc[1], enc[2], flags, enc[3]) != 0:
+        raise ConfinementError(f"mount {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def _kept_flags(path: str) -> int:
+    """The flags a read-only remount must keep (a user namespace may not clear locked ones)."""
+    have = os.statvfs(path).f_flag
+    pairs = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+             (os.ST_NOATIME, _MS_NOATIME), (os.ST_NODIRATIME, _MS_NODIRATIME), (os.ST_RELATIME, _MS_RELATIME))
+    return sum(ms for st, ms in pairs if have & st)
+
+
+def _makedirs(path: str) -> None:
+    """mkdir -p with 0755 whatever the umask (the server's is 077; a job that drops its uid
+    must still traverse them)."""
+    parts, at = [p for p in path.split("/") if p], ""
+    for part in parts:
+        at += "/" + part
+        if not os.path.isdir(at):
+            os.mkdir(at)
+            os.chmod(at, 0o755)
+
+
+def _bind(source: str, target: str, extra: int) -> None:
+    _makedirs(target)
+    _mount(source, target, None, _MS_BIND | _MS_REC)
+    _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _kept_flags(source) | extra)
+
+
+def _enter_namespaces() -> None:
+    uid, gid = os.geteuid(), os.getegid()
+    if _libc.unshare(_CLONE_NEWNS | (0 if uid == 0 else _CLONE_NEWUSER)) != 0:
+        raise ConfinementError(f"unshare: {os.strerror(ctypes.get_errno())}")
+    if uid != 0:  # map our own ids only: nothing else exists in the namespace
+        _prctl(_PR_SET_DUMPABLE, 1)  # else /proc/self/*_map belong to root, not to us
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+        finally:
+            _prctl(_PR_SET_DUMPABLE, 0)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing we mount leaves this namespace
+
+
+def private_root(new_root: str, read_roots: list[Path]) -> None:
+    """Switch, in a new mount namespace, to a root of our own: a tmpfs mounted on new_root
+    (an empty directory) holding read_roots read-only at their own paths and this
+    process's /proc/<pid>. The old root stays reachable at /.old until enter_private_root().
+
+    Runs before the request arrives: unmounting the old root would cost a few ms on the
+    request's path (an RCU grace period), covering it costs one mount.
+    """
+    _enter_namespaces()
+    _mount("tmpfs", new_root, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0755,size=64k")
+    for root in read_roots:
+        _bind(str(root), new_root + str(root), _MS_RDONLY)
+    own = f"/proc/{os.getpid()}"
+    for name in (str(os.getpid()), "self"):
+        try:
+            _bind(own, f"{new_root}/proc/{name}", 0)  # libraries read /proc/self/*
+        except (ConfinementError, OSError):
+            pass  # a job that cannot read its own /proc files still runs
+    for name in ("work", ".old"):
+        _makedirs(f"{new_root}/{name}")
+    if _libc.syscall(_SYS_PIVOT_ROOT, os.fsencode(new_root), os.fsencode(f"{new_root}/.old")) != 0:
+        raise ConfinementError(f"pivot_root: {os.strerror(ctypes.get_errno())}")
+    os.chdir("/")
+
+
+def enter_private_root(work_dir: str, work_fd: int) -> None:
+    """Bind the work dir (a path in the old root) at /work, then cover the old root for good.
+
+    The cover is an empty read-only tmpfs: nothing beneath it is reachable by path, and
+    removing it takes CAP_SYS_ADMIN and umount2, which the job no longer has.
+    """
+    _mount(f"/.old{work_dir}", "/work", None, _MS_BIND)
+    seen, meant = os.stat("/work"), os.fstat(work_fd)
+    if (seen.st_dev, seen.st_ino) != (meant.st_dev, meant.st_ino):
+        raise ConfinementError("the work dir changed before it was mounted")
+    _mount(None, "/work", None, _MS_REMOUNT | _MS_BIND | _kept_flags("/work") | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _mount("tmpfs", "/.old", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0,size=4k")
+    _mount(None, "/", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    os.chdir("/work")
+
+
+@functools.lru_cache(maxsize=1)
+def mountns_available() -> bool:
+    """Whether this process may build a private root here (tried once, in a throwaway
+    interpreter: the web process that asks for /readyz is multi-threaded, no fork there)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('c', sys.argv[1]); "
+            "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); c._enter_namespaces()")
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(Path(__file__).resolve())],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def drop_capabilities(cap_last: int) -> None:
+    """Give up every capability (those a user namespace grants its creator included)."""
+    for cap in range(cap_last + 1):
+        _prctl(_PR_CAPBSET_DROP, cap)
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    data = (_CapData * 2)()
+    if _libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), data) != 0:
+        raise ConfinementError(f"capset: {os.strerror(ctypes.get_errno())}")
 
 
 # ---------------------------------------------------------------- seccomp
@@ -280,6 +412,8 @@ def in_force(requested: tuple[str, ...] | None = None) -> tuple[str, ...]:
         possible |= {"uid", "nproc"}  # NPROC is per uid: only a uid of our own can take it
     if landlock_abi() >= 1:
         possible.add("landlock")
+    if "mountns" in layers and "landlock" not in (set(layers) & possible) and mountns_available():
+        possible.add("mountns")  # the fallback: only when Landlock is not what confines the filesystem
     if "seccomp" in layers and seccomp_available():
         possible.add("seccomp")
     return tuple(n for n in layers if n in possible)

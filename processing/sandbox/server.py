@@ -351,6 +351,11 @@ def _decide_confinement() -> tuple[str, ...]:
         conf.read_fds = confine.open_read_roots()
     if "seccomp" in layers:
         conf.seccomp = confine.build_seccomp()
+    if "mountns" in layers:
+        conf.cap_last = confine.cap_last()
+        conf.mount_roots = confine.read_roots()
+        conf.new_root = os.path.abspath("root")  # in our private 0700 dir (runner.py's cwd for us)
+        os.mkdir(conf.new_root, 0o700)
     if "subreaper" in layers:
         confine.make_subreaper()
     if {"nnp", "uid"} & set(layers):

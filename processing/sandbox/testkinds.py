@@ -191,6 +191,12 @@ def _fork_many(n: int) -> int:
     return len(pids)
 
 
+def _umount(path: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(path.encode(), 2) != 0:  # MNT_DETACH
+        raise OSError(ctypes.get_errno(), "umount2")
+
+
 def _capabilities() -> dict[str, str]:
     with open(f"/proc/{os.getpid()}/status") as fh:
         return {k: v.strip() for k, _, v in (line.partition(":") for line in fh) if k.startswith("Cap")}
@@ -215,6 +221,9 @@ def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
         "unshare_user": _unshare,
         "signal_worker": lambda: os.kill(probe["worker_pid"], 0),
         "setuid_root": lambda: os.setuid(0),
+        # The mount-namespace fallback keeps the old root beneath a cover at /.old.
+        "old_root": lambda: os.listdir("/.old"),
+        "uncover_old_root": lambda: _umount("/.old"),
     }
     # Identity first: a successful unshare_user below would show a new namespace's view.
     results: dict[str, Any] = {"uid": os.getuid(), "capabilities": _capabilities()}

@@ -21,9 +21,14 @@ from processing.sandbox import Limits, confine, run_job, runner, shutdown
 from tests.sandbox.helpers import outcome
 
 ALL = "uid+nnp+seccomp+landlock+nproc+subreaper"
+# The filesystem fallback for kernels without Landlock, forced here by naming it.
+FALLBACK = "uid,nnp,seccomp,mountns,nproc,subreaper"
+ALL_FALLBACK = "uid+nnp+seccomp+mountns+nproc+subreaper"
+FS_ESCAPES = ("server_environ", "worker_environ", "database", "storage_root", "stored_file", "write_outside",
+              "old_root", "uncover_old_root")
 ESCAPES = ("tcp_connect", "unix_connect", "server_environ", "worker_environ", "server_mem",
            "database", "storage_root", "stored_file", "write_outside", "execve", "ptrace_server",
-           "unshare_user", "signal_worker", "setuid_root")
+           "unshare_user", "signal_worker", "setuid_root", "old_root", "uncover_old_root")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="CI and this machine run as root; the uid layer needs it")
 
 
@@ -94,14 +99,29 @@ def _denied(data: dict[str, Any], names: tuple[str, ...]) -> None:
 
 @root_only
 def test_every_layer_is_in_force_here() -> None:
+    # Run as `AIRLOCK_SANDBOX_CONFINE=<FALLBACK> pytest tests/sandbox`, every sandbox test
+    # runs against the mount-namespace fallback instead of Landlock.
+    expected = ALL if confine.CONFINE_ENV not in os.environ else confine.describe(confine.requested_layers())
     shutdown()
-    assert runner.confinement() == ALL
-    assert confine.describe(confine.in_force()) == ALL
+    assert runner.confinement() == expected
+    assert confine.describe(confine.in_force()) == expected
+
+
+def test_without_landlock_all_means_the_mount_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(confine, "landlock_abi", lambda: 0)
+    requested = confine.requested_layers("all")
+    assert "landlock" not in requested and "mountns" in requested
+    assert "mountns" in confine.in_force(requested)
+    monkeypatch.undo()
+    if confine.landlock_abi() >= 1:  # one filesystem layer: the fallback is not "missing" here
+        assert "mountns" not in confine.requested_layers("all")
 
 
 @root_only
-def test_a_hostile_job_escapes_nowhere(layers, run_probe) -> None:
-    assert layers("all") == ALL
+@pytest.mark.parametrize(("value", "expected"), [("all", ALL), (FALLBACK, ALL_FALLBACK)],
+                         ids=["landlock", "mountns"])
+def test_a_hostile_job_escapes_nowhere(layers, run_probe, value: str, expected: str) -> None:
+    assert layers(value) == expected
     result = run_probe()
     assert outcome(result) == "ready", result.message
     data = result.data
@@ -150,6 +170,27 @@ def test_landlock_alone_confines_the_filesystem(layers, run_probe) -> None:
         names.append("signal_worker")  # a named Unix socket is not a Landlock right (seccomp's)
     # Root keeps DAC_OVERRIDE here: only Landlock stands between the job and these.
     _denied(data, tuple(names))
+
+
+def test_mountns_alone_confines_the_filesystem(layers, run_probe) -> None:
+    # Root keeps its uid here (no uid layer), so only the private root stands between
+    # the job and these paths: they do not exist in it.
+    assert layers("mountns") == "mountns"
+    data = run_probe(forks=10).data
+    _denied(data, FS_ESCAPES)
+    assert {data[n] for n in FS_ESCAPES[:6]} == {"denied: ENOENT"}  # not there at all
+
+
+@pytest.mark.parametrize("kind", ["image", "pdf", "zip"])
+def test_decoders_work_inside_the_private_root(layers, run, kind: str) -> None:
+    from tests.sandbox.helpers import noisy_png
+    from tests.support import pdf_bytes, zip_bytes
+
+    assert "mountns" in layers(FALLBACK)
+    sample = {"image": noisy_png(320, 200), "pdf": pdf_bytes(), "zip": zip_bytes()}[kind]
+    result = run(kind, sample)
+    assert outcome(result) == "ready", result.message
+    assert all(p.is_file() for p in result.files.values())
 
 
 @root_only

@@ -1,0 +1,113 @@
+"""A worker that is not root still confines its jobs (nnp, seccomp, Landlock or the
+mount-namespace fallback, the subreaper) and says so.
+
+CI and this machine run the tests as root, so a subprocess becomes `nobody` before it
+starts the sandbox and runs the hostile job kind from there. The jobs then share the
+worker's uid: only the filesystem layer and seccomp keep them from its files and sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOBODY = 65534
+
+# Runs as root, then as nobody. The interpreter may live under /root (pyenv), which
+# nobody cannot traverse: a private mount namespace of this script (not of the sandbox
+# under test) shows /root as a 0755 tmpfs holding only the interpreter's directory.
+_SCRIPT = r"""
+import ctypes, json, os, socket, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+confine_value, nobody = sys.argv[2], int(sys.argv[3])
+libc = ctypes.CDLL(None, use_errno=True)
+
+def mount(src, dst, fstype, flags, data=None):
+    enc = lambda v: None if v is None else os.fsencode(v)
+    if libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {dst}")
+
+base = os.path.realpath(sys.base_prefix)
+if base.startswith("/root/") and not os.stat("/root").st_mode & 0o001:
+    assert libc.unshare(0x00020000) == 0
+    mount(None, "/", None, (1 << 18) | 16384)  # rprivate
+    keep = tempfile.mkdtemp()
+    mount(base, keep, None, 4096 | 16384)
+    mount("tmpfs", "/root", "tmpfs", 2 | 4, "mode=0755")
+    os.makedirs(base, mode=0o755)  # root's umask 022: every level 0755
+    mount(keep, base, None, 4096 | 16384)
+
+os.setgroups([])
+os.setresgid(nobody, nobody, nobody)
+os.setresuid(nobody, nobody, nobody)
+os.environ["AIRLOCK_SANDBOX_CONFINE"] = confine_value
+os.environ["AWS_SECRET_ACCESS_KEY"] = "worker-secret-do-not-leak"
+os.environ["TMPDIR"] = tempfile.mkdtemp(dir="/tmp")  # ours, 0700
+
+from pathlib import Path
+from processing.sandbox import confine, run_job, runner
+
+home = Path(os.environ["TMPDIR"])
+secret = home / "var"
+(secret / "storage").mkdir(parents=True, mode=0o700)
+database, stored = secret / "airlock.sqlite3", secret / "storage" / "other-tenant.pdf"
+for f in (database, stored):
+    f.write_bytes(b"private")
+    f.chmod(0o600)
+outside = home / "outside"
+outside.mkdir()
+tcp = socket.create_server(("127.0.0.1", 0))
+unix = socket.socket(socket.AF_UNIX)
+unix.bind(str(home / "broker.sock"))
+unix.listen()
+src = home / "input"
+src.write_bytes(b"x")
+probe = {"tcp_port": tcp.getsockname()[1], "unix_socket": str(home / "broker.sock"), "worker_pid": os.getpid(),
+         "database": str(database), "storage_root": str(secret / "storage"), "stored_file": str(stored),
+         "outside_dir": str(outside), "forks": 10}
+result = run_job("_test_escape", src, home / "work", allow_test_kinds=True, test_probe=probe)
+print(json.dumps({"worker_uid": os.geteuid(), "reported": runner.confinement(),
+                  "in_force": confine.describe(confine.in_force()), "outcome": result.outcome,
+                  "message": result.message, "data": result.data}))
+runner.shutdown()
+"""
+
+
+def _as_nobody(confine_value: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _SCRIPT, str(ROOT), confine_value, str(NOBODY)],
+                         capture_output=True, text=True, timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root (CI and this machine run as root)")
+@pytest.mark.parametrize(("value", "expected"), [
+    ("all", "nnp+seccomp+landlock+subreaper"),
+    ("nnp,seccomp,mountns,subreaper", "nnp+seccomp+mountns+subreaper"),
+], ids=["landlock", "mountns"])
+def test_a_non_root_worker_confines_its_jobs_and_says_so(value: str, expected: str) -> None:
+    from processing.sandbox import confine
+
+    if "landlock" in expected and confine.landlock_abi() < 1:
+        pytest.skip("this kernel has no Landlock")  # CI's has ABI 7 (STACK-NOTES)
+    got = _as_nobody(value)
+    assert got["worker_uid"] == NOBODY
+    assert got["reported"] == got["in_force"] == expected  # what the fork server applied = what /readyz says
+    assert got["outcome"] == "ok", got["message"]
+    data = got["data"]
+    assert data["uid"] == NOBODY  # no uid of its own to drop to: the worker's
+    escapes = ["tcp_connect", "unix_connect", "server_environ", "worker_environ", "server_mem", "database",
+               "storage_root", "stored_file", "write_outside", "execve", "ptrace_server", "unshare_user",
+               "setuid_root", "old_root", "uncover_old_root"]
+    if "landlock" in expected and confine.landlock_abi() >= 6:
+        escapes.append("signal_worker")  # same uid: only Landlock's signal scoping stops it
+    worked = {n: data[n] for n in escapes if data[n] == "ok"}
+    assert not worked, f"escapes that worked: {worked}"
+    caps = data["capabilities"]
+    assert {caps[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")} == {"0000000000000000"}
