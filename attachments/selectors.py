@@ -29,17 +29,6 @@ def _gone(attachment: Attachment, now: datetime) -> bool:
         and attachment.expires_at <= now
 
 
-# What the resource, the gating rule and the file response read. Extracted text
-# can be a megabyte and the processing bookkeeping is never shown, so a status
-# read fetches (and builds) the row without them; touching a field left out
-# costs an extra query (tests/api/test_hot_paths.py catches that).
-READ_FIELDS = (
-    "id", "tenant_id", "owner_id", "profile", "status", "filename", "size", "content_type", "sha256",
-    "metadata", "reason_code", "reason_message", "lifecycle", "created_at", "ready_at", "expires_at", "ref",
-    "served_key", "content_key", "storage_key",
-)
-
-
 def attachment_visible(*, user, attachment_id: object) -> Attachment:
     """The owner sees every state; the same tenant sees ready ones; everyone else gets 404."""
     tenant = tenant_of(user)
@@ -47,7 +36,7 @@ def attachment_visible(*, user, attachment_id: object) -> Attachment:
     # same answer as filtering on them in SQL, for about half the ORM's work
     # on the hottest read (no extra lookups to build, no ORDER BY from first()).
     try:
-        attachment = Attachment.objects.only(*READ_FIELDS).get(pk=_parse(attachment_id))
+        attachment = Attachment.objects.for_resource().get(pk=_parse(attachment_id))
     except Attachment.DoesNotExist:
         raise NotFound() from None
     if attachment.tenant_id != tenant.pk or attachment.lifecycle == Lifecycle.DELETED:
@@ -108,7 +97,7 @@ def attachments_of_owner(*, user, status: str | None = None, profile: str | None
                          committed: bool | None = None,
                          before: tuple[datetime, uuid.UUID] | None = None) -> QuerySet[Attachment]:
     """The owner's attachments, newest first; `before` continues after a (created_at, id) cursor."""
-    qs = Attachment.objects.defer("text").filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
+    qs = Attachment.objects.for_resource().filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
     if status:
         qs = qs.filter(status=status)
     if profile:

@@ -193,7 +193,7 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
             if _record_failure(pk, attempts, keys[pk], errors, now):
                 result.dead_lettered += 1
         if done:
-            result.deleted = Attachment.objects.filter(pk__any_of=done, lifecycle__in=REAPABLE).update(
+            result.deleted = Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE).update(
                 lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="",
             )
             # The rows are locked by this transaction: every one in `done` was just marked.

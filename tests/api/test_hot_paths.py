@@ -2,8 +2,10 @@
 
 bench/api.py measures their throughput against bare one-query views; these
 tests pin what made them cheap (query counts, no transaction around the
-intent's single INSERT, the status read's narrow row, the plain-body fast
-path) so that a regression fails here rather than only in a noisy benchmark.
+intent's single INSERT, the status read's narrow row from
+`Attachment.objects.for_resource()`, the pending cap probed up to the
+limit only, by SQL that answers as `Attachment.objects.outstanding_uploads()`,
+the plain-body fast path) so that a regression fails here rather than only in a noisy benchmark.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rest_framework import serializers
 
 from attachments.api.serializers import IntentRequest, StrictCharField, plain_validated_data
 from attachments.models import Attachment, Lifecycle, Status
-from attachments.services.ratelimits import pending_at_limit
+from attachments.services.ratelimits import outstanding_upload_probe, pending_at_limit
 from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
@@ -86,10 +88,22 @@ def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
     make(alice, pk=1)  # one outstanding intent in every case
     make(alice, pk=2, **row)
     make(bob, pk=3)  # someone else's never counts
-    assert pending_at_limit(user=alice, now=now, limit=1)
+    with CaptureQueriesContext(connection) as ctx:
+        assert pending_at_limit(user=alice, now=now, limit=1)
+    # One probe that stops at the limit-th row, never a COUNT over the whole backlog.
+    [probe] = [q["sql"].upper() for q in ctx.captured_queries]
+    assert "LIMIT 1" in probe and "COUNT(" not in probe, probe
     assert pending_at_limit(user=alice, now=now, limit=2) is counts
     assert not pending_at_limit(user=alice, now=now, limit=3)
     assert pending_at_limit(user=alice, now=now, limit=0)
+    # The hand-written probe answers exactly as the queryset method it stands in for.
+    outstanding = Attachment.objects.outstanding_uploads(owner=alice, now=now)
+    assert list(outstanding.order_by("storage_key").values_list("storage_key", flat=True)) \
+        == [f"k/{alice.pk}/1"] + ([f"k/{alice.pk}/2"] if counts else [])
+    for user in (alice, bob):
+        for offset in range(4):
+            assert outstanding_upload_probe(owner_id=user.pk, now=now, offset=offset) \
+                == Attachment.objects.outstanding_uploads(owner=user, now=now)[offset:offset + 1].exists()
 
 
 # --- status read and gated download ---------------------------------------------
@@ -106,7 +120,7 @@ def test_status_read_is_two_queries(alice, bob, api, ready_id):
         sqls = _queries(lambda: api(user).get(f"/api/v1/attachments/{ready_id}"))
         # Token+user+tenant, then the row: the resource never loads a deferred field.
         assert len(sqls) == 2, sqls
-        assert '"text"' not in sqls[1]
+        assert '"text"' not in sqls[1]  # Attachment.objects.for_resource()
     pending = upload(api(alice), jpeg_bytes())
     assert len(_queries(lambda: api(alice).get(f"/api/v1/attachments/{pending}"))) == 2
 

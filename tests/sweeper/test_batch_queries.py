@@ -1,4 +1,4 @@
-"""A sweep batch's queries: every stored key in one round trip on PostgreSQL, long id lists as one array."""
+"""A sweep batch's queries: every stored key in one round trip on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,33 +6,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from attachments.models import Attachment, Derivative
+from attachments.models import Derivative
 from sweeper.reaping import batch_query, stored_keys
 from tests.sweeper.support import DAY, T0, all_keys, make_attachment
 
 pytestmark = pytest.mark.django_db
 
 LATER = T0 + 8 * DAY
-
-
-def test_any_of_matches_in_and_sends_one_array_on_postgresql(alice):
-    rows = [make_attachment(alice, files=False) for _ in range(5)]
-    wanted = [rows[0].pk, rows[2].pk, rows[2].pk, None, rows[4].pk]  # a duplicate and a None, as IN allows
-
-    with CaptureQueriesContext(connection) as queries:
-        got = set(Attachment.objects.filter(pk__any_of=wanted).values_list("pk", flat=True))
-    assert got == set(Attachment.objects.filter(pk__in=wanted).values_list("pk", flat=True))
-    assert got == {rows[0].pk, rows[2].pk, rows[4].pk}
-    sql = queries.captured_queries[0]["sql"]
-    assert ("= ANY(" in sql) == (connection.vendor == "postgresql"), sql
-
-
-def test_any_of_an_empty_list_matches_nothing_without_a_query(alice):
-    make_attachment(alice, files=False)
-    with CaptureQueriesContext(connection) as queries:
-        assert list(Attachment.objects.filter(pk__any_of=[])) == []
-        assert list(Attachment.objects.filter(pk__any_of=[None])) == []
-    assert queries.captured_queries == []
 
 
 def test_a_batch_knows_every_stored_key_of_its_rows(alice):

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from attachments.api.serializers import attachment_resource
 from attachments.models import Attachment
-from attachments.selectors import READ_FIELDS, can_read_file, thumbnail_dims
+from attachments.selectors import can_read_file, thumbnail_dims
 from attachments.services import outbox
 
 from ..models import DeliveryStatus, WebhookDelivery, WebhookEvent
@@ -57,9 +57,8 @@ def emit(*, event_type: str, attachment_ids: Sequence[Any], endpoints=None,
         raise RuntimeError("webhook events are written inside the transaction of the change they report")
     now = now or timezone.now()
     endpoints = listening() if endpoints is None else endpoints
-    attachments = (Attachment.objects.filter(pk__in=list(attachment_ids))
-                   .select_related("owner__membership").only(*READ_FIELDS, "owner__membership__tenant_id",
-                                                             "owner__id"))
+    attachments = (Attachment.objects.filter(pk__in=list(attachment_ids)).select_related("owner__membership")
+                   .for_resource("owner__membership__tenant_id", "owner__id"))
     events: list[WebhookEvent] = []
     deliveries: list[WebhookDelivery] = []
     for attachment in attachments:
