@@ -54,6 +54,10 @@ class TooLarge(AirlockError):
     code, status, default_message = "TOO_LARGE", 413, "The upload is larger than the profile allows."
 
 
+class QuotaExceeded(AirlockError):
+    code, status, default_message = "QUOTA_EXCEEDED", 413, "The tenant's quota would be exceeded."
+
+
 class AttachmentInvalid(AirlockError):
     code, status, default_message = "ATTACHMENT_INVALID", 422, "Some attachments cannot be committed."
 

@@ -41,7 +41,8 @@ class DatabaseCollector(Collector):
         self._now = now
 
     def collect(self) -> Iterator[Metric]:
-        from .models import Attachment, DeadLetter, Lifecycle, Status
+        from .models import Attachment, DeadLetter, Lifecycle, Status, TenantUsage
+        from .services.quotas import tenant_limits
         from .profiles import all_profiles
 
         now = self._now or timezone.now()
@@ -71,6 +72,8 @@ class DatabaseCollector(Collector):
                 .annotate(n=Count("id"))
                 .order_by()
             )
+            # One counter row per tenant (attachments/services/quotas.py): no sums at scrape time.
+            usage = list(TenantUsage.objects.select_related("tenant").order_by("tenant__slug"))
         except DatabaseError as exc:
             log.warning("metrics: database gauges unavailable", extra={"error": str(exc)[:300]})
             up.add_metric([], 0)
@@ -109,6 +112,25 @@ class DatabaseCollector(Collector):
         for kind in DeadLetter.Kind.values:
             letters.add_metric([kind], dead.get(kind, 0))
         yield letters
+        families = {
+            name: GaugeMetricFamily(f"airlock_tenant_{name}", text, labels=["tenant"])
+            for name, text in (
+                ("bytes_used", "Bytes counted against each tenant's quota."),
+                ("files_used", "Files counted against each tenant's quota."),
+                ("bytes_limit", "Each tenant's byte quota (tenants without one are left out)."),
+                ("files_limit", "Each tenant's file quota (tenants without one are left out)."),
+            )
+        }
+        for row in usage:
+            slug = row.tenant.slug
+            limit_bytes, limit_files = tenant_limits(row.tenant)
+            families["bytes_used"].add_metric([slug], row.bytes_used)
+            families["files_used"].add_metric([slug], row.files_used)
+            if limit_bytes is not None:
+                families["bytes_limit"].add_metric([slug], limit_bytes)
+            if limit_files is not None:
+                families["files_limit"].add_metric([slug], limit_files)
+        yield from families.values()
         yield GaugeMetricFamily(
             "airlock_metrics_database_seconds",
             "Time spent reading the database gauges at this scrape.",

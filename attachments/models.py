@@ -15,9 +15,30 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Overrides of AIRLOCK_TENANT_QUOTA_BYTES / _FILES; empty = the global default.
+    quota_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_BYTES.")
+    quota_files = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_FILES.")
 
     def __str__(self) -> str:
         return self.slug
+
+
+class TenantUsage(models.Model):
+    """What a tenant holds now: one counter row per tenant (attachments/services/quotas.py).
+
+    Moved in the same transaction as every change that starts or stops a file
+    counting, so an intent checks its quota with one conditional UPDATE instead
+    of summing the tenant's files.
+    """
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, primary_key=True, related_name="usage")
+    bytes_used = models.BigIntegerField(default=0)
+    files_used = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: {self.bytes_used} B, {self.files_used} files"
 
 
 class Membership(models.Model):

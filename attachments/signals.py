@@ -1,8 +1,9 @@
-"""Logging out discards the user's staged uploads (upload-first lifecycle)."""
+"""Signal receivers: logging out discards staged uploads; a new tenant gets its usage counter."""
 
 from __future__ import annotations
 
 from django.contrib.auth.signals import user_logged_out
+from django.db.models.signals import post_save
 from django.dispatch import receiver
 
 
@@ -13,3 +14,12 @@ def discard_staged_on_logout(sender, request, user, **kwargs) -> None:
     from .services.lifecycle import attachments_discard_all
 
     attachments_discard_all(user=user)
+
+
+@receiver(post_save, sender="attachments.Tenant")
+def tenant_usage_counter(sender, instance, created, raw=False, **kwargs) -> None:
+    """A new tenant starts with its quota counter (attachments/services/quotas.py) at zero."""
+    if created and not raw:
+        from .models import TenantUsage
+
+        TenantUsage.objects.get_or_create(tenant_id=instance.pk)

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
+from attachments.services.quotas import usage_release
 from attachments.services.transitions import lifecycle_audit
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway
@@ -69,6 +70,7 @@ def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extr
         before = Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).values_list(
             "lifecycle", flat=True).first()
         if before is not None:
+            usage_release(Attachment.objects.filter(pk=letter.attachment_id))
             Attachment.objects.filter(pk=letter.attachment_id).update(
                 lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="")
             lifecycle_audit([(letter.attachment_id, before)], to=Lifecycle.DELETED, actor=actor,

@@ -24,6 +24,7 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
+from attachments.services.quotas import usage_release
 from attachments.services.transitions import lifecycle_audit
 
 log = logging.getLogger("airlock.sweeper")
@@ -193,6 +194,7 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
             if _record_failure(pk, attempts, keys[pk], errors, now):
                 result.dead_lettered += 1
         if done:
+            usage_release(Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE))
             result.deleted = Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE).update(
                 lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="",
             )

@@ -50,6 +50,7 @@ ERROR_CODES = (
     "ALREADY_UPLOADED",
     "UPLOAD_NOT_IN_PROGRESS",
     "TOO_LARGE",
+    "QUOTA_EXCEEDED",
     "ATTACHMENT_INVALID",
     "RATE_LIMITED",
     "UNAVAILABLE",
@@ -64,7 +65,8 @@ class ErrorDetailSerializer(serializers.Serializer):
     details = serializers.DictField(
         child=serializers.JSONField(),
         help_text="Field → messages for VALIDATION_ERROR, id → reason for ATTACHMENT_INVALID, "
-        "limits for TOO_LARGE and RATE_LIMITED; empty otherwise.",
+        "limits for TOO_LARGE and RATE_LIMITED, {quota, used, limit, requested} for QUOTA_EXCEEDED; "
+        "empty otherwise.",
     )
 
 
@@ -330,7 +332,8 @@ UPLOAD_INTENT = {
                 429,
                 e400="`VALIDATION_ERROR`, `UNKNOWN_PROFILE` (profile not configured) or `TYPE_NOT_ALLOWED` "
                 "(content_type not in the profile's allowlist)",
-                e413="`TOO_LARGE`: the declared size is over the profile's limit, or the request body is too large",
+                e413="`TOO_LARGE`: the declared size is over the profile's limit, or the request body is too large; "
+                "`QUOTA_EXCEEDED`: the tenant's byte or file quota has no room for it",
             ),
         },
     )
@@ -407,7 +410,8 @@ ATTACHMENT_LIST = {
                 413,
                 429,
                 e400="`VALIDATION_ERROR` or `UNKNOWN_PROFILE`",
-                e413="`TOO_LARGE`: over the profile's (or the upload-through) body limit",
+                e413="`TOO_LARGE`: over the profile's (or the upload-through) body limit; `QUOTA_EXCEEDED`: the "
+                "tenant's byte or file quota has no room for it",
             ),
         },
     ),

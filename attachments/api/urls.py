@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import storage_events, tus, views
+from . import storage_events, tus, usage, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("uploads/<str:attachment_id>/parts", views.UploadPartsApi.as_view(), name="upload-parts"),
     path("tus/", tus.TusCreateApi.as_view(), name="tus-create"),
     path("tus/<str:attachment_id>", tus.TusUploadApi.as_view(), name="tus-upload"),
+    path("usage", usage.UsageApi.as_view(), name="usage"),
     path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
     path("attachments/heartbeat", views.HeartbeatApi.as_view(), name="attachments-heartbeat"),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from ..storage import get_gateway
 from ..storage.base import UploadInstruction
 from ..tenancy import tenant_of
 from .backlog import refuse_when_behind
+from .quotas import quota_reserve
 from .ratelimits import check_intent_rate
 
 
@@ -46,20 +48,27 @@ def validate_claims(*, profile_name: object, content_type: str, size: int) -> Pr
 
 def create_pending_row(*, user, profile: Profile, filename: str, size: int, content_type: str,
                        now: datetime) -> Attachment:
+    """Reserve the declared size in the tenant's quota and insert the pending row, in one transaction.
+
+    Every way of creating an upload (intent, upload-through, tus) comes here,
+    so none can pass the quota.
+    """
     tenant = tenant_of(user)
     attachment_id = uuid.uuid4()
-    return Attachment.objects.create(
-        id=attachment_id,
-        tenant=tenant,
-        owner=user,
-        profile=profile.name,
-        filename=clean_filename(filename),
-        declared_size=size,
-        declared_type=content_type[:127],
-        storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
-        created_at=now,
-        expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
-    )
+    with transaction.atomic():
+        quota_reserve(tenant=tenant, size=size)
+        return Attachment.objects.create(
+            id=attachment_id,
+            tenant=tenant,
+            owner=user,
+            profile=profile.name,
+            filename=clean_filename(filename),
+            declared_size=size,
+            declared_type=content_type[:127],
+            storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
+            created_at=now,
+            expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
+        )
 
 
 def upload_intent_create(*, user, profile_name: object, filename: str, size: int, content_type: str,
@@ -72,8 +81,6 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
     profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
     refuse_when_behind()
     check_intent_rate(user=user, now=now)
-    # One INSERT is atomic on its own: a transaction around it would only add
-    # the BEGIN and COMMIT round trips to every intent.
     attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size,
                                     content_type=content_type, now=now)
     expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS

@@ -17,6 +17,7 @@ from django.utils import timezone
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status
 from .multipart import abort_after_commit
+from .quotas import usage_apply, usage_delta, usage_release, usage_snapshot
 from .single_slot import lock_owner, single_slot_settle
 from .transitions import lifecycle_audit, user_actor
 
@@ -107,11 +108,14 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
             return
         if attachment.multipart_upload_id:  # its parts are stored (and billed) until aborted
             abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
+        usage_before = usage_snapshot(attachment)
         attachment.lifecycle = Lifecycle.DISCARDED
         attachment.discarded_at = now
         # Due at once, and never later than it already was (an expired row stays due).
         attachment.expires_at = now if attachment.expires_at is None else min(attachment.expires_at, now)
+        delta = usage_delta(attachment, before=usage_before)  # it stops counting now, not when swept
         attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
+        usage_apply(attachment.tenant_id, delta, change_written=True)
         lifecycle_audit([(attachment.pk, Lifecycle.STAGED)], event="discard", to=Lifecycle.DISCARDED,
                         actor=actor or user_actor(user))
 
@@ -127,6 +131,7 @@ def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = No
         ids = list(staged.select_for_update().order_by("pk").values_list("pk", flat=True))
         lifecycle_audit([(pk, Lifecycle.STAGED) for pk in ids], event="discard_all", to=Lifecycle.DISCARDED,
                         actor=user_actor(user))
+        usage_release(Attachment.objects.filter(pk__in=ids, lifecycle=Lifecycle.STAGED))
         return Attachment.objects.filter(pk__in=ids, lifecycle=Lifecycle.STAGED).update(
             lifecycle=Lifecycle.DISCARDED, discarded_at=now, updated_at=now,
             expires_at=Least(Coalesce("expires_at", Value(now, output_field=DateTimeField())),

@@ -35,7 +35,7 @@ WORKER = "worker"
 # query more per use. tests/pipeline/test_statement_counts.py fails on such a
 # read, and counts every step's statements.
 LOCK_FIELDS = ("tenant", "status", "lease_token", "step", "lifecycle", "uploaded_at", "attempts", "storage_key",
-               "reason_code", "reason_message")
+               "reason_code", "reason_message", "stored_size", "declared_size")
 
 
 # Everything a replaced derivative row takes from the new attempt (created_at too,

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..models import Attachment, Lifecycle, Status
 from ..profiles import all_profiles
+from .quotas import usage_release
 from .transitions import lifecycle_audit
 
 _LIVE = (Lifecycle.STAGED, Lifecycle.COMMITTED)
@@ -65,6 +66,7 @@ def single_slot_settle(*, owner_id: object, profile_name: str, now: datetime | N
         losers = [a for a in rows if a.pk != winner.pk
                   and (a.lifecycle == Lifecycle.COMMITTED or a.created_at < winner.created_at)]
         if losers:
+            usage_release(Attachment.objects.filter(pk__in=[a.pk for a in losers]))
             Attachment.objects.filter(pk__in=[a.pk for a in losers]).update(
                 lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now)
             lifecycle_audit([(a.pk, a.lifecycle) for a in losers], event="replace", to=Lifecycle.DISCARDED,

@@ -14,6 +14,7 @@ from django_fsm import TransitionNotAllowed
 from .. import hooks, waiting
 from ..models import Attachment, TransitionLog
 from ..naming import parse_key
+from . import quotas
 
 log = logging.getLogger("airlock.transitions")
 
@@ -55,23 +56,28 @@ def _remember_loaded(attachment: Attachment) -> None:
     })
 
 
-def save_changes(attachment: Attachment) -> None:
+def save_changes(attachment: Attachment, *, usage_before: dict[str, Any] | None = None) -> None:
     """Save a row: only its changed columns when lock_attachment loaded it, else all of them.
 
     Unchanged columns hold what the locked row holds, so leaving them out writes
     the same row with a shorter UPDATE (and never writes a column this
     transaction did not read). `updated_at` is always written, as a full save does.
+    The tenant's usage counter follows a change of status or stored size, from
+    what was loaded (or `usage_before`, for a row lock_attachment did not load).
     """
     loaded = getattr(attachment, _LOADED, None)
+    before = loaded if loaded is not None else usage_before
+    delta = quotas.usage_delta(attachment, before=before) if before is not None else (0, 0)
     if loaded is None:
         attachment.save()
-        return
-    values = attachment.__dict__
-    missing = object()
-    changed = [name for name, attname in _CONCRETE
-               if attname in values and loaded.get(attname, missing) != values[attname]]
-    attachment.save(update_fields=[*changed, "updated_at"])
-    _remember_loaded(attachment)
+    else:
+        values = attachment.__dict__
+        missing = object()
+        changed = [name for name, attname in _CONCRETE
+                   if attname in values and loaded.get(attname, missing) != values[attname]]
+        attachment.save(update_fields=[*changed, "updated_at"])
+        _remember_loaded(attachment)
+    quotas.usage_apply(attachment.tenant_id, delta, change_written=True)
 
 
 def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str = "", **kwargs: Any) -> Attachment:
@@ -79,12 +85,13 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         raise RuntimeError("transitions run inside transaction.atomic() on a locked row")
     from_status = attachment.status
     started = time.monotonic()
+    usage_before = None if hasattr(attachment, _LOADED) else quotas.usage_snapshot(attachment)
     try:
         getattr(attachment, name)(**kwargs)
     except TransitionNotAllowed as exc:
         raise TransitionConflict(f"{name} not allowed from {from_status}") from exc
     # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
-    save_changes(attachment)
+    save_changes(attachment, usage_before=usage_before)
     waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
     TransitionLog.objects.create(
         attachment=attachment,

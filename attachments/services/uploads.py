@@ -26,6 +26,7 @@ from ..storage.base import StorageError
 from . import outbox
 from .backlog import refuse_when_behind
 from .intents import create_pending_row
+from .quotas import usage_release
 from .ratelimits import check_intent_rate
 
 log = logging.getLogger("airlock.uploads")
@@ -120,7 +121,10 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     try:
         gateway.write_chunks(attachment.storage_key, limited(chunks, limit))
     except BaseException:
-        Attachment.objects.filter(pk=attachment.pk).delete()
+        with transaction.atomic():
+            # The refused upload leaves no row, and gives its reservation back.
+            usage_release(Attachment.objects.filter(pk=attachment.pk))
+            Attachment.objects.filter(pk=attachment.pk).delete()
         gateway.delete(attachment.storage_key)
         raise
     Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=timezone.now())

@@ -295,6 +295,11 @@ AIRLOCK_RECONCILE_GRACE_SECONDS = env_int("AIRLOCK_RECONCILE_GRACE_SECONDS", 360
 AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300)
 AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500)
 
+# --- Quotas --------------------------------------------------------------------
+# Per tenant; unset = unlimited. A tenant's own limits (admin) override these.
+AIRLOCK_TENANT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_BYTES")) else None
+AIRLOCK_TENANT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_FILES")) else None
+
 # --- Operations ----------------------------------------------------------------
 # /metrics needs `Authorization: Bearer <token>` when set (open otherwise).
 # PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself, not here) makes

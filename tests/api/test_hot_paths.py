@@ -51,11 +51,14 @@ def test_intent_is_three_queries_whatever_the_backlog(alice, api, monkeypatch):
     for _ in range(5):
         assert create_intent(client).status_code == 201
     later = _queries(lambda: create_intent(client))
-    # Token+user+tenant, the pending-cap probe, the INSERT; the first also reads the backlog age.
-    assert len(first) == 4 and "ORDER BY" in first[1].upper(), first
-    assert len(later) == 3, later
-    # One INSERT is atomic by itself: no savepoint or transaction around it.
-    assert not [sql for sql in later if "SAVEPOINT" in sql.upper() or sql.upper().startswith("BEGIN")]
+    # Token+user+tenant, the pending-cap probe, the quota reservation (one conditional
+    # UPDATE of the tenant's counter), the INSERT; the first also reads the backlog age.
+    statements = [sql for sql in later if "SAVEPOINT" not in sql.upper()]
+    assert len([sql for sql in first if "SAVEPOINT" not in sql.upper()]) == 5 and "ORDER BY" in first[1].upper(), first
+    assert len(statements) == 4, later
+    assert statements[2].upper().startswith('UPDATE "ATTACHMENTS_TENANTUSAGE"'), statements
+    # The reservation and the INSERT commit together (a savepoint inside the test's transaction).
+    assert len(later) - len(statements) == 2, later
 
 
 @pytest.mark.parametrize(
