@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
@@ -33,6 +34,7 @@ from .actions import (
 from ..errors import AirlockError
 from ..models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
 from ..services.moderation import attachment_requeue, dead_letter_resolve
+from ..services.quotas import tenant_usage
 from ..services.transitions import TransitionConflict
 from ..staff_scope import scoped
 from sweeper.dead_letters import (  # noqa: E402 - the sweep's dead letters are handled by its services
@@ -484,8 +486,36 @@ class TransitionLogAdmin(ReadOnlyModelAdmin):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "created_at")
+    """Tenants with what each holds against its quotas; the quota fields override the global settings."""
+
+    list_display = ("slug", "name", "bytes_usage", "files_usage", "created_at")
+    list_select_related = ("usage",)
     search_fields = ("slug", "name")
+    fields = ("slug", "name", "quota_bytes", "quota_files", "bytes_usage", "files_usage")
+    readonly_fields = ("bytes_usage", "files_usage")
+
+    @admin.display(description="bytes used / quota")
+    def bytes_usage(self, tenant: Tenant) -> str:
+        if tenant.pk is None:
+            return "—"
+        usage = tenant_usage(tenant=tenant)
+        limit = filesizeformat(usage.bytes_limit) if usage.bytes_limit is not None else ""
+        return _used_of(filesizeformat(usage.bytes_used), usage.bytes_used, usage.bytes_limit, limit)
+
+    @admin.display(description="files used / quota")
+    def files_usage(self, tenant: Tenant) -> str:
+        if tenant.pk is None:
+            return "—"
+        usage = tenant_usage(tenant=tenant)
+        limit = f"{usage.files_limit:,}" if usage.files_limit is not None else ""
+        return _used_of(f"{usage.files_used:,}", usage.files_used, usage.files_limit, limit)
+
+
+def _used_of(used_text: str, used: int, limit: int | None, limit_text: str) -> str:
+    if limit is None:
+        return f"{used_text} (unlimited)"
+    share = f"{100 * used / limit:.0f} %" if limit else "full"
+    return f"{used_text} of {limit_text} ({share})"
 
 
 @admin.register(Membership)

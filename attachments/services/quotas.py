@@ -77,7 +77,9 @@ def tenant_limits(tenant: Tenant) -> tuple[int | None, int | None]:
 
 def tenant_usage(*, tenant: Tenant) -> Usage:
     """The tenant's usage and limits (GET /usage, the admin)."""
-    row = TenantUsage.objects.filter(tenant_id=tenant.pk).values_list("bytes_used", "files_used").first()
+    cached = tenant._state.fields_cache.get("usage")  # select_related("usage") (the admin's list)
+    row = (cached.bytes_used, cached.files_used) if cached is not None else \
+        TenantUsage.objects.filter(tenant_id=tenant.pk).values_list("bytes_used", "files_used").first()
     if row is None:
         row = _counter_create(tenant.pk)
     limit_bytes, limit_files = tenant_limits(tenant)
