@@ -17,6 +17,7 @@ against a baseline measured in the same run, interleaved with it.
   serve        bench/serve_bench.py         serve vs gunicorn -w 2 (status), a soak on PostgreSQL + Redis, 100 waiters' CPU
   webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
   tus          bench/tus_bench.py           tus upload (tuspy, 5 MiB PATCHes) vs one PUT of the same file, via serve
+  quotas       bench/quotas_bench.py        intent requests/s with a tenant quota vs without (same server); SUM vs counter
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -64,6 +65,9 @@ GOALS: list[tuple[str, str, object]] = [
     ("soak.pg_connections_within_bound", "true", lambda v: v is True),
     ("soak.rss_growth_pct", "<= 10", lambda v: v <= 10),
     ("waiters_cpu_s_per_100x30s", "<= 1", lambda v: v <= 1),
+    ("quota_intent_on_vs_off_ratio", ">= 0.9", lambda v: v >= 0.9),
+    ("quota_usage_sum_alternative.sum_ms", "(info: the SUM a counter avoids)", None),
+    ("quota_usage_sum_alternative.counter_update_ms", "(info)", None),
     ("sweeper_rows_per_s", ">= 5000", lambda v: v >= 5000),
     ("sweeper_index_used", "true", lambda v: v is True),
     ("webhook_delivery_events_per_s", ">= 200", lambda v: v >= 200),
@@ -87,6 +91,7 @@ OWN_KEYS = {
               "soak.rss_growth_pct", "waiters_cpu_s_per_100x30s"],
     "webhooks": ["webhook_delivery_events_per_s"],
     "tus": ["tus_vs_put_throughput_ratio"],
+    "quotas": ["quota_intent_on_vs_off_ratio"],
 }
 
 
@@ -154,6 +159,10 @@ def bench_sweeper(quick: bool, tmp: Path) -> dict:
     }
 
 
+def bench_quotas(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/quotas_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "quotas"), 1800)
+
+
 def bench_serve(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/serve_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "serve"), 1800)
 
@@ -169,7 +178,7 @@ def bench_tus(quick: bool, tmp: Path) -> dict:
 
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
-           "tus": bench_tus}
+           "tus": bench_tus, "quotas": bench_quotas}
 
 
 def fmt(value: object) -> str:
