@@ -81,7 +81,7 @@ def tenant_usage(*, tenant: Tenant) -> Usage:
     row = (cached.bytes_used, cached.files_used) if cached is not None else \
         TenantUsage.objects.filter(tenant_id=tenant.pk).values_list("bytes_used", "files_used").first()
     if row is None:
-        row = _counter_create(tenant.pk)
+        row = _counter_create(tenant.pk) or (0, 0)  # without created_only it returns the counter
     limit_bytes, limit_files = tenant_limits(tenant)
     return Usage(bytes_used=row[0], bytes_limit=limit_bytes, files_used=row[1], files_limit=limit_files)
 
