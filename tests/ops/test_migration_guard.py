@@ -23,6 +23,7 @@ COMMANDS = [
     ["reconcile"],
     ["backfill", "--no-progress"],
     ["consume_storage_events", "--sqs-queue-url", "http://127.0.0.1:9/queue", "--once"],
+    ["recount_usage"],
 ]
 
 

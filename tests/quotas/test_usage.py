@@ -290,3 +290,20 @@ def test_usage_per_tenant_in_metrics(alice, mallory, api, client, settings):
     assert samples[("airlock_tenant_files_limit", "acme")] == 10
     assert samples[("airlock_tenant_bytes_limit", "evil")] == 999
     assert ("airlock_tenant_bytes_limit", "acme") not in samples  # unlimited: no series
+
+
+def test_recount_usage_command_repairs_and_reports(alice, mallory, api):
+    import io
+
+    from django.core.management import call_command
+
+    create_intent(api(alice), size=40)
+    create_intent(api(mallory), size=9)
+    TenantUsage.objects.filter(tenant__slug="acme").update(bytes_used=1, files_used=7)
+    out = io.StringIO()
+    call_command("recount_usage", stdout=out)
+    assert out.getvalue().splitlines() == ["acme: bytes 1 -> 40, files 7 -> 1", "1 of 2 tenants recounted"]
+    assert assert_consistent() == (40, 1)
+    out = io.StringIO()
+    call_command("recount_usage", "--tenant", "evil", stdout=out)
+    assert out.getvalue().splitlines() == ["0 of 1 tenants recounted"]
