@@ -132,14 +132,15 @@ def test_rejected_file_stops_counting(alice, api):
 
 def test_failed_file_stops_counting_and_a_requeue_counts_it_again(alice, api, settings):
     from attachments.services.moderation import attachment_requeue
-    from processing import outcomes
+    from attachments.services.processing import attachment_begin, attachment_retry_or_fail
 
     settings.AIRLOCK_MAX_ATTEMPTS = 1
     client = api(alice)
     data = jpeg_bytes()
     attachment_id = upload(client, data)
-    token = outcomes.begin(Attachment.objects.get(pk=attachment_id).pk)
-    assert outcomes.retry_or_fail(Attachment.objects.get(pk=attachment_id).pk, token, error="clamd down") == "failed"
+    pk = Attachment.objects.get(pk=attachment_id).pk
+    token = attachment_begin(attachment_id=pk)
+    assert attachment_retry_or_fail(attachment_id=pk, token=token, error="clamd down") == "failed"
     assert usage(client)["files_used"] == 0 and usage(client)["bytes_used"] == 0
     assert_consistent()
     attachment_requeue(attachment_id=attachment_id, actor="staff:test")
@@ -307,3 +308,21 @@ def test_recount_usage_command_repairs_and_reports(alice, mallory, api):
     out = io.StringIO()
     call_command("recount_usage", "--tenant", "evil", stdout=out)
     assert out.getvalue().splitlines() == ["0 of 1 tenants recounted"]
+
+
+def test_tus_creation_reserves_and_is_refused_over_quota(alice, api, settings):
+    from tests.api.test_tus import TUS, _create
+
+    client = api(alice)
+    assert _create(client, 700).status_code == 201
+    assert usage(client) == {"bytes_used": 700, "bytes_limit": None, "files_used": 1, "files_limit": None}
+    settings.AIRLOCK_TENANT_QUOTA_BYTES = 1000
+    refused = _create(client, 301)
+    assert refused.status_code == 413
+    assert refused.json()["error"]["details"] == {"quota": "bytes", "used": 700, "limit": 1000, "requested": 301}
+    created = _create(client, 300)
+    assert created.status_code == 201
+    # Terminating a tus upload discards it: its room comes back at once.
+    assert client.delete(created["Location"], **TUS).status_code == 204
+    assert usage(client)["bytes_used"] == 700
+    assert_consistent()

@@ -26,7 +26,7 @@ def count_existing(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('attachments', '0008_api_tokens'),
+        ('attachments', '0009_tus_uploads'),
     ]
 
     operations = [
