@@ -33,6 +33,9 @@ def upload_page(request: HttpRequest) -> HttpResponse:
     membership = getattr(request.user, "membership", None)
     response = render(request, "upload.html", {
         "tenant": membership.tenant.slug if membership else None,
+        # Over this size an S3 intent is a multipart plan straight to the bucket (resumable
+        # per part, no bytes through us): the page prefers it to tus there.
+        "direct_multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if settings.AIRLOCK_STORAGE == "s3" else "",
     })
     # The page loads only its own script and style; thumbnails come as blob: URLs.
     connect = " ".join(["'self'", *_upload_origins()])

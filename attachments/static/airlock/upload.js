@@ -17,6 +17,8 @@
  * vendored tus-js-client: a dropped connection is retried with a HEAD for the
  * server's offset and the upload carries on from there; its URL is remembered in
  * localStorage, so picking the same file again after a reload resumes it too.
+ * Where the intent would be an S3 multipart plan (storage is S3 and the file is over
+ * its multipart threshold), the page sends the parts straight to the bucket instead.
  *
  * Everything from the server or the user is put in the page with textContent
  * or setAttribute on fixed attribute names, never with innerHTML.
@@ -31,6 +33,8 @@
   var tusParam = params.get("tus");
   var TUS_THRESHOLD = tusParam === null ? 8 * 1024 * 1024 : Number(tusParam) || Infinity;
   var TUS_CHUNK = 5 * 1024 * 1024;
+  var DIRECT_MULTIPART = Number(document.querySelector('meta[name="airlock-direct-multipart"]')
+    .getAttribute("content")) || Infinity;
   var csrfToken = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
 
   var items = [];
@@ -411,7 +415,8 @@
     var generation = ++item.generation;
     var current = function () { return !item.removed && generation === item.generation; };
     item.ui.progress.value = 0;
-    if (window.tus && window.tus.isSupported && item.file.size > TUS_THRESHOLD) {
+    if (window.tus && window.tus.isSupported && item.file.size > TUS_THRESHOLD &&
+        item.file.size <= DIRECT_MULTIPART) {
       setStatus(item, "uploading", "resumable upload (tus)");
       item.ui.li.dataset.via = "tus";
       return sendTus(item, current).then(function () {
