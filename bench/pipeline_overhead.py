@@ -98,7 +98,7 @@ def main() -> None:
     from attachments.services.uploads import upload_content_receive
     from attachments.signing import upload_token
     from processing import pipeline
-    from processing.runtime import start_worker
+    from ops.runtime import start_worker
     from processing.sandbox import Bounds, shutdown
     from processing.scanners import scanners_from_settings
 

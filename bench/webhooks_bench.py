@@ -82,7 +82,7 @@ def main() -> None:
     from django.utils import timezone
 
     from attachments.models import Attachment
-    from processing.runtime import start_worker
+    from ops.runtime import start_worker
     from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
     from webhooks.services.emit import emit as emit_events
 

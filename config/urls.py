@@ -2,8 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from attachments import ops, pages
+from attachments import pages
 from attachments.admin import views as admin_views
+from ops import views as ops
 
 urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),

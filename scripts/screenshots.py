@@ -260,7 +260,7 @@ def main() -> None:
         django.setup()
         from django.core.management import call_command
 
-        from processing.runtime import start_worker
+        from ops.runtime import start_worker
 
         call_command("migrate", verbosity=0)
         token = create_user("dana", "acme")

@@ -102,7 +102,7 @@ def live_worker(transactional_db):
     """A real Dramatiq worker on the configured broker (Redis in CI), plus the outbox relay."""
     import dramatiq
 
-    from processing.runtime import QUEUES, start_worker
+    from ops.runtime import QUEUES, start_worker
 
     broker = dramatiq.get_broker()
     broker.flush_all()

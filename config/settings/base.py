@@ -50,13 +50,14 @@ INSTALLED_APPS = [
     "processing",
     "sweeper",
     "webhooks",
+    "ops",
     "axes",  # admin (and upload page) login throttling; see "Login throttling" below
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "attachments.logging.RequestIdMiddleware",
+    "ops.logging.RequestIdMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -413,7 +414,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "attachments.logging.JsonFormatter"}},
+    "formatters": {"json": {"()": "ops.logging.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "root": {"handlers": ["console"], "level": env_str("AIRLOCK_LOG_LEVEL", "INFO")},
     "loggers": {

@@ -12,7 +12,7 @@ from django.utils import timezone
 from attachments.models import Attachment, OutboxMessage
 from attachments.services import outbox
 from processing.recovery import recover
-from processing.runtime import QUEUES, start_worker
+from ops.runtime import QUEUES, start_worker
 from tests.support import client_for, jpeg_bytes, upload
 
 from .support import assert_not_served, assert_ready_and_complete, assert_served_intact, wait_until

@@ -33,7 +33,7 @@ def worker():
     """A real Dramatiq worker on the configured broker, started when the test says so."""
     import dramatiq
 
-    from processing.runtime import start_worker
+    from ops.runtime import start_worker
 
     broker = dramatiq.get_broker()
     broker.flush_all()

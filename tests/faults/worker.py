@@ -48,7 +48,7 @@ def main() -> int:
 
     django.setup()
     _install_stall_hook()
-    from processing.runtime import start_worker
+    from ops.runtime import start_worker
 
     worker = start_worker(threads=int(os.environ.get("AIRLOCK_FAULT_THREADS", "1")))
     stop = threading.Event()

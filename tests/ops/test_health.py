@@ -190,7 +190,7 @@ def test_readyz_follows_clamd(client, db, settings, private_clamd):
 
 
 def test_a_hanging_check_cannot_hold_readyz(client, db, settings, monkeypatch):
-    from attachments import health
+    from ops import health
 
     settings.AIRLOCK_READYZ_TIMEOUT_SECONDS = 0.3
     monkeypatch.setattr(health, "check_storage", lambda **kw: time.sleep(3))

@@ -202,7 +202,7 @@ _SCRAPE = """
 import django, os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 django.setup()
-from attachments.metrics import render_latest
+from ops.metrics import render_latest
 print(render_latest()[0].decode())
 """
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from attachments.logging import JsonFormatter
+from ops.logging import JsonFormatter
 from tests.support import create_intent, jpeg_bytes, put_bytes
 
 

@@ -231,7 +231,7 @@ def test_pending_and_processing_rows_are_reaped_too(alice):
 def test_the_scheduler_tick_sweeps_when_due(alice):
     from django.utils import timezone
 
-    from processing.runtime import run_ticks_once
+    from ops.runtime import run_ticks_once
 
     attachment = make_attachment(alice, created_at=timezone.now() - 8 * DAY)
     run_ticks_once()

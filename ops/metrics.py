@@ -41,9 +41,9 @@ class DatabaseCollector(Collector):
         self._now = now
 
     def collect(self) -> Iterator[Metric]:
-        from .models import Attachment, DeadLetter, Lifecycle, Status, TenantUsage
-        from .services.quotas import tenant_limits
-        from .profiles import all_profiles
+        from attachments.models import Attachment, DeadLetter, Lifecycle, Status, TenantUsage
+        from attachments.profiles import all_profiles
+        from attachments.services.quotas import tenant_limits
 
         now = self._now or timezone.now()
         started = time.monotonic()

@@ -146,7 +146,7 @@ def check_broker(*, timeout: float | None = None) -> None:
 
 
 def check_storage(*, timeout: float | None = None) -> None:
-    from .storage import get_gateway
+    from attachments.storage import get_gateway
 
     get_gateway().ping()
 

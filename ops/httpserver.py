@@ -57,7 +57,7 @@ class AirlockThreadWorker(ThreadWorker):
                     pass
 
     def handle_exit(self, sig, frame):
-        from . import waiting
+        from attachments import waiting
 
         waiting.stop_listener()  # `?wait=` requests answer now instead of holding the shutdown
         super().handle_exit(sig, frame)
@@ -84,7 +84,7 @@ def options(*, bind: str, processes: int, on_ready: Callable[[], None],
     return {
         "bind": [bind],
         "workers": processes,
-        "worker_class": "attachments.httpserver.AirlockThreadWorker",
+        "worker_class": "ops.httpserver.AirlockThreadWorker",
         "threads": settings.AIRLOCK_WEB_THREADS,
         # Connections one process keeps (busy + kept alive): beyond it, the kernel's backlog.
         "worker_connections": settings.AIRLOCK_WEB_THREADS + 1000,

@@ -2,8 +2,8 @@
 
 - ``GET /healthz``: the process answers (no dependency is touched).
 - ``GET /readyz``: database, broker, storage and scanners, each bounded by a
-  short timeout (attachments/health.py); 200 when all are up, else 503.
-- ``GET /metrics``: Prometheus text (attachments/metrics.py). When
+  short timeout (ops/health.py); 200 when all are up, else 503.
+- ``GET /metrics``: Prometheus text (ops/metrics.py). When
   AIRLOCK_METRICS_TOKEN is set it needs ``Authorization: Bearer <token>``.
 """
 
@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .api.errors import error_body
+from attachments.api.errors import error_body
 
 
 @never_cache

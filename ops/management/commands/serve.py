@@ -49,7 +49,7 @@ class Command(BaseCommand):
     def _serve(self, opts) -> None:
         from django.core.wsgi import get_wsgi_application
 
-        from attachments import httpserver
+        from ops import httpserver
         from attachments.bootstrap import migrate_on_first_run
         from attachments.permissions import ensure_moderator_group
 
@@ -77,7 +77,7 @@ class Command(BaseCommand):
 
         def start_jobs(worker) -> None:
             from attachments import waiting
-            from processing.runtime import JobRuntime
+            from ops.runtime import JobRuntime
 
             runtime = JobRuntime(worker=not opts["no_worker"], scheduler=not opts["no_scheduler"],
                                  threads=opts["threads"])
@@ -112,7 +112,7 @@ def single_process() -> bool:
     """One web process when the database is SQLite or the broker lives in this process."""
     from django.db import connection
 
-    from processing.runtime import broker_is_in_process
+    from ops.runtime import broker_is_in_process
 
     return connection.vendor == "sqlite" or broker_is_in_process()
 
@@ -188,7 +188,7 @@ class JobsSupervisor:
 
 def run_jobs_process(*, worker: bool, scheduler: bool, threads: int | None) -> None:
     """The job process: worker + scheduler until SIGTERM or until its parent `serve` is gone."""
-    from processing.runtime import JobRuntime
+    from ops.runtime import JobRuntime
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

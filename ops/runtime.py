@@ -33,9 +33,8 @@ def broker_is_in_process() -> bool:
 def run_ticks_once() -> None:
     """One scheduler pass: relay the outbox, recover leases/pending, sweep when due."""
     from attachments import hooks
+    from processing.recovery import recover
     from sweeper.schedule import sweep_if_due
-
-    from .recovery import recover
 
     close_old_connections()
     try:
@@ -93,7 +92,7 @@ class JobRuntime:
         self.scheduler: Scheduler | None = None
 
     def start(self) -> None:
-        from .recovery import redrive_pending
+        from processing.recovery import redrive_pending
 
         if self.want_worker:
             if broker_is_in_process():
@@ -108,7 +107,7 @@ class JobRuntime:
         close_old_connections()
 
     def stop(self, *, grace_ms: int = 2000) -> None:
-        from . import inflight
+        from processing import inflight
 
         if self.scheduler is not None:
             self.scheduler.stop()
