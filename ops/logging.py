@@ -1,29 +1,16 @@
-"""Structured JSON logs and the request id that follows a request into its jobs."""
+"""Structured JSON logs (credentials redacted) and the middleware that gives each request its id."""
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import re
 import uuid
 from datetime import UTC, datetime
 
-_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("airlock_request_id", default=None)
+from attachments.request_id import current_request_id, reset_request_id, set_request_id
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-
-
-def current_request_id() -> str | None:
-    return _request_id.get()
-
-
-def set_request_id(value: str | None) -> contextvars.Token:
-    return _request_id.set(value)
-
-
-def reset_request_id(token: contextvars.Token) -> None:
-    _request_id.reset(token)
 
 
 # Credentials that travel in URLs and headers: upload tokens (`?token=`), S3

@@ -16,7 +16,7 @@ import threading
 import dramatiq
 from dramatiq.middleware import Middleware
 
-from ops.logging import reset_request_id, set_request_id
+from attachments.request_id import reset_request_id, set_request_id
 
 _MAX_LENGTH = 64
 

@@ -13,7 +13,7 @@ import dramatiq
 from django.db import transaction
 from django.utils import timezone
 
-from ops.logging import current_request_id
+from ..request_id import current_request_id
 from ..models import OutboxMessage
 
 log = logging.getLogger("airlock.outbox")

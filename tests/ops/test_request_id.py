@@ -12,7 +12,8 @@ import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from ops.logging import JsonFormatter, current_request_id, set_request_id
+from attachments.request_id import current_request_id, set_request_id
+from ops.logging import JsonFormatter
 from processing.request_context import RequestIdMiddleware
 from tests.support import client_for, create_intent, jpeg_bytes, wait_for_status
 
@@ -75,7 +76,7 @@ def test_middleware_sets_and_resets_the_request_id():
         middleware.after_process_message(broker, _message({}))
         middleware.after_process_message(broker, _message({}))  # unbalanced: harmless
     finally:
-        from ops.logging import reset_request_id
+        from attachments.request_id import reset_request_id
 
         reset_request_id(outer)
 
@@ -147,7 +148,7 @@ def test_log_lines_are_single_json_objects_with_the_request_id():
         )
         line = formatter.format(record)
     finally:
-        from ops.logging import reset_request_id
+        from attachments.request_id import reset_request_id
 
         reset_request_id(token)
     assert "\n" not in line
