@@ -9,16 +9,36 @@ pull the brakes) and, since the sweeper acts for every tenant, platform staff
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from attachments.admin.modeladmins import ReadOnlyModelAdmin
-from attachments.staff_scope import PlatformStaffOnly
+from attachments.admin.actions import (
+    ModerationAction,
+    ModerationNoteForm,
+    confirmation_page,
+    error_text,
+    note_form,
+    staff_actor,
+)
+from attachments.admin.modeladmins import ReadOnlyModelAdmin, _pre
+from attachments.errors import AirlockError
+from attachments.models import DeadLetter
+from attachments.services.moderation import attachment_requeue, dead_letter_resolve
+from attachments.services.transitions import TransitionConflict
+from attachments.staff_scope import PlatformStaffOnly, scoped
 
 from .control import sweeper_control_get, sweeper_control_set
+from .dead_letters import (
+    DeadLetterRefused,
+    sweep_dead_letter_abandon,
+    sweep_dead_letter_resolve,
+    sweep_dead_letter_retry,
+)
 from .models import ReconcileRun, SweeperControl, SweepRun
 
 RECENT_RUNS = 15
@@ -176,3 +196,171 @@ class SweepRunAdmin(_RunAdmin):
         return format_html('<pre class="airlock-pre">{}</pre>', obj.errors_text)
 
 
+# --- dead letters --------------------------------------------------------------------
+
+class OpenFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return (("open", "Waiting"), ("resolved", "Resolved"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "open":
+            return queryset.filter(resolved_at__isnull=True)
+        if self.value() == "resolved":
+            return queryset.filter(resolved_at__isnull=False)
+        return queryset
+
+
+def _requeue(letter: DeadLetter, actor: str, note: str) -> None:
+    if letter.attachment_id is None:
+        raise ValueError("no attachment to requeue (resolve it instead)")
+    if letter.kind == DeadLetter.Kind.SWEEP:
+        raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
+    attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
+    # The service resolves open dead letters of a requeued attachment; make sure this one is too.
+    dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+
+
+def _retry_delete(letter: DeadLetter, actor: str, note: str) -> None:
+    result = sweep_dead_letter_retry(dead_letter_id=letter.pk, actor=actor)
+    if not result.resolved:
+        failed = "; ".join(f"{k}: {e}" for k, e in list(result.failed.items())[:3])
+        raise DeadLetterRefused(result.reason + (f" ({failed})" if failed else ""))
+
+
+def _abandon(letter: DeadLetter, actor: str, note: str) -> None:
+    sweep_dead_letter_abandon(dead_letter_id=letter.pk, actor=actor, reason=note)
+
+
+def _resolve(letter: DeadLetter, actor: str, note: str) -> None:
+    if letter.kind == DeadLetter.Kind.SWEEP:
+        sweep_dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+    else:
+        dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+
+
+DEAD_LETTER_REQUEUE = ModerationAction(
+    "requeue", "Requeue",
+    "The failed attachment of each dead letter goes back to pending with fresh attempts and is enqueued "
+    "again; the dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
+    _requeue,
+)
+DEAD_LETTER_RESOLVE = ModerationAction(
+    "resolve", "Resolve",
+    "The dead letters are marked resolved (by you, now); nothing is retried. A sweep dead letter is "
+    "resolved only once storage confirms its objects are gone (or they were abandoned).",
+    _resolve,
+)
+DEAD_LETTER_RETRY_DELETE = ModerationAction(
+    "retry_delete", "Retry the delete",
+    "The objects of each sweep dead letter are deleted now (unless a sweeper brake is on). When every "
+    "one is gone the row is marked deleted and the letter resolved; otherwise you are told which failed.",
+    _retry_delete, dangerous=True,
+)
+DEAD_LETTER_ABANDON = ModerationAction(
+    "abandon", "Abandon the objects",
+    "Give up deleting the objects of each sweep dead letter: the row is marked deleted and the letter "
+    "resolved, with your reason in the audit trail. Reconcile keeps trying the leftovers.",
+    _abandon, needs_note=True, dangerous=True,
+)
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ReadOnlyModelAdmin):
+    list_display = ("id", "kind", "attachment_link", "storage_key", "short_error", "created_at",
+                    "resolved_at", "resolved_by")
+    list_filter = (OpenFilter, "kind")
+    search_fields = ("storage_key", "last_error")
+    list_select_related = ("attachment",)
+    ordering = ("-created_at",)
+    actions = ("requeue_dead_letters", "retry_sweep_dead_letters", "abandon_sweep_objects", "resolve_dead_letters")
+    fields = ("kind", "attachment_link", "attachment_status", "storage_key", "error", "attempt_history",
+              "payload_pretty", "created_at", "resolved_at", "resolved_by")
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        # Dead letters with no attachment (unreadable storage events) belong to no tenant: platform staff only.
+        return scoped(super().get_queryset(request), request.user, tenant_path="attachment__tenant")
+
+    def has_resolve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("attachments.change_deadletter")
+
+    @admin.display(description="attachment")
+    def attachment_link(self, obj: DeadLetter) -> str:
+        if obj.attachment_id is None:
+            return "—"
+        url = reverse("admin:attachments_attachment_change", args=[obj.attachment_id])
+        return format_html('<a href="{}">{}</a>', url, obj.attachment.filename if obj.attachment else obj.attachment_id)
+
+    @admin.display(description="attachment status")
+    def attachment_status(self, obj: DeadLetter) -> str:
+        return obj.attachment.status if obj.attachment else "—"
+
+    @admin.display(description="last error")
+    def short_error(self, obj: DeadLetter) -> str:
+        return obj.last_error[:120]
+
+    @admin.display(description="error")
+    def error(self, obj: DeadLetter) -> str:
+        return _pre(obj.last_error) if obj.last_error else "—"
+
+    @admin.display(description="attempt history")
+    def attempt_history(self, obj: DeadLetter) -> str:
+        rows = [r for r in (obj.history or []) if isinstance(r, dict)]
+        if not rows:
+            return "—"
+        body = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((r.get("attempt", ""), r.get("at", ""), r.get("error", "")) for r in rows),
+        )
+        return format_html('<table class="airlock-history"><thead><tr><th>attempt</th><th>at</th>'
+                           "<th>error</th></tr></thead><tbody>{}</tbody></table>", body)
+
+    @admin.display(description="payload")
+    def payload_pretty(self, obj: DeadLetter) -> str:
+        if not obj.payload:
+            return "—"
+        return _pre(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+    def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str):
+        letters = list(queryset.select_related("attachment"))
+        form, valid, note = (note_form(request, action) if request.POST.get("post") == "yes"
+                             else (ModerationNoteForm() if action.needs_note else None, False, ""))
+        if not valid:
+            return confirmation_page(self, request, action=action, objects=letters, form=form, bulk=True,
+                                     action_name=action_name, object_label="dead letter")
+        actor = staff_actor(request)
+        done, problems = 0, []
+        for letter in letters:
+            try:
+                action.run(letter, actor, note)
+            except (TransitionConflict, AirlockError, ValueError) as exc:
+                problems.append(f"dead letter #{letter.pk}: {error_text(exc)}")
+                continue
+            done += 1
+            self.log_change(request, letter, f"{action.label} by {actor}" + (f": {note}" if note else ""))
+        if done:
+            self.message_user(request, f"{action.label}: done for {done} dead letter(s).", messages.SUCCESS)
+        for problem in problems:
+            self.message_user(request, f"{action.label} refused for {problem}", messages.ERROR)
+        return None
+
+    @admin.action(description="Requeue the attachments of selected dead letters…", permissions=["moderate"])
+    def requeue_dead_letters(self, request, queryset):
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_REQUEUE, "requeue_dead_letters")
+
+    @admin.action(description="Retry deleting the objects of selected sweep dead letters…",
+                  permissions=["resolve"])
+    def retry_sweep_dead_letters(self, request, queryset):
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RETRY_DELETE, "retry_sweep_dead_letters")
+
+    @admin.action(description="Abandon the objects of selected sweep dead letters (with a reason)…",
+                  permissions=["resolve"])
+    def abandon_sweep_objects(self, request, queryset):
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_ABANDON, "abandon_sweep_objects")
+
+    @admin.action(description="Resolve selected dead letters…", permissions=["resolve"])
+    def resolve_dead_letters(self, request, queryset):
+        return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters")

@@ -33,7 +33,7 @@ class UploadNotInProgress(AirlockError):
 
 
 def _brake_on() -> bool:
-    from sweeper.control import delete_brake
+    from ..brakes import delete_brake
 
     return bool(delete_brake())
 

@@ -390,7 +390,7 @@ def _remove_staged(upload: TusUpload) -> None:
 
 
 def _brake() -> str:
-    from sweeper.control import delete_brake
+    from ..brakes import delete_brake
 
     return delete_brake()
 

@@ -246,7 +246,7 @@ def _key_tenant(key: str) -> str | None:
 
 
 def _delete_brake() -> str:
-    from sweeper.control import delete_brake
+    from ..brakes import delete_brake
 
     return delete_brake()
 

@@ -8,6 +8,7 @@ import uuid
 from io import StringIO
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -130,3 +131,18 @@ def test_an_upload_nobody_authorized_obeys_the_brakes(alice, brake, deleted, dja
     assert arrival.outcome == "unknown_key"
     assert (get_gateway().head(key) is None) is deleted
     assert StorageEvent.objects.get(key=key).outcome == ("unknown_key" + (f":{brake}" if brake else ""))
+
+
+def test_attachments_reads_the_sweepers_brakes_through_the_registered_reader(settings, monkeypatch):
+    from attachments import brakes
+
+    settings.AIRLOCK_SWEEPER_KILLSWITCH = None
+    settings.AIRLOCK_SWEEPER_DRY_RUN = None
+    assert brakes.delete_brake() == ""
+    sweeper_control_set(killswitch=True, actor="test")
+    assert brakes.delete_brake() == "killswitch"
+    sweeper_control_set(killswitch=False, dry_run=True, actor="test")
+    assert brakes.delete_brake() == "dry_run"
+    monkeypatch.setattr(brakes, "_reader", None)  # nothing registered: refuse rather than delete
+    with pytest.raises(ImproperlyConfigured):
+        brakes.delete_brake()
