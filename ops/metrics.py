@@ -172,7 +172,7 @@ def scrape_registry() -> _Scrape:
         process: Collector = registry
     else:
         process = REGISTRY
-    from . import hooks
+    from attachments import hooks
 
     return _Scrape([process, DatabaseCollector(), *hooks.collectors()])
 
