@@ -117,6 +117,10 @@ class AttachmentQuerySet(models.QuerySet):
                            uploaded_at__isnull=True, expires_at__gt=now)
 
 
+def _taken_down_by_moderator(instance: models.Model) -> bool:
+    return isinstance(instance, Attachment) and instance.reason_code == "moderator"
+
+
 class Attachment(ConcurrentTransitionMixin, models.Model):
     # Every index is paid on each INSERT and on each status/lifecycle UPDATE (none of
     # those is HOT), so there are no single-column ones that a composite index in
@@ -275,7 +279,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         field=status,
         source=Status.REJECTED,
         target=Status.PENDING,
-        conditions=[lambda a: a.reason_code == "moderator"],
+        conditions=[_taken_down_by_moderator],
     )
     def restore(self) -> None:
         self.reason_code = ""

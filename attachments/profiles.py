@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -23,6 +24,7 @@ class Profile:
 
 
 def all_profiles() -> dict[str, Profile]:
+    configured: dict[str, dict[str, Any]] = settings.AIRLOCK_PROFILES
     return {
         name: Profile(
             name=name,
@@ -32,7 +34,7 @@ def all_profiles() -> dict[str, Profile]:
             derivatives=tuple(conf.get("derivatives", ())),
             single_per_owner=bool(conf.get("single_per_owner", False)),
         )
-        for name, conf in settings.AIRLOCK_PROFILES.items()
+        for name, conf in configured.items()
     }
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+from typing import Literal, TypeVar
 from urllib.parse import quote
 
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 from .storage import get_gateway
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CSP = "default-src 'none'; sandbox"
+_Response = TypeVar("_Response", bound=HttpResponseBase)
 
 
 def content_disposition(kind: str, filename: str) -> str:
@@ -19,7 +22,7 @@ def content_disposition(kind: str, filename: str) -> str:
     return f"{kind}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
-def _security_headers(response: HttpResponse) -> HttpResponse:
+def _security_headers(response: _Response) -> _Response:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = CSP
     response["Cache-Control"] = "private, no-store"
@@ -31,7 +34,7 @@ def _position(digits: str) -> int:
     return int(digits) if len(digits) <= 18 else 10**18
 
 
-def _parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
+def _parse_range(header: str, size: int) -> tuple[int, int] | None | Literal[False]:
     """(start, end) for one satisfiable range, None for no/ignored range, False if unsatisfiable."""
     match = _RANGE.match(header.strip()) if header else None
     if not match:
@@ -60,7 +63,8 @@ def served_object(attachment) -> tuple[str, int] | None:
     return None if info is None else (attachment.working_key, info.size)
 
 
-def file_response(request, *, key: str, size: int, content_type: str, filename: str, inline: bool) -> HttpResponse:
+def file_response(request, *, key: str, size: int, content_type: str, filename: str,
+                  inline: bool) -> HttpResponseBase:
     disposition = content_disposition("inline" if inline else "attachment", filename)
     content_type = content_type or "application/octet-stream"
     gateway = get_gateway()
@@ -68,6 +72,7 @@ def file_response(request, *, key: str, size: int, content_type: str, filename: 
                                    expires_in=settings.AIRLOCK_DOWNLOAD_URL_SECONDS)
     if url is not None:
         return _security_headers(HttpResponseRedirect(url))
+    response: HttpResponse | StreamingHttpResponse
     if settings.AIRLOCK_X_ACCEL_REDIRECT_PREFIX:
         response = HttpResponse(content_type=content_type)
         response["X-Accel-Redirect"] = settings.AIRLOCK_X_ACCEL_REDIRECT_PREFIX.rstrip("/") + "/" + key

@@ -199,7 +199,10 @@ def _on_connected() -> None:
 def _listen_redis(on_connected: Callable[[], None]) -> None:
     import redis
 
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=None, socket_connect_timeout=2,
+    url = settings.REDIS_URL
+    if not url:
+        raise RuntimeError("REDIS_URL is not set")
+    client = redis.Redis.from_url(url, socket_timeout=None, socket_connect_timeout=2,
                                   health_check_interval=30)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:

@@ -122,8 +122,11 @@ def check_broker(*, timeout: float | None = None) -> None:
     if kind == "redis":
         import redis
 
+        url = settings.REDIS_URL
+        if not url:
+            raise RuntimeError("REDIS_URL is not set")
         client = redis.Redis.from_url(
-            settings.REDIS_URL,
+            url,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry_on_timeout=False,

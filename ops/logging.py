@@ -43,7 +43,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line; extra= fields become top-level keys; credentials redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
-        payload = {
+        payload: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,

@@ -180,4 +180,4 @@ def scrape_registry() -> _Scrape:
 def render_latest() -> tuple[bytes, str]:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    return generate_latest(scrape_registry()), CONTENT_TYPE_LATEST  # type: ignore[arg-type]
+    return generate_latest(scrape_registry()), CONTENT_TYPE_LATEST

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 import dramatiq
 
@@ -15,7 +16,7 @@ from . import pipeline
 
 log = logging.getLogger("airlock.actors")
 
-_OPTS = {"max_retries": 0, "time_limit": 10 * 60 * 1000}
+_OPTS: dict[str, Any] = {"max_retries": 0, "time_limit": 10 * 60 * 1000}
 
 
 def _uuids(*raw: object) -> tuple[uuid.UUID, ...] | None:

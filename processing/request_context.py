@@ -14,6 +14,7 @@ import contextvars
 import threading
 
 import dramatiq
+from dramatiq.broker import MessageProxy
 from dramatiq.middleware import Middleware
 
 from attachments.request_id import reset_request_id, set_request_id
@@ -39,7 +40,7 @@ class RequestIdMiddleware(Middleware):
             stack = self._local.tokens = []
         return stack
 
-    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         self._stack().append(set_request_id(_clean(message.options.get("request_id"))))
 
     def _reset(self) -> None:
@@ -54,12 +55,12 @@ class RequestIdMiddleware(Middleware):
     def after_process_message(
         self,
         broker: dramatiq.Broker,
-        message: dramatiq.Message,
+        message: MessageProxy,
         *,
         result: object = None,
         exception: BaseException | None = None,
     ) -> None:
         self._reset()
 
-    def after_skip_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:
+    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         self._reset()

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterable
 from typing import Protocol
 
 _ACQUIRE_OR_PARK = """
@@ -127,12 +128,13 @@ class RedisSlots:
         return popped.decode() if isinstance(popped, bytes) else popped
 
     def parked_files(self, tenant: str) -> set[str]:
-        return _files(raw.decode() for raw in self._client.lrange(self._keys(tenant)[1], 0, -1))
+        return _files(_text(raw) for raw in self._client.lrange(self._keys(tenant)[1], 0, -1))
 
     def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
         key = self._keys(tenant)[0]
         # Holder names are "<attachment id>/<hex>": a uuid and hex have no glob characters.
-        mine = [m for m in self._client.zrange(key, 0, -1) if m.decode().startswith(f"{attachment_id}/")]
+        members = map(_text, self._client.zrange(key, 0, -1))
+        mine = [m for m in members if m.startswith(f"{attachment_id}/")]
         return int(self._client.zrem(key, *mine)) if mine else 0
 
 
@@ -147,8 +149,8 @@ def backend() -> SlotsBackend:
         if _backend is None:
             from django.conf import settings
 
-            _backend = (RedisSlots(settings.REDIS_URL, settings.AIRLOCK_KEY_PREFIX) if settings.REDIS_URL
-                        else MemorySlots())
+            url = settings.REDIS_URL
+            _backend = RedisSlots(url, settings.AIRLOCK_KEY_PREFIX) if url else MemorySlots()
         return _backend
 
 
@@ -164,6 +166,10 @@ def decode(parked: str) -> tuple[str, ...] | None:
     return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
 
 
-def _files(parked: object) -> set[str]:
+def _text(raw: object) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _files(parked: Iterable[str]) -> set[str]:
     """Attachment ids of parked payloads (the first argument of each job)."""
     return {args[0] for args in map(decode, parked) if args}

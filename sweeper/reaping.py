@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -81,7 +81,7 @@ def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool) -
                        expires_at__gte=after.expires_at)
     if lock:
         qs = qs.select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
-    columns = _COLUMNS
+    columns: tuple[str, ...] = _COLUMNS
     if connection.vendor == "postgresql":
         # Each row brings its derivative keys (an index lookup per row): no second
         # round trip with the batch's 500 ids, a fifth of a batch's time. The subquery
@@ -100,6 +100,7 @@ def stored_keys(rows: list[tuple]) -> dict[uuid.UUID, list[str]]:
         pk: [k for k in dict.fromkeys((storage_key, content_key, served_key, quarantine_key)) if k]
         for pk, _exp, storage_key, served_key, quarantine_key, _att, content_key, *_ in rows
     }
+    derived: Iterable[tuple[Any, Any]]
     if rows and len(rows[0]) > len(_COLUMNS):  # batch_query brought them (PostgreSQL)
         derived = [(row[0], key) for row in rows for key in row[len(_COLUMNS)]]
     else:

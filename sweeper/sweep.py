@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.utils import timezone
@@ -14,6 +15,7 @@ from django.utils import timezone
 from attachments.services.never_uploaded import intents_never_uploaded_reject
 from attachments.services.tus import tus_uploads_expire
 from attachments.storage import get_gateway
+from attachments.storage.base import StorageGateway
 from processing import metrics as ops_metrics
 
 from . import metrics
@@ -202,7 +204,7 @@ def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_
 def _run_phases(report: SweepReport, *, now: datetime, limit: int | None, gateway: ObjectDeleter,
                 lock: SweepLock, batch_size: int, concurrency: int) -> None:
     # Not a delete, but it needs storage's word (HEAD): the sweep's gateway, once per interval.
-    head = gateway if hasattr(gateway, "head") else get_gateway()
+    head = cast(StorageGateway, gateway) if hasattr(gateway, "head") else get_gateway()
     report.never_uploaded = len(intents_never_uploaded_reject(
         now=now, actor="system:sweep", gateway=head, dry_run=report.mode == Mode.DRY_RUN))
     report.tus_expired = len(tus_uploads_expire(now=now, dry_run=report.mode == Mode.DRY_RUN))

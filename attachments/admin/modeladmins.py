@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import cast
 
 from django.contrib import admin
+from django.contrib.admin.exceptions import NotRegistered
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -202,7 +204,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         ("Lifecycle", {"fields": ("created_at", "updated_at", "expires_at", "committed_at", "discarded_at",
                                   "deleted_at", "delete_attempts", "delete_error")}),
     )
-    readonly_fields = tuple(f for _, opts in fieldsets for f in opts["fields"])
+    readonly_fields = tuple(cast(str, f) for _, opts in fieldsets for f in opts["fields"])
 
     def get_queryset(self, request):
         return scoped(super().get_queryset(request), request.user)
@@ -266,7 +268,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             raise PermissionDenied
         attachment = self.get_queryset(request).select_related("owner", "tenant").filter(pk=object_id).first()
         if attachment is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
+            # A private ModelAdmin helper (not in django-stubs): the admin's own "no such object" redirect.
+            return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]
+                request, self.opts, str(object_id))
         form = ModerationNoteForm() if action.needs_note else None
         if request.method == "POST":
             form, valid, note = note_form(request, action)
@@ -351,7 +355,7 @@ try:
     from rest_framework.authtoken.models import TokenProxy
 
     admin.site.unregister(TokenProxy)
-except admin.sites.NotRegistered:
+except NotRegistered:
     pass
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 
 from . import charts
@@ -42,7 +46,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
                                          label_format=label_format)
     context = {
         **admin.site.each_context(request),
-        "title": "Pipeline dashboard" + (f" — tenant {request.user.membership.tenant.slug}" if tenant_id else ""),
+        "title": "Pipeline dashboard" + (f" — tenant {_tenant_slug(request)}" if tenant_id else ""),
         "snapshot": snapshot,
         "timeline_chart": timeline_chart,
         "timeline_total": sum(b.total for b in snapshot.timeline),
@@ -59,6 +63,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "admin/attachments/dashboard.html", context)
 
 
+def _tenant_slug(request: HttpRequest) -> str:
+    # admin_view let only an authenticated staff member in: request.user is a User
+    return cast(User, request.user).membership.tenant.slug
+
+
 def staff_thumbnail_of(attachment: Attachment) -> Derivative | None:
     """The only rendition staff preview: the re-rendered thumbnail, never the original.
 
@@ -71,13 +80,13 @@ def staff_thumbnail_of(attachment: Attachment) -> Derivative | None:
     return attachment.derivatives.filter(kind="thumbnail").first()
 
 
-def staff_thumbnail(request: HttpRequest, object_id: str) -> HttpResponse:
+def staff_thumbnail(request: HttpRequest, object_id: str) -> HttpResponseBase:
     """Stream the thumbnail derivative with the serving path's security headers."""
     if not request.user.has_perm(VIEW_PERMISSION):
         raise PermissionDenied
     attachment = scoped(Attachment.objects.all(), request.user).filter(pk=object_id).first()
     thumbnail = staff_thumbnail_of(attachment) if attachment is not None else None
-    if thumbnail is None:
+    if attachment is None or thumbnail is None:
         raise Http404("no thumbnail")
     stem = attachment.filename.rsplit(".", 1)[0] or "thumbnail"
     return file_response(request, key=thumbnail.storage_key, size=thumbnail.size,

@@ -180,7 +180,8 @@ class UploadInstructionSerializer(serializers.Serializer):
     headers = serializers.DictField(
         child=serializers.CharField(allow_blank=True), help_text="Send exactly these headers (PUT)."
     )
-    fields = serializers.DictField(
+    # DRF's metaclass takes declared fields out of the class: this does not shadow Serializer.fields.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.CharField(allow_blank=True), help_text="Form fields before `file` (POST)."
     )
     expires_at = serializers.DateTimeField()
@@ -592,7 +593,8 @@ STORAGE_EVENTS = {
         summary="Receive S3-compatible storage events",
         description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
         "never issued are deleted, never processed.",
-        auth=[{"storageEventsBearer": []}],
+        # A security requirement object, as the schema needs it (drf-spectacular's hint says str).
+        auth=[{"storageEventsBearer": []}],  # type: ignore[list-item]
         request={"application/json": _S3_EVENT},
         responses={
             202: OpenApiResponse(StorageEventsAcceptedSerializer, description="Recorded."),

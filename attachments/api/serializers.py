@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from django.core import validators as django_validators
 from rest_framework import serializers
@@ -118,7 +119,7 @@ def attachment_resource(attachment: Attachment, request, *, can_read: bool, thum
     reason = None
     if attachment.status in (Status.REJECTED, Status.FAILED):
         reason = {"code": attachment.reason_code, "message": attachment.reason_message}
-    derivatives = {}
+    derivatives: dict[str, Any] = {}
     if thumbnail is not None:
         derivatives["thumbnail"] = {"width": thumbnail["width"], "height": thumbnail["height"]}
     meta = attachment.metadata or {}

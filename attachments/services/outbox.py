@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 import dramatiq
 from django.db import transaction
 from django.utils import timezone
 
-from ..request_id import current_request_id
 from ..models import OutboxMessage
+from ..request_id import current_request_id
 
 log = logging.getLogger("airlock.outbox")
 
@@ -48,7 +49,7 @@ def _send(message: OutboxMessage) -> bool:
     broker = dramatiq.get_broker()
     try:
         actor = broker.get_actor(message.actor_name)
-        options = {"request_id": message.request_id} if message.request_id else {}
+        options: dict[str, Any] = {"request_id": message.request_id} if message.request_id else {}
         actor.send_with_options(args=tuple(message.args), delay=message.delay_ms or None, **options)
     except Exception as exc:  # the broker is down: the relay tick tries again
         OutboxMessage.objects.filter(pk=message_id).update(send_attempts=message.send_attempts + 1)

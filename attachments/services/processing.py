@@ -11,7 +11,7 @@ import logging
 import random
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from django.conf import settings
 from django.db import transaction
@@ -56,7 +56,7 @@ def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: 
     return attachment
 
 
-def attachment_is_startable(attachment: Attachment | None) -> bool:
+def attachment_is_startable(attachment: Attachment | None) -> TypeGuard[Attachment]:
     """Pending with its bytes in, and neither discarded nor deleted."""
     return (attachment is not None and attachment.status == Status.PENDING and attachment.uploaded_at is not None
             and attachment.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED))

@@ -29,7 +29,7 @@ def is_single_slot(profile_name: str) -> bool:
     return profile is not None and profile.single_per_owner
 
 
-def lock_owner(owner_id: object) -> None:
+def lock_owner(owner_id: int) -> None:
     """Serialise one owner's slot decisions (commit and ready-after-commit).
 
     Taken before any attachment row, so two commits of different avatars by the
@@ -39,7 +39,7 @@ def lock_owner(owner_id: object) -> None:
     list(get_user_model().objects.select_for_update(no_key=True).filter(pk=owner_id).values_list("pk"))
 
 
-def single_slot_settle(*, owner_id: object, profile_name: str, now: datetime | None = None,
+def single_slot_settle(*, owner_id: int, profile_name: str, now: datetime | None = None,
                        actor: str = "system:pipeline") -> list[uuid.UUID]:
     """Discard the owner's ready files the slot's winner replaces; return their ids.
 

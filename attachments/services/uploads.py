@@ -225,6 +225,7 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
                 else:
                     transaction.on_commit(lambda: _delete_unauthorized(key))
                 return Arrival(outcome, attachment.pk if attachment else None)
+            assert attachment is not None  # only an unknown key has no row, and it returned above
             if outcome == "ignored":
                 return Arrival("ignored", attachment.pk)
             if attachment.uploaded_at is None:

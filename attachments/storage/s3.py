@@ -344,7 +344,8 @@ class S3Gateway:
         validate_key(key)
 
         def pages() -> dict[int, tuple[str, int]]:
-            done, marker = {}, 0
+            done: dict[int, tuple[str, int]] = {}
+            marker = 0
             while True:
                 page = self.client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id,
                                               PartNumberMarker=marker)

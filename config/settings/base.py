@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -87,11 +88,12 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict:
+def _database() -> dict[str, Any]:
     url = env_str("DATABASE_URL")
     if url is None:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
-    config = dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60))
+    config: dict[str, Any] = dict(
+        dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60)))
     if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
         config["CONN_HEALTH_CHECKS"] = True  # the pool checks a connection before handing it out
@@ -182,7 +184,7 @@ AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
 
 # --- Profiles (API.md defaults) ----------------------------------------------
 MIB = 1024 * 1024
-AIRLOCK_PROFILES = {
+AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
         "allowed_types": ["image/jpeg", "image/png", "image/gif", "image/webp"],
         "max_bytes": env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB),
@@ -344,6 +346,7 @@ _DRAMATIQ_MIDDLEWARE = [
     # Each worker logs at boot the sandbox confinement its decoder jobs get.
     "processing.worker_boot.SandboxConfinementLog",
 ]
+DRAMATIQ_BROKER: dict[str, Any]
 if REDIS_URL:
     DRAMATIQ_BROKER = {
         "BROKER": "dramatiq.brokers.redis.RedisBroker",
@@ -411,7 +414,7 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "ops.logging.JsonFormatter"}},

@@ -133,7 +133,8 @@ def _inflate(
     capped = copy.copy(info)
     capped.file_size = info.file_size + 1
     del capped.CRC
-    produced, crc, keep = 0, 0, None
+    produced, crc = 0, 0
+    keep: bytearray | bool | None = None
     with zf.open(capped) as member:
         while chunk := member.read(CHUNK):
             produced += len(chunk)
@@ -150,7 +151,7 @@ def _inflate(
                         f"entry {short_repr(info.filename)} too large to inspect in memory"
                         f" ({info.file_size} bytes; {NESTED_MAX_BYTES} held at most)"
                     )
-            if keep is not False:
+            if isinstance(keep, bytearray):
                 keep += chunk
     if produced < info.file_size:
         raise Rejected("corrupt", f"entry {short_repr(info.filename)} is shorter than declared")

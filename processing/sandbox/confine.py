@@ -326,7 +326,7 @@ _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x2000
               0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 
 
-def build_seccomp():  # type: ignore[no-untyped-def]
+def build_seccomp():
     """The filter (built once in the server; each job loads its inherited copy)."""
     import pyseccomp as sc
 

@@ -125,6 +125,7 @@ def process(
     src: Source, work_dir: Path, bounds: Bounds, isolate: Isolate = run_inline
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Count pages, extract text and render a thumbnail for one PDF; return (data, files)."""
+    source: str | int
     if isinstance(src, (str, Path)):
         reader, source = PdfReader(str(src), strict=False), str(src)
     else:

@@ -8,10 +8,10 @@ unreadable and retries. That is what "fail closed" means here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Literal, Protocol, runtime_checkable
+from typing import Final, Iterable, Literal, Protocol, runtime_checkable
 
-CLEAN = "clean"
-INFECTED = "infected"
+CLEAN: Final = "clean"
+INFECTED: Final = "infected"
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def _ensure_bucket() -> None:
         return
     try:
         if ensure():
-            log.warning("created the missing S3 bucket", extra={"bucket": gateway.bucket})
+            log.warning("created the missing S3 bucket", extra={"bucket": getattr(gateway, "bucket", "")})
     except Exception as exc:  # readyz reports storage trouble; serving starts anyway
         log.warning("could not check the S3 bucket", extra={"error": str(exc)[:300]})
 
