@@ -309,7 +309,9 @@ def _snapshot(attachment: Attachment) -> None:
     gateway.copy(attachment.storage_key, target)
     if gateway.head(target) is None:
         raise TransientError("snapshot copy did not verify")
-    if not attachment_snapshot_record(attachment_id=attachment.pk, token=attachment.lease_token, content_key=target):
+    token = attachment.lease_token
+    if token is None or not attachment_snapshot_record(attachment_id=attachment.pk, token=token,
+                                                       content_key=target):
         gateway.delete(target)
         raise TransientError("lost the lease while taking the snapshot")
     attachment.content_key = target

@@ -242,9 +242,10 @@ def tenant_usage_recount(*, tenant_id: Any) -> tuple[tuple[int, int], tuple[int,
         if row is None:
             created = _counter_create(tenant_id)
             return (0, 0), created or (0, 0)
+        before = (row[0], row[1])
         used = usage_recounted(tenant_id)
-        if used != tuple(row):
+        if used != before:
             TenantUsage.objects.filter(tenant_id=tenant_id).update(bytes_used=used[0], files_used=used[1])
             log.warning("tenant usage recounted", extra={"tenant": str(tenant_id), "before": list(row),
                                                         "after": list(used)})
-        return tuple(row), used
+        return before, used

@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -274,7 +274,7 @@ def _append_local(upload: TusUpload, staging: LocalStaging, body: Iterable[bytes
     _record(upload, token, now)
 
 
-def _spooled(body: Iterable[bytes], hasher) -> Iterator[bytes]:
+def _spooled(body: Iterable[bytes], hasher) -> Generator[bytes, None, None]:
     """Receive the whole checksummed chunk before any of it goes to S3 (parts cannot be taken back)."""
     with tempfile.TemporaryFile() as spool:
         for chunk in body:
@@ -294,11 +294,12 @@ def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
     hasher = _hasher(checksum)
     source: Iterator[bytes] = iter(body)
     if hasher is not None:
-        source = _spooled(body, hasher)
-        next(source)  # the whole body is in: verify before anything is sent
+        spooled = _spooled(body, hasher)
+        next(spooled)  # the whole body is in: verify before anything is sent
         if not _verify(hasher, checksum):
-            source.close()
+            spooled.close()
             raise ChecksumMismatch()
+        source = spooled
     buffer = tempfile.SpooledTemporaryFile(max_size=part_size + 1)
     buffer.write(bytes(upload.tail))
 

@@ -17,7 +17,7 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -117,7 +117,7 @@ class S3Staging:
             Bucket=self._bucket, Key=key, ContentType=content_type or "application/octet-stream"))
         return str(created["UploadId"])
 
-    def upload_part(self, key: str, *, upload_id: str, number: int, body: BinaryIO, size: int) -> str:
+    def upload_part(self, key: str, *, upload_id: str, number: int, body: IO[bytes], size: int) -> str:
         """Send one part (the same number again replaces it: a retry after a crash is harmless); its ETag."""
         validate_key(key)
         body.seek(0)

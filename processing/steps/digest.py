@@ -22,7 +22,7 @@ class Digest(Step):
     name = "digest"
     stage = "derive"
 
-    def applies_to(self, profile, content_type):  # type: ignore[no-untyped-def]
+    def applies_to(self, profile, content_type):
         from .registry import decoder_for
 
         decoder = decoder_for(profile, content_type)
