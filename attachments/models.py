@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
+from typing import Self
 
 from django.conf import settings
 from django.db import models
@@ -88,15 +88,49 @@ class Lifecycle(models.TextChoices):
 
 TERMINAL_STATUSES = (Status.READY, Status.REJECTED, Status.FAILED)
 
-# django-fsm-2 lifts `protected` on the shared field object while it refreshes an
-# instance: process-wide state, so concurrent refreshes must take turns. Reentrant:
-# loading a field a narrow read left out builds a row copy whose `status` is
-# deferred, and the FSM mixin reads it while the outer refresh holds the lock.
-_REFRESH_LOCK = threading.RLock()
+# The columns a transition that ends the current lease writes (see Attachment's transitions).
+_ENDS_LEASE = ("lease_token", "lease_expires_at", "step")
+_ENDS_LEASE_WITH_REASON = ("reason_code", "reason_message", *_ENDS_LEASE)
 
 
-class AttachmentQuerySet(models.QuerySet):
-    """Named reads, so a narrow row or a hot probe is one method rather than a column list at each caller."""
+class AttachmentQuerySet(models.QuerySet["Attachment"]):
+    """Named reads: each loads only the columns its callers use.
+
+    A column a caller touches but the read left out costs one more query on first
+    touch (tests/pipeline/test_statement_counts.py fails on one).
+    """
+
+    def only(self, *fields: str) -> Self:
+        """Narrow reads always include `status`.
+
+        ConcurrentTransitionMixin reads the status of every row it builds: left
+        out, it costs one query per row, through django-fsm-2's refresh of a
+        protected field, which lifts `protected` on the field object every thread shares.
+        """
+        return super().only(*fields, "status")
+
+    def for_transition(self) -> AttachmentQuerySet:
+        """What a service reads under the row lock: the lease check, the transitions, the audit row, and
+        the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
+        return self.only("tenant", "lease_token", "step", "lifecycle", "uploaded_at", "attempts",
+                         "storage_key", "reason_code", "reason_message", "multipart_upload_id", "stored_size",
+                         "declared_size")
+
+    def for_step(self) -> AttachmentQuerySet:
+        """What a pipeline step reads (never the extracted text nor the client's claims), with its tenant."""
+        return self.select_related("tenant").only(
+            "tenant__slug", "owner", "profile", "lease_token", "step", "uploaded_at", "lifecycle",
+            "storage_key", "content_key", "stored_size", "content_type", "metadata")
+
+    def for_upload(self) -> AttachmentQuerySet:
+        """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
+        return self.only("profile", "filename", "declared_size", "declared_type", "storage_key", "size",
+                         "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at",
+                         "lifecycle", "created_at", "ready_at", "expires_at", "ref")
+
+    def by_pk(self, pk: object) -> Attachment | None:
+        """The row with this primary key, or None; a slice, so no ORDER BY is built (first() adds one)."""
+        return next(iter(self.filter(pk=pk)[:1]), None)
 
     def for_resource(self, *also: str) -> AttachmentQuerySet:
         """Only what the resource, the gating rule and the file response read (and the fields in `also`).
@@ -207,13 +241,11 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         ]
         constraints = [models.UniqueConstraint(fields=["storage_key"], name="att_storage_key_unique")]
         permissions = [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")]
+        # Django loads a deferred column through the base manager: ours adds `status` to that read.
+        base_manager_name = "objects"
 
     def __str__(self) -> str:
         return f"{self.profile}:{self.id} ({self.status})"
-
-    def refresh_from_db(self, *args, **kwargs) -> None:
-        with _REFRESH_LOCK:
-            super().refresh_from_db(*args, **kwargs)
 
     @property
     def working_key(self) -> str:
@@ -221,14 +253,19 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         return self.content_key or self.storage_key
 
     # --- transitions: pure, they only set fields --------------------------------
+    # `writes` names the columns each one sets besides the status: the service saves
+    # exactly those (tests/pipeline/test_state_machine.py checks every transition).
 
-    @transition(field=status, source=Status.PENDING, target=Status.PROCESSING)
+    @transition(field=status, source=Status.PENDING, target=Status.PROCESSING,
+                custom={"writes": ("lease_token", "lease_expires_at", "step")})
     def start(self, *, lease_token: uuid.UUID, lease_expires_at, step: str = "intake") -> None:
         self.lease_token = lease_token
         self.lease_expires_at = lease_expires_at
         self.step = step
 
-    @transition(field=status, source=Status.PROCESSING, target=Status.READY)
+    @transition(field=status, source=Status.PROCESSING, target=Status.READY,
+                custom={"writes": ("ready_at", "lease_token", "lease_expires_at", "step", "reason_code",
+                                   "reason_message")})
     def finish(self, *, now) -> None:
         self.ready_at = now
         self.lease_token = None
@@ -237,7 +274,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.reason_code = ""
         self.reason_message = ""
 
-    @transition(field=status, source=[Status.PENDING, Status.PROCESSING], target=Status.REJECTED)
+    @transition(field=status, source=[Status.PENDING, Status.PROCESSING], target=Status.REJECTED,
+                custom={"writes": _ENDS_LEASE_WITH_REASON})
     def reject(self, *, code: str, message: str) -> None:
         self.reason_code = code
         self.reason_message = message[:500]
@@ -245,7 +283,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=Status.PROCESSING, target=Status.FAILED)
+    @transition(field=status, source=Status.PROCESSING, target=Status.FAILED, custom={"writes": _ENDS_LEASE_WITH_REASON})
     def fail(self, *, message: str) -> None:
         self.reason_code = "infrastructure"
         self.reason_message = message[:500]
@@ -253,21 +291,24 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=[Status.PROCESSING, Status.FAILED], target=Status.PENDING)
-    def retry(self) -> None:
-        self.attempts += 1
+    @transition(field=status, source=[Status.PROCESSING, Status.FAILED], target=Status.PENDING,
+                custom={"writes": ("attempts", *_ENDS_LEASE)})
+    def retry(self, *, reset_attempts: bool = False) -> None:
+        # Staff requeueing a dead-lettered file give it a fresh set of attempts.
+        self.attempts = 0 if reset_attempts else self.attempts + 1
         self.lease_token = None
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=Status.PROCESSING, target=Status.PENDING)
+    @transition(field=status, source=Status.PROCESSING, target=Status.PENDING, custom={"writes": _ENDS_LEASE})
     def release(self) -> None:
         # A worker shutting down hands its job back: not the file's fault, no attempt counted.
         self.lease_token = None
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=[Status.PENDING, Status.PROCESSING, Status.READY], target=Status.REJECTED)
+    @transition(field=status, source=[Status.PENDING, Status.PROCESSING, Status.READY], target=Status.REJECTED,
+                custom={"writes": _ENDS_LEASE_WITH_REASON})
     def take_down(self, *, message: str) -> None:
         self.reason_code = "moderator"
         self.reason_message = message[:500]
@@ -280,13 +321,14 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         source=Status.REJECTED,
         target=Status.PENDING,
         conditions=[_taken_down_by_moderator],
+        custom={"writes": ("reason_code", "reason_message", "attempts")},
     )
     def restore(self) -> None:
         self.reason_code = ""
         self.reason_message = ""
         self.attempts = 0
 
-    @transition(field=status, source=Status.READY, target=Status.PENDING)
+    @transition(field=status, source=Status.READY, target=Status.PENDING, custom={"writes": ("attempts", "ready_at")})
     def rescan(self) -> None:
         self.attempts = 0
         self.ready_at = None

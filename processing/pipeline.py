@@ -126,18 +126,9 @@ STEPS: dict[str, tuple[Callable[[Attachment], StageResult], str | None]] = {
 }
 
 
-# The columns the steps and this module read from the row a step works on (its
-# text, the client's claims and the lifecycle dates are never read here). Every
-# column a step reads should be here (a missing one costs a query on first touch);
-# tests/pipeline/test_statement_counts.py catches it.
-STEP_FIELDS = ("tenant__slug", "owner", "profile", "status", "lease_token", "step", "uploaded_at", "lifecycle",
-               "storage_key", "content_key", "stored_size", "content_type", "metadata")
-
-
 def load(attachment_id: uuid.UUID) -> Attachment | None:
     """The row a step works on, with its tenant (one query, no lock)."""
-    qs = Attachment.objects.select_related("tenant").only(*STEP_FIELDS).filter(pk=attachment_id)
-    return next(iter(qs[:1]), None)  # a slice, not first(): no ORDER BY for a primary key
+    return Attachment.objects.for_step().by_pk(attachment_id)
 
 
 def current(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> Attachment | None:

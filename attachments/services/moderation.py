@@ -31,9 +31,7 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
         attachment = _locked(attachment_id)
         if attachment.status not in (Status.FAILED, Status.PROCESSING):
             raise TransitionConflict(f"cannot requeue an attachment that is {attachment.status}")
-        apply_transition(attachment, "retry", actor=actor, note="requeued by staff")
-        attachment.attempts = 0
-        attachment.save()
+        apply_transition(attachment, "retry", actor=actor, note="requeued by staff", reset_attempts=True)
         _resolve_dead_letters(attachment, actor)
         outbox.enqueue("intake", attachment.pk)
 

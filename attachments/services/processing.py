@@ -21,22 +21,12 @@ from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, Tran
 from ..naming import quarantine_key
 from ..storage import get_gateway
 from ..storage.base import move
-from . import outbox
-from .transitions import apply_transition, lock_attachment, save_changes
+from . import outbox, quotas
+from .transitions import apply_transition, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
 
 WORKER = "worker"
-
-# The columns the outcome functions and the transitions read from the locked row
-# (the lease check, the start/finish/reject/fail/retry methods, the audit row and
-# its log line, the dead letter). What a step sets is written without being read.
-# Every column read should be here: one left out is loaded on first touch, one
-# query more per use. tests/pipeline/test_statement_counts.py fails on such a
-# read, and counts every step's statements.
-LOCK_FIELDS = ("tenant", "status", "lease_token", "step", "lifecycle", "uploaded_at", "attempts", "storage_key",
-               "reason_code", "reason_message", "stored_size", "declared_size")
-
 
 # Everything a replaced derivative row takes from the new attempt (created_at too,
 # as if it had been deleted and inserted again).
@@ -48,7 +38,7 @@ def _lease_deadline(now: datetime) -> datetime:
 
 
 def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: str | None = None) -> Attachment | None:
-    attachment = lock_attachment(attachment_id, fields=LOCK_FIELDS)
+    attachment = lock_attachment(attachment_id)
     if attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token:
         return None
     if step is not None and attachment.step != step:
@@ -72,14 +62,12 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attachment = lock_attachment(attachment_id, fields=LOCK_FIELDS)
+        attachment = lock_attachment(attachment_id)
         if not attachment_is_startable(attachment):
             return None
         token = uuid.uuid4()
-        for name, value in (intake_facts or {}).items():
-            setattr(attachment, name, value)
         apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
-                         step="intake" if intake_facts is None else "scan")
+                         step="intake" if intake_facts is None else "scan", fields=intake_facts)
         if intake_facts is not None:
             outbox.enqueue("scan", attachment.pk, token)
         return token
@@ -111,8 +99,6 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
             attachment_reject_missing(attachment=attachment, actor=WORKER,
                                       message="Discarded while it was being processed.")
             return False
-        for name, value in fields.items():
-            setattr(attachment, name, value)
         if derivatives:
             # One row per kind: a retried attempt (or a rescan) replaces what an earlier
             # one wrote. One INSERT … ON CONFLICT (attachment, kind) DO UPDATE whatever
@@ -122,11 +108,12 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
                 update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
             )
         if next_step is None:
-            apply_transition(attachment, "finish", actor=WORKER, now=now)
+            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields)
         else:
-            attachment.step = next_step
-            attachment.lease_expires_at = _lease_deadline(now)
-            save_changes(attachment)
+            usage_before = quotas.usage_snapshot(attachment)
+            for name, value in {**fields, "step": next_step, "lease_expires_at": _lease_deadline(now)}.items():
+                setattr(attachment, name, value)
+            save_fields(attachment, [*fields, "step", "lease_expires_at"], usage_before=usage_before)
             # The derive job carries its tenant: the actor parks a job over the tenant's
             # cap without reading the row first (processing/actors.py).
             tenant = (attachment.tenant_id,) if next_step == "derive" else ()

@@ -14,7 +14,7 @@ transaction as every change that starts or stops a file counting:
   the row lock it takes serialises a tenant's intents until commit, and
   PostgreSQL re-checks the condition on the newest row version, so two
   intents can never both take the last room;
-* a transition or a stored size (``save_changes``/``apply_transition``) and
+* a transition or a stored size (``apply_transition``/``save_fields``) and
   the bulk lifecycle changes (discard, replace, sweep: ``usage_release``)
   move it by their delta, always after their attachment rows are locked, so
   the counter is the last lock any transaction takes.

@@ -1,11 +1,10 @@
-"""Perform a named transition on a locked row, save it and append the audit row."""
+"""Perform a named transition on a locked row, save what it wrote and append the audit row."""
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
@@ -18,80 +17,49 @@ from . import quotas
 
 log = logging.getLogger("airlock.transitions")
 
-# Where lock_attachment keeps the values it loaded, so a save writes only what changed.
-_LOADED = "_airlock_loaded"
-_CONCRETE = tuple((f.name, f.attname) for f in Attachment._meta.concrete_fields if not f.primary_key)
-
 
 class TransitionConflict(Exception):
     """The row is not in a state that allows this transition (someone else won)."""
 
 
-def lock_attachment(attachment_id: Any, *, fields: Iterable[str] | None = None) -> Attachment | None:
-    """Lock one attachment row for the rest of the transaction.
+def lock_attachment(attachment_id: Any) -> Attachment | None:
+    """Lock one attachment row for the rest of the transaction, read with the columns services use."""
+    return Attachment.objects.for_transition().select_for_update().by_pk(attachment_id)
 
-    With `fields`, only those columns are read: the pipeline reads a dozen of
-    the row's columns, not its extracted text. The caller should name every
-    column it (or the transition) reads: a deferred column costs one more query
-    on first touch (attachments/services/processing.py, LOCK_FIELDS).
-    The loaded values are remembered so that save_changes() and apply_transition()
-    write back only the columns that changed.
+
+def transition_writes(name: str) -> tuple[str, ...]:
+    """The columns the named transition sets besides the status (declared on the model)."""
+    meta = getattr(Attachment, name)._django_fsm
+    return next(iter(meta.transitions.values())).custom["writes"]
+
+
+def save_fields(attachment: Attachment, names: Iterable[str], *, usage_before: Mapping[str, Any]) -> None:
+    """Save the named columns (and updated_at); the tenant's usage counter follows its status and size.
+
+    `usage_before` is quotas.usage_snapshot() of the row as it was locked, taken
+    before anything was set on it.
     """
-    qs = Attachment.objects.select_for_update().filter(pk=attachment_id)
-    if fields is not None:
-        qs = qs.only(*fields)
-    # A slice, not first(): the primary key matches one row, so no ORDER BY to build.
-    attachment = next(iter(qs[:1]), None)
-    if attachment is not None:
-        _remember_loaded(attachment)
-    return attachment
-
-
-def _remember_loaded(attachment: Attachment) -> None:
-    values = attachment.__dict__
-    # JSON values are copied: a caller that edits one in place still counts as a change.
-    setattr(attachment, _LOADED, {
-        attname: copy.deepcopy(values[attname]) if isinstance(values[attname], (dict, list)) else values[attname]
-        for _name, attname in _CONCRETE if attname in values
-    })
-
-
-def save_changes(attachment: Attachment, *, usage_before: dict[str, Any] | None = None) -> None:
-    """Save a row: only its changed columns when lock_attachment loaded it, else all of them.
-
-    Unchanged columns hold what the locked row holds, so leaving them out writes
-    the same row with a shorter UPDATE (and never writes a column this
-    transaction did not read). `updated_at` is always written, as a full save does.
-    The tenant's usage counter follows a change of status or stored size, from
-    what was loaded (or `usage_before`, for a row lock_attachment did not load).
-    """
-    loaded = getattr(attachment, _LOADED, None)
-    before = loaded if loaded is not None else usage_before
-    delta = quotas.usage_delta(attachment, before=before) if before is not None else (0, 0)
-    if loaded is None:
-        attachment.save()
-    else:
-        values = attachment.__dict__
-        missing = object()
-        changed = [name for name, attname in _CONCRETE
-                   if attname in values and loaded.get(attname, missing) != values[attname]]
-        attachment.save(update_fields=[*changed, "updated_at"])
-        _remember_loaded(attachment)
+    delta = quotas.usage_delta(attachment, before=usage_before)
+    attachment.save(update_fields=[*names, "updated_at"])
     quotas.usage_apply(attachment.tenant_id, delta, change_written=True)
 
 
-def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str = "", **kwargs: Any) -> Attachment:
+def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str = "",
+                     fields: Mapping[str, Any] | None = None, **kwargs: Any) -> Attachment:
+    """Set `fields` (a step's facts), run the transition, save those + the status + its declared writes, audit it."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("transitions run inside transaction.atomic() on a locked row")
     from_status = attachment.status
     started = time.monotonic()
-    usage_before = None if hasattr(attachment, _LOADED) else quotas.usage_snapshot(attachment)
+    usage_before = quotas.usage_snapshot(attachment)
+    for field_name, value in (fields or {}).items():
+        setattr(attachment, field_name, value)
     try:
         getattr(attachment, name)(**kwargs)
     except TransitionNotAllowed as exc:
         raise TransitionConflict(f"{name} not allowed from {from_status}") from exc
     # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
-    save_changes(attachment, usage_before=usage_before)
+    save_fields(attachment, ["status", *transition_writes(name), *(fields or {})], usage_before=usage_before)
     waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
     TransitionLog.objects.create(
         attachment=attachment,

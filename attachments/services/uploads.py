@@ -42,14 +42,6 @@ def limited(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
         yield chunk
 
 
-# What the PUT reads, and what the 202's attachment resource shows (API.md): not
-# the keys the pipeline fills in, the lease, the extracted text nor the owner.
-# A column read but not listed costs one more query (tests/pipeline/test_statement_counts.py).
-_PUT_FIELDS = ("profile", "status", "filename", "declared_size", "declared_type", "storage_key", "size",
-               "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at", "lifecycle",
-               "created_at", "ready_at", "expires_at", "ref")
-
-
 def exactly(chunks: Iterable[bytes], length: int | None) -> Iterator[bytes]:
     """Pass chunks through; at the end, refuse a body shorter than its Content-Length.
 
@@ -70,8 +62,7 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
     """Store the body of a signed PUT, then treat it like a storage event."""
     if not upload_token_valid(token, attachment_id):
         raise UploadTokenInvalid()
-    # A slice, not first(): the primary key matches one row, so no ORDER BY to build.
-    attachment = next(iter(Attachment.objects.only(*_PUT_FIELDS).filter(pk=attachment_id)[:1]), None)
+    attachment = Attachment.objects.for_upload().by_pk(attachment_id)
     if attachment is None:
         raise UploadTokenInvalid()
     if attachment.lifecycle not in (Lifecycle.STAGED, Lifecycle.COMMITTED) or attachment.status != Status.PENDING:
@@ -130,8 +121,7 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=timezone.now())
     object_arrived(key=attachment.storage_key, size=None, source="local",
                    dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Post")
-    attachment.refresh_from_db()
-    return attachment
+    return _reread(attachment)
 
 
 def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | None = None) -> Attachment:
@@ -142,7 +132,7 @@ def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | No
     """
     if parts and attachment.multipart_upload_id:
         _complete_multipart(attachment_id=attachment.pk, parts=parts)
-        attachment.refresh_from_db()
+        attachment = _reread(attachment)
     if attachment.status == Status.PENDING and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED):
         try:
             info = get_gateway().head(attachment.storage_key)
@@ -152,8 +142,17 @@ def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | No
             object_arrived(key=attachment.storage_key, size=info.size, source="complete",
                            dedupe_key=f"complete:{attachment.storage_key}:{info.etag}",
                            event_name="ObjectCreated:Complete")
-            attachment.refresh_from_db()
+            attachment = _reread(attachment)
     return attachment
+
+
+def _reread(attachment: Attachment) -> Attachment:
+    """The row as it is now, as a new instance.
+
+    Not refresh_from_db(): django-fsm-2 reloads a protected status by switching
+    protection off on the field object that every thread shares.
+    """
+    return Attachment.objects.get(pk=attachment.pk)
 
 
 def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]]) -> None:

@@ -1,18 +1,18 @@
-"""Two threads refreshing attachments at once: a 500 on the upload PUT under load.
+"""Serving threads never refresh an Attachment in place: a 500 on the upload PUT under load.
 
 Found by bench/time_to_ready.py's overload burst against `manage.py serve`
 (threaded web server + worker threads in one process): a few signed PUTs
-answered 500 "Direct status modification is not allowed" although their bytes
-were stored and processed. upload_content_receive() ends with
-attachment.refresh_from_db(), and django-fsm-2 implements refresh_from_db on a
-protected FSMField by switching `protected` off *on the shared field object*
-and back on afterwards. That is process-wide state: when two threads refresh
-at once, the first to finish switches protection back on while the second is
-still assigning the fields it read, and the second raises AttributeError.
+answered 500 "Direct status modification is not allowed". django-fsm-2 reloads
+a protected FSMField in refresh_from_db() by switching `protected` off *on the
+field object every thread shares* and back on afterwards; two threads doing it
+at once interleave, and one assigns the status while protection is back on.
+The same refresh runs whenever a deferred column loads, and
+ConcurrentTransitionMixin loads `status` for every row it builds.
 
-Fixed in attachments/models.py: Attachment.refresh_from_db takes a
-module-level lock, so refreshes take turns. This test holds two refreshes
-inside their queries in the interleaving that used to fail.
+So the application never calls it: the upload paths re-read a row as a new
+instance, and every narrow read includes `status`
+(AttachmentQuerySet.only()). These tests refuse any refresh of an Attachment
+while the paths that used to refresh run, from several threads at once.
 """
 
 from __future__ import annotations
@@ -20,48 +20,88 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from attachments.models import Attachment
-from tests.support import client_for, jpeg_bytes, upload
+from attachments.storage import get_gateway
+from tests.support import client_for, create_intent, jpeg_bytes, png_bytes, put_bytes, run_pipeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_two_threads_refreshing_attachments_at_once(alice):
-    first_id = upload(client_for(alice), jpeg_bytes())
-    second_id = upload(client_for(alice), jpeg_bytes((80, 60)))
-    a_in_query, a_release = threading.Event(), threading.Event()
-    b_in_query, b_release = threading.Event(), threading.Event()
-    errors: dict[str, BaseException] = {}
+@pytest.fixture
+def refreshes(monkeypatch) -> list[str]:
+    """Every refresh_from_db of an Attachment, by the fields it asked for (it still runs)."""
+    seen: list[str] = []
+    real = Attachment.refresh_from_db
 
-    def gate(entered: threading.Event, release: threading.Event):
-        def wrapper(execute, sql, params, many, context):
-            result = execute(sql, params, many, context)  # the row is read...
-            entered.set()
-            release.wait(10)  # ...and its fields not yet assigned when we hold here
-            return result
-        return wrapper
+    def record(self, *args, fields=None, **kwargs):
+        seen.append(",".join(fields or ["*"]))
+        return real(self, *args, fields=fields, **kwargs)
 
-    def refresh(name: str, attachment_id: str, entered, release) -> None:
-        row = Attachment.objects.get(pk=attachment_id)
+    monkeypatch.setattr(Attachment, "refresh_from_db", record)
+    return seen
+
+
+def _in_threads(fn, count: int) -> list[object]:
+    results: list[object] = [None] * count
+
+    def run(i: int) -> None:
         try:
-            with connection.execute_wrapper(gate(entered, release)):
-                row.refresh_from_db()
-        except BaseException as exc:  # noqa: BLE001 - inspected below
-            errors[name] = exc
+            results[i] = fn(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            results[i] = exc
         finally:
             connection.close()
 
-    a = threading.Thread(target=refresh, args=("a", first_id, a_in_query, a_release))
-    b = threading.Thread(target=refresh, args=("b", second_id, b_in_query, b_release))
-    a.start()
-    assert a_in_query.wait(10)  # A switched protection off and is inside its query
-    b.start()
-    b_in_query.wait(2)  # B found it off (nothing to restore) and is inside its query (unless serialised)
-    a_release.set()
-    a.join(10)  # A finished and switched protection back on
-    b_release.set()
-    b.join(10)  # B now assigns status with protection on
-    if errors:
-        raise next(iter(errors.values()))
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
+def test_signed_puts_from_several_threads_never_refresh_a_row(alice, refreshes):
+    client = client_for(alice)
+    data = jpeg_bytes()
+    urls = [create_intent(client, size=len(data)).json()["upload"]["url"] for _ in range(6)]
+    results = _in_threads(lambda i: put_bytes(urls[i], data).status_code, len(urls))
+    assert results == [202] * len(urls)
+    assert refreshes == []
+
+
+def test_upload_through_and_complete_never_refresh_a_row(alice, refreshes):
+    client = client_for(alice)
+
+    def through(i: int) -> int:
+        file = SimpleUploadedFile(f"p{i}.png", png_bytes(), content_type="image/png")
+        return client_for(alice).post("/api/v1/attachments", {"profile": "image", "file": file},
+                                      format="multipart").status_code
+
+    assert _in_threads(through, 4) == [202] * 4
+
+    intent = create_intent(client, size=len(jpeg_bytes())).json()
+    get_gateway().write_chunks(Attachment.objects.get(pk=intent["id"]).storage_key, [jpeg_bytes()])
+    response = client.post(f"/api/v1/uploads/{intent['id']}/complete")
+    assert response.status_code == 202 and response.json()["status"] == "pending"
+    assert refreshes == []
+
+
+def test_processing_never_refreshes_a_row(alice, refreshes):
+    client = client_for(alice)
+    ids = [create_intent(client, size=len(jpeg_bytes())).json() for _ in range(2)]
+    for intent in ids:
+        assert put_bytes(intent["upload"]["url"], jpeg_bytes()).status_code == 202
+    assert _in_threads(lambda i: run_pipeline(ids[i]["id"]), len(ids)) == ["ready"] * len(ids)
+    assert refreshes == []
+
+
+def test_the_check_sees_a_refresh(alice, refreshes):
+    row = Attachment.objects.get(pk=create_intent(client_for(alice), size=10).json()["id"])
+    row.refresh_from_db()
+    Attachment.objects.defer("filename").get(pk=row.pk).filename  # noqa: B018 - a deferred load
+    # One refresh for the deferred column: the base manager's read brings `status` along, so the
+    # row copy it builds needs no refresh of its own.
+    assert refreshes == ["*", "filename"]

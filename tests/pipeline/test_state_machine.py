@@ -8,7 +8,7 @@ from django.utils import timezone
 
 
 from attachments.models import Attachment
-from attachments.services.transitions import TransitionConflict, apply_transition
+from attachments.services.transitions import TransitionConflict, apply_transition, transition_writes
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,10 @@ ALLOWED = {
     ("rescan", "ready"): "pending",
 }
 
+# "restore" needs a moderator's takedown to undo; "release" a processing row.
+ALLOWED[("restore", "rejected")] = "pending"
+ALLOWED[("release", "processing")] = "pending"
+
 KWARGS = {
     "start": lambda: {"lease_token": uuid.uuid4(), "lease_expires_at": timezone.now()},
     "finish": lambda: {"now": timezone.now()},
@@ -36,21 +40,26 @@ KWARGS = {
     "retry": dict,
     "take_down": lambda: {"message": "abuse"},
     "rescan": dict,
+    "restore": dict,
+    "release": dict,
 }
 
 
-def _row(alice, status):
+def _row(alice, status, reason_code="earlier"):
     from tests.support import create_intent, client_for
 
     attachment_id = create_intent(client_for(alice), size=10).json()["id"]
-    Attachment.objects.filter(pk=attachment_id).update(status=status)
+    # Every bookkeeping column holds something a transition would change.
+    Attachment.objects.filter(pk=attachment_id).update(
+        status=status, lease_token=uuid.uuid4(), lease_expires_at=timezone.now(), step="scan", attempts=2,
+        reason_code=reason_code, reason_message="earlier", ready_at=timezone.now())
     return attachment_id
 
 
 @pytest.mark.parametrize("name", sorted(KWARGS))
 @pytest.mark.parametrize("status", STATUSES)
 def test_transition_table(alice, name, status):
-    attachment_id = _row(alice, status)
+    attachment_id = _row(alice, status, reason_code="moderator" if name == "restore" else "earlier")
     expected = ALLOWED.get((name, status))
     with transaction.atomic():
         attachment = Attachment.objects.select_for_update().get(pk=attachment_id)
@@ -80,3 +89,13 @@ def test_status_cannot_be_assigned_directly(alice):
     attachment = Attachment.objects.get(pk=_row(alice, "pending"))
     with pytest.raises(AttributeError):
         attachment.status = "ready"
+
+
+@pytest.mark.parametrize(("name", "status"), sorted(ALLOWED))
+def test_a_transition_declares_every_column_it_sets(alice, name, status):
+    """The service saves `status` plus the declared writes: a column set but not declared would be lost."""
+    attachment = Attachment.objects.get(pk=_row(alice, status, reason_code="moderator" if name == "restore" else "x"))
+    before = {f.attname: getattr(attachment, f.attname) for f in Attachment._meta.concrete_fields}
+    getattr(attachment, name)(**KWARGS[name]())
+    changed = {attname for attname, value in before.items() if getattr(attachment, attname) != value}
+    assert changed == {"status", *transition_writes(name)}

@@ -2,10 +2,11 @@
 
 bench/pipeline_overhead.py measures the worker's overhead against the bare
 steps; most of it is the ORM building statements. These tests pin what keeps it
-small: a fixed number of statements per step, narrow reads (a column a step
-reads that its read leaves out fails here at once), UPDATEs that write only what
-changed, the derive actor's single read (none at all for a job it parks), and
-the derivative rows replaced by one upsert.
+small: a fixed number of statements per step, narrow reads through the named
+queryset methods (Attachment.objects.for_step(), .for_transition(), .for_upload():
+a column a step reads that its read leaves out fails here at once), UPDATEs that
+write only what a transition declares, the derive actor's single read (none at
+all for a job it parks), and the derivative rows replaced by one upsert.
 """
 
 from __future__ import annotations
@@ -221,7 +222,21 @@ def _pending_row(alice) -> uuid.UUID:
     return uuid.UUID(create_intent(client_for(alice), size=10).json()["id"])
 
 
-def test_a_transition_writes_only_the_columns_that_changed(alice):
+def test_the_transition_lock_reads_only_its_named_columns(alice):
+    """lock_attachment reads Attachment.objects.for_transition(): no text, no client claims, no ORDER BY."""
+    attachment_id = _pending_row(alice)
+    with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+        lock_attachment(attachment_id)
+    [select] = [q["sql"] for q in ctx.captured_queries if q["sql"].upper().startswith("SELECT")]
+    assert ("FOR UPDATE" in select.upper()) == connection.features.has_select_for_update, select
+    assert "ORDER BY" not in select.upper(), select
+    for column in ("status", "lease_token", "step", "attempts", "reason_code"):
+        assert f'"{column}"' in select.split("FROM")[0], select
+    for column in ("text", "filename", "metadata", "declared_type"):
+        assert f'"{column}"' not in select.split("FROM")[0], select
+
+
+def test_a_transition_writes_only_the_columns_it_declares(alice):
     attachment_id = _pending_row(alice)
     before = Attachment.objects.get(pk=attachment_id).updated_at
     with CaptureQueriesContext(connection) as ctx, transaction.atomic():
@@ -237,23 +252,34 @@ def test_a_transition_writes_only_the_columns_that_changed(alice):
     assert (row.status, row.step) == ("processing", "intake") and row.updated_at > before
 
 
-def test_a_json_value_edited_in_place_is_still_saved(alice):
+def test_the_facts_given_to_a_transition_are_saved_and_nothing_else(alice):
+    """`fields=` (a step's facts) are set and written with the transition; other columns set are not."""
     attachment_id = _pending_row(alice)
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
-        attachment.metadata["note"] = "kept"  # the same dict object, changed in place
-        apply_transition(attachment, "reject", actor="test", code="corrupt", message="bad")
+        attachment.filename = "not-saved.jpg"  # set, but not named
+        apply_transition(attachment, "reject", actor="test", code="corrupt", message="bad",
+                         fields={"sha256": "ab" * 32})
     row = Attachment.objects.get(pk=attachment_id)
-    assert row.metadata == {"note": "kept"} and row.status == "rejected"
+    assert (row.status, row.sha256, row.filename) == ("rejected", "ab" * 32, "cat.jpg")
 
 
 def test_a_narrow_save_still_refuses_a_row_whose_status_moved_on(alice):
     """ConcurrentTransitionMixin's guard (the status the row was read with) holds for partial saves."""
     attachment_id = _pending_row(alice)
     with pytest.raises(ConcurrentTransition), transaction.atomic():
-        attachment = lock_attachment(attachment_id, fields=("status", "reason_code", "storage_key"))
+        attachment = lock_attachment(attachment_id)
         Attachment.objects.filter(pk=attachment_id).update(status="rejected")  # behind its back
         apply_transition(attachment, "start", actor="test", lease_token=uuid.uuid4(), lease_expires_at=None)
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.lease_token) == ("pending", None)
     assert not row.transitions.exists()
+
+
+def test_a_narrow_read_builds_its_rows_with_their_status_in_one_query(alice):
+    """Without `status`, ConcurrentTransitionMixin would load it with one query per row."""
+    for _ in range(3):
+        _pending_row(alice)
+    with CaptureQueriesContext(connection) as ctx:
+        rows = list(Attachment.objects.only("pk", "lifecycle"))
+    assert len(ctx.captured_queries) == 1 and [r.status for r in rows] == ["pending"] * 3
