@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from .reasons import ReasonCode
+
 
 class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True)
@@ -152,7 +154,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
 
 
 def _taken_down_by_moderator(instance: models.Model) -> bool:
-    return isinstance(instance, Attachment) and instance.reason_code == "moderator"
+    return isinstance(instance, Attachment) and instance.reason_code == ReasonCode.MODERATOR
 
 
 class Attachment(ConcurrentTransitionMixin, models.Model):
@@ -189,7 +191,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     text = models.TextField(blank=True, default="")
 
-    reason_code = models.CharField(max_length=32, blank=True, default="")
+    reason_code = models.CharField(max_length=32, blank=True, default="", choices=ReasonCode.choices)
     reason_message = models.CharField(max_length=500, blank=True, default="")
 
     # Processing bookkeeping: a lease per attempt; messages carry the lease token
@@ -276,8 +278,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     @transition(field=status, source=[Status.PENDING, Status.PROCESSING], target=Status.REJECTED,
                 custom={"writes": _ENDS_LEASE_WITH_REASON})
-    def reject(self, *, code: str, message: str) -> None:
-        self.reason_code = code
+    def reject(self, *, code: ReasonCode | str, message: str) -> None:
+        self.reason_code = ReasonCode(code)  # an unknown code fails here, before anything is written
         self.reason_message = message[:500]
         self.lease_token = None
         self.lease_expires_at = None
@@ -285,7 +287,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     @transition(field=status, source=Status.PROCESSING, target=Status.FAILED, custom={"writes": _ENDS_LEASE_WITH_REASON})
     def fail(self, *, message: str) -> None:
-        self.reason_code = "infrastructure"
+        self.reason_code = ReasonCode.INFRASTRUCTURE
         self.reason_message = message[:500]
         self.lease_token = None
         self.lease_expires_at = None
@@ -310,7 +312,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=[Status.PENDING, Status.PROCESSING, Status.READY], target=Status.REJECTED,
                 custom={"writes": _ENDS_LEASE_WITH_REASON})
     def take_down(self, *, message: str) -> None:
-        self.reason_code = "moderator"
+        self.reason_code = ReasonCode.MODERATOR
         self.reason_message = message[:500]
         self.lease_token = None
         self.lease_expires_at = None

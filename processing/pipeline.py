@@ -22,6 +22,7 @@ from django.conf import settings
 from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
+from attachments.reasons import ReasonCode
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
 
@@ -75,7 +76,7 @@ def intake(attachment: Attachment) -> StageResult:
         _snapshot(attachment)
     info = gateway.head(attachment.working_key)
     if info is None:
-        raise ContentRejected("object_missing", "The uploaded object is not in storage.")
+        raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
     given = StepInput(profile=profile, size=info.size, head=head,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
@@ -294,7 +295,7 @@ def _snapshot(attachment: Attachment) -> None:
     """
     gateway = get_gateway()
     if gateway.head(attachment.storage_key) is None:
-        raise ContentRejected("object_missing", "The uploaded object is not in storage.")
+        raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original",
                             ext="bin")
     gateway.copy(attachment.storage_key, target)

@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 
 from ..errors import AirlockError
 from ..models import Attachment, Lifecycle, Status
+from ..reasons import ReasonCode
 from ..services.lifecycle import attachment_discard
 from ..services.moderation import (
     attachment_requeue,
@@ -84,7 +85,7 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             "Attachments taken down by a moderator go back to pending and through the pipeline "
             "before anything is served again.",
             lambda a, actor, note: attachment_restore(attachment_id=a.pk, actor=actor),
-            offered=lambda a: a.status == Status.REJECTED and a.reason_code == "moderator",
+            offered=lambda a: a.status == Status.REJECTED and a.reason_code == ReasonCode.MODERATOR,
         ),
         ModerationAction(
             "discard", "Discard",

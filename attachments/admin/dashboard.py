@@ -17,6 +17,7 @@ from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
+from ..reasons import ReasonCode
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 
@@ -142,7 +143,7 @@ def scanner_outcomes(*, since: datetime | None = None, tenant_id: int | None = N
         logs = logs.filter(created_at__gte=since)
     counts = attachments.aggregate(
         clean=Count("id", filter=Q(status=Status.READY)),
-        infected=Count("id", filter=Q(status=Status.REJECTED, reason_code="malware")),
+        infected=Count("id", filter=Q(status=Status.REJECTED, reason_code=ReasonCode.MALWARE)),
     )
     return ScannerOutcomes(clean=counts["clean"], infected=counts["infected"], error=logs.count())
 

@@ -31,14 +31,11 @@ from .actions import (
     report,
 )
 from ..models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
+from ..reasons import ReasonCode
 from ..services.quotas import tenant_usage
 from ..staff_scope import scoped
 
 TEXT_PREVIEW_CHARS = 2000
-REASON_CODES = (
-    "too_large", "type_not_allowed", "malware", "pixel_limit", "page_limit", "archive_limit",
-    "duration_limit", "corrupt", "timeout", "object_missing", "moderator", "infrastructure",
-)
 
 # The upload page (`/`) signs tenant users in through /admin/login/; the admin
 # itself still admits staff only (AdminSite.has_permission checks is_staff on
@@ -89,8 +86,8 @@ class ReasonCodeFilter(admin.SimpleListFilter):
     parameter_name = "reason_code"
 
     def lookups(self, request, model_admin):
-        # The contract's codes (API.md), not a DISTINCT over the whole table on every page view.
-        return [(code, code) for code in REASON_CODES]
+        # The contract's codes (docs/api.md), not a DISTINCT over the whole table on every page view.
+        return [(code, code) for code in ReasonCode.values]
 
     def queryset(self, request, queryset):
         if self.value():

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
+from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
@@ -121,21 +122,22 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
     return True
 
 
-def attachment_reject(*, attachment_id: uuid.UUID, token: uuid.UUID | None, code: str, message: str) -> bool:
+def attachment_reject(*, attachment_id: uuid.UUID, token: uuid.UUID | None, code: ReasonCode | str,
+                      message: str) -> bool:
     """A content decision: terminal, never retried; the object goes to quarantine."""
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
         if attachment is None:
             return False
         apply_transition(attachment, "reject", actor=WORKER, code=code, message=message)
-    if code != "object_missing":
+    if code != ReasonCode.OBJECT_MISSING:
         attachment_quarantine(attachment_id=attachment_id)
     return True
 
 
 def attachment_reject_missing(*, attachment: Attachment, actor: str, message: str) -> None:
     """Reject a row the caller locked whose bytes are gone (removed, never uploaded, discarded)."""
-    apply_transition(attachment, "reject", actor=actor, code="object_missing", message=message)
+    apply_transition(attachment, "reject", actor=actor, code=ReasonCode.OBJECT_MISSING, message=message)
 
 
 def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str,

@@ -34,6 +34,7 @@ from django.db import IntegrityError, transaction
 
 from ..models import Attachment, DeadLetter, Lifecycle, Status, StorageEvent
 from ..naming import QUARANTINE_PREFIX, parse_key
+from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
 from .processing import attachment_reject_missing
@@ -218,7 +219,7 @@ def _removal_outcome(attachment: Attachment | None) -> str:
         return "still_present"  # out of order: a newer create replaced it
     attachment_reject_missing(attachment=attachment, actor=ACTOR,
                               message="The object was removed from storage before processing finished.")
-    return "object_missing"
+    return ReasonCode.OBJECT_MISSING.value  # the event's outcome names what it did to the row
 
 
 # --- SQS ------------------------------------------------------------------------

@@ -7,9 +7,11 @@ endpoint or a code added without documenting it fails here:
 - error codes: the `code` of every AirlockError subclass (imported from every
   module of the project's packages), and every literal code given to
   `error_body(...)` or written as `{"error": {"code": ...}}`;
-- reason codes: the codes processing rejects with (`ContentRejected("...")`,
-  `code="..."` keywords, `reason_code = "..."` assignments) and the lists the
-  admin filter and the sandbox keep;
+- reason codes: the members of attachments.reasons.ReasonCode, the one list;
+  and every code spelled as a literal (where Django cannot be imported: the
+  steps and the sandbox) must be one of them: `ContentRejected("...")`,
+  `Rejected("...")`, `code="..."` keywords, `reason_code`/`bound_reason`
+  assignments and comparisons, the sandbox's REASON_CODES;
 - metric names: every `airlock_…` name given to a prometheus metric or metric family.
 """
 
@@ -147,25 +149,42 @@ def error_codes() -> set[str]:
 
 
 def reason_codes() -> set[str]:
-    from attachments.admin.modeladmins import REASON_CODES as ADMIN_CODES
+    from attachments.reasons import ReasonCode
+
+    return set(ReasonCode.values)
+
+
+# Calls whose first argument is a reason code: processing's and the sandbox's rejections.
+_REJECTIONS = {"ContentRejected", "Rejected", "rejected", "_rejected"}
+# Names that hold a reason code when assigned or compared (`bound_reason`: a decoding step's).
+_REASON_NAMES = {"reason_code", "bound_reason"}
+
+
+def _name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def spelled_reason_codes(trees: list[ast.Module] | None = None) -> set[str]:
+    """Reason codes written as string literals (the sandbox, which runs without Django, has to)."""
     from processing.sandbox.outcome import REASON_CODES as SANDBOX_CODES
 
-    codes = set(ADMIN_CODES) | set(SANDBOX_CODES)
-    for _, tree in _sources():
+    codes = set(SANDBOX_CODES) if trees is None else set()
+    for tree in trees if trees is not None else [tree for _, tree in _sources()]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                if _callee(node) == "ContentRejected" and node.args:
+                if _callee(node) in _REJECTIONS and node.args:
                     codes.update(_str_values(node.args[0]))
                 for keyword in node.keywords:
-                    if (keyword.arg == "code" and isinstance(keyword.value, ast.Constant)
-                            and isinstance(keyword.value.value, str)):
-                        codes.add(keyword.value.value)
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
-                    and isinstance(node.value.value, str):
-                for target in node.targets:
-                    if isinstance(target, ast.Attribute) and target.attr == "reason_code" and node.value.value:
-                        codes.add(node.value.value)
-    return codes
+                    if keyword.arg in ("code", "reason_code"):
+                        codes.update(_str_values(keyword.value))
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and any(
+                    _name(target) in _REASON_NAMES
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                codes.update(_str_values(node.value))
+            if isinstance(node, ast.Compare) and _name(node.left) in _REASON_NAMES:
+                for comparator in node.comparators:
+                    codes.update(_str_values(comparator))
+    return codes - {""}  # no reason (a row that is not rejected nor failed)
 
 
 def metric_names() -> set[str]:
@@ -215,6 +234,17 @@ def test_every_reason_code_is_documented(doc):
     codes = reason_codes()
     assert {"malware", "object_missing", "too_large", "archive_limit", "infrastructure"} <= codes
     assert undocumented_codes(_section(doc, "#### Reason codes"), codes) == set()
+
+
+def test_every_reason_code_in_the_code_is_a_reason_code_member():
+    spelled = spelled_reason_codes()
+    assert {"corrupt", "pixel_limit", "timeout"} <= spelled  # the sandbox's literals are found
+    assert spelled - reason_codes() == set()
+    stray = ast.parse('raise ContentRejected("made_up", "x")\nrow.reason_code = "also_made_up"\n'
+                      'raise Rejected("corrupt" if bad else "new_limit", "y")\nbound_reason = "a_bound"\n'
+                      'if reason_code == "compared": pass\n')
+    assert spelled_reason_codes([stray]) - reason_codes() == {"made_up", "also_made_up", "new_limit", "a_bound",
+                                                              "compared"}
 
 
 def test_every_metric_is_documented(doc):
