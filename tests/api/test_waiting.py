@@ -48,10 +48,15 @@ def test_the_listener_subscribing_costs_the_first_waiters_no_extra_read():
         waiting._listener.join(5)
     assert waiting.feed() == "redis"
     logs: list[list[bool]] = [[] for _ in range(5)]
-    threads = [threading.Thread(target=waiting.wait_until,
-                                kwargs={"user_id": i, "attachment_id": f"g{i}", "seconds": 1.0,
-                                        "read": _reader(log), "settled": lambda v: False})
-               for i, log in enumerate(logs)]
+
+    def wait(i: int, log: list[bool]) -> None:
+        try:
+            waiting.wait_until(user_id=i, attachment_id=f"g{i}", seconds=1.0, read=_reader(log),
+                               settled=lambda v: False)
+        finally:
+            connection.close()  # back to the pool: a thread that dies holding one leaks it
+
+    threads = [threading.Thread(target=wait, args=(i, log)) for i, log in enumerate(logs)]
     for thread in threads:
         thread.start()
     for thread in threads:
