@@ -28,6 +28,7 @@ OPERATIONS = {
     ("/api/v1/attachments/commit", "post"): ("200", "CommitResponse"),
     ("/api/v1/search", "get"): ("200", "SearchResponse"),
     ("/api/v1/storage-events", "post"): ("202", "StorageEventsAccepted"),
+    ("/api/v1/usage", "get"): ("200", "Usage"),
 }
 
 # Error statuses each operation must document (API.md's table applied per operation).
@@ -48,6 +49,7 @@ ERRORS = {
     ("/api/v1/attachments/commit", "post"): {400, 401, 413, 422},
     ("/api/v1/search", "get"): {400, 401},
     ("/api/v1/storage-events", "post"): {400, 401, 413},
+    ("/api/v1/usage", "get"): {401},
 }
 
 
@@ -172,6 +174,7 @@ def test_real_responses_conform(document, alice, bob, settings):
     settings.CLAMD_HOST = None
     client = client_for(alice)
     conforms(document, "Profiles", client.get("/api/v1/profiles").json())
+    conforms(document, "Usage", client.get("/api/v1/usage").json())
     intent = create_intent(client)
     conforms(document, "IntentResponse", intent.json())
 
