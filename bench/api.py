@@ -24,13 +24,12 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import loadgen  # noqa: E402
-from bench.common import REPO, embedded_env, emit, free_port, median, r, scratch_dir  # noqa: E402
+from bench.common import REPO, Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
 
 PG = "postgres://postgres@127.0.0.1:5432"
 INTENT_BODY = {"profile": "image", "filename": "bench-intent.jpg", "size": 1000, "content_type": "image/jpeg"}
@@ -151,23 +150,8 @@ def main() -> None:
             raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
         facts = json.loads(setup.stdout.strip().splitlines()[-1])
         env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        log = open(tmp / "gunicorn.log", "wb")
-        gunicorn = subprocess.Popen(
-            [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2", "-k", "sync",
-             "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=REPO, env=env, stdout=log, stderr=log)
-        import requests
-
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("gunicorn did not come up")
+        gunicorn = Gunicorn(env, tmp)
+        base = gunicorn.base
 
         tokens = facts["tokens"]
         owner = tokens[:1]  # reads are the owner's own attachments
@@ -197,11 +181,7 @@ def main() -> None:
         tool = samples["intent"]["ours"][0]["tool"]
     finally:
         if gunicorn is not None:
-            gunicorn.terminate()
-            try:
-                gunicorn.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                gunicorn.kill()
+            gunicorn.stop()
         db.drop()
 
     def ratio(name: str) -> float:

@@ -194,6 +194,30 @@ def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0) -> b
     return False
 
 
+class Gunicorn:
+    """gunicorn (sync workers) serving config.wsgi on a free loopback port, its log in tmp."""
+
+    def __init__(self, env: dict[str, str], tmp: Path, workers: int = 2) -> None:
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self._log = open(tmp / "gunicorn.log", "wb")
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", str(workers),
+             "-k", "sync", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=self._log, stderr=self._log)
+        if not wait_healthy(self.base, self.proc, timeout=60):
+            self.stop()
+            raise RuntimeError("gunicorn did not come up")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._log.close()
+
+
 def emit(result: dict) -> None:
     print(json.dumps(result), flush=True)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import CONNECTIONS, Database, drive  # noqa: E402
-from bench.common import REPO, embedded_env, emit, free_port, median, r, scratch_dir  # noqa: E402
+from bench.common import REPO, Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
 
 USERS = 20
 BODY = {"profile": "image", "filename": "bench-quota.jpg", "size": 1000, "content_type": "image/jpeg"}
@@ -125,23 +125,8 @@ def main() -> None:
         if made.returncode != 0:
             raise RuntimeError(f"setup failed: {made.stderr[-2000:]}")
         tokens = json.loads(made.stdout.strip().splitlines()[-1])
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        log = open(tmp / "gunicorn.log", "wb")
-        gunicorn = subprocess.Popen(
-            [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2", "-k", "sync",
-             "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=REPO, env=env, stdout=log, stderr=log)
-        import requests
-
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("gunicorn did not come up")
+        gunicorn = Gunicorn(env, tmp)
+        base = gunicorn.base
         specs = {side: dict(method="POST", tokens=tokens[side], paths=["/api/v1/uploads"], body=BODY)
                  for side in ("on", "off")}
         for spec in specs.values():  # warm-up: connections, imports, caches in both workers
@@ -156,11 +141,7 @@ def main() -> None:
         alternative = sum_vs_counter(db, files, 7) if db.pg else None
     finally:
         if gunicorn is not None:
-            gunicorn.terminate()
-            try:
-                gunicorn.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                gunicorn.kill()
+            gunicorn.stop()
         db.drop()
 
     def side(which: str) -> dict:
