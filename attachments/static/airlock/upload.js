@@ -419,17 +419,10 @@
         item.file.size <= DIRECT_MULTIPART) {
       setStatus(item, "uploading", "resumable upload (tus)");
       item.ui.li.dataset.via = "tus";
-      return sendTus(item, current).then(function () {
-        if (!current()) return;
-        setStatus(item, "pending", "uploaded, waiting for processing");
-        return poll(item, current);
-      }).catch(function (error) {
-        if (!current()) return;
-        setStatus(item, "error", "", error.message || String(error));
-      });
+      return settle(item, current, sendTus(item, current));
     }
     setStatus(item, "intent", "asking for an upload URL…");
-    return api("POST", "/uploads", {
+    return settle(item, current, api("POST", "/uploads", {
       profile: item.profile, filename: item.file.name, size: item.file.size, content_type: contentTypeOf(item.file),
     }).then(function (intent) {
       item.id = intent.id;
@@ -441,7 +434,12 @@
         if (!sameOrigin(intent.upload.url)) return api("POST", "/uploads/" + intent.id + "/complete", {});
         return null;
       });
-    }).then(function () {
+    }));
+  }
+
+  // Once the bytes are sent (or sending failed): poll to the outcome, or show the error.
+  function settle(item, current, sent) {
+    return sent.then(function () {
       if (!current()) return;
       setStatus(item, "pending", "uploaded, waiting for processing");
       return poll(item, current);
