@@ -13,15 +13,16 @@ from django.db import models
 
 
 class ReasonCode(models.TextChoices):
-    TOO_LARGE = "too_large"
-    TYPE_NOT_ALLOWED = "type_not_allowed"
-    MALWARE = "malware"
-    PIXEL_LIMIT = "pixel_limit"
-    PAGE_LIMIT = "page_limit"
-    ARCHIVE_LIMIT = "archive_limit"
-    DURATION_LIMIT = "duration_limit"
-    CORRUPT = "corrupt"
-    TIMEOUT = "timeout"
-    OBJECT_MISSING = "object_missing"
-    MODERATOR = "moderator"
-    INFRASTRUCTURE = "infrastructure"
+    # Each label is the code itself: moderators read, filter and search by the documented code.
+    TOO_LARGE = "too_large", "too_large"
+    TYPE_NOT_ALLOWED = "type_not_allowed", "type_not_allowed"
+    MALWARE = "malware", "malware"
+    PIXEL_LIMIT = "pixel_limit", "pixel_limit"
+    PAGE_LIMIT = "page_limit", "page_limit"
+    ARCHIVE_LIMIT = "archive_limit", "archive_limit"
+    DURATION_LIMIT = "duration_limit", "duration_limit"
+    CORRUPT = "corrupt", "corrupt"
+    TIMEOUT = "timeout", "timeout"
+    OBJECT_MISSING = "object_missing", "object_missing"
+    MODERATOR = "moderator", "moderator"
+    INFRASTRUCTURE = "infrastructure", "infrastructure"

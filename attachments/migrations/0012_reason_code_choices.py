@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='attachment',
             name='reason_code',
-            field=models.CharField(blank=True, choices=[('too_large', 'Too Large'), ('type_not_allowed', 'Type Not Allowed'), ('malware', 'Malware'), ('pixel_limit', 'Pixel Limit'), ('page_limit', 'Page Limit'), ('archive_limit', 'Archive Limit'), ('duration_limit', 'Duration Limit'), ('corrupt', 'Corrupt'), ('timeout', 'Timeout'), ('object_missing', 'Object Missing'), ('moderator', 'Moderator'), ('infrastructure', 'Infrastructure')], default='', max_length=32),
+            field=models.CharField(blank=True, choices=[('too_large', 'too_large'), ('type_not_allowed', 'type_not_allowed'), ('malware', 'malware'), ('pixel_limit', 'pixel_limit'), ('page_limit', 'page_limit'), ('archive_limit', 'archive_limit'), ('duration_limit', 'duration_limit'), ('corrupt', 'corrupt'), ('timeout', 'timeout'), ('object_missing', 'object_missing'), ('moderator', 'moderator'), ('infrastructure', 'infrastructure')], default='', max_length=32),
         ),
     ]
