@@ -9,10 +9,7 @@ import dramatiq
 log = logging.getLogger("airlock.webhooks")
 
 # The request timeout bounds an attempt; the time limit is only a backstop.
-_OPTS = {"max_retries": 0, "time_limit": 5 * 60 * 1000}
-
-
-@dramatiq.actor(actor_name="webhook_deliver", queue_name="webhooks", **_OPTS)
+@dramatiq.actor(actor_name="webhook_deliver", queue_name="webhooks", max_retries=0, time_limit=5 * 60 * 1000)
 def deliver(*args: object) -> None:
     """Deliver one webhook event to one endpoint (an attempt; the next is scheduled on failure)."""
     from .services.delivery import delivery_attempt

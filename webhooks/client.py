@@ -45,13 +45,12 @@ def _pool(target: Target, address: str) -> urllib3.HTTPConnectionPool:
                 for old in _pools.values():
                     old.close()
                 _pools.clear()
-            common = {"maxsize": 16, "block": False, "retries": False}
             if target.scheme == "https":
                 pool = urllib3.HTTPSConnectionPool(address, target.port, server_hostname=target.host,
                                                    assert_hostname=target.host, cert_reqs="CERT_REQUIRED",
-                                                   **common)
+                                                   maxsize=16, block=False, retries=False)
             else:
-                pool = urllib3.HTTPConnectionPool(address, target.port, **common)
+                pool = urllib3.HTTPConnectionPool(address, target.port, maxsize=16, block=False, retries=False)
             _pools[key] = pool
     return pool
 

@@ -106,7 +106,7 @@ def resolve(url: str, *, private_ok: bool | None = None, use_cache: bool = True)
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise UrlRefused(f"{host} does not resolve ({exc})") from None
-    addresses = tuple(dict.fromkeys(info[4][0] for info in infos))
+    addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise UrlRefused(f"{host} does not resolve")
     for raw in addresses:
