@@ -19,9 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 
-# Runs as root, then as nobody. The interpreter may live under /root (pyenv), which
-# nobody cannot traverse: a private mount namespace of this script (not of the sandbox
-# under test) shows /root as a 0755 tmpfs holding only the interpreter's directory.
+# Runs as root, then as nobody. The interpreter may live under /root (pyenv) and the
+# checkout under a 0700 directory (CI's mktemp), which nobody cannot traverse: a private
+# mount namespace of this script (not of the sandbox under test) shows each such
+# directory as a 0755 tmpfs holding only the interpreter's directory or the checkout.
 _SCRIPT = r"""
 import ctypes, json, os, socket, sys, tempfile
 sys.path.insert(0, sys.argv[1])
@@ -33,15 +34,32 @@ def mount(src, dst, fstype, flags, data=None):
     if libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
         raise OSError(ctypes.get_errno(), f"mount {dst}")
 
-base = os.path.realpath(sys.base_prefix)
-if base.startswith("/root/") and not os.stat("/root").st_mode & 0o001:
+def blocked_ancestor(path):  # the first directory on the way to path others cannot traverse
+    cur = "/"
+    for part in path.split("/")[1:]:
+        if not os.stat(cur).st_mode & 0o001:
+            return cur
+        cur = os.path.join(cur, part)
+    return None
+
+blocked = {}
+for path in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.argv[1])}:
+    ancestor = blocked_ancestor(path)
+    if ancestor:
+        blocked.setdefault(ancestor, []).append(path)
+if blocked:
     assert libc.unshare(0x00020000) == 0
     mount(None, "/", None, (1 << 18) | 16384)  # rprivate
-    keep = tempfile.mkdtemp()
-    mount(base, keep, None, 4096 | 16384)
-    mount("tmpfs", "/root", "tmpfs", 2 | 4, "mode=0755")
-    os.makedirs(base, mode=0o755)  # root's umask 022: every level 0755
-    mount(keep, base, None, 4096 | 16384)
+for ancestor, paths in blocked.items():
+    kept = []
+    for path in paths:
+        keep = tempfile.mkdtemp()
+        mount(path, keep, None, 4096 | 16384)
+        kept.append((path, keep))
+    mount("tmpfs", ancestor, "tmpfs", 2 | 4, "mode=0755")
+    for path, keep in kept:
+        os.makedirs(path, mode=0o755, exist_ok=True)  # root's umask 022: every level 0755
+        mount(keep, path, None, 4096 | 16384)
 
 os.setgroups([])
 os.setresgid(nobody, nobody, nobody)
