@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
 # Headless flags that work on a machine with no network beyond the loopback.
@@ -91,6 +92,14 @@ def sign_in(page, username: str, next_url: str = "/admin/") -> None:
     page.fill("#id_password", f"pw-{username}")
     page.click("input[type=submit]")
     page.wait_for_load_state()
+
+
+def open_upload_page(page, live_server, username: str, profile: str) -> None:
+    """Sign in through the admin login, land on the upload page, pick a profile."""
+    sign_in(page, username, next_url="/")
+    page.wait_for_url(f"{live_server.url}/")
+    expect(page.locator("#profile")).to_be_enabled()
+    page.select_option("#profile", profile)
 
 
 @pytest.fixture

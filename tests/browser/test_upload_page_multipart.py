@@ -5,6 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attachments.models import Attachment
+from tests.browser.conftest import open_upload_page
 from tests.s3.conftest import moto_endpoint, s3  # noqa: F401  (the S3 stand-in, over HTTP)
 from tests.s3.support import mp4_bytes
 
@@ -29,13 +30,7 @@ def multipart_bucket(s3, settings):  # noqa: F811
 
 def test_a_large_file_goes_up_in_parts_and_a_failed_part_is_retried(page, live_server, live_worker, alice,
                                                                    multipart_bucket):
-    page.goto("/admin/login/?next=/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw-alice")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    expect(page.locator("#profile")).to_be_enabled()
-    page.select_option("#profile", "media")
+    open_upload_page(page, live_server, "alice", "media")
 
     # The first PUT of part 2 loses its connection; the page sends that part again.
     dropped: list[str] = []

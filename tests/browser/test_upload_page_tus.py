@@ -5,6 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attachments.models import Attachment, TusUpload
+from tests.browser.conftest import open_upload_page
 from tests.s3.support import mp4_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -14,13 +15,7 @@ MIB = 1024 * 1024
 
 def test_a_30_mb_file_goes_up_through_tus_and_resumes_after_the_network_drops(page, live_server, live_worker,
                                                                               alice, storage_root, tmp_path):
-    page.goto("/admin/login/?next=/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw-alice")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    expect(page.locator("#profile")).to_be_enabled()
-    page.select_option("#profile", "media")
+    open_upload_page(page, live_server, "alice", "media")
 
     seen: list[str] = []
     dropped: list[str] = []
@@ -62,13 +57,7 @@ def test_a_30_mb_file_goes_up_through_tus_and_resumes_after_the_network_drops(pa
 
 
 def test_small_files_still_take_the_intent_path(page, live_server, alice):
-    page.goto("/admin/login/?next=/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw-alice")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    expect(page.locator("#profile")).to_be_enabled()
-    page.select_option("#profile", "media")
+    open_upload_page(page, live_server, "alice", "media")
     page.set_input_files("#files", [{"name": "small.mp4", "mimeType": "video/mp4", "buffer": mp4_bytes(MIB)}])
     item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="small.mp4"))
     expect(item).to_have_attribute("data-status", "pending", timeout=30_000)
@@ -77,16 +66,11 @@ def test_small_files_still_take_the_intent_path(page, live_server, alice):
 
 
 def test_picking_the_same_file_after_a_reload_resumes_the_upload(page, live_server, alice, tmp_path):
-    def sign_in_and_pick_media():
+    def pick_media():
         expect(page.locator("#profile")).to_be_enabled()
         page.select_option("#profile", "media")
 
-    page.goto("/admin/login/?next=/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw-alice")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    sign_in_and_pick_media()
+    open_upload_page(page, live_server, "alice", "media")
 
     seen: list[tuple[str, str]] = []
     cut = {"on": False}
@@ -120,7 +104,7 @@ def test_picking_the_same_file_after_a_reload_resumes_the_upload(page, live_serv
     page.route(tus_urls,
                lambda route: (seen_after.append((route.request.method, route.request.headers.get("upload-offset", ""))),
                               route.continue_()))
-    sign_in_and_pick_media()
+    pick_media()
     page.set_input_files("#files", str(path))
     item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="clip.mp4"))
     expect(item).to_have_attribute("data-status", "pending", timeout=60_000)
