@@ -20,7 +20,7 @@ from ..storage import get_gateway
 from ..storage.base import UploadInstruction
 from ..tenancy import tenant_of
 from .backlog import refuse_when_behind
-from .quotas import quota_reserve
+from .quotas import attachment_insert_reserving, quota_reserve
 from .ratelimits import check_intent_rate
 
 
@@ -55,20 +55,24 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
     """
     tenant = tenant_of(user)
     attachment_id = uuid.uuid4()
+    attachment = Attachment(
+        id=attachment_id,
+        tenant=tenant,
+        owner=user,
+        profile=profile.name,
+        filename=clean_filename(filename),
+        declared_size=size,
+        declared_type=content_type[:127],
+        storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
+        created_at=now,
+        expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
+    )
+    if attachment_insert_reserving(attachment):
+        return attachment
     with transaction.atomic():
         quota_reserve(tenant=tenant, size=size)
-        return Attachment.objects.create(
-            id=attachment_id,
-            tenant=tenant,
-            owner=user,
-            profile=profile.name,
-            filename=clean_filename(filename),
-            declared_size=size,
-            declared_type=content_type[:127],
-            storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
-            created_at=now,
-            expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
-        )
+        attachment.save(force_insert=True)
+    return attachment
 
 
 def upload_intent_create(*, user, profile_name: object, filename: str, size: int, content_type: str,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from rest_framework import serializers
 
 from attachments.api.serializers import IntentRequest, StrictCharField, plain_validated_data
-from attachments.models import Attachment, Lifecycle, Status
+from attachments.models import Attachment, Lifecycle, Status, TenantUsage
 from attachments.services.ratelimits import outstanding_upload_probe, pending_at_limit
 from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
 
@@ -51,14 +51,41 @@ def test_intent_is_three_queries_whatever_the_backlog(alice, api, monkeypatch):
     for _ in range(5):
         assert create_intent(client).status_code == 201
     later = _queries(lambda: create_intent(client))
-    # Token+user+tenant, the pending-cap probe, the quota reservation (one conditional
-    # UPDATE of the tenant's counter), the INSERT; the first also reads the backlog age.
+    # Token+user+tenant, the pending-cap probe, then the row and its room in the tenant's
+    # counter; the first also reads the backlog age.
     statements = [sql for sql in later if "SAVEPOINT" not in sql.upper()]
-    assert len([sql for sql in first if "SAVEPOINT" not in sql.upper()]) == 5 and "ORDER BY" in first[1].upper(), first
-    assert len(statements) == 4, later
-    assert statements[2].upper().startswith('UPDATE "ATTACHMENTS_TENANTUSAGE"'), statements
-    # The reservation and the INSERT commit together (a savepoint inside the test's transaction).
-    assert len(later) - len(statements) == 2, later
+    assert "ORDER BY" in first[1].upper(), first
+    if connection.vendor == "postgresql":
+        # One statement takes the room and inserts (attachment_insert_reserving): no transaction.
+        assert len(first) == 4 and len(later) == 3, later
+        assert later[2].upper().startswith('WITH ROOM AS (UPDATE "ATTACHMENTS_TENANTUSAGE"'), later
+        assert 'INSERT INTO "ATTACHMENTS_ATTACHMENT"' in later[2].upper(), later
+    else:
+        # The conditional UPDATE of the counter, then the INSERT, committed together
+        # (a savepoint inside the test's transaction).
+        assert len([sql for sql in first if "SAVEPOINT" not in sql.upper()]) == 5, first
+        assert len(statements) == 4, later
+        assert statements[2].upper().startswith('UPDATE "ATTACHMENTS_TENANTUSAGE"'), statements
+        assert len(later) - len(statements) == 2, later
+
+
+def test_intent_without_room_inserts_nothing_and_names_the_quota(alice, api, settings):
+    """The one-statement path refuses as the transaction path does: no row, no counter change."""
+    client = api(alice)
+    assert create_intent(client).status_code == 201
+    used = TenantUsage.objects.get(tenant=alice.membership.tenant)
+    settings.AIRLOCK_TENANT_QUOTA_FILES = used.files_used
+    rows = Attachment.objects.count()
+    response = create_intent(client)
+    assert response.status_code == 413, response.content
+    assert response.json()["error"]["code"] == "QUOTA_EXCEEDED"
+    assert response.json()["error"]["details"]["limit"] == used.files_used
+    assert Attachment.objects.count() == rows
+    after = TenantUsage.objects.get(tenant=alice.membership.tenant)
+    assert (after.files_used, after.bytes_used) == (used.files_used, used.bytes_used)
+    settings.AIRLOCK_TENANT_QUOTA_FILES = used.files_used + 1
+    assert create_intent(client).status_code == 201
+    assert TenantUsage.objects.get(tenant=alice.membership.tenant).files_used == used.files_used + 1
 
 
 @pytest.mark.parametrize(
