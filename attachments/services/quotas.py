@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -126,7 +126,7 @@ def attachment_insert_reserving(attachment: Attachment) -> bool:
     """
     if connection.vendor != "postgresql":
         return False
-    update = _room(attachment.tenant, attachment.declared_size).query.chain(UpdateQuery)
+    update = cast(UpdateQuery, _room(attachment.tenant, attachment.declared_size).query.chain(UpdateQuery))
     update.add_update_values(_taken(attachment.declared_size))
     update_sql, update_params = update.get_compiler(connection.alias).as_sql()
     insert = InsertQuery(Attachment)
