@@ -16,11 +16,10 @@ from __future__ import annotations
 import select
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
-
-NO_DB_ALIAS = base.NO_DB_ALIAS
 
 
 def check_connection(conn: Connection) -> None:
