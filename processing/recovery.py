@@ -7,12 +7,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, Status
 from attachments.services import outbox
-from attachments.services.processing import attachment_lease_extend, attachment_retry_or_fail
+from attachments.services.processing import (
+    attachment_lease_extend,
+    attachment_requeue_intake,
+    attachment_retry_or_fail,
+)
 
 log = logging.getLogger("airlock.recovery")
 
@@ -91,10 +94,7 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     if dry_run:
         return len(ids)
     for pk in ids:
-        with transaction.atomic():
-            # Touch the row so the next tick does not re-drive it again at once.
-            Attachment.objects.filter(pk=pk).update(updated_at=now)
-            outbox.enqueue("intake", pk)
+        attachment_requeue_intake(attachment_id=pk, now=now)
     return len(ids)
 
 

@@ -21,14 +21,12 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
-from attachments.services.quotas import usage_release
-from attachments.services.transitions import lifecycle_audit
+from attachments.models import Attachment, DeadLetter, Derivative
+from attachments.services.removal import REAPABLE, attachments_mark_deleted
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway
 
 from .control import delete_brake
-from .reaping import REAPABLE
 
 log = logging.getLogger("airlock.sweeper")
 
@@ -70,12 +68,9 @@ def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extr
         before = Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).values_list(
             "lifecycle", flat=True).first()
         if before is not None:
-            usage_release(Attachment.objects.filter(pk=letter.attachment_id))
-            Attachment.objects.filter(pk=letter.attachment_id).update(
-                lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="")
-            lifecycle_audit([(letter.attachment_id, before)], to=Lifecycle.DELETED, actor=actor,
-                            event="abandon" if action == "abandon" else "sweep_delete",
-                            message=f"dead letter #{letter.pk}: {action}")
+            attachments_mark_deleted(before={letter.attachment_id: before}, now=now, actor=actor,
+                                     event="abandon" if action == "abandon" else "sweep_delete",
+                                     message=f"dead letter #{letter.pk}: {action}")
     letter.resolved_at, letter.resolved_by = now, actor[:150]
     _note(letter, actor=actor, now=now, action=action, **extra)
 

@@ -23,13 +23,11 @@ from django.db import connection, transaction
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef, Q, QuerySet
 
-from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle
-from attachments.services.quotas import usage_release
-from attachments.services.transitions import lifecycle_audit
+from attachments.models import Attachment, DeadLetter, Derivative
+from attachments.services.removal import REAPABLE, attachment_delete_failed, attachments_mark_deleted
 
 log = logging.getLogger("airlock.sweeper")
 
-REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED)
 _SLICES_PER_WORKER = 4
 _COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts",
             "content_key", "multipart_upload_id", "lifecycle")
@@ -139,7 +137,7 @@ def _record_failure(pk: uuid.UUID, attempts_before: int, keys: list[str], errors
     """Count a failed attempt; at the cap hand the row to a human. True when dead-lettered."""
     attempts = attempts_before + 1
     message = "; ".join(f"{key}: {error}" for key, error in errors.items())[:500]
-    Attachment.objects.filter(pk=pk).update(delete_attempts=attempts, delete_error=message, updated_at=now)
+    attachment_delete_failed(attachment_id=pk, attempts=attempts, error=message, now=now)
     if attempts < settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS:
         return False
     DeadLetter.objects.create(
@@ -195,14 +193,10 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
             if _record_failure(pk, attempts, keys[pk], errors, now):
                 result.dead_lettered += 1
         if done:
-            usage_release(Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE))
-            result.deleted = Attachment.objects.filter(pk__in=done, lifecycle__in=REAPABLE).update(
-                lifecycle=Lifecycle.DELETED, deleted_at=now, updated_at=now, delete_error="",
-            )
-            # The rows are locked by this transaction: every one in `done` was just marked.
-            before = {row[0]: row[_LIFECYCLE] for row in rows}
-            lifecycle_audit([(pk, before[pk]) for pk in done], event="sweep_delete", to=Lifecycle.DELETED,
-                            actor="system:sweep")
+            # The rows are locked by this transaction: every one in `done` is marked.
+            lifecycle = {row[0]: row[_LIFECYCLE] for row in rows}
+            result.deleted = attachments_mark_deleted(before={pk: lifecycle[pk] for pk in done}, now=now,
+                                                      actor="system:sweep", event="sweep_delete")
     return result
 
 

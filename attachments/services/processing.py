@@ -178,6 +178,16 @@ def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, act
     return True
 
 
+def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime) -> None:
+    """A new intake job for a pending row whose bytes arrived but whose job went missing.
+
+    The row is touched so the next reconcile tick does not re-drive it again at once.
+    """
+    with transaction.atomic():
+        Attachment.objects.filter(pk=attachment_id).update(updated_at=now)
+        outbox.enqueue("intake", attachment_id)
+
+
 def backoff_seconds(attempts: int) -> float:
     """Exponential backoff with ±50 % jitter: uniform in [0.5, 1.5) of the nominal delay."""
     nominal = min(settings.AIRLOCK_RETRY_MAX_SECONDS, settings.AIRLOCK_RETRY_BASE_SECONDS * (2 ** max(0, attempts - 1)))

@@ -96,3 +96,44 @@ def test_the_scan_finds_transition_calls_and_leaves_threads_alone():
     assert transition_calls(
         "thread.start()\nself.fail('invalid')\nserver.start()\nmatch.start()\nworker.finish()\nslots.release(t, h)\n"
     ) == []
+
+
+WRITES = {"update", "delete", "bulk_update", "bulk_create", "create", "get_or_create", "update_or_create"}
+
+
+def attachment_row_writes(source: str) -> list[str]:
+    """`line: code` for every `Attachment.objects….<write>(…)` chain in the source."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES:
+            names = _receiver_names(node.func.value)
+            if "Attachment" in names and "objects" in names:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_outside_attachments_services_writes_attachment_rows():
+    # Migrations and the operator's scripts/ and bench/ set rows up by hand; the product does not.
+    outside = (ROOT / "tests", ROOT / "scripts", ROOT / "bench")
+    offenders = {}
+    for path in _python_files():
+        if HOME in path.parents or any(o in path.parents for o in outside) or "migrations" in path.parts \
+                or not path.is_file():
+            continue
+        writes = attachment_row_writes(path.read_text(encoding="utf-8"))
+        if writes:
+            offenders[str(path.relative_to(ROOT))] = writes
+    assert offenders == {}, "Attachment rows are written in attachments/services"
+
+
+def test_the_write_scan_finds_queryset_writes_and_leaves_reads_alone():
+    caught = attachment_row_writes(
+        "Attachment.objects.filter(pk=pk).update(updated_at=now)\n"
+        "Attachment.objects.create(id=pk)\n"
+        "Attachment.objects.filter(lifecycle='deleted').delete()\n"
+    )
+    assert len(caught) == 3, caught
+    assert attachment_row_writes(
+        "Attachment.objects.filter(pk=pk).values_list('pk')\nDeadLetter.objects.filter(pk=1).update(x=1)\n"
+        "Attachment.objects.get(pk=pk)\n"
+    ) == []
