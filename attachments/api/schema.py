@@ -1,622 +1,73 @@
-"""OpenAPI documentation of the v1 contract (API.md), for drf-spectacular.
+"""What the OpenAPI document cannot derive from the views and their serializers (drf-spectacular).
 
-The serializers here only *describe* requests and responses (the views build
-their bodies themselves); nothing at run time validates with them. Each view
-in views.py carries ``@extend_schema_view(**schema.<NAME>)``; the plain
-Django upload view (``PUT /uploads/{id}/content``) and the storage-events
-endpoint are documented here too (``postprocess`` and ``_annotate_storage_events``).
+Requests and responses are documented by each view's own serializers and
+``@extend_schema`` (views.py, uploads.py, lifecycle.py, usage.py,
+storage_events.py); error responses by the AirlockError classes a view names
+(``errors``). Left here: the plain Django upload view (``PUT
+/uploads/{id}/content``), security schemes, the configured profiles as enums,
+the links schemathesis follows, and one OpenAPI 3.0 nullability fix.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+
+from ..errors import (
+    AirlockError,
+    AlreadyUploaded,
+    NotFound,
+    TooLarge,
+    Unavailable,
+    UploadTokenInvalid,
+    ValidationFailed,
 )
-from rest_framework import serializers
+from .serializers import ErrorSerializer
 
-from .serializers import CommitRequest, IdsRequest, IntentRequest
 
+def error_texts(*raised: type[AirlockError], **texts: str) -> dict[int, str]:
+    """Status → "`CODE`: when; …" for the errors an operation answers with (Unavailable always).
 
-# Request bodies: the views' own validators, under documentation names
-# (components "UploadIntentRequest", "HeartbeatRequest", "CommitRequest").
-class UploadIntentSerializer(IntentRequest):
-    pass
+    The wording is the class's default message unless `texts` says it better
+    for this operation, keyed by the code (``TOO_LARGE="…"``).
+    """
+    errors: dict[type[AirlockError], None] = dict.fromkeys((*raised, Unavailable))
+    unknown = set(texts) - {error.code for error in errors}
+    assert not unknown, f"texts for codes this operation does not raise: {unknown}"
+    by_status: dict[int, list[str]] = defaultdict(list)
+    for error in errors:
+        by_status[error.status].append(f"`{error.code}`: {texts.get(error.code, error.default_message)}")
+    return {status: " ".join(by_status[status]) for status in sorted(by_status)}
 
 
-class HeartbeatSerializer(IdsRequest):
-    pass
+def errors(*raised: type[AirlockError], **texts: str) -> dict[int, OpenApiResponse]:
+    """The error responses of an operation, from the AirlockError classes it can answer with."""
+    return {status: OpenApiResponse(ErrorSerializer, description=text)
+            for status, text in error_texts(*raised, **texts).items()}
 
 
-class CommitSerializer(CommitRequest):
-    pass
+JSON_TOO_LARGE = "the JSON body is over 2 MiB"  # DATA_UPLOAD_MAX_MEMORY_SIZE, answered by errors.exception_handler
 
-
-# --- errors ----------------------------------------------------------------------
-
-ERROR_CODES = (
-    "VALIDATION_ERROR",
-    "UNKNOWN_PROFILE",
-    "TYPE_NOT_ALLOWED",
-    "NOT_AUTHENTICATED",
-    "UPLOAD_TOKEN_INVALID",
-    "NOT_FOUND",
-    "ALREADY_COMMITTED",
-    "ALREADY_UPLOADED",
-    "UPLOAD_NOT_IN_PROGRESS",
-    "TOO_LARGE",
-    "QUOTA_EXCEEDED",
-    "ATTACHMENT_INVALID",
-    "RATE_LIMITED",
-    "UNAVAILABLE",
-)
-
-
-class ErrorDetailSerializer(serializers.Serializer):
-    code = serializers.CharField(
-        help_text="Machine-readable error code: " + ", ".join(ERROR_CODES) + "."
-    )
-    message = serializers.CharField(help_text="Human-readable explanation.")
-    details = serializers.DictField(
-        child=serializers.JSONField(),
-        help_text="Field → messages for VALIDATION_ERROR, id → reason for ATTACHMENT_INVALID, "
-        "limits for TOO_LARGE and RATE_LIMITED, {quota, used, limit, requested} for QUOTA_EXCEEDED; "
-        "empty otherwise.",
-    )
-
-
-class ErrorSerializer(serializers.Serializer):
-    error = ErrorDetailSerializer()
-
-
-_ERROR_TEXT = {
-    400: "`VALIDATION_ERROR` (malformed JSON, not an object, wrong types, missing fields; details: field → "
-    "messages)",
-    401: "`NOT_AUTHENTICATED`: no or bad credentials",
-    403: "`UPLOAD_TOKEN_INVALID`: the signed upload URL is tampered with, expired, or for another intent",
-    404: "`NOT_FOUND`: does not exist or the caller may not see it",
-    409: "conflict",
-    413: "`TOO_LARGE`: the body is over the limit",
-    422: "`ATTACHMENT_INVALID`",
-    429: "`RATE_LIMITED`: too many intents per minute or too many pending uploads (`Retry-After` is set)",
-    503: "`UNAVAILABLE`: a dependency this request needs is down; retry later",
-}
-
-
-def error(status: int, text: str | None = None) -> OpenApiResponse:
-    return OpenApiResponse(ErrorSerializer, description=text or _ERROR_TEXT[status])
-
-
-def errors(*statuses: int, **texts: str) -> dict[int, OpenApiResponse]:
-    """Error responses for `statuses` (always with 503); texts: ``e400="…"`` overrides a description."""
-    return {s: error(s, texts.get(f"e{s}")) for s in sorted({*statuses, 503})}
-
-
-# --- the attachment resource -------------------------------------------------------
-
-STATUSES = ("pending", "processing", "ready", "rejected", "failed")
-
-
-class ReasonSerializer(serializers.Serializer):
-    code = serializers.CharField(
-        help_text="Rejection: too_large, type_not_allowed, malware, pixel_limit, "
-        "page_limit, archive_limit, duration_limit, corrupt, timeout, "
-        "object_missing, moderator. Failure: infrastructure."
-    )
-    message = serializers.CharField(allow_blank=True)
-
-
-class LinksSerializer(serializers.Serializer):
-    self = serializers.URLField()
-    download = serializers.URLField(
-        required=False, help_text="Present only when the caller may read the file."
-    )
-    thumbnail = serializers.URLField(
-        required=False, help_text="Present only when a thumbnail may be read."
-    )
-
-
-class AttachmentMetadataSerializer(serializers.Serializer):
-    width = serializers.IntegerField(allow_null=True)
-    height = serializers.IntegerField(allow_null=True)
-    page_count = serializers.IntegerField(allow_null=True)
-    entries = serializers.IntegerField(allow_null=True, required=False, help_text="Archives only.")
-    total_bytes = serializers.IntegerField(
-        allow_null=True, required=False, help_text="Archives only."
-    )
-
-
-class AttachmentSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    profile = serializers.CharField()
-    status = serializers.ChoiceField(choices=STATUSES)
-    reason = ReasonSerializer(allow_null=True, help_text="Null unless rejected or failed.")
-    filename = serializers.CharField()
-    size = serializers.IntegerField(
-        allow_null=True, help_text="Bytes served by `download` (null until ready)."
-    )
-    content_type = serializers.CharField(
-        allow_null=True, help_text="Detected from the bytes (null until ready)."
-    )
-    sha256 = serializers.CharField(
-        allow_null=True, help_text="Of the served bytes (null until ready)."
-    )
-    created_at = serializers.DateTimeField()
-    ready_at = serializers.DateTimeField(allow_null=True)
-    expires_at = serializers.DateTimeField(allow_null=True, help_text="Null once committed.")
-    committed = serializers.BooleanField()
-    ref = serializers.CharField(allow_null=True)
-    derivatives = serializers.DictField(
-        child=serializers.JSONField(),
-        help_text='Per kind, e.g. {"thumbnail": {"width": 256, "height": 192}}, "page_count", "entries".',
-    )
-    metadata = AttachmentMetadataSerializer()
-    links = LinksSerializer()
-
-
-class AttachmentListSerializer(serializers.Serializer):
-    results = AttachmentSerializer(many=True)
-    next = serializers.URLField(
-        allow_null=True, help_text="The next page (cursor), or null on the last page."
-    )
-
-
-# --- intents -----------------------------------------------------------------------
-
-
-class UploadPartSerializer(serializers.Serializer):
-    part_number = serializers.IntegerField(min_value=1)
-    url = serializers.URLField()
-
-
-class UploadInstructionSerializer(serializers.Serializer):
-    method = serializers.ChoiceField(choices=["PUT", "POST"])
-    url = serializers.URLField()
-    headers = serializers.DictField(
-        child=serializers.CharField(allow_blank=True), help_text="Send exactly these headers (PUT)."
-    )
-    # DRF's metaclass takes declared fields out of the class: this does not shadow Serializer.fields.
-    fields = serializers.DictField(  # type: ignore[assignment]
-        child=serializers.CharField(allow_blank=True), help_text="Form fields before `file` (POST)."
-    )
-    expires_at = serializers.DateTimeField()
-    part_size = serializers.IntegerField(required=False, help_text="S3 multipart only.")
-    parts = UploadPartSerializer(
-        many=True, required=False, help_text="S3 multipart only: PUT each part."
-    )
-    complete_url = serializers.URLField(
-        required=False, help_text="S3 multipart only: POST the parts' ETags."
-    )
-
-
-class IntentResponseSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    status = serializers.ChoiceField(choices=["pending"])
-    profile = serializers.CharField()
-    expires_at = serializers.DateTimeField()
-    upload = UploadInstructionSerializer()
-
-
-class UploadThroughSerializer(serializers.Serializer):
-    profile = serializers.CharField()
-    file = serializers.FileField()
-    filename = serializers.CharField(
-        required=False, help_text="Defaults to the uploaded file's name."
-    )
-
-
-class UploadCompletePartSerializer(serializers.Serializer):
-    part_number = serializers.IntegerField(min_value=1, max_value=10_000)
-    etag = serializers.CharField(max_length=128)
-
-
-class UploadCompleteSerializer(serializers.Serializer):
-    parts = UploadCompletePartSerializer(
-        many=True, required=False, help_text="S3 multipart intents only; omit for the plain hint."
-    )
-
-
-class UploadedPartSerializer(serializers.Serializer):
-    part_number = serializers.IntegerField(min_value=1)
-    etag = serializers.CharField()
-    size = serializers.IntegerField()
-
-
-class PartsResponseSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    part_size = serializers.IntegerField()
-    expires_at = serializers.DateTimeField(help_text="When the new part URLs expire.")
-    parts = UploadPartSerializer(many=True, help_text="The parts still to upload, freshly signed.")
-    uploaded_parts = UploadedPartSerializer(many=True, help_text="Parts already in storage (keep their ETags).")
-    complete_url = serializers.URLField()
-
-
-# --- other responses -----------------------------------------------------------------
-
-
-class ProfileSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    allowed_types = serializers.ListField(child=serializers.CharField())
-    max_bytes = serializers.IntegerField()
-    derivatives = serializers.ListField(child=serializers.CharField())
-    single_per_owner = serializers.BooleanField()
-
-
-class ProfilesSerializer(serializers.Serializer):
-    profiles = ProfileSerializer(many=True)
-
-
-class HeartbeatEntrySerializer(serializers.Serializer):
-    id = serializers.CharField()
-    expires_at = serializers.DateTimeField(
-        allow_null=True, help_text="Null for committed attachments."
-    )
-
-
-class HeartbeatResponseSerializer(serializers.Serializer):
-    attachments = HeartbeatEntrySerializer(many=True)
-    missing = serializers.ListField(
-        child=serializers.CharField(),
-        help_text="Unknown, not yours, discarded or expired (no distinction).",
-    )
-
-
-class CommitResponseSerializer(serializers.Serializer):
-    committed = serializers.ListField(child=serializers.CharField())
-    ref = serializers.CharField()
-
-
-class DiscardAllResponseSerializer(serializers.Serializer):
-    discarded = serializers.IntegerField(min_value=0)
-
-
-class SearchResultSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    filename = serializers.CharField()
-    snippet = serializers.CharField(
-        allow_blank=True, help_text="Plain text, no markup: escape it to render it."
-    )
-
-
-class SearchResponseSerializer(serializers.Serializer):
-    results = SearchResultSerializer(many=True, help_text="At most 50.")
-
-
-class StorageEventsAcceptedSerializer(serializers.Serializer):
-    accepted = serializers.IntegerField(
-        min_value=0, help_text="Records handled (duplicates included)."
-    )
-
-
-# --- per-view annotations (used as @extend_schema_view(**NAME) in views.py) -------------
 
 ATTACHMENT_ID = OpenApiParameter(
     "attachment_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The attachment's id."
 )
-_TAG_UPLOADS, _TAG_ATTACHMENTS, _TAG_LIFECYCLE = ["uploads"], ["attachments"], ["lifecycle"]
-
-PROFILES = {
-    "get": extend_schema(
-        operation_id="profiles_list",
-        tags=["profiles"],
-        summary="List the upload profiles",
-        responses={
-            200: OpenApiResponse(ProfilesSerializer, description="The configured profiles."),
-            **errors(401),
-        },
-    )
-}
-
-UPLOAD_INTENT = {
-    "post": extend_schema(
-        operation_id="uploads_create",
-        tags=_TAG_UPLOADS,
-        summary="Create an upload intent",
-        description="Validates the declared size and type against the profile, creates the pending attachment and "
-        "returns where to send the bytes (PUT with `headers`, or multipart POST with `fields` then "
-        "`file`). The URL is single-use and expires.",
-        request=UploadIntentSerializer,
-        responses={
-            201: OpenApiResponse(
-                IntentResponseSerializer,
-                description="The pending attachment and where to send its bytes.",
-            ),
-            **errors(
-                400,
-                401,
-                413,
-                429,
-                e400="`VALIDATION_ERROR`, `UNKNOWN_PROFILE` (profile not configured) or `TYPE_NOT_ALLOWED` "
-                "(content_type not in the profile's allowlist)",
-                e413="`TOO_LARGE`: the declared size is over the profile's limit, or the request body is too large; "
-                "`QUOTA_EXCEEDED`: the tenant's byte or file quota has no room for it",
-            ),
-        },
-    )
-}
-
-UPLOAD_COMPLETE = {
-    "post": extend_schema(
-        operation_id="uploads_complete",
-        tags=_TAG_UPLOADS,
-        summary="Tell the server the bytes are in place",
-        description="Optional hint for storage without event notifications; the server checks storage itself. "
-        "Idempotent. For S3 multipart intents, send the parts' ETags.",
-        parameters=[ATTACHMENT_ID],
-        request=UploadCompleteSerializer,
-        responses={
-            202: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
-            **errors(400, 401, 404, 413),
-        },
-    )
-}
-
-UPLOAD_PARTS = {
-    "post": extend_schema(
-        operation_id="uploads_parts_resign",
-        tags=_TAG_UPLOADS,
-        summary="Re-sign the remaining part URLs of a multipart upload",
-        description="For the caller's in-progress S3 multipart intent: fresh presigned URLs for every part "
-        "not yet in storage, and the parts already uploaded (with their ETags), so an upload whose part "
-        "URLs expired can resume. No body.",
-        parameters=[ATTACHMENT_ID],
-        request=None,
-        responses={
-            200: OpenApiResponse(PartsResponseSerializer, description="The remaining parts, re-signed."),
-            **errors(401, 404, 409, e409="`UPLOAD_NOT_IN_PROGRESS`: not a multipart intent, already "
-                     "assembled, aborted, expired, discarded or no longer pending"),
-        },
-    )
-}
-
-ATTACHMENT_LIST = {
-    "get": extend_schema(
-        operation_id="attachments_list",
-        tags=_TAG_ATTACHMENTS,
-        summary="List your attachments",
-        description="Newest first, cursor-paginated.",
-        parameters=[
-            OpenApiParameter("status", OpenApiTypes.STR, enum=list(STATUSES)),
-            OpenApiParameter("profile", OpenApiTypes.STR),
-            OpenApiParameter("committed", OpenApiTypes.STR, enum=["true", "false"]),
-            OpenApiParameter(
-                "limit", OpenApiTypes.INT, description="Page size, 1–100 (default 50)."
-            ),
-            OpenApiParameter(
-                "cursor", OpenApiTypes.STR, description="From a previous page's `next`."
-            ),
-        ],
-        responses={
-            200: OpenApiResponse(
-                AttachmentListSerializer, description="One page of your attachments."
-            ),
-            **errors(400, 401),
-        },
-    ),
-    "post": extend_schema(
-        operation_id="attachments_upload",
-        tags=_TAG_UPLOADS,
-        summary="Upload a small file through the API",
-        request={"multipart/form-data": UploadThroughSerializer},
-        responses={
-            202: OpenApiResponse(AttachmentSerializer, description="Stored; status `pending`."),
-            **errors(
-                400,
-                401,
-                413,
-                429,
-                e400="`VALIDATION_ERROR` or `UNKNOWN_PROFILE`",
-                e413="`TOO_LARGE`: over the profile's (or the upload-through) body limit; `QUOTA_EXCEEDED`: the "
-                "tenant's byte or file quota has no room for it",
-            ),
-        },
-    ),
-}
-
-ATTACHMENT_DETAIL = {
-    "get": extend_schema(
-        operation_id="attachments_retrieve",
-        tags=_TAG_ATTACHMENTS,
-        summary="Get one attachment",
-        description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds "
-        "the request up to N seconds until the status is terminal.",
-        parameters=[
-            ATTACHMENT_ID,
-            OpenApiParameter(
-                "wait",
-                {"type": "number", "minimum": 0, "maximum": 30},
-                description="Seconds to wait for a terminal status (0–30).",
-            ),
-        ],
-        responses={
-            200: OpenApiResponse(AttachmentSerializer, description="The attachment resource."),
-            **errors(400, 401, 404),
-        },
-    )
-}
-
-_FILE_RESPONSE = OpenApiResponse(
-    OpenApiTypes.BINARY,
-    description="The file (Range supported). `Content-Disposition` uses the RFC 5987 form; "
-    "`X-Content-Type-Options: nosniff`; `Content-Security-Policy: default-src 'none'; sandbox`.",
-)
-_FILE_RANGE = OpenApiResponse(
-    OpenApiTypes.BINARY, description="Partial content for a `Range` request."
-)
-_FILE_REDIRECT = OpenApiResponse(description="S3 backend: redirect to a short-lived presigned GET.")
-_RANGE_UNSATISFIABLE = OpenApiResponse(description="The `Range` is outside the file.")
-
-ATTACHMENT_DOWNLOAD = {
-    "get": extend_schema(
-        operation_id="attachments_download",
-        tags=_TAG_ATTACHMENTS,
-        summary="Download the file (gated)",
-        parameters=[ATTACHMENT_ID],
-        responses={
-            # The detected type of the bytes (image/jpeg, application/pdf, …).
-            (200, "*/*"): _FILE_RESPONSE,
-            (206, "*/*"): _FILE_RANGE,
-            302: _FILE_REDIRECT,
-            416: _RANGE_UNSATISFIABLE,
-            **errors(401, 404),
-        },
-    )
-}
-
-ATTACHMENT_THUMBNAIL = {
-    "get": extend_schema(
-        operation_id="attachments_thumbnail",
-        tags=_TAG_ATTACHMENTS,
-        summary="Get the thumbnail (WebP, gated)",
-        parameters=[ATTACHMENT_ID],
-        responses={
-            (200, "image/webp"): _FILE_RESPONSE,
-            (206, "image/webp"): _FILE_RANGE,
-            302: _FILE_REDIRECT,
-            416: _RANGE_UNSATISFIABLE,
-            **errors(401, 404),
-        },
-    )
-}
-
-HEARTBEAT = {
-    "post": extend_schema(
-        operation_id="attachments_heartbeat",
-        tags=_TAG_LIFECYCLE,
-        summary="Keep staged attachments alive",
-        request=HeartbeatSerializer,
-        responses={
-            200: OpenApiResponse(
-                HeartbeatResponseSerializer, description="New expiries, and the ids that are gone."
-            ),
-            **errors(400, 401, 413),
-        },
-    )
-}
-
-DISCARD = {
-    "post": extend_schema(
-        operation_id="attachments_discard",
-        tags=_TAG_LIFECYCLE,
-        summary="Discard one attachment",
-        description="Idempotent; the sweeper reaps it on its next tick.",
-        parameters=[ATTACHMENT_ID],
-        request=None,
-        responses={
-            204: OpenApiResponse(description="Discarded."),
-            **errors(
-                401,
-                404,
-                409,
-                e409="`ALREADY_COMMITTED`: a committed attachment cannot be discarded",
-            ),
-        },
-    )
-}
-
-DISCARD_ALL = {
-    "post": extend_schema(
-        operation_id="attachments_discard_all",
-        tags=_TAG_LIFECYCLE,
-        summary="Discard every staged, uncommitted attachment of yours",
-        request=None,
-        responses={
-            200: OpenApiResponse(
-                DiscardAllResponseSerializer, description="How many were discarded."
-            ),
-            **errors(401),
-        },
-    )
-}
-
-COMMIT = {
-    "post": extend_schema(
-        operation_id="attachments_commit",
-        tags=_TAG_LIFECYCLE,
-        summary="Commit attachments to a reference",
-        description="All or nothing. Re-committing to the same ref is a no-op.",
-        request=CommitSerializer,
-        responses={
-            200: OpenApiResponse(CommitResponseSerializer, description="All committed."),
-            **errors(
-                400,
-                401,
-                413,
-                422,
-                e422="`ATTACHMENT_INVALID`: details map each bad id to not_found, expired, discarded, "
-                "already_committed, rejected or failed",
-            ),
-        },
-    )
-}
-
-SEARCH = {
-    "get": extend_schema(
-        operation_id="search",
-        tags=["search"],
-        summary="Full-text search over document text",
-        parameters=[
-            OpenApiParameter(
-                "q",
-                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
-                required=True,
-                description="1–200 characters, not only spaces.",
-            )
-        ],
-        responses={
-            200: OpenApiResponse(
-                SearchResponseSerializer, description="Matching documents you may read."
-            ),
-            **errors(400, 401),
-        },
-    )
-}
-
-_S3_EVENT = {
-    "type": "object",
-    "description": "An S3 event notification document (S3/SQS, MinIO webhook, R2 relay).",
-    "properties": {
-        "Records": {"type": "array", "items": {"type": "object", "additionalProperties": True}}
-    },
-    "additionalProperties": True,
-}
-
-STORAGE_EVENTS = {
-    "post": extend_schema(
-        operation_id="storage_events_create",
-        tags=["storage"],
-        summary="Receive S3-compatible storage events",
-        description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
-        "never issued are deleted, never processed.",
-        # A security requirement object, as the schema needs it (drf-spectacular's hint says str).
-        auth=[{"storageEventsBearer": []}],  # type: ignore[list-item]
-        request={"application/json": _S3_EVENT},
-        responses={
-            202: OpenApiResponse(StorageEventsAcceptedSerializer, description="Recorded."),
-            **errors(
-                400,
-                401,
-                413,
-                e401="`NOT_AUTHENTICATED`: missing or wrong storage-events bearer token",
-            ),
-        },
-    )
-}
 
 
-def _annotate_storage_events() -> None:
-    """StorageEventsApi lives in its own module; document it from here."""
-    from .storage_events import StorageEventsApi
-
-    extend_schema_view(**STORAGE_EVENTS)(StorageEventsApi)
-
-
-_annotate_storage_events()
+def file_responses(media_type: str) -> dict[Any, OpenApiResponse]:
+    """The success responses of a gated file read whose bytes are `media_type`."""
+    return {
+        (200, media_type): OpenApiResponse(
+            OpenApiTypes.BINARY,
+            description="The file (Range supported). `Content-Disposition` uses the RFC 5987 form; "
+            "`X-Content-Type-Options: nosniff`; `Content-Security-Policy: default-src 'none'; sandbox`."),
+        (206, media_type): OpenApiResponse(OpenApiTypes.BINARY, description="Partial content for a `Range` request."),
+        302: OpenApiResponse(description="S3 backend: redirect to a short-lived presigned GET."),
+        416: OpenApiResponse(description="The `Range` is outside the file."),
+    }
 
 
 # --- components and the plain Django upload view ---------------------------------------
@@ -673,16 +124,11 @@ UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
             "description": "Stored; processing starts.",
             "content": {"application/json": {"schema": _ref("Attachment")}},
         },
-        "400": _error_response("`VALIDATION_ERROR`: the request could not be read"),
-        "403": _error_response(_ERROR_TEXT[403]),
-        "404": _error_response(
-            "`NOT_FOUND`: the intent no longer accepts uploads (discarded or expired)"
-        ),
-        "409": _error_response("`ALREADY_UPLOADED`: a second upload to the same intent"),
-        "413": _error_response(
-            "`TOO_LARGE`: the body is over the declared size or the profile's limit"
-        ),
-        "503": _error_response(_ERROR_TEXT[503]),
+        **{str(status): _error_response(text) for status, text in error_texts(
+            ValidationFailed, UploadTokenInvalid, NotFound, AlreadyUploaded, TooLarge,
+            VALIDATION_ERROR="no Content-Length, a body shorter than it, or a body that could not be read",
+            NOT_FOUND="the intent no longer accepts uploads (discarded or expired)",
+            TOO_LARGE="the body is over the declared size or the profile's limit").items()},
     },
 }
 
@@ -703,12 +149,6 @@ def _profile_enums(schemas: dict[str, Any]) -> None:
                 enum=types,
                 description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED).",
             )
-    ids = schemas.get("CommitRequest", {}).get("properties", {}).get("ids")
-    if ids is not None:
-        ids["minItems"] = 1
-    ids = schemas.get("HeartbeatRequest", {}).get("properties", {}).get("ids")
-    if ids is not None:
-        ids["minItems"] = 1
 
 
 _ID = "$response.body#/id"

@@ -7,11 +7,22 @@ import json
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..errors import NotAuthenticated, TooLarge, ValidationFailed
 from ..services.storage_events import MalformedEvent, parse_storage_events, storage_events_record
+from .schema import errors
+from .serializers import SharedSerializer
+
+_S3_EVENT = {
+    "type": "object",
+    "description": "An S3 event notification document (S3/SQS, MinIO webhook, R2 relay).",
+    "properties": {"Records": {"type": "array", "items": {"type": "object", "additionalProperties": True}}},
+    "additionalProperties": True,
+}
 
 
 def _bearer_ok(header: str) -> bool:
@@ -32,6 +43,22 @@ class StorageEventsApi(APIView):
     authentication_classes: list = []
     permission_classes: list = []
 
+    @extend_schema_serializer(component_name="StorageEventsAccepted")
+    class OutputSerializer(SharedSerializer):
+        accepted = serializers.IntegerField(min_value=0, help_text="Records handled (duplicates included).")
+
+    @extend_schema(
+        operation_id="storage_events_create", tags=["storage"], summary="Receive S3-compatible storage events",
+        description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
+        "never issued are deleted, never processed.",
+        # A security requirement object, as the schema needs it (drf-spectacular's hint says str).
+        auth=[{"storageEventsBearer": []}],  # type: ignore[list-item]
+        request={"application/json": _S3_EVENT},
+        responses={202: OpenApiResponse(OutputSerializer, description="Recorded."),
+                   **errors(ValidationFailed, NotAuthenticated, TooLarge,
+                            NOT_AUTHENTICATED="missing or wrong storage-events bearer token",
+                            TOO_LARGE="the event document is too large")},
+    )
     def post(self, request):
         if not _bearer_ok(request.META.get("HTTP_AUTHORIZATION", "")):
             raise NotAuthenticated("A valid storage-events bearer token is required.",
@@ -47,4 +74,4 @@ class StorageEventsApi(APIView):
             raise ValidationFailed("The body is not an S3 event document.",
                                    details={"non_field_errors": [str(exc)[:200]]}) from None
         report = storage_events_record(parsed=parsed, source="webhook")
-        return Response({"accepted": report.accepted}, status=202)
+        return Response(self.OutputSerializer.render(report), status=202)

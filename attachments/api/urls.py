@@ -1,25 +1,25 @@
 from django.urls import path
 
-from . import storage_events, tus, usage, views
+from . import lifecycle, storage_events, tus, uploads, usage, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
     path("search", views.SearchApi.as_view(), name="search"),
-    path("uploads", views.UploadIntentApi.as_view(), name="upload-intent"),
-    path("uploads/<uuid:attachment_id>/content", views.UploadContentView.as_view(), name="upload-content"),
-    path("uploads/<str:attachment_id>/complete", views.UploadCompleteApi.as_view(), name="upload-complete"),
-    path("uploads/<str:attachment_id>/parts", views.UploadPartsApi.as_view(), name="upload-parts"),
+    path("uploads", uploads.UploadIntentApi.as_view(), name="upload-intent"),
+    path("uploads/<uuid:attachment_id>/content", uploads.UploadContentView.as_view(), name="upload-content"),
+    path("uploads/<str:attachment_id>/complete", uploads.UploadCompleteApi.as_view(), name="upload-complete"),
+    path("uploads/<str:attachment_id>/parts", uploads.UploadPartsApi.as_view(), name="upload-parts"),
     path("tus/", tus.TusCreateApi.as_view(), name="tus-create"),
     path("tus/<str:attachment_id>", tus.TusUploadApi.as_view(), name="tus-upload"),
     path("usage", usage.UsageApi.as_view(), name="usage"),
     path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
-    path("attachments/heartbeat", views.HeartbeatApi.as_view(), name="attachments-heartbeat"),
-    path("attachments/discard-all", views.DiscardAllApi.as_view(), name="attachments-discard-all"),
-    path("attachments/commit", views.CommitApi.as_view(), name="attachments-commit"),
+    path("attachments/heartbeat", lifecycle.HeartbeatApi.as_view(), name="attachments-heartbeat"),
+    path("attachments/discard-all", lifecycle.DiscardAllApi.as_view(), name="attachments-discard-all"),
+    path("attachments/commit", lifecycle.CommitApi.as_view(), name="attachments-commit"),
     path("attachments/<str:attachment_id>", views.AttachmentDetailApi.as_view(), name="attachment"),
     path("attachments/<str:attachment_id>/download", views.AttachmentDownloadApi.as_view(), name="attachment-download"),
     path("attachments/<str:attachment_id>/thumbnail", views.AttachmentThumbnailApi.as_view(),
          name="attachment-thumbnail"),
-    path("attachments/<str:attachment_id>/discard", views.DiscardApi.as_view(), name="attachment-discard"),
+    path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
 ]

@@ -8,13 +8,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..services.quotas import tenant_usage
+from ..errors import NotAuthenticated
 from ..tenancy import tenant_of
-from . import schema
+from .schema import errors
+from .serializers import SharedSerializer
 
 
 class UsageApi(APIView):
     @extend_schema_serializer(component_name="Usage")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(SharedSerializer):
         bytes_used = serializers.IntegerField(
             help_text="Declared sizes of pending uploads plus stored sizes of every other file not rejected, "
             "failed, discarded or deleted.")
@@ -27,8 +29,8 @@ class UsageApi(APIView):
         tags=["usage"],
         summary="The caller's tenant usage and quotas",
         responses={200: OpenApiResponse(OutputSerializer, description="Usage and limits of the caller's tenant."),
-                   **schema.errors(401)},
+                   **errors(NotAuthenticated)},
     )
     def get(self, request):
         usage = tenant_usage(tenant=tenant_of(request.user))
-        return Response(self.OutputSerializer(usage).data)
+        return Response(self.OutputSerializer.render(usage))

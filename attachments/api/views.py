@@ -1,4 +1,9 @@
-"""HTTP edge: parse and validate, call one service or selector, shape the response."""
+"""HTTP edge for profiles, the attachment resource and its gated files, search.
+
+Each view validates with its InputSerializer, calls one service or selector and
+renders with its OutputSerializer; the OpenAPI schema comes from the same
+serializers. uploads.py and lifecycle.py hold the rest of the API.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,21 @@ import binascii
 import uuid
 from datetime import datetime
 
+from django.conf import settings
 from django.http import HttpRequest
-from django.urls import reverse
-from django.utils.decorators import method_decorator
-from django.views import View
-from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.utils import extend_schema_view
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import waiting
-from ..errors import AirlockError, NotFound, TooLarge, ValidationFailed
+from ..errors import NotAuthenticated, NotFound, QuotaExceeded, RateLimited, TooLarge, UnknownProfile, ValidationFailed
 from ..models import TERMINAL_STATUSES, Attachment, Status
 from ..profiles import all_profiles
 from ..selectors import (
     attachment_for_download,
-    attachment_owned,
     attachment_visible,
     attachments_of_owner,
     can_read_file,
@@ -32,94 +34,52 @@ from ..selectors import (
     thumbnail_of,
 )
 from ..serving import file_response, served_object
-from ..services.intents import upload_intent_create
-from ..services.multipart import upload_parts_resign
-from ..services.lifecycle import (
-    attachment_discard,
-    attachments_commit,
-    attachments_discard_all,
-    attachments_heartbeat,
-)
-from ..services.uploads import upload_complete, upload_content_receive, upload_through
-from . import schema
-from .errors import json_error
+from ..services.uploads import upload_through
 from .links import absolute_url
-from .serializers import (
-    CommitRequest,
-    IdsRequest,
-    IntentRequest,
-    StrictCharField,
-    StrictIntegerField,
-    _iso,
-    attachment_resource,
-    plain_validated_data,
-)
+from .schema import ATTACHMENT_ID, file_responses, errors
+from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedSerializer
+
+_TAGS = ["attachments"]
 
 
-def _valid(serializer_class, request) -> dict:
-    if not isinstance(request.data, dict):
-        raise ValidationFailed("The body must be a JSON object.", details={"non_field_errors": ["Expected an object."]})
-    plain = plain_validated_data(serializer_class, request.data)
-    if plain is not None:
-        return plain
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
-def _resource(request, attachment: Attachment) -> dict:
-    thumbnail = thumbnail_dims(attachment)
+def shown(request, attachment: Attachment, *, thumbnail: dict | None = None, listed: bool = False) -> AttachmentResource:
+    """The attachment as the caller of `request` may see it (a listing passes the thumbnail it prefetched)."""
     readable = can_read_file(user=request.user, attachment=attachment)
-    return attachment_resource(attachment, request, can_read=readable, thumbnail=thumbnail if readable else None)
+    if readable and not listed:
+        thumbnail = thumbnail_dims(attachment)
+    url = absolute_url(request, f"/api/v1/attachments/{attachment.pk}")
+    return AttachmentResource(attachment, url, readable, thumbnail if readable else None)
 
 
-@extend_schema_view(**schema.PROFILES)
+def resource_for(request, attachment: Attachment) -> dict:
+    """The attachment resource of docs/api.md for the caller of `request`."""
+    return AttachmentOutputSerializer.render(shown(request, attachment))
+
+
+@extend_schema_serializer(component_name="Profile")
+class ProfileSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    allowed_types = serializers.ListField(child=serializers.CharField())
+    max_bytes = serializers.IntegerField()
+    derivatives = serializers.ListField(child=serializers.CharField())
+    single_per_owner = serializers.BooleanField()
+
+
 class ProfilesApi(APIView):
+    @extend_schema_serializer(component_name="Profiles")
+    class OutputSerializer(SharedSerializer):
+        profiles = ProfileSerializer(many=True)
+
+    @extend_schema(
+        operation_id="profiles_list", tags=["profiles"], summary="List the upload profiles",
+        responses={200: OpenApiResponse(OutputSerializer, description="The configured profiles."),
+                   **errors(NotAuthenticated)},
+    )
     def get(self, request):
-        return Response({
-            "profiles": [
-                {"name": p.name, "allowed_types": list(p.allowed_types), "max_bytes": p.max_bytes,
-                 "derivatives": list(p.derivatives), "single_per_owner": p.single_per_owner}
-                for p in all_profiles().values()
-            ]
-        })
+        return Response(self.OutputSerializer.render({"profiles": all_profiles().values()}))
 
 
-@extend_schema_view(**schema.UPLOAD_INTENT)
-class UploadIntentApi(APIView):
-    def post(self, request):
-        data = _valid(IntentRequest, request)
-        # Media types are case-insensitive and may carry parameters ("image/jpeg; q=1").
-        content_type = data["content_type"].split(";", 1)[0].strip().lower()
-        intent = upload_intent_create(user=request.user, profile_name=data["profile"], filename=data["filename"],
-                                      size=data["size"], content_type=content_type)
-        url = absolute_url(request, intent.upload.url)
-        attachment = intent.attachment
-        upload = {
-            "method": intent.upload.method,
-            "url": url,
-            "headers": intent.upload.headers,
-            "fields": intent.upload.fields,
-            "expires_at": _iso(intent.upload_expires_at),
-        }
-        if intent.upload.parts:  # S3 multipart: PUT each part, then POST complete_url with the ETags
-            upload["part_size"] = intent.upload.part_size
-            upload["parts"] = [{"part_number": p.part_number, "url": p.url} for p in intent.upload.parts]
-            upload["complete_url"] = absolute_url(
-                request, reverse("upload-complete", kwargs={"attachment_id": str(attachment.pk)}))
-        return Response(
-            {
-                "id": str(attachment.pk),
-                "status": attachment.status,
-                "profile": attachment.profile,
-                "expires_at": _iso(attachment.expires_at),
-                "upload": upload,
-            },
-            status=201,
-        )
-
-
-def _content_length(request: HttpRequest) -> int | None:
+def content_length(request: HttpRequest) -> int | None:
     """The declared body length; None when absent. A negative or non-numeric one is a 400."""
     raw = request.META.get("CONTENT_LENGTH")
     if raw in (None, ""):
@@ -128,82 +88,6 @@ def _content_length(request: HttpRequest) -> int | None:
         raise ValidationFailed("Content-Length must be a non-negative integer.",
                                details={"Content-Length": ["A non-negative integer."]})
     return int(raw) if len(raw) <= 18 else 10**18  # larger than any limit; int() refuses > 4300 digits
-
-
-@method_decorator(csrf_exempt, name="dispatch")
-class UploadContentView(View):
-    """PUT /uploads/{id}/content?token=…: the token is the only credential."""
-
-    http_method_names = ["put"]
-
-    def put(self, request, attachment_id: uuid.UUID):
-        try:
-            length = _content_length(request)
-            if length is None:
-                # Django's WSGI request cannot read a chunked body: without a length the
-                # bytes would be lost and the URL used up by an empty upload.
-                raise ValidationFailed("Content-Length is required (chunked uploads are not supported).",
-                                       details={"Content-Length": ["This header is required."]})
-            attachment = upload_content_receive(
-                attachment_id=attachment_id,
-                token=request.GET.get("token"),
-                chunks=lambda: iter(lambda: request.read(64 * 1024), b""),
-                content_length=length,
-            )
-        except AirlockError as exc:
-            return json_error(exc)
-        from django.http import JsonResponse
-
-        body = attachment_resource(attachment, request, can_read=False)
-        return JsonResponse(body, status=202)
-
-
-@extend_schema_view(**schema.UPLOAD_COMPLETE)
-class UploadCompleteApi(APIView):
-    """The client's "bytes are in place" hint; for S3 multipart intents it also assembles the parts."""
-
-    class PartRequest(serializers.Serializer):
-        part_number = StrictIntegerField(min_value=1, max_value=10_000)
-        etag = StrictCharField(max_length=128)
-
-    class CompleteRequest(serializers.Serializer):
-        parts = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=10_000)
-
-    def post(self, request, attachment_id):
-        attachment = attachment_owned(user=request.user, attachment_id=attachment_id)
-        parts = None
-        # An empty body, or one without "parts", is the plain hint (unchanged behaviour).
-        if isinstance(request.data, dict) and "parts" in request.data:
-            data = _valid(self.CompleteRequest, request)
-            parts = []
-            for index, raw in enumerate(data["parts"]):
-                part = self.PartRequest(data=raw)
-                if not part.is_valid():
-                    raise ValidationFailed(details={f"parts[{index}].{name}": [str(m) for m in messages]
-                                                    for name, messages in part.errors.items()})
-                parts.append((part.validated_data["part_number"], part.validated_data["etag"]))
-            if len({number for number, _ in parts}) != len(parts):
-                raise ValidationFailed(details={"parts": ["Each part_number may appear once."]})
-        attachment = upload_complete(attachment=attachment, parts=parts)
-        return Response(_resource(request, attachment), status=202)
-
-
-@extend_schema_view(**schema.UPLOAD_PARTS)
-class UploadPartsApi(APIView):
-    """Fresh URLs for the parts of an in-progress multipart upload that are not in storage yet."""
-
-    def post(self, request, attachment_id):
-        plan = upload_parts_resign(user=request.user, attachment_id=attachment_id)
-        return Response({
-            "id": str(attachment_id),
-            "part_size": plan.part_size,
-            "expires_at": _iso(plan.expires_at),
-            "parts": [{"part_number": p.part_number, "url": p.url} for p in plan.parts],
-            "uploaded_parts": [{"part_number": n, "etag": etag, "size": size}
-                               for n, (etag, size) in sorted(plan.uploaded.items())],
-            "complete_url": absolute_url(request, reverse("upload-complete",
-                                                          kwargs={"attachment_id": str(attachment_id)})),
-        })
 
 
 def _encode_cursor(attachment: Attachment) -> str:
@@ -220,10 +104,27 @@ def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
         raise ValidationFailed("Invalid cursor.", details={"cursor": ["Invalid cursor."]}) from None
 
 
-@extend_schema_view(**schema.ATTACHMENT_LIST)
 class AttachmentListApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
+    @extend_schema_serializer(component_name="AttachmentList")
+    class OutputSerializer(SharedSerializer):
+        results = AttachmentOutputSerializer(many=True)
+        next = serializers.URLField(allow_null=True, help_text="The next page (cursor), or null on the last page.")
+
+    @extend_schema(
+        operation_id="attachments_list", tags=_TAGS, summary="List your attachments",
+        description="Newest first, cursor-paginated.",
+        parameters=[
+            OpenApiParameter("status", OpenApiTypes.STR, enum=Status.values),
+            OpenApiParameter("profile", OpenApiTypes.STR),
+            OpenApiParameter("committed", OpenApiTypes.STR, enum=["true", "false"]),
+            OpenApiParameter("limit", OpenApiTypes.INT, description="Page size, 1–100 (default 50)."),
+            OpenApiParameter("cursor", OpenApiTypes.STR, description="From a previous page's `next`."),
+        ],
+        responses={200: OpenApiResponse(OutputSerializer, description="One page of your attachments."),
+                   **errors(ValidationFailed, NotAuthenticated)},
+    )
     def get(self, request):
         params = request.query_params
         committed = params.get("committed")
@@ -255,38 +156,55 @@ class AttachmentListApi(APIView):
         for attachment in page:
             thumbs = [d for d in attachment.derivatives.all() if d.kind == "thumbnail"]
             thumbnail = ({"width": thumbs[0].width, "height": thumbs[0].height}
-                         if thumbs and attachment.status == "ready" else None)
-            readable = can_read_file(user=request.user, attachment=attachment)
-            results.append(attachment_resource(attachment, request, can_read=readable,
-                                               thumbnail=thumbnail if readable else None))
-        return Response({"results": results, "next": next_url})
+                         if thumbs and attachment.status == Status.READY else None)
+            results.append(shown(request, attachment, thumbnail=thumbnail, listed=True))
+        return Response(self.OutputSerializer.render({"results": results, "next": next_url}))
 
+    @extend_schema_serializer(component_name="UploadThrough")
+    class UploadInputSerializer(SharedSerializer):
+        # Names are checked by the service (UNKNOWN_PROFILE), as for an intent: taken as sent.
+        profile = serializers.CharField(allow_blank=True, trim_whitespace=False)
+        file = serializers.FileField(allow_empty_file=True, use_url=False)
+        filename = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                         help_text="Defaults to the uploaded file's name.")
+
+    @extend_schema(
+        operation_id="attachments_upload", tags=["uploads"], summary="Upload a small file through the API",
+        request={"multipart/form-data": UploadInputSerializer},
+        responses={202: OpenApiResponse(AttachmentOutputSerializer, description="Stored; status `pending`."),
+                   **errors(ValidationFailed, UnknownProfile, NotAuthenticated, TooLarge, QuotaExceeded,
+                            RateLimited, TOO_LARGE="over the profile's (or the upload-through) body limit",
+                            RATE_LIMITED="too many intents per minute or too many pending uploads "
+                            "(`Retry-After` is set)")},
+    )
     def post(self, request):
-        from django.conf import settings
-
         # Refuse before the multipart parser spools anything: the form overhead is small.
         cap = settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES + 64 * 1024
-        length = _content_length(request._request)
+        length = content_length(request._request)
         if length is not None and length > cap:
             raise TooLarge(f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
                            details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES})
-        upload = request.FILES.get("file")
-        if upload is None or "profile" not in request.data:
-            raise ValidationFailed(details={
-                **({"file": ["This field is required."]} if upload is None else {}),
-                **({"profile": ["This field is required."]} if "profile" not in request.data else {}),
-            })
-        filename = request.data.get("filename") or upload.name or "file"
+        data = self.UploadInputSerializer.validate_body(request.data)
+        upload = data["file"]
         attachment = upload_through(
-            user=request.user, profile_name=request.data.get("profile"), filename=str(filename),
+            user=request.user, profile_name=data["profile"], filename=data.get("filename") or upload.name or "file",
             chunks=upload.chunks(64 * 1024), size_hint=upload.size or 0,
             declared_type=(upload.content_type or "")[:127],
         )
-        return Response(_resource(request, attachment), status=202)
+        return Response(resource_for(request, attachment), status=202)
 
 
-@extend_schema_view(**schema.ATTACHMENT_DETAIL)
 class AttachmentDetailApi(APIView):
+    @extend_schema(
+        operation_id="attachments_retrieve", tags=_TAGS, summary="Get one attachment",
+        description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds the "
+        "request up to N seconds until the status is terminal.",
+        parameters=[ATTACHMENT_ID,
+                    OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
+                                     description="Seconds to wait for a terminal status (0–30).")],
+        responses={200: OpenApiResponse(AttachmentOutputSerializer, description="The attachment resource."),
+                   **errors(ValidationFailed, NotAuthenticated, NotFound)},
+    )
     def get(self, request, attachment_id):
         def read():
             return attachment_visible(user=request.user, attachment_id=attachment_id)
@@ -300,7 +218,7 @@ class AttachmentDetailApi(APIView):
                                             settled=lambda a: a.status in TERMINAL_STATUSES)
         else:
             attachment = read()
-        return Response(_resource(request, attachment))
+        return Response(resource_for(request, attachment))
 
 
 def _wait_seconds(wait: str | None, read) -> float:
@@ -316,8 +234,13 @@ def _wait_seconds(wait: str | None, read) -> float:
     return seconds
 
 
-@extend_schema_view(**schema.ATTACHMENT_DOWNLOAD)
 class AttachmentDownloadApi(APIView):
+    @extend_schema(
+        operation_id="attachments_download", tags=_TAGS, summary="Download the file (gated)",
+        parameters=[ATTACHMENT_ID],
+        # The detected type of the bytes (image/jpeg, application/pdf, …).
+        responses={**file_responses("*/*"), **errors(NotAuthenticated, NotFound)},
+    )
     def get(self, request, attachment_id):
         attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
         served = served_object(attachment)
@@ -328,8 +251,12 @@ class AttachmentDownloadApi(APIView):
                              filename=attachment.filename, inline=False)
 
 
-@extend_schema_view(**schema.ATTACHMENT_THUMBNAIL)
 class AttachmentThumbnailApi(APIView):
+    @extend_schema(
+        operation_id="attachments_thumbnail", tags=_TAGS, summary="Get the thumbnail (WebP, gated)",
+        parameters=[ATTACHMENT_ID],
+        responses={**file_responses("image/webp"), **errors(NotAuthenticated, NotFound)},
+    )
     def get(self, request, attachment_id):
         attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
         thumbnail = thumbnail_of(attachment)
@@ -340,41 +267,25 @@ class AttachmentThumbnailApi(APIView):
                              content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
 
 
-@extend_schema_view(**schema.HEARTBEAT)
-class HeartbeatApi(APIView):
-    def post(self, request):
-        data = _valid(IdsRequest, request)
-        result = attachments_heartbeat(user=request.user, ids=data["ids"])
-        return Response({
-            "attachments": [{"id": pk, "expires_at": _iso(exp)} for pk, exp in result.attachments],
-            "missing": result.missing,
-        })
+@extend_schema_serializer(component_name="SearchResult")
+class SearchResultSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    filename = serializers.CharField()
+    snippet = serializers.CharField(allow_blank=True, help_text="Plain text, no markup: escape it to render it.")
 
 
-@extend_schema_view(**schema.DISCARD)
-class DiscardApi(APIView):
-    def post(self, request, attachment_id):
-        attachment_discard(user=request.user, attachment_id=attachment_id)
-        return Response(status=204)
-
-
-@extend_schema_view(**schema.DISCARD_ALL)
-class DiscardAllApi(APIView):
-    def post(self, request):
-        return Response({"discarded": attachments_discard_all(user=request.user)})
-
-
-@extend_schema_view(**schema.COMMIT)
-class CommitApi(APIView):
-    def post(self, request):
-        data = _valid(CommitRequest, request)
-        committed = attachments_commit(owner=request.user, ids=data["ids"], ref=data["ref"])
-        return Response({"committed": committed, "ref": data["ref"]})
-
-
-
-@extend_schema_view(**schema.SEARCH)
 class SearchApi(APIView):
+    @extend_schema_serializer(component_name="SearchResponse")
+    class OutputSerializer(SharedSerializer):
+        results = SearchResultSerializer(many=True, help_text="At most 50.")
+
+    @extend_schema(
+        operation_id="search", tags=["search"], summary="Full-text search over document text",
+        parameters=[OpenApiParameter("q", {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                                     required=True, description="1–200 characters, not only spaces.")],
+        responses={200: OpenApiResponse(OutputSerializer, description="Matching documents you may read."),
+                   **errors(ValidationFailed, NotAuthenticated)},
+    )
     def get(self, request):
         from ..search import search_documents
 
@@ -384,4 +295,4 @@ class SearchApi(APIView):
         query = query.replace("\x00", "")
         if len(query) > 200:
             raise ValidationFailed(details={"q": ["At most 200 characters."]})
-        return Response({"results": search_documents(user=request.user, query=query)})
+        return Response(self.OutputSerializer.render({"results": search_documents(user=request.user, query=query)}))

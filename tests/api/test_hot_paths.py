@@ -4,8 +4,9 @@ bench/api.py measures their throughput against bare one-query views; these
 tests pin what made them cheap (query counts, no transaction around the
 intent's single INSERT, the status read's narrow row from
 `Attachment.objects.for_resource()`, the pending cap probed up to the
-limit only, by SQL that answers as `Attachment.objects.outstanding_uploads()`,
-the plain-body fast path) so that a regression fails here rather than only in a noisy benchmark.
+limit only, by SQL that answers as `Attachment.objects.outstanding_uploads()`)
+so that a regression fails here rather than only in a noisy benchmark. The
+shared-serializer fast path has its own tests (test_resource_fast_path.py).
 """
 
 from __future__ import annotations
@@ -16,11 +17,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from rest_framework import serializers
-
-from attachments.api.serializers import IntentRequest, StrictCharField, plain_validated_data
 from attachments.models import Attachment, Lifecycle, Status, TenantUsage
 from attachments.services.ratelimits import outstanding_upload_probe, pending_at_limit
 from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
@@ -175,58 +171,3 @@ def test_soft_deleted_and_other_tenants_rows_are_not_found(alice, mallory, api, 
     for path in (f"/api/v1/attachments/{ready_id}", f"/api/v1/attachments/{ready_id}/download"):
         response = api(alice).get(path)
         assert response.status_code == 404 and response.json()["error"]["code"] == "NOT_FOUND"
-
-
-# --- the plain-body fast path ------------------------------------------------------
-
-def _serializer_answer(data):
-    serializer = IntentRequest(data=data)
-    return serializer.validated_data if serializer.is_valid() else None
-
-
-_ascii = st.text(alphabet=st.characters(max_codepoint=127), max_size=70)
-_text = st.one_of(
-    _ascii,
-    st.text(max_size=80),
-    st.sampled_from(["image", " image ", "", "   ", "image/jpeg", "a\x00b", "\ud800", "\x1f", "x" * 64, "x" * 65,
-                     "x" * 255, "x" * 256, "x" * 1024, "x" * 1025, "é.jpg"]),
-)
-_value = st.one_of(_text, st.integers(min_value=-3, max_value=2**63), st.booleans(), st.none(), st.floats(),
-                   st.lists(st.integers(), max_size=2), st.just("12"))
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(
-    st.dictionaries(st.sampled_from(["profile", "filename", "size", "content_type", "extra"]), _value),
-    # Mostly well-formed bodies, so the fast path answers often.
-    st.fixed_dictionaries({"profile": _text, "filename": _text, "content_type": _text,
-                           "size": st.one_of(st.integers(min_value=-2, max_value=2**62 + 2), _value)}),
-    st.fixed_dictionaries({"profile": _ascii, "filename": _ascii, "content_type": _ascii,
-                           "size": st.sampled_from([-1, 0, 1, 2**62, 2**62 + 1])}),
-))
-def test_fast_path_only_ever_agrees_with_the_serializer(data):
-    fast = plain_validated_data(IntentRequest, data)
-    if fast is not None:
-        assert dict(_serializer_answer(data)) == fast
-
-
-def test_fast_path_takes_the_common_body():
-    body = {"profile": "image", "filename": " cat.jpg ", "size": 0, "content_type": " image/jpeg "}
-    assert plain_validated_data(IntentRequest, body) == {
-        "profile": "image", "filename": " cat.jpg ", "size": 0, "content_type": "image/jpeg"}
-    assert plain_validated_data(IntentRequest, {**body, "size": True}) is None
-    assert plain_validated_data(IntentRequest, {**body, "filename": "café.jpg"}) is None  # the serializer decides
-
-
-def test_fast_path_stands_aside_for_custom_validation():
-    class WithHook(serializers.Serializer):
-        name = StrictCharField(max_length=10)
-
-        def validate_name(self, value):
-            raise serializers.ValidationError("no")
-
-    class WithValidator(serializers.Serializer):
-        name = StrictCharField(max_length=10, validators=[lambda value: None])
-
-    for serializer_class in (WithHook, WithValidator):
-        assert plain_validated_data(serializer_class, {"name": "ok"}) is None

@@ -1,0 +1,113 @@
+"""The upload-first lifecycle: heartbeat, discard, discard-all, commit."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ..errors import AlreadyCommitted, AttachmentInvalid, NotAuthenticated, NotFound, TooLarge, ValidationFailed
+from ..services.lifecycle import (
+    attachment_discard,
+    attachments_commit,
+    attachments_discard_all,
+    attachments_heartbeat,
+)
+from .schema import ATTACHMENT_ID, JSON_TOO_LARGE, errors
+from .serializers import SharedSerializer, StrictCharField, UtcDateTimeField
+
+_TAGS = ["lifecycle"]
+
+
+def _ids():
+    # allow_empty keeps DRF's "may not be empty" message; min_length is what the schema shows.
+    return serializers.ListField(child=StrictCharField(max_length=64, allow_blank=True), max_length=1000,
+                                 min_length=1, allow_empty=False)
+
+
+@extend_schema_serializer(component_name="HeartbeatEntry")
+class HeartbeatEntrySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    expires_at = UtcDateTimeField(allow_null=True, help_text="Null for committed attachments.")
+
+
+class HeartbeatApi(APIView):
+    @extend_schema_serializer(component_name="Heartbeat")
+    class InputSerializer(SharedSerializer):
+        ids = _ids()
+
+    @extend_schema_serializer(component_name="HeartbeatResponse")
+    class OutputSerializer(SharedSerializer):
+        attachments = HeartbeatEntrySerializer(many=True)
+        missing = serializers.ListField(child=serializers.CharField(),
+                                        help_text="Unknown, not yours, discarded or expired (no distinction).")
+
+    @extend_schema(
+        operation_id="attachments_heartbeat", tags=_TAGS, summary="Keep staged attachments alive",
+        request=InputSerializer,
+        responses={200: OpenApiResponse(OutputSerializer, description="New expiries, and the ids that are gone."),
+                   **errors(ValidationFailed, NotAuthenticated, TooLarge, TOO_LARGE=JSON_TOO_LARGE)},
+    )
+    def post(self, request):
+        data = self.InputSerializer.validate_body(request.data)
+        result = attachments_heartbeat(user=request.user, ids=data["ids"])
+        return Response(self.OutputSerializer.render({
+            "attachments": [{"id": pk, "expires_at": expires_at} for pk, expires_at in result.attachments],
+            "missing": result.missing,
+        }))
+
+
+class DiscardApi(APIView):
+    @extend_schema(
+        operation_id="attachments_discard", tags=_TAGS, summary="Discard one attachment",
+        description="Idempotent; the sweeper reaps it on its next tick.",
+        parameters=[ATTACHMENT_ID],
+        request=None,
+        responses={204: OpenApiResponse(description="Discarded."),
+                   **errors(NotAuthenticated, NotFound, AlreadyCommitted)},
+    )
+    def post(self, request, attachment_id):
+        attachment_discard(user=request.user, attachment_id=attachment_id)
+        return Response(status=204)
+
+
+class DiscardAllApi(APIView):
+    @extend_schema_serializer(component_name="DiscardAllResponse")
+    class OutputSerializer(SharedSerializer):
+        discarded = serializers.IntegerField(min_value=0)
+
+    @extend_schema(
+        operation_id="attachments_discard_all", tags=_TAGS,
+        summary="Discard every staged, uncommitted attachment of yours",
+        request=None,
+        responses={200: OpenApiResponse(OutputSerializer, description="How many were discarded."),
+                   **errors(NotAuthenticated)},
+    )
+    def post(self, request):
+        return Response(self.OutputSerializer.render({"discarded": attachments_discard_all(user=request.user)}))
+
+
+class CommitApi(APIView):
+    @extend_schema_serializer(component_name="Commit")
+    class InputSerializer(SharedSerializer):
+        ids = _ids()
+        ref = StrictCharField(max_length=200)
+
+    @extend_schema_serializer(component_name="CommitResponse")
+    class OutputSerializer(SharedSerializer):
+        committed = serializers.ListField(child=serializers.CharField())
+        ref = serializers.CharField()
+
+    @extend_schema(
+        operation_id="attachments_commit", tags=_TAGS, summary="Commit attachments to a reference",
+        description="All or nothing. Re-committing to the same ref is a no-op. `ATTACHMENT_INVALID` details map "
+        "each bad id to not_found, expired, discarded, already_committed, rejected or failed.",
+        request=InputSerializer,
+        responses={200: OpenApiResponse(OutputSerializer, description="All committed."),
+                   **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE)},
+    )
+    def post(self, request):
+        data = self.InputSerializer.validate_body(request.data)
+        committed = attachments_commit(owner=request.user, ids=data["ids"], ref=data["ref"])
+        return Response(self.OutputSerializer.render({"committed": committed, "ref": data["ref"]}))

@@ -1,0 +1,246 @@
+"""The shared-serializer fast path (serializers.SharedSerializer) answers exactly as DRF's per-request serializers.
+
+Validation and rendering go through one bound instance per class; these tests
+pin that it validates and renders what a fresh instance would, that the hot
+paths build no serializer per request, that the shared instances never hold
+request state, and that concurrent renders do not see each other's values.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rest_framework import serializers
+
+from attachments.api.lifecycle import CommitApi, HeartbeatApi
+from attachments.api.serializers import (
+    AttachmentOutputSerializer,
+    AttachmentResource,
+    SharedSerializer,
+    _shared,
+)
+from attachments.api.uploads import UploadCompleteApi, UploadIntentApi
+from attachments.errors import ValidationFailed
+from attachments.models import Attachment, Lifecycle, Status
+from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
+
+IntentInput = UploadIntentApi.InputSerializer
+BODY = {"profile": "image", "filename": "cat.jpg", "size": 1000, "content_type": "image/jpeg"}
+
+
+def _fresh(serializer_class, data):
+    """DRF's own per-request way: (validated data, None) or (None, error detail)."""
+    serializer = serializer_class(data=data)
+    if serializer.is_valid():
+        return dict(serializer.validated_data), None
+    return None, serializer.errors
+
+
+def _shared_answer(serializer_class, data):
+    try:
+        return dict(serializer_class.validate_body(data)), None
+    except serializers.ValidationError as exc:
+        return None, exc.detail
+
+
+# --- input -------------------------------------------------------------------------------
+
+_text = st.one_of(
+    st.text(max_size=80),
+    st.sampled_from(["image", " image ", "", "   ", "image/jpeg", "a\x00b", "\ud800", "x" * 64, "x" * 65,
+                     "x" * 255, "x" * 256, "x" * 1024, "x" * 1025, "é.jpg"]),
+)
+_value = st.one_of(_text, st.integers(min_value=-3, max_value=2**63), st.booleans(), st.none(), st.floats(),
+                   st.lists(st.integers(), max_size=2), st.just("12"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(
+    st.dictionaries(st.sampled_from(["profile", "filename", "size", "content_type", "extra"]), _value),
+    st.fixed_dictionaries({"profile": _text, "filename": _text, "content_type": _text,
+                           "size": st.one_of(st.integers(min_value=-2, max_value=2**62 + 2), _value)}),
+))
+def test_shared_validation_answers_as_a_fresh_serializer(data):
+    assert _shared_answer(IntentInput, data) == _fresh(IntentInput, data)
+
+
+@pytest.mark.parametrize("serializer_class, data", [
+    (HeartbeatApi.InputSerializer, {"ids": []}),
+    (HeartbeatApi.InputSerializer, {"ids": ["a", 1]}),
+    (HeartbeatApi.InputSerializer, {"ids": ["x"] * 1001}),
+    (HeartbeatApi.InputSerializer, {"ids": ["a", "b"]}),
+    (CommitApi.InputSerializer, {"ids": ["a"], "ref": ""}),
+    (CommitApi.InputSerializer, {"ids": ["a"], "ref": "r" * 201}),
+    (CommitApi.InputSerializer, {"ids": ["a"], "ref": "listing:1"}),
+    (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": 1, "etag": "e"}, {"part_number": 1, "etag": "f"}]}),
+    (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": "1", "etag": "e"}, {"part_number": 2}]}),
+    (UploadCompleteApi.InputSerializer, {"parts": []}),
+    (UploadCompleteApi.InputSerializer, {"parts": "nope"}),
+    (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": 1, "etag": "e"}, {"part_number": 2, "etag": "f"}]}),
+])
+def test_every_input_validates_as_a_fresh_serializer(serializer_class, data):
+    assert _shared_answer(serializer_class, data) == _fresh(serializer_class, data)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("size", "123"), ("size", True), ("size", 1.5), ("size", None), ("size", -1), ("size", 2**62 + 1),
+    ("filename", 7), ("filename", ["a"]), ("filename", None), ("profile", 1), ("content_type", False),
+    ("content_type", "x" * 256), ("filename", "x" * 1025),
+])
+def test_strict_types_are_errors_named_by_field(field, value):
+    with pytest.raises(serializers.ValidationError) as caught:
+        IntentInput.validate_body({**BODY, field: value})
+    assert set(caught.value.detail) == {field}
+
+
+@pytest.mark.parametrize("body", [[BODY], "body", 1, None])
+def test_a_body_that_is_not_an_object_is_refused_before_the_fields(body):
+    with pytest.raises(ValidationFailed) as caught:
+        IntentInput.validate_body(body)
+    assert caught.value.details == {"non_field_errors": ["Expected an object."]}
+
+
+def test_valid_body_keeps_filename_spaces_and_trims_the_rest():
+    body = {"profile": " image ", "filename": " cat.jpg ", "size": 0, "content_type": " image/jpeg "}
+    assert IntentInput.validate_body(body) == {"profile": "image", "filename": " cat.jpg ", "size": 0,
+                                               "content_type": "image/jpeg"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["123", True, 1.5])
+def test_api_refuses_a_size_that_is_not_an_integer(alice, api, value):
+    response = api(alice).post("/api/v1/uploads", {**BODY, "size": value}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR" and "size" in response.json()["error"]["details"]
+
+
+# --- output --------------------------------------------------------------------------------
+
+NOW = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+
+
+def _row(**fields) -> Attachment:
+    values = {"id": uuid.UUID("8c0e3d4e-0000-4000-8000-000000000001"), "profile": "image", "status": Status.READY,
+              "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
+              "created_at": NOW, "ready_at": NOW + timedelta(seconds=2), "expires_at": NOW + timedelta(days=7),
+              "lifecycle": Lifecycle.STAGED, "ref": None, "reason_code": "", "reason_message": "",
+              "metadata": {"width": 3, "height": 2}}
+    values.update(fields)
+    return Attachment(**values)
+
+
+URL = "http://testserver/api/v1/attachments/8c0e3d4e-0000-4000-8000-000000000001"
+RESOURCES = {
+    "ready, readable, thumbnail": AttachmentResource(_row(), URL, True, {"width": 1, "height": 2}),
+    "ready, not readable": AttachmentResource(_row(), URL, False, None),
+    "pending": AttachmentResource(_row(status=Status.PENDING, size=None, sha256="", ready_at=None), URL, True),
+    "rejected": AttachmentResource(_row(status=Status.REJECTED, reason_code="malware", reason_message="EICAR"), URL),
+    "failed": AttachmentResource(_row(status=Status.FAILED, reason_code="infrastructure"), URL),
+    "committed": AttachmentResource(_row(lifecycle=Lifecycle.COMMITTED, ref="listing:1"), URL, True),
+    "archive": AttachmentResource(_row(metadata={"entries": 3, "total_bytes": 9}), URL, True),
+    "document": AttachmentResource(_row(metadata={"page_count": 4}), URL, True),
+    "no metadata": AttachmentResource(_row(metadata=None), URL, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESOURCES))
+def test_shared_render_is_what_a_fresh_serializer_renders(name):
+    resource = RESOURCES[name]
+    assert AttachmentOutputSerializer.render(resource) == AttachmentOutputSerializer(resource).data
+
+
+def test_the_resource_shape_is_the_contract():
+    assert AttachmentOutputSerializer.render(RESOURCES["ready, readable, thumbnail"]) == {
+        "id": "8c0e3d4e-0000-4000-8000-000000000001", "profile": "image", "status": "ready", "reason": None,
+        "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
+        "created_at": "2026-12-01T10:00:00.123456Z", "ready_at": "2026-12-01T10:00:02.123456Z",
+        "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "ref": None,
+        "derivatives": {"thumbnail": {"width": 1, "height": 2}},
+        "metadata": {"width": 3, "height": 2, "page_count": None},
+        "links": {"self": URL, "download": f"{URL}/download", "thumbnail": f"{URL}/thumbnail"},
+    }
+    pending = AttachmentOutputSerializer.render(RESOURCES["pending"])
+    assert (pending["size"], pending["content_type"], pending["sha256"], pending["ready_at"]) == (None,) * 4
+    assert pending["derivatives"] == {} and pending["links"] == {"self": URL, "download": f"{URL}/download"}
+    rejected = AttachmentOutputSerializer.render(RESOURCES["rejected"])
+    assert rejected["reason"] == {"code": "malware", "message": "EICAR"} and rejected["links"] == {"self": URL}
+    committed = AttachmentOutputSerializer.render(RESOURCES["committed"])
+    assert committed["expires_at"] is None and committed["committed"] is True and committed["ref"] == "listing:1"
+    archive = AttachmentOutputSerializer.render(RESOURCES["archive"])
+    assert archive["metadata"] == {"width": None, "height": None, "page_count": None, "entries": 3, "total_bytes": 9}
+    assert archive["derivatives"] == {"entries": {"count": 3, "total_bytes": 9}}
+    assert AttachmentOutputSerializer.render(RESOURCES["document"])["derivatives"] == {"page_count": 4}
+
+
+def test_concurrent_renders_do_not_see_each_others_values():
+    rows = [_row(id=uuid.uuid4(), filename=f"f{i}.jpg") for i in range(64)]
+    failures: list[str] = []
+
+    def render_many(offset: int) -> None:
+        for round_ in range(200):
+            row = rows[(offset + round_) % len(rows)]
+            url = f"http://h/api/v1/attachments/{row.pk}"
+            body = AttachmentOutputSerializer.render(AttachmentResource(row, url, True))
+            if body["id"] != str(row.pk) or body["filename"] != row.filename or body["links"]["self"] != url:
+                failures.append(f"{row.pk}: {body['id']} {body['links']['self']}")
+
+    threads = [threading.Thread(target=render_many, args=(n * 7,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+# --- the hot paths build no serializer per request ------------------------------------------------
+
+@pytest.mark.django_db
+def test_hot_paths_build_no_serializer_fields_per_request(alice, api, monkeypatch):
+    client = api(alice)
+    pk = upload(client, jpeg_bytes())
+    assert run_pipeline(pk) == "ready"
+    for _ in range(2):  # the first requests of a process build each shared serializer once
+        assert create_intent(client).status_code == 201
+        assert client.get(f"/api/v1/attachments/{pk}").status_code == 200
+        assert client.get("/api/v1/attachments").status_code == 200
+    built = []
+    original = serializers.Serializer.get_fields
+
+    def counting(self):
+        built.append(type(self).__name__)
+        return original(self)
+
+    monkeypatch.setattr(serializers.Serializer, "get_fields", counting)
+    assert create_intent(client).status_code == 201
+    assert client.get(f"/api/v1/attachments/{pk}").status_code == 200
+    assert client.get("/api/v1/attachments").status_code == 200
+    assert built == []
+
+
+@pytest.mark.django_db
+def test_shared_instances_hold_no_request_state(alice, api):
+    client = api(alice)
+    intent = create_intent(client)
+    assert intent.status_code == 201
+    assert client.get(f"/api/v1/attachments/{intent.json()['id']}").status_code == 200
+    assert client.post("/api/v1/uploads", {**BODY, "size": "x"}, format="json").status_code == 400
+    for serializer_class in (IntentInput, UploadIntentApi.OutputSerializer, AttachmentOutputSerializer):
+        shared = _shared(serializer_class)
+        assert shared.instance is None and shared._context == {}
+        assert not hasattr(shared, "initial_data") and not hasattr(shared, "_validated_data")
+        assert not hasattr(shared, "_errors") and not hasattr(shared, "_data")
+
+
+def test_each_class_is_built_once_and_reused():
+    class Probe(SharedSerializer):
+        name = serializers.CharField()
+
+    first = _shared(Probe)
+    assert Probe.render({"name": "a"}) == {"name": "a"} and _shared(Probe) is first
+    assert Probe.validate_body({"name": "b"}) == {"name": "b"} and _shared(Probe) is first
+    assert first.fields["name"].parent is first  # bound once, to the shared instance
