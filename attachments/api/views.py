@@ -112,35 +112,33 @@ class AttachmentListApi(APIView):
         results = AttachmentOutputSerializer(many=True)
         next = serializers.URLField(allow_null=True, help_text="The next page (cursor), or null on the last page.")
 
+    @extend_schema_serializer(component_name="AttachmentFilter")
+    class FilterSerializer(SharedSerializer):
+        # Query parameters: an empty one counts as absent.
+        status = serializers.ChoiceField(choices=Status.choices, required=False)
+        profile = serializers.CharField(required=False, help_text="A configured profile (GET /profiles).")
+        committed = serializers.ChoiceField(choices=["true", "false"], required=False)
+        limit = serializers.IntegerField(required=False, help_text="Page size, 1–100 (default 50).")
+        cursor = serializers.CharField(required=False, help_text="From a previous page's `next`.")
+
+        def validate_profile(self, value: str) -> str:
+            if value not in all_profiles():
+                raise serializers.ValidationError("Unknown profile.")
+            return value
+
     @extend_schema(
         operation_id="attachments_list", tags=_TAGS, summary="List your attachments",
         description="Newest first, cursor-paginated.",
-        parameters=[
-            OpenApiParameter("status", OpenApiTypes.STR, enum=Status.values),
-            OpenApiParameter("profile", OpenApiTypes.STR),
-            OpenApiParameter("committed", OpenApiTypes.STR, enum=["true", "false"]),
-            OpenApiParameter("limit", OpenApiTypes.INT, description="Page size, 1–100 (default 50)."),
-            OpenApiParameter("cursor", OpenApiTypes.STR, description="From a previous page's `next`."),
-        ],
+        parameters=[FilterSerializer],
         responses={200: OpenApiResponse(OutputSerializer, description="One page of your attachments."),
                    **errors(ValidationFailed, NotAuthenticated)},
     )
     def get(self, request):
-        params = request.query_params
-        committed = params.get("committed")
-        if committed not in (None, "true", "false"):
-            raise ValidationFailed(details={"committed": ["Use true or false."]})
-        try:
-            limit = min(100, max(1, int(params.get("limit", 50))))
-        except ValueError:
-            raise ValidationFailed(details={"limit": ["An integer."]}) from None
-        status = params.get("status") or None
-        if status is not None and status not in Status.values:
-            raise ValidationFailed(details={"status": [f"One of: {', '.join(Status.values)}."]})
-        profile = params.get("profile") or None
-        if profile is not None and profile not in all_profiles():
-            raise ValidationFailed(details={"profile": ["Unknown profile."]})
-        cursor = params.get("cursor")
+        filters = self.FilterSerializer.validate_body(request.query_params)
+        limit = min(100, max(1, filters.get("limit", 50)))
+        committed = filters.get("committed")
+        cursor = filters.get("cursor")
+        status, profile = filters.get("status"), filters.get("profile")
         qs = attachments_of_owner(user=request.user, status=status, profile=profile,
                                   committed=None if committed is None else committed == "true",
                                   before=_decode_cursor(cursor) if cursor else None)
@@ -149,7 +147,7 @@ class AttachmentListApi(APIView):
         page = page[:limit]
         next_url = None
         if has_more:
-            query = params.copy()
+            query = request.query_params.copy()
             query["cursor"] = _encode_cursor(page[-1])
             next_url = absolute_url(request, f"{request.path}?{query.urlencode()}")
         results = []

@@ -70,6 +70,25 @@ def test_list_is_own_newest_first_paginated_and_filtered(alice, bob, api):
     assert client.get("/api/v1/attachments?cursor=%%%").status_code == 400
 
 
+@pytest.mark.parametrize("query, field", [
+    ("status=nope", "status"), ("profile=nope", "profile"), ("limit=abc", "limit"), ("committed=yes", "committed"),
+])
+def test_list_filters_are_validated_by_name(alice, api, query, field):
+    response = api(alice).get(f"/api/v1/attachments?{query}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR" and set(response.json()["error"]["details"]) == {field}
+
+
+def test_list_limit_is_clamped_and_empty_filters_are_absent(alice, api):
+    client = api(alice)
+    for _ in range(3):
+        create_intent(client, size=10)
+    assert len(client.get("/api/v1/attachments?limit=0").json()["results"]) == 1
+    assert len(client.get("/api/v1/attachments?limit=500").json()["results"]) == 3
+    assert len(client.get("/api/v1/attachments?status=&profile=&limit=").json()["results"]) == 3
+    assert len(client.get("/api/v1/attachments?profile=image&status=pending").json()["results"]) == 3
+
+
 def test_upload_through_post(alice, api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
