@@ -27,7 +27,7 @@ def _ids():
 
 
 @extend_schema_serializer(component_name="HeartbeatEntry")
-class HeartbeatEntrySerializer(serializers.Serializer):
+class HeartbeatEntrySerializer(SharedSerializer):
     id = serializers.CharField()
     expires_at = UtcDateTimeField(allow_null=True, help_text="Null for committed attachments.")
 

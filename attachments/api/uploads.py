@@ -47,7 +47,7 @@ _TAGS = ["uploads"]
 
 
 @extend_schema_serializer(component_name="UploadPart")
-class UploadPartOutputSerializer(serializers.Serializer):
+class UploadPartOutputSerializer(SharedSerializer):
     part_number = serializers.IntegerField(min_value=1)
     url = serializers.URLField()
 
@@ -57,7 +57,7 @@ def _complete_url(request, attachment_id) -> str:
 
 
 @extend_schema_serializer(component_name="UploadInstruction")
-class UploadInstructionSerializer(serializers.Serializer):
+class UploadInstructionSerializer(SharedSerializer):
     method = serializers.ChoiceField(choices=["PUT", "POST"])
     url = serializers.URLField()
     headers = serializers.DictField(child=serializers.CharField(allow_blank=True),
@@ -147,7 +147,7 @@ class UploadContentView(View):
 
 
 @extend_schema_serializer(component_name="UploadCompletePart")
-class UploadCompletePartSerializer(serializers.Serializer):
+class UploadCompletePartSerializer(SharedSerializer):
     part_number = StrictIntegerField(min_value=1, max_value=10_000)
     etag = StrictCharField(max_length=128)
 
@@ -205,7 +205,7 @@ def _part_errors(detail) -> dict[str, list[str]]:
 
 
 @extend_schema_serializer(component_name="UploadedPart")
-class UploadedPartSerializer(serializers.Serializer):
+class UploadedPartSerializer(SharedSerializer):
     part_number = serializers.IntegerField(min_value=1)
     etag = serializers.CharField()
     size = serializers.IntegerField()

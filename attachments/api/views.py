@@ -57,7 +57,7 @@ def resource_for(request, attachment: Attachment) -> dict:
 
 
 @extend_schema_serializer(component_name="Profile")
-class ProfileSerializer(serializers.Serializer):
+class ProfileSerializer(SharedSerializer):
     name = serializers.CharField()
     allowed_types = serializers.ListField(child=serializers.CharField())
     max_bytes = serializers.IntegerField()
@@ -266,7 +266,7 @@ class AttachmentThumbnailApi(APIView):
 
 
 @extend_schema_serializer(component_name="SearchResult")
-class SearchResultSerializer(serializers.Serializer):
+class SearchResultSerializer(SharedSerializer):
     id = serializers.UUIDField()
     filename = serializers.CharField()
     snippet = serializers.CharField(allow_blank=True, help_text="Plain text, no markup: escape it to render it.")

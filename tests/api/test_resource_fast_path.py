@@ -90,7 +90,7 @@ def test_every_input_validates_as_a_fresh_serializer(serializer_class, data):
 @pytest.mark.parametrize("field, value", [
     ("size", "123"), ("size", True), ("size", 1.5), ("size", None), ("size", -1), ("size", 2**62 + 1),
     ("filename", 7), ("filename", ["a"]), ("filename", None), ("profile", 1), ("content_type", False),
-    ("content_type", "x" * 256), ("filename", "x" * 1025),
+    ("content_type", "x" * 256), ("filename", "x" * 1025), ("filename", "a\ud800b"), ("profile", "\udfff"),
 ])
 def test_strict_types_are_errors_named_by_field(field, value):
     with pytest.raises(serializers.ValidationError) as caught:
