@@ -36,10 +36,12 @@ def error_texts(*raised: type[AirlockError], **texts: str) -> dict[int, str]:
     """
     errors: dict[type[AirlockError], None] = dict.fromkeys((*raised, Unavailable))
     unknown = set(texts) - {error.code for error in errors}
-    assert not unknown, f"texts for codes this operation does not raise: {unknown}"
+    if unknown:
+        raise ValueError(f"texts for codes this operation does not answer with: {sorted(unknown)}")
     by_status: dict[int, list[str]] = defaultdict(list)
     for error in errors:
-        by_status[error.status].append(f"`{error.code}`: {texts.get(error.code, error.default_message)}")
+        text = texts.get(error.code, error.default_message)
+        by_status[error.status].append(f"`{error.code}`: {text}{'' if text.endswith('.') else '.'}")
     return {status: " ".join(by_status[status]) for status in sorted(by_status)}
 
 
@@ -102,28 +104,14 @@ UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
     "server stops reading once the body passes the limit (413, nothing kept). A refused "
     "attempt does not use the URL up.",
     "tags": ["uploads"],
-    "parameters": [
-        {
-            "in": "path",
-            "name": "attachment_id",
-            "required": True,
-            "schema": {"type": "string", "format": "uuid"},
-            "description": "The intent's attachment id.",
-        },
-    ],
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "*/*": {"schema": {"type": "string", "format": "binary"}},
-        },
-    },
+    "parameters": [{"in": "path", "name": "attachment_id", "required": True,
+                    "schema": {"type": "string", "format": "uuid"}, "description": "The intent's attachment id."}],
+    "requestBody": {"required": True, "content": {media: {"schema": {"type": "string", "format": "binary"}}
+                                                  for media in ("application/octet-stream", "*/*")}},
     "security": [{"uploadToken": []}],
     "responses": {
-        "202": {
-            "description": "Stored; processing starts.",
-            "content": {"application/json": {"schema": _ref("Attachment")}},
-        },
+        "202": {"description": "Stored; processing starts.",
+                "content": {"application/json": {"schema": _ref("Attachment")}}},
         **{str(status): _error_response(text) for status, text in error_texts(
             ValidationFailed, UploadTokenInvalid, NotFound, AlreadyUploaded, TooLarge,
             VALIDATION_ERROR="no Content-Length, a body shorter than it, or a body that could not be read",
@@ -146,50 +134,27 @@ def _profile_enums(schemas: dict[str, Any]) -> None:
             props["profile"].update(enum=names, description="A configured profile (GET /profiles).")
         if "content_type" in props:
             props["content_type"].update(
-                enum=types,
-                description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED).",
-            )
+                enum=types, description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED).")
 
 
 _ID = "$response.body#/id"
+
+
+def _by_id(**operations: str) -> dict[str, Any]:
+    return {name: {"operationId": op, "parameters": {"attachment_id": _ID}} for name, op in operations.items()}
+
+
+# The stateful links schemathesis follows from a created attachment to what can be done with it.
 LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
     ("/api/v1/uploads", "post", "201"): {
-        "GetAttachment": {
-            "operationId": "attachments_retrieve",
-            "parameters": {"attachment_id": _ID},
-        },
-        "CompleteUpload": {"operationId": "uploads_complete", "parameters": {"attachment_id": _ID}},
-        "DiscardAttachment": {
-            "operationId": "attachments_discard",
-            "parameters": {"attachment_id": _ID},
-        },
-        "CommitAttachment": {
-            "operationId": "attachments_commit",
-            "requestBody": {"ids": [_ID], "ref": "fuzz:1"},
-        },
-        "HeartbeatAttachment": {
-            "operationId": "attachments_heartbeat",
-            "requestBody": {"ids": [_ID]},
-        },
+        **_by_id(GetAttachment="attachments_retrieve", CompleteUpload="uploads_complete",
+                 DiscardAttachment="attachments_discard"),
+        "CommitAttachment": {"operationId": "attachments_commit", "requestBody": {"ids": [_ID], "ref": "fuzz:1"}},
+        "HeartbeatAttachment": {"operationId": "attachments_heartbeat", "requestBody": {"ids": [_ID]}},
     },
-    ("/api/v1/attachments", "post", "202"): {
-        "GetAttachment": {
-            "operationId": "attachments_retrieve",
-            "parameters": {"attachment_id": _ID},
-        },
-        "DownloadAttachment": {
-            "operationId": "attachments_download",
-            "parameters": {"attachment_id": _ID},
-        },
-        "ThumbnailAttachment": {
-            "operationId": "attachments_thumbnail",
-            "parameters": {"attachment_id": _ID},
-        },
-        "DiscardAttachment": {
-            "operationId": "attachments_discard",
-            "parameters": {"attachment_id": _ID},
-        },
-    },
+    ("/api/v1/attachments", "post", "202"): _by_id(
+        GetAttachment="attachments_retrieve", DownloadAttachment="attachments_download",
+        ThumbnailAttachment="attachments_thumbnail", DiscardAttachment="attachments_discard"),
 }
 
 
@@ -203,26 +168,17 @@ def _inline_nullable_refs(schemas: dict[str, Any]) -> None:
     for component in schemas.values():
         for name, prop in list(component.get("properties", {}).items()):
             refs = prop.get("allOf")
-            if (
-                prop.get("nullable")
-                and isinstance(refs, list)
-                and len(refs) == 1
-                and "$ref" in refs[0]
-            ):
+            if prop.get("nullable") and isinstance(refs, list) and len(refs) == 1 and "$ref" in refs[0]:
                 target = schemas.get(refs[0]["$ref"].rsplit("/", 1)[1])
                 if target is not None:
                     inlined = {k: v for k, v in prop.items() if k != "allOf"}
                     component["properties"][name] = {**target, **inlined}
 
 
-def postprocess(
-    result: dict[str, Any], generator: Any, request: Any, public: bool
-) -> dict[str, Any]:
+def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular hook: the plain Django upload view, security schemes, profile enums, links."""
     paths = result.setdefault("paths", {})
-    paths.setdefault("/api/v1/uploads/{attachment_id}/content", {})["put"] = (
-        UPLOAD_CONTENT_OPERATION
-    )
+    paths.setdefault("/api/v1/uploads/{attachment_id}/content", {})["put"] = UPLOAD_CONTENT_OPERATION
     components = result.setdefault("components", {})
     components.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
     _profile_enums(components.setdefault("schemas", {}))

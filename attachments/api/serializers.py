@@ -23,59 +23,32 @@ from ..reasons import ReasonCode
 from .links import absolute_url
 
 
-class StrictIntegerField(serializers.IntegerField):
-    """JSON numbers only: "123", true and 1.5 are type errors, not sizes."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class _ProhibitSurrogates(drf_validators.ProhibitSurrogateCharactersValidator):
-    """DRF's check walks every character in Python (a quarter of validating an intent); ASCII has none to find."""
-
-    def __call__(self, value):
-        if not str(value).isascii():
-            super().__call__(value)
-
-
-class StrictCharField(serializers.CharField):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.validators = [_ProhibitSurrogates() if type(v) is drf_validators.ProhibitSurrogateCharactersValidator
-                           else v for v in self.validators]
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class UtcDateTimeField(serializers.DateTimeField):
-    """ISO 8601 in UTC with a `Z` (docs/api.md); fixed, so DRF need not look up the current time zone per value."""
-
-    def __init__(self, **kwargs):
-        super().__init__(default_timezone=UTC, **kwargs)
-
-
 # --- the one fast path ------------------------------------------------------------------
 
 
-# THE FAST PATH (issue #17 item 3: a trick that pays more than 10 % lives in one named place, with its number).
-# Validates and renders through one instance per class, built once: DRF's own run_validation and
-# to_representation, minus the per-request build. A DRF serializer instance deep-copies and binds
-# every declared field (`Serializer.fields` -> `get_fields()` -> `copy.deepcopy`) before it does
-# anything. CPU per call on this 2-core VM (in-process micro-benchmarks):
-#   intent body      IntentInput(data=...).is_valid()  80 us   shared validate_body   15 us
-#   intent response  OutputSerializer(...).data       250 us   shared render          27 us
-#   resource         AttachmentOutputSerializer().data 390 us  shared render          36 us
-# An intent costs ~3.9 ms CPU and a status read ~2.3 ms in-process: fresh serializers would add
-# ~0.3 ms (+8 %) and ~0.35 ms (+16 %); the previous attempt's fresh serializers took bench/api.py's
-# intent ratio from 0.78 to 0.48. Shared, the two paths cost +0.8 % and +1.2 % over the hand-built
-# dicts they replace. Being shared, an instance is read-only: no `data=`, `instance=` or `context`
-# is ever given to it and no field stores anything per call, so it is safe under the gthread
-# workers of `serve`; whatever depends on the request travels inside the value rendered.
+# THE FAST PATH (issue #17 item 3: a trick that pays more than 10 % lives in one named place, with
+# its number). Everything that makes validating and rendering cheap is in this section.
+#
+# 1. One instance per class, built once (`_shared`): DRF's own run_validation and to_representation
+#    without the per-request build, in which a serializer deep-copies and binds every declared field
+#    (`Serializer.fields` -> `get_fields()` -> `copy.deepcopy`).
+# 2. Frozen field lists (`_readable_fields`, `_writable_fields`): DRF re-walks the BindingDict
+#    through the Mapping ABC for every value; a built instance's fields never change.
+# 3. DRF's surrogate check skipped for ASCII text (`_ProhibitSurrogates`): it walks every character
+#    in Python, a quarter of validating an intent; ASCII cannot hold a surrogate.
+#
+# Per call, in bytecodes executed (deterministic; the VM's CPU clock is too noisy for 3 %):
+#                      fresh DRF serializer   shared (1-3)   the hand-built dict it replaced
+#   intent body              5,336                1,465           254
+#   intent response         13,249                1,596           153
+#   ready resource          21,063                2,675           495
+# In CPU, fresh serializers cost +0.33 ms per intent (~3.9 ms, +8 %) and +0.38 ms per status read
+# (~2.3 ms, +16 %): the previous attempt's took bench/api.py's intent ratio from 0.78 to 0.48.
+# Per request under callgrind (instructions, main -> this): see the commit that lands this.
+#
+# Shared means read-only: no `data=`, `instance=` or `context` is ever given to a shared instance
+# and no field stores anything per call, so it is safe under the gthread workers of `serve`;
+# whatever depends on the request travels inside the value rendered (AttachmentResource).
 # tests/api/test_resource_fast_path.py pins that it answers exactly as fresh serializers do.
 # (A comment, not a docstring: drf-spectacular would publish a docstring as every component's description.)
 
@@ -87,8 +60,7 @@ def _shared(serializer_class: type[serializers.Serializer]) -> serializers.Seria
 
 
 class SharedSerializer(serializers.Serializer):
-    # DRF walks `self.fields` (a BindingDict, through the Mapping ABC) for every value it writes
-    # or reads: ~20 % of a resource's render. Built once, a shared instance's fields never change.
+    # (2) above.
     @property
     def _readable_fields(self):
         readable = self.__dict__.get("_readable_tuple")
@@ -115,6 +87,45 @@ class SharedSerializer(serializers.Serializer):
     def render(cls, value: object) -> dict[str, Any]:
         """`cls(value).data`, as a plain dict."""
         return _shared(cls).to_representation(value)
+
+
+class _ProhibitSurrogates(drf_validators.ProhibitSurrogateCharactersValidator):
+    """(3) above: DRF's check, for text that can hold a surrogate."""
+
+    def __call__(self, value):
+        if not str(value).isascii():
+            super().__call__(value)
+
+
+# --- strict input fields ---------------------------------------------------------------
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """JSON numbers only: "123", true and 1.5 are type errors, not sizes."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [_ProhibitSurrogates() if type(v) is drf_validators.ProhibitSurrogateCharactersValidator
+                           else v for v in self.validators]
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class UtcDateTimeField(serializers.DateTimeField):
+    """ISO 8601 in UTC with a `Z` (docs/api.md); fixed, so DRF need not look up the current time zone per value."""
+
+    def __init__(self, **kwargs):
+        super().__init__(default_timezone=UTC, **kwargs)
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -239,3 +239,15 @@ def test_schema_generates_without_warnings(tmp_path, db):
 
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
     assert (tmp_path / "schema.yaml").stat().st_size > 10_000
+
+
+def test_error_responses_are_derived_from_the_error_classes():
+    from attachments.api.schema import error_texts
+    from attachments.errors import NotFound, QuotaExceeded, TooLarge, Unavailable
+
+    texts = error_texts(NotFound, TooLarge, QuotaExceeded, TOO_LARGE="over the limit")
+    assert sorted(texts) == [404, 413, 503]  # Unavailable always: any request can meet an outage
+    assert texts[413] == f"`TOO_LARGE`: over the limit. `QUOTA_EXCEEDED`: {QuotaExceeded.default_message}"
+    assert texts[503] == f"`UNAVAILABLE`: {Unavailable.default_message}"
+    with pytest.raises(ValueError, match="RATE_LIMITED"):
+        error_texts(NotFound, RATE_LIMITED="not raised here")
