@@ -1,6 +1,8 @@
 """The upload page sends a large file through tus (the vendored tus-js-client): progress, one PATCH lost
 to a dropped connection, the upload resumed from the server's offset, then processed like any upload."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -94,7 +96,9 @@ def test_picking_the_same_file_after_a_reload_resumes_the_upload(page, live_serv
     path.write_bytes(data)
     page.set_input_files("#files", str(path))
     item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="clip.mp4"))
-    expect(item).to_have_attribute("data-resumes", "1", timeout=30_000)
+    # The page keeps retrying against the dead network; on a busy machine the count may
+    # pass 1 between two looks, so any retry at all is the sign.
+    expect(item).to_have_attribute("data-resumes", re.compile(r"^[1-9][0-9]*$"), timeout=30_000)
     upload_id = item.get_attribute("data-id")
     assert TusUpload.objects.get(pk=upload_id).offset == 5 * MIB
 
