@@ -140,6 +140,51 @@ def test_slow_header_clients_are_cut_off_and_do_not_starve_the_server(server):
             sock.close()
 
 
+def _read_response(sock: socket.socket) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a Content-Length, read off a kept-alive socket."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection: {data[:200]!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_kept_alive_connections_answer_every_request_whether_it_comes_at_once_or_later(server, token):
+    """Next requests sent at once (served by the thread that answered) and after a pause (back via the selector)."""
+    ident = _intent(server, token, b"x" * 10)["id"]
+    request = (f"GET /api/v1/attachments/{ident} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               f"Authorization: Token {token}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        for pause in (0, 0, 0, 0.05, 0, 0.5, 0, 0):
+            time.sleep(pause)
+            sock.sendall(request)
+            status, body = _read_response(sock)
+            assert status == 200 and ident.encode() in body, (pause, status, body[:200])
+        # Two requests in one write: the second is read ahead and still answered.
+        sock.sendall(request + request)
+        assert _read_response(sock)[0] == 200
+        assert _read_response(sock)[0] == 200
+
+
+def test_a_kept_alive_client_that_stalls_in_its_next_headers_is_cut_off(server):
+    """The next request's headers, picked up by the answering thread, are under the header deadline too."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert _read_response(sock)[0] == 200
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+        started = time.monotonic()
+        assert sock.recv(1024) == b"", "a kept-alive connection with unfinished headers was kept open"
+        # AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS=2, checked about once a second.
+        assert time.monotonic() - started < 8
+    assert requests.get(f"{server.base}/healthz", timeout=5).status_code == 200
+
+
 def test_waiters_are_capped_per_user(server, token):
     ids = [_intent(server, token, b"x" * 10)["id"] for _ in range(3)]
     results: list[int] = []
