@@ -410,7 +410,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "attachments.api.schema.postprocess",
     ],
-    "ENUM_NAME_OVERRIDES": {"AttachmentStatusEnum": ["pending", "processing", "ready", "rejected", "failed"]},
+    "ENUM_NAME_OVERRIDES": {"AttachmentStatusEnum": "attachments.models.Status.choices"},
 }
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MIB
