@@ -194,28 +194,33 @@ def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0) -> b
     return False
 
 
-class Gunicorn:
-    """gunicorn (sync workers) serving config.wsgi on a free loopback port, its log in tmp."""
+class ServerProcess:
+    """A server subprocess on a loopback port, up once it answers /healthz; its output in `log`."""
 
-    def __init__(self, env: dict[str, str], tmp: Path, workers: int = 2) -> None:
-        port = free_port()
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path, port: int, timeout: float = 120.0) -> None:
         self.base = f"http://127.0.0.1:{port}"
-        self._log = open(tmp / "gunicorn.log", "wb")
-        self.proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", str(workers),
-             "-k", "sync", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=self._log, stderr=self._log)
-        if not wait_healthy(self.base, self.proc, timeout=60):
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        if not wait_healthy(self.base, self.proc, timeout=timeout):
             self.stop()
-            raise RuntimeError("gunicorn did not come up")
+            raise RuntimeError(f"{argv[1:3]} did not come up: {log.read_text()[-1500:]}")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self._log.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def Gunicorn(env: dict[str, str], tmp: Path, workers: int = 2) -> ServerProcess:
+    """gunicorn (sync workers) serving config.wsgi on a free loopback port, its log in tmp: the baselines' server."""
+    port = free_port()
+    return ServerProcess([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", str(workers),
+                          "-k", "sync", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+                         env, tmp / "gunicorn.log", port, timeout=60)
 
 
 def emit(result: dict) -> None:

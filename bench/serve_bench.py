@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import loadgen  # noqa: E402
 from bench.api import Database  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO, embedded_env, emit, free_port, median, r, scratch_dir, small_jpeg, wait_healthy,
+    REPO, Gunicorn, ServerProcess, embedded_env, emit, free_port, median, r, scratch_dir, small_jpeg,
 )
 
 REDIS = "redis://127.0.0.1:6379/0"
@@ -95,29 +95,9 @@ def rss_mb(pid: int) -> float:
     return total / 1024
 
 
-class Proc:
-    """A server subprocess answering /healthz."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], log: Path, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = open(log, "wb")
-        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        if not wait_healthy(self.base, self.proc):
-            raise RuntimeError(f"{argv[1:3]} did not come up: {log.read_text()[-1500:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
-
-
-def serve(env: dict[str, str], tmp: Path, *args: str) -> Proc:
+def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
     port = free_port()
-    return Proc([sys.executable, "manage.py", "serve", "--port", str(port), *args], env, tmp / f"serve-{port}.log",
+    return ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), *args], env, tmp / f"serve-{port}.log",
                 port)
 
 
@@ -137,9 +117,7 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
         raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
     facts = json.loads(setup.stdout.strip().splitlines()[-1])
     env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
-    port = free_port()
-    gunicorn = Proc([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2", "-k", "sync",
-                     "-b", f"127.0.0.1:{port}", "--log-level", "warning"], env, tmp / "gunicorn.log", port)
+    gunicorn = Gunicorn(env, tmp)
     ours = serve(env, tmp, "--no-worker", "--no-scheduler")
     paths = [f"/api/v1/attachments/{i}" for i in facts["read_ids"]]
     headers = [{"Authorization": f"Token {facts['tokens'][0]}"}]
