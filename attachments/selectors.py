@@ -90,7 +90,8 @@ def thumbnail_dims(attachment: Attachment) -> dict | None:
 def thumbnail_of(attachment: Attachment) -> Derivative | None:
     if attachment.status != Status.READY:
         return None
-    return attachment.derivatives.filter(kind="thumbnail").first()
+    # all(), not filter(): a listing's prefetched derivatives answer without a query.
+    return next((d for d in attachment.derivatives.all() if d.kind == "thumbnail"), None)
 
 
 def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,

@@ -42,13 +42,11 @@ from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedS
 _TAGS = ["attachments"]
 
 
-def shown(request, attachment: Attachment, *, thumbnail: dict | None = None, listed: bool = False) -> AttachmentResource:
-    """The attachment as the caller of `request` may see it (a listing passes the thumbnail it prefetched)."""
+def shown(request, attachment: Attachment) -> AttachmentResource:
+    """The attachment as the caller of `request` may see it."""
     readable = can_read_file(user=request.user, attachment=attachment)
-    if readable and not listed:
-        thumbnail = thumbnail_dims(attachment)
     url = absolute_url(request, f"/api/v1/attachments/{attachment.pk}")
-    return AttachmentResource(attachment, url, readable, thumbnail if readable else None)
+    return AttachmentResource(attachment, url, readable, thumbnail_dims(attachment) if readable else None)
 
 
 def resource_for(request, attachment: Attachment) -> dict:
@@ -150,12 +148,7 @@ class AttachmentListApi(APIView):
             query = request.query_params.copy()
             query["cursor"] = _encode_cursor(page[-1])
             next_url = absolute_url(request, f"{request.path}?{query.urlencode()}")
-        results = []
-        for attachment in page:
-            thumbs = [d for d in attachment.derivatives.all() if d.kind == "thumbnail"]
-            thumbnail = ({"width": thumbs[0].width, "height": thumbs[0].height}
-                         if thumbs and attachment.status == Status.READY else None)
-            results.append(shown(request, attachment, thumbnail=thumbnail, listed=True))
+        results = [shown(request, attachment) for attachment in page]
         return Response(self.OutputSerializer.render({"results": results, "next": next_url}))
 
     @extend_schema_serializer(component_name="UploadThrough")
