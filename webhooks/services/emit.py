@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from attachments.api.serializers import attachment_resource
+from attachments.api.serializers import UtcDateTimeField, attachment_resource
 from attachments.models import Attachment
 from attachments.selectors import can_read_file, thumbnail_dims
 from attachments.services import outbox
@@ -19,6 +19,7 @@ from ..models import DeliveryStatus, WebhookDelivery, WebhookEvent
 from .endpoints import listening
 
 DELIVER_ACTOR = "webhook_deliver"
+_TIMESTAMP = UtcDateTimeField()  # the contract's UTC `Z` form, as in the resource itself
 
 
 class _NoRequest:
@@ -29,17 +30,13 @@ class _NoRequest:
         return location
 
 
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
-
-
 def render(event_type: str, attachment: Attachment, now: datetime) -> str:
     """The event body: the attachment resource as its owner's GET /api/v1/attachments/{id} shows it."""
     owner = attachment.owner
     readable = can_read_file(user=owner, attachment=attachment, now=now)
     thumbnail = thumbnail_dims(attachment) if readable else None
     data = attachment_resource(attachment, _NoRequest(), can_read=readable, thumbnail=thumbnail)
-    return json.dumps({"type": event_type, "timestamp": _iso(now), "data": data}, separators=(",", ":"))
+    return json.dumps({"type": event_type, "timestamp": _TIMESTAMP.to_representation(now), "data": data}, separators=(",", ":"))
 
 
 def on_outcome(outcome: str, ids: Sequence[Any]) -> None:
