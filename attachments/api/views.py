@@ -14,7 +14,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.http import HttpRequest
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser

@@ -11,7 +11,6 @@ sweep, which runs when the brakes are off.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
