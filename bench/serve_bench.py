@@ -6,8 +6,11 @@
 PostgreSQL (a scratch database) and Redis when they answer, like bench/api.py.
   ratio    serve --no-worker --no-scheduler vs `gunicorn config.wsgi -w 2 -k sync`, both up at
            once on the same database and settings, GET /api/v1/attachments/{id} with
-           bench/loadgen.py (8 keep-alive connections), alternating, several runs;
-           serve_vs_gunicorn_status_ratio = median of requests/s serve ÷ gunicorn per run.
+           bench/loadgen.py (8 keep-alive connections), paired runs alternating which goes first;
+           serve_vs_gunicorn_status_ratio = median of requests/s serve ÷ gunicorn per pair. Each
+           side's server CPU per request (its process tree) is reported too.
+  servers  (not in the default set) ratio plus granian and waitress on config.wsgi, where installed
+           (`pip install granian waitress`): the measurement behind serve's choice of server.
   soak     serve (web + job process) on PostgreSQL + Redis; N clients for T seconds each
            looping intent → PUT → status → ?wait=2 → download when ready. Counts responses
            >= 500, samples pg_stat_activity (connections to the scratch database) and the RSS
@@ -107,8 +110,21 @@ def createuser(env: dict[str, str], name: str) -> str:
     return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
-def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
-    runs, seconds = (3, 3.0) if quick else (5, 8.0)
+def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | None:
+    """Another WSGI server on config.wsgi, 2 cores' worth, when it is installed (they are not dependencies)."""
+    port = free_port()
+    binary = Path(sys.executable).parent / {"granian": "granian", "waitress": "waitress-serve"}[name]
+    if not binary.exists():
+        return None
+    argv = {"granian": [str(binary), "--interface", "wsgi", "config.wsgi:application", "--workers", "2",
+                        "--blocking-threads", "2", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+            "waitress": [str(binary), "--listen", f"127.0.0.1:{port}", "--threads", "8", "config.wsgi:application"]}
+    return ServerProcess(argv[name], env, tmp / f"{name}.log", port, timeout=60)
+
+
+def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives: bool = False) -> dict:
+    # Paired rounds, alternating which side goes first; the figure is the median of the per-round ratios.
+    runs, seconds = (5, 3.0) if quick else (7, 8.0)
     env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
                        REDIS_URL=REDIS if redis else None, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}")
     setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -117,36 +133,53 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
         raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
     facts = json.loads(setup.stdout.strip().splitlines()[-1])
     env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
-    gunicorn = Gunicorn(env, tmp)
-    ours = serve(env, tmp, "--no-worker", "--no-scheduler")
+    sides: dict[str, ServerProcess] = {"gunicorn": Gunicorn(env, tmp),
+                                       "serve": serve(env, tmp, "--no-worker", "--no-scheduler")}
+    missing = []
+    if alternatives:
+        for name in ("granian", "waitress"):
+            server = alternative(name, env, tmp)
+            if server:
+                sides[name] = server
+            else:
+                missing.append(name)
     paths = [f"/api/v1/attachments/{i}" for i in facts["read_ids"]]
     headers = [{"Authorization": f"Token {facts['tokens'][0]}"}]
-    samples: dict[str, list[dict]] = {"serve": [], "gunicorn": []}
+    samples: dict[str, list[dict]] = {name: [] for name in sides}
     try:
-        for side in (ours, gunicorn):  # warm-up: imports, connections, caches in every process
-            loadgen.run(side.base + paths[0], paths=paths, headers_list=headers, seconds=1.0)
+        for server in sides.values():  # warm-up: imports, connections, caches in every process
+            loadgen.run(server.base + paths[0], paths=paths, headers_list=headers, seconds=1.0)
         for n in range(runs):
-            order = (("serve", ours), ("gunicorn", gunicorn)) if n % 2 == 0 else (("gunicorn", gunicorn),
-                                                                               ("serve", ours))
-            for name, side in order:
-                samples[name].append(loadgen.run(side.base + paths[0], paths=paths, headers_list=headers,
-                                                 connections=8, seconds=seconds))
+            order = list(sides.items()) if n % 2 == 0 else list(sides.items())[::-1]
+            for name, server in order:
+                before = cpu_seconds(server.proc.pid)
+                sample = loadgen.run(server.base + paths[0], paths=paths, headers_list=headers,
+                                     connections=8, seconds=seconds)
+                # The server's own CPU per answer (its whole process tree): steadier than req/s on a shared machine.
+                sample["cpu_ms"] = (cpu_seconds(server.proc.pid) - before) * 1000 / max(1, sample["requests"])
+                samples[name].append(sample)
     finally:
-        ours.stop()
-        gunicorn.stop()
-    ratio = median(s["rps"] / g["rps"] for s, g in zip(samples["serve"], samples["gunicorn"]))
+        for server in sides.values():
+            server.stop()
+
+    def versus(name: str) -> list[float]:
+        return [a["rps"] / b["rps"] for a, b in zip(samples[name], samples["gunicorn"])]
 
     def side(name: str) -> dict:
         return {"rps": r(median(x["rps"] for x in samples[name]), 1),
                 "p99_ms": r(median(x["p99_ms"] for x in samples[name] if x.get("p99_ms") is not None), 2),
+                "server_cpu_ms_per_request": r(median(x["cpu_ms"] for x in samples[name]), 3),
                 "errors": sum(x["errors"] for x in samples[name])}
 
-    return {"serve_vs_gunicorn_status_ratio": r(ratio),
-            "serve_vs_gunicorn": {"serve": side("serve"), "gunicorn": side("gunicorn"),
-                                  "ratio_runs": [r(s["rps"] / g["rps"]) for s, g in
-                                                 zip(samples["serve"], samples["gunicorn"])],
-                                  "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
-                                           f"{seconds:g}s x {runs} runs per side"}}
+    result = {"serve_vs_gunicorn_status_ratio": r(median(versus("serve"))),
+              "serve_vs_gunicorn": {"serve": side("serve"), "gunicorn": side("gunicorn"),
+                                    "ratio_runs": [r(x) for x in versus("serve")],
+                                    "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
+                                             f"{seconds:g}s x {runs} paired runs"}}
+    if alternatives:
+        result["servers"] = {name: {**side(name), "vs_gunicorn_sync": r(median(versus(name)))} for name in sides}
+        result["servers_not_installed"] = missing
+    return result
 
 
 def pg_connections(db: Database) -> int:
@@ -295,19 +328,20 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", default="ratio,soak,waiters")
+    parser.add_argument("--only", default="ratio,soak,waiters",
+                        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed)")
     args = parser.parse_args()
     chosen = args.only.split(",")
     redis = redis_ok()
     result: dict = {}
-    for name in ("ratio", "soak", "waiters"):
+    for name in ("ratio", "servers", "soak", "waiters"):
         if name not in chosen:
             continue
         tmp = scratch_dir(f"airlock-bench-serve-{name}-")
         db = Database(tmp)
         try:
-            if name == "ratio":
-                result.update(bench_ratio(tmp, db, redis, args.quick))
+            if name in ("ratio", "servers"):
+                result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers"))
             elif name == "soak":
                 if not (db.pg and redis):
                     raise RuntimeError("the soak needs PostgreSQL and Redis")
