@@ -112,10 +112,10 @@ def createuser(env: dict[str, str], name: str) -> str:
 
 def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | None:
     """Another WSGI server on config.wsgi, 2 cores' worth, when it is installed (they are not dependencies)."""
-    port = free_port()
     binary = Path(sys.executable).parent / {"granian": "granian", "waitress": "waitress-serve"}[name]
     if not binary.exists():
         return None
+    port = free_port()
     argv = {"granian": [str(binary), "--interface", "wsgi", "config.wsgi:application", "--workers", "2",
                         "--blocking-threads", "2", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
             "waitress": [str(binary), "--listen", f"127.0.0.1:{port}", "--threads", "8", "config.wsgi:application"]}

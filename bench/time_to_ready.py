@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO, embedded_env, emit, free_port, median, percentile, r, scratch_dir, small_jpeg, wait_healthy,
+    REPO, ServerProcess, embedded_env, emit, free_port, median, percentile, r, scratch_dir, small_jpeg,
 )
 
 
@@ -42,12 +42,14 @@ SHED_AFTER_S = 0.5  # AIRLOCK_MAX_BACKLOG_SECONDS of the overload phase
 
 
 class Server:
+    """`manage.py serve` on the embedded defaults in data_dir (bench.common.ServerProcess runs it)."""
+
     def __init__(self, data_dir: Path, port: int, **extra: str) -> None:
         self.env = embedded_env(data_dir, DJANGO_SETTINGS_MODULE="config.settings.base", **extra)
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
-        self.log = open(data_dir / f"serve-{port}.log", "wb")
-        self.proc: subprocess.Popen | None = None
+        self.log = data_dir / f"serve-{port}.log"
+        self.process: ServerProcess | None = None
 
     def createuser(self) -> str:
         out = subprocess.run([sys.executable, "manage.py", "createuser", "bench", "--tenant", "bench"], cwd=REPO,
@@ -55,20 +57,12 @@ class Server:
         return out.stdout.strip().splitlines()[-1].split()[-1]
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port)], cwd=REPO,
-                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        if not wait_healthy(self.base, self.proc):
-            raise RuntimeError("manage.py serve did not come up")
+        self.process = ServerProcess([sys.executable, "manage.py", "serve", "--port", str(self.port)], self.env,
+                                     self.log, self.port)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+        if self.process is not None:
+            self.process.stop()
 
 
 def parse_ts(value: str) -> float:
