@@ -36,7 +36,8 @@ def render(event_type: str, attachment: Attachment, now: datetime) -> str:
     readable = can_read_file(user=owner, attachment=attachment, now=now)
     thumbnail = thumbnail_dims(attachment) if readable else None
     data = attachment_resource(attachment, _NoRequest(), can_read=readable, thumbnail=thumbnail)
-    return json.dumps({"type": event_type, "timestamp": _TIMESTAMP.to_representation(now), "data": data}, separators=(",", ":"))
+    body = {"type": event_type, "timestamp": _TIMESTAMP.to_representation(now), "data": data}
+    return json.dumps(body, separators=(",", ":"))
 
 
 def on_outcome(outcome: str, ids: Sequence[Any]) -> None:
