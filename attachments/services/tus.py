@@ -153,8 +153,14 @@ def _release(pk: uuid.UUID, token: uuid.UUID) -> None:
 
 
 def _give_connection_back() -> None:
-    """While a body streams in, hold no database connection (the pool is shared by every request)."""
-    if not connection.in_atomic_block:
+    """While a body streams in, hold no database connection (the pool is shared by every request).
+
+    Not on SQLite: its connection is a file handle of this thread, scarce to
+    nobody, and closing it costs a checkpoint of the write-ahead log and a
+    reopen, 13 % of a PATCH's time (py-spy): the fixed cost of a PATCH went
+    from 11.1 to 8.8 ms without it (30 MiB in 1 MiB PATCHes, embedded serve).
+    """
+    if connection.vendor != "sqlite" and not connection.in_atomic_block:
         connection.close()
 
 

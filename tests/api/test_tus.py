@@ -369,3 +369,16 @@ def test_a_committed_intent_whose_tus_bytes_keep_coming_is_not_ended_as_never_up
     assert never_uploaded(timezone.now()).filter(pk=pk).exists()  # as things stand it would be ended
     assert _patch(alice_client, path, data[:20], 0).status_code == 204  # but a PATCH restarts the clock
     assert not never_uploaded(timezone.now()).filter(pk=pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_patch_lets_go_of_its_database_connection_only_where_connections_are_shared(monkeypatch):
+    """PostgreSQL: back to the pool while the body streams in. SQLite: kept (closing costs a WAL checkpoint)."""
+    from django.db import connection
+
+    from attachments.services import tus as tus_services
+
+    closed: list[bool] = []
+    monkeypatch.setattr(connection, "close", lambda: closed.append(True))
+    tus_services._give_connection_back()
+    assert closed == ([] if connection.vendor == "sqlite" else [True])
