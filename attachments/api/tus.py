@@ -116,6 +116,7 @@ class TusApi(APIView):
     """Shared by the creation URL and each upload's URL: version check, OPTIONS, the headers on every answer."""
 
     parser_classes: list = []  # raw bodies, read by the views themselves
+    streams_body = True  # ops/body_first.py leaves the body to the view
 
     def dispatch(self, request, *args, **kwargs):
         # Clients behind proxies that only pass GET/POST send the real method here (tus-js-client's

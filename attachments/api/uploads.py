@@ -126,6 +126,7 @@ class UploadContentView(View):
     """PUT /uploads/{id}/content?token=…: the token is the only credential (documented in schema.py)."""
 
     http_method_names = ["put"]
+    streams_body = True  # ops/body_first.py leaves the body to the view
 
     def put(self, request, attachment_id: uuid.UUID):
         try:

@@ -33,6 +33,7 @@ from ..selectors import (
     thumbnail_of,
 )
 from ..serving import file_response, served_object
+from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
 from .links import absolute_url
 from .schema import ATTACHMENT_ID, file_responses, errors
@@ -174,6 +175,8 @@ class AttachmentListApi(APIView):
         if length is not None and length > cap:
             raise TooLarge(f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
                            details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES})
+        if length is None or length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:  # not read yet (ops/body_first.py)
+            give_connection_back()  # the multipart parser may wait on the client for long
         data = self.UploadInputSerializer.validate_body(request.data)
         upload = data["file"]
         attachment = upload_through(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
 from ..storage import StorageError, get_gateway
 from ..storage.tus import LocalStaging, S3Staging, s3_part_size, staging_for
+from .connections import give_connection_back
 from .intents import upload_intent_create
 from .uploads import object_arrived
 
@@ -152,18 +153,6 @@ def _release(pk: uuid.UUID, token: uuid.UUID) -> None:
     TusUpload.objects.filter(pk=pk, lock_token=token).update(lock_token=None, locked_at=None)
 
 
-def _give_connection_back() -> None:
-    """While a body streams in, hold no database connection (the pool is shared by every request).
-
-    Not on SQLite: its connection is a file handle of this thread, scarce to
-    nobody, and closing it costs a checkpoint of the write-ahead log and a
-    reopen, 13 % of a PATCH's time (py-spy): the fixed cost of a PATCH went
-    from 11.1 to 8.8 ms without it (30 MiB in 1 MiB PATCHes, embedded serve).
-    """
-    if connection.vendor != "sqlite" and not connection.in_atomic_block:
-        connection.close()
-
-
 def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iterator[bytes]:
     """Pass chunks through, renewing the claim every few seconds; stop if another writer took it."""
     last = time.monotonic()
@@ -172,7 +161,7 @@ def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iter
         if time.monotonic() - last >= _HEARTBEAT_SECONDS:
             last = time.monotonic()
             renewed = TusUpload.objects.filter(pk=pk, lock_token=token).update(locked_at=timezone.now())
-            _give_connection_back()
+            give_connection_back()
             if not renewed:
                 raise UploadLocked()
 
@@ -221,7 +210,7 @@ def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Itera
         if content_length > remaining:
             raise TooLarge(f"The chunk is {content_length} bytes; {remaining} remain of the declared Upload-Length.",
                            details={"max_bytes": upload.length})
-        _give_connection_back()
+        give_connection_back()
         body = _heartbeat(chunks, upload.pk, token)
         if isinstance(staging, LocalStaging):
             _append_local(upload, staging, body, checksum, token, now)

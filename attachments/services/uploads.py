@@ -25,6 +25,7 @@ from ..storage import get_gateway
 from ..storage.base import StorageError
 from . import outbox
 from .backlog import refuse_when_behind
+from .connections import give_connection_back
 from .intents import create_pending_row
 from .quotas import usage_release
 from .ratelimits import check_intent_rate
@@ -80,6 +81,7 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
     claimed = Attachment.objects.filter(pk=attachment_id, uploaded_at__isnull=True).update(uploaded_at=uploaded_at)
     if not claimed:
         raise AlreadyUploaded()
+    give_connection_back()
     try:
         body = exactly(limited(chunks(), limit), content_length)
         size = get_gateway().write_chunks(attachment.storage_key, body, content_type=attachment.declared_type)

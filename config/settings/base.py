@@ -59,6 +59,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "ops.logging.RequestIdMiddleware",
+    # Before anything that may query: a slow body must not hold a pooled connection.
+    "ops.body_first.BodyFirstMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -376,9 +376,9 @@ def test_a_patch_lets_go_of_its_database_connection_only_where_connections_are_s
     """PostgreSQL: back to the pool while the body streams in. SQLite: kept (closing costs a WAL checkpoint)."""
     from django.db import connection
 
-    from attachments.services import tus as tus_services
+    from attachments.services.connections import give_connection_back
 
     closed: list[bool] = []
     monkeypatch.setattr(connection, "close", lambda: closed.append(True))
-    tus_services._give_connection_back()
+    give_connection_back()
     assert closed == ([] if connection.vendor == "sqlite" else [True])

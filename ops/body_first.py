@@ -1,0 +1,46 @@
+"""Read a small request body before the view takes a database connection.
+
+A view authenticates (one query, and a pooled connection checked out until the
+response is sent) before it parses the body. A client that sent its headers and
+then trickled the body, a byte at a time inside the body timeout, held that
+connection as long as it liked: on PostgreSQL with a pool of 2, two such
+clients made the next intent wait AIRLOCK_DB_POOL_TIMEOUT_SECONDS and answer
+503. Bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE are read here instead, once the
+view is known and before it runs (nothing has queried yet), into the memory
+Django would give them anyway. Views whose class says `streams_body = True`
+(the signed PUT, tus) stream their bodies themselves and let go of their
+connection first (attachments/services/connections.py); so does upload-through
+for a body too large to read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, UnreadablePostError
+
+from attachments.api.errors import json_error
+from attachments.errors import ValidationFailed
+
+
+class BodyFirstMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs) -> HttpResponse | None:
+        if getattr(getattr(view_func, "view_class", None), "streams_body", False):
+            return None
+        length = request.META.get("CONTENT_LENGTH") or ""
+        # Anything but a plain small number is the view's to refuse (with its own error).
+        if length.isascii() and length.isdigit() and len(length) <= 12 \
+                and 0 < int(length) <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            try:
+                request.body  # noqa: B018  (read and kept: the view reads it from memory)
+            except UnreadablePostError:
+                return json_error(ValidationFailed("The request body ended or stalled before its Content-Length.",
+                                                   details={"Content-Length": ["The body is shorter than this."]}))
+        return None
