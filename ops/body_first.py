@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponse, UnreadablePostError
 
 from attachments.api.errors import json_error
 from attachments.errors import ValidationFailed
+from attachments.outages import outage_response
 
 
 class BodyFirstMiddleware:
@@ -40,7 +41,11 @@ class BodyFirstMiddleware:
                 and 0 < int(length) <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             try:
                 request.body  # noqa: B018  (read and kept: the view reads it from memory)
-            except UnreadablePostError:
-                return json_error(ValidationFailed("The request body ended or stalled before its Content-Length.",
-                                                   details={"Content-Length": ["The body is shorter than this."]}))
+            except UnreadablePostError as exc:
+                cause: BaseException | None = exc
+                while isinstance(cause, UnreadablePostError):  # Django wraps the reader's error, twice
+                    cause = cause.__cause__
+                # As anywhere else: stopped arriving is a 408, ended early a 400 (attachments/outages.py).
+                return outage_response(cause) or json_error(ValidationFailed(
+                    "The request body could not be read.", details={"Content-Length": ["The body is shorter."]}))
         return None

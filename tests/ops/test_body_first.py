@@ -1,9 +1,10 @@
-"""BodyFirstMiddleware: small bodies are read before the view, a stalled one is a 400, large ones are left alone."""
+"""BodyFirstMiddleware: small bodies read before the view (stalled: 408, ended: 400); large ones left alone."""
 
 from __future__ import annotations
 
 import io
 
+import pytest
 from django.http import HttpResponse
 from django.test import RequestFactory
 
@@ -48,13 +49,26 @@ def test_a_small_body_is_read_before_the_view():
     assert request.body == b'{"a": 1}'
 
 
-def test_a_body_that_stalls_is_a_400_and_the_view_never_runs():
+class _Ended(io.RawIOBase):
+    """gunicorn's body reader when the client closed the connection before Content-Length."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        from gunicorn.http.errors import NoMoreData
+
+        raise NoMoreData(b"")
+
+
+@pytest.mark.parametrize("body, status, code", [(_Stalled, 408, b"REQUEST_TIMEOUT"), (_Ended, 400, b"VALIDATION_ERROR")])
+def test_a_body_that_stalls_or_ends_early_is_answered_as_the_contract_says_and_the_view_never_runs(body, status, code):
     seen, middleware = _seen_by_view()
     request = RequestFactory().generic("POST", "/api/v1/uploads", content_type="application/json")
     request.META["CONTENT_LENGTH"] = "200"
-    request._stream = _Stalled()
+    request._stream = body()
     response = middleware(request)
-    assert response.status_code == 400 and b"VALIDATION_ERROR" in response.content
+    assert response.status_code == status and code in response.content
     assert seen == {}
 
 
