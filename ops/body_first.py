@@ -8,9 +8,8 @@ clients made the next intent wait AIRLOCK_DB_POOL_TIMEOUT_SECONDS and answer
 503. Bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE are read here instead, once the
 view is known and before it runs (nothing has queried yet), into the memory
 Django would give them anyway. Views whose class says `streams_body = True`
-(the signed PUT, tus) stream their bodies themselves and let go of their
-connection first (attachments/services/connections.py); so does upload-through
-for a body too large to read here.
+(the signed PUT, tus, upload-through) read their bodies themselves and let go
+of their connection first (attachments/services/connections.py).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
 
 from attachments.api.errors import json_error
+from attachments.api.views import content_length
 from attachments.errors import ValidationFailed
 from attachments.outages import outage_response
 
@@ -35,10 +35,11 @@ class BodyFirstMiddleware:
     def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs) -> HttpResponse | None:
         if getattr(getattr(view_func, "view_class", None), "streams_body", False):
             return None
-        length = request.META.get("CONTENT_LENGTH") or ""
-        # Anything but a plain small number is the view's to refuse (with its own error).
-        if length.isascii() and length.isdigit() and len(length) <= 12 \
-                and 0 < int(length) <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        try:
+            length = content_length(request)
+        except ValidationFailed:
+            return None  # the view refuses it, with its own error
+        if length and length <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             try:
                 request.body  # noqa: B018  (read and kept: the view reads it from memory)
             except UnreadablePostError as exc:

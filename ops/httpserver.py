@@ -87,7 +87,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # someone else's process: alive
     return True
 
 

@@ -104,6 +104,7 @@ def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
 
 class AttachmentListApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
+    streams_body = True  # upload-through reads its form itself (ops/body_first.py)
 
     @extend_schema_serializer(component_name="AttachmentList")
     class OutputSerializer(SharedSerializer):
@@ -175,8 +176,7 @@ class AttachmentListApi(APIView):
         if length is not None and length > cap:
             raise TooLarge(f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
                            details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES})
-        if length is None or length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:  # not read yet (ops/body_first.py)
-            give_connection_back()  # the multipart parser may wait on the client for long
+        give_connection_back()  # the multipart parser may wait on the client for long
         data = self.UploadInputSerializer.validate_body(request.data)
         upload = data["file"]
         attachment = upload_through(
