@@ -142,7 +142,8 @@ class AttachmentListApi(APIView):
     @extend_schema(
         operation_id="attachments_list", tags=_TAGS, summary="List your attachments",
         description="Newest first, cursor-paginated. With `ids` and `wait`, holds the request up to N seconds until "
-        "one of the listed attachments changes status (or one is terminal): one request follows many files.",
+        "one of the listed attachments changes status (or one is terminal): one request follows many files. Past "
+        "the waiter caps it answers at once (`Airlock-Wait: skipped; reason=…`).",
         parameters=[FilterSerializer,
                     OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
                                      description="With `ids`: seconds to wait for a change (0–30).")],
@@ -166,9 +167,9 @@ class AttachmentListApi(APIView):
                                       before=_decode_cursor(cursor) if cursor else None, ids=ids)
             return list(qs.prefetch_related("derivatives")[: limit + 1])
 
-        headers: dict[str, str] = {}
+        headers = {}
         if seconds:
-            first: dict[uuid.UUID, str] | None = None
+            first = None
 
             def settled(rows: list[Attachment]) -> bool:
                 # A change since this request's first read, or one to report at once.
@@ -234,7 +235,8 @@ class AttachmentDetailApi(APIView):
     @extend_schema(
         operation_id="attachments_retrieve", tags=_TAGS, summary="Get one attachment",
         description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds the "
-        "request up to N seconds until the status is terminal.",
+        "request up to N seconds until the status is terminal; past the waiter caps it answers at once "
+        "(`Airlock-Wait: skipped; reason=…`).",
         parameters=[ATTACHMENT_ID,
                     OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
                                      description="Seconds to wait for a terminal status (0–30).")],
@@ -246,7 +248,7 @@ class AttachmentDetailApi(APIView):
             return attachment_visible(user=request.user, attachment_id=attachment_id)
 
         seconds = _wait_seconds(request.query_params.get("wait"), read)
-        headers: dict[str, str] = {}
+        headers = {}
         if seconds:
             # Sleeps until a transition of this attachment is announced (no polling); its
             # first read, made once it listens, is also the visibility check.
