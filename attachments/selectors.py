@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 
 from django.db.models import Q, QuerySet
@@ -96,9 +97,12 @@ def thumbnail_of(attachment: Attachment) -> Derivative | None:
 
 def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,
                          committed: bool | None = None,
-                         before: tuple[datetime, uuid.UUID] | None = None) -> QuerySet[Attachment]:
+                         before: tuple[datetime, uuid.UUID] | None = None,
+                         ids: Collection[uuid.UUID] | None = None) -> QuerySet[Attachment]:
     """The owner's attachments, newest first; `before` continues after a (created_at, id) cursor."""
     qs = Attachment.objects.for_resource().filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
+    if ids is not None:
+        qs = qs.filter(pk__in=ids)
     if status:
         qs = qs.filter(status=status)
     if profile:

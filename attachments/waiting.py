@@ -13,8 +13,12 @@ another process (a separate worker on SQLite) cannot be heard: waiters then
 re-read every AIRLOCK_WAIT_RECHECK_SECONDS, unless this process runs the
 worker itself (`serve`'s in-process worker), where every change is local.
 
-Waiters are capped per process and per user (429 RATE_LIMITED + Retry-After):
-each one holds a web thread, never a database connection.
+One waiter can follow many attachments (the list's `?ids=…&wait=`): its event
+is registered under each id and counts once against the caps.
+
+Waiters are capped per process and per user: each one holds a web thread, never
+a database connection. Past a cap the wait is skipped, not refused: the caller
+gets the current state at once, told why (`Waited.skipped`). Waiting is a hint.
 """
 
 from __future__ import annotations
@@ -23,19 +27,40 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
-
-from .errors import RateLimited
 
 log = logging.getLogger("airlock.waiting")
 
 T = TypeVar("T")
 CHANNEL = "airlock_status"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Why a wait was not held: which cap was reached, and its value."""
+
+    reason: str  # "user-limit" or "server-limit"
+    limit: int
+
+
+class TooManyWaiters(Exception):
+    def __init__(self, skipped: Skipped) -> None:
+        super().__init__(skipped.reason)
+        self.skipped = skipped
+
+
+@dataclass(frozen=True)
+class Waited(Generic[T]):
+    """What a wait read last, and why it did not wait at all (None when it did)."""
+
+    value: T
+    skipped: Skipped | None = None
 
 
 class Hub:
@@ -49,17 +74,19 @@ class Hub:
         self.local_changes_only = False  # set by serve when the worker runs in this process
 
     @contextmanager
-    def watching(self, *, user_id: int, attachment_id: str) -> Iterator[threading.Event]:
+    def watching(self, *, user_id: int, attachment_ids: Collection[str]) -> Iterator[threading.Event]:
+        """One event, set when any of `attachment_ids` changes; TooManyWaiters past a cap."""
         event = threading.Event()
+        keys = set(attachment_ids)
         with self._lock:
             if self._total >= settings.AIRLOCK_WAITERS_PER_PROCESS:
-                raise _too_many("Too many waiting requests on this server; poll again shortly.",
-                                settings.AIRLOCK_WAITERS_PER_PROCESS)
+                raise TooManyWaiters(Skipped("server-limit", settings.AIRLOCK_WAITERS_PER_PROCESS))
             if self._per_user[user_id] >= settings.AIRLOCK_WAITERS_PER_USER:
-                raise _too_many("Too many waiting requests for this user.", settings.AIRLOCK_WAITERS_PER_USER)
+                raise TooManyWaiters(Skipped("user-limit", settings.AIRLOCK_WAITERS_PER_USER))
             self._total += 1
             self._per_user[user_id] += 1
-            self._events.setdefault(attachment_id, set()).add(event)
+            for key in keys:
+                self._events.setdefault(key, set()).add(event)
         try:
             yield event
         finally:
@@ -68,11 +95,12 @@ class Hub:
                 self._per_user[user_id] -= 1
                 if self._per_user[user_id] <= 0:
                     del self._per_user[user_id]
-                waiters = self._events.get(attachment_id)
-                if waiters is not None:
-                    waiters.discard(event)
-                    if not waiters:
-                        del self._events[attachment_id]
+                for key in keys:
+                    waiters = self._events.get(key)
+                    if waiters is not None:
+                        waiters.discard(event)
+                        if not waiters:
+                            del self._events[key]
 
     def wake(self, attachment_id: str) -> None:
         with self._lock:
@@ -89,10 +117,6 @@ class Hub:
     def count(self) -> int:
         with self._lock:
             return self._total
-
-
-def _too_many(message: str, limit: int) -> RateLimited:
-    return RateLimited(message, details={"limit": limit}, headers={"Retry-After": "1"})
 
 
 hub = Hub()
@@ -237,22 +261,29 @@ def _listen_postgresql(on_connected: Callable[[], None]) -> None:
 
 # --- waiting -----------------------------------------------------------------------------
 
-def wait_until(*, user_id: int, attachment_id: str, seconds: float, read: Callable[[], T],
-               settled: Callable[[T], bool]) -> T:
-    """read() until settled(value) or `seconds` pass, sleeping between changes (no polling)."""
+def wait_until(*, user_id: int, attachment_ids: Collection[str], seconds: float, read: Callable[[], T],
+               settled: Callable[[T], bool]) -> Waited[T]:
+    """read() until settled(value) or `seconds` pass, sleeping until one of `attachment_ids` changes (no polling).
+
+    Past a waiter cap it reads once and says why it did not wait: a read never
+    fails because the server would rather not hold it open.
+    """
     deadline = time.monotonic() + seconds
-    with hub.watching(user_id=user_id, attachment_id=attachment_id) as event:
-        if ensure_listener(timeout=min(2.0, seconds)):
-            event.clear()  # the subscription's wake-up is covered by the read below
-        recheck = None if hub.local_changes_only or feed() != "none" else settings.AIRLOCK_WAIT_RECHECK_SECONDS
-        value = read()  # after registering and subscribing: a change from now on wakes this waiter
-        while not settled(value) and not _stopping.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            if not connection.in_atomic_block:
-                connection.close()  # back to the pool: a sleeping waiter holds no connection
-            event.wait(left if recheck is None else min(left, recheck))
-            event.clear()
-            value = read()
-    return value
+    try:
+        with hub.watching(user_id=user_id, attachment_ids=attachment_ids) as event:
+            if ensure_listener(timeout=min(2.0, seconds)):
+                event.clear()  # the subscription's wake-up is covered by the read below
+            recheck = None if hub.local_changes_only or feed() != "none" else settings.AIRLOCK_WAIT_RECHECK_SECONDS
+            value = read()  # after registering and subscribing: a change from now on wakes this waiter
+            while not settled(value) and not _stopping.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if not connection.in_atomic_block:
+                    connection.close()  # back to the pool: a sleeping waiter holds no connection
+                event.wait(left if recheck is None else min(left, recheck))
+                event.clear()
+                value = read()
+            return Waited(value)
+    except TooManyWaiters as busy:
+        return Waited(read(), busy.skipped)

@@ -40,6 +40,7 @@ from .schema import ATTACHMENT_ID, file_responses, errors
 from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedSerializer
 
 _TAGS = ["attachments"]
+MAX_LISTED_IDS = 100  # one page; a waiter registers under each
 
 
 def shown(request, attachment: Attachment) -> AttachmentResource:
@@ -119,6 +120,19 @@ class AttachmentListApi(APIView):
         committed = serializers.ChoiceField(choices=["true", "false"], required=False)
         limit = serializers.IntegerField(required=False, help_text="Page size, 1–100 (default 50).")
         cursor = serializers.CharField(required=False, help_text="From a previous page's `next`.")
+        ids = serializers.CharField(required=False, help_text=f"Only these attachments: comma-separated ids, at most "
+                                    f"{MAX_LISTED_IDS}; the page size defaults to their number.")
+
+        def validate_ids(self, value: str) -> list[uuid.UUID]:
+            parts = [part.strip() for part in value.split(",") if part.strip()]
+            if not parts:
+                raise serializers.ValidationError("Comma-separated attachment ids.")
+            if len(parts) > MAX_LISTED_IDS:
+                raise serializers.ValidationError(f"At most {MAX_LISTED_IDS} ids.")
+            try:
+                return list(dict.fromkeys(uuid.UUID(part) for part in parts))
+            except ValueError:
+                raise serializers.ValidationError("Comma-separated attachment ids.") from None
 
         def validate_profile(self, value: str) -> str:
             if value not in all_profiles():
@@ -127,21 +141,51 @@ class AttachmentListApi(APIView):
 
     @extend_schema(
         operation_id="attachments_list", tags=_TAGS, summary="List your attachments",
-        description="Newest first, cursor-paginated.",
-        parameters=[FilterSerializer],
+        description="Newest first, cursor-paginated. With `ids` and `wait`, holds the request up to N seconds until "
+        "one of the listed attachments changes status (or one is terminal): one request follows many files. Past "
+        "the waiter caps it answers at once (`Airlock-Wait: skipped; reason=…`).",
+        parameters=[FilterSerializer,
+                    OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
+                                     description="With `ids`: seconds to wait for a change (0–30).")],
         responses={200: OpenApiResponse(OutputSerializer, description="One page of your attachments."),
                    **errors(ValidationFailed, NotAuthenticated)},
     )
     def get(self, request):
         filters = self.FilterSerializer.validate_body(request.query_params)
-        limit = min(100, max(1, filters.get("limit", 50)))
+        ids = filters.get("ids")
+        seconds = _wait_seconds(request.query_params.get("wait"), lambda: None)
+        if seconds and not ids:
+            raise ValidationFailed(details={"wait": ["Only with ids: the attachments to wait for."]})
+        limit = min(100, max(1, filters.get("limit", len(ids) if ids else 50)))
         committed = filters.get("committed")
         cursor = filters.get("cursor")
         status, profile = filters.get("status"), filters.get("profile")
-        qs = attachments_of_owner(user=request.user, status=status, profile=profile,
-                                  committed=None if committed is None else committed == "true",
-                                  before=_decode_cursor(cursor) if cursor else None)
-        page = list(qs.prefetch_related("derivatives")[: limit + 1])
+
+        def read() -> list[Attachment]:
+            qs = attachments_of_owner(user=request.user, status=status, profile=profile,
+                                      committed=None if committed is None else committed == "true",
+                                      before=_decode_cursor(cursor) if cursor else None, ids=ids)
+            return list(qs.prefetch_related("derivatives")[: limit + 1])
+
+        headers = {}
+        if seconds:
+            first = None
+
+            def settled(rows: list[Attachment]) -> bool:
+                # A change since this request's first read, or one to report at once.
+                nonlocal first
+                now = {attachment.pk: attachment.status for attachment in rows}
+                if first is None:
+                    first = now
+                return now != first or any(s in TERMINAL_STATUSES for s in now.values())
+
+            # One waiter for every listed id: woken by whichever changes first. A listed id
+            # that is not the caller's is never in `rows`, so its changes cannot end the wait.
+            waited = waiting.wait_until(user_id=request.user.pk, attachment_ids=[str(pk) for pk in ids],
+                                        seconds=seconds, read=read, settled=settled)
+            page, headers = waited.value, _wait_headers(waited)
+        else:
+            page = read()
         has_more = len(page) > limit
         page = page[:limit]
         next_url = None
@@ -150,7 +194,7 @@ class AttachmentListApi(APIView):
             query["cursor"] = _encode_cursor(page[-1])
             next_url = absolute_url(request, f"{request.path}?{query.urlencode()}")
         results = [shown(request, attachment) for attachment in page]
-        return Response(self.OutputSerializer.render({"results": results, "next": next_url}))
+        return Response(self.OutputSerializer.render({"results": results, "next": next_url}), headers=headers)
 
     @extend_schema_serializer(component_name="UploadThrough")
     class UploadInputSerializer(SharedSerializer):
@@ -191,7 +235,8 @@ class AttachmentDetailApi(APIView):
     @extend_schema(
         operation_id="attachments_retrieve", tags=_TAGS, summary="Get one attachment",
         description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds the "
-        "request up to N seconds until the status is terminal.",
+        "request up to N seconds until the status is terminal; past the waiter caps it answers at once "
+        "(`Airlock-Wait: skipped; reason=…`).",
         parameters=[ATTACHMENT_ID,
                     OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
                                      description="Seconds to wait for a terminal status (0–30).")],
@@ -203,15 +248,27 @@ class AttachmentDetailApi(APIView):
             return attachment_visible(user=request.user, attachment_id=attachment_id)
 
         seconds = _wait_seconds(request.query_params.get("wait"), read)
+        headers = {}
         if seconds:
             # Sleeps until a transition of this attachment is announced (no polling); its
             # first read, made once it listens, is also the visibility check.
-            attachment = waiting.wait_until(user_id=request.user.pk, attachment_id=str(attachment_id),
-                                            seconds=seconds, read=read,
-                                            settled=lambda a: a.status in TERMINAL_STATUSES)
+            waited = waiting.wait_until(user_id=request.user.pk, attachment_ids=[str(attachment_id)],
+                                        seconds=seconds, read=read,
+                                        settled=lambda a: a.status in TERMINAL_STATUSES)
+            attachment, headers = waited.value, _wait_headers(waited)
         else:
             attachment = read()
-        return Response(resource_for(request, attachment))
+        return Response(resource_for(request, attachment), headers=headers)
+
+
+WAIT_HEADER = "Airlock-Wait"
+
+
+def _wait_headers(waited: waiting.Waited) -> dict[str, str]:
+    """`Airlock-Wait: skipped; reason=user-limit; limit=32` when the wait was not held."""
+    if waited.skipped is None:
+        return {}
+    return {WAIT_HEADER: f"skipped; reason={waited.skipped.reason}; limit={waited.skipped.limit}"}
 
 
 def _wait_seconds(wait: str | None, read) -> float:

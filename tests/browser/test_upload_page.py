@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attachments.models import Attachment
+from tests.browser.conftest import open_upload_page
 from tests.support import jpeg_bytes, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -114,3 +115,37 @@ def test_upload_page_flow(page, live_server, live_worker, alice):
     assert rows[hostile_id].lifecycle == "discarded"
     assert rows[doomed[0]].lifecycle == "discarded"  # the failed attempt was cleaned up by the retry
     assert rows[first_id].expires_at is None
+
+
+def test_the_page_follows_all_its_files_with_one_waiting_request(page, live_server, live_worker, alice, settings):
+    # A cap of 2 waiters for the user: one waiting request per file would meet it at the third file.
+    settings.AIRLOCK_WAITERS_PER_USER = 2
+    waits = {"open": 0, "most": 0, "per_file": 0, "answers": []}
+
+    def opened(request):
+        if "wait=" in request.url:
+            waits["open"] += 1
+            waits["most"] = max(waits["most"], waits["open"])
+            waits["per_file"] += "/attachments?" not in request.url
+
+    def closed(request):
+        if "wait=" in request.url:
+            waits["open"] -= 1
+
+    def answered(response):
+        if "wait=" in response.url:
+            waits["answers"].append((response.status, response.headers.get("airlock-wait")))
+
+    page.on("request", opened)
+    page.on("requestfinished", closed)
+    page.on("requestfailed", closed)
+    page.on("response", answered)
+    open_upload_page(page, live_server, "alice", "image")
+    names = [f"photo-{n:02d}.png" for n in range(12)]
+    page.set_input_files("#files", [{"name": name, "mimeType": "image/png", "buffer": png_bytes((60 + n, 40))}
+                                    for n, name in enumerate(names)])
+    for name in names:
+        expect(_item(page, name)).to_have_attribute("data-status", "ready", timeout=90_000)
+    assert waits["per_file"] == 0, "a waiting request for a single file"
+    assert waits["most"] == 1, waits
+    assert waits["answers"] and all(answer == (200, None) for answer in waits["answers"]), waits["answers"]

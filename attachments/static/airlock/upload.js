@@ -6,9 +6,11 @@
  * multipart plan (upload.parts), PUT each part in turn with its own progress,
  * retrying a failed part (re-signing its URL through POST /uploads/{id}/parts
  * when storage refuses it), then POST /uploads/{id}/complete with the ETags —
- * → poll GET /api/v1/attachments/{id}?wait=10
- * until ready/rejected/failed → show the thumbnail (fetched with the session
- * cookie, shown as a blob: URL). Retry makes a new intent for that one file,
+ * → follow it to ready/rejected/failed → show the thumbnail (fetched with the
+ * session cookie, shown as a blob: URL). One request follows every file being
+ * processed: GET /api/v1/attachments?ids=a,b,c&wait=10 answers when any of them
+ * changes, never one waiting request per file (that would meet the server's
+ * per-user cap of waiters, and the browser's six connections per host). Retry makes a new intent for that one file,
  * remove discards it, a heartbeat keeps staged uploads alive while the page is
  * open, and Commit binds the remaining ones to a ref in one call.
  *
@@ -79,8 +81,8 @@
     this.message = errorText(body, status);
   }
 
-  /* JSON request to our own API with the session cookie (+ CSRF header on writes). */
-  function api(method, path, payload) {
+  /* JSON request to our own API with the session cookie (+ CSRF header on writes): {body, headers}. */
+  function request(method, path, payload) {
     var options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
     if (method !== "GET") {
       options.headers["X-CSRFToken"] = csrfToken;
@@ -90,14 +92,18 @@
       options.body = JSON.stringify(payload);
     }
     return fetch(API + path, options).then(function (response) {
-      if (response.status === 204) return null;
+      if (response.status === 204) return { body: null, headers: response.headers };
       return response.text().then(function (text) {
         var body = null;
         try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
         if (!response.ok) throw new ApiError(response.status, body);
-        return body;
+        return { body: body, headers: response.headers };
       });
     });
+  }
+
+  function api(method, path, payload) {
+    return request(method, path, payload).then(function (answer) { return answer.body; });
   }
 
   function sleep(ms) {
@@ -113,7 +119,7 @@
 
   function createItem(file, profile) {
     var item = {
-      key: nextKey++, file: file, profile: profile, id: null, status: "new", reason: null,
+      key: nextKey++, file: file, profile: profile, id: null, status: "new", reason: null, following: false,
       xhr: null, tus: null, resumes: 0, removed: false, committedRef: null, generation: 0, thumbUrl: null,
     };
     var li = el("li", "item");
@@ -413,6 +419,7 @@
 
   function start(item) {
     var generation = ++item.generation;
+    item.following = false;
     var current = function () { return !item.removed && generation === item.generation; };
     item.ui.progress.value = 0;
     if (window.tus && window.tus.isSupported && item.file.size > TUS_THRESHOLD &&
@@ -437,33 +444,71 @@
     }));
   }
 
-  // Once the bytes are sent (or sending failed): poll to the outcome, or show the error.
+  // Once the bytes are sent (or sending failed): follow it to the outcome, or show the error.
   function settle(item, current, sent) {
     return sent.then(function () {
       if (!current()) return;
       setStatus(item, "pending", "uploaded, waiting for processing");
-      return poll(item, current);
+      follow(item);
     }).catch(function (error) {
       if (!current()) return;
       setStatus(item, "error", "", error.message || String(error));
     });
   }
 
-  function poll(item, current) {
-    return api("GET", "/attachments/" + item.id + "?wait=10").then(function (resource) {
-      if (!current()) return;
-      show(item, resource);
-      if (!TERMINAL[resource.status]) return poll(item, current);
-      return null;
-    }, function (error) {
-      if (!current()) return;
-      if (error instanceof ApiError && error.status === 404) {
-        setStatus(item, "error", "", "This upload no longer exists (expired or discarded).");
-        return;
-      }
-      item.ui.detail.textContent = "connection trouble, retrying…";
-      return sleep(2000).then(function () { return current() ? poll(item, current) : null; });
+  // --- following: one request for every file being processed -------------------
+
+  var MAX_FOLLOWED = 100;  // the list's bound on ids
+  var following = false;
+
+  function followed(item) {
+    return item.following && !item.removed && item.id;
+  }
+
+  function follow(item) {
+    item.following = true;
+    if (following) return;  // the round in flight is short while uploads go on: it joins the next one
+    following = true;
+    followRound();
+  }
+
+  function uploading() {
+    return items.some(function (i) { return !i.removed && (i.status === "intent" || i.status === "uploading"); });
+  }
+
+  /* One GET for every followed file; it answers when any of them changes. Then again, until none is left. */
+  function followRound() {
+    var watched = items.filter(followed).slice(0, MAX_FOLLOWED).map(function (item) {
+      return { item: item, id: item.id };
     });
+    if (!watched.length) { following = false; return; }
+    // While other files are still being sent, newly sent ones join at the next round: keep rounds short.
+    var wait = uploading() ? 2 : 10;
+    var ids = watched.map(function (w) { return w.id; }).join(",");
+    request("GET", "/attachments?ids=" + ids + "&wait=" + wait).then(function (answer) {
+      var byId = {};
+      answer.body.results.forEach(function (resource) { byId[resource.id] = resource; });
+      watched.forEach(function (w) {
+        var item = w.item;
+        if (!followed(item) || item.id !== w.id) return;  // removed or retried meanwhile
+        var resource = byId[w.id];
+        if (!resource) {
+          item.following = false;
+          setStatus(item, "error", "", "This upload no longer exists (expired or discarded).");
+          return;
+        }
+        show(item, resource);
+        if (TERMINAL[resource.status]) item.following = false;
+      });
+      // The server did not hold the request (too many waiting): do not ask again at once.
+      var skipped = (answer.headers.get("Airlock-Wait") || "").indexOf("skipped") === 0;
+      return skipped ? sleep(1000) : null;
+    }).catch(function () {
+      watched.forEach(function (w) {
+        if (followed(w.item)) w.item.ui.detail.textContent = "connection trouble, retrying…";
+      });
+      return sleep(2000);
+    }).then(followRound);
   }
 
   function show(item, resource) {
