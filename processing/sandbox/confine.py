@@ -29,6 +29,13 @@ AIRLOCK_SANDBOX_CONFINE names the layers to apply (comma-separated, default "all
 layer, the filesystem confined by Landlock or, on a kernel without it, by mountns; naming
 mountns instead of landlock forces the fallback); `in_force()` says which of them this
 process can really apply here.
+
+Confinement fails closed: `posture()` compares the two, and a requested layer this host
+cannot apply makes the fork server refuse to start (every decoder job is then a transient
+infrastructure failure, retried, never run with less) and /readyz fail, unless
+AIRLOCK_SANDBOX_ACCEPT_MISSING names that layer: then jobs run without it and /readyz says
+"degraded". The same sentences (`Posture.state`, `UNPROTECTED`) go to the log, to
+/readyz and to the README.
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ import os
 import resource
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 LAYERS = ("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper")
 CONFINE_ENV = "AIRLOCK_SANDBOX_CONFINE"
+ACCEPT_ENV = "AIRLOCK_SANDBOX_ACCEPT_MISSING"
 UID_ENV, GID_ENV = "AIRLOCK_SANDBOX_UID", "AIRLOCK_SANDBOX_GID"
 DEFAULT_ID = 65533
 
@@ -290,7 +299,8 @@ def mountns_available() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('c', sys.argv[1]); "
-            "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); c._enter_namespaces()")
+            "c = sys.modules['c'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); "
+            "c._enter_namespaces()")  # in sys.modules: a dataclass looks its module up there
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(Path(__file__).resolve())],
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
@@ -421,3 +431,75 @@ def in_force(requested: tuple[str, ...] | None = None) -> tuple[str, ...]:
 
 def describe(layers: tuple[str, ...]) -> str:
     return "+".join(layers) if layers else "none"
+
+
+# ---------------------------------------------------------------- fail closed
+# What a decoder exploit can do when a layer is not applied (the other layers may still
+# stop part of it). /readyz lists these for every missing layer; the README quotes them.
+UNPROTECTED = {
+    "uid": "jobs run as the worker's own uid: what the worker's uid can read, write or signal "
+           "is theirs too unless another layer stops it",
+    "nnp": "a setuid binary could give a job privileges back, and a job's memory is readable "
+           "by other processes of its uid",
+    "seccomp": "jobs may open sockets (the network, the database, the broker), ptrace, execve "
+               "and create namespaces",
+    "landlock": "jobs may read every file their uid can read (the worker's code, settings and "
+                "data directory, /proc) and write wherever their uid can",
+    "mountns": "jobs may read every file their uid can read (the worker's code, settings and "
+               "data directory, /proc) and write wherever their uid can",
+    "nproc": "no limit on the number of processes a job may fork",
+    "subreaper": "a process a job leaves outside its process group (setsid) outlives the job",
+}
+
+
+def accepted_missing(value: str | None = None) -> tuple[str, ...]:
+    """The layers AIRLOCK_SANDBOX_ACCEPT_MISSING allows jobs to run without (comma-separated)."""
+    raw = (os.environ.get(ACCEPT_ENV, "") if value is None else value).strip().lower()
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(set(names) - set(LAYERS))
+    if unknown:
+        raise ValueError(f"{ACCEPT_ENV}: unknown layer(s) {', '.join(unknown)}")
+    return tuple(n for n in LAYERS if n in names)
+
+
+_FS_LAYERS = {"landlock", "mountns"}
+
+
+@dataclass(frozen=True)
+class Posture:
+    """The requested layers, those this process can apply, and whether jobs may run."""
+
+    requested: tuple[str, ...]
+    in_force: tuple[str, ...]
+    accepted: tuple[str, ...]  # AIRLOCK_SANDBOX_ACCEPT_MISSING
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        # landlock and mountns both confine the filesystem: asked for together, one is enough.
+        applied = set(self.in_force) | (_FS_LAYERS if _FS_LAYERS & set(self.in_force) else set())
+        return tuple(n for n in self.requested if n not in applied)
+
+    @property
+    def refused(self) -> tuple[str, ...]:
+        """Missing layers nobody accepted: while there is one, no decoder job runs."""
+        return tuple(n for n in self.missing if n not in self.accepted)
+
+    @property
+    def state(self) -> str:
+        """One sentence for the log and /readyz (checks.sandbox.state)."""
+        if self.refused:
+            return (f"refused: {', '.join(self.refused)} not applied (not accepted by {ACCEPT_ENV}); "
+                    "decoder jobs do not run")
+        if self.missing:
+            return f"degraded: {', '.join(self.missing)} not applied (accepted by {ACCEPT_ENV})"
+        return f"complete: {describe(self.in_force)} applied"
+
+    def unprotected(self) -> dict[str, str]:
+        return {n: UNPROTECTED[n] for n in self.missing}
+
+
+def posture(requested: tuple[str, ...] | None = None) -> Posture:
+    """Probe this host (ValueError on an unknown layer name in either setting)."""
+    layers = requested_layers() if requested is None else requested
+    accepted = accepted_missing()
+    return Posture(layers, in_force(layers), accepted)

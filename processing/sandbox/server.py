@@ -337,9 +337,8 @@ class Server:
                 pass
 
 
-def _decide_confinement() -> tuple[str, ...]:
+def _decide_confinement(layers: tuple[str, ...]) -> tuple[str, ...]:
     """Fill child.CONFINEMENT (inherited by every job) with the layers this host allows."""
-    layers = confine.in_force()
     conf = CONFINEMENT
     conf.layers = layers
     if "uid" in layers:
@@ -379,12 +378,20 @@ def _load_member_rules() -> str:
 
 def serve(sock_path: str) -> None:
     """Entry point of the fork-server process."""
+    # Fail closed, before anything else is loaded: a layer this host cannot apply, and
+    # that AIRLOCK_SANDBOX_ACCEPT_MISSING does not accept, means no job runs at all.
+    posture = confine.posture()  # reads AIRLOCK_SANDBOX_*: before the scrub below
+    if posture.refused:
+        sys.stdout.write(f"refused {posture.state}\n")
+        sys.stdout.flush()
+        return
     preload()
     _load_member_rules()
-    layers = _decide_confinement()  # reads AIRLOCK_SANDBOX_*: before the scrub below
+    layers = _decide_confinement(posture.in_force)
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path, subreaper="subreaper" in layers)
-    # The library the loader found, and the confinement every job gets.
-    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)}\n")
+    # The library the loader found, the confinement every job gets, and what it lacks.
+    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)}"
+                     f" state={posture.state}\n")
     sys.stdout.flush()
     server.serve_forever()
