@@ -361,6 +361,12 @@ def run_job(
         except _NoAnswer as exc:
             _drop_server(server)
             raise SandboxUnavailable(str(exc)) from None
+        if status.get("confined") is False:
+            # Exited before it had every layer in place (a layer the server's probe
+            # allowed failed in the job): no decoder ran, nothing to say about the file.
+            logger.error("sandbox job could not apply its confinement (%s)", server.confinement,
+                         extra={"confinement": server.confinement})
+            raise SandboxUnavailable(f"the job could not apply its confinement ({server.confinement})")
         result = classify(status, payload, limits, work_dir)
         if server.job_ids is not None:
             for path in result.files.values():

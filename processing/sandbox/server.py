@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import confine
-from .child import CONFINEMENT, confine_environment, spare_main
+from .child import CONFINED, CONFINEMENT, confine_environment, spare_main
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
@@ -73,6 +73,7 @@ class Job:
     conn: socket.socket | None  # None once answered or once the client hung up
     deadline: float
     started: float
+    request: socket.socket  # the job says on it that it is confined (child._report_confined)
     timed_out: bool = False
 
 
@@ -193,13 +194,16 @@ class Server:
             pass  # the spare died: the job is reaped below and answered with its status
         for fd in fds:
             os.close(fd)
-        spare.request.close()
+        try:
+            spare.request.shutdown(socket.SHUT_WR)  # end of request; the job answers CONFINED here
+        except OSError:
+            pass
         try:
             socket.send_fds(conn, [b"R"], [spare.result_fd])
         except OSError:
             pass  # the client is gone: _on_client kills the job
         os.close(spare.result_fd)  # the job's write end and the client's read end remain
-        self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now)
+        self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now, spare.request)
         self.sel.register(conn, selectors.EVENT_READ, spare.pid)
 
     def _discard_spare(self) -> None:
@@ -261,15 +265,27 @@ class Server:
                 self.idle_spare_deaths += 1
                 continue
             self.idle_spare_deaths = 0
+            job = self.jobs.pop(pid)
             self._answer(
-                self.jobs.pop(pid),
+                job,
                 {
+                    "confined": self._confined(job),
                     "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                     "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                     "maxrss_kb": usage.ru_maxrss,
                     "cpu_seconds": usage.ru_utime + usage.ru_stime,
                 },
             )
+
+    @staticmethod
+    def _confined(job: Job) -> bool:
+        """Whether the (reaped) job said it was confined before it read its input."""
+        try:
+            said = job.request.recv(len(CONFINED), socket.MSG_DONTWAIT)
+        except OSError:
+            said = b""
+        job.request.close()
+        return said == CONFINED
 
     def _sweep_strays(self) -> None:
         """Kill and reap every child that is neither a job nor the spare.

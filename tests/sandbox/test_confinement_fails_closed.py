@@ -165,3 +165,30 @@ def test_a_misspelt_accepted_layer_is_an_error_not_an_acceptance(monkeypatch) ->
     monkeypatch.setenv(ACCEPT, "landlok")
     with pytest.raises(ValueError, match="landlok"):
         confine.posture()
+
+
+# The server's probe finds Landlock (its version query, flags=1, still answers) but a job
+# cannot build a ruleset (flags=0): the layer fails in the job, after the probe said yes.
+_LANDLOCK_FAILS_IN_THE_JOB = (
+    "import errno, pyseccomp as _sc; _f = _sc.SyscallFilter(_sc.ALLOW); "
+    "_f.add_rule(_sc.ERRNO(errno.EPERM), 'landlock_create_ruleset', _sc.Arg(2, _sc.EQ, 0)); _f.load(); "
+)
+
+
+@root_only
+def test_a_layer_that_fails_inside_the_job_is_retried_not_rejected(alice, api, monkeypatch, caplog) -> None:
+    from tests.support import jpeg_bytes, run_pipeline, upload
+
+    if confine.landlock_abi() < 1:
+        pytest.skip("this kernel has no Landlock")  # CI's has ABI 7 (STACK-NOTES)
+    shutdown()
+    monkeypatch.setattr(runner, "_BOOT", _LANDLOCK_FAILS_IN_THE_JOB + runner._BOOT)
+    monkeypatch.delenv(confine.CONFINE_ENV, raising=False)
+    try:
+        attachment_id = upload(api(alice), jpeg_bytes())
+        with caplog.at_level(logging.ERROR, logger=runner.__name__):
+            assert run_pipeline(attachment_id) == "pending"  # retried, where it was rejected/corrupt
+        assert runner.confinement() == "uid+nnp+seccomp+landlock+nproc+subreaper"  # what the probe saw
+        assert any("could not apply its confinement" in r.getMessage() for r in caplog.records)
+    finally:
+        shutdown()
