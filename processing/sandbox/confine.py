@@ -439,15 +439,16 @@ def describe(layers: tuple[str, ...]) -> str:
 UNPROTECTED = {
     "uid": "jobs run as the worker's own uid: what the worker's uid can read, write or signal "
            "is theirs too unless another layer stops it",
-    "nnp": "a setuid binary could give a job privileges back, and a job's memory is readable "
-           "by other processes of its uid",
+    "nnp": "a setuid binary could raise a job's privileges, and the fork server's and the "
+           "jobs' memory and /proc files are open to other processes of the same uid",
     "seccomp": "jobs may open sockets (the network, the database, the broker), ptrace, execve "
                "and create namespaces",
     "landlock": "jobs may read every file their uid can read (the worker's code, settings and "
-                "data directory, /proc) and write wherever their uid can",
+                "data directory, /proc), write wherever their uid can, and connect to TCP ports "
+                "and signal processes outside the job unless seccomp or uid stops it",
     "mountns": "jobs may read every file their uid can read (the worker's code, settings and "
                "data directory, /proc) and write wherever their uid can",
-    "nproc": "no limit on the number of processes a job may fork",
+    "nproc": "a job may fork without limit",
     "subreaper": "a process a job leaves outside its process group (setsid) outlives the job",
 }
 
