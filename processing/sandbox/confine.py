@@ -473,6 +473,13 @@ class Posture:
     requested: tuple[str, ...]
     in_force: tuple[str, ...]
     accepted: tuple[str, ...]  # AIRLOCK_SANDBOX_ACCEPT_MISSING
+    every: tuple[str, ...] = ()  # what "all" asks for here
+
+    @property
+    def switched_off(self) -> tuple[str, ...]:
+        """Layers AIRLOCK_SANDBOX_CONFINE leaves out (a filesystem layer counts for both)."""
+        asked = set(self.requested) | (_FS_LAYERS if _FS_LAYERS & set(self.requested) else set())
+        return tuple(n for n in self.every if n not in asked)
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -491,16 +498,22 @@ class Posture:
         if self.refused:
             return (f"refused: {', '.join(self.refused)} not applied (not accepted by {ACCEPT_ENV}); "
                     "decoder jobs do not run")
+        weaker = []
         if self.missing:
-            return f"degraded: {', '.join(self.missing)} not applied (accepted by {ACCEPT_ENV})"
+            weaker.append(f"{', '.join(self.missing)} not applied (accepted by {ACCEPT_ENV})")
+        if self.switched_off:
+            weaker.append(f"{', '.join(self.switched_off)} switched off (by {CONFINE_ENV})")
+        if weaker:
+            return "degraded: " + "; ".join(weaker)
         return f"complete: {describe(self.in_force)} applied"
 
     def unprotected(self) -> dict[str, str]:
-        return {n: UNPROTECTED[n] for n in self.missing}
+        """What a job is not protected from, for each layer it does not get."""
+        return {n: UNPROTECTED[n] for n in LAYERS if n in self.missing or n in self.switched_off}
 
 
 def posture(requested: tuple[str, ...] | None = None) -> Posture:
     """Probe this host (ValueError on an unknown layer name in either setting)."""
     layers = requested_layers() if requested is None else requested
     accepted = accepted_missing()
-    return Posture(layers, in_force(layers), accepted)
+    return Posture(layers, in_force(layers), accepted, requested_layers("all"))

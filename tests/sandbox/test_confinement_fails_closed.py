@@ -192,3 +192,14 @@ def test_a_layer_that_fails_inside_the_job_is_retried_not_rejected(alice, api, m
         assert any("could not apply its confinement" in r.getMessage() for r in caplog.records)
     finally:
         shutdown()
+
+
+@root_only
+def test_layers_switched_off_by_the_setting_are_named_too(monkeypatch) -> None:
+    monkeypatch.delenv(ACCEPT, raising=False)
+    monkeypatch.setenv(confine.CONFINE_ENV, "uid,seccomp,landlock")
+    posture = confine.posture()
+    assert posture.state == "degraded: nnp, nproc, subreaper switched off (by AIRLOCK_SANDBOX_CONFINE)"
+    assert list(posture.unprotected()) == ["nnp", "nproc", "subreaper"]
+    monkeypatch.setenv(confine.CONFINE_ENV, "uid,nnp,seccomp,mountns,nproc,subreaper")  # the fallback, forced
+    assert confine.posture().state == "complete: uid+nnp+seccomp+mountns+nproc+subreaper applied"
