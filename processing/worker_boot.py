@@ -21,7 +21,8 @@ def log_sandbox_confinement() -> str:
     posture = confine.posture()
     described = confine.describe(posture.in_force)
     # refused: no decoder job will run here (confine.py: confinement fails closed)
-    level = log.error if posture.refused else log.info if posture.state.startswith("complete") else log.warning
+    complete = posture.state.startswith("complete")
+    level = log.error if posture.refused else log.info if complete else log.warning
     level("sandbox confinement %s (%s)", described, posture.state,
           extra={"confinement": described, "confinement_state": posture.state})
     return described
