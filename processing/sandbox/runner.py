@@ -135,7 +135,7 @@ class _ForkServer:
             # absence (confine.posture): no job runs, each one is retried as infrastructure.
             self.stop()
             state = text.removeprefix("refused ")
-            logger.error("sandbox fork server refused to start: %s", state,
+            logger.error("sandbox fork server not started, confinement %s", state,
                          extra={"confinement_state": state})
             raise SandboxUnavailable(f"confinement {state}")
         word, _, rest = text.partition(" zlib=")

@@ -128,7 +128,7 @@ def test_the_file_is_retried_then_failed_never_rejected(fork_server_without_fs_l
         assert run_pipeline(attachment_id) == "failed"
     letter = DeadLetter.objects.get(attachment_id=attachment_id)
     assert "mountns not applied (not accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING)" in letter.last_error
-    refusals = [r.getMessage() for r in caplog.records if "refused to start" in r.getMessage()]
+    refusals = [r.getMessage() for r in caplog.records if "fork server not started" in r.getMessage()]
     assert len(refusals) == 2 and "mountns not applied" in refusals[0]
 
 
