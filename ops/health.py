@@ -9,8 +9,10 @@ dependency hangs instead of refusing:
 - storage: the storage gateway's ``ping()``;
 - scanner: every configured scanner's ``ping()`` (clamd PING, YARA rules compiled);
 - sandbox: the confinement a decoder job gets on this host (``uid+nnp+seccomp+
-  landlock+nproc+subreaper`` when root on a Landlock kernel), and any requested layer
-  this host cannot apply. Informational: it fails only on an invalid configuration.
+  landlock+nproc+subreaper`` when root on a Landlock kernel), any requested layer this
+  host cannot apply, and what a job is not protected from without it. It fails when
+  such a layer is not accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING (no decoder job runs
+  then) and on an invalid configuration.
 
 Every check reports ``{"ok", "latency_ms", "error"}``; one failed check makes
 the whole answer "unavailable" (HTTP 503), and the body still lists them all.
@@ -192,13 +194,25 @@ def check_scanners(*, timeout: float | None = None) -> dict[str, Any]:
 
 
 def check_sandbox() -> dict[str, Any]:
-    """The sandbox layers this host applies to every decoder job (processing/sandbox/confine.py)."""
+    """The sandbox layers this host applies to every decoder job (processing/sandbox/confine.py).
+
+    Fails closed, as the fork server does: a requested layer this host cannot apply and
+    AIRLOCK_SANDBOX_ACCEPT_MISSING does not accept means no decoder job runs here.
+    """
     from processing.sandbox import confine
 
-    requested = confine.requested_layers()  # ValueError on a bad AIRLOCK_SANDBOX_CONFINE
-    in_force = confine.in_force(requested)
-    return {"confinement": confine.describe(in_force),
-            "missing": [layer for layer in requested if layer not in in_force]}
+    posture = confine.posture()  # ValueError on an unknown layer in either setting
+    details = {"confinement": confine.describe(posture.in_force), "missing": list(posture.missing),
+               "state": posture.state, "unprotected": posture.unprotected()}
+    if posture.refused:
+        raise _SandboxRefused(posture.state, details)
+    return details
+
+
+class _SandboxRefused(Exception):
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class _ScannerDown(Exception):
@@ -251,12 +265,15 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
             details = {"scanners": error.results}
         elif isinstance(value, dict) and name == "scanner":
             details = {"scanners": value}
+        elif isinstance(error, _SandboxRefused):
+            details = error.details
         elif isinstance(value, dict) and name == "sandbox":
             details = value
         return CheckResult(
             ok=error is None,
             latency_ms=outcome["latency_ms"],
-            error=None if error is None else _describe(error),
+            error=(None if error is None else str(error) if isinstance(error, _SandboxRefused)
+                   else _describe(error)),  # a refusal is its own sentence (confine.Posture.state)
             details=details,
         )
 

@@ -18,14 +18,13 @@ log = logging.getLogger("airlock.worker")
 def log_sandbox_confinement() -> str:
     from processing.sandbox import confine
 
-    requested = confine.requested_layers()
-    in_force = confine.in_force(requested)
-    missing = [layer for layer in requested if layer not in in_force]
-    described = confine.describe(in_force)
-    note = f" (not available here: {', '.join(missing)})" if missing else ""
-    (log.warning if missing else log.info)(
-        "sandbox confinement %s%s", described, note, extra={"confinement": described}
-    )
+    posture = confine.posture()
+    described = confine.describe(posture.in_force)
+    # refused: no decoder job will run here (confine.py: confinement fails closed)
+    complete = posture.state.startswith("complete")
+    level = log.error if posture.refused else log.info if complete else log.warning
+    level("sandbox confinement %s (%s)", described, posture.state,
+          extra={"confinement": described, "confinement_state": posture.state})
     return described
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from attachments.private_files import private_dir, private_file
 
@@ -254,6 +255,15 @@ AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3)
 AIRLOCK_SANDBOX_MEMORY_BYTES = env_int("AIRLOCK_SANDBOX_MEMORY_BYTES", 1024 * MIB)
 AIRLOCK_SANDBOX_CPU_SECONDS = env_int("AIRLOCK_SANDBOX_CPU_SECONDS", 30)
 AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0)
+# Confinement layers (AIRLOCK_SANDBOX_CONFINE's names) decoder jobs may run without where this
+# host cannot apply them; any other missing layer stops every decoder job and fails /readyz.
+# The sandbox (pure Python, and the fork server it starts) reads the variable itself, as it
+# does AIRLOCK_SANDBOX_CONFINE; read here too so a misspelt layer stops the process at start.
+AIRLOCK_SANDBOX_ACCEPT_MISSING = [n.lower() for n in env_list("AIRLOCK_SANDBOX_ACCEPT_MISSING", [])]
+if _unknown_layers := sorted(set(AIRLOCK_SANDBOX_ACCEPT_MISSING) - set(
+        ("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper"))):
+    raise ImproperlyConfigured(
+        f"AIRLOCK_SANDBOX_ACCEPT_MISSING: unknown layer(s) {', '.join(_unknown_layers)}")
 AIRLOCK_MAX_ATTEMPTS = env_int("AIRLOCK_MAX_ATTEMPTS", 5)
 AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 5.0)
 AIRLOCK_RETRY_MAX_SECONDS = env_float("AIRLOCK_RETRY_MAX_SECONDS", 600.0)

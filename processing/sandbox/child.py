@@ -37,6 +37,7 @@ from .outcome import Rejected, short_repr
 
 REQUEST_FD = 0
 RESULT_FD = 3
+CONFINED = b"C"  # sent on REQUEST_FD once the job is confined (_report_confined)
 READ_ROOT_FDS = 4  # the O_PATH fds of confine.read_roots(), moved here (Landlock rules)
 KEEP_ENV = ("PATH", "LANG")
 _PR_SET_PDEATHSIG = 1
@@ -179,7 +180,10 @@ def confine_environment() -> None:
 
 
 def _read_request() -> tuple[dict[str, Any], list[int]]:
-    """The request and the fds sent with it: [input file, work dir]."""
+    """The request and the fds sent with it: [input file, work dir].
+
+    The socket stays open (REQUEST_FD): _report_confined() answers on it.
+    """
     import socket
 
     sock = socket.socket(fileno=REQUEST_FD)
@@ -190,7 +194,7 @@ def _read_request() -> tuple[dict[str, Any], list[int]]:
         size += len(chunk)
         if size > 1 << 20:
             raise ValueError("request too large")
-    sock.close()
+    sock.detach()
     if len(fds) != 2:
         raise ValueError("the request came without its input and work dir")
     req: dict[str, Any] = json.loads(b"".join(chunks))  # written by our own server
@@ -282,6 +286,16 @@ def _peak_rss_kb() -> int:
     return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 
+def _report_confined() -> None:
+    """Tell the server every layer is in place, before any input byte is read.
+
+    A job that exits without saying so failed to confine itself (infrastructure, the
+    runner retries it), not on its input: no decoder had run yet, so none can fake it.
+    """
+    os.write(REQUEST_FD, CONFINED)
+    os.close(REQUEST_FD)
+
+
 def spare_main(request_fd: int, result_fd: int) -> None:
     """Entry point of a forked spare: prepare, wait for one request, serve it; never returns."""
     code = 70
@@ -290,6 +304,7 @@ def spare_main(request_fd: int, result_fd: int) -> None:
         req, (input_fd, work_fd) = _read_request()  # blocks until the server hands us a job
         _enter_work_dir(CONFINEMENT, work_fd, req["work_dir"])
         apply_limits(from_dict(Limits, req["limits"]))  # before the input is touched
+        _report_confined()
         with os.fdopen(input_fd, "rb") as src:
             doc = dispatch(req, src)
         doc["rss_kb"] = _peak_rss_kb()  # the server answers before it can wait4() us

@@ -29,6 +29,13 @@ AIRLOCK_SANDBOX_CONFINE names the layers to apply (comma-separated, default "all
 layer, the filesystem confined by Landlock or, on a kernel without it, by mountns; naming
 mountns instead of landlock forces the fallback); `in_force()` says which of them this
 process can really apply here.
+
+Confinement fails closed: `posture()` compares the two, and a requested layer this host
+cannot apply makes the fork server refuse to start (every decoder job is then a transient
+infrastructure failure, retried, never run with less) and /readyz fail, unless
+AIRLOCK_SANDBOX_ACCEPT_MISSING names that layer: then jobs run without it and /readyz says
+"degraded". The same sentences (`Posture.state`, `UNPROTECTED`) go to the log, to
+/readyz and to the README.
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ import os
 import resource
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 LAYERS = ("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper")
 CONFINE_ENV = "AIRLOCK_SANDBOX_CONFINE"
+ACCEPT_ENV = "AIRLOCK_SANDBOX_ACCEPT_MISSING"
 UID_ENV, GID_ENV = "AIRLOCK_SANDBOX_UID", "AIRLOCK_SANDBOX_GID"
 DEFAULT_ID = 65533
 
@@ -290,7 +299,8 @@ def mountns_available() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('c', sys.argv[1]); "
-            "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); c._enter_namespaces()")
+            "c = sys.modules['c'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); "
+            "c._enter_namespaces()")  # in sys.modules: a dataclass looks its module up there
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(Path(__file__).resolve())],
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
@@ -421,3 +431,89 @@ def in_force(requested: tuple[str, ...] | None = None) -> tuple[str, ...]:
 
 def describe(layers: tuple[str, ...]) -> str:
     return "+".join(layers) if layers else "none"
+
+
+# ---------------------------------------------------------------- fail closed
+# What a decoder exploit can do when a layer is not applied (the other layers may still
+# stop part of it). /readyz lists these for every missing layer; the README quotes them.
+UNPROTECTED = {
+    "uid": "jobs run as the worker's own uid: what the worker's uid can read, write or signal "
+           "is theirs too unless another layer stops it",
+    "nnp": "a setuid binary could raise a job's privileges, and the fork server's and the "
+           "jobs' memory and /proc files are open to other processes of the same uid",
+    "seccomp": "jobs may open sockets (the network, the database, the broker), ptrace, execve "
+               "and create namespaces",
+    "landlock": "jobs may read every file their uid can read (the worker's code, settings and "
+                "data directory, /proc), write wherever their uid can, and connect to TCP ports "
+                "and signal processes outside the job unless seccomp or uid stops it",
+    "mountns": "jobs may read every file their uid can read (the worker's code, settings and "
+               "data directory, /proc) and write wherever their uid can",
+    "nproc": "a job may fork without limit",
+    "subreaper": "a process a job leaves outside its process group (setsid) outlives the job",
+}
+
+
+def accepted_missing(value: str | None = None) -> tuple[str, ...]:
+    """The layers AIRLOCK_SANDBOX_ACCEPT_MISSING allows jobs to run without (comma-separated)."""
+    raw = (os.environ.get(ACCEPT_ENV, "") if value is None else value).strip().lower()
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(set(names) - set(LAYERS))
+    if unknown:
+        raise ValueError(f"{ACCEPT_ENV}: unknown layer(s) {', '.join(unknown)}")
+    return tuple(n for n in LAYERS if n in names)
+
+
+_FS_LAYERS = {"landlock", "mountns"}
+
+
+@dataclass(frozen=True)
+class Posture:
+    """The requested layers, those this process can apply, and whether jobs may run."""
+
+    requested: tuple[str, ...]
+    in_force: tuple[str, ...]
+    accepted: tuple[str, ...]  # AIRLOCK_SANDBOX_ACCEPT_MISSING
+    every: tuple[str, ...] = ()  # what "all" asks for here
+
+    @property
+    def switched_off(self) -> tuple[str, ...]:
+        """Layers AIRLOCK_SANDBOX_CONFINE leaves out (a filesystem layer counts for both)."""
+        asked = set(self.requested) | (_FS_LAYERS if _FS_LAYERS & set(self.requested) else set())
+        return tuple(n for n in self.every if n not in asked)
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        # landlock and mountns both confine the filesystem: asked for together, one is enough.
+        applied = set(self.in_force) | (_FS_LAYERS if _FS_LAYERS & set(self.in_force) else set())
+        return tuple(n for n in self.requested if n not in applied)
+
+    @property
+    def refused(self) -> tuple[str, ...]:
+        """Missing layers nobody accepted: while there is one, no decoder job runs."""
+        return tuple(n for n in self.missing if n not in self.accepted)
+
+    @property
+    def state(self) -> str:
+        """One sentence for the log and /readyz (checks.sandbox.state)."""
+        if self.refused:
+            return (f"refused: {', '.join(self.refused)} not applied (not accepted by {ACCEPT_ENV}); "
+                    "decoder jobs do not run")
+        weaker = []
+        if self.missing:
+            weaker.append(f"{', '.join(self.missing)} not applied (accepted by {ACCEPT_ENV})")
+        if self.switched_off:
+            weaker.append(f"{', '.join(self.switched_off)} switched off (by {CONFINE_ENV})")
+        if weaker:
+            return "degraded: " + "; ".join(weaker)
+        return f"complete: {describe(self.in_force)} applied"
+
+    def unprotected(self) -> dict[str, str]:
+        """What a job is not protected from, for each layer it does not get."""
+        return {n: UNPROTECTED[n] for n in LAYERS if n in self.missing or n in self.switched_off}
+
+
+def posture(requested: tuple[str, ...] | None = None) -> Posture:
+    """Probe this host (ValueError on an unknown layer name in either setting)."""
+    layers = requested_layers() if requested is None else requested
+    accepted = accepted_missing()
+    return Posture(layers, in_force(layers), accepted, requested_layers("all"))

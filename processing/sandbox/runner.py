@@ -99,7 +99,8 @@ class _ForkServer:
             env["LD_LIBRARY_PATH"] = str(zlib_dir)  # read once by the loader at exec
         if member_rules is not None:
             env["AIRLOCK_SANDBOX_YARA_RULES"] = str(member_rules)  # compiled once, by the server
-        for name in (confine.CONFINE_ENV, confine.UID_ENV, confine.GID_ENV, "AIRLOCK_SANDBOX_NPROC"):
+        for name in (confine.CONFINE_ENV, confine.ACCEPT_ENV, confine.UID_ENV, confine.GID_ENV,
+                     "AIRLOCK_SANDBOX_NPROC"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         try:
@@ -128,8 +129,18 @@ class _ForkServer:
         poller = select.poll()  # not select(): the worker may hold fds above FD_SETSIZE
         poller.register(self.proc.stdout, select.POLLIN)
         line = self.proc.stdout.readline() if poller.poll(START_TIMEOUT * 1000) else b""
-        word, _, rest = line.decode("ascii", "replace").strip().partition(" zlib=")
-        zlib_version, _, confinement = rest.partition(" confinement=")
+        text = line.decode("ascii", "replace").strip()
+        if text.startswith("refused "):
+            # A requested confinement layer cannot be applied here and nobody accepted its
+            # absence (confine.posture): no job runs, each one is retried as infrastructure.
+            self.stop()
+            state = text.removeprefix("refused ")
+            logger.error("sandbox fork server not started, confinement %s", state,
+                         extra={"confinement_state": state})
+            raise SandboxUnavailable(f"confinement {state}")
+        word, _, rest = text.partition(" zlib=")
+        zlib_version, _, rest = rest.partition(" confinement=")
+        confinement, _, state = rest.partition(" state=")
         if word != "ready":
             self.stop()
             where = f" (with {ZLIB_DIR_ENV}={zlib_dir})" if zlib_dir else ""
@@ -138,10 +149,12 @@ class _ForkServer:
         self.confinement = confinement or "none"
         # Jobs that drop to the sandbox uid need their work dir to be theirs.
         self.job_ids = confine.sandbox_ids() if "uid" in self.confinement.split("+") else None
-        logger.info(
-            "sandbox fork server %s started, decoders use zlib %s, confinement %s",
-            self.proc.pid, zlib_version, self.confinement,
-            extra={"confinement": self.confinement},
+        self.state = state
+        # Degraded (a layer missing, accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING): a warning.
+        (logger.info if state.startswith("complete") else logger.warning)(
+            "sandbox fork server %s started, decoders use zlib %s, confinement %s (%s)",
+            self.proc.pid, zlib_version, self.confinement, state,
+            extra={"confinement": self.confinement, "confinement_state": state},
         )
 
     def alive(self) -> bool:
@@ -348,6 +361,12 @@ def run_job(
         except _NoAnswer as exc:
             _drop_server(server)
             raise SandboxUnavailable(str(exc)) from None
+        if status.get("confined") is False:
+            # Exited before it had every layer in place (a layer the server's probe
+            # allowed failed in the job): no decoder ran, nothing to say about the file.
+            logger.error("sandbox job could not apply its confinement (%s)", server.confinement,
+                         extra={"confinement": server.confinement})
+            raise SandboxUnavailable(f"the job could not apply its confinement ({server.confinement})")
         result = classify(status, payload, limits, work_dir)
         if server.job_ids is not None:
             for path in result.files.values():

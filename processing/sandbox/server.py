@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import confine
-from .child import CONFINEMENT, confine_environment, spare_main
+from .child import CONFINED, CONFINEMENT, confine_environment, spare_main
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
@@ -73,6 +73,7 @@ class Job:
     conn: socket.socket | None  # None once answered or once the client hung up
     deadline: float
     started: float
+    request: socket.socket  # the job says on it that it is confined (child._report_confined)
     timed_out: bool = False
 
 
@@ -193,13 +194,16 @@ class Server:
             pass  # the spare died: the job is reaped below and answered with its status
         for fd in fds:
             os.close(fd)
-        spare.request.close()
+        try:
+            spare.request.shutdown(socket.SHUT_WR)  # end of request; the job answers CONFINED here
+        except OSError:
+            pass
         try:
             socket.send_fds(conn, [b"R"], [spare.result_fd])
         except OSError:
             pass  # the client is gone: _on_client kills the job
         os.close(spare.result_fd)  # the job's write end and the client's read end remain
-        self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now)
+        self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now, spare.request)
         self.sel.register(conn, selectors.EVENT_READ, spare.pid)
 
     def _discard_spare(self) -> None:
@@ -261,15 +265,27 @@ class Server:
                 self.idle_spare_deaths += 1
                 continue
             self.idle_spare_deaths = 0
+            job = self.jobs.pop(pid)
             self._answer(
-                self.jobs.pop(pid),
+                job,
                 {
+                    "confined": self._confined(job),
                     "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                     "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                     "maxrss_kb": usage.ru_maxrss,
                     "cpu_seconds": usage.ru_utime + usage.ru_stime,
                 },
             )
+
+    @staticmethod
+    def _confined(job: Job) -> bool:
+        """Whether the (reaped) job said it was confined before it read its input."""
+        try:
+            said = job.request.recv(len(CONFINED), socket.MSG_DONTWAIT)
+        except OSError:
+            said = b""
+        job.request.close()
+        return said == CONFINED
 
     def _sweep_strays(self) -> None:
         """Kill and reap every child that is neither a job nor the spare.
@@ -337,9 +353,8 @@ class Server:
                 pass
 
 
-def _decide_confinement() -> tuple[str, ...]:
+def _decide_confinement(layers: tuple[str, ...]) -> tuple[str, ...]:
     """Fill child.CONFINEMENT (inherited by every job) with the layers this host allows."""
-    layers = confine.in_force()
     conf = CONFINEMENT
     conf.layers = layers
     if "uid" in layers:
@@ -379,12 +394,20 @@ def _load_member_rules() -> str:
 
 def serve(sock_path: str) -> None:
     """Entry point of the fork-server process."""
+    # Fail closed, before anything else is loaded: a layer this host cannot apply, and
+    # that AIRLOCK_SANDBOX_ACCEPT_MISSING does not accept, means no job runs at all.
+    posture = confine.posture()  # reads AIRLOCK_SANDBOX_*: before the scrub below
+    if posture.refused:
+        sys.stdout.write(f"refused {posture.state}\n")
+        sys.stdout.flush()
+        return
     preload()
     _load_member_rules()
-    layers = _decide_confinement()  # reads AIRLOCK_SANDBOX_*: before the scrub below
+    layers = _decide_confinement(posture.in_force)
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path, subreaper="subreaper" in layers)
-    # The library the loader found, and the confinement every job gets.
-    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)}\n")
+    # The library the loader found, the confinement every job gets, and what it lacks.
+    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)}"
+                     f" state={posture.state}\n")
     sys.stdout.flush()
     server.serve_forever()

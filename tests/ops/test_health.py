@@ -51,6 +51,7 @@ def test_readyz_reports_the_sandbox_confinement(client, db):
     assert body["checks"]["sandbox"] == {
         "ok": True, "latency_ms": body["checks"]["sandbox"]["latency_ms"], "error": None,
         "confinement": "uid+nnp+seccomp+landlock+nproc+subreaper", "missing": [],
+        "state": "complete: uid+nnp+seccomp+landlock+nproc+subreaper applied", "unprotected": {},
     }
 
 

@@ -38,3 +38,60 @@ def with_invalid_deflate(png: bytes) -> bytes:
     return png[: at - 4] + struct.pack(">I", length) + chunk + struct.pack(">I", zlib.crc32(chunk)) + png[
         at + 4 + length + 4 :
     ]
+
+
+# Python source that, run as root, lets `nobody` reach the interpreter and the checkout:
+# the interpreter may live under /root (pyenv) and the checkout under a 0700 directory
+# (CI's mktemp), which nobody cannot traverse. A private mount namespace of the calling
+# script (not of the sandbox under test) shows each such directory as a 0755 tmpfs holding
+# only the interpreter's directory or the checkout. Expects sys.argv[1] = the checkout.
+SHOW_TO_NOBODY = r"""
+import ctypes, os, sys, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+
+def mount(src, dst, fstype, flags, data=None):
+    enc = lambda v: None if v is None else os.fsencode(v)
+    if libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {dst}")
+
+def blocked_ancestor(path):  # the first directory on the way to path others cannot traverse
+    cur = "/"
+    for part in path.split("/")[1:]:
+        if not os.stat(cur).st_mode & 0o001:
+            return cur
+        cur = os.path.join(cur, part)
+    return None
+
+blocked = {}
+for path in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.argv[1])}:
+    ancestor = blocked_ancestor(path)
+    if ancestor:
+        blocked.setdefault(ancestor, []).append(path)
+if blocked:
+    assert libc.unshare(0x00020000) == 0
+    mount(None, "/", None, (1 << 18) | 16384)  # rprivate
+for ancestor, paths in blocked.items():
+    kept = []
+    for path in paths:
+        keep = tempfile.mkdtemp()
+        mount(path, keep, None, 4096 | 16384)
+        kept.append((path, keep))
+    mount("tmpfs", ancestor, "tmpfs", 2 | 4, "mode=0755")
+    for path, keep in kept:
+        os.makedirs(path, mode=0o755, exist_ok=True)  # root's umask 022: every level 0755
+        mount(keep, path, None, 4096 | 16384)
+"""
+
+# Python source (one line, so it can prefix runner._BOOT) installing a seccomp filter that
+# stands in for a host with neither Landlock (its syscalls: ENOSYS, as on a kernel without
+# it) nor user or mount namespaces (unshare and clone with CLONE_NEWUSER/CLONE_NEWNS: EPERM,
+# as under Docker's default profile). Inherited by every process started after it.
+BLOCK_FS_LAYERS = (
+    "import errno, pyseccomp as _sc; _f = _sc.SyscallFilter(_sc.ALLOW); "
+    "[_f.add_rule(_sc.ERRNO(errno.ENOSYS), _n) for _n in "
+    "('landlock_create_ruleset', 'landlock_add_rule', 'landlock_restrict_self')]; "
+    "_f.add_rule(_sc.ERRNO(errno.EPERM), 'unshare'); "
+    "[_f.add_rule(_sc.ERRNO(errno.EPERM), 'clone', _sc.Arg(0, _sc.MASKED_EQ, _b, _b)) "
+    "for _b in (0x10000000, 0x20000)]; "
+    "_f.add_rule(_sc.ERRNO(errno.ENOSYS), 'clone3'); _f.load(); "
+)
