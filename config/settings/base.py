@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -259,6 +260,10 @@ AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0)
 # host cannot apply them; any other missing layer stops every decoder job and fails /readyz.
 # The sandbox (pure Python, and the fork server it starts) reads the variable itself, as it
 # does AIRLOCK_SANDBOX_CONFINE; read here too so a misspelt layer stops the process at start.
+# The embedded default often runs as a developer's own user, where the root-only layers (uid,
+# nproc) cannot apply: it accepts their absence unless the variable says otherwise, and /readyz
+# says so (degraded). Production accepts nothing by default (production.py sets it empty first).
+os.environ.setdefault("AIRLOCK_SANDBOX_ACCEPT_MISSING", "uid,nproc")
 AIRLOCK_SANDBOX_ACCEPT_MISSING = [n.lower() for n in env_list("AIRLOCK_SANDBOX_ACCEPT_MISSING", [])]
 if _unknown_layers := sorted(set(AIRLOCK_SANDBOX_ACCEPT_MISSING) - set(
         ("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper"))):

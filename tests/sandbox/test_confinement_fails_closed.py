@@ -203,3 +203,19 @@ def test_layers_switched_off_by_the_setting_are_named_too(monkeypatch) -> None:
     assert list(posture.unprotected()) == ["nnp", "nproc", "subreaper"]
     monkeypatch.setenv(confine.CONFINE_ENV, "uid,nnp,seccomp,mountns,nproc,subreaper")  # the fallback, forced
     assert confine.posture().state == "complete: uid+nnp+seccomp+mountns+nproc+subreaper applied"
+
+
+@pytest.mark.parametrize(("module", "expected"), [("config.settings.base", "uid,nproc"),
+                                                  ("config.settings.production", "")])
+def test_only_the_embedded_default_accepts_the_root_only_layers_by_default(module: str, expected: str) -> None:
+    # A developer's non-root `serve` still decodes (degraded, said in /readyz); production
+    # accepts nothing it was not told to.
+    env = {k: v for k, v in os.environ.items() if k not in (ACCEPT, "DJANGO_SETTINGS_MODULE")}
+    env.update(DJANGO_SETTINGS_MODULE=module, DJANGO_SECRET_KEY="k" * 10 + "0123456789" * 5,
+               DJANGO_ALLOWED_HOSTS="airlock.example.com")
+    out = subprocess.run(
+        [sys.executable, "-c", "import os, django; django.setup(); from django.conf import settings; "
+         f"print(repr(os.environ['{ACCEPT}']), ','.join(settings.AIRLOCK_SANDBOX_ACCEPT_MISSING))"],
+        env=env, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+    variable, setting = (out.stdout.rstrip("\n").split(" ", 1) + [""])[:2]
+    assert (variable, setting) == (repr(expected), expected)
