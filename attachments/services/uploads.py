@@ -23,6 +23,7 @@ from ..profiles import get_profile
 from ..signing import upload_token_valid
 from ..storage import get_gateway
 from ..storage.base import StorageError
+from ..tenancy import tenant_of
 from . import outbox
 from .backlog import refuse_when_behind
 from .connections import give_connection_back
@@ -105,7 +106,7 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     limit = min(profile.max_bytes, settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES)
     if size_hint > limit:
         raise TooLarge(f"The file is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
-    refuse_when_behind()
+    refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
     with transaction.atomic():
         attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size_hint,

@@ -327,8 +327,9 @@ AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 3
 AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96)
 AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32)
 AIRLOCK_WAIT_RECHECK_SECONDS = env_float("AIRLOCK_WAIT_RECHECK_SECONDS", 2.0)
-# New uploads are refused (503 + Retry-After) while the oldest file waiting
-# for the pipeline has waited longer than this (0 = never).
+# A tenant's new uploads are refused (503 + Retry-After) while its own files
+# waiting for the pipeline have waited longer than this (0 = never); see
+# attachments/services/backlog.py.
 AIRLOCK_MAX_BACKLOG_SECONDS = env_float("AIRLOCK_MAX_BACKLOG_SECONDS", 120.0)
 AIRLOCK_RETRY_AFTER_SECONDS = env_int("AIRLOCK_RETRY_AFTER_SECONDS", 5)  # on 503s for an unavailable dependency
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps: no collectstatic step
