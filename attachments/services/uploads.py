@@ -121,10 +121,14 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
             Attachment.objects.filter(pk=attachment.pk).delete()
         gateway.delete(attachment.storage_key)
         raise
-    Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=timezone.now())
+    uploaded_at = timezone.now()
+    Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=uploaded_at)
     object_arrived(key=attachment.storage_key, size=None, source="local",
                    dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Post")
-    return _reread(attachment)
+    # The row as committed (pending, bytes in): a worker may have started it since,
+    # and the contract's 202 says `pending`, so the row is not read again.
+    attachment.uploaded_at = uploaded_at
+    return attachment
 
 
 def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | None = None) -> Attachment:
