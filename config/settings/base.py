@@ -11,7 +11,8 @@ import dj_database_url
 from attachments.private_files import private_dir, private_file
 
 from .env import (
-    env_bool, env_float, env_int, env_list, env_path, env_str, origin_host, public_origin, webhook_secrets,
+    env_bool, env_float, env_int, env_list, env_path, env_ports, env_str, origin_host, public_origin,
+    webhook_secrets,
 )
 from .secret import install_secret_key
 
@@ -277,6 +278,8 @@ AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_WINDOW_S
 AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = env_float("AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS", 3 * 86400.0)
 AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = env_float("AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS", 86400.0)
 AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
+# The ports an endpoint URL may name (webhooks/urlguard.py); ALLOW_PRIVATE lifts the rule.
+AIRLOCK_WEBHOOK_ALLOWED_PORTS = env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
 AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0)
 AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS = env_float("AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS", 5.0)
 
