@@ -149,11 +149,13 @@ LOGIN_URL = "/admin/login/"
 
 # --- Login throttling (django-axes) ---------------------------------------------
 # Password logins (the admin's form, which the upload page uses too) lock out after
-# AIRLOCK_LOGIN_FAILURE_LIMIT failures per username AND, separately, per client IP,
-# for AIRLOCK_LOGIN_LOCKOUT_MINUTES (0: until reset in the admin, under Axes →
-# Access attempts, or `manage.py axes_reset`). API tokens never go through these
-# backends. Axes needs the request in authenticate(): tests sign in with
-# force_login, or through the login form.
+# AIRLOCK_LOGIN_FAILURE_LIMIT failures of one username from one client IP (the
+# pair: failures elsewhere never lock the owner out), and a client IP after
+# AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT failures whatever the usernames (0: no
+# such limit), for AIRLOCK_LOGIN_LOCKOUT_MINUTES (0: until reset in the admin,
+# under Axes → Access attempts, or `manage.py axes_reset`). API tokens never go
+# through these backends. Axes needs the request in authenticate(): tests sign
+# in with force_login, or through the login form. attachments/login_throttle.py.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -161,7 +163,9 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 5)
 _lockout_minutes = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 30)
 AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per user and per IP
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair; per IP alone: the handler below
+AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+AXES_HANDLER = "attachments.login_throttle.AddressLimitedAxesHandler"
 AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
 # Behind N reverse proxies the client is the Nth address from the right of
 # X-Forwarded-For; with 0 (the default) only the socket's peer address counts.
