@@ -319,6 +319,12 @@ AIRLOCK_TENANT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_FIL
 # PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself, not here) makes
 # /metrics aggregate the counters of every web and worker process.
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
+# Without a token /metrics is open here (the embedded default serves loopback);
+# production settings close it (404) unless this is set, or a token is.
+AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", True)
+# Per-tenant series (airlock_tenant_*{tenant="<slug>"}) name every tenant and its
+# usage: off unless asked for.
+AIRLOCK_METRICS_TENANT_LABELS = env_bool("AIRLOCK_METRICS_TENANT_LABELS", False)
 # Each /readyz check (database, broker, storage, scanner) gives up after this long.
 AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
 
