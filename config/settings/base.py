@@ -315,7 +315,7 @@ AIRLOCK_TENANT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_BYT
 AIRLOCK_TENANT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_FILES")) else None
 
 # --- Operations ----------------------------------------------------------------
-# /metrics needs `Authorization: Bearer <token>` when set (open otherwise).
+# /metrics needs `Authorization: Bearer <token>` when set.
 # PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself, not here) makes
 # /metrics aggregate the counters of every web and worker process.
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
