@@ -23,9 +23,9 @@ def _fresh_backlog_reading(settings):
 
 
 def _late_files(client, n: int, *, seconds: float, **fields) -> None:
-    for _ in range(n):
-        pk = create_intent(client).json()["id"]
-        Attachment.objects.filter(pk=pk).update(uploaded_at=timezone.now() - timedelta(seconds=seconds), **fields)
+    # All intents first: aged one by one, the fifth would shed the sixth's intent.
+    pks = [create_intent(client).json()["id"] for _ in range(n)]
+    Attachment.objects.filter(pk__in=pks).update(uploaded_at=timezone.now() - timedelta(seconds=seconds), **fields)
     backlog.forget()
 
 
