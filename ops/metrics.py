@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 from django.db.models import Count, Min
@@ -30,6 +31,9 @@ from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from attachments.models import TenantUsage
 
 log = logging.getLogger("airlock.metrics")
 
@@ -41,9 +45,10 @@ class DatabaseCollector(Collector):
         self._now = now
 
     def collect(self) -> Iterator[Metric]:
+        from django.conf import settings
+
         from attachments.models import Attachment, DeadLetter, Lifecycle, Status, TenantUsage
         from attachments.profiles import all_profiles
-        from attachments.services.quotas import tenant_limits
 
         now = self._now or timezone.now()
         started = time.monotonic()
@@ -73,7 +78,9 @@ class DatabaseCollector(Collector):
                 .order_by()
             )
             # One counter row per tenant (attachments/services/quotas.py): no sums at scrape time.
-            usage = list(TenantUsage.objects.select_related("tenant").order_by("tenant__slug"))
+            # Tenant slugs and their usage are shown only when asked for (AIRLOCK_METRICS_TENANT_LABELS).
+            usage = (list(TenantUsage.objects.select_related("tenant").order_by("tenant__slug"))
+                     if settings.AIRLOCK_METRICS_TENANT_LABELS else None)
         except DatabaseError as exc:
             log.warning("metrics: database gauges unavailable", extra={"error": str(exc)[:300]})
             up.add_metric([], 0)
@@ -112,30 +119,38 @@ class DatabaseCollector(Collector):
         for kind in DeadLetter.Kind.values:
             letters.add_metric([kind], dead.get(kind, 0))
         yield letters
-        families = {
-            name: GaugeMetricFamily(f"airlock_tenant_{name}", text, labels=["tenant"])
-            for name, text in (
-                ("bytes_used", "Bytes counted against each tenant's quota."),
-                ("files_used", "Files counted against each tenant's quota."),
-                ("bytes_limit", "Each tenant's byte quota (tenants without one are left out)."),
-                ("files_limit", "Each tenant's file quota (tenants without one are left out)."),
-            )
-        }
-        for row in usage:
-            slug = row.tenant.slug
-            limit_bytes, limit_files = tenant_limits(row.tenant)
-            families["bytes_used"].add_metric([slug], row.bytes_used)
-            families["files_used"].add_metric([slug], row.files_used)
-            if limit_bytes is not None:
-                families["bytes_limit"].add_metric([slug], limit_bytes)
-            if limit_files is not None:
-                families["files_limit"].add_metric([slug], limit_files)
-        yield from families.values()
+        if usage is not None:
+            yield from _tenant_families(usage)
         yield GaugeMetricFamily(
             "airlock_metrics_database_seconds",
             "Time spent reading the database gauges at this scrape.",
             value=round(time.monotonic() - started, 6),
         )
+
+
+def _tenant_families(usage: list[TenantUsage]) -> Iterator[Metric]:
+    """airlock_tenant_*{tenant="<slug>"}: each tenant's usage and quota."""
+    from attachments.services.quotas import tenant_limits
+
+    families = {
+        name: GaugeMetricFamily(f"airlock_tenant_{name}", text, labels=["tenant"])
+        for name, text in (
+            ("bytes_used", "Bytes counted against each tenant's quota."),
+            ("files_used", "Files counted against each tenant's quota."),
+            ("bytes_limit", "Each tenant's byte quota (tenants without one are left out)."),
+            ("files_limit", "Each tenant's file quota (tenants without one are left out)."),
+        )
+    }
+    for row in usage:
+        slug = row.tenant.slug
+        limit_bytes, limit_files = tenant_limits(row.tenant)
+        families["bytes_used"].add_metric([slug], row.bytes_used)
+        families["files_used"].add_metric([slug], row.files_used)
+        if limit_bytes is not None:
+            families["bytes_limit"].add_metric([slug], limit_bytes)
+        if limit_files is not None:
+            families["files_limit"].add_metric([slug], limit_files)
+    yield from families.values()
 
 
 def multiprocess_dir() -> str | None:

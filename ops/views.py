@@ -4,7 +4,9 @@
 - ``GET /readyz``: database, broker, storage and scanners, each bounded by a
   short timeout (ops/health.py); 200 when all are up, else 503.
 - ``GET /metrics``: Prometheus text (ops/metrics.py). When
-  AIRLOCK_METRICS_TOKEN is set it needs ``Authorization: Bearer <token>``.
+  AIRLOCK_METRICS_TOKEN is set it needs ``Authorization: Bearer <token>``;
+  without a token it is open only while AIRLOCK_METRICS_OPEN is on (the
+  embedded default; production settings turn it off), else 404.
 """
 
 from __future__ import annotations
@@ -34,10 +36,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     return JsonResponse(report.as_dict(), status=200 if report.ok else 503)
 
 
-def _metrics_authorized(request: HttpRequest) -> bool:
-    expected = getattr(settings, "AIRLOCK_METRICS_TOKEN", None)
-    if not expected:
-        return True
+def _metrics_authorized(request: HttpRequest, expected: str) -> bool:
     header = request.headers.get("Authorization", "")
     scheme, _, presented = header.partition(" ")
     if scheme.lower() != "bearer" or not presented:
@@ -48,7 +47,12 @@ def _metrics_authorized(request: HttpRequest) -> bool:
 @never_cache
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    if not _metrics_authorized(request):
+    expected = settings.AIRLOCK_METRICS_TOKEN
+    if not expected and not settings.AIRLOCK_METRICS_OPEN:
+        # Closed: the series name every profile's traffic and the pipeline's health.
+        return JsonResponse(error_body("NOT_FOUND", "Not found: /metrics needs AIRLOCK_METRICS_TOKEN "
+                                                    "(or AIRLOCK_METRICS_OPEN=1)."), status=404)
+    if expected and not _metrics_authorized(request, expected):
         response = JsonResponse(
             error_body("NOT_AUTHENTICATED", "A valid bearer token is required for /metrics."),
             status=401,

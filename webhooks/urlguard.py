@@ -7,6 +7,17 @@ metadata addresses are refused even then. Every address the name resolves to
 must pass (a name with one public and one private address is refused), and the
 delivery connects to an address it checked, so a DNS answer that changes between
 the check and the connection cannot move the request inside.
+
+IPv6 addresses that carry an IPv4 one are judged by where they lead: an
+IPv4-mapped address (::ffff:a.b.c.d) and a NAT64 one (64:ff9b::a.b.c.d, what
+DNS64 answers for an IPv4-only host on an IPv6-only network) pass only when
+their IPv4 address would. The deprecated forms, 6to4 (2002::/16) and
+IPv4-compatible (::a.b.c.d), and local-use NAT64 (64:ff9b:1::/48, a translator
+inside the network) are refused whatever they carry.
+
+The port must be one of AIRLOCK_WEBHOOK_ALLOWED_PORTS (443 by default), so a
+public host cannot be used to reach its other services (SMTP, databases);
+AIRLOCK_WEBHOOK_ALLOW_PRIVATE lifts this rule too (local test receivers).
 """
 
 from __future__ import annotations
@@ -25,6 +36,12 @@ from django.conf import settings
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "fd00:ec2::254", "169.254.170.2", "100.100.100.200",
 ))
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
+# Never a webhook target: 6to4 (RFC 3056, deprecated by RFC 7526), IPv4-compatible
+# (RFC 4291, deprecated) and local-use NAT64 (RFC 8215). :: and ::1 lie in ::/96 but
+# are the IPv6 unspecified and loopback addresses: the usual rule judges them.
+EMBEDDING_REFUSED = tuple(ipaddress.ip_network(n) for n in ("2002::/16", "::/96", "64:ff9b:1::/48"))
+_NOT_EMBEDDING = frozenset(ipaddress.IPv6Address(a) for a in ("::", "::1"))
 # Resolutions are reused this long, so a burst to one host does not query DNS per event.
 RESOLVE_CACHE_SECONDS = 10.0
 
@@ -52,9 +69,18 @@ def allow_private() -> bool:
     return bool(settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE)
 
 
+def allowed_ports() -> frozenset[int]:
+    return frozenset(settings.AIRLOCK_WEBHOOK_ALLOWED_PORTS)
+
+
 def address_allowed(address: ipaddress.IPv4Address | ipaddress.IPv6Address, *, private_ok: bool) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        elif address in NAT64:
+            address = ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+        elif address not in _NOT_EMBEDDING and any(address in network for network in EMBEDDING_REFUSED):
+            return False
     if address in METADATA_ADDRESSES:
         return False
     if private_ok:
@@ -84,8 +110,12 @@ def parse(url: str, *, private_ok: bool | None = None) -> tuple[str, str, int, s
         raise UrlRefused("the URL has no host")
     if parts.fragment:
         raise UrlRefused("the URL has a fragment")
+    port = port or (443 if parts.scheme == "https" else 80)
+    if not private_ok and port not in allowed_ports():
+        allowed = ", ".join(str(p) for p in sorted(allowed_ports()))
+        raise UrlRefused(f"port {port} is not allowed (allowed: {allowed}; see AIRLOCK_WEBHOOK_ALLOWED_PORTS)")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path
+    return parts.scheme, parts.hostname, port, path
 
 
 _resolved: dict[tuple[str, int, bool], tuple[float, tuple[str, ...]]] = {}

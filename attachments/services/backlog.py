@@ -1,16 +1,22 @@
-"""Shed load at the door: no new uploads while the pipeline is far behind.
+"""Shed load at the door, per tenant: no new uploads from a tenant whose own files are far behind.
 
-The backlog's age is how long the QUEUE_DEPTH-th oldest uploaded file that is
-not ready yet (pending or processing, first attempt) has waited. While it is
-longer than AIRLOCK_MAX_BACKLOG_SECONDS, new intents and upload-throughs are
-refused with 503 UNAVAILABLE + Retry-After, so the files already accepted keep
-a bounded time to ready instead of the queue growing without end. Processing
-rows count: in-process intake moves a file to `processing` within
+A tenant's backlog age is how long the QUEUE_DEPTH-th oldest of its uploaded
+files that is not ready yet (pending or processing, first attempt) has waited.
+While it is longer than AIRLOCK_MAX_BACKLOG_SECONDS, that tenant's new intents
+and upload-throughs are refused with 503 UNAVAILABLE + Retry-After, so the
+files it already sent keep a bounded time to ready instead of its queue growing
+without end. Other tenants are judged on their own files only: one tenant
+flooding (its derive jobs parked behind its own AIRLOCK_TENANT_CONCURRENCY
+cap) does not stop anyone else's uploads. When the whole pipeline is behind,
+every tenant with files waiting sees its own files age, so the busy ones are
+shed all the same.
+
+Processing rows count: in-process intake moves a file to `processing` within
 milliseconds, so a scan/derive backlog sits there. Files in retry backoff
 (attempts > 0) wait on purpose and do not count, and looking at the
 QUEUE_DEPTH-th file rather than the first keeps one stuck file (a lost job
-waiting for the reconciler) from pausing every upload. Read at most four times
-a second per process.
+waiting for the reconciler) from pausing a tenant's uploads. Read at most four
+times a second per process and tenant.
 """
 
 from __future__ import annotations
@@ -24,43 +30,47 @@ from django.utils import timezone
 from ..errors import Unavailable
 from ..models import Attachment, Lifecycle, Status
 
-_CACHE_SECONDS = 0.25  # a stale "open" lets a burst in: 4 reads a second per process is cheap
+_CACHE_SECONDS = 0.25  # a stale "open" lets a burst in: 4 reads a second per process and tenant is cheap
 QUEUE_DEPTH = 5  # this many files must be late: one stuck file alone pauses nothing
+_CACHE_TENANTS = 10_000  # more tenants than this seen within a quarter second: start the cache afresh
 _lock = threading.Lock()
-_cached: tuple[float, float] | None = None  # (monotonic time read, backlog age in seconds)
+_cached: dict[int, tuple[float, float]] = {}  # tenant id -> (monotonic time read, backlog age in seconds)
 
 
-def backlog_seconds() -> float:
-    """How long the QUEUE_DEPTH-th oldest unready uploaded file has waited (0 when fewer wait)."""
-    global _cached
+def backlog_seconds(tenant_id: int) -> float:
+    """How long the tenant's QUEUE_DEPTH-th oldest unready uploaded file has waited (0 when fewer wait)."""
     now = time.monotonic()
     with _lock:
-        if _cached is not None and now - _cached[0] < _CACHE_SECONDS:
-            return _cached[1]
-    found = list(Attachment.objects.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False,
-                                           attempts=0)
+        hit = _cached.get(tenant_id)
+    if hit is not None and now - hit[0] < _CACHE_SECONDS:
+        return hit[1]
+    # (tenant, status) is indexed: only this tenant's unready rows are sorted.
+    found = list(Attachment.objects.filter(tenant_id=tenant_id, status__in=[Status.PENDING, Status.PROCESSING],
+                                           uploaded_at__isnull=False, attempts=0)
                  .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
                  .order_by("uploaded_at").values_list("uploaded_at", flat=True)[QUEUE_DEPTH - 1:QUEUE_DEPTH])
     age = max(0.0, (timezone.now() - found[0]).total_seconds()) if found else 0.0
     with _lock:
-        _cached = (now, age)
+        if len(_cached) >= _CACHE_TENANTS:
+            _cached.clear()
+        _cached[tenant_id] = (now, age)
     return age
 
 
-def refuse_when_behind() -> None:
+def refuse_when_behind(tenant_id: int) -> None:
+    """503 + Retry-After when this tenant's own backlog is older than AIRLOCK_MAX_BACKLOG_SECONDS."""
     limit = settings.AIRLOCK_MAX_BACKLOG_SECONDS
     if limit <= 0:
         return
-    age = backlog_seconds()
+    age = backlog_seconds(tenant_id)
     if age > limit:
         retry = max(2, min(30, int(age - limit) + 1))
-        raise Unavailable("The processing backlog is too long; new uploads are paused. Retry later.",
+        raise Unavailable("Your processing backlog is too long; new uploads are paused. Retry later.",
                           details={"backlog_seconds": round(age, 1), "max_backlog_seconds": limit},
                           headers={"Retry-After": str(retry)})
 
 
 def forget() -> None:
-    """Drop the cached age (tests)."""
-    global _cached
+    """Drop the cached ages (tests)."""
     with _lock:
-        _cached = None
+        _cached.clear()

@@ -83,7 +83,7 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
     """
     now = now or timezone.now()
     profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
-    refuse_when_behind()
+    refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
     attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size,
                                     content_type=content_type, now=now)

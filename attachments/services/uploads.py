@@ -23,6 +23,7 @@ from ..profiles import get_profile
 from ..signing import upload_token_valid
 from ..storage import get_gateway
 from ..storage.base import StorageError
+from ..tenancy import tenant_of
 from . import outbox
 from .backlog import refuse_when_behind
 from .connections import give_connection_back
@@ -105,7 +106,7 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     limit = min(profile.max_bytes, settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES)
     if size_hint > limit:
         raise TooLarge(f"The file is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
-    refuse_when_behind()
+    refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
     with transaction.atomic():
         attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size_hint,
@@ -120,10 +121,14 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
             Attachment.objects.filter(pk=attachment.pk).delete()
         gateway.delete(attachment.storage_key)
         raise
-    Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=timezone.now())
+    uploaded_at = timezone.now()
+    Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=uploaded_at)
     object_arrived(key=attachment.storage_key, size=None, source="local",
                    dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Post")
-    return _reread(attachment)
+    # The row as committed (pending, bytes in): a worker may have started it since,
+    # and the contract's 202 says `pending`, so the row is not read again.
+    attachment.uploaded_at = uploaded_at
+    return attachment
 
 
 def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | None = None) -> Attachment:

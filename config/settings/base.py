@@ -13,7 +13,8 @@ from django.core.exceptions import ImproperlyConfigured
 from attachments.private_files import private_dir, private_file
 
 from .env import (
-    env_bool, env_float, env_int, env_list, env_path, env_str, origin_host, public_origin, webhook_secrets,
+    env_bool, env_float, env_int, env_list, env_path, env_ports, env_str, origin_host, public_origin,
+    webhook_secrets,
 )
 from .secret import install_secret_key
 
@@ -150,11 +151,13 @@ LOGIN_URL = "/admin/login/"
 
 # --- Login throttling (django-axes) ---------------------------------------------
 # Password logins (the admin's form, which the upload page uses too) lock out after
-# AIRLOCK_LOGIN_FAILURE_LIMIT failures per username AND, separately, per client IP,
-# for AIRLOCK_LOGIN_LOCKOUT_MINUTES (0: until reset in the admin, under Axes →
-# Access attempts, or `manage.py axes_reset`). API tokens never go through these
-# backends. Axes needs the request in authenticate(): tests sign in with
-# force_login, or through the login form.
+# AIRLOCK_LOGIN_FAILURE_LIMIT failures of one username from one client IP (the
+# pair: failures elsewhere never lock the owner out), and a client IP after
+# AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT failures whatever the usernames (0: no
+# such limit), for AIRLOCK_LOGIN_LOCKOUT_MINUTES (0: until reset in the admin,
+# under Axes → Access attempts, or `manage.py axes_reset`). API tokens never go
+# through these backends. Axes needs the request in authenticate(): tests sign
+# in with force_login, or through the login form. attachments/login_throttle.py.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -162,7 +165,9 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 5)
 _lockout_minutes = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 30)
 AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per user and per IP
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair; per IP alone: the handler below
+AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+AXES_HANDLER = "attachments.login_throttle.AddressLimitedAxesHandler"
 AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
 # Behind N reverse proxies the client is the Nth address from the right of
 # X-Forwarded-For; with 0 (the default) only the socket's peer address counts.
@@ -292,6 +297,8 @@ AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_WINDOW_S
 AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = env_float("AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS", 3 * 86400.0)
 AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = env_float("AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS", 86400.0)
 AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
+# The ports an endpoint URL may name (webhooks/urlguard.py); ALLOW_PRIVATE lifts the rule.
+AIRLOCK_WEBHOOK_ALLOWED_PORTS = env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
 AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0)
 AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS = env_float("AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS", 5.0)
 
@@ -323,10 +330,16 @@ AIRLOCK_TENANT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_BYT
 AIRLOCK_TENANT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_FILES")) else None
 
 # --- Operations ----------------------------------------------------------------
-# /metrics needs `Authorization: Bearer <token>` when set (open otherwise).
+# /metrics needs `Authorization: Bearer <token>` when set.
 # PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself, not here) makes
 # /metrics aggregate the counters of every web and worker process.
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
+# Without a token /metrics is open here (the embedded default serves loopback);
+# production settings close it (404) unless this is set, or a token is.
+AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", True)
+# Per-tenant series (airlock_tenant_*{tenant="<slug>"}) name every tenant and its
+# usage: off unless asked for.
+AIRLOCK_METRICS_TENANT_LABELS = env_bool("AIRLOCK_METRICS_TENANT_LABELS", False)
 # Each /readyz check (database, broker, storage, scanner) gives up after this long.
 AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
 
@@ -342,8 +355,9 @@ AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 3
 AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96)
 AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32)
 AIRLOCK_WAIT_RECHECK_SECONDS = env_float("AIRLOCK_WAIT_RECHECK_SECONDS", 2.0)
-# New uploads are refused (503 + Retry-After) while the oldest file waiting
-# for the pipeline has waited longer than this (0 = never).
+# A tenant's new uploads are refused (503 + Retry-After) while its own files
+# waiting for the pipeline have waited longer than this (0 = never); see
+# attachments/services/backlog.py.
 AIRLOCK_MAX_BACKLOG_SECONDS = env_float("AIRLOCK_MAX_BACKLOG_SECONDS", 120.0)
 AIRLOCK_RETRY_AFTER_SECONDS = env_int("AIRLOCK_RETRY_AFTER_SECONDS", 5)  # on 503s for an unavailable dependency
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps: no collectstatic step

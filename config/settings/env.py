@@ -44,6 +44,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_ports(name: str, default: list[int]) -> list[int]:
+    """A comma-separated list of TCP ports (1-65535)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    items = env_list(name, [str(port) for port in default])
+    try:
+        ports = [int(item) for item in items]
+    except ValueError:
+        ports = []
+    if not ports or not all(0 < port < 65536 for port in ports):
+        raise ImproperlyConfigured(f"{name} must list TCP ports separated by commas (e.g. 443,8443), not {items!r}")
+    return ports
+
+
 def env_path(name: str, default: Path) -> Path:
     value = env_str(name)
     return default if value is None else Path(value).expanduser().resolve()

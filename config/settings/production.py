@@ -72,6 +72,8 @@ CSRF_TRUSTED_ORIGINS = env_list(
     [f"https://{host}" for host in ALLOWED_HOSTS if not host.startswith(".")],
 )
 
-# The metrics endpoint is usually scraped inside the cluster; AIRLOCK_METRICS_TOKEN
-# (read in base) protects it when it is reachable from elsewhere.
+# /metrics needs AIRLOCK_METRICS_TOKEN (a bearer token); without one it answers 404,
+# unless AIRLOCK_METRICS_OPEN=1 says only the scraper can reach it (a separate
+# network, a proxy that does not route /metrics from outside).
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
+AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", False)

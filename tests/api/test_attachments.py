@@ -107,6 +107,29 @@ def test_upload_through_post(alice, api):
     assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "UNKNOWN_PROFILE"
 
 
+def test_upload_through_answers_pending_even_when_a_worker_started_at_once(alice, api, monkeypatch):
+    """The 202 renders the state the request committed, not the row as a fast worker left it."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from attachments.models import Attachment, Status
+    from attachments.services import uploads
+
+    arrived = uploads.object_arrived
+
+    def and_a_worker_starts(**kwargs):
+        arrival = arrived(**kwargs)
+        Attachment.objects.filter(pk=arrival.attachment_id).update(status=Status.PROCESSING)  # intake began
+        return arrival
+
+    monkeypatch.setattr(uploads, "object_arrived", and_a_worker_starts)
+    response = api(alice).post("/api/v1/attachments", {
+        "profile": "image", "file": SimpleUploadedFile("p.png", png_bytes(), content_type="image/png"),
+    }, format="multipart")
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "pending"
+    assert Attachment.objects.get(pk=response.json()["id"]).status == Status.PROCESSING
+
+
 def test_upload_through_over_the_profile_limit_is_413(alice, api, settings):
     from django.core.files.uploadedfile import SimpleUploadedFile
 

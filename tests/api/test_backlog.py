@@ -1,4 +1,4 @@
-"""Load shedding: new uploads get 503 + Retry-After while the pipeline's backlog is too old."""
+"""Load shedding: a tenant's new uploads get 503 + Retry-After while its own backlog is too old."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ def _fresh_backlog_reading(settings):
 
 
 def _late_files(client, n: int, *, seconds: float, **fields) -> None:
-    for _ in range(n):
-        pk = create_intent(client).json()["id"]
-        Attachment.objects.filter(pk=pk).update(uploaded_at=timezone.now() - timedelta(seconds=seconds), **fields)
+    # All intents first: aged one by one, the fifth would shed the sixth's intent.
+    pks = [create_intent(client).json()["id"] for _ in range(n)]
+    Attachment.objects.filter(pk__in=pks).update(uploaded_at=timezone.now() - timedelta(seconds=seconds), **fields)
     backlog.forget()
 
 
@@ -39,6 +39,31 @@ def test_intents_and_upload_throughs_are_shed_while_the_backlog_is_too_old(alice
     assert 2 <= int(refused["Retry-After"]) <= 30
     through = client.post("/api/v1/attachments", {"profile": "image", "file": _file()}, format="multipart")
     assert through.status_code == 503 and through["Retry-After"]
+
+
+def test_one_tenant_flooding_pauses_only_its_own_uploads(alice, bob, mallory, api):
+    """Mallory's files wait (parked behind her tenant's cap, say); alice's tenant keeps uploading."""
+    flooder = api(mallory)
+    _late_files(flooder, backlog.QUEUE_DEPTH * 3, seconds=600, status=Status.PROCESSING)
+    refused = create_intent(flooder)
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "UNAVAILABLE"
+    assert 2 <= int(refused["Retry-After"]) <= 30
+    through = flooder.post("/api/v1/attachments", {"profile": "image", "file": _file()}, format="multipart")
+    assert through.status_code == 503 and through["Retry-After"]
+    for user in (alice, bob):  # another tenant, both its users, every way in
+        client = api(user)
+        assert create_intent(client).status_code == 201
+        through = client.post("/api/v1/attachments", {"profile": "image", "file": _file()}, format="multipart")
+        assert through.status_code == 202, through.content
+    assert create_intent(flooder).status_code == 503  # still behind: still refused
+
+
+def test_a_tenant_is_shed_on_its_own_backlog_however_many_others_wait(alice, mallory, api):
+    # Four late files each: neither tenant has five, so neither is paused (globally there are eight).
+    _late_files(api(mallory), backlog.QUEUE_DEPTH - 1, seconds=900)
+    _late_files(api(alice), backlog.QUEUE_DEPTH - 1, seconds=900)
+    assert create_intent(api(alice)).status_code == 201
+    assert create_intent(api(mallory)).status_code == 201
 
 
 def test_one_stuck_file_or_files_in_retry_backoff_pause_nothing(alice, api):

@@ -56,7 +56,33 @@ def test_metrics_token_when_configured(db, client, settings):
 
 def test_metrics_open_without_token(db, client, settings):
     settings.AIRLOCK_METRICS_TOKEN = None
+    settings.AIRLOCK_METRICS_OPEN = True  # the embedded default
     assert client.get("/metrics").status_code == 200
+
+
+def test_metrics_closed_without_a_token_unless_opened(db, client, settings):
+    """Production's default: no token and not explicitly opened is a 404, with nothing of the metrics."""
+    settings.AIRLOCK_METRICS_TOKEN = None
+    settings.AIRLOCK_METRICS_OPEN = False
+    response = client.get("/metrics")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "NOT_FOUND" and b"airlock_" not in response.content
+    settings.AIRLOCK_METRICS_TOKEN = "s3cret-metrics-token"  # a token opens it to its bearer
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-metrics-token").status_code == 200
+
+
+def test_tenant_labels_are_opt_in(alice, mallory, client, settings):
+    settings.AIRLOCK_METRICS_TENANT_LABELS = False  # the default
+    create_intent(client_for(alice), size=321)
+    create_intent(client_for(mallory), size=5)
+    text = client.get("/metrics").content.decode()
+    assert "airlock_tenant_" not in text and 'tenant="' not in text
+    assert "acme" not in text and "evil" not in text  # no tenant slug anywhere
+    settings.AIRLOCK_METRICS_TENANT_LABELS = True
+    text = client.get("/metrics").content.decode()
+    assert metric_value(text, "airlock_tenant_bytes_used", {"tenant": "acme"}) == 321
+    assert metric_value(text, "airlock_tenant_bytes_used", {"tenant": "evil"}) == 5
 
 
 def test_attachments_gauge_counts_by_status_and_profile(alice, scrape):

@@ -96,6 +96,24 @@ def test_production_values():
     )
 
 
+@pytest.mark.parametrize("env, expected", [
+    ({}, "None False False"),  # closed by default: a token, or an explicit opening
+    ({"AIRLOCK_METRICS_OPEN": "1", "AIRLOCK_METRICS_TENANT_LABELS": "1"}, "None True True"),
+])
+def test_metrics_need_a_token_or_an_opening_in_production(env, expected):
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            "print(s.AIRLOCK_METRICS_TOKEN, s.AIRLOCK_METRICS_OPEN, s.AIRLOCK_METRICS_TENANT_LABELS)")
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("DJANGO_") and not k.startswith("AIRLOCK_METRICS_")}
+    result = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production",
+             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "DJANGO_ALLOWED_HOSTS": "a.example.com", **env},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
 def test_probes_are_not_redirected_to_https(client, settings, db):
     settings.SECURE_SSL_REDIRECT = True
     settings.SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]

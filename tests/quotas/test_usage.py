@@ -277,6 +277,7 @@ def _samples(text: str) -> dict[tuple[str, str], float]:
 
 
 def test_usage_per_tenant_in_metrics(alice, mallory, api, client, settings):
+    settings.AIRLOCK_METRICS_TENANT_LABELS = True  # opt-in (tests/ops/test_metrics.py)
     settings.AIRLOCK_TENANT_QUOTA_FILES = 10
     Tenant.objects.filter(slug="evil").update(quota_bytes=999)
     create_intent(api(alice), size=321)

@@ -1,4 +1,4 @@
-"""Password logins lock out after repeated failures, per username and per client IP; staff can see and undo it."""
+"""Password logins lock out after repeated failures, per (username, client IP) and per client IP; staff can undo it."""
 
 from __future__ import annotations
 
@@ -37,16 +37,27 @@ def test_forty_wrong_passwords_then_the_right_one_is_refused(moderator_user, api
     assert api(moderator_user).get("/api/v1/attachments").status_code == 200
 
 
-def test_a_username_is_locked_from_every_address(moderator_user, settings):
-    for n in range(settings.AXES_FAILURE_LIMIT):
-        _login("warden", "guess", ip=f"10.1.0.{n + 1}")
+def test_wrong_passwords_from_elsewhere_never_lock_the_owner_out(moderator_user, superuser, settings):
+    """Anyone can type an admin's username: that must not lock the admin out from their own address."""
+    for n in range(settings.AXES_FAILURE_LIMIT * 3):
+        _login("warden", "guess", ip="10.1.0.1")
+        _login("root", "guess", ip=f"10.1.1.{n + 1}")  # and spread over many addresses
+    client, response = _login("warden", "guess", ip="10.1.0.1")
+    assert response.status_code == 429  # the pair that guessed is locked
     client, response = _login("warden", "pw-warden", ip="10.2.0.1")
-    assert response.status_code == 429 and not _signed_in(client)
+    assert response.status_code == 302 and _signed_in(client)
+    client, response = _login("root", "pw-root", ip="10.2.0.2")
+    assert response.status_code == 302 and _signed_in(client)
 
 
-def test_an_address_is_locked_for_every_username(moderator_user, make_user, settings):
-    for n in range(settings.AXES_FAILURE_LIMIT):
-        _login(f"someone-{n}", "guess", ip="10.3.0.1")
+def test_an_address_is_locked_for_every_username_at_its_own_limit(moderator_user, make_user, settings):
+    settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = 12
+    assert settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT > settings.AXES_FAILURE_LIMIT
+    for n in range(settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT - 1):
+        _login(f"someone-{n}", "guess", ip="10.3.0.1")  # one failure per username: no pair is near its limit
+    client, response = _login("warden", "pw-warden", ip="10.3.0.1")
+    assert response.status_code == 302 and _signed_in(client)  # below the address's limit (a shared NAT)
+    _login("someone-else", "guess", ip="10.3.0.1")
     client, response = _login("warden", "pw-warden", ip="10.3.0.1")
     assert response.status_code == 429 and not _signed_in(client)
     client, response = _login("warden", "pw-warden", ip="10.3.0.2")  # the user is not locked elsewhere
@@ -80,7 +91,8 @@ def test_lockouts_are_listed_in_the_admin_and_deleting_them_unlocks(moderator_us
 
 def test_behind_a_trusted_proxy_the_forwarded_address_counts(moderator_user, settings):
     settings.AIRLOCK_TRUSTED_PROXY_HOPS = 1
-    for n in range(settings.AXES_FAILURE_LIMIT):
+    settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = 8
+    for n in range(settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT):
         # Same proxy, one attacker; the spoofed left-most entries change every time.
         _login(f"x-{n}", "guess", ip="192.168.0.9", HTTP_X_FORWARDED_FOR=f"1.2.3.{n}, 203.0.113.7")
     _, response = _login("warden", "pw-warden", ip="192.168.0.9", HTTP_X_FORWARDED_FOR="203.0.113.7")

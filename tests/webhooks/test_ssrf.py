@@ -24,15 +24,70 @@ def test_inside_addresses_are_refused(address, settings):
         urlguard.resolve(f"https://{host}/hook", use_cache=False)
 
 
-@pytest.mark.parametrize("address", ["93.184.215.14", "2606:4700::1111", "8.8.8.8"])
+@pytest.mark.parametrize("address", ["93.184.215.14", "2606:4700::1111", "8.8.8.8",
+                                     "64:ff9b::8.8.8.8"])  # NAT64 to a public host (DNS64 networks)
 def test_public_addresses_pass(address):
     assert urlguard.address_allowed(ipaddress.ip_address(address), private_ok=False)
+
+
+# IPv6 forms that carry an IPv4 address: NAT64 to an inside address, and the deprecated 6to4
+# and IPv4-compatible forms and local-use NAT64 whatever they carry.
+EMBEDDED = ["64:ff9b::127.0.0.1", "64:ff9b::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2002:a00:1::",
+            "2002:808:808::1", "::127.0.0.1", "::10.0.0.1", "::8.8.8.8", "64:ff9b:1::8.8.8.8"]
+
+
+@pytest.mark.parametrize("address", EMBEDDED)
+def test_ipv6_forms_embedding_ipv4_are_refused(address, settings):
+    settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
+    assert not urlguard.address_allowed(ipaddress.ip_address(address), private_ok=False)
+    with pytest.raises(urlguard.UrlRefused, match="not a public address"):
+        urlguard.resolve(f"https://[{address}]/hook", use_cache=False)
+
+
+def test_metadata_behind_nat64_is_refused_even_when_private_is_allowed():
+    assert not urlguard.address_allowed(ipaddress.ip_address("64:ff9b::169.254.169.254"), private_ok=True)
+    assert urlguard.address_allowed(ipaddress.ip_address("::1"), private_ok=True)  # plain loopback, when allowed
+
+
+def test_only_allowed_ports(settings):
+    settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
+    for url in ("https://93.184.215.14:25/hook", "https://93.184.215.14:8443/hook", "https://93.184.215.14:80/"):
+        with pytest.raises(urlguard.UrlRefused, match="port"):
+            urlguard.parse(url)
+    assert urlguard.parse("https://93.184.215.14/hook")[2] == 443
+    assert urlguard.parse("https://93.184.215.14:443/hook")[2] == 443
+    settings.AIRLOCK_WEBHOOK_ALLOWED_PORTS = [443, 8443]
+    assert urlguard.parse("https://93.184.215.14:8443/hook")[2] == 8443
+    with pytest.raises(urlguard.UrlRefused, match="port 25 is not allowed"):
+        urlguard.parse("https://93.184.215.14:25/hook")
+    settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = True  # local receivers on any port
+    assert urlguard.parse("http://127.0.0.1:8025/hook")[2] == 8025
+
+
+@pytest.mark.parametrize("value, ports", [(None, [443]), ("443, 8443", [443, 8443])])
+def test_the_port_setting(value, ports, monkeypatch):
+    from config.settings.env import env_ports
+
+    if value is not None:
+        monkeypatch.setenv("AIRLOCK_WEBHOOK_ALLOWED_PORTS", value)
+    assert env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443]) == ports
+
+
+@pytest.mark.parametrize("value", ["https", "0", "70000", "443,,x"])
+def test_a_bad_port_setting_stops_start_up(value, monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.settings.env import env_ports
+
+    monkeypatch.setenv("AIRLOCK_WEBHOOK_ALLOWED_PORTS", value)
+    with pytest.raises(ImproperlyConfigured, match="AIRLOCK_WEBHOOK_ALLOWED_PORTS"):
+        env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
 
 
 def test_a_name_that_resolves_inside_is_refused(settings):
     settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
     with pytest.raises(urlguard.UrlRefused, match="localhost resolves to"):
-        urlguard.resolve("https://localhost:8443/hook", use_cache=False)
+        urlguard.resolve("https://localhost/hook", use_cache=False)
 
 
 @pytest.mark.parametrize("url, why", [
@@ -71,6 +126,9 @@ def test_the_admin_refuses_an_inside_endpoint_when_saved(admin_client, settings)
     response = admin_client.post("/admin/webhooks/webhookendpoint/add/", {
         "tenant": tenant.pk, "url": "http://93.184.215.14/hook", "description": "", "enabled": "on"})
     assert "https is required" in response.content.decode() and not WebhookEndpoint.objects.exists()
+    response = admin_client.post("/admin/webhooks/webhookendpoint/add/", {
+        "tenant": tenant.pk, "url": "https://93.184.215.14:6379/hook", "description": "", "enabled": "on"})
+    assert "port 6379 is not allowed" in response.content.decode() and not WebhookEndpoint.objects.exists()
 
 
 @pytest.mark.django_db
