@@ -51,6 +51,8 @@ class SlotsBackend(Protocol):
 
     def drop_holders_of(self, tenant: str, attachment_id: str) -> int: ...
 
+    def holders_of(self, tenant: str, attachment_id: str) -> list[str]: ...
+
     def parked_files(self, tenant: str) -> set[str]: ...
 
 
@@ -103,6 +105,10 @@ class MemorySlots:
                 del holders[holder]
             return len(mine)
 
+    def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
+        with self._lock:
+            return [h for h in self._holders.get(tenant, {}) if h.startswith(f"{attachment_id}/")]
+
 
 class RedisSlots:
     """Slots shared by every worker process through Redis."""
@@ -136,6 +142,10 @@ class RedisSlots:
         members = map(_text, self._client.zrange(key, 0, -1))
         mine = [m for m in members if m.startswith(f"{attachment_id}/")]
         return int(self._client.zrem(key, *mine)) if mine else 0
+
+    def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
+        return [m for m in map(_text, self._client.zrange(self._keys(tenant)[0], 0, -1))
+                if m.startswith(f"{attachment_id}/")]
 
 
 _backend: SlotsBackend | None = None

@@ -141,8 +141,12 @@ def attachment_reject_missing(*, attachment: Attachment, actor: str, message: st
 
 
 def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str,
-                             actor: str = WORKER) -> str | None:
-    """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap."""
+                             actor: str = WORKER, backoff: bool = True) -> str | None:
+    """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap.
+
+    Without `backoff` the new job goes out at once: a lease that ran out already
+    waited, and a lost worker is no dependency that needs time to come back.
+    """
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
         if attachment is None:
@@ -158,7 +162,7 @@ def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | Non
             )
             return "failed"
         apply_transition(attachment, "retry", actor=actor, note=error)
-        delay = backoff_seconds(attachment.attempts)
+        delay = backoff_seconds(attachment.attempts) if backoff else 0.0
         outbox.enqueue("intake", attachment.pk, delay_ms=int(delay * 1000))
         return "retried"
 
