@@ -152,7 +152,12 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
 
 
 def _redrive_pending_before(now: datetime, batch: int = 1000) -> int:
-    """Every startable pending row last touched before `now` (each one touched as it goes, so batches end)."""
+    """Every startable pending row last touched before `now` (each one touched as it goes, so batches end).
+
+    A file waiting out a retry's backoff keeps its wait: its new job is due when
+    the old one was (the lost worker may have held that delayed message too).
+    """
+    due = _retries_due_later(now)
     done = 0
     while True:
         ids = list(
@@ -161,10 +166,27 @@ def _redrive_pending_before(now: datetime, batch: int = 1000) -> int:
             .order_by("pk").values_list("pk", flat=True)[:batch]
         )
         for pk in ids:
-            attachment_requeue_intake(attachment_id=pk, now=now)
+            wait = due.get(str(pk))
+            delay_ms = int((wait - now).total_seconds() * 1000) if wait is not None else 0
+            attachment_requeue_intake(attachment_id=pk, now=now, delay_ms=max(0, delay_ms))
         done += len(ids)
         if len(ids) < batch:
             return done
+
+
+def _retries_due_later(now: datetime) -> dict[str, datetime]:
+    """Attachment id → when its latest delayed intake job is due, for the ones due after `now`."""
+    from attachments.models import OutboxMessage
+
+    longest = timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5 + 60)  # backoff's jitter tops at 1.5×
+    due: dict[str, datetime] = {}
+    for args, created_at, delay_ms in (OutboxMessage.objects
+                                       .filter(actor_name="intake", delay_ms__gt=0, created_at__gte=now - longest)
+                                       .order_by("pk").values_list("args", "created_at", "delay_ms")):
+        at = created_at + timedelta(milliseconds=delay_ms)
+        if args and at > now:
+            due[str(args[0])] = at
+    return due
 
 
 def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> int:

@@ -182,14 +182,14 @@ def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, act
     return True
 
 
-def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime) -> None:
+def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_ms: int = 0) -> None:
     """A new intake job for a pending row whose bytes arrived but whose job went missing.
 
     The row is touched so the next reconcile tick does not re-drive it again at once.
     """
     with transaction.atomic():
         Attachment.objects.filter(pk=attachment_id).update(updated_at=now)
-        outbox.enqueue("intake", attachment_id)
+        outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
 
 
 def backoff_seconds(attempts: int) -> float:

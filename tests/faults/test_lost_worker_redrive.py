@@ -70,6 +70,26 @@ def test_a_silent_worker_has_every_pending_file_redriven_once(alice, registry):
     assert [_intake_jobs(pk) for pk in ids] == [2, 2, 2]
 
 
+def test_a_file_waiting_out_a_retry_backoff_keeps_its_wait(alice, registry, settings):
+    from attachments.services.processing import attachment_retry_or_fail
+
+    settings.AIRLOCK_RETRY_BASE_SECONDS, settings.AIRLOCK_RETRY_MAX_SECONDS = 60.0, 600.0
+    attachment_id = upload(client_for(alice), jpeg_bytes())
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert attachment_retry_or_fail(attachment_id=row.pk, token=row.lease_token, error="scanner down") == "retried"
+    retry = OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).latest("pk")
+    assert retry.delay_ms >= 30_000  # 60 s ± 50 %
+
+    registry.beat("killed", at=0.0)  # it may have held the delayed message: re-driven, due when that one was
+    assert recover().redriven_after_loss == 1
+    redriven = OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).latest("pk")
+    due = retry.created_at + timedelta(milliseconds=retry.delay_ms)
+    assert redriven.pk != retry.pk
+    left = (due - redriven.created_at).total_seconds() * 1000
+    assert abs(redriven.delay_ms - left) < 2_000, (redriven.delay_ms, left)
+
+
 def test_a_backlog_under_live_workers_is_not_redriven_tick_after_tick(alice, registry):
     ids = [upload(client_for(alice), jpeg_bytes((100 + i, 80))) for i in range(20)]
     for _ in range(5):
