@@ -88,6 +88,14 @@ class RedisRegistry:
                 for member, score in found]
 
 
+_this_worker = ""
+
+
+def this_worker() -> str:
+    """The id this process's worker beats under ("" outside a worker)."""
+    return _this_worker
+
+
 _registry: Registry | None = None
 _registry_lock = threading.Lock()
 
@@ -107,8 +115,9 @@ class Heartbeat(threading.Thread):
     """One worker process's beat: say it is alive, and renew the leases its job threads hold."""
 
     def __init__(self) -> None:
+        global _this_worker
         super().__init__(name="airlock-heartbeat", daemon=True)
-        self.worker_id = uuid.uuid4().hex
+        self.worker_id = _this_worker = uuid.uuid4().hex
         self.stopping = threading.Event()
 
     def beat_once(self) -> None:

@@ -88,14 +88,36 @@ def _free_tenant_slot(tenant_id: int, attachment_id: object) -> None:
     slots = tenant_slots.backend()
     try:
         for holder in slots.holders_of(str(tenant_id), str(attachment_id)):
-            parked = slots.release(str(tenant_id), holder)
-            args = tenant_slots.decode(parked) if parked else None
-            if args is not None:
-                with transaction.atomic():
-                    outbox.enqueue("derive", *args)
+            _release_and_wake(slots, str(tenant_id), holder)
     except Exception as exc:  # the slot still expires on its own; a parked job's lease runs out
         log.warning("could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id),
                                                                        "error": str(exc)})
+
+
+def _free_slots_of_worker(worker_id: str) -> int:
+    """Every derive slot a lost worker held, whatever became of its files (a stale or duplicate job holds one too)."""
+    from . import tenant_slots
+
+    slots = tenant_slots.backend()
+    try:
+        held = slots.holders_of_worker(worker_id)
+        for tenant, holder in held:
+            _release_and_wake(slots, tenant, holder)
+    except Exception as exc:  # they still expire on their own
+        log.warning("could not free a lost worker's tenant slots", extra={"error": str(exc)[:300]})
+        return 0
+    return len(held)
+
+
+def _release_and_wake(slots, tenant: str, holder: str) -> None:
+    """Release a slot as a finishing job does: the job parked next is sent again (through the outbox)."""
+    from . import tenant_slots
+
+    parked = slots.release(tenant, holder)
+    args = tenant_slots.decode(parked) if parked else None
+    if args is not None:
+        with transaction.atomic():
+            outbox.enqueue("derive", *args)
 
 
 def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | None = None,
@@ -144,6 +166,7 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
         log.warning("workers stopped beating: their files re-driven",
                     extra={"count": len(lost), "redriven": redriven})
     for worker_id, _ in lost:
+        _free_slots_of_worker(worker_id)
         try:
             workers.leave(worker_id)  # after the re-drive: a failed one is tried again next tick
         except Exception as exc:  # then it is re-driven again next tick: duplicates are harmless

@@ -53,12 +53,20 @@ class SlotsBackend(Protocol):
 
     def holders_of(self, tenant: str, attachment_id: str) -> list[str]: ...
 
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]: ...
+
     def parked_files(self, tenant: str) -> set[str]: ...
 
 
 def holder_name(attachment_id: object) -> str:
-    """Holders are named after their file, so the lease reconciler can free a dead job's slot."""
-    return f"{attachment_id}/{uuid.uuid4().hex[:12]}"
+    """Holders are named after their file and their worker, so the reconciler can free a dead job's slot.
+
+    By file when the file's lease runs out; by worker when the worker stops
+    beating (processing/liveness.py), whatever became of the file meanwhile.
+    """
+    from .liveness import this_worker
+
+    return f"{attachment_id}/{uuid.uuid4().hex[:12]}@{this_worker()}"
 
 
 class MemorySlots:
@@ -109,6 +117,11 @@ class MemorySlots:
         with self._lock:
             return [h for h in self._holders.get(tenant, {}) if h.startswith(f"{attachment_id}/")]
 
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(tenant, h) for tenant, holders in self._holders.items() for h in holders
+                    if h.endswith(f"@{worker_id}")]
+
 
 class RedisSlots:
     """Slots shared by every worker process through Redis."""
@@ -146,6 +159,15 @@ class RedisSlots:
     def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
         return [m for m in map(_text, self._client.zrange(self._keys(tenant)[0], 0, -1))
                 if m.startswith(f"{attachment_id}/")]
+
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]:
+        """Every tenant's slots, looked through (a lost worker is rare; tenants with slots held are few)."""
+        prefix = f"{self._prefix}-derive-slots-"
+        found = []
+        for key in map(_text, self._client.scan_iter(match=f"{prefix}*", count=500)):
+            tenant = key[len(prefix):]
+            found += [(tenant, m) for m in map(_text, self._client.zrange(key, 0, -1)) if m.endswith(f"@{worker_id}")]
+        return found
 
 
 _backend: SlotsBackend | None = None

@@ -172,3 +172,24 @@ def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(a
 
     row = wait_until(lease_ran_out, 30, "the dead worker's lease to run out", interval=0.2)
     assert row.attempts == 1
+
+
+def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
+    """Even one whose job was stale or a duplicate: its file's lease says nothing about that slot."""
+    waiting = _at_derive(client_for(alice))
+    tenant = str(waiting.tenant_id)
+    slots = tenant_slots.backend()
+    opts = {"limit": 1, "ttl_ms": 600_000, "park_ttl_ms": 600_000}
+    assert slots.acquire_or_park(tenant, f"{uuid.uuid4()}/0123456789ab@killed", "unused", **opts)  # a stale job
+    payload = tenant_slots.encode((waiting.pk, waiting.lease_token, tenant))
+    assert not slots.acquire_or_park(tenant, tenant_slots.holder_name(waiting.pk), payload, **opts)
+    registry.beat("alive")
+    assert recover().lost_workers == 0
+    assert slots.holders_of_worker("killed") != []
+
+    registry.beat("killed", at=0.0)
+    assert recover().lost_workers == 1
+    assert slots.holders_of_worker("killed") == []
+    assert OutboxMessage.objects.filter(actor_name="derive",
+                                        args=[str(waiting.pk), str(waiting.lease_token), tenant]).count() == 2
+    assert slots.parked_files(tenant) == set()
