@@ -83,9 +83,9 @@ class RedisRegistry:
         return bool(self._client.zrem(self._key, worker_id))
 
     def silent_for(self, seconds: float) -> list[tuple[str, float]]:
-        found = self._client.zrangebyscore(self._key, "-inf", f"({self._now() - seconds}", withscores=True)
-        return [(member.decode() if isinstance(member, bytes) else str(member), float(score))
-                for member, score in found]
+        found: list[tuple[bytes, float]] = self._client.zrangebyscore(
+            self._key, "-inf", f"({self._now() - seconds}", withscores=True)  # type: ignore[assignment]
+        return [(member.decode(), float(score)) for member, score in found]
 
 
 _this_worker = ""

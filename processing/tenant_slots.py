@@ -9,9 +9,11 @@ third of the machine's capacity.
 
 Acquire-or-park and release-and-pop are each atomic (a Lua script on Redis, a
 lock in-process), so a job cannot be parked just after the last holder looked
-for waiters. Holders carry an expiry: a worker killed mid-job frees its slot
-after `ttl_ms`. A parked job lost with its process (in-process backend) or with
-Redis is re-driven by the lease reconciler like any job lost in a broker.
+for waiters. A worker killed mid-job has its slots released by the reconciler
+once it stops beating (processing/liveness.py), which sends the jobs parked
+behind them again; holders also carry an expiry (`ttl_ms`) as the last resort.
+A parked job lost with its process (in-process backend) or with Redis is
+re-driven by the lease reconciler like any job lost in a broker.
 """
 
 from __future__ import annotations
