@@ -1,4 +1,4 @@
-"""The leases this process's job threads hold right now, so a stopping worker can hand them back."""
+"""The leases this process's job threads hold right now: renewed while the worker beats, handed back when it stops."""
 
 from __future__ import annotations
 
@@ -46,3 +46,27 @@ def release_all() -> int:
                                                             "error": str(exc)[:300]})
     close_old_connections()
     return released
+
+
+def renew_held() -> int:
+    """Push back the lease of every job this process's threads are running (the worker's heartbeat calls it).
+
+    A lease then runs out only when its worker stops beating, not when a step
+    takes longer than the lease (a big file on a busy machine).
+    """
+    from django.db import connection
+
+    from attachments.services.processing import attachment_lease_extend
+
+    holding_now = held()
+    if not holding_now:
+        return 0
+    renewed = 0
+    try:
+        for attachment_id, token in holding_now:
+            renewed += attachment_lease_extend(attachment_id=attachment_id, token=token)
+    except Exception as exc:  # the database is away: the leases may expire, the steps then find them gone
+        log.warning("could not renew leases", extra={"error": str(exc)[:300]})
+    finally:
+        connection.close()  # this thread beats rarely: give its connection back (to the pool) in between
+    return renewed

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, Status
@@ -26,10 +27,17 @@ class RecoveryReport:
     redriven: int = 0
     relayed: int = 0
     silent_uploads: int = 0
+    lost_workers: int = 0
+    redriven_after_loss: int = 0
 
 
 def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
-    """processing past its lease → pending with attempts + 1 (or failed at the cap)."""
+    """processing past its lease → pending with attempts + 1 (or failed at the cap), its new job sent at once.
+
+    A running job's lease is renewed by its worker's heartbeat (processing/liveness.py),
+    so a lease that ran out belongs to a job nobody runs: its worker died, or its
+    message was lost on the way. Waiting out a backoff on top would only delay it.
+    """
     now = now or timezone.now()
     stuck = list(
         Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
@@ -49,7 +57,7 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
         if (pk, token) in waiting:
             continue
         if attachment_retry_or_fail(attachment_id=pk, token=token, error="lease expired (worker lost?)",
-                                    actor="system:reconciler"):
+                                    actor="system:reconciler", backoff=False):
             done += 1
             if step == "derive":
                 _free_tenant_slot(tenant_id, pk)
@@ -69,14 +77,47 @@ def _parked_files(tenant_ids: set[int]) -> dict[int, set[str]]:
 
 
 def _free_tenant_slot(tenant_id: int, attachment_id: object) -> None:
-    """A derive job that died holding its tenant's slot would keep it until the slot's TTL."""
+    """A derive job that died holding its tenant's slot would keep it until the slot's TTL.
+
+    The slot is released as a finishing job releases it: the next job parked
+    behind it is sent again (through the outbox). Nobody else would wake it: the
+    job that was to do so is the dead one.
+    """
     from . import tenant_slots
 
+    slots = tenant_slots.backend()
     try:
-        tenant_slots.backend().drop_holders_of(str(tenant_id), str(attachment_id))
-    except Exception as exc:  # the slot still expires on its own
+        for holder in slots.holders_of(str(tenant_id), str(attachment_id)):
+            _release_and_wake(slots, str(tenant_id), holder)
+    except Exception as exc:  # the slot still expires on its own; a parked job's lease runs out
         log.warning("could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id),
                                                                        "error": str(exc)})
+
+
+def _free_slots_of_worker(worker_id: str) -> int:
+    """Every derive slot a lost worker held, whatever became of its files (a stale or duplicate job holds one too)."""
+    from . import tenant_slots
+
+    slots = tenant_slots.backend()
+    try:
+        held = slots.holders_of_worker(worker_id)
+        for tenant, holder in held:
+            _release_and_wake(slots, tenant, holder)
+    except Exception as exc:  # they still expire on their own
+        log.warning("could not free a lost worker's tenant slots", extra={"error": str(exc)[:300]})
+        return 0
+    return len(held)
+
+
+def _release_and_wake(slots, tenant: str, holder: str) -> None:
+    """Release a slot as a finishing job does: the job parked next is sent again (through the outbox)."""
+    from . import tenant_slots
+
+    parked = slots.release(tenant, holder)
+    args = tenant_slots.decode(parked) if parked else None
+    if args is not None:
+        with transaction.atomic():
+            outbox.enqueue("derive", *args)
 
 
 def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | None = None,
@@ -96,6 +137,79 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     for pk in ids:
         attachment_requeue_intake(attachment_id=pk, now=now)
     return len(ids)
+
+
+def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int]:
+    """A worker silent for a lease is gone: re-drive every pending file whose job it may have held.
+
+    Its leases run out by themselves (expire_leases); what it had fetched from
+    the broker and not acked is invisible here, and Redis gives it back only
+    minutes later, at random. So every pending file with its bytes in, whose job
+    went out before now, gets a new intake job, once per lost worker (a healthy
+    backlog is not re-driven every tick). The job is idempotent: whichever copy
+    comes second finds the file started and does nothing.
+
+    Returns (lost workers, files re-driven).
+    """
+    from .liveness import registry
+
+    now = now or timezone.now()
+    workers = registry()
+    try:
+        lost = workers.silent_for(settings.AIRLOCK_LEASE_SECONDS)
+    except Exception as exc:  # Redis is away: leases still expire, and the slow re-drive still runs
+        log.warning("could not read the worker registry", extra={"error": str(exc)[:300]})
+        return 0, 0
+    redriven = 0
+    if lost:
+        redriven = _redrive_pending_before(now)
+        log.warning("workers stopped beating: their files re-driven",
+                    extra={"count": len(lost), "redriven": redriven})
+    for worker_id, _ in lost:
+        _free_slots_of_worker(worker_id)
+        try:
+            workers.leave(worker_id)  # after the re-drive: a failed one is tried again next tick
+        except Exception as exc:  # then it is re-driven again next tick: duplicates are harmless
+            log.warning("could not forget a lost worker", extra={"error": str(exc)[:300]})
+    return len(lost), redriven
+
+
+def _redrive_pending_before(now: datetime, batch: int = 1000) -> int:
+    """Every startable pending row last touched before `now` (each one touched as it goes, so batches end).
+
+    A file waiting out a retry's backoff keeps its wait: its new job is due when
+    the old one was (the lost worker may have held that delayed message too).
+    """
+    due = _retries_due_later(now)
+    done = 0
+    while True:
+        ids = list(
+            Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False, updated_at__lt=now)
+            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+            .order_by("pk").values_list("pk", flat=True)[:batch]
+        )
+        for pk in ids:
+            wait = due.get(str(pk))
+            delay_ms = int((wait - now).total_seconds() * 1000) if wait is not None else 0
+            attachment_requeue_intake(attachment_id=pk, now=now, delay_ms=max(0, delay_ms))
+        done += len(ids)
+        if len(ids) < batch:
+            return done
+
+
+def _retries_due_later(now: datetime) -> dict[str, datetime]:
+    """Attachment id → when its latest delayed intake job is due, for the ones due after `now`."""
+    from attachments.models import OutboxMessage
+
+    longest = timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5 + 60)  # backoff's jitter tops at 1.5×
+    due: dict[str, datetime] = {}
+    for args, created_at, delay_ms in (OutboxMessage.objects
+                                       .filter(actor_name="intake", delay_ms__gt=0, created_at__gte=now - longest)
+                                       .order_by("pk").values_list("args", "created_at", "delay_ms")):
+        at = created_at + timedelta(milliseconds=delay_ms)
+        if args and at > now:
+            due[str(args[0])] = at
+    return due
 
 
 def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> int:
@@ -133,9 +247,8 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
 
 
 def recover(*, now: datetime | None = None) -> RecoveryReport:
-    return RecoveryReport(
-        expired_leases=expire_leases(now=now),
-        redriven=redrive_pending(now=now),
-        relayed=outbox.relay_pending(),
-        silent_uploads=pick_up_silent_uploads(now=now),
-    )
+    report = RecoveryReport(expired_leases=expire_leases(now=now), redriven=redrive_pending(now=now))
+    report.lost_workers, report.redriven_after_loss = redrive_after_lost_workers(now=now)
+    report.relayed = outbox.relay_pending()
+    report.silent_uploads = pick_up_silent_uploads(now=now)
+    return report

@@ -9,9 +9,11 @@ third of the machine's capacity.
 
 Acquire-or-park and release-and-pop are each atomic (a Lua script on Redis, a
 lock in-process), so a job cannot be parked just after the last holder looked
-for waiters. Holders carry an expiry: a worker killed mid-job frees its slot
-after `ttl_ms`. A parked job lost with its process (in-process backend) or with
-Redis is re-driven by the lease reconciler like any job lost in a broker.
+for waiters. A worker killed mid-job has its slots released by the reconciler
+once it stops beating (processing/liveness.py), which sends the jobs parked
+behind them again; holders also carry an expiry (`ttl_ms`) as the last resort.
+A parked job lost with its process (in-process backend) or with Redis is
+re-driven by the lease reconciler like any job lost in a broker.
 """
 
 from __future__ import annotations
@@ -51,12 +53,22 @@ class SlotsBackend(Protocol):
 
     def drop_holders_of(self, tenant: str, attachment_id: str) -> int: ...
 
+    def holders_of(self, tenant: str, attachment_id: str) -> list[str]: ...
+
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]: ...
+
     def parked_files(self, tenant: str) -> set[str]: ...
 
 
 def holder_name(attachment_id: object) -> str:
-    """Holders are named after their file, so the lease reconciler can free a dead job's slot."""
-    return f"{attachment_id}/{uuid.uuid4().hex[:12]}"
+    """Holders are named after their file and their worker, so the reconciler can free a dead job's slot.
+
+    By file when the file's lease runs out; by worker when the worker stops
+    beating (processing/liveness.py), whatever became of the file meanwhile.
+    """
+    from .liveness import this_worker
+
+    return f"{attachment_id}/{uuid.uuid4().hex[:12]}@{this_worker()}"
 
 
 class MemorySlots:
@@ -103,6 +115,15 @@ class MemorySlots:
                 del holders[holder]
             return len(mine)
 
+    def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
+        with self._lock:
+            return [h for h in self._holders.get(tenant, {}) if h.startswith(f"{attachment_id}/")]
+
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(tenant, h) for tenant, holders in self._holders.items() for h in holders
+                    if h.endswith(f"@{worker_id}")]
+
 
 class RedisSlots:
     """Slots shared by every worker process through Redis."""
@@ -136,6 +157,19 @@ class RedisSlots:
         members = map(_text, self._client.zrange(key, 0, -1))
         mine = [m for m in members if m.startswith(f"{attachment_id}/")]
         return int(self._client.zrem(key, *mine)) if mine else 0
+
+    def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
+        return [m for m in map(_text, self._client.zrange(self._keys(tenant)[0], 0, -1))
+                if m.startswith(f"{attachment_id}/")]
+
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]:
+        """Every tenant's slots, looked through (a lost worker is rare; tenants with slots held are few)."""
+        prefix = f"{self._prefix}-derive-slots-"
+        found = []
+        for key in map(_text, self._client.scan_iter(match=f"{prefix}*", count=500)):
+            tenant = key[len(prefix):]
+            found += [(tenant, m) for m in map(_text, self._client.zrange(key, 0, -1)) if m.endswith(f"@{worker_id}")]
+        return found
 
 
 _backend: SlotsBackend | None = None

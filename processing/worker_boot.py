@@ -1,4 +1,4 @@
-"""Dramatiq middleware: each worker process says at boot what confinement its decoders get.
+"""Dramatiq middleware: each worker process says at boot what confinement its decoders get, and beats while it runs.
 
 In every worker (`rundramatiq` and `manage.py serve`'s in-process one), before the first
 job, so an operator sees a weaker sandbox (no Landlock on this kernel, not root, a layer
@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 
 import dramatiq
+
+from .liveness import Heartbeat
 
 log = logging.getLogger("airlock.worker")
 
@@ -31,3 +33,21 @@ def log_sandbox_confinement() -> str:
 class SandboxConfinementLog(dramatiq.Middleware):
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         log_sandbox_confinement()
+
+
+class WorkerHeartbeat(dramatiq.Middleware):
+    """Each worker beats while it runs (processing/liveness.py), from before its first message to after its last."""
+
+    def __init__(self) -> None:
+        self._beats: dict[int, Heartbeat] = {}
+
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        beat = Heartbeat()
+        beat.beat_once()  # registered before any message is fetched: a kill a moment later is still noticed
+        beat.start()
+        self._beats[id(worker)] = beat
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        beat = self._beats.pop(id(worker), None)
+        if beat is not None:
+            beat.stop()

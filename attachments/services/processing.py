@@ -141,8 +141,12 @@ def attachment_reject_missing(*, attachment: Attachment, actor: str, message: st
 
 
 def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str,
-                             actor: str = WORKER) -> str | None:
-    """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap."""
+                             actor: str = WORKER, backoff: bool = True) -> str | None:
+    """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap.
+
+    Without `backoff` the new job goes out at once: a lease that ran out already
+    waited, and a lost worker is no dependency that needs time to come back.
+    """
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
         if attachment is None:
@@ -158,7 +162,7 @@ def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | Non
             )
             return "failed"
         apply_transition(attachment, "retry", actor=actor, note=error)
-        delay = backoff_seconds(attachment.attempts)
+        delay = backoff_seconds(attachment.attempts) if backoff else 0.0
         outbox.enqueue("intake", attachment.pk, delay_ms=int(delay * 1000))
         return "retried"
 
@@ -178,14 +182,14 @@ def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, act
     return True
 
 
-def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime) -> None:
+def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_ms: int = 0) -> None:
     """A new intake job for a pending row whose bytes arrived but whose job went missing.
 
     The row is touched so the next reconcile tick does not re-drive it again at once.
     """
     with transaction.atomic():
         Attachment.objects.filter(pk=attachment_id).update(updated_at=now)
-        outbox.enqueue("intake", attachment_id)
+        outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
 
 
 def backoff_seconds(attempts: int) -> float:

@@ -378,6 +378,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "processing.request_context.RequestIdMiddleware",
     # Each worker logs at boot the sandbox confinement its decoder jobs get.
     "processing.worker_boot.SandboxConfinementLog",
+    # Each worker beats while it runs (renewing its jobs' leases); the reconciler re-drives a silent one's files.
+    "processing.worker_boot.WorkerHeartbeat",
 ]
 DRAMATIQ_BROKER: dict[str, Any]
 if REDIS_URL:
