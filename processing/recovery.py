@@ -18,6 +18,8 @@ from attachments.services.processing import (
     attachment_retry_or_fail,
 )
 
+from .liveness import registry
+
 log = logging.getLogger("airlock.recovery")
 
 
@@ -151,8 +153,6 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
 
     Returns (lost workers, files re-driven).
     """
-    from .liveness import registry
-
     now = now or timezone.now()
     workers = registry()
     try:

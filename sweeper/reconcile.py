@@ -39,7 +39,7 @@ from attachments.naming import QUARANTINE_PREFIX, TENANTS_PREFIX, parse_key, qua
 from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageGateway, move
-from processing.recovery import expire_leases, redrive_pending
+from processing.recovery import expire_leases, redrive_after_lost_workers, redrive_pending
 
 from . import metrics
 from .control import delete_brake
@@ -293,6 +293,8 @@ def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, qua
         run = _record(report, trigger)
         report.expired_leases = expire_leases(now=now, dry_run=dry_run)
         report.redriven = redrive_pending(now=now, dry_run=dry_run)
+        if not dry_run:  # a deployment that runs ticks from cron gets the lost-worker re-drive too
+            report.redriven += redrive_after_lost_workers(now=now)[1]
         try:
             reconciler.run(_listing(reconciler.gateway))
         finally:
