@@ -9,9 +9,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from hypothesis import HealthCheck, given, note
+from hypothesis import settings as hypothesis_settings
 
 from attachments.models import Attachment, StorageEvent, TusUpload
 from tests.s3.support import mp4_bytes
+from tests.security.test_tus_interleavings import interleavings
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
@@ -154,3 +157,19 @@ def test_a_writer_that_lost_its_claim_never_writes_the_object(s3, alice, setting
     assert served == clean
     assert isinstance(refused.value, UploadLocked)
     assert _multipart_uploads(s3) == []  # nothing left behind by either writer
+
+
+@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=interleavings(depth=2))
+def test_no_write_lands_after_completion_on_s3(s3, alice, settings, monkeypatch, ops):
+    """The property of tests/security/test_tus_interleavings.py, on S3 (an upload under one part)."""
+    from attachments.services import tus as service
+    from tests.security.test_tus_interleavings import Run, assert_settled
+
+    settings.AIRLOCK_INTENTS_PER_MINUTE = 10**6
+    settings.AIRLOCK_MAX_PENDING_PER_USER = 10**6
+    note(repr(ops))
+    run = Run(alice)
+    monkeypatch.setattr(service, "object_arrived", run.on_arrival)
+    run.run(ops)
+    assert_settled(run)

@@ -42,10 +42,10 @@ class Op:
     during: list[Op] = field(default_factory=list)  # patch: what runs while its body stalls
 
 
-def _ops(depth: int) -> st.SearchStrategy[list[Op]]:
+def interleavings(depth: int) -> st.SearchStrategy[list[Op]]:
     clock = st.sampled_from([timedelta(0), STALE, EXPIRED])
     simple = st.builds(Op, kind=st.sampled_from(["head", "delete", "sweep"]), clock=clock)
-    during = _ops(depth - 1) if depth > 1 else st.just([])
+    during = interleavings(depth - 1) if depth > 1 else st.just([])
     patch = st.builds(Op, kind=st.just("patch"), clock=clock, offset=st.sampled_from(["head", "zero", "past"]),
                       size=st.sampled_from(["rest", "half", "over"]), during=during)
     return st.lists(st.one_of(patch, simple), min_size=1, max_size=4)
@@ -126,7 +126,7 @@ class Run:
                                   content_length=size, now=now)
 
 
-def _assert_settled(run: Run) -> None:
+def assert_settled(run: Run) -> None:
     run.check()
     upload = TusUpload.objects.get(pk=run.pk)
     staging = staging_for(get_gateway())
@@ -143,10 +143,10 @@ def generous(settings):
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=_ops(depth=2))
+@given(ops=interleavings(depth=2))
 def test_no_write_lands_after_completion_local(alice, generous, monkeypatch, ops):
     note(repr(ops))
     run = Run(alice)
     monkeypatch.setattr(service, "object_arrived", run.on_arrival)
     run.run(ops)
-    _assert_settled(run)
+    assert_settled(run)
