@@ -5,19 +5,19 @@ rate limits, pending caps: whatever guards an intent guards a tus upload).
 Each PATCH appends at the server's offset under a claim (one writer per
 upload), records the new offset, and on the last byte the staged bytes become
 the object at the minted key and `object_arrived` hands it to intake exactly
-like a completed signed PUT.
+like a completed signed PUT. Expired or abandoned transfers are removed by the
+sweeper (`tus_uploads_expire`), which honours its brakes.
 
-Nothing may write the object after that, or the bytes served would not be the
-bytes scanned. The claim is a row with a heartbeat, so a writer whose body
-stalls can lose it while its request still runs; so:
+Nothing may write the object after completion, or the bytes served would not
+be the bytes scanned. The claim is a row with a heartbeat, so a writer whose
+body stalls can lose it while its request still runs; hence:
 - local: whoever changes the staging file also holds its fence (an flock the
   kernel drops with the holder, taken before the claim): a live writer cannot be
   replaced, and it closes its write handle before the file is renamed onto the key;
 - S3: parts go to a multipart upload that S3 closes on completion, and the
   object is only ever written from what the claim's holders recorded (the same
   bytes, whoever completes, however late); a writer checks its claim before
-  each part and stops when it lost it. Expired or abandoned transfers are removed by the
-sweeper (`tus_uploads_expire`), which honours its brakes.
+  each part and each record, and stops when it lost it.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iter
             renewed = TusUpload.objects.filter(pk=pk, lock_token=token).update(locked_at=timezone.now())
             give_connection_back()
             if not renewed:
-                raise UploadLocked()
+                raise UploadLocked(headers={"Retry-After": "1"})
 
 
 def _hasher(checksum: tuple[str, bytes] | None):
