@@ -95,3 +95,45 @@ def test_a_stalled_writer_cannot_swap_the_bytes_of_a_ready_file(alice):
     # While A lives, B is told to come back later (423), and nothing of it is stored.
     (outcome,) = during_the_stall
     assert isinstance(outcome, UploadLocked), outcome
+
+
+def test_the_staging_fence_is_exclusive_and_never_follows_a_promoted_file(storage_root, monkeypatch):
+    import os
+    import uuid
+
+    from attachments.storage import tus as staging_module
+    from attachments.storage.tus import LocalStaging, StagingBusy
+
+    staging = LocalStaging(get_gateway())
+    name, key = str(uuid.uuid4()), f"tenants/acme/document/{uuid.uuid4()}"
+    first = staging.fence(name, create=True)
+    with pytest.raises(StagingBusy):
+        staging.fence(name, create=True)  # a second writer, even in the same process
+    with staging.open_at(first, 0) as fh:
+        fh.write(b"scanned bytes")
+    # Someone else promotes the file while a late writer waits for its lock: the late writer
+    # must end up on a fresh staging file, never on the stored object.
+    real_flock = staging_module.fcntl.flock
+    calls = []
+
+    def promote_meanwhile(fd, operation):
+        if not calls:
+            staging.promote(first, key)
+            first.close()
+        calls.append(fd)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(staging_module.fcntl, "flock", promote_meanwhile)
+    late = staging.fence(name, create=True)
+    stored = storage_root / key
+    assert len(calls) == 2 and not os.path.samestat(os.fstat(late.fd), stored.stat())
+    with staging.open_at(late, 0) as fh:
+        fh.write(b"unscanned")
+    late.close()
+    assert stored.read_bytes() == b"scanned bytes"
+    again = staging.fence(name, create=False)
+    try:
+        with pytest.raises(OSError):  # the fence's own descriptor cannot write
+            os.write(again.fd, b"x")
+    finally:
+        again.close()
