@@ -7,6 +7,17 @@ upload), records the new offset, and on the last byte the staged bytes become
 the object at the minted key and `object_arrived` hands it to intake exactly
 like a completed signed PUT. Expired or abandoned transfers are removed by the
 sweeper (`tus_uploads_expire`), which honours its brakes.
+
+Nothing may write the object after completion, or the bytes served would not
+be the bytes scanned. The claim is a row with a heartbeat, so a writer whose
+body stalls can lose it while its request still runs; hence:
+- local: whoever changes the staging file also holds its fence (an flock the
+  kernel drops with the holder, taken before the claim): a live writer cannot be
+  replaced, and it closes its write handle before the file is renamed onto the key;
+- S3: parts go to a multipart upload that S3 closes on completion, and the
+  object is only ever written from what the claim's holders recorded (the same
+  bytes, whoever completes, however late); a writer checks its claim before
+  each part and each record, and stops when it lost it.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -30,7 +42,7 @@ from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
 from ..storage import StorageError, get_gateway
-from ..storage.tus import LocalStaging, S3Staging, s3_part_size, staging_for
+from ..storage.tus import LocalStaging, S3Staging, StagingBusy, StagingFence, s3_part_size, staging_for
 from .connections import give_connection_back
 from .intents import upload_intent_create
 from .uploads import object_arrived
@@ -118,17 +130,14 @@ def tus_upload_recover(*, user, attachment_id: object, now: datetime | None = No
     if upload.state != State.ACTIVE or upload.offset != upload.length:
         return upload
     try:
-        token = _claim(upload.pk, now)
+        with _held(upload.pk, now, create=False) as (token, fence):
+            upload.refresh_from_db()
+            upload.attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
+                                                        "declared_type").get(pk=upload.pk)
+            if upload.state == State.ACTIVE and upload.offset == upload.length and _accepting(upload.attachment):
+                _complete(upload, token=token, fence=fence)
     except UploadLocked:
         return upload  # a writer is at it
-    try:
-        upload.refresh_from_db()
-        upload.attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
-                                                    "declared_type").get(pk=upload.pk)
-        if upload.state == State.ACTIVE and upload.offset == upload.length and _accepting(upload.attachment):
-            _complete(upload, token=token)
-    finally:
-        _release(upload.pk, token)
     return upload
 
 
@@ -153,6 +162,44 @@ def _release(pk: uuid.UUID, token: uuid.UUID) -> None:
     TusUpload.objects.filter(pk=pk, lock_token=token).update(lock_token=None, locked_at=None)
 
 
+def _still_held(pk: uuid.UUID, token: uuid.UUID) -> None:
+    """Renew the claim, or UploadLocked when another request took it (stop before writing anything more)."""
+    if not TusUpload.objects.filter(pk=pk, lock_token=token, state=State.ACTIVE).update(locked_at=timezone.now()):
+        raise UploadLocked(headers={"Retry-After": "1"})
+
+
+@contextmanager
+def _held(pk: uuid.UUID, now: datetime, *, create: bool) -> Iterator[tuple[uuid.UUID, StagingFence | None]]:
+    """The right to change an upload's staged bytes: its staging fence (local storage), then its claim.
+
+    The fence comes first: the claim of a writer that still runs can look stale
+    (its body stalled), but its fence is held until its process lets go, so it
+    is never taken over while it can still write.
+    """
+    staging = staging_for(get_gateway())
+    local = staging if isinstance(staging, LocalStaging) else None
+    fence = None
+    if local is not None:
+        try:
+            fence = local.fence(str(pk), create=create)
+        except StagingBusy:
+            raise UploadLocked(headers={"Retry-After": "1"}) from None
+    try:
+        try:
+            token = _claim(pk, now)
+        except NotFound:
+            if local is not None and fence is not None and create and local.size(str(pk)) == 0:
+                local.discard(fence)  # made by this request for an upload that ended meanwhile
+            raise
+        try:
+            yield token, fence
+        finally:
+            _release(pk, token)
+    finally:
+        if fence is not None:
+            fence.close()
+
+
 def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iterator[bytes]:
     """Pass chunks through, renewing the claim every few seconds; stop if another writer took it."""
     last = time.monotonic()
@@ -163,7 +210,7 @@ def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iter
             renewed = TusUpload.objects.filter(pk=pk, lock_token=token).update(locked_at=timezone.now())
             give_connection_back()
             if not renewed:
-                raise UploadLocked()
+                raise UploadLocked(headers={"Retry-After": "1"})
 
 
 def _hasher(checksum: tuple[str, bytes] | None):
@@ -188,8 +235,7 @@ def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Itera
         if content_length:
             raise TooLarge("The upload is already complete.", details={"max_bytes": upload.length})
         return upload
-    token = _claim(upload.pk, now)
-    try:
+    with _held(upload.pk, now, create=True) as (token, fence):
         upload.refresh_from_db()
         attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
                                              "declared_type").get(pk=upload.pk)
@@ -202,7 +248,7 @@ def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Itera
             held = staging.size(str(upload.pk))
             if held < upload.offset:  # acknowledged bytes lost (a crash before they reached the disk)
                 upload.offset = held
-                TusUpload.objects.filter(pk=upload.pk).update(offset=held)
+                TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(offset=held)
         if offset != upload.offset:
             raise OffsetMismatch(f"Upload-Offset is {offset}, the upload is at {upload.offset}.",
                                  details={"offset": upload.offset})
@@ -213,36 +259,39 @@ def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Itera
         give_connection_back()
         body = _heartbeat(chunks, upload.pk, token)
         if isinstance(staging, LocalStaging):
-            _append_local(upload, staging, body, checksum, token, now)
+            assert fence is not None  # _held fences every local writer
+            _append_local(upload, staging, fence, body, checksum, token, now)
         else:
             _append_s3(upload, staging, body, checksum, token, now)
         if upload.offset == upload.length:
-            _complete(upload, token=token)
-    finally:
-        _release(upload.pk, token)
+            _complete(upload, token=token, fence=fence)
     return upload
 
 
-def _record(upload: TusUpload, token: uuid.UUID, now: datetime, **fields) -> None:
-    """Save the progress of the claim's holder; the clocks restart (Upload-Expires, never-uploaded)."""
+def _record(upload: TusUpload, token: uuid.UUID, now: datetime, **fields) -> bool:
+    """Save the progress of the claim's holder; the clocks restart (Upload-Expires, never-uploaded).
+
+    False when the claim was lost: nothing is saved, and the caller stops.
+    """
     expires = _expiry(timezone.now())
     upload.expires_at = expires
-    TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(offset=upload.offset, expires_at=expires,
-                                                                   **fields)
-    Attachment.objects.filter(pk=upload.pk).update(updated_at=timezone.now())
+    saved = TusUpload.objects.filter(pk=upload.pk, lock_token=token, state=State.ACTIVE).update(
+        offset=upload.offset, expires_at=expires, **fields)
+    if saved:
+        Attachment.objects.filter(pk=upload.pk).update(updated_at=timezone.now())
+    return bool(saved)
 
 
 def _verify(hasher, checksum: tuple[str, bytes] | None) -> bool:
     return hasher is None or checksum is None or hasher.digest() == checksum[1]
 
 
-def _append_local(upload: TusUpload, staging: LocalStaging, body: Iterable[bytes],
+def _append_local(upload: TusUpload, staging: LocalStaging, fence: StagingFence, body: Iterable[bytes],
                   checksum: tuple[str, bytes] | None, token: uuid.UUID, now: datetime) -> None:
-    name = str(upload.pk)
     start = upload.offset
     hasher = _hasher(checksum)
     written = 0
-    fh = staging.open_at(name, start)
+    fh = staging.open_at(fence, start)
     try:
         try:
             for chunk in body:
@@ -264,9 +313,10 @@ def _append_local(upload: TusUpload, staging: LocalStaging, body: Iterable[bytes
             fh.truncate(start)
             raise ChecksumMismatch()
     finally:
-        fh.close()
+        fh.close()  # before any promotion: no write handle outlives this function
     upload.offset = start + written
-    _record(upload, token, now)
+    if not _record(upload, token, now):
+        raise UploadLocked(headers={"Retry-After": "1"})
 
 
 def _spooled(body: Iterable[bytes], hasher) -> Generator[bytes, None, None]:
@@ -300,10 +350,15 @@ def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
 
     def flush() -> None:
         nonlocal buffer
+        _still_held(upload.pk, token)  # a writer that lost its claim must not replace the new holder's parts
         if not upload.s3_upload_id:
-            upload.s3_upload_id = staging.create(key, content_type=attachment.declared_type)
+            upload_id = staging.create(key, content_type=attachment.declared_type)
             # Recorded at once: an expiry or termination must be able to abort it.
-            TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id=upload.s3_upload_id)
+            if not TusUpload.objects.filter(pk=upload.pk, lock_token=token, s3_upload_id="").update(
+                    s3_upload_id=upload_id):
+                staging.abort(key, upload_id=upload_id)
+                raise UploadLocked(headers={"Retry-After": "1"})
+            upload.s3_upload_id = upload_id
         number = len(parts) + 1
         size = buffer.tell()
         etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=number, body=buffer, size=size)
@@ -312,14 +367,16 @@ def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
         buffer = tempfile.SpooledTemporaryFile(max_size=part_size + 1)
         upload.parts = parts
         upload.offset = sum(p[2] for p in parts)
-        _record(upload, token, now, parts=parts, tail=b"")
+        if not _record(upload, token, now, parts=parts, tail=b""):
+            raise UploadLocked(headers={"Retry-After": "1"})
 
     def save_tail() -> None:
         buffer.seek(0)
         tail = buffer.read()
         upload.tail = tail
         upload.offset = sum(p[2] for p in parts) + len(tail)
-        _record(upload, token, now, tail=tail)
+        if not _record(upload, token, now, tail=tail):
+            raise UploadLocked(headers={"Retry-After": "1"})
 
     try:
         try:
@@ -339,50 +396,91 @@ def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
         buffer.close()
 
 
-def _complete(upload: TusUpload, *, token: uuid.UUID | None) -> None:
-    """The last byte is in: the staged bytes become the object at the minted key, then intake as for a PUT."""
+def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence | None = None) -> None:
+    """The last byte is in: the staged bytes become the object at the minted key, then intake as for a PUT.
+
+    Only the claim's holder completes, from what was recorded (the row, re-read):
+    a request that lost its claim, or whose bytes were never recorded, stops here.
+    """
     attachment = upload.attachment
     key = attachment.storage_key
-    staging = staging_for(get_gateway())
-    if isinstance(staging, LocalStaging):
-        size = staging.promote(str(upload.pk), key, content_type=attachment.declared_type) if upload.length \
-            else get_gateway().write_chunks(key, [b""], content_type=attachment.declared_type)
+    gateway = get_gateway()
+    staging = staging_for(gateway)
+    if token is None:  # an empty upload, completed as it is created: nothing was ever staged
+        size = gateway.write_chunks(key, [b""], content_type=attachment.declared_type)
     else:
-        tail = bytes(upload.tail)
-        assembled = get_gateway().head(key) if upload.s3_upload_id else None
-        if assembled is not None and assembled.size == upload.length:
-            size = upload.length  # assembled by an earlier attempt whose server died before recording it
-        elif not upload.s3_upload_id:  # smaller than one part: a plain object
-            size = staging.write_whole(key, [tail], content_type=attachment.declared_type)
+        recorded = TusUpload.objects.filter(pk=upload.pk, lock_token=token, state=State.ACTIVE).first()
+        if recorded is None or recorded.offset != recorded.length:
+            raise UploadLocked(headers={"Retry-After": "1"})
+        if isinstance(staging, LocalStaging):
+            size = _promote_local(recorded, staging, fence, key, attachment.declared_type)
         else:
-            parts = list(upload.parts)
-            if tail or not parts:
-                etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=len(parts) + 1,
-                                           body=io.BytesIO(tail), size=len(tail))
-                parts.append([len(parts) + 1, etag, len(tail)])
-            if not staging.complete(key, upload_id=upload.s3_upload_id, parts=parts):
-                # Completed by an earlier attempt whose server died before recording it, or aborted.
-                info = get_gateway().head(key)
-                if info is None or info.size != upload.length:
-                    raise StorageError(f"multipart upload of {key} is gone")
-            size = upload.length
+            size = _assemble_s3(recorded, staging, key, attachment.declared_type)
     updated = TusUpload.objects.filter(pk=upload.pk, state=State.ACTIVE)
     if token is not None:
         updated = updated.filter(lock_token=token)
-    updated.update(state=State.COMPLETE, tail=b"", offset=upload.length, staged=False)
+    if not updated.update(state=State.COMPLETE, tail=b"", offset=upload.length, staged=False):
+        raise UploadLocked(headers={"Retry-After": "1"})
     upload.state = State.COMPLETE
+    upload.offset = upload.length
     upload.tail = b""
     object_arrived(key=key, size=size, source="tus", dedupe_key=f"tus:{key}", event_name="ObjectCreated:Put")
     log.info("tus upload complete", extra={"attachment_id": str(upload.pk), "size": size, "step": "arrival"})
 
 
-def _remove_staged(upload: TusUpload) -> None:
+def _promote_local(recorded: TusUpload, staging: LocalStaging, fence: StagingFence | None, key: str,
+                   content_type: str) -> int:
+    if fence is None:
+        raise UploadLocked(headers={"Retry-After": "1"})
+    if fence.holds_file():
+        return staging.promote(fence, key, content_type=content_type)
+    # No staging file: renamed onto the key by a completion whose server died before recording it.
+    info = get_gateway().head(key)
+    if info is None or info.size != recorded.length:
+        raise StorageError(f"the staging file of {key} is gone")
+    return info.size
+
+
+def _assemble_s3(recorded: TusUpload, staging: S3Staging, key: str, content_type: str) -> int:
+    length = recorded.length
+    assembled = get_gateway().head(key)
+    if assembled is not None and assembled.size == length:
+        return length  # assembled by an earlier attempt (from the same recorded bytes) that was not recorded
+    tail = bytes(recorded.tail)
+    if not recorded.s3_upload_id:  # smaller than one part: a plain object
+        return staging.write_whole(key, [tail], content_type=content_type)
+    parts = list(recorded.parts)
+    if tail or not parts:
+        etag = staging.upload_part(key, upload_id=recorded.s3_upload_id, number=len(parts) + 1,
+                                   body=io.BytesIO(tail), size=len(tail))
+        parts.append([len(parts) + 1, etag, len(tail)])
+    if not staging.complete(key, upload_id=recorded.s3_upload_id, parts=parts):
+        # Completed by an earlier attempt whose server died before recording it, or aborted.
+        info = get_gateway().head(key)
+        if info is None or info.size != length:
+            raise StorageError(f"multipart upload of {key} is gone")
+    return length
+
+
+def _remove_staged(upload: TusUpload, fence: StagingFence | None) -> None:
     """Delete what a transfer left in storage (a staging file, or the parts of its multipart upload)."""
     staging = staging_for(get_gateway())
     if isinstance(staging, LocalStaging):
-        staging.discard(str(upload.pk))
+        if fence is not None:
+            staging.discard(fence)
     elif upload.s3_upload_id:
         staging.abort(upload.attachment.storage_key, upload_id=upload.s3_upload_id)
+
+
+def _fence_for_removal(upload: TusUpload) -> StagingFence | None:
+    """The staging fence, when the transfer has a staging file (UploadLocked while a writer holds it)."""
+    staging = staging_for(get_gateway())
+    if not isinstance(staging, LocalStaging):
+        return None
+    try:
+        return staging.fence(str(upload.pk), create=False)
+    except StagingBusy:
+        raise UploadLocked(headers={"Retry-After": "1"}) from None
 
 
 def _brake() -> str:
@@ -393,19 +491,21 @@ def _brake() -> str:
 
 def _finish_stranded(upload: TusUpload, now: datetime) -> None:
     try:
-        token = _claim(upload.pk, now)
+        with _held(upload.pk, now, create=False) as (token, fence):
+            upload.refresh_from_db()
+            if upload.state == State.ACTIVE and upload.offset == upload.length:
+                _complete(upload, token=token, fence=fence)
     except (UploadLocked, NotFound):
         return
-    try:
-        _complete(upload, token=token)
     except Exception as exc:  # noqa: BLE001 - the next sweep or HEAD tries again
         log.warning("tus completion failed", extra={"attachment_id": str(upload.pk), "error": str(exc)[:300]})
-    finally:
-        _release(upload.pk, token)
 
 
 def tus_upload_terminate(*, user, attachment_id: object, now: datetime | None = None) -> None:
-    """DELETE: stop the transfer, drop its staged bytes and discard the intent (a committed one stays)."""
+    """DELETE: stop the transfer, drop its staged bytes and discard the intent (a committed one stays).
+
+    A transfer a live PATCH is writing is 423 (its fence is held), as a claim is.
+    """
     now = now or timezone.now()
     upload = tus_upload_of(user=user, attachment_id=attachment_id, now=now)
     from .lifecycle import attachment_discard
@@ -414,16 +514,16 @@ def tus_upload_terminate(*, user, attachment_id: object, now: datetime | None = 
         attachment_discard(user=user, attachment_id=upload.pk, now=now)  # ALREADY_COMMITTED when committed
         TusUpload.objects.filter(pk=upload.pk).update(state=State.TERMINATED)
         return
-    token = _claim(upload.pk, now)
-    TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(state=State.TERMINATED, tail=b"",
-                                                                   lock_token=None, locked_at=None)
-    try:
-        attachment_discard(user=user, attachment_id=upload.pk, now=now)
-    except AlreadyCommitted:
-        pass  # the host app owns it; with no bytes it ends as never uploaded
-    if not _brake():  # under a brake the sweep removes it later (terminated rows are swept too)
-        _remove_staged(upload)
-        TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id="", staged=False)
+    with _held(upload.pk, now, create=False) as (token, fence):
+        TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(state=State.TERMINATED, tail=b"")
+        try:
+            attachment_discard(user=user, attachment_id=upload.pk, now=now)
+        except AlreadyCommitted:
+            pass  # the host app owns it; with no bytes it ends as never uploaded
+        if not _brake():  # under a brake the sweep removes it later (terminated rows are swept too)
+            upload.refresh_from_db()
+            _remove_staged(upload, fence)
+            TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id="", staged=False)
 
 
 def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, limit: int = 500) -> list[uuid.UUID]:
@@ -450,16 +550,23 @@ def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, li
             done.append(upload.pk)
             continue
         new_state = State.TERMINATED if upload.state == State.TERMINATED else State.EXPIRED
-        claimed = TusUpload.objects.filter(pk=upload.pk, state=upload.state, staged=True).filter(
-            Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).update(state=new_state, tail=b"")
-        if not claimed:
-            continue
         try:
-            _remove_staged(upload)
+            fence = _fence_for_removal(upload)
+        except UploadLocked:
+            continue  # a writer still runs: its fence outlives its claim
+        try:
+            claimed = TusUpload.objects.filter(pk=upload.pk, state=upload.state, staged=True).filter(
+                Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).update(state=new_state, tail=b"")
+            if not claimed:
+                continue
+            _remove_staged(upload, fence)
         except Exception as exc:  # noqa: BLE001 - the next sweep tries again
             log.warning("tus staging removal failed", extra={"attachment_id": str(upload.pk),
                                                             "error": str(exc)[:300]})
             continue
+        finally:
+            if fence is not None:
+                fence.close()
         TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id="", staged=False)
         done.append(upload.pk)
     if done:

@@ -2,7 +2,12 @@
 
 Local: one staging file per upload under `<root>/.tus/`, a directory no key can
 name (every key segment starts with a letter or digit), so nothing half-uploaded
-is ever servable; when complete it is renamed onto the minted key.
+is ever servable; when complete it is renamed onto the minted key. Whoever
+changes a staging file (writes, truncates, promotes, removes it) first holds its
+fence, an exclusive flock the kernel drops when the holder's process dies: a
+writer whose body stalls keeps it, so nobody takes its place while it can still
+write, and the write handle is closed before the rename, so no writer can reach
+the stored object.
 
 S3: a multipart upload on the minted key. S3 refuses parts under 5 MiB except
 the last, so the bytes after the last full part (the tail) are kept by the
@@ -13,6 +18,7 @@ one part never needs a multipart upload: it is written as one object.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 from collections.abc import Iterable
@@ -34,6 +40,26 @@ def s3_part_size(length: int) -> int:
     return max(S3_MIN_PART, math.ceil(length / S3_MAX_PARTS))
 
 
+class StagingBusy(Exception):
+    """Another live request holds this upload's staging file."""
+
+
+class StagingFence:
+    """An exclusive flock on one staging file; `fd` is a read-only descriptor (nothing writes through it)."""
+
+    def __init__(self, path: Path, fd: int | None) -> None:
+        self.path = path
+        self.fd = fd
+
+    def holds_file(self) -> bool:
+        return self.fd is not None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # drops the flock
+            self.fd = None
+
+
 class LocalStaging:
     """Append-only staging files beside the local gateway's objects (same filesystem: completion is a rename)."""
 
@@ -51,20 +77,52 @@ class LocalStaging:
         except FileNotFoundError:
             return 0
 
-    def open_at(self, name: str, offset: int) -> BinaryIO:
-        """The staging file opened for writing at `offset`; whatever lies past it is cut off.
+    def fence(self, name: str, *, create: bool) -> StagingFence:
+        """Hold the staging file of `name` exclusively, or StagingBusy; without `create`, a missing file is
+        fenced as nothing (there is nothing to protect until a writer makes one).
 
-        Bytes past the recorded offset were never acknowledged (a server killed mid-PATCH):
-        the client sends them again.
+        The lock is taken on the file the path names *after* locking: a file renamed
+        onto its key (or removed) while we waited for it is not the staging file any more.
         """
         path = self._path(name)
-        private_dir(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+        if create:
+            private_dir(path.parent)
+        for _ in range(8):
+            try:
+                fd = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0), FILE_MODE)
+            except FileNotFoundError:
+                return StagingFence(path, None)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise StagingBusy(name) from None
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:
+                current = None
+            if current is not None and os.path.samestat(os.fstat(fd), current):
+                return StagingFence(path, fd)
+            os.close(fd)  # promoted or removed meanwhile: fence what the path names now
+        raise StagingBusy(name)
+
+    def open_at(self, fence: StagingFence, offset: int) -> BinaryIO:
+        """The fenced staging file opened for writing at `offset`; whatever lies past it is cut off.
+
+        Bytes past the recorded offset were never acknowledged (a server killed mid-PATCH):
+        the client sends them again. The caller closes it before the file is promoted.
+        """
+        if fence.fd is None:
+            raise StorageError(f"{fence.path.name}: no staging file is fenced")
+        fd = os.open(fence.path, os.O_WRONLY)
         fh = os.fdopen(fd, "r+b")
         try:
+            if not os.path.samestat(os.fstat(fd), os.fstat(fence.fd)):
+                raise StorageError(f"staging file of {fence.path.name} changed under its fence")
             actual = os.fstat(fd).st_size
             if actual < offset:
-                raise StorageError(f"staging file of {name} holds {actual} bytes, {offset} were acknowledged")
+                raise StorageError(f"staging file of {fence.path.name} holds {actual} bytes, "
+                                   f"{offset} were acknowledged")
             fh.truncate(offset)
             fh.seek(offset)
         except BaseException:
@@ -72,17 +130,21 @@ class LocalStaging:
             raise
         return fh
 
-    def truncate(self, name: str, offset: int) -> None:
-        with open(self._path(name), "r+b") as fh:
-            fh.truncate(offset)
+    def promote(self, fence: StagingFence, key: str, *, content_type: str = "") -> int:
+        """Make the fenced staging file the object at `key` (a rename); the size stored.
 
-    def promote(self, name: str, key: str, *, content_type: str = "") -> int:
-        """Make the staging file the object at `key` (a rename); the size stored."""
-        return self.gateway.move_file_in(key, self._path(name), content_type=content_type)
+        The fence's descriptor is read-only and every write handle is closed by now:
+        after the rename nothing can write to the object.
+        """
+        if fence.fd is None:
+            raise StorageError(f"{fence.path.name}: no staging file is fenced")
+        return self.gateway.move_file_in(key, fence.path, content_type=content_type)
 
-    def discard(self, name: str) -> bool:
+    def discard(self, fence: StagingFence) -> bool:
+        if fence.fd is None:
+            return False
         try:
-            self._path(name).unlink()
+            fence.path.unlink()
         except FileNotFoundError:
             return False
         return True

@@ -288,7 +288,7 @@ def test_a_completion_lost_to_a_crash_is_finished_by_the_next_head(alice_client,
     pk = path.rsplit("/", 1)[1]
     real = service._complete
 
-    def crash(upload, *, token):
+    def crash(upload, *, token, fence=None):
         raise SystemExit("the server died before handing the file to intake")
 
     monkeypatch.setattr(service, "_complete", crash)
@@ -316,7 +316,8 @@ def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_clien
     path = _path(_create(alice_client, len(data)))
     pk = path.rsplit("/", 1)[1]
     real = service._complete
-    monkeypatch.setattr(service, "_complete", lambda upload, *, token: (_ for _ in ()).throw(SystemExit("died")))
+    monkeypatch.setattr(service, "_complete",
+                        lambda upload, *, token, fence=None: (_ for _ in ()).throw(SystemExit("died")))
     with pytest.raises(SystemExit):
         _patch(alice_client, path, data, 0)
     monkeypatch.setattr(service, "_complete", real)

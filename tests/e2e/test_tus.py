@@ -211,6 +211,39 @@ def test_two_writers_at_once_one_wins(server):
 
 
 @pytest.mark.slow
+def test_a_stalled_writer_is_not_replaced_while_it_can_still_write(tmp_path):
+    """Issue #26: a PATCH whose body stalls past the claim's staleness still holds the upload (423 for a
+    second writer, HEAD says the bytes acknowledged); when it ends, what is served is what was scanned."""
+    server = Server(tmp_path, {"AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS": "2"})  # a claim is stale after 7 s
+    try:
+        alice = server.createuser("alice", "acme")
+        first_bytes, second_bytes = mp4(MIB), mp4(MIB)
+        url = create(server, alice, MIB)
+        stalled = open_patch(url, alice, 0, MIB)
+        stalled.sendall(first_bytes[:300_000])
+        sent = 300_000
+        stale_at = time.monotonic() + 8  # past the claim's staleness; a byte a second keeps the body alive
+        while time.monotonic() < stale_at:
+            stalled.sendall(first_bytes[sent:sent + 1])
+            sent += 1
+            time.sleep(0.5)
+        assert head(url, alice).headers["Upload-Offset"] == "0"  # nothing acknowledged yet
+        second = patch(url, alice, second_bytes, 0)
+        assert second.status_code == 423 and second.json()["error"]["code"] == "UPLOAD_LOCKED", second.text
+        stalled.sendall(first_bytes[sent:])
+        assert status_of(stalled) == 204
+        stalled.close()
+        attachment = _wait(server.base, alice, _id(url))
+        assert attachment["status"] == "ready", attachment
+        served = download(server, alice, _id(url))
+        assert served == first_bytes and hashlib.sha256(served).hexdigest() == attachment["sha256"]
+        late = patch(url, alice, second_bytes, 0)
+        assert late.status_code == 409 and late.json()["error"]["details"]["offset"] == MIB
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
 def test_other_users_get_404_and_a_lying_length_is_refused(server):
     alice, bob, mallory = (server.tokens[name] for name in ("alice", "bob", "mallory"))
     data = mp4(300_000)

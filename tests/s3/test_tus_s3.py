@@ -9,9 +9,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from hypothesis import HealthCheck, given, note
+from hypothesis import settings as hypothesis_settings
 
 from attachments.models import Attachment, StorageEvent, TusUpload
 from tests.s3.support import mp4_bytes
+from tests.security.test_tus_interleavings import interleavings
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
@@ -108,3 +111,65 @@ def test_an_upload_under_one_part_is_one_object(s3, alice, api):
         assert _patch(client, path, data[start:start + 100_000], start).status_code == 204
     assert _multipart_uploads(s3) == []
     assert s3.get(Attachment.objects.get(pk=path.rsplit("/", 1)[1]).storage_key) == data
+
+
+@pytest.mark.parametrize("length", [64 * 1024, 5 * MIB + 64 * 1024])
+def test_a_writer_that_lost_its_claim_never_writes_the_object(s3, alice, settings, length):
+    """Issue #26 on S3: PATCH A stalls, B takes the stale claim over and completes, the file is scanned
+    and ready; A's body resumes. A must stop (its claim is gone), never write the object it no longer owns."""
+    from attachments.errors import AirlockError
+    from attachments.services.tus import UploadLocked, tus_upload_append, tus_upload_create, tus_upload_recover
+    from attachments.storage import reset_gateway
+    from tests.security.test_tus_writer_race import CLEAN_ACTION, LAUNCH_ACTION, _pdfs
+    from tests.support import run_pipeline
+
+    settings.AIRLOCK_S3_UPLOAD_METHOD = "PUT"  # no snapshot at intake: the upload key is the served key
+    reset_gateway()
+    clean, evil = _pdfs()
+    pad = length - len(clean)  # a PDF reader ignores what follows %%EOF; both get the same padding
+    clean, evil = clean + b"\n" * pad, evil + b"\n" * pad
+    split = evil.index(LAUNCH_ACTION) - 10
+    assert clean[:split] == evil[:split] and CLEAN_ACTION in clean
+    upload = tus_upload_create(user=alice, length=len(evil), profile_name="document", filename="q3.pdf",
+                               content_type="application/pdf")
+    key = Attachment.objects.get(pk=upload.pk).storage_key
+    during_the_stall: list[object] = []
+
+    def takeover() -> None:
+        later = timezone.now() + timedelta(minutes=2)  # A's claim is stale by the clock
+        at = tus_upload_recover(user=alice, attachment_id=upload.pk, now=later).offset
+        tus_upload_append(user=alice, attachment_id=upload.pk, offset=at, chunks=[clean[at:]],
+                          content_length=len(clean) - at, now=later)
+        during_the_stall.append(run_pipeline(upload.pk))
+
+    def stalled_body():
+        yield evil[:split]
+        takeover()
+        yield evil[split:]
+
+    with pytest.raises(AirlockError) as refused:
+        tus_upload_append(user=alice, attachment_id=upload.pk, offset=0, chunks=stalled_body(),
+                          content_length=len(evil))
+    attachment = Attachment.objects.get(pk=upload.pk)
+    served = s3.get(key)
+    assert during_the_stall == ["ready"] and attachment.status == "ready"
+    assert hashlib.sha256(served).hexdigest() == attachment.sha256
+    assert served == clean
+    assert isinstance(refused.value, UploadLocked)
+    assert _multipart_uploads(s3) == []  # nothing left behind by either writer
+
+
+@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=interleavings(depth=2))
+def test_no_write_lands_after_completion_on_s3(s3, alice, settings, monkeypatch, ops):
+    """The property of tests/security/test_tus_interleavings.py, on S3 (an upload under one part)."""
+    from attachments.services import tus as service
+    from tests.security.test_tus_interleavings import Run, assert_settled
+
+    settings.AIRLOCK_INTENTS_PER_MINUTE = 10**6
+    settings.AIRLOCK_MAX_PENDING_PER_USER = 10**6
+    note(repr(ops))
+    run = Run(alice)
+    monkeypatch.setattr(service, "object_arrived", run.on_arrival)
+    run.run(ops)
+    assert_settled(run)
