@@ -22,6 +22,8 @@ PRELOAD = (
     "PIL.GifImagePlugin",
     "PIL.WebPImagePlugin",
     "PIL.MpoImagePlugin",
+    "PIL.AvifImagePlugin",
+    "pillow_heif",  # HEIC/HEIF: its libheif/libde265 are mapped here, before any confinement
     "pypdf",
     "pypdfium2",
     "zipfile",
@@ -49,6 +51,10 @@ def warm_up() -> None:
         sample = Image.effect_mandelbrot((640, 480), (-2.2, -1.2, 1.0, 1.2), 64).convert("RGB")
         for fmt in ("JPEG", "PNG", "GIF", "WEBP"):
             src.write_bytes(_encoded(sample, fmt))
+            images.process(src, work, Bounds())
+        small = sample.resize((128, 96))  # HEVC/AV1 encoders are slower: a small sample (~0.1 s)
+        for fmt in ("HEIF", "AVIF"):  # pillow-heif's and Pillow's own plugin
+            src.write_bytes(_encoded(small, fmt))
             images.process(src, work, Bounds())
         tiny = sample.resize((128, 96))
         prewarm.SAMPLES[:] = [_encoded(tiny, "JPEG"), _encoded(tiny, "PNG")]
