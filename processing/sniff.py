@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import filetype
 
-from processing.sandbox.isobmff import mime_type as heif_mime_type
+from processing.isobmff import mime_type as heif_mime_type
 
 
 def detect_type(head: bytes) -> str | None:

@@ -17,7 +17,7 @@ Order matters and is the point of this module:
 LOAD_TRUNCATED_IMAGES is never set: a truncated image is corrupt.
 
 HEIC/HEIF (pillow-heif) and AVIF (Pillow's own plugin) take a path of their own,
-render_heif(): every image size the container declares (`ispe`, read by isobmff.py) is
+render_heif(): every image size the container declares (`ispe`, read by processing/isobmff.py) is
 bounded before a decoder is handed the bytes; only the primary image is decoded; its
 orientation is applied (libheif applies `irot`/`imir` while decoding, and pillow-heif
 resets the EXIF Orientation so it is not applied twice; Pillow reports AVIF's
@@ -32,13 +32,16 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pillow_heif
-from PIL import Image, UnidentifiedImageError
+from PIL import AvifImagePlugin, Image, UnidentifiedImageError
 
-from . import isobmff, metadata
+from processing import isobmff
+
+from . import metadata
 from .limits import Bounds
 from .outcome import Rejected, Source, read_source, short_repr, write_file
 
@@ -47,6 +50,10 @@ HEIF_FORMATS = ("HEIF", "AVIF")  # Pillow format names: pillow-heif's plugin, Pi
 # HEIC/HEIF through Pillow's API. Embedded thumbnails, depth and auxiliary images are
 # never read: only the primary image is decoded.
 pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False)
+# One decoding thread for AVIF and HEIF (libheif still starts one worker for HEVC): a job
+# runs on one core's CPU budget and within its RLIMIT_NPROC share.
+pillow_heif.options.DECODE_THREADS = 1
+AvifImagePlugin.DEFAULT_MAX_THREADS = 1
 _EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp"}
 _TRANSPOSE = {
     2: Image.Transpose.FLIP_LEFT_RIGHT,
@@ -296,17 +303,50 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
     return data, buf.getvalue(), sanitized
 
 
+def _heif_into(raw: bytes, fmt: str, bounds: Bounds, work_dir: str) -> dict[str, Any]:
+    """render_heif() writing its files into work_dir; every outcome as a small JSON answer."""
+    try:
+        data, thumbnail, display = render_heif(raw, fmt, bounds)
+    except Rejected as exc:
+        return {"rejected": exc.reason_code, "message": exc.message}
+    except MemoryError:
+        return {"rejected": "corrupt", "message": "decoder ran out of memory", "memory": True}
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is a content outcome
+        return {"rejected": "corrupt", "message": f"{type(exc).__name__}: {short_repr(str(exc), 200)}"}
+    ext = "webp" if data["display"]["content_type"] == "image/webp" else "jpg"
+    files = {
+        "thumbnail": write_file(Path(work_dir), "thumbnail.webp", thumbnail),
+        "display": write_file(Path(work_dir), f"display.{ext}", display),
+    }
+    return {"data": data, "files": files}
+
+
+def _inline(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
+
+
 def process(
-    src: Source, work_dir: Path, bounds: Bounds
+    src: Source, work_dir: Path, bounds: Bounds, isolate: Callable[..., Any] = _inline
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Probe, bound, thumbnail and sanitize one image; return (data, files)."""
-    data, thumbnail, sanitized = render(read_source(src), bounds)
-    if "display" in data:
-        ext = "webp" if data["display"]["content_type"] == "image/webp" else "jpg"
-        return data, {
-            "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
-            "display": write_file(work_dir, f"display.{ext}", sanitized),
-        }
+    """Probe, bound, thumbnail and sanitize one image; return (data, files).
+
+    HEIC/HEIF/AVIF are decoded through `isolate` (in the sandbox: a forked sub-child of
+    the job), after their declared sizes were bounded here: libheif decodes on a worker
+    thread, and the fork server's sweep for stray processes takes a job's threads for
+    strays and kills the job (1 HEIC job in 5 died of SIGKILL); a sub-child's threads are
+    not the server's children. The sub-child runs under the same limits.
+    """
+    raw = read_source(src)
+    fmt = sniff(raw[:SNIFF_BYTES])
+    if fmt in HEIF_FORMATS:
+        _heif_sizes(raw, bounds.max_pixels)  # before any decoder, in the job itself
+        answer = isolate(_heif_into, raw, fmt, bounds, str(work_dir))
+        if "rejected" in answer:
+            if answer.get("memory"):
+                raise MemoryError(answer.get("message"))
+            raise Rejected(str(answer["rejected"]), str(answer.get("message", "")))
+        return answer["data"], answer["files"]
+    data, thumbnail, sanitized = render(raw, bounds)
     files = {
         "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
         "sanitized": write_file(work_dir, f"sanitized.{_EXT[data['format']]}", sanitized),
