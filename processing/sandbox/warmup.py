@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib
 import io
+import os
 import tempfile
 import zipfile
 from pathlib import Path
@@ -38,6 +39,29 @@ def _encoded(image: object, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+def _encoded_in_child(image: object, fmt: str) -> bytes:
+    """Encode in a forked child: the HEVC/AV1 encoders (x265, aom) only make our samples,
+    and their pages, once touched here, would be resident in every job (+4 MB RSS each)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb") as out:
+                out.write(_encoded(image, fmt))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as result:
+        data = result.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RuntimeError(f"encoding the {fmt} warm-up sample failed (status {status})")
+    return data
+
+
 def warm_up() -> None:
     """Run every decoder once on tiny generated files."""
     from PIL import Image
@@ -54,7 +78,7 @@ def warm_up() -> None:
             images.process(src, work, Bounds())
         small = sample.resize((128, 96))  # HEVC/AV1 encoders are slower: a small sample (~0.1 s)
         for fmt in ("HEIF", "AVIF"):  # pillow-heif's and Pillow's own plugin
-            src.write_bytes(_encoded(small, fmt))
+            src.write_bytes(_encoded_in_child(small, fmt))
             images.process(src, work, Bounds())
         tiny = sample.resize((128, 96))
         prewarm.SAMPLES[:] = [_encoded(tiny, "JPEG"), _encoded(tiny, "PNG")]
