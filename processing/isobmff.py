@@ -54,7 +54,7 @@ def mime_type(head: bytes) -> str | None:
 
 def _boxes(data: bytes, start: int, end: int) -> list[tuple[bytes, int, int]]:
     """(type, payload start, payload end) of each box in data[start:end]."""
-    out = []
+    out: list[tuple[bytes, int, int]] = []
     pos = start
     while pos + 8 <= end:
         if len(out) >= _MAX_BOXES:
