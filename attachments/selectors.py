@@ -89,10 +89,15 @@ def thumbnail_dims(attachment: Attachment) -> dict | None:
 
 
 def thumbnail_of(attachment: Attachment) -> Derivative | None:
+    return derivative_of(attachment, "thumbnail")
+
+
+def derivative_of(attachment: Attachment, kind: str) -> Derivative | None:
+    """A ready attachment's derivative of this kind (thumbnail, display), or None."""
     if attachment.status != Status.READY:
         return None
     # all(), not filter(): a listing's prefetched derivatives answer without a query.
-    return next((d for d in attachment.derivatives.all() if d.kind == "thumbnail"), None)
+    return next((d for d in attachment.derivatives.all() if d.kind == kind), None)
 
 
 def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,

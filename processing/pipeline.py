@@ -116,7 +116,9 @@ def derive(attachment: Attachment) -> StageResult:
                             dims={"width": made.width, "height": made.height})
             result.derivatives.append(record)
             if made.served:
-                result.fields.update({"served_key": key, "size": size, "sha256": sha256})
+                # content_type too: a HEIC's served rendition is a JPEG, and the download says so.
+                result.fields.update({"served_key": key, "size": size, "sha256": sha256,
+                                      "content_type": made.content_type})
         return result
 
 

@@ -154,7 +154,8 @@ LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
     },
     ("/api/v1/attachments", "post", "202"): _by_id(
         GetAttachment="attachments_retrieve", DownloadAttachment="attachments_download",
-        ThumbnailAttachment="attachments_thumbnail", DiscardAttachment="attachments_discard"),
+        ThumbnailAttachment="attachments_thumbnail", DisplayAttachment="attachments_display",
+        DiscardAttachment="attachments_discard"),
 }
 
 

@@ -210,6 +210,9 @@ class AttachmentResource:
                 derivatives["entries"] = {"count": meta.get("entries"), "total_bytes": meta.get("total_bytes")}
             if meta.get("page_count") is not None:
                 derivatives["page_count"] = meta.get("page_count")
+            if self.can_read and isinstance(meta.get("display"), dict):
+                derivatives["display"] = {"width": meta["display"].get("width"),
+                                          "height": meta["display"].get("height")}
         return derivatives
 
     @property
@@ -223,6 +226,8 @@ class AttachmentResource:
             links["download"] = f"{self.url}/download"
             if self.thumbnail is not None:
                 links["thumbnail"] = f"{self.url}/thumbnail"
+            if "display" in self.derivatives:
+                links["display"] = f"{self.url}/display"
         return links
 
 
@@ -246,6 +251,8 @@ class LinksOutputSerializer(SharedSerializer):
     self = serializers.URLField()
     download = serializers.URLField(required=False, help_text="Present only when the caller may read the file.")
     thumbnail = serializers.URLField(required=False, help_text="Present only when a thumbnail may be read.")
+    display = serializers.URLField(
+        required=False, help_text="HEIC/HEIF/AVIF only: the browser-viewable rendition, when it may be read.")
 
 
 @extend_schema_serializer(component_name="AttachmentMetadata")
@@ -276,7 +283,8 @@ class AttachmentOutputSerializer(SharedSerializer):
     ref = serializers.CharField(source="attachment.ref", allow_null=True)
     derivatives = serializers.DictField(
         child=serializers.JSONField(),
-        help_text='Per kind, e.g. {"thumbnail": {"width": 256, "height": 192}}, "page_count", "entries".')
+        help_text='Per kind, e.g. {"thumbnail": {"width": 256, "height": 192}}, "display" (HEIC/HEIF/AVIF), '
+                  '"page_count", "entries".')
     metadata = MetadataOutputSerializer()
     links = LinksOutputSerializer()
 

@@ -21,5 +21,7 @@ urlpatterns = [
     path("attachments/<str:attachment_id>/download", views.AttachmentDownloadApi.as_view(), name="attachment-download"),
     path("attachments/<str:attachment_id>/thumbnail", views.AttachmentThumbnailApi.as_view(),
          name="attachment-thumbnail"),
+    path("attachments/<str:attachment_id>/display", views.AttachmentDisplayApi.as_view(),
+         name="attachment-display"),
     path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
 ]

@@ -29,6 +29,7 @@ from ..selectors import (
     attachment_visible,
     attachments_of_owner,
     can_read_file,
+    derivative_of,
     thumbnail_dims,
     thumbnail_of,
 )
@@ -298,7 +299,19 @@ class AttachmentDownloadApi(APIView):
             raise NotFound()
         key, size = served
         return file_response(request, key=key, size=size, content_type=attachment.content_type,
-                             filename=attachment.filename, inline=False)
+                             filename=download_name(attachment), inline=False)
+
+
+_RENDITION_EXT = {"image/jpeg": "jpg", "image/webp": "webp"}
+_HEIF_EXT = ("heic", "heif", "hif", "avif")
+
+
+def download_name(attachment) -> str:
+    """The upload's name; a HEIC/HEIF/AVIF's is renamed for the JPEG/WebP rendition served instead."""
+    stem, dot, ext = attachment.filename.rpartition(".")
+    if dot and stem and ext.lower() in _HEIF_EXT and attachment.content_type in _RENDITION_EXT:
+        return f"{stem}.{_RENDITION_EXT[attachment.content_type]}"
+    return attachment.filename
 
 
 class AttachmentThumbnailApi(APIView):
@@ -315,6 +328,24 @@ class AttachmentThumbnailApi(APIView):
         stem = attachment.filename.rsplit(".", 1)[0] or "thumbnail"
         return file_response(request, key=thumbnail.storage_key, size=thumbnail.size,
                              content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
+
+
+class AttachmentDisplayApi(APIView):
+    @extend_schema(
+        operation_id="attachments_display", tags=_TAGS,
+        summary="Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
+        parameters=[ATTACHMENT_ID],
+        responses={**file_responses("image/jpeg"), **errors(NotAuthenticated, NotFound)},
+    )
+    def get(self, request, attachment_id):
+        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        display = derivative_of(attachment, "display")
+        if display is None:
+            raise NotFound()
+        stem = attachment.filename.rsplit(".", 1)[0] or "display"
+        ext = "webp" if display.content_type == "image/webp" else "jpg"
+        return file_response(request, key=display.storage_key, size=display.size,
+                             content_type=display.content_type, filename=f"{stem}.{ext}", inline=True)
 
 
 @extend_schema_serializer(component_name="SearchResult")

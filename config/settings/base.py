@@ -197,17 +197,18 @@ AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
 MIB = 1024 * 1024
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
-        "allowed_types": ["image/jpeg", "image/png", "image/gif", "image/webp"],
+        "allowed_types": ["image/jpeg", "image/png", "image/gif", "image/webp",
+                          "image/heic", "image/heif", "image/avif"],
         "max_bytes": env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB),
         "processor": "image",
-        "derivatives": ["thumbnail"],
+        "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": False,
     },
     "avatar": {
-        "allowed_types": ["image/jpeg", "image/png", "image/webp"],
+        "allowed_types": ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif", "image/avif"],
         "max_bytes": env_int("AIRLOCK_AVATAR_MAX_BYTES", 5 * MIB),
         "processor": "image",
-        "derivatives": ["thumbnail"],
+        "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": True,
     },
     "document": {

@@ -15,6 +15,16 @@ Order matters and is the point of this module:
 5. the sanitized copy is produced losslessly by metadata.py (see its docstring for the
    per-format policy) and re-probed so a broken rewrite is caught here.
 LOAD_TRUNCATED_IMAGES is never set: a truncated image is corrupt.
+
+HEIC/HEIF (pillow-heif) and AVIF (Pillow's own plugin) take a path of their own,
+render_heif(): every image size the container declares (`ispe`, read by processing/isobmff.py) is
+bounded before a decoder is handed the bytes; only the primary image is decoded; its
+orientation is applied (libheif applies `irot`/`imir` while decoding, and pillow-heif
+resets the EXIF Orientation so it is not applied twice; Pillow reports AVIF's
+`irot`/`imir` as the EXIF Orientation, applied here like a JPEG's). Their original is
+never served: the `display` rendition (JPEG, or WebP when there is alpha; long edge at
+most Bounds.display_size; no EXIF/XMP) is what `download` serves, since browsers other
+than Safari cannot show HEIC and no lossless HEIF metadata rewriter exists here.
 """
 
 from __future__ import annotations
@@ -22,16 +32,28 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+import pillow_heif
+from PIL import AvifImagePlugin, Image, UnidentifiedImageError
+
+from processing import isobmff
 
 from . import metadata
 from .limits import Bounds
-from .outcome import Rejected, Source, read_source, write_file
+from .outcome import Rejected, Source, read_source, short_repr, write_file
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
+HEIF_FORMATS = ("HEIF", "AVIF")  # Pillow format names: pillow-heif's plugin, Pillow's own
+# HEIC/HEIF through Pillow's API. Embedded thumbnails, depth and auxiliary images are
+# never read: only the primary image is decoded.
+pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False)
+# One decoding thread for AVIF and HEIF (libheif still starts one worker for HEVC): a job
+# runs on one core's CPU budget and within its RLIMIT_NPROC share.
+pillow_heif.options.DECODE_THREADS = 1
+AvifImagePlugin.DEFAULT_MAX_THREADS = 1
 _EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp"}
 _TRANSPOSE = {
     2: Image.Transpose.FLIP_LEFT_RIGHT,
@@ -53,6 +75,9 @@ def sniff(head: bytes) -> str | None:
         return "GIF"
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "WEBP"
+    heif = isobmff.mime_type(head)
+    if heif is not None:
+        return "AVIF" if heif == "image/avif" else "HEIF"
     return None
 
 
@@ -157,15 +182,80 @@ def _sanitize(raw: bytes, fmt: str, orientation: int) -> tuple[bytes, int]:
     return metadata.strip_gif(raw)
 
 
+SNIFF_BYTES = 256  # enough for an ftyp box's compatible brands
+
+
+def _heif_sizes(raw: bytes, bound: int) -> None:
+    """Bound every image the container declares, from its boxes, before any decoder runs."""
+    try:
+        found = isobmff.probe(raw)
+    except ValueError as exc:
+        raise Rejected("corrupt", f"HEIF container: {exc}") from None
+    if found.primary is None:
+        raise Rejected("corrupt", "HEIF container declares no size (ispe) for its primary image")
+    for width, height in [found.primary, *found.sizes]:
+        _check_pixels(width, height, bound)
+
+
+def _encode_display(im: Image.Image, icc: bytes | None) -> tuple[bytes, str]:
+    buf = io.BytesIO()
+    extra = {"icc_profile": icc} if icc else {}  # colour only; nothing else of the source
+    if im.mode == "RGBA":
+        im.save(buf, "WEBP", quality=85, method=2, **extra)
+        return buf.getvalue(), "image/webp"
+    im.save(buf, "JPEG", quality=85, **extra)
+    return buf.getvalue(), "image/jpeg"
+
+
+def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
+    """HEIC/HEIF/AVIF: bound from the boxes, decode the primary image, display + thumbnail.
+
+    Returns (data, thumbnail WebP, display rendition); the display rendition is served.
+    """
+    _heif_sizes(raw, bounds.max_pixels)
+    try:
+        im = Image.open(io.BytesIO(raw), formats=(fmt,))
+    except (UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        raise Rejected("corrupt", f"cannot read this {fmt} header: {short_repr(str(exc), 120)}") from None
+    with im:
+        width, height = im.size
+        _check_pixels(width, height, bounds.max_pixels)  # the decoder's own reading, a second fence
+        icc = im.info.get("icc_profile")
+        orientation = _orientation(im)
+        frames = max(1, min(int(getattr(im, "n_frames", 1) or 1), bounds.max_gif_frames))
+        # One decode: the display rendition first, then the thumbnail from it (in place).
+        shown = _thumbnail(im, bounds.display_size, orientation)
+    display, display_type = _encode_display(shown, icc if isinstance(icc, bytes) else None)
+    display_size = shown.size
+    thumb = _thumbnail(shown, bounds.thumbnail_size, 1)
+    buf = io.BytesIO()
+    thumb.save(buf, "WEBP", quality=80, method=2)
+    if orientation in (5, 6, 7, 8):
+        width, height = height, width
+    data = {
+        "format": fmt,
+        "width": width,
+        "height": height,
+        "frames": frames,
+        "orientation": orientation,
+        "thumbnail": {"width": thumb.width, "height": thumb.height},
+        "display": {"width": display_size[0], "height": display_size[1], "content_type": display_type,
+                    "sha256": hashlib.sha256(display).hexdigest(), "size": len(display)},
+    }
+    return data, buf.getvalue(), display
+
+
 def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
     """Probe, bound, thumbnail and sanitize one image held in memory.
 
     Returns (data, thumbnail WebP, sanitized copy); writes nothing, so the spare job
     process can also run it on our own tiny samples to warm up (see child.py).
     """
-    fmt = sniff(raw[:16])
+    fmt = sniff(raw[:SNIFF_BYTES])
     if fmt is None:
-        raise Rejected("corrupt", "not a JPEG, PNG, GIF or WebP image")
+        raise Rejected("corrupt", "not a JPEG, PNG, GIF, WebP, HEIC/HEIF or AVIF image")
+    if fmt in HEIF_FORMATS:
+        return render_heif(raw, fmt, bounds)
     probe = {"WEBP": webp_canvas, "GIF": gif_canvas}.get(fmt)
     canvas = probe(raw) if probe is not None else None
     if fmt == "GIF" and canvas is None:
@@ -213,11 +303,50 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
     return data, buf.getvalue(), sanitized
 
 
+def _heif_into(raw: bytes, fmt: str, bounds: Bounds, work_dir: str) -> dict[str, Any]:
+    """render_heif() writing its files into work_dir; every outcome as a small JSON answer."""
+    try:
+        data, thumbnail, display = render_heif(raw, fmt, bounds)
+    except Rejected as exc:
+        return {"rejected": exc.reason_code, "message": exc.message}
+    except MemoryError:
+        return {"rejected": "corrupt", "message": "decoder ran out of memory", "memory": True}
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is a content outcome
+        return {"rejected": "corrupt", "message": f"{type(exc).__name__}: {short_repr(str(exc), 200)}"}
+    ext = "webp" if data["display"]["content_type"] == "image/webp" else "jpg"
+    files = {
+        "thumbnail": write_file(Path(work_dir), "thumbnail.webp", thumbnail),
+        "display": write_file(Path(work_dir), f"display.{ext}", display),
+    }
+    return {"data": data, "files": files}
+
+
+def _inline(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
+
+
 def process(
-    src: Source, work_dir: Path, bounds: Bounds
+    src: Source, work_dir: Path, bounds: Bounds, isolate: Callable[..., Any] = _inline
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Probe, bound, thumbnail and sanitize one image; return (data, files)."""
-    data, thumbnail, sanitized = render(read_source(src), bounds)
+    """Probe, bound, thumbnail and sanitize one image; return (data, files).
+
+    HEIC/HEIF/AVIF are decoded through `isolate` (in the sandbox: a forked sub-child of
+    the job), after their declared sizes were bounded here: libheif decodes on a worker
+    thread, and the fork server's sweep for stray processes takes a job's threads for
+    strays and kills the job (1 HEIC job in 5 died of SIGKILL); a sub-child's threads are
+    not the server's children. The sub-child runs under the same limits.
+    """
+    raw = read_source(src)
+    fmt = sniff(raw[:SNIFF_BYTES])
+    if fmt in HEIF_FORMATS:
+        _heif_sizes(raw, bounds.max_pixels)  # before any decoder, in the job itself
+        answer = isolate(_heif_into, raw, fmt, bounds, str(work_dir))
+        if "rejected" in answer:
+            if answer.get("memory"):
+                raise MemoryError(answer.get("message"))
+            raise Rejected(str(answer["rejected"]), str(answer.get("message", "")))
+        return answer["data"], answer["files"]
+    data, thumbnail, sanitized = render(raw, bounds)
     files = {
         "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
         "sanitized": write_file(work_dir, f"sanitized.{_EXT[data['format']]}", sanitized),

@@ -37,6 +37,7 @@ class Bounds:
     zip_max_depth: int = 3
     max_gif_frames: int = 10_000  # frame-flood bound for counting frames (we only decode frame 0)
     thumbnail_size: int = 256
+    display_size: int = 2048  # long edge of the display rendition (HEIC/HEIF/AVIF)
 
 
 def to_dict(obj: Limits | Bounds) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib
 import io
+import os
 import tempfile
 import zipfile
 from pathlib import Path
@@ -22,6 +23,8 @@ PRELOAD = (
     "PIL.GifImagePlugin",
     "PIL.WebPImagePlugin",
     "PIL.MpoImagePlugin",
+    "PIL.AvifImagePlugin",
+    "pillow_heif",  # HEIC/HEIF: its libheif/libde265 are mapped here, before any confinement
     "pypdf",
     "pypdfium2",
     "zipfile",
@@ -34,6 +37,29 @@ def _encoded(image: object, fmt: str) -> bytes:
     buf = io.BytesIO()
     image.save(buf, fmt)  # type: ignore[attr-defined]
     return buf.getvalue()
+
+
+def _encoded_in_child(image: object, fmt: str) -> bytes:
+    """Encode in a forked child: the HEVC/AV1 encoders (x265, aom) only make our samples,
+    and their pages, once touched here, would be resident in every job (+4 MB RSS each)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb") as out:
+                out.write(_encoded(image, fmt))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as result:
+        data = result.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RuntimeError(f"encoding the {fmt} warm-up sample failed (status {status})")
+    return data
 
 
 def warm_up() -> None:
@@ -49,6 +75,10 @@ def warm_up() -> None:
         sample = Image.effect_mandelbrot((640, 480), (-2.2, -1.2, 1.0, 1.2), 64).convert("RGB")
         for fmt in ("JPEG", "PNG", "GIF", "WEBP"):
             src.write_bytes(_encoded(sample, fmt))
+            images.process(src, work, Bounds())
+        small = sample.resize((128, 96))  # HEVC/AV1 encoders are slower: a small sample (~0.1 s)
+        for fmt in ("HEIF", "AVIF"):  # pillow-heif's and Pillow's own plugin
+            src.write_bytes(_encoded_in_child(small, fmt))
             images.process(src, work, Bounds())
         tiny = sample.resize((128, 96))
         prewarm.SAMPLES[:] = [_encoded(tiny, "JPEG"), _encoded(tiny, "PNG")]

@@ -17,7 +17,10 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pillow_heif
 from PIL import Image
+
+pillow_heif.register_heif_opener()  # Image.save(..., "HEIF")
 
 OUT = Path(__file__).resolve().parent / "files" / "generated"
 EPOCH = (2026, 1, 1, 0, 0, 0)
@@ -122,6 +125,70 @@ def png_hides_elf() -> bytes:
     return _save(Image.linear_gradient("L").resize((W, H)), "PNG") + elf
 
 
+# Phone formats. No free real HEIC with GPS exists to copy, so we encode them: pillow-heif
+# (libheif + x265) for HEIC, Pillow's own libavif (aom) for AVIF; both are deterministic.
+# The photo as it must be *displayed* is 480x640 (portrait) with a red square top-left
+# and a blue one bottom-right; the stored pixels are that photo turned so that only
+# applying the orientation (HEIF irot, written by the encoder from the EXIF Orientation)
+# puts the red square back top-left.
+GPS = {1: "N", 2: (48.0, 51.0, 29.0), 3: "E", 4: (2.0, 17.0, 40.0), 5: 0, 6: 35.0}
+XMP_GPS = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+           b'<rdf:Description rdf:about="" xmlns:exif="http://ns.adobe.com/exif/1.0/" '
+           b'exif:GPSLatitude="48,51.4833N" exif:GPSLongitude="2,17.6667E"/></rdf:RDF></x:xmpmeta>')
+
+
+def _displayed_photo() -> Image.Image:
+    im = Image.linear_gradient("L").resize((480, 640)).convert("RGB")
+    im.paste((255, 0, 0), (0, 0, 96, 96))
+    im.paste((0, 0, 255), (384, 544, 480, 640))
+    return im
+
+
+def _phone_exif(orientation: int) -> bytes:
+    exif = Image.Exif()
+    exif[0x010F] = "Airlock"  # Make
+    exif[0x0110] = "corpus generator"  # Model
+    exif[0x0112] = orientation
+    exif[0x8825] = GPS  # GPS IFD: latitude/longitude/altitude of a place in Paris
+    return exif.tobytes()
+
+
+def heic_gps_rotated() -> bytes:
+    # Orientation 6 ("rotate 90 clockwise to display"): stored turned 90 counter-clockwise.
+    stored = _displayed_photo().transpose(Image.Transpose.ROTATE_90)
+    return _save(stored, "HEIF", quality=70, exif=_phone_exif(6), xmp=XMP_GPS)
+
+
+def avif_gps_rotated() -> bytes:
+    # Orientation 8 ("rotate 90 counter-clockwise to display"); Pillow writes it as irot.
+    stored = _displayed_photo().transpose(Image.Transpose.ROTATE_270)
+    return _save(stored, "AVIF", quality=60, speed=8, max_threads=1, exif=_phone_exif(8), xmp=XMP_GPS)
+
+
+def heic_multi() -> bytes:
+    # Three images, the primary one (index 1, green, 400x300) in the middle, as a burst or
+    # a Live Photo still would be: only the primary may be decoded and shown.
+    images = [Image.new("RGB", (320, 240), (0, 0, 255)), Image.new("RGB", (400, 300), (0, 200, 0)),
+              Image.new("RGB", (200, 100), (255, 0, 0))]
+    heif = pillow_heif.from_pillow(images[0])
+    for im in images[1:]:
+        heif.add_from_pillow(im)
+    buf = io.BytesIO()
+    heif.save(buf, quality=60, primary_index=1)
+    return buf.getvalue()
+
+
+def heic_ispe_100k() -> bytes:
+    # A valid 64x48 HEIC whose ispe property claims 100,000 x 100,000 (10 Gpx): edited
+    # bytes, since no encoder writes a lie.
+    data = bytearray(_save(Image.new("RGB", (64, 48), (128, 128, 128)), "HEIF", quality=50))
+    at = data.find(b"ispe")
+    if at < 0 or data.find(b"ispe", at + 4) >= 0:
+        raise RuntimeError("expected exactly one ispe box")
+    data[at + 8 : at + 16] = struct.pack(">II", 100_000, 100_000)  # after the FullBox version/flags
+    return bytes(data)
+
+
 FILES: dict[str, Callable[[], bytes]] = {
     "zip_lying_size_deflate.zip": zip_lying_deflate,
     "zip_lying_size_stored.zip": zip_lying_stored,
@@ -134,6 +201,10 @@ FILES: dict[str, Callable[[], bytes]] = {
     "eicar_in_zip.zip": eicar_in_zip,
     "eicar_in_nested_zip.zip": eicar_in_nested_zip,
     "png_hides_elf.png": png_hides_elf,
+    "heic_gps_rotated.heic": heic_gps_rotated,
+    "avif_gps_rotated.avif": avif_gps_rotated,
+    "heic_multi.heic": heic_multi,
+    "heic_ispe_100k.heic": heic_ispe_100k,
 }
 
 
