@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -303,49 +302,22 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
     return data, buf.getvalue(), sanitized
 
 
-def _heif_into(raw: bytes, fmt: str, bounds: Bounds, work_dir: str) -> dict[str, Any]:
-    """render_heif() writing its files into work_dir; every outcome as a small JSON answer."""
-    try:
-        data, thumbnail, display = render_heif(raw, fmt, bounds)
-    except Rejected as exc:
-        return {"rejected": exc.reason_code, "message": exc.message}
-    except MemoryError:
-        return {"rejected": "corrupt", "message": "decoder ran out of memory", "memory": True}
-    except Exception as exc:  # noqa: BLE001 - any decoder failure is a content outcome
-        return {"rejected": "corrupt", "message": f"{type(exc).__name__}: {short_repr(str(exc), 200)}"}
-    ext = "webp" if data["display"]["content_type"] == "image/webp" else "jpg"
-    files = {
-        "thumbnail": write_file(Path(work_dir), "thumbnail.webp", thumbnail),
-        "display": write_file(Path(work_dir), f"display.{ext}", display),
-    }
-    return {"data": data, "files": files}
-
-
-def _inline(fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
-
-
-def process(
-    src: Source, work_dir: Path, bounds: Bounds, isolate: Callable[..., Any] = _inline
-) -> tuple[dict[str, Any], dict[str, str]]:
+def process(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any], dict[str, str]]:
     """Probe, bound, thumbnail and sanitize one image; return (data, files).
 
-    HEIC/HEIF/AVIF are decoded through `isolate` (in the sandbox: a forked sub-child of
-    the job), after their declared sizes were bounded here: libheif decodes on a worker
-    thread, and the fork server's sweep for stray processes takes a job's threads for
-    strays and kills the job (1 HEIC job in 5 died of SIGKILL); a sub-child's threads are
-    not the server's children. The sub-child runs under the same limits.
+    HEIC/HEIF/AVIF: their declared sizes are bounded before any decoder runs; the
+    display rendition is what gets served (the original keeps the phone's metadata).
     """
     raw = read_source(src)
     fmt = sniff(raw[:SNIFF_BYTES])
     if fmt in HEIF_FORMATS:
         _heif_sizes(raw, bounds.max_pixels)  # before any decoder, in the job itself
-        answer = isolate(_heif_into, raw, fmt, bounds, str(work_dir))
-        if "rejected" in answer:
-            if answer.get("memory"):
-                raise MemoryError(answer.get("message"))
-            raise Rejected(str(answer["rejected"]), str(answer.get("message", "")))
-        return answer["data"], answer["files"]
+        data, thumbnail, display = render_heif(raw, fmt, bounds)
+        ext = "webp" if data["display"]["content_type"] == "image/webp" else "jpg"
+        return data, {
+            "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
+            "display": write_file(work_dir, f"display.{ext}", display),
+        }
     data, thumbnail, sanitized = render(raw, bounds)
     files = {
         "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),

@@ -77,6 +77,12 @@ class Job:
     timed_out: bool = False
 
 
+def _tgid_and_ppid(pid: int) -> tuple[int, int]:
+    with open(f"/proc/{pid}/status", "rb") as fh:
+        fields = dict(line.split(b":", 1) for line in fh.read().splitlines() if b":" in line)
+    return int(fields[b"Tgid"]), int(fields[b"PPid"])
+
+
 def _kill_group(pid: int) -> None:
     for kill in (os.killpg, os.kill):
         try:
@@ -310,11 +316,12 @@ class Server:
             if pid in known:
                 continue
             try:
-                with open(f"/proc/{pid}/stat", "rb") as fh:
-                    ppid = int(fh.read().rpartition(b")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
+                tgid, ppid = _tgid_and_ppid(pid)
+            except (OSError, ValueError, KeyError):
                 continue
-            if ppid == me:
+            # A job's thread has a /proc entry too, naming the job's parent (us) as its
+            # ppid: killing it would kill the job. Only a whole process can be a stray.
+            if tgid == pid and ppid == me:
                 found = True
                 _kill_group(pid)
                 try:

@@ -90,6 +90,18 @@ def _t_answer_then_hang(req: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _t_threads(req: dict[str, Any]) -> dict[str, Any]:
+    # A threaded decoder (libheif, libaom) has tids the server's stray sweep can see.
+    import threading
+
+    threads = [threading.Thread(target=time.sleep, args=(1.0,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return ok_doc({"threads": len(threads)}, {})
+
+
 def _t_isolated_crash(req: dict[str, Any]) -> dict[str, Any]:
     # A render sub-child that segfaults must cost only its own result, not the job.
     try:
@@ -111,6 +123,7 @@ TEST_KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "_test_limits": _t_limits,
     "_test_bigfile": _t_bigfile,
     "_test_isolated_crash": _t_isolated_crash,
+    "_test_threads": _t_threads,
     "_test_answer_then_hang": _t_answer_then_hang,
 }
 

@@ -167,6 +167,21 @@ def test_four_threads_at_once(tmp_path: Path) -> None:
     assert not failures
 
 
+def test_a_jobs_threads_are_not_strays(tmp_path: Path) -> None:
+    # A thread's /proc/<tid>/stat names the job's parent (the server) as its ppid; the
+    # stray sweep that other jobs' ends trigger must not take it for an orphan process.
+    result: list[object] = []
+    threaded = threading.Thread(target=lambda: result.append(run_job(
+        "_test_threads", SAMPLE, tmp_path / "threads", allow_test_kinds=True)))
+    threaded.start()
+    deadline, i = time.monotonic() + 20, 0
+    while threaded.is_alive() and time.monotonic() < deadline:  # each job's end sweeps
+        assert outcome(run_job("image", SAMPLE, tmp_path / f"short-{i}")) == "ready"
+        i += 1
+    threaded.join(30)
+    assert outcome(result[0]) == "ready", result[0]
+
+
 def _status(**kw: object) -> dict[str, object]:
     base = {
         "complete": True,
