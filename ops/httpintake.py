@@ -7,12 +7,13 @@ Here the bytes are collected without a thread, as they arrive, under total
 deadlines (not only a timeout between two reads):
   - the headers: AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS, then the connection is
     closed without an answer;
-  - a body of at most DATA_UPLOAD_MAX_MEMORY_SIZE (what the body-first
-    middleware would read before the view anyway): body_allowance(its size),
-    and never a pause over AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS; then 408.
-Larger, chunked or `Expect: 100-continue` bodies go to a thread once their
-headers are in; those are streamed by the views, under the same total body
-allowance (ops/bodydeadline.py).
+  - a body of at most DATA_UPLOAD_MAX_MEMORY_SIZE for a view that does not
+    stream it (what the body-first middleware would read before the view
+    anyway): body_allowance(its size), and never a pause over
+    AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS; then 408.
+Larger, chunked or `Expect: 100-continue` bodies, and those of the views that
+stream theirs (signed PUT, tus, upload-through), go to a thread once their
+headers are in, under the same total body allowance (ops/bodydeadline.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import re
 from typing import Any
 
 from django.conf import settings
+
+from ops.body_first import path_streams_body
 
 HEAD_END = b"\r\n\r\n"
 _REQUEST_LINE = re.compile(rb"[!-~]+ [!-~]+ HTTP/\d\.\d")
@@ -38,8 +41,9 @@ def body_to_gather(head: bytes) -> int:
     Only a plain, single Content-Length up to DATA_UPLOAD_MAX_MEMORY_SIZE is
     gathered; anything odd goes to gunicorn's parser as it is, to be refused there.
     """
+    lines = head.split(b"\r\n")
     length = None
-    for line in head.split(b"\r\n")[1:]:
+    for line in lines[1:]:
         name, sep, value = line.partition(b":")
         if not sep:
             continue
@@ -51,8 +55,11 @@ def body_to_gather(head: bytes) -> int:
             if length is not None or not value.isdigit() or len(value) > 15:
                 return 0
             length = int(value)
-    if length is None or length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+    if not length or length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         return 0
+    target = lines[0].split(b" ")[1] if lines[0].count(b" ") == 2 else b"/"
+    if path_streams_body(target.split(b"?", 1)[0].decode("latin-1")):
+        return 0  # tus keeps what arrived of a PATCH cut short, the PUT streams to storage: they read as it comes
     return length
 
 

@@ -135,6 +135,10 @@ DEADLINE_CHECK_SECONDS = 0.25
 # is closed: closed with the client's bytes unread, the kernel resets it and the answer is lost.
 LINGER_SECONDS = 1.0
 LINGER_MAX = 256  # lingering connections at once; beyond, closed at once
+# Bytes all the requests being gathered may hold in a process. Beyond, a request goes to a thread as
+# it is (as before the selector gathered anything): still under its deadlines and its address's share
+# of threads. Without it, one address's 512 connections could park 512 almost-whole 2 MiB bodies.
+GATHER_BUDGET_BYTES = 64 << 20
 
 
 def _head_limit(cfg) -> int:
@@ -159,6 +163,7 @@ class AirlockThreadWorker(ThreadWorker):
         self._threads_per_address: Counter[str] = Counter()
         self._waiting_for_thread: dict[str, deque[AirlockConn]] = {}
         self._lingering: dict[socket.socket, float] = {}  # answered, closing: socket -> close by then
+        self._gathered_bytes = 0  # held by the intakes
         self._head_limit = _head_limit(self.cfg)
         self._next_deadline_check = 0.0
 
@@ -207,10 +212,15 @@ class AirlockThreadWorker(ThreadWorker):
         # What the last request's body drain read ahead is the start of this one.
         ahead = conn.parser.unreader.take_buffered() if conn.parser is not None else b""
         conn.sock.setblocking(False)
-        if ahead and intake.feed(ahead, now):
+        if ahead and self._feed(intake, ahead):
             self._gathered(intake)
         else:
             self._read_into(intake)
+
+    def _feed(self, intake: Intake, data: bytes) -> bool:
+        """Whether the request can go to a thread now: it is all there, or gathering must stop."""
+        self._gathered_bytes += len(data)
+        return intake.feed(data, time.monotonic()) or self._gathered_bytes > GATHER_BUDGET_BYTES
 
     def _on_intake_readable(self, intake: Intake, _fileobj) -> None:
         self._read_into(intake)
@@ -228,7 +238,7 @@ class AirlockThreadWorker(ThreadWorker):
             data = b""
         if not data:  # the client went away
             self._drop_intake(intake)
-        elif intake.feed(data, time.monotonic()):
+        elif self._feed(intake, data):
             self._gathered(intake)
         elif conn not in self._intakes:
             self._intakes[conn] = intake
@@ -238,11 +248,13 @@ class AirlockThreadWorker(ThreadWorker):
         conn = intake.conn
         if self._intakes.pop(conn, None) is not None:
             self.poller.unregister(conn.sock)
+        self._gathered_bytes -= len(intake.buf)
         conn.gathered = bytes(intake.buf)
         self._to_thread(conn)
 
     def _drop_intake(self, intake: Intake, answer: bytes = b"") -> None:
         conn = intake.conn
+        self._gathered_bytes -= len(intake.buf)
         if self._intakes.pop(conn, None) is not None:
             try:
                 self.poller.unregister(conn.sock)
