@@ -40,6 +40,7 @@ class DeadlineInput:
         self._started = started
         self.received = 0
         self.expired = False
+        self.complete = False  # all of it read: the view may take its time, the deadline is met
 
     def deadline(self) -> float:
         size = self._length if self._length is not None else self.received + CHUNKED_WINDOW_BYTES
@@ -54,6 +55,8 @@ class DeadlineInput:
             pass
 
     def _call(self, read: Callable, size: int) -> bytes:
+        if self.complete:
+            return read(size)  # b"": nothing is left to wait for
         left = self.deadline() - time.monotonic()
         if self.expired or left <= 0:
             self.expired = True
@@ -68,6 +71,9 @@ class DeadlineInput:
         if self.expired:  # the read side was shut: what came back is short
             raise BodyTooSlow("The request body did not arrive in time.")
         self.received += len(data)
+        if not data or (self._length is not None and self.received >= self._length):
+            self.complete = True
+            self._sock.settimeout(settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS)  # for writing the answer
         return data
 
     def read(self, size: int | None = -1) -> bytes:
@@ -101,7 +107,8 @@ class BodyDeadlines:
 
     def expire_overdue(self, now: float) -> None:
         with self._lock:
-            overdue = [body for body in self._inputs if not body.expired and now > body.deadline()]
+            overdue = [body for body in self._inputs
+                       if not (body.expired or body.complete) and now > body.deadline()]
         for body in overdue:
             body.expire()
 

@@ -1,12 +1,13 @@
 """`manage.py serve`'s HTTP side: gunicorn, embedded through its application API.
 
 gthread workers: a bounded pool of threads per process (AIRLOCK_WEB_THREADS),
-keep-alive connections parked in the worker's selector (no thread each), a
-connection that sends nothing for 5 s parked too. On top of gunicorn:
+keep-alive connections parked in the worker's selector (no thread each). On
+top of gunicorn:
   - intake: a request's headers, and its body when small, are gathered in the
     selector without a thread, under total deadlines (ops/httpintake.py); a
-    thread only takes a request that is all there (or one whose large body a
-    view streams, under a total deadline as well: ops/bodydeadline.py);
+    thread only takes a request that is all there, or one whose body a view
+    streams (signed PUT, tus) or is large: that body has a total deadline as
+    well (ops/bodydeadline.py);
   - per client address: at most AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS open
     connections (429 beyond) and AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS threads
     (further complete requests wait in the selector for one of them);

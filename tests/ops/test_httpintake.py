@@ -95,3 +95,62 @@ def test_gunicorns_refusals_keep_their_status_in_the_json_error_shape(exc, statu
     error = json.loads(body)["error"]
     assert error["code"] == code and error["message"]
     assert ("bug" not in json.dumps(error)) if status == 500 else error["details"]["reason"]
+
+
+class _GunicornLikeBody:
+    """Reads until it has `size` bytes, as gunicorn's Body does: a trickle keeps one read going."""
+
+    def __init__(self, sock) -> None:
+        self.sock = sock
+
+    def read(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+def test_a_streamed_body_read_in_progress_is_cut_off_at_its_deadline(settings):
+    import socket
+    import threading
+    import time
+
+    from ops.bodydeadline import DEADLINES, BodyTooSlow, DeadlineInput
+
+    settings.AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = 0.5
+    settings.AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = 10**9
+    server, client = socket.socketpair()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.05):
+            try:
+                client.send(b"a")
+            except OSError:
+                return
+
+    sender = threading.Thread(target=trickle)
+    sender.start()
+    body = DeadlineInput(_GunicornLikeBody(server), server, 1000, time.monotonic())
+    DEADLINES.add(body)
+    outcome: list[BaseException] = []
+    reader = threading.Thread(target=lambda: outcome.append(pytest.raises(BodyTooSlow, body.read, 1000).value))
+    try:
+        reader.start()
+        deadline = time.monotonic() + 5
+        while reader.is_alive() and time.monotonic() < deadline:  # the worker's main loop, in short
+            DEADLINES.expire_overdue(time.monotonic())
+            reader.join(0.1)
+        assert not reader.is_alive() and outcome, "the read went on past the body's deadline"
+        with pytest.raises(BodyTooSlow):
+            body.read(10)  # and stays refused
+    finally:
+        stop.set()
+        DEADLINES.discard(body)
+        sender.join(5)
+        reader.join(5)
+        server.close()
+        client.close()
