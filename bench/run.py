@@ -18,7 +18,7 @@ against a baseline measured in the same run, interleaved with it.
   webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
   tus          bench/tus_bench.py           tus upload (tuspy, 5 MiB PATCHes) vs one PUT of the same file, via serve
   quotas       bench/quotas_bench.py        intent requests/s with a tenant quota vs without (same server); SUM vs counter
-  slow         bench/slow_clients.py        /healthz and an authenticated GET p99 while 500 slow clients trickle, via serve
+  slow         bench/slow_clients.py        /healthz, authenticated GET p99 while 500 slow clients trickle (serve)
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".

@@ -151,7 +151,7 @@ def _head_limit(cfg) -> int:
 
 
 class AirlockThreadWorker(ThreadWorker):
-    """gthread with requests gathered before a thread takes them, per-address limits, JSON refusals, balanced accepts."""
+    """gthread: requests gathered before a thread takes them, per-address limits, JSON refusals, balanced accepts."""
 
     shares: ConnectionShares | None = None  # set in the arbiter (AirlockServer), inherited across the fork
 

@@ -47,6 +47,7 @@ class Tricklers:
         self.sockets: list[socket.socket] = []
         self.alive: list[bool] = []
         self.stop = threading.Event()
+        self.trickling = threading.Event()  # set once a second round of bytes went out
         host = f"Host: 127.0.0.1:{port}\r\n"
         for n in range(SLOW_CLIENTS):
             sock = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -62,6 +63,7 @@ class Tricklers:
 
     def _trickle(self) -> None:
         deadline = time.monotonic() + 60
+        rounds = 0
         while not self.stop.is_set() and time.monotonic() < deadline:
             for i, sock in enumerate(self.sockets):  # a byte each, every second
                 if self.alive[i]:
@@ -69,6 +71,9 @@ class Tricklers:
                         sock.send(b"a")
                     except OSError:
                         self.alive[i] = False
+            rounds += 1
+            if rounds == 2:
+                self.trickling.set()
             self.stop.wait(1.0)
 
     def close(self) -> None:
@@ -87,7 +92,7 @@ def test_500_slow_clients_leave_healthz_and_authenticated_requests_answering(tmp
         token = server.createuser("patient", "slow")
         auth = {"Authorization": f"Token {token}"}
         tricklers = Tricklers(server.port, token)
-        time.sleep(1.5)  # a round of bytes sent: the slow requests are wherever the server keeps them
+        assert tricklers.trickling.wait(30)  # the slow requests are wherever the server keeps them
         health, api = requests.Session(), requests.Session()
         latencies: list[float] = []
         failures: list[str] = []
@@ -172,15 +177,20 @@ def test_a_small_body_that_keeps_trickling_past_its_deadline_is_a_408(server, to
     assert seconds < 5, f"answered after {seconds:.1f} s (the deadline is 2 s)"
 
 
-def test_a_streamed_body_that_keeps_trickling_past_its_deadline_is_a_408(server, token):
-    size = 3 * MIB  # over DATA_UPLOAD_MAX_MEMORY_SIZE: the tus view streams it; allowance 2 s + 3.1 s
+def _tus_upload(server, token: str, size: int) -> str:
+    metadata = {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}
     tus = requests.post(f"{server.base}/api/v1/tus/", timeout=10, headers={
         "Authorization": f"Token {token}", "Tus-Resumable": "1.0.0", "Upload-Length": str(size),
-        "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
-                                    {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items())})
+        "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in metadata.items())})
     assert tus.status_code == 201, tus.text
+    return urlsplit(tus.headers["Location"]).path
+
+
+def test_a_streamed_body_that_keeps_trickling_past_its_deadline_is_a_408(server, token):
+    size = 3 * MIB  # the tus view streams it (any size); allowance 2 s + 3.1 s
+    path = _tus_upload(server, token, size)
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
-        sock.sendall(f"PATCH {urlsplit(tus.headers['Location']).path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        sock.sendall(f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      f"Authorization: Token {token}\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n"
                      f"Content-Type: application/offset+octet-stream\r\nContent-Length: {size}\r\n\r\n"
                      "\xff\xd8\xff\xe0".encode("latin-1"))
@@ -193,9 +203,11 @@ def test_a_streamed_body_that_keeps_trickling_past_its_deadline_is_a_408(server,
 def test_connections_beyond_the_per_address_limit_are_a_429(server):
     held = []
     try:
-        for _ in range(12):
-            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
-        time.sleep(0.3)  # accepted by the server
+        for _ in range(12):  # each answered once (so surely accepted), then kept alive
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            held.append(sock)
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as extra:
             extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             answer = b""
@@ -206,22 +218,26 @@ def test_connections_beyond_the_per_address_limit_are_a_429(server):
     finally:
         for sock in held:
             sock.close()
-    deadline = time.monotonic() + 5  # the server notices the closes on its next pass
-    while time.monotonic() < deadline:
-        if requests.get(f"{server.base}/healthz", timeout=5).status_code == 200:
-            break
+    # Closed, they count no more (the server notices on its next pass): the address is served again.
+    statuses = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and 200 not in statuses:
+        statuses.append(requests.get(f"{server.base}/healthz", timeout=5).status_code)
+    assert statuses[-1] == 200, statuses
+
+
+def _locked(server, token: str, path: str) -> bool:
+    """Whether a PATCH is being received for this upload (asked from another address: 127.0.0.2)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5, source_address=("127.0.0.2", 0)) as sock:
+        sock.sendall(f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
+                     f"Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
+                     f"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+        return sock.recv(65536).startswith(b"HTTP/1.1 423")
 
 
 def test_an_address_holding_its_share_of_threads_does_not_delay_another(server, token):
     """2 streamed bodies from 127.0.0.1 hold its 2 threads: its next request waits, 127.0.0.2's does not."""
-    tus_urls = []
-    for _ in range(2):
-        tus = requests.post(f"{server.base}/api/v1/tus/", timeout=10, headers={
-            "Authorization": f"Token {token}", "Tus-Resumable": "1.0.0", "Upload-Length": str(3 * MIB),
-            "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
-                                        {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items())})
-        assert tus.status_code == 201, tus.text
-        tus_urls.append(urlsplit(tus.headers["Location"]).path)
+    tus_urls = [_tus_upload(server, token, 3 * MIB) for _ in range(2)]
     slow = []
     try:
         for path in tus_urls:
@@ -230,7 +246,9 @@ def test_an_address_holding_its_share_of_threads_does_not_delay_another(server, 
                          f"Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
                          f"\r\nContent-Length: {3 * MIB}\r\n\r\n".encode())
             slow.append(sock)
-        time.sleep(0.5)  # both PATCHes are in their views, reading
+        deadline = time.monotonic() + 5  # until both PATCHes are in their views, reading
+        while not all(_locked(server, token, path) for path in tus_urls) and time.monotonic() < deadline:
+            pass
         other = socket.create_connection(("127.0.0.1", server.port), timeout=5, source_address=("127.0.0.2", 0))
         with other:
             started = time.monotonic()
