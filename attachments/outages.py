@@ -49,8 +49,12 @@ def retry_after() -> str:
 
 
 def outage_response(exc: BaseException | None) -> JsonResponse | None:
+    from django.http import UnreadablePostError
+
     from .api.errors import error_body
 
+    while isinstance(exc, UnreadablePostError) and exc.__cause__ is not None:
+        exc = exc.__cause__  # Django wraps the body reader's error (twice): what the reader said counts
     if exc is None:
         return None
     if isinstance(exc, _outage_types()):

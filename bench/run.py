@@ -19,6 +19,7 @@ against a baseline measured in the same run, interleaved with it.
   webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
   tus          bench/tus_bench.py           tus upload (tuspy, 5 MiB PATCHes) vs one PUT of the same file, via serve
   quotas       bench/quotas_bench.py        intent requests/s with a tenant quota vs without (same server); SUM vs counter
+  slow         bench/slow_clients.py        /healthz, authenticated GET p99 while 500 slow clients trickle (serve)
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -77,6 +78,9 @@ GOALS: list[tuple[str, str, object]] = [
     ("webhook_emit_events_per_s", "(info)", None),
     ("tus_vs_put_throughput_ratio", ">= 0.8", lambda v: v >= 0.8),
     ("tus_upload_mib_per_s", "(info)", None),
+    ("slow_clients_healthz_p99_s", "<= 0.5 (500 slow sockets open)", lambda v: v <= 0.5),
+    ("slow_clients_auth_get_p99_s", "(info)", None),
+    ("slow_clients_failures", "== 0", lambda v: v == 0),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -96,6 +100,7 @@ OWN_KEYS = {
     "webhooks": ["webhook_delivery_events_per_s"],
     "tus": ["tus_vs_put_throughput_ratio"],
     "quotas": ["quota_intent_on_vs_off_ratio"],
+    "slow": ["slow_clients_healthz_p99_s", "slow_clients_auth_get_p99_s", "slow_clients_failures"],
 }
 
 
@@ -184,9 +189,13 @@ def bench_tus(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/tus_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "tus"), 1200)
 
 
+def bench_slow(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/slow_clients.py", *(["--quick"] if quick else [])], embedded_env(tmp / "slow"), 900)
+
+
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
-           "tus": bench_tus, "quotas": bench_quotas}
+           "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow}
 
 
 def fmt(value: object) -> str:

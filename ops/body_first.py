@@ -10,19 +10,39 @@ view is known and before it runs (nothing has queried yet), into the memory
 Django would give them anyway. Views whose class says `streams_body = True`
 (the signed PUT, tus, upload-through) read their bodies themselves and let go
 of their connection first (attachments/services/connections.py).
+
+Under `serve` such a body is already in memory when a thread takes the request:
+the worker gathers it in its selector under a total deadline
+(ops/httpintake.py), so a trickling client holds no thread either. This
+middleware keeps the rule for any other WSGI server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import unquote
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
+from django.urls import Resolver404, resolve
 
 from attachments.api.errors import json_error
 from attachments.api.views import content_length
 from attachments.errors import ValidationFailed
 from attachments.outages import outage_response
+
+
+def streams_body(view_func) -> bool:
+    """Whether the view reads its body itself, as it arrives (and so must not have it read before it runs)."""
+    return bool(getattr(getattr(view_func, "view_class", None), "streams_body", False))
+
+
+def path_streams_body(path: str) -> bool:
+    """streams_body() of the view a request path resolves to (False for a path no view serves)."""
+    try:
+        return streams_body(resolve(unquote(path)).func)
+    except Resolver404:
+        return False
 
 
 class BodyFirstMiddleware:
@@ -33,7 +53,7 @@ class BodyFirstMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs) -> HttpResponse | None:
-        if getattr(getattr(view_func, "view_class", None), "streams_body", False):
+        if streams_body(view_func):
             return None
         try:
             length = content_length(request)

@@ -7,6 +7,7 @@ would refuse to send what an attacker sends.
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import threading
@@ -120,6 +121,23 @@ def test_a_bad_content_length_on_the_upload_put_does_not_use_the_url_up(server, 
     assert 400 <= status < 500, (length, status, body[:200])
     again = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
     assert again.status_code == 202, (length, again.status_code, again.text)
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "code"), [
+    (b"NOT A REQUEST\r\n\r\n", 400, "VALIDATION_ERROR"),
+    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n", 400, "VALIDATION_ERROR"),
+    (b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414, "ERROR"),
+    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(120)) + b"\r\n",
+     431, "ERROR"),
+    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"v" * 9000 + b"\r\n\r\n", 431, "ERROR"),
+    (b"POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: foo\r\n\r\n", 501, "ERROR"),
+])
+def test_the_http_servers_own_refusals_are_in_the_json_error_shape(server, request_bytes, status, code):
+    """gunicorn refuses these before the application runs: with our JSON errors, not its HTML page."""
+    got, body = raw(server.port, request_bytes)
+    assert got == status, (got, body[:200])
+    error = json.loads(body)["error"]
+    assert error["code"] == code and error["message"] and isinstance(error["details"], dict), error
 
 
 def test_slow_header_clients_are_cut_off_and_do_not_starve_the_server(server):
