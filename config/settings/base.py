@@ -56,6 +56,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the pooled connection goes back before the response is written to the client.
+    "attachments.services.connections.ReleaseBeforeResponseMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "ops.logging.RequestIdMiddleware",
@@ -123,8 +125,10 @@ def _pool(max_size: int) -> dict:
     """Django's psycopg pool: at most max_size connections per process, reused across requests and threads."""
     return {"connect_timeout": 5, "pool": {
         "min_size": 0, "max_size": max_size, "max_idle": 60.0,
-        # Waiting longer for a free connection than this answers 503 + Retry-After.
+        # A wait this long during which no connection came back (an outage) answers 503 +
+        # Retry-After; while connections do come back a request waits on, up to its deadline.
         "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
+        "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
         # Give up reconnecting soon (the next request tries again at once) rather than
         # backing off for minutes: the pool recovers as soon as the database is back.
         "reconnect_timeout": 3.0,
@@ -133,6 +137,8 @@ def _pool(max_size: int) -> dict:
 
 # Database connections one process may hold (PostgreSQL; 0 = no pool, one per thread).
 AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 8)
+# How long after it started a request may still queue for a busy pool's connection (then 503).
+AIRLOCK_REQUEST_DEADLINE_SECONDS = env_float("AIRLOCK_REQUEST_DEADLINE_SECONDS", 30.0)
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

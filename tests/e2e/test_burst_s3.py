@@ -1,0 +1,64 @@
+"""A burst of uploads in S3 mode on a busy machine is served slower, never refused.
+
+Two hundred guests upload at once (intent -> POST to the bucket -> complete ->
+status) while CPU hogs load both cores. Each web process has a pool of
+AIRLOCK_DB_POOL_MAX PostgreSQL connections: requests held theirs for the whole
+request (storage calls included) and gave up after a fixed 5 s wait, so the
+queue behind the pool answered 503 UNAVAILABLE (134 of 200 intents). Every
+request must succeed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.s3.support import upload_burst
+from tests.support import jpeg_bytes
+
+from .test_serve import Server
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.s3]
+
+CLIENTS = 200
+USERS = 10
+HOG_SECONDS = 300  # the hogs end by themselves even if the test process dies
+
+
+def cpu_hogs(count: int) -> list[subprocess.Popen]:
+    """Processes that keep `count` cores busy (the other work of a busy evening)."""
+    code = f"import time\nend = time.monotonic() + {HOG_SECONDS}\nwhile time.monotonic() < end: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+
+
+def test_a_burst_of_s3_uploads_on_a_busy_machine_is_never_refused(tmp_path: Path, moto_endpoint):
+    import boto3
+
+    bucket = f"burst-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    # The defaults as shipped (pool size, waits, processes): only the storage is chosen.
+    server = Server(tmp_path, {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket,
+                               "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint, "AIRLOCK_S3_REGION": "us-east-1",
+                               "AIRLOCK_LOG_LEVEL": "WARNING"})
+    hogs: list[subprocess.Popen] = []
+    try:
+        tokens = [server.createuser(f"guest{i}", "burst") for i in range(USERS)]
+        image = jpeg_bytes((320, 240))
+        hogs = cpu_hogs(2)
+        burst = upload_burst(server.base, tokens, CLIENTS, image)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        server.stop()
+    refusals = [line for line in (tmp_path / "serve.log").read_text().splitlines() if "unavailable" in line]
+    assert not burst.failures, (f"{len(burst.failures)} failed in {burst.seconds:.1f} s: {burst.failures[:3]}; "
+                                f"{burst.statuses}; "
+                                f"log: {refusals[:3]}")
+    assert burst.statuses == {"intent 201": CLIENTS, "upload 204": CLIENTS, "complete 202": CLIENTS,
+                              "status 200": CLIENTS}, burst.statuses
+    print(f"burst of {CLIENTS}: {burst.seconds:.1f} s, slowest client {max(burst.durations):.1f} s")
