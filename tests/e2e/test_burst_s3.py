@@ -11,13 +11,12 @@ request must succeed.
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.s3.support import upload_burst
+from tests.s3.support import cpu_hogs, stop_all, upload_burst
 from tests.support import jpeg_bytes
 
 from .test_serve import Server
@@ -26,13 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.
 
 CLIENTS = 200
 USERS = 10
-HOG_SECONDS = 300  # the hogs end by themselves even if the test process dies
-
-
-def cpu_hogs(count: int) -> list[subprocess.Popen]:
-    """Processes that keep `count` cores busy (the other work of a busy evening)."""
-    code = f"import time\nend = time.monotonic() + {HOG_SECONDS}\nwhile time.monotonic() < end: pass\n"
-    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
 
 
 def test_a_burst_of_s3_uploads_on_a_busy_machine_is_never_refused(tmp_path: Path, moto_endpoint):
@@ -51,9 +43,7 @@ def test_a_burst_of_s3_uploads_on_a_busy_machine_is_never_refused(tmp_path: Path
         hogs = cpu_hogs(2)
         burst = upload_burst(server.base, tokens, CLIENTS, image)
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+        stop_all(hogs)
         server.stop()
     refusals = [line for line in (tmp_path / "serve.log").read_text().splitlines() if "unavailable" in line]
     assert not burst.failures, (f"{len(burst.failures)} failed in {burst.seconds:.1f} s: {burst.failures[:3]}; "

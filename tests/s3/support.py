@@ -120,6 +120,21 @@ def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", cont
     return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
 
 
+def cpu_hogs(count: int, seconds: float = 300.0) -> list:
+    """Processes that keep `count` cores busy (the other work of a busy evening); they end by themselves."""
+    import subprocess
+    import sys
+
+    code = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+
+
+def stop_all(procs: list) -> None:
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
 @dataclass
 class Burst:
     statuses: dict[str, int]  # "step status" -> count
