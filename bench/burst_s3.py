@@ -13,6 +13,8 @@ tests/s3/support.upload_burst (the same client as tests/e2e/test_burst_s3.py).
   burst_s3_200_clients_ok_ratio  clients whose four steps all succeeded / clients (goal 1.0:
                                  slower is acceptable, a 503 is not)
   burst_s3_200_clients_p99_s     99th percentile of one client's time, intent to status answered
+  burst_s3.pg_connections_peak   connections to the scratch database (pg_stat_activity, sampled 4/s):
+                                 serve's pools together, against PostgreSQL's max_connections
 --quick changes nothing: 200 clients are the figure's definition.
 Prints one JSON line.
 """
@@ -23,6 +25,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import Database  # noqa: E402
 from bench.common import REPO, embedded_env, emit, free_port, percentile, r, scratch_dir  # noqa: E402
-from bench.serve_bench import REDIS, createuser, redis_ok, serve  # noqa: E402
+from bench.serve_bench import REDIS, createuser, pg_connections, redis_ok, serve  # noqa: E402
 from tests.s3.support import cpu_hogs, stop_all, upload_burst  # noqa: E402
 from tests.support import jpeg_bytes  # noqa: E402
 
@@ -99,8 +102,21 @@ def main() -> None:
                        timeout=600)
         tokens = [createuser(env, f"guest{i}") for i in range(10)]
         server = serve(env, tmp)
+        peak = [0]
+        sampled = threading.Event()
+
+        def sample() -> None:
+            while not sampled.wait(0.25):
+                peak[0] = max(peak[0], pg_connections(db))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
         hogs = cpu_hogs(args.hogs)
-        burst = upload_burst(server.base, tokens, args.clients, jpeg_bytes((320, 240)))
+        try:
+            burst = upload_burst(server.base, tokens, args.clients, jpeg_bytes((320, 240)))
+        finally:
+            sampled.set()
+            sampler.join()
     finally:
         stop_all(hogs)
         if server is not None:
@@ -112,7 +128,7 @@ def main() -> None:
           "burst_s3_200_clients_p99_s": r(percentile(burst.durations, 99), 2) if burst.durations else None,
           "burst_s3": {"clients": args.clients, "cpu_hogs": args.hogs, "seconds": r(burst.seconds, 1),
                        "p50_s": r(percentile(burst.durations, 50), 2) if burst.durations else None,
-                       "responses_503": refusals, "statuses": burst.statuses,
+                       "responses_503": refusals, "pg_connections_peak": peak[0], "statuses": burst.statuses,
                        "failures_sample": burst.failures[:3],
                        "setup": "serve defaults on PostgreSQL + Redis + clamd, S3 on moto_server; "
                                 "intent -> POST to the bucket -> complete -> status per client"}})
