@@ -2,11 +2,11 @@
 
 On PostgreSQL each web process shares a pool of AIRLOCK_DB_POOL_MAX
 connections between all its request threads. A request kept the one it took
-at authentication until its response was written, storage and Redis calls
-included: in a burst of 200 uploads on a busy 2-core machine that made a
-connection's median hold 1.6 s (p99 17 s) for a few milliseconds of queries,
-and the queue behind the pool answered 503. Give it back before storage
-calls, a streamed body and the response's write; the next query takes one again.
+at authentication until its response was written, storage calls included:
+in a burst of 200 S3 uploads on a busy 2-core machine a connection's median
+hold was 4.0 s for a few milliseconds of queries, and the queue behind the
+pool answered 503. Give it back before storage calls, a streamed body and the
+response's write; the next query takes one again.
 """
 
 from __future__ import annotations

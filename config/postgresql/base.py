@@ -61,8 +61,8 @@ class DeadlinePool(ConnectionPool):
         return sum(stats.get(name, 0) for name in self._TROUBLE)
 
     def getconn(self, timeout: float | None = None) -> Connection:
-        if timeout is not None or self.request_deadline <= 0:
-            return super().getconn(timeout)
+        if timeout is not None or self.request_deadline <= 0 or deadline.seconds_left(0.0) is None:
+            return super().getconn(timeout)  # a caller's own wait, or no request (jobs, commands)
         trouble = self.trouble()
         try:
             return super().getconn()
