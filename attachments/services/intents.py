@@ -20,6 +20,7 @@ from ..storage import get_gateway
 from ..storage.base import UploadInstruction
 from ..tenancy import tenant_of
 from .backlog import refuse_when_behind
+from .connections import give_connection_back
 from .quotas import attachment_insert_reserving, quota_reserve
 from .ratelimits import check_intent_rate
 
@@ -90,6 +91,7 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
     expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
     if not presign:
         return Intent(attachment=attachment, upload=None, upload_expires_at=now + timedelta(seconds=expires_in))
+    give_connection_back()  # signing is CPU, a multipart intent a call to storage: no pooled connection held
     upload = get_gateway().presign_upload(
         attachment.storage_key, content_type=content_type, max_bytes=min(size, profile.max_bytes),
         expires_in=expires_in,

@@ -141,6 +141,7 @@ def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | No
         _complete_multipart(attachment_id=attachment.pk, parts=parts)
         attachment = _reread(attachment)
     if attachment.status == Status.PENDING and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED):
+        give_connection_back()  # no pooled connection waits on storage's answer
         try:
             info = get_gateway().head(attachment.storage_key)
         except StorageError:

@@ -59,6 +59,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the pooled connection goes back before the response is written to the client.
+    "attachments.services.connections.ReleaseBeforeResponseMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "ops.logging.RequestIdMiddleware",
@@ -126,8 +128,10 @@ def _pool(max_size: int) -> dict:
     """Django's psycopg pool: at most max_size connections per process, reused across requests and threads."""
     return {"connect_timeout": 5, "pool": {
         "min_size": 0, "max_size": max_size, "max_idle": 60.0,
-        # Waiting longer for a free connection than this answers 503 + Retry-After.
+        # A wait this long during which no connection came back (an outage) answers 503 +
+        # Retry-After; while connections do come back a request waits on, up to its deadline.
         "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
+        "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
         # Give up reconnecting soon (the next request tries again at once) rather than
         # backing off for minutes: the pool recovers as soon as the database is back.
         "reconnect_timeout": 3.0,
@@ -135,7 +139,12 @@ def _pool(max_size: int) -> dict:
 
 
 # Database connections one process may hold (PostgreSQL; 0 = no pool, one per thread).
-AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 8)
+# serve on PostgreSQL + Redis: 2 web processes + the job process = 48 at most, half of the
+# server's default max_connections (100). Against 8, a burst of 200 S3 uploads under 2 CPU
+# hogs answered every request either way, p99 12.0 s vs 14.0 s (bench/burst_s3.py).
+AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 16)
+# How long after it started a request may still queue for a busy pool's connection (then 503).
+AIRLOCK_REQUEST_DEADLINE_SECONDS = env_float("AIRLOCK_REQUEST_DEADLINE_SECONDS", 30.0)
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -118,3 +118,85 @@ def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", cont
                              timeout=30)
     assert upload["method"] == "PUT"
     return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
+
+
+def cpu_hogs(count: int, seconds: float = 300.0) -> list:
+    """Processes that keep `count` cores busy (the other work of a busy evening); they end by themselves."""
+    import subprocess
+    import sys
+
+    code = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+
+
+def stop_all(procs: list) -> None:
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class Burst:
+    statuses: dict[str, int]  # "step status" -> count
+    failures: list[str]
+    durations: list[float]  # seconds from intent to status, per client that finished
+    seconds: float  # the whole burst
+
+
+def upload_burst(base: str, tokens: list[str], clients: int, data: bytes, *, timeout: float = 120.0) -> Burst:
+    """`clients` guests at once, each: intent, POST to the bucket, complete, status (the S3 upload flow)."""
+    import threading
+    import time
+    from collections import Counter
+
+    statuses: Counter = Counter()
+    failures: list[str] = []
+    durations: list[float] = []
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+
+    def note(step: str, response: requests.Response, ok: tuple[int, ...]) -> bool:
+        with lock:
+            statuses[f"{step} {response.status_code}"] += 1
+            if response.status_code not in ok:
+                failures.append(f"{step} {response.status_code} {response.text[:200]}")
+        return response.status_code in ok
+
+    def client(n: int) -> None:
+        # A connection per request: a kept-alive one idles past serve's keep-alive (5 s) while the
+        # bytes go to the bucket, and reusing it as the server closes it is a reset, not a refusal.
+        session = requests.Session()
+        session.headers.update({"Authorization": f"Token {tokens[n % len(tokens)]}", "Connection": "close"})
+        try:
+            start.wait(timeout=timeout)
+            began = time.monotonic()
+            got = session.post(f"{base}/api/v1/uploads", timeout=timeout, json={
+                "profile": "image", "filename": f"b{n}.jpg", "size": len(data), "content_type": "image/jpeg"})
+            if not note("intent", got, (201,)):
+                return
+            body = got.json()
+            upload = body["upload"]
+            sent = requests.post(upload["url"], data=upload["fields"], timeout=timeout,
+                                 files={"file": (f"b{n}.jpg", data, "image/jpeg")})
+            if not note("upload", sent, (200, 201, 204)):
+                return
+            done = session.post(f"{base}/api/v1/uploads/{body['id']}/complete", timeout=timeout)
+            if not note("complete", done, (202,)):
+                return
+            if note("status", session.get(f"{base}/api/v1/attachments/{body['id']}", timeout=timeout), (200,)):
+                with lock:
+                    durations.append(time.monotonic() - began)
+        except Exception as exc:  # noqa: BLE001 - no answer at all is a failure too
+            with lock:
+                failures.append(f"client {n}: {type(exc).__name__}: {exc}"[:300])
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait(timeout=timeout)
+    began = time.monotonic()
+    for thread in threads:
+        thread.join(timeout * 5)
+    return Burst(statuses=dict(statuses), failures=failures, durations=durations, seconds=time.monotonic() - began)

@@ -1,0 +1,138 @@
+#!/usr/bin/env python
+"""A burst of 200 S3 uploads at once, on a busy machine: every one must succeed.
+
+    python bench/burst_s3.py [--quick] [--clients 200] [--hogs 2]
+
+`manage.py serve` with its default sizing (web processes, threads, pool) on
+PostgreSQL (a scratch database) + Redis + clamd (when it answers), storage on
+moto's S3 server (its own process, over HTTP, like tests/s3). While --hogs
+processes keep the cores busy, --clients guests (10 users) start together,
+each: intent -> POST to the bucket -> complete -> status, over HTTP with
+tests/s3/support.upload_burst (the same client as tests/e2e/test_burst_s3.py).
+
+  burst_s3_200_clients_ok_ratio  clients whose four steps all succeeded / clients (goal 1.0:
+                                 slower is acceptable, a 503 is not)
+  burst_s3_200_clients_p99_s     99th percentile of one client's time, intent to status answered
+  burst_s3.pg_connections_peak   connections to the scratch database (pg_stat_activity, sampled 4/s):
+                                 serve's pools together, against PostgreSQL's max_connections
+--quick changes nothing: 200 clients are the figure's definition.
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.api import Database  # noqa: E402
+from bench.common import REPO, embedded_env, emit, free_port, percentile, r, scratch_dir  # noqa: E402
+from bench.serve_bench import REDIS, createuser, pg_connections, redis_ok, serve  # noqa: E402
+from tests.s3.support import cpu_hogs, stop_all, upload_burst  # noqa: E402
+from tests.support import jpeg_bytes  # noqa: E402
+
+_AWS = {"AWS_ACCESS_KEY_ID": "airlock-bench", "AWS_SECRET_ACCESS_KEY": "airlock-bench-secret",
+        "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+class MotoServer:
+    """moto's S3 server in a process of its own on a loopback port."""
+
+    def __init__(self, tmp: Path) -> None:
+        import boto3
+
+        port = free_port()
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.log = open(tmp / "moto.log", "wb")
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
+                                      "-p", str(port)], cwd=REPO, env={**os.environ, **_AWS},
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                              aws_access_key_id=_AWS["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=_AWS["AWS_SECRET_ACCESS_KEY"])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.list_buckets()
+                break
+            except Exception:  # noqa: BLE001 - not listening yet
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto_server did not start: {(tmp / 'moto.log').read_text()[-1500:]}")
+                time.sleep(0.2)
+        self.bucket = f"burst-{uuid.uuid4().hex[:8]}"
+        client.create_bucket(Bucket=self.bucket)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--hogs", type=int, default=2)
+    args = parser.parse_args()
+    tmp = scratch_dir("airlock-bench-burst-")
+    db = Database(tmp)
+    if not (db.pg and redis_ok()):
+        db.drop()
+        raise SystemExit("the burst needs PostgreSQL and Redis")
+    moto = MotoServer(tmp)
+    server = None
+    hogs: list[subprocess.Popen] = []
+    try:
+        env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="config.settings.base",
+                           REDIS_URL=REDIS, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+                           AIRLOCK_STORAGE="s3", AIRLOCK_S3_BUCKET=moto.bucket,
+                           AIRLOCK_S3_ENDPOINT_URL=moto.endpoint, AIRLOCK_S3_REGION="us-east-1", **_AWS)
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True,
+                       timeout=600)
+        tokens = [createuser(env, f"guest{i}") for i in range(10)]
+        server = serve(env, tmp)
+        peak = [0]
+        sampled = threading.Event()
+
+        def sample() -> None:
+            while not sampled.wait(0.25):
+                peak[0] = max(peak[0], pg_connections(db))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        hogs = cpu_hogs(args.hogs)
+        try:
+            burst = upload_burst(server.base, tokens, args.clients, jpeg_bytes((320, 240)))
+        finally:
+            sampled.set()
+            sampler.join()
+    finally:
+        stop_all(hogs)
+        if server is not None:
+            server.stop()
+        moto.stop()
+        db.drop()
+    refusals = sum(n for step, n in burst.statuses.items() if step.endswith(" 503"))
+    emit({"burst_s3_200_clients_ok_ratio": r(len(burst.durations) / args.clients, 4),
+          "burst_s3_200_clients_p99_s": r(percentile(burst.durations, 99), 2) if burst.durations else None,
+          "burst_s3": {"clients": args.clients, "cpu_hogs": args.hogs, "seconds": r(burst.seconds, 1),
+                       "p50_s": r(percentile(burst.durations, 50), 2) if burst.durations else None,
+                       "responses_503": refusals, "pg_connections_peak": peak[0], "statuses": burst.statuses,
+                       "failures_sample": burst.failures[:3],
+                       "setup": "serve defaults on PostgreSQL + Redis + clamd, S3 on moto_server; "
+                                "intent -> POST to the bucket -> complete -> status per client"}})
+
+
+if __name__ == "__main__":
+    main()
