@@ -39,7 +39,8 @@ def cors_origins(items: list[str]) -> list[str]:
     """AIRLOCK_CORS_ALLOWED_ORIGINS checked: `*` alone, or http(s) origins (scheme://host[:port], no path)."""
     if "*" in items:
         if items != ["*"]:
-            raise ImproperlyConfigured("AIRLOCK_CORS_ALLOWED_ORIGINS: `*` allows every origin; list nothing else with it")
+            raise ImproperlyConfigured(
+                "AIRLOCK_CORS_ALLOWED_ORIGINS: `*` allows every origin; list nothing else with it")
         return items
     origins = []
     for item in items:
