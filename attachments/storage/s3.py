@@ -428,3 +428,48 @@ class S3Gateway:
             self.client.list_objects_v2(Bucket=self.bucket, Prefix="tenants/", MaxKeys=1)
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"bucket {self.bucket}: {exc}") from exc
+
+    # --- bucket configuration (manage.py s3_setup) ---------------------------------
+
+    def bucket_cors_rules(self) -> list[dict[str, Any]]:
+        """The bucket's CORS rules ([] when it has none)."""
+        try:
+            return list(self.client.get_bucket_cors(Bucket=self.bucket).get("CORSRules", []))
+        except ClientError as exc:
+            if _code(exc) == "NoSuchCORSConfiguration":
+                return []
+            raise StorageError(f"bucket {self.bucket} CORS: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"bucket {self.bucket} CORS: {exc}") from exc
+
+    def set_bucket_cors_rules(self, rules: list[dict[str, Any]]) -> None:
+        """Replace the bucket's CORS rules (none: the configuration is deleted; S3 refuses an empty one)."""
+        try:
+            if rules:
+                self.client.put_bucket_cors(Bucket=self.bucket, CORSConfiguration={"CORSRules": rules})
+            else:
+                self.client.delete_bucket_cors(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"bucket {self.bucket} CORS: {exc}") from exc
+
+    def bucket_lifecycle_rules(self) -> list[dict[str, Any]]:
+        """The bucket's lifecycle rules ([] when it has none)."""
+        try:
+            return list(self.client.get_bucket_lifecycle_configuration(Bucket=self.bucket).get("Rules", []))
+        except ClientError as exc:
+            if _code(exc) == "NoSuchLifecycleConfiguration":
+                return []
+            raise StorageError(f"bucket {self.bucket} lifecycle: {_code(exc) or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"bucket {self.bucket} lifecycle: {exc}") from exc
+
+    def set_bucket_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None:
+        """Replace the bucket's lifecycle rules (S3 has no per-rule call: the whole list is written)."""
+        try:
+            if rules:
+                self.client.put_bucket_lifecycle_configuration(Bucket=self.bucket,
+                                                               LifecycleConfiguration={"Rules": rules})
+            else:
+                self.client.delete_bucket_lifecycle(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"bucket {self.bucket} lifecycle: {exc}") from exc

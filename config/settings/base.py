@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from attachments.private_files import private_dir, private_file
 
+from .cors import cors_origins, cors_settings
 from .env import (
     env_bool, env_float, env_int, env_list, env_path, env_ports, env_str, origin_host, public_origin,
     webhook_secrets,
@@ -37,6 +38,18 @@ AIRLOCK_PUBLIC_URL = public_origin(env_str("AIRLOCK_PUBLIC_URL"))
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]",
                                                   *origin_host(AIRLOCK_PUBLIC_URL)])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+# Browser apps on these origins may call the API and tus (and, through
+# `manage.py s3_setup`, upload to the bucket); empty: none (config/settings/cors.py).
+AIRLOCK_CORS_ALLOWED_ORIGINS = cors_origins(env_list("AIRLOCK_CORS_ALLOWED_ORIGINS", []))
+AIRLOCK_CORS_ALLOW_CREDENTIALS = env_bool("AIRLOCK_CORS_ALLOW_CREDENTIALS", False)
+_CORS = cors_settings(AIRLOCK_CORS_ALLOWED_ORIGINS, allow_credentials=AIRLOCK_CORS_ALLOW_CREDENTIALS)
+CORS_ALLOW_ALL_ORIGINS: bool = _CORS["CORS_ALLOW_ALL_ORIGINS"]
+CORS_ALLOWED_ORIGINS: list[str] = _CORS["CORS_ALLOWED_ORIGINS"]
+CORS_ALLOW_CREDENTIALS: bool = _CORS["CORS_ALLOW_CREDENTIALS"]
+CORS_URLS_REGEX: str = _CORS["CORS_URLS_REGEX"]
+CORS_ALLOW_HEADERS: list[str] = _CORS["CORS_ALLOW_HEADERS"]
+CORS_EXPOSE_HEADERS: list[str] = _CORS["CORS_EXPOSE_HEADERS"]
+CORS_ALLOW_METHODS: list[str] = _CORS["CORS_ALLOW_METHODS"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -55,6 +68,7 @@ INSTALLED_APPS = [
     "sweeper",
     "webhooks",
     "ops",
+    "corsheaders",
     "axes",  # admin (and upload page) login throttling; see "Login throttling" below
 ]
 
@@ -64,6 +78,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "ops.logging.RequestIdMiddleware",
+    # CORS before anything that answers on its own: a preflight is answered here (no
+    # auth, no body read, no rate limit), and every /api/ answer, errors included, gets its headers.
+    "corsheaders.middleware.CorsMiddleware",
     # Before anything that may query: a slow body must not hold a pooled connection.
     "ops.body_first.BodyFirstMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
