@@ -17,9 +17,11 @@ urlpatterns = [
     path("attachments/heartbeat", lifecycle.HeartbeatApi.as_view(), name="attachments-heartbeat"),
     path("attachments/discard-all", lifecycle.DiscardAllApi.as_view(), name="attachments-discard-all"),
     path("attachments/commit", lifecycle.CommitApi.as_view(), name="attachments-commit"),
-    path("attachments/<str:attachment_id>", views.AttachmentDetailApi.as_view(), name="attachment"),
+    path("attachments/release", lifecycle.ReleaseApi.as_view(), name="attachments-release"),
+    path("attachments/<str:attachment_id>", lifecycle.AttachmentApi.as_view(), name="attachment"),
     path("attachments/<str:attachment_id>/download", views.AttachmentDownloadApi.as_view(), name="attachment-download"),
     path("attachments/<str:attachment_id>/thumbnail", views.AttachmentThumbnailApi.as_view(),
          name="attachment-thumbnail"),
     path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
+    path("attachments/<str:attachment_id>/restore", lifecycle.RestoreApi.as_view(), name="attachment-restore"),
 ]
