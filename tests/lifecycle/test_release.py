@@ -265,3 +265,19 @@ def test_the_sweepers_brakes_hold_released_files_too(alice, brake):
 
     assert report.deleted == 0 and len(files_of(photo)) == 3
     assert _lifecycles(photo) == [Lifecycle.RELEASED]
+
+
+def test_a_released_file_is_missing_to_heartbeats_and_discard_leaves_its_grace(alice, api):
+    photo = _committed(alice)
+    attachments_release(user=alice, ids=[photo.pk])
+    photo.refresh_from_db()
+    grace_end = photo.expires_at
+    client = api(alice)
+
+    heartbeat = client.post("/api/v1/attachments/heartbeat", {"ids": [str(photo.pk)]}, format="json")
+    discard = client.post(f"/api/v1/attachments/{photo.pk}/discard")
+
+    assert heartbeat.json() == {"attachments": [], "missing": [str(photo.pk)]}
+    assert discard.status_code == 204
+    photo.refresh_from_db()
+    assert photo.lifecycle == Lifecycle.RELEASED and photo.expires_at == grace_end
