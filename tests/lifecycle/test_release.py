@@ -281,3 +281,22 @@ def test_a_released_file_is_missing_to_heartbeats_and_discard_leaves_its_grace(a
     assert discard.status_code == 204
     photo.refresh_from_db()
     assert photo.lifecycle == Lifecycle.RELEASED and photo.expires_at == grace_end
+
+
+def test_a_released_document_leaves_search_until_restored(alice, bob, api):
+    from tests.support import pdf_bytes, run_pipeline, upload
+
+    attachment_id = upload(api(alice), pdf_bytes("narwhal minutes"), profile="document", filename="m.pdf",
+                           content_type="application/pdf")
+    assert run_pipeline(attachment_id) == "ready"
+    assert api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:42"},
+                           format="json").status_code == 200
+
+    def found() -> list[str]:
+        return [r["id"] for r in api(bob).get("/api/v1/search?q=narwhal").json()["results"]]
+
+    assert found() == [attachment_id]
+    assert api(alice).delete(f"/api/v1/attachments/{attachment_id}").status_code == 204
+    assert found() == []
+    assert api(alice).post(f"/api/v1/attachments/{attachment_id}/restore").status_code == 204
+    assert found() == [attachment_id]
