@@ -57,21 +57,27 @@ def attachments_release(*, user: AbstractBaseUser, ref: str | None = None, ids: 
 
     Returns every id that is released after the call, including those released before.
     """
-    if (ref is None) == (ids is None):
-        raise ValidationFailed(details={"non_field_errors": ["Give exactly one of ref and ids."]})
     now = now or timezone.now()
-    scope = actionable_q(user)
-    actor = user_actor(user)
+    if ref is not None and ids is None:
+        return _release_ref(actionable_q(user), ref=ref, now=now, actor=user_actor(user))
+    if ids is not None and ref is None:
+        return _release_ids(actionable_q(user), ids=ids, now=now, actor=user_actor(user))
+    raise ValidationFailed(details={"non_field_errors": ["Give exactly one of ref and ids."]})
+
+
+def _release_ref(scope: Q, *, ref: str, now: datetime, actor: str) -> list[str]:
     with transaction.atomic():
-        if ref is not None:
-            rows = _locked(scope & Q(ref=ref, lifecycle__in=(Lifecycle.COMMITTED, Lifecycle.RELEASED)))
-            release_locked(rows, now=now, actor=actor, message=f"ref {ref}")
-            return [str(a.pk) for a in rows]
-        assert ids is not None
-        if not ids or len(ids) > MAX_IDS:
-            raise ValidationFailed(details={"ids": [f"Between 1 and {MAX_IDS} ids."]})
-        parsed, bad = parse_ids(ids)
-        problems: dict[str, str] = {raw: "not_found" for raw in bad}
+        rows = _locked(scope & Q(ref=ref, lifecycle__in=(Lifecycle.COMMITTED, Lifecycle.RELEASED)))
+        release_locked(rows, now=now, actor=actor, message=f"ref {ref}")
+    return [str(a.pk) for a in rows]
+
+
+def _release_ids(scope: Q, *, ids: Sequence[object], now: datetime, actor: str) -> list[str]:
+    if not ids or len(ids) > MAX_IDS:
+        raise ValidationFailed(details={"ids": [f"Between 1 and {MAX_IDS} ids."]})
+    parsed, bad = parse_ids(ids)
+    problems: dict[str, str] = {raw: "not_found" for raw in bad}
+    with transaction.atomic():
         rows = _locked(scope & Q(pk__in=parsed))
         by_pk = {a.pk: a for a in rows}
         for pk in parsed:
@@ -83,7 +89,7 @@ def attachments_release(*, user: AbstractBaseUser, ref: str | None = None, ids: 
         if problems:
             raise AttachmentInvalid(details=problems)
         release_locked(rows, now=now, actor=actor)
-        return [str(pk) for pk in dict.fromkeys(parsed)]
+    return [str(pk) for pk in dict.fromkeys(parsed)]
 
 
 def attachment_delete(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None) -> str:

@@ -300,3 +300,14 @@ def test_a_released_document_leaves_search_until_restored(alice, bob, api):
     assert found() == []
     assert api(alice).post(f"/api/v1/attachments/{attachment_id}/restore").status_code == 204
     assert found() == [attachment_id]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"ref": "ad:42", "ids": []}, {"ids": []},
+                                    {"ids": [uuid.uuid4() for _ in range(1001)]}])
+def test_the_python_release_wants_exactly_one_of_ref_and_ids(alice, kwargs):
+    from attachments.errors import ValidationFailed
+
+    photo = _committed(alice)
+    with pytest.raises(ValidationFailed):
+        attachments_release(user=alice, **kwargs)
+    assert _lifecycles(photo) == [Lifecycle.COMMITTED]
