@@ -46,6 +46,10 @@ class AlreadyCommitted(AirlockError):
     code, status, default_message = "ALREADY_COMMITTED", 409, "The attachment is committed."
 
 
+class NotRestorable(AirlockError):
+    code, status, default_message = "NOT_RESTORABLE", 409, "Only a released file can be restored, within its grace."
+
+
 class AlreadyUploaded(AirlockError):
     code, status, default_message = "ALREADY_UPLOADED", 409, "Bytes were already uploaded for this intent."
 

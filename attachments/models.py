@@ -85,6 +85,8 @@ class Lifecycle(models.TextChoices):
     STAGED = "staged"
     COMMITTED = "committed"
     DISCARDED = "discarded"
+    # Was committed; its owner (or a moderator) let it go. Restorable until expires_at, then swept.
+    RELEASED = "released"
     DELETED = "deleted"
 
 
@@ -214,6 +216,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     committed_at = models.DateTimeField(null=True, blank=True)
     ref = models.CharField(max_length=200, null=True, blank=True)
     discarded_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     delete_attempts = models.PositiveIntegerField(default=0)
     delete_error = models.CharField(max_length=500, blank=True, default="")
@@ -224,11 +227,11 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="att_owner_created"),
             models.Index(fields=["tenant", "status"], name="att_tenant_status"),
-            # The sweeper's selection: staged/discarded rows by expiry.
+            # The sweeper's selection: staged/discarded/released rows by expiry.
             models.Index(
                 fields=["expires_at"],
                 name="att_sweep_expiry",
-                condition=Q(lifecycle__in=["staged", "discarded"]),
+                condition=Q(lifecycle__in=["staged", "discarded", "released"]),
             ),
             models.Index(fields=["status", "lease_expires_at"], name="att_status_lease"),
             # The pending-upload cap, probed on every intent: only this user's

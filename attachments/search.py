@@ -25,7 +25,7 @@ def _readable(user):
     now = timezone.now()
     return (
         Attachment.objects.filter(tenant=tenant_of(user), status=Status.READY)
-        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED])
         .filter(Q(lifecycle=Lifecycle.COMMITTED) | Q(expires_at__gt=now))
         .exclude(text="")
     )

@@ -24,7 +24,7 @@ def _parse(attachment_id: object) -> uuid.UUID:
 
 
 def _gone(attachment: Attachment, now: datetime) -> bool:
-    if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
+    if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED):
         return True
     return attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None \
         and attachment.expires_at <= now

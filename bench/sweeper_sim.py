@@ -5,7 +5,10 @@
 
 Users fill in forms: they upload 1–4 files each, then commit (some after the
 upload expired, which fails), commit late while heartbeating, discard, keep a
-draft open and heartbeat it daily forever, or simply leave. Uploads arrive over
+draft open and heartbeat it daily forever, or simply leave. Some committed
+forms live on: the ad is edited down (a commit with replace drops a file), or
+deleted (its ref released), and some of those releases are undone within the
+grace (restore). Uploads arrive over
 30 simulated days (then a drain period lets every upload's fate play out);
 the scheduler tick runs every sweep interval, calling sweep_if_due with the
 simulated time. Rows are bulk-created in a scratch database and storage is a
@@ -18,8 +21,10 @@ transitions), stamped with the simulated time, so the retention purge of the
 sweeper is exercised too.
 
 Prints one JSON line: the maximum orphan age (must be <= hard cap + one
-interval), committed files lost (must be 0), uncommitted uploads left past
-their deadline (must be 0), the longest discard → delete lag, sweep
+interval), committed files lost (must be 0; a released file restored within
+its grace counts as committed), uncommitted uploads left past their deadline
+(must be 0), released files removed before their grace ended (must be 0) or
+later than grace + one interval (must be 0), the longest discard → delete lag, sweep
 throughput (rows/s), and the rows of each bookkeeping table per live
 attachment at the end of the upload days and at the end of the run (must stay
 bounded: at most ROWS_PER_LIVE_LIMIT).
@@ -69,6 +74,7 @@ from attachments.services.lifecycle import (  # noqa: E402
     attachments_commit,
     attachments_heartbeat,
 )
+from attachments.services.release import attachment_restore, attachments_release  # noqa: E402
 from sweeper.locks import DatabaseLock  # noqa: E402
 from sweeper.models import ReconcileRun, SweepRun  # noqa: E402
 from sweeper.schedule import sweep_if_due  # noqa: E402
@@ -96,7 +102,10 @@ class _Stamped:
         for model, name in self.FIELDS:
             model._meta.get_field(name).auto_now_add = True
 BEHAVIOURS = {  # share of forms
-    "commit": 0.40,          # commits within 0–9 days, no heartbeat: late ones find it expired
+    "commit": 0.28,          # commits within 0–9 days, no heartbeat: late ones find it expired
+    "edit": 0.06,            # commits within a day, then edits the ad down by one file (commit replace)
+    "delete": 0.04,          # commits within a day, then deletes the ad (release its ref)
+    "delete_undo": 0.02,     # deletes the ad, then undoes it within the grace (restore)
     "partial_commit": 0.05,  # removes one file, commits the rest
     "late_commit": 0.05,     # heartbeats daily, commits after 7–14.5 days
     "discard": 0.15,         # discards every file
@@ -122,6 +131,8 @@ class Tally:
     committed: int = 0
     commit_refused: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     discarded: int = 0
+    released: int = 0
+    restored: int = 0
     heartbeat_calls: int = 0
     sweeps: int = 0
     sweep_seconds: float = 0.0
@@ -152,6 +163,8 @@ class Simulation:
         self.keys: dict[uuid.UUID, list[str]] = {}
         self.committed: set[uuid.UUID] = set()
         self.discarded_at: dict[uuid.UUID, datetime] = {}
+        self.grace = timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
+        self.released_at: dict[uuid.UUID, datetime] = {}  # released and not restored
         self.heartbeating: dict[int, set[uuid.UUID]] = defaultdict(set)
         self.table_sizes: dict[str, dict[str, object]] = {}
 
@@ -185,6 +198,17 @@ class Simulation:
         elif form.behaviour == "partial_commit":
             self.push(c + timedelta(seconds=r.uniform(10, 3600)), "discard", (form, form.ids[:1]))
             self.push(c + timedelta(seconds=r.uniform(3600, 2 * 86400)), "commit", (form, form.ids))
+        elif form.behaviour in ("edit", "delete", "delete_undo"):
+            committed = c + timedelta(seconds=r.uniform(60, 86400))
+            self.push(committed, "commit", (form, form.ids))
+            later = committed + timedelta(seconds=r.uniform(3600, 20 * 86400))
+            if form.behaviour == "edit":
+                self.push(later, "replace", (form, form.ids[:-1]))  # one file out (none left for a 1-file ad)
+            else:
+                self.push(later, "release", form)
+            if form.behaviour == "delete_undo":
+                self.push(later + timedelta(seconds=r.uniform(60, 0.9 * self.grace.total_seconds())), "restore",
+                          form)
         elif form.behaviour == "discard":
             for attachment_id in form.ids:
                 self.push(c + timedelta(seconds=r.uniform(10, 2 * 86400)), "discard", (form, [attachment_id]))
@@ -256,6 +280,35 @@ class Simulation:
             break
         self.heartbeating[form.user].difference_update(form.ids)
 
+    def replace(self, when: datetime, form: Form, ids: list[uuid.UUID]) -> None:
+        """The ad edited down: `ids` become its whole set (an empty edit releases the ref)."""
+        kept = [i for i in ids if i in self.committed]
+        dropped = [i for i in form.ids if i in self.committed and i not in kept]
+        if kept:
+            attachments_commit(owner=self.users[form.user], ids=kept, ref=f"form:{form.index}", now=when,
+                               replace=True)
+        elif dropped:
+            attachments_release(user=self.users[form.user], ref=f"form:{form.index}", now=when)
+        self.mark_released(when, dropped)
+
+    def release(self, when: datetime, form: Form) -> None:
+        released = attachments_release(user=self.users[form.user], ref=f"form:{form.index}", now=when)
+        self.mark_released(when, [uuid.UUID(pk) for pk in released if uuid.UUID(pk) in self.committed])
+
+    def mark_released(self, when: datetime, ids: list[uuid.UUID]) -> None:
+        for pk in ids:
+            self.committed.discard(pk)
+            self.released_at[pk] = when
+            self.tally.released += 1
+
+    def restore(self, when: datetime, form: Form) -> None:
+        for pk in form.ids:
+            if pk in self.released_at:
+                attachment_restore(user=self.users[form.user], attachment_id=pk, now=when)
+                del self.released_at[pk]
+                self.committed.add(pk)
+                self.tally.restored += 1
+
     def discard(self, when: datetime, form: Form, ids: list[uuid.UUID]) -> None:
         for attachment_id in ids:
             try:
@@ -293,6 +346,12 @@ class Simulation:
                     self.commit(when, *payload)  # type: ignore[misc]
                 elif kind == "discard":
                     self.discard(when, *payload)  # type: ignore[misc]
+                elif kind == "replace":
+                    self.replace(when, *payload)  # type: ignore[misc]
+                elif kind == "release":
+                    self.release(when, payload)  # type: ignore[arg-type]
+                elif kind == "restore":
+                    self.restore(when, payload)  # type: ignore[arg-type]
                 elif kind == "heartbeat":
                     self.heartbeat(when, payload)  # type: ignore[arg-type]
             if batch:
@@ -339,8 +398,17 @@ class Simulation:
         deleted_at = self.gateway.deleted_at
         lost = sum(1 for pk in self.committed if any(k in deleted_at for k in self.keys[pk]))
         orphan_ages, overdue, discard_lags = [], 0, []
+        release_lags, released_early, released_late = [], 0, 0
+        for pk, released in self.released_at.items():
+            gone = deleted_at.get(self.original[pk])
+            if gone is not None:
+                release_lags.append((gone - released).total_seconds())
+                released_early += gone < released + self.grace
+                released_late += gone > released + self.grace + self.interval
+            elif released + self.grace + self.interval < self.end:
+                released_late += 1
         for pk, created in self.created_at.items():
-            if pk in self.committed:
+            if pk in self.committed or pk in self.released_at:
                 continue
             gone = deleted_at.get(self.original[pk])
             orphan_ages.append(((gone or self.end) - created).total_seconds())
@@ -372,6 +440,11 @@ class Simulation:
             "committed_rows_match": committed_rows == len(self.committed),
             "uncommitted_overdue_at_end": overdue,
             "max_discard_to_delete_s": max(discard_lags, default=0.0),
+            "released_files": len(self.released_at),
+            "released_removed_before_grace": released_early,
+            "released_removed_late": released_late,
+            "release_to_delete_s": [min(release_lags, default=0.0), max(release_lags, default=0.0)],
+            "release_grace_s": self.grace.total_seconds(),
             # Rows reaped per second of batch work (lock, delete objects, one UPDATE per batch).
             "sweep_rows_per_s": round(t.reaped / t.reap_seconds, 1) if t.reap_seconds else None,
             # Everything a run costs, divided by the rows it reaped: most runs reap a few dozen rows,
@@ -391,12 +464,15 @@ class Simulation:
             "commit_calls": t.commit_calls,
             "commit_refused": dict(t.commit_refused),
             "discarded": t.discarded,
+            "released": t.released,
+            "restored": t.restored,
             "heartbeat_calls": t.heartbeat_calls,
             "objects_left": len(self.gateway.objects),
             "table_sizes": self.table_sizes,
             "rows_per_live_limit": ROWS_PER_LIVE_LIMIT,
             "tables_bounded": bounded,
-            "ok": max_age <= limit and lost == 0 and overdue == 0 and bounded,
+            "ok": max_age <= limit and lost == 0 and overdue == 0 and bounded and released_early == 0
+            and released_late == 0,
         }
 
 

@@ -1,4 +1,4 @@
-"""The upload-first lifecycle: heartbeat, discard, discard-all, commit."""
+"""The upload-first lifecycle: heartbeat, discard, discard-all, commit; and its end: release, delete, restore."""
 
 from __future__ import annotations
 
@@ -7,23 +7,33 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ..errors import AlreadyCommitted, AttachmentInvalid, NotAuthenticated, NotFound, TooLarge, ValidationFailed
+from ..errors import (
+    AlreadyCommitted,
+    AttachmentInvalid,
+    NotAuthenticated,
+    NotFound,
+    NotRestorable,
+    TooLarge,
+    ValidationFailed,
+)
 from ..services.lifecycle import (
     attachment_discard,
     attachments_commit,
     attachments_discard_all,
     attachments_heartbeat,
 )
+from ..services.release import MAX_IDS, attachment_delete, attachment_restore, attachments_release
+from . import views
 from .schema import ATTACHMENT_ID, JSON_TOO_LARGE, errors
 from .serializers import SharedSerializer, StrictCharField, UtcDateTimeField
 
 _TAGS = ["lifecycle"]
 
 
-def _ids():
+def _ids(*, required: bool = True):
     # allow_empty keeps DRF's "may not be empty" message; min_length is what the schema shows.
-    return serializers.ListField(child=StrictCharField(max_length=64, allow_blank=True), max_length=1000,
-                                 min_length=1, allow_empty=False)
+    return serializers.ListField(child=StrictCharField(max_length=64, allow_blank=True), max_length=MAX_IDS,
+                                 min_length=1, allow_empty=False, required=required)
 
 
 @extend_schema_serializer(component_name="HeartbeatEntry")
@@ -93,6 +103,8 @@ class CommitApi(APIView):
     class InputSerializer(SharedSerializer):
         ids = _ids()
         ref = StrictCharField(max_length=200)
+        replace = serializers.BooleanField(
+            default=False, help_text="Make `ids` the ref's whole set: your other files committed to it are released.")
 
     @extend_schema_serializer(component_name="CommitResponse")
     class OutputSerializer(SharedSerializer):
@@ -101,13 +113,76 @@ class CommitApi(APIView):
 
     @extend_schema(
         operation_id="attachments_commit", tags=_TAGS, summary="Commit attachments to a reference",
-        description="All or nothing. Re-committing to the same ref is a no-op. `ATTACHMENT_INVALID` details map "
-        "each bad id to not_found, expired, discarded, already_committed, rejected or failed.",
+        description="All or nothing. Re-committing to the same ref is a no-op. With `replace`, the ids become the "
+        "ref's whole set and your other files committed to it are released in the same transaction. "
+        "`ATTACHMENT_INVALID` details map each bad id to not_found, expired, discarded, released, "
+        "already_committed, rejected or failed.",
         request=InputSerializer,
         responses={200: OpenApiResponse(OutputSerializer, description="All committed."),
                    **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE)},
     )
     def post(self, request):
         data = self.InputSerializer.validate_body(request.data)
-        committed = attachments_commit(owner=request.user, ids=data["ids"], ref=data["ref"])
+        committed = attachments_commit(owner=request.user, ids=data["ids"], ref=data["ref"], replace=data["replace"])
         return Response(self.OutputSerializer.render({"committed": committed, "ref": data["ref"]}))
+
+
+class ReleaseApi(APIView):
+    @extend_schema_serializer(component_name="Release")
+    class InputSerializer(SharedSerializer):
+        ref = StrictCharField(max_length=200, required=False, help_text="Release every file committed to it.")
+        ids = _ids(required=False)
+
+        def validate(self, attrs):
+            if ("ref" in attrs) == ("ids" in attrs):
+                raise serializers.ValidationError("Give exactly one of ref and ids.")
+            return attrs
+
+    @extend_schema_serializer(component_name="ReleaseResponse")
+    class OutputSerializer(SharedSerializer):
+        released = serializers.ListField(child=serializers.CharField(),
+                                         help_text="Every file now released, including those released before.")
+
+    @extend_schema(
+        operation_id="attachments_release", tags=_TAGS, summary="Release committed attachments",
+        description="By `ref` (every file committed to it) or by `ids` (all or nothing; `ATTACHMENT_INVALID` "
+        "details map each bad id to not_found or not_committed). Released files are no longer served and are "
+        "removed by the sweeper after the grace (`expires_at`); until then `restore` brings one back. Idempotent.",
+        request=InputSerializer,
+        responses={200: OpenApiResponse(OutputSerializer, description="Released."),
+                   **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE)},
+    )
+    def post(self, request):
+        data = self.InputSerializer.validate_body(request.data)
+        released = attachments_release(user=request.user, ref=data.get("ref"), ids=data.get("ids"))
+        return Response(self.OutputSerializer.render({"released": released}))
+
+
+class RestoreApi(APIView):
+    @extend_schema(
+        operation_id="attachments_restore", tags=_TAGS, summary="Restore a released attachment",
+        description="Within the grace (`expires_at`): committed again to its ref. Restoring a committed file is a "
+        "no-op; any other lifecycle, or a grace that is over, is `NOT_RESTORABLE`.",
+        parameters=[ATTACHMENT_ID],
+        request=None,
+        responses={204: OpenApiResponse(description="Committed again."),
+                   **errors(NotAuthenticated, NotFound, NotRestorable)},
+    )
+    def post(self, request, attachment_id):
+        attachment_restore(user=request.user, attachment_id=attachment_id)
+        return Response(status=204)
+
+
+class AttachmentApi(views.AttachmentDetailApi):
+    @extend_schema(
+        operation_id="attachments_destroy", tags=_TAGS, summary="Delete one attachment",
+        description="A staged file is discarded (as `discard`); a committed one is released (as `release`, "
+        "restorable within the grace). Idempotent.",
+        parameters=[ATTACHMENT_ID],
+        request=None,
+        responses={204: OpenApiResponse(description="Discarded or released."),
+                   **errors(NotAuthenticated, NotFound)},
+    )
+    def delete(self, request, attachment_id):
+        attachment_delete(user=request.user, attachment_id=attachment_id)
+        return Response(status=204)

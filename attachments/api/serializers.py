@@ -278,8 +278,12 @@ class AttachmentOutputSerializer(SharedSerializer):
     sha256 = serializers.CharField(allow_null=True, help_text="Of the served bytes (null until ready).")
     created_at = UtcDateTimeField(source="attachment.created_at")
     ready_at = UtcDateTimeField(source="attachment.ready_at", allow_null=True)
-    expires_at = UtcDateTimeField(allow_null=True, help_text="Null once committed.")
+    expires_at = UtcDateTimeField(allow_null=True,
+                                  help_text="Null once committed; for a released file, the end of its grace.")
     committed = serializers.BooleanField()
+    lifecycle = serializers.ChoiceField(
+        source="attachment.lifecycle", choices=Lifecycle.choices,
+        help_text="Where the file is in its life; `links` name only what is servable now.")
     ref = serializers.CharField(source="attachment.ref", allow_null=True)
     derivatives = serializers.DictField(
         child=serializers.JSONField(),

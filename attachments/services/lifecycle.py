@@ -10,19 +10,20 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models, transaction
-from django.db.models import Case, DateTimeField, Value, When
+from django.db.models import Case, DateTimeField, Q, Value, When
 from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status
 from .multipart import abort_after_commit
+from .removal import release_locked
 from .quotas import usage_apply, usage_delta, usage_release, usage_snapshot
 from .single_slot import lock_owner, single_slot_settle
 from .transitions import lifecycle_audit, user_actor
 
 
-def _parse_ids(ids: Iterable[object]) -> tuple[list[uuid.UUID], list[str]]:
+def parse_ids(ids: Iterable[object]) -> tuple[list[uuid.UUID], list[str]]:
     good, bad = [], []
     for raw in ids:
         try:
@@ -57,7 +58,7 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
     now = now or timezone.now()
     window = timedelta(seconds=settings.AIRLOCK_HEARTBEAT_WINDOW_SECONDS)
     cap = timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS)
-    parsed, bad = _parse_ids(ids)
+    parsed, bad = parse_ids(ids)
     result = HeartbeatResult(missing=list(bad))
     with transaction.atomic():
         rows = {
@@ -68,7 +69,8 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
         extended: dict[uuid.UUID, datetime] = {}
         for attachment_id in parsed:
             attachment = rows.get(attachment_id)
-            if attachment is None or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED) \
+            if attachment is None \
+                    or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED) \
                     or is_expired(attachment, now):
                 result.missing.append(str(attachment_id))
                 continue
@@ -94,7 +96,7 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
     `actor` is who asked (default the owner; a staff member discarding from the admin).
     """
     now = now or timezone.now()
-    parsed, _bad = _parse_ids([attachment_id])
+    parsed, _bad = parse_ids([attachment_id])
     with transaction.atomic():
         attachment = (
             Attachment.objects.select_for_update().filter(pk__in=parsed, owner=user)
@@ -104,20 +106,24 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
             raise NotFound()
         if attachment.lifecycle == Lifecycle.COMMITTED:
             raise AlreadyCommitted()
-        if attachment.lifecycle == Lifecycle.DISCARDED:
-            return
-        if attachment.multipart_upload_id:  # its parts are stored (and billed) until aborted
-            abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
-        usage_before = usage_snapshot(attachment)
-        attachment.lifecycle = Lifecycle.DISCARDED
-        attachment.discarded_at = now
-        # Due at once, and never later than it already was (an expired row stays due).
-        attachment.expires_at = now if attachment.expires_at is None else min(attachment.expires_at, now)
-        delta = usage_delta(attachment, before=usage_before)  # it stops counting now, not when swept
-        attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
-        usage_apply(attachment.tenant_id, delta, change_written=True)
-        lifecycle_audit([(attachment.pk, Lifecycle.STAGED)], event="discard", to=Lifecycle.DISCARDED,
-                        actor=actor or user_actor(user))
+        if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED):
+            return  # already on its way out (a released file keeps its grace)
+        discard_locked(attachment, now=now, actor=actor or user_actor(user))
+
+
+def discard_locked(attachment: Attachment, *, now: datetime, actor: str) -> None:
+    """Discard a staged row the caller has locked (read in full): due at once, no longer counted."""
+    if attachment.multipart_upload_id:  # its parts are stored (and billed) until aborted
+        abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
+    usage_before = usage_snapshot(attachment)
+    attachment.lifecycle = Lifecycle.DISCARDED
+    attachment.discarded_at = now
+    # Due at once, and never later than it already was (an expired row stays due).
+    attachment.expires_at = now if attachment.expires_at is None else min(attachment.expires_at, now)
+    delta = usage_delta(attachment, before=usage_before)  # it stops counting now, not when swept
+    attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
+    usage_apply(attachment.tenant_id, delta, change_written=True)
+    lifecycle_audit([(attachment.pk, Lifecycle.STAGED)], event="discard", to=Lifecycle.DISCARDED, actor=actor)
 
 
 def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = None) -> int:
@@ -144,11 +150,18 @@ def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> s
         return "not_found"
     if attachment.lifecycle == Lifecycle.DELETED:
         # Swept (or lost a race with the sweeper): say why it went, as before the sweep.
+        if attachment.released_at:
+            return "released"
         return "discarded" if attachment.discarded_at else "expired"
     if attachment.lifecycle == Lifecycle.COMMITTED:
         return None if attachment.ref == ref else "already_committed"
     if attachment.lifecycle == Lifecycle.DISCARDED:
         return "discarded"
+    if attachment.lifecycle == Lifecycle.RELEASED:
+        # Within the grace, committing it again to its ref takes it back (an edit undone, or the loser of
+        # two racing edits). Elsewhere or later it is gone.
+        live = attachment.ref == ref and attachment.expires_at is not None and attachment.expires_at > now
+        return None if live else "released"
     if is_expired(attachment, now):
         return "expired"
     if attachment.status == Status.REJECTED:
@@ -159,25 +172,31 @@ def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> s
 
 
 def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: str, now: datetime | None = None,
-                       actor: str | None = None) -> list[str]:
+                       actor: str | None = None, replace: bool = False) -> list[str]:
     """Bind attachments to `ref`, all or nothing; re-committing to the same ref is a no-op.
 
-    Rows are locked in primary-key order so two racing commits cannot deadlock,
-    and the sweeper (which locks before deleting) cannot take one mid-commit.
+    With `replace`, the ids become the ref's whole set: the owner's other files
+    committed to it are released in the same transaction (an ad edited from ten
+    photos to eight). Rows are locked in primary-key order after the owner's
+    lock, so two racing commits cannot deadlock, two replacing commits of one
+    ref run one after the other (the later one's set wins whole), and the
+    sweeper (which locks before deleting) cannot take one mid-commit.
     """
     now = now or timezone.now()
     if not ids:
         raise ValidationFailed(details={"ids": ["At least one id is required."]})
     if not isinstance(ref, str) or not ref or len(ref) > 200:
         raise ValidationFailed(details={"ref": ["A non-empty string of at most 200 characters."]})
-    parsed, bad = _parse_ids(ids)
+    parsed, bad = parse_ids(ids)
     problems: dict[str, str] = {raw: "not_found" for raw in bad}
     with transaction.atomic():
         lock_owner(owner.pk)  # before any row: the single-slot rule below locks the owner's other rows
-        rows = {
-            a.pk: a
-            for a in Attachment.objects.select_for_update().filter(pk__in=parsed, owner=owner).order_by("pk")
-        }
+        wanted = Q(pk__in=parsed)
+        if replace:  # the ref's current set, locked with the new one in the same primary-key order
+            wanted |= Q(ref=ref, lifecycle=Lifecycle.COMMITTED)
+        locked = {a.pk: a for a in Attachment.objects.select_for_update().filter(wanted, owner=owner).order_by("pk")}
+        requested = set(parsed)
+        rows = {pk: a for pk, a in locked.items() if pk in requested}
         for attachment_id in parsed:
             problem = _commit_problem(rows.get(attachment_id), ref, now)
             if problem:
@@ -186,11 +205,15 @@ def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: s
             raise AttachmentInvalid(details=problems)
         to_commit = [pk for pk, a in rows.items() if a.lifecycle != Lifecycle.COMMITTED]
         Attachment.objects.filter(pk__in=to_commit).update(
-            lifecycle=Lifecycle.COMMITTED, committed_at=now, ref=ref, expires_at=None, updated_at=now,
+            lifecycle=Lifecycle.COMMITTED, committed_at=now, ref=ref, expires_at=None, released_at=None,
+            updated_at=now,
         )
         actor = actor or user_actor(owner)
         lifecycle_audit([(pk, rows[pk].lifecycle) for pk in to_commit], event="commit", to=Lifecycle.COMMITTED,
                         actor=actor, message=f"ref {ref}")
+        if replace:
+            release_locked([a for pk, a in locked.items() if pk not in requested], now=now, actor=actor,
+                           message=f"ref {ref} replaced")
         # Committing a ready avatar is the user's "use this one": the old one goes in
         # the same transaction, so a commit that fails (or loses to the sweeper) never touches it.
         for profile in {rows[pk].profile for pk in to_commit if rows[pk].status == Status.READY}:

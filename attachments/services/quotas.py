@@ -47,7 +47,8 @@ from ..models import Attachment, Lifecycle, Status, Tenant, TenantUsage
 log = logging.getLogger("airlock.quotas")
 
 COUNTED_STATUSES = (Status.PENDING, Status.PROCESSING, Status.READY)
-COUNTED_LIFECYCLES = (Lifecycle.STAGED, Lifecycle.COMMITTED)
+# A released file still holds its bytes (restorable within the grace): it counts until swept.
+COUNTED_LIFECYCLES = (Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED)
 # The columns that decide whether and how much a row counts.
 USAGE_FIELDS = ("status", "lifecycle", "stored_size", "declared_size")
 

@@ -1,4 +1,5 @@
-"""The end of a row's life: its stored objects are gone, so it is marked deleted; failed deletes are counted.
+"""The end of a row's life: released (restorable for a grace), then its stored objects are gone, so it is
+marked deleted; failed deletes are counted.
 
 The sweeper (and its dead-letter desk) decide what to delete and talk to
 storage; the rows change here, like every other Attachment write.
@@ -7,15 +8,37 @@ storage; the rows change here, like every other Attachment write.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from django.conf import settings
 
 from ..models import Attachment, Lifecycle
 from .quotas import usage_release
 from .transitions import lifecycle_audit
 
-# Lifecycles whose rows the sweeper may delete: never committed ones.
-REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED)
+
+def grace() -> timedelta:
+    """How long a released file stays restorable (AIRLOCK_RELEASE_GRACE_SECONDS)."""
+    return timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
+
+
+def release_locked(rows: Iterable[Attachment], *, now: datetime, actor: str, message: str = "") -> list[uuid.UUID]:
+    """Release committed rows the caller has locked; return their ids (already released ones are left as they are)."""
+    committed = [a for a in rows if a.lifecycle == Lifecycle.COMMITTED]
+    if not committed:
+        return []
+    ids = [a.pk for a in committed]
+    # Still counted (quotas.COUNTED_LIFECYCLES): the bytes stay until the sweep, which stops the count.
+    Attachment.objects.filter(pk__in=ids).update(lifecycle=Lifecycle.RELEASED, released_at=now,
+                                                 expires_at=now + grace(), updated_at=now)
+    lifecycle_audit([(pk, Lifecycle.COMMITTED) for pk in ids], event="release", to=Lifecycle.RELEASED,
+                    actor=actor, message=message)
+    return ids
+
+
+# Lifecycles whose rows the sweeper may delete (once expires_at has passed): never committed ones.
+REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED, Lifecycle.RELEASED)
 
 
 def attachments_mark_deleted(*, before: Mapping[uuid.UUID, str], now: datetime, actor: str, event: str,

@@ -267,6 +267,8 @@ AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = env_int("AIRLOCK_UPLOAD_THROUGH_MAX_BYTES", 2
 AIRLOCK_STAGED_TTL_SECONDS = env_int("AIRLOCK_STAGED_TTL_SECONDS", 7 * 86400)
 AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7 * 86400)
 AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400)
+# How long a released (once committed) file stays restorable before the sweeper removes its objects.
+AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400)
 AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
 # Retention: the sweeper's purge phase deletes these rows once past their window
 # (sweeper/retention.py). Unsent outbox rows are never purged.

@@ -159,7 +159,7 @@ def test_the_resource_shape_is_the_contract():
         "id": "8c0e3d4e-0000-4000-8000-000000000001", "profile": "image", "status": "ready", "reason": None,
         "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
         "created_at": "2026-12-01T10:00:00.123456Z", "ready_at": "2026-12-01T10:00:02.123456Z",
-        "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "ref": None,
+        "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "lifecycle": "staged", "ref": None,
         "derivatives": {"thumbnail": {"width": 1, "height": 2}},
         "metadata": {"width": 3, "height": 2, "page_count": None},
         "links": {"self": URL, "download": f"{URL}/download", "thumbnail": f"{URL}/thumbnail"},
@@ -171,6 +171,7 @@ def test_the_resource_shape_is_the_contract():
     assert rejected["reason"] == {"code": "malware", "message": "EICAR"} and rejected["links"] == {"self": URL}
     committed = AttachmentOutputSerializer.render(RESOURCES["committed"])
     assert committed["expires_at"] is None and committed["committed"] is True and committed["ref"] == "listing:1"
+    assert committed["lifecycle"] == "committed"
     archive = AttachmentOutputSerializer.render(RESOURCES["archive"])
     assert archive["metadata"] == {"width": None, "height": None, "page_count": None, "entries": 3, "total_bytes": 9}
     assert archive["derivatives"] == {"entries": {"count": 3, "total_bytes": 9}}

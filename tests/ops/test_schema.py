@@ -27,6 +27,9 @@ OPERATIONS = {
     ("/api/v1/attachments/{attachment_id}/discard", "post"): ("204", None),
     ("/api/v1/attachments/discard-all", "post"): ("200", "DiscardAllResponse"),
     ("/api/v1/attachments/commit", "post"): ("200", "CommitResponse"),
+    ("/api/v1/attachments/release", "post"): ("200", "ReleaseResponse"),
+    ("/api/v1/attachments/{attachment_id}", "delete"): ("204", None),
+    ("/api/v1/attachments/{attachment_id}/restore", "post"): ("204", None),
     ("/api/v1/search", "get"): ("200", "SearchResponse"),
     ("/api/v1/storage-events", "post"): ("202", "StorageEventsAccepted"),
     ("/api/v1/usage", "get"): ("200", "Usage"),
@@ -49,6 +52,9 @@ ERRORS = {
     ("/api/v1/attachments/{attachment_id}/discard", "post"): {401, 404, 409},
     ("/api/v1/attachments/discard-all", "post"): {401},
     ("/api/v1/attachments/commit", "post"): {400, 401, 413, 422},
+    ("/api/v1/attachments/release", "post"): {400, 401, 413, 422},
+    ("/api/v1/attachments/{attachment_id}", "delete"): {401, 404},
+    ("/api/v1/attachments/{attachment_id}/restore", "post"): {401, 404, 409},
     ("/api/v1/search", "get"): {400, 401},
     ("/api/v1/storage-events", "post"): {400, 401, 413},
     ("/api/v1/usage", "get"): {401},
@@ -118,7 +124,7 @@ def test_each_operation_documents_success_and_errors(document, path, method):
     if (
         method in ("post", "put")
         and path not in ("/api/v1/attachments/discard-all",)
-        and not path.endswith(("/discard", "/parts"))  # no body
+        and not path.endswith(("/discard", "/restore", "/parts"))  # no body
     ):
         assert "requestBody" in operation, (path, method)
     assert operation.get("security"), (path, method)

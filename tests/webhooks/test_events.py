@@ -170,3 +170,24 @@ def test_an_event_rolls_back_with_its_change(alice, api, hooked):
         assert WebhookEvent.objects.count() == 1
         raise RuntimeError("the change fails after the event was written")
     assert not WebhookEvent.objects.exists() and not WebhookDelivery.objects.exists()
+
+
+def test_deleted_when_released_and_swept_after_the_grace(alice, api, hooked, receiver, settings):
+    from sweeper.sweep import sweep_expired
+
+    attachment_id = upload(api(alice), jpeg_bytes())
+    assert run_pipeline(attachment_id) == "ready"
+    assert api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:42"},
+                           format="json").status_code == 200
+    assert api(alice).post("/api/v1/attachments/release", {"ref": "ad:42"}, format="json").status_code == 200
+    assert sweep_expired(now=timezone.now() + timedelta(minutes=1)).deleted == 0  # within the grace
+    assert WebhookEvent.objects.filter(type="attachment.deleted").count() == 0
+
+    grace = timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
+    assert sweep_expired(now=timezone.now() + grace + timedelta(minutes=1)).deleted == 1
+
+    ready, committed, deleted = _payloads(receiver, hooked, n=3)
+    assert (ready["type"], committed["type"], deleted["type"]) == (
+        "attachment.ready", "attachment.committed", "attachment.deleted")
+    assert deleted["data"]["id"] == attachment_id and deleted["data"]["lifecycle"] == "deleted"
+    assert deleted["data"]["ref"] == "ad:42" and "download" not in deleted["data"]["links"]
