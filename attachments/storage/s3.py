@@ -274,12 +274,14 @@ class S3Gateway:
                 return self._presign_multipart(key, content_type=content_type, total=max_bytes,
                                                expires_in=expires_in)
             if self.upload_method == "PUT":
-                # Both headers are signed. "If-None-Match: *" makes S3 refuse a second
-                # PUT to the key (412), so the URL is single-use; a PUT cannot bound the
-                # body's size, intake does (HEAD → too_large → quarantine).
+                # Every header is signed. "If-None-Match: *" makes S3 refuse a second
+                # PUT to the key (412), so the URL is single-use; the signed
+                # Content-Length makes S3 refuse any other size (a store that does not
+                # check is caught at intake: HEAD → size_mismatch → quarantine).
                 url = self.client.generate_presigned_url(
                     "put_object",
-                    Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type, "IfNoneMatch": "*"},
+                    Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type, "IfNoneMatch": "*",
+                            "ContentLength": max_bytes},
                     ExpiresIn=expires_in,
                 )
                 return UploadInstruction(method="PUT", url=url,
