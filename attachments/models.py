@@ -130,7 +130,8 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
 
     def for_upload(self) -> AttachmentQuerySet:
         """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
-        return self.only("profile", "filename", "declared_size", "declared_type", "storage_key", "size",
+        return self.only("profile", "filename", "declared_size", "declared_type", "declared_sha256",
+                         "storage_key", "size",
                          "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at",
                          "lifecycle", "created_at", "ready_at", "expires_at", "ref")
 
