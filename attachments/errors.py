@@ -72,3 +72,8 @@ class RateLimited(AirlockError):
 
 class Unavailable(AirlockError):
     code, status, default_message = "UNAVAILABLE", 503, "A dependency is unavailable."
+
+
+class BodyChecksumMismatch(AirlockError):
+    # The tus PATCH answers the same code with tus's own 460 (attachments/services/tus.py).
+    code, status, default_message = "CHECKSUM_MISMATCH", 400, "The body does not match the declared sha256."

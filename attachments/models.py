@@ -121,14 +121,19 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
                          "declared_size")
 
     def for_step(self) -> AttachmentQuerySet:
-        """What a pipeline step reads (never the extracted text nor the client's claims), with its tenant."""
+        """What a pipeline step reads (never the extracted text), with its tenant.
+
+        Of the client's claims, only the size and digest intake compares with the bytes.
+        """
         return self.select_related("tenant").only(
             "tenant__slug", "owner", "profile", "lease_token", "step", "uploaded_at", "lifecycle",
-            "storage_key", "content_key", "stored_size", "content_type", "metadata")
+            "storage_key", "content_key", "stored_size", "content_type", "metadata", "declared_size",
+            "declared_sha256")
 
     def for_upload(self) -> AttachmentQuerySet:
         """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
-        return self.only("profile", "filename", "declared_size", "declared_type", "storage_key", "size",
+        return self.only("profile", "filename", "declared_size", "declared_type", "declared_sha256",
+                         "storage_key", "size",
                          "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at",
                          "lifecycle", "created_at", "ready_at", "expires_at", "ref")
 
@@ -176,6 +181,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     filename = models.CharField(max_length=255)
     declared_size = models.BigIntegerField()
     declared_type = models.CharField(max_length=127)
+    # The client's SHA-256 of its bytes (lowercase hex), when the intent declared one.
+    declared_sha256 = models.CharField(max_length=64, blank=True, default="")
 
     # What storage and the bytes say, filled in by processing.
     storage_key = models.CharField(max_length=512)  # unique: att_storage_key_unique

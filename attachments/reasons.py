@@ -24,5 +24,7 @@ class ReasonCode(models.TextChoices):
     CORRUPT = "corrupt", "corrupt"
     TIMEOUT = "timeout", "timeout"
     OBJECT_MISSING = "object_missing", "object_missing"
+    SIZE_MISMATCH = "size_mismatch", "size_mismatch"
+    CHECKSUM_MISMATCH = "checksum_mismatch", "checksum_mismatch"
     MODERATOR = "moderator", "moderator"
     INFRASTRUCTURE = "infrastructure", "infrastructure"

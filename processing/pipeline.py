@@ -79,6 +79,7 @@ def intake(attachment: Attachment) -> StageResult:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
     given = StepInput(profile=profile, size=info.size, head=head,
+                      declared_size=attachment.declared_size, declared_sha256=attachment.declared_sha256,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
     return StageResult(fields=_with_metadata(attachment, _run_steps("intake", given)))
 

@@ -19,6 +19,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from ..errors import (
     AirlockError,
     AlreadyUploaded,
+    BodyChecksumMismatch,
     NotFound,
     TooLarge,
     Unavailable,
@@ -113,7 +114,8 @@ UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
         "202": {"description": "Stored; processing starts.",
                 "content": {"application/json": {"schema": _ref("Attachment")}}},
         **{str(status): _error_response(text) for status, text in error_texts(
-            ValidationFailed, UploadTokenInvalid, NotFound, AlreadyUploaded, TooLarge,
+            ValidationFailed, UploadTokenInvalid, NotFound, AlreadyUploaded, TooLarge, BodyChecksumMismatch,
+            CHECKSUM_MISMATCH="the body's SHA-256 is not the intent's `sha256`; nothing kept, the URL not used up",
             VALIDATION_ERROR="no Content-Length, a body shorter than it, or a body that could not be read",
             NOT_FOUND="the intent no longer accepts uploads (discarded or expired)",
             TOO_LARGE="the body is over the declared size or the profile's limit").items()},

@@ -78,6 +78,10 @@ class UploadIntentApi(APIView):
         filename = StrictCharField(max_length=1024, trim_whitespace=False)
         size = StrictIntegerField(min_value=0, max_value=2**62)
         content_type = StrictCharField(max_length=255)
+        sha256 = StrictCharField(required=False, max_length=64,
+                                 help_text="Optional SHA-256 of the bytes, 64 hex digits or base64. S3: send it as "
+                                 "`x-amz-checksum-sha256` (in `upload.headers`/`upload.fields`). Other bytes end "
+                                 "`rejected` with `checksum_mismatch`, or are refused while they stream.")
 
     @extend_schema_serializer(component_name="IntentResponse")
     class OutputSerializer(SharedSerializer):
@@ -106,7 +110,7 @@ class UploadIntentApi(APIView):
         # Media types are case-insensitive and may carry parameters ("image/jpeg; q=1").
         content_type = data["content_type"].split(";", 1)[0].strip().lower()
         intent = upload_intent_create(user=request.user, profile_name=data["profile"], filename=data["filename"],
-                                      size=data["size"], content_type=content_type)
+                                      size=data["size"], content_type=content_type, sha256=data.get("sha256"))
         attachment = intent.attachment
         upload = {
             "method": intent.upload.method,

@@ -21,7 +21,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import waiting
-from ..errors import NotAuthenticated, NotFound, QuotaExceeded, RateLimited, TooLarge, UnknownProfile, ValidationFailed
+from ..errors import (
+    BodyChecksumMismatch,
+    NotAuthenticated,
+    NotFound,
+    QuotaExceeded,
+    RateLimited,
+    TooLarge,
+    UnknownProfile,
+    ValidationFailed,
+)
 from ..models import TERMINAL_STATUSES, Attachment, Status
 from ..profiles import all_profiles
 from ..selectors import (
@@ -204,13 +213,18 @@ class AttachmentListApi(APIView):
         file = serializers.FileField(allow_empty_file=True, use_url=False)
         filename = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
                                          help_text="Defaults to the uploaded file's name.")
+        sha256 = serializers.CharField(required=False, max_length=64,
+                                       help_text="Optional SHA-256 of the file, hex or base64: another body is "
+                                       "refused (`400 CHECKSUM_MISMATCH`) and nothing is kept.")
 
     @extend_schema(
         operation_id="attachments_upload", tags=["uploads"], summary="Upload a small file through the API",
         request={"multipart/form-data": UploadInputSerializer},
         responses={202: OpenApiResponse(AttachmentOutputSerializer, description="Stored; status `pending`."),
                    **errors(ValidationFailed, UnknownProfile, NotAuthenticated, TooLarge, QuotaExceeded,
-                            RateLimited, TOO_LARGE="over the profile's (or the upload-through) body limit",
+                            RateLimited, BodyChecksumMismatch,
+                            CHECKSUM_MISMATCH="the file's SHA-256 is not the declared `sha256`; nothing kept",
+                            TOO_LARGE="over the profile's (or the upload-through) body limit",
                             RATE_LIMITED="too many intents per minute or too many pending uploads "
                             "(`Retry-After` is set)")},
     )
@@ -227,7 +241,7 @@ class AttachmentListApi(APIView):
         attachment = upload_through(
             user=request.user, profile_name=data["profile"], filename=data.get("filename") or upload.name or "file",
             chunks=upload.chunks(64 * 1024), size_hint=upload.size or 0,
-            declared_type=(upload.content_type or "")[:127],
+            declared_type=(upload.content_type or "")[:127], sha256=data.get("sha256"),
         )
         return Response(resource_for(request, attachment), status=202)
 

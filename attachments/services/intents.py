@@ -11,6 +11,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from ..checksums import parse_sha256
 from ..errors import TooLarge, TypeNotAllowed
 from ..models import Attachment
 from ..naming import clean_filename, original_key
@@ -48,7 +49,7 @@ def validate_claims(*, profile_name: object, content_type: str, size: int) -> Pr
 
 
 def create_pending_row(*, user, profile: Profile, filename: str, size: int, content_type: str,
-                       now: datetime) -> Attachment:
+                       now: datetime, sha256: str = "") -> Attachment:
     """Reserve the declared size in the tenant's quota and insert the pending row, in one transaction.
 
     Every way of creating an upload (intent, upload-through, tus) comes here,
@@ -64,6 +65,7 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
         filename=clean_filename(filename),
         declared_size=size,
         declared_type=content_type[:127],
+        declared_sha256=sha256,
         storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
         created_at=now,
         expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
@@ -77,24 +79,27 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
 
 
 def upload_intent_create(*, user, profile_name: object, filename: str, size: int, content_type: str,
-                         now: datetime | None = None, presign: bool = True) -> Intent:
+                         now: datetime | None = None, presign: bool = True, sha256: object = None) -> Intent:
     """Create a pending attachment and the single-use URL its bytes go to.
 
     presign=False: the row only, no URL (a tus upload receives its bytes itself).
+    sha256: the client's digest of its bytes (hex or base64), optional; storage
+    is asked to check it where it can, and intake always does.
     """
     now = now or timezone.now()
     profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
+    digest = parse_sha256(sha256)
     refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
     attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size,
-                                    content_type=content_type, now=now)
+                                    content_type=content_type, now=now, sha256=digest)
     expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
     if not presign:
         return Intent(attachment=attachment, upload=None, upload_expires_at=now + timedelta(seconds=expires_in))
     give_connection_back()  # signing is CPU, a multipart intent a call to storage: no pooled connection held
     upload = get_gateway().presign_upload(
         attachment.storage_key, content_type=content_type, max_bytes=min(size, profile.max_bytes),
-        expires_in=expires_in,
+        expires_in=expires_in, sha256=digest,
     )
     if upload is not None and upload.upload_id:
         # Multipart: the UploadId stays on the server; the complete call needs it.

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ..checksums import digest_checked, parse_sha256
 from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
 from ..models import Attachment, Lifecycle, Status, StorageEvent
 from ..naming import parse_key
@@ -85,6 +86,8 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
     give_connection_back()
     try:
         body = exactly(limited(chunks(), limit), content_length)
+        if attachment.declared_sha256:
+            body = digest_checked(body, attachment.declared_sha256)
         size = get_gateway().write_chunks(attachment.storage_key, body, content_type=attachment.declared_type)
     except BaseException:
         # A refused or broken attempt does not use the URL up.
@@ -98,10 +101,12 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
 
 
 def upload_through(*, user, profile_name: object, filename: str, chunks: Iterable[bytes],
-                   size_hint: int, declared_type: str, now: datetime | None = None) -> Attachment:
+                   size_hint: int, declared_type: str, now: datetime | None = None,
+                   sha256: object = None) -> Attachment:
     """POST /attachments: the API receives the bytes itself (small files)."""
     now = now or timezone.now()
     profile = get_profile(profile_name)
+    digest = parse_sha256(sha256)
 
     limit = min(profile.max_bytes, settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES)
     if size_hint > limit:
@@ -110,10 +115,12 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     check_intent_rate(user=user, now=now)
     with transaction.atomic():
         attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size_hint,
-                                        content_type=declared_type or "application/octet-stream", now=now)
+                                        content_type=declared_type or "application/octet-stream", now=now,
+                                        sha256=digest)
     gateway = get_gateway()
+    body = limited(chunks, limit)
     try:
-        gateway.write_chunks(attachment.storage_key, limited(chunks, limit))
+        gateway.write_chunks(attachment.storage_key, digest_checked(body, digest) if digest else body)
     except BaseException:
         with transaction.atomic():
             # The refused upload leaves no row, and gives its reservation back.

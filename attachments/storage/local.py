@@ -148,8 +148,8 @@ class LocalGateway:
                                  last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC))
 
     def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
-                       expires_in: int) -> UploadInstruction | None:
-        return None  # the service hands out its own signed PUT URL
+                       expires_in: int, sha256: str = "") -> UploadInstruction | None:
+        return None  # the service hands out its own signed PUT URL (and checks sha256 as it stores)
 
     def presign_download(self, key: str, *, content_type: str, disposition: str,
                          expires_in: int) -> str | None:

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.files import File
 from storages.backends.s3 import S3Storage
 
+from ..checksums import sha256_base64
 from .base import ObjectInfo, PartsInvalid, StorageError, UploadInstruction, UploadPart, validate_key
 
 
@@ -287,32 +288,41 @@ class S3Gateway:
     # --- presigned URLs ----------------------------------------------------------
 
     def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
-                       expires_in: int) -> UploadInstruction:
-        """A presigned POST (size-bounded by its policy), PUT, or multipart set of part PUTs."""
+                       expires_in: int, sha256: str = "") -> UploadInstruction:
+        """A presigned POST (size-bounded by its policy), PUT, or multipart set of part PUTs.
+
+        sha256 (hex), when the client declared one, is signed as x-amz-checksum-sha256
+        so S3 refuses other bytes. Multipart cannot carry it (S3's checksums there are
+        per part, or whole-object for CRCs only): intake's comparison is its check.
+        """
         validate_key(key)
+        checksum = sha256_base64(sha256) if sha256 else ""
         try:
             if max_bytes > self.multipart_threshold:
                 return self._presign_multipart(key, content_type=content_type, total=max_bytes,
                                                expires_in=expires_in)
             if self.upload_method == "PUT":
-                # Both headers are signed. "If-None-Match: *" makes S3 refuse a second
-                # PUT to the key (412), so the URL is single-use; a PUT cannot bound the
-                # body's size, intake does (HEAD → too_large → quarantine).
-                url = self.client.generate_presigned_url(
-                    "put_object",
-                    Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type, "IfNoneMatch": "*"},
-                    ExpiresIn=expires_in,
-                )
-                return UploadInstruction(method="PUT", url=url,
-                                         headers={"Content-Type": content_type, "If-None-Match": "*"})
+                # Every header is signed. "If-None-Match: *" makes S3 refuse a second
+                # PUT to the key (412), so the URL is single-use; the signed
+                # Content-Length makes S3 refuse any other size (a store that does not
+                # check is caught at intake: HEAD → size_mismatch → quarantine).
+                params: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "ContentType": content_type,
+                                          "IfNoneMatch": "*", "ContentLength": max_bytes}
+                headers = {"Content-Type": content_type, "If-None-Match": "*"}
+                if checksum:
+                    params["ChecksumSHA256"] = checksum
+                    headers["x-amz-checksum-sha256"] = checksum
+                url = self.client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
+                return UploadInstruction(method="PUT", url=url, headers=headers)
             # The policy makes S3 itself refuse a body over max_bytes, a key other
             # than ours, or another Content-Type (moto does not check; S3 does).
+            fields = {"Content-Type": content_type}
+            conditions: list[Any] = [{"Content-Type": content_type}, ["content-length-range", 0, max_bytes]]
+            if checksum:
+                fields["x-amz-checksum-sha256"] = checksum
+                conditions.append({"x-amz-checksum-sha256": checksum})
             post = self.client.generate_presigned_post(
-                Bucket=self.bucket,
-                Key=key,
-                Fields={"Content-Type": content_type},
-                Conditions=[{"Content-Type": content_type}, ["content-length-range", 0, max_bytes]],
-                ExpiresIn=expires_in,
+                Bucket=self.bucket, Key=key, Fields=fields, Conditions=conditions, ExpiresIn=expires_in,
             )
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"presign {key}: {exc}") from exc

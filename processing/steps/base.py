@@ -18,6 +18,8 @@ class StepInput:
 
     profile: Any  # attachments.profiles.Profile: name, allowed_types, max_bytes, processor
     size: int | None = None  # bytes in storage
+    declared_size: int | None = None  # what the intent said it would send (intake compares)
+    declared_sha256: str = ""  # hex; empty when the intent declared none
     content_type: str | None = None  # sniffed at intake; None before it
     head: bytes = b""  # the first bytes (intake)
     chunks: Callable[[], Iterable[bytes]] | None = None  # a fresh stream of the bytes per call

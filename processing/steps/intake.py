@@ -1,6 +1,14 @@
-"""Intake: believe storage, not the claim. Size from storage, type from the first bytes."""
+"""Intake: believe storage, not the claim. Size from storage, type from the first bytes.
+
+What the intent declared (its size, its SHA-256 when it gave one) must match
+what storage holds: a store that cannot bound a body (a presigned PUT, an S3
+stand-in that ignores POST policies or checksums) is caught here, before the
+file is scanned, decoded or counted at its stored size.
+"""
 
 from __future__ import annotations
+
+import hashlib
 
 from processing.errors import ContentRejected
 
@@ -22,6 +30,10 @@ class Intake(Step):
         profile, size = given.profile, given.size or 0
         if size > profile.max_bytes:
             raise ContentRejected("too_large", f"{size} bytes is over the {profile.max_bytes} byte limit.")
+        if given.declared_size is not None and size != given.declared_size:
+            raise ContentRejected("size_mismatch", f"Stored {size} bytes; the upload declared {given.declared_size}.")
+        if given.declared_sha256:
+            _check_digest(given)
         detected = detect_type(given.head)
         if not profile.allows(detected):
             signature = _malware_signature(given) if size <= SCAN_REJECTS_UP_TO else None
@@ -32,6 +44,17 @@ class Intake(Step):
                 f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
             )
         return StepResult(fields={"stored_size": size, "content_type": detected})
+
+
+def _check_digest(given: StepInput) -> None:
+    assert given.chunks is not None
+    digest = hashlib.sha256()
+    for chunk in given.chunks():
+        digest.update(chunk)
+    if digest.hexdigest() != given.declared_sha256:
+        raise ContentRejected("checksum_mismatch",
+                              f"The stored bytes' SHA-256 is {digest.hexdigest()}; the upload declared "
+                              f"{given.declared_sha256}.")
 
 
 def _malware_signature(given: StepInput) -> str | None:

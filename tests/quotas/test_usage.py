@@ -109,12 +109,24 @@ def test_a_lowered_quota_refuses_until_room_is_freed(alice, api):
 def test_reservation_is_replaced_by_the_stored_size(alice, api):
     client = api(alice)
     data = jpeg_bytes()
+    intent = create_intent(client, size=len(data))
+    assert usage(client)["bytes_used"] == len(data)
+    assert put_bytes(intent.json()["upload"]["url"], data, content_type="image/jpeg").status_code == 202
+    assert run_pipeline(intent.json()["id"]) == "ready"
+    assert usage(client) == {"bytes_used": len(data), "bytes_limit": None, "files_used": 1, "files_limit": None}
+    assert_consistent()
+
+
+def test_a_body_shorter_than_declared_is_rejected_and_stops_counting(alice, api):
+    client = api(alice)
+    data = jpeg_bytes()
     intent = create_intent(client, size=len(data) + 5000)  # declared more than it sends
     assert usage(client)["bytes_used"] == len(data) + 5000
     assert put_bytes(intent.json()["upload"]["url"], data, content_type="image/jpeg").status_code == 202
     assert usage(client)["bytes_used"] == len(data) + 5000  # still reserved until intake measures it
-    assert run_pipeline(intent.json()["id"]) == "ready"
-    assert usage(client) == {"bytes_used": len(data), "bytes_limit": None, "files_used": 1, "files_limit": None}
+    assert run_pipeline(intent.json()["id"]) == "rejected"
+    assert client.get(f"/api/v1/attachments/{intent.json()['id']}").json()["reason"]["code"] == "size_mismatch"
+    assert usage(client) == {"bytes_used": 0, "bytes_limit": None, "files_used": 0, "files_limit": None}
     assert_consistent()
 
 
