@@ -227,8 +227,17 @@ def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], b
     display, display_type = _encode_display(shown, icc if isinstance(icc, bytes) else None)
     display_size = shown.size
     thumb = _thumbnail(shown, bounds.thumbnail_size, 1)
+    data, thumbnail = _facts(fmt, width, height, frames, orientation, thumb)
+    data["display"] = {"width": display_size[0], "height": display_size[1], "content_type": display_type,
+                       "sha256": hashlib.sha256(display).hexdigest(), "size": len(display)}
+    return data, thumbnail, display
+
+
+def _facts(fmt: str, width: int, height: int, frames: int, orientation: int,
+           thumb: Image.Image) -> tuple[dict[str, Any], bytes]:
+    """What every image reports (its size as displayed), and its thumbnail as WebP."""
     buf = io.BytesIO()
-    thumb.save(buf, "WEBP", quality=80, method=2)
+    thumb.save(buf, "WEBP", quality=80, method=2)  # method 2: faster, a few % larger at 256 px
     if orientation in (5, 6, 7, 8):
         width, height = height, width
     data = {
@@ -238,10 +247,8 @@ def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], b
         "frames": frames,
         "orientation": orientation,
         "thumbnail": {"width": thumb.width, "height": thumb.height},
-        "display": {"width": display_size[0], "height": display_size[1], "content_type": display_type,
-                    "sha256": hashlib.sha256(display).hexdigest(), "size": len(display)},
     }
-    return data, buf.getvalue(), display
+    return data, buf.getvalue()
 
 
 def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
@@ -283,23 +290,12 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
         with Image.open(io.BytesIO(sanitized), formats=ALLOWED_FORMATS) as check:
             if check.size != (width, height):
                 raise Rejected("corrupt", "sanitized copy does not match the original")
-    buf = io.BytesIO()
-    thumb.save(buf, "WEBP", quality=80, method=2)  # method 2: faster, a few % larger at 256 px
-    if orientation in (5, 6, 7, 8):
-        width, height = height, width
-    data = {
-        "format": fmt,
-        "width": width,
-        "height": height,
-        "frames": frames,
-        "orientation": orientation,
-        "thumbnail": {"width": thumb.width, "height": thumb.height},
-        # The served rendition's digest, taken while its bytes are in memory here:
-        # the parent would otherwise read the file back just to hash it.
-        "sanitized_sha256": hashlib.sha256(sanitized).hexdigest(),
-        "sanitized_size": len(sanitized),
-    }
-    return data, buf.getvalue(), sanitized
+    data, thumbnail = _facts(fmt, width, height, frames, orientation, thumb)
+    # The served rendition's digest, taken while its bytes are in memory here:
+    # the parent would otherwise read the file back just to hash it.
+    data["sanitized_sha256"] = hashlib.sha256(sanitized).hexdigest()
+    data["sanitized_size"] = len(sanitized)
+    return data, thumbnail, sanitized
 
 
 def process(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any], dict[str, str]]:
