@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
-REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "corrupt", "timeout", "malware"})
+REASON_CODES = frozenset(
+    {"pixel_limit", "page_limit", "archive_limit", "archive_uninspectable", "corrupt", "timeout", "malware"}
+)
 
 
 class Rejected(Exception):
