@@ -75,3 +75,14 @@ def test_a_different_limit_alone_is_transient_retried_then_failed(alice, api, fi
     queued.extend([KILLED, MEMORY])
     assert run_pipeline(attachment_id) == "failed"  # at the attempts cap
     assert DeadLetter.objects.filter(attachment_id=attachment_id).exists()
+
+
+def test_the_solo_rerun_derivatives_are_stored(alice, api, first_runs):
+    from tests.support import jpeg_bytes
+
+    queued, calls = first_runs
+    queued.append(KILLED)
+    attachment_id = upload(api(alice), jpeg_bytes((320, 240)))
+    assert run_pipeline(attachment_id) == "ready"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert calls[1].endswith("/solo") and row.derivatives.filter(kind="thumbnail").exists()

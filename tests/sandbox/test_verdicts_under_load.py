@@ -90,5 +90,5 @@ def test_four_jobs_at_once_under_a_tight_memory_limit_match_one_at_a_time(tmp_pa
     assert alone[NESTED] == "ready" and alone["macos-nested.zip"] == "ready", alone
     differing = {name: (alone[name], together[name]) for name in alone
                  if _strip(alone)[name] != _strip(together)[name]}
-    assert not differing
+    assert not differing, differing
     assert not [v for v in alone.values() if v.startswith("transient")]
