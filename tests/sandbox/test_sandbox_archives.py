@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from processing.sandbox import Bounds
-from tests.sandbox.helpers import outcome
+from tests.sandbox.helpers import outcome, zip_patched
 
 
 def make_zip(
@@ -121,20 +121,6 @@ def test_symlinks(run) -> None:
         assert outcome(run("zip", escaping)) == "rejected:archive_limit", target
 
 
-def _patched(data: bytes, *, method: int | None = None, flags: int = 0) -> bytes:
-    """Every entry's method and flag bits set in both its local header and its central
-    directory entry (zipfile writes neither Deflate64, implode nor encryption)."""
-    out = bytearray(data)
-    for sig, flag_at, method_at in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
-        pos = out.find(sig)
-        while pos != -1:
-            out[pos + flag_at] |= flags
-            if method is not None:
-                out[pos + method_at : pos + method_at + 2] = method.to_bytes(2, "little")
-            pos = out.find(sig, pos + 4)
-    return bytes(out)
-
-
 UNINSPECTABLE = {
     "deflate64": {"method": 9},
     "implode": {"method": 6},
@@ -146,7 +132,7 @@ UNINSPECTABLE = {
 @pytest.mark.parametrize("kind", UNINSPECTABLE)
 def test_members_that_cannot_be_inflated_are_rejected(run, kind: str) -> None:
     # The bytes stay stored EICAR: whatever the method claims, no scan ever sees them.
-    data = _patched(make_zip([("readme.txt", b"hello"), ("tools/eicar.com", EICAR)],
+    data = zip_patched(make_zip([("readme.txt", b"hello"), ("tools/eicar.com", EICAR)],
                              method=zipfile.ZIP_STORED), **UNINSPECTABLE[kind])
     result = run("zip", data, member_rules=RULES)
     assert outcome(result) == "rejected:archive_uninspectable", result.message
@@ -154,21 +140,21 @@ def test_members_that_cannot_be_inflated_are_rejected(run, kind: str) -> None:
 
 
 def test_an_uninspectable_member_one_level_down_is_rejected(run) -> None:
-    inner = _patched(make_zip([("bomb.bin", b"\0" * 1000)]), method=9)
+    inner = zip_patched(make_zip([("bomb.bin", b"\0" * 1000)]), method=9)
     result = run("zip", make_zip([("inner.zip", inner), ("a.txt", b"x")]), member_rules=RULES)
     assert outcome(result) == "rejected:archive_uninspectable" and "bomb.bin" in result.message
 
 
 @pytest.mark.parametrize("kind", UNINSPECTABLE)
 def test_the_setting_lets_them_through_unscanned_on_their_declared_sizes(run, kind: str) -> None:
-    data = _patched(make_zip([("secret.txt", b"s" * 100)]), **UNINSPECTABLE[kind])
+    data = zip_patched(make_zip([("secret.txt", b"s" * 100)]), **UNINSPECTABLE[kind])
     allow = Bounds(zip_allow_uninspectable=True)
     result = run("zip", data, bounds=allow, member_rules=RULES)
     assert outcome(result) == "ready", result.message
     assert result.data["uninspectable_entries"] == 1 and result.data["scanned_entries"] == 0
     assert result.data["encrypted_entries"] == (kind == "encrypted")
     # Declared sizes still count: a Deflate64 "bomb" over the ratio is archive_limit either way.
-    bomb = _patched(make_zip([("zeros", b"\0" * (10 << 20))]), **UNINSPECTABLE[kind])
+    bomb = zip_patched(make_zip([("zeros", b"\0" * (10 << 20))]), **UNINSPECTABLE[kind])
     assert outcome(run("zip", bomb, bounds=allow)) == "rejected:archive_limit"
 
 
