@@ -20,6 +20,7 @@ class ReasonCode(models.TextChoices):
     PIXEL_LIMIT = "pixel_limit", "pixel_limit"
     PAGE_LIMIT = "page_limit", "page_limit"
     ARCHIVE_LIMIT = "archive_limit", "archive_limit"
+    ARCHIVE_UNINSPECTABLE = "archive_uninspectable", "archive_uninspectable"
     DURATION_LIMIT = "duration_limit", "duration_limit"
     CORRUPT = "corrupt", "corrupt"
     TIMEOUT = "timeout", "timeout"

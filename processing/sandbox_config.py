@@ -30,6 +30,7 @@ def bounds_from_settings():
         zip_max_ratio=settings.AIRLOCK_ZIP_MAX_RATIO,
         zip_max_total_bytes=settings.AIRLOCK_ZIP_MAX_TOTAL_BYTES,
         zip_max_depth=settings.AIRLOCK_ZIP_MAX_DEPTH,
+        zip_allow_uninspectable=settings.AIRLOCK_ZIP_ALLOW_UNINSPECTABLE,
     )
 
 

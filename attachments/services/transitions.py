@@ -84,6 +84,9 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
             "from_status": from_status,
             "actor": actor,
             "reason_code": attachment.reason_code or None,
+            # why, in the log line itself: a rejection is final, a retry says what went wrong
+            "reason_message": (note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[:300]
+            or None,
         },
     )
     return attachment

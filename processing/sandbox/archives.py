@@ -18,9 +18,10 @@ past its claim; one that produces fewer is corrupt). The rules (all -> rejected/
 - a nested zip (detected by magic, not name) deeper than zip_max_depth.
 A central directory whose entries do not point at local headers is corrupt (a spanned
 archive's last segment), and so is an entry that does not inflate (bad CRC, broken
-stream, shorter than declared). Entries we cannot decompress (Deflate64, implode, encrypted)
-are counted as uninspectable, not rejected: their declared sizes are still bounded
-(nothing in our stack inflates them). bzip2/LZMA entries are inflated through zipfile,
+stream, shorter than declared). An entry we cannot decompress (Deflate64, implode,
+encrypted, any method zipfile lacks) is rejected/archive_uninspectable: its declared size
+could hide a bomb and its content a payload no scan saw. With zip_allow_uninspectable it
+is counted instead and passes unscanned, its declared size still bounded. bzip2/LZMA entries are inflated through zipfile,
 which does not bound one call's output: RLIMIT_AS does (a MemoryError is corrupt).
 A nested zip that does not parse is uninspectable too; only its limits propagate.
 """
@@ -119,6 +120,15 @@ def _check_symlink(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
         raise _limit(f"symlink leaves the archive: {short_repr(target)}")
 
 
+def _uninspectable(info: zipfile.ZipInfo, why: str, bounds: Bounds, st: _Stats) -> None:
+    if not bounds.zip_allow_uninspectable:
+        raise Rejected(
+            "archive_uninspectable",
+            f"entry {short_repr(info.filename)} {why}: its content cannot be inflated or scanned",
+        )
+    st.uninspectable += 1
+
+
 def _inflate(
     zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats, scan: MemberScan | None
 ) -> bytes | None:
@@ -175,8 +185,8 @@ def _entry(
 ) -> None:
     try:
         blob = _inflate(zf, info, st, st.scan)
-    except NotImplementedError:  # Deflate64, implode: nobody in our stack expands them either
-        st.uninspectable += 1
+    except NotImplementedError:  # Deflate64, implode, PPMd...: zipfile has no decompressor
+        _uninspectable(info, f"uses compression method {info.compress_type}", bounds, st)
         return
     except Rejected:
         raise
@@ -235,8 +245,9 @@ def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -
             raise _limit(f"expansion ratio {total / max(size, 1):.1f} > {bounds.zip_max_ratio:g}")
         _check_layout(fh, size, infos)
         for info in infos:
-            if info.flag_bits & 0x1:
-                st.encrypted += 1  # listed within bounds; content cannot be read here
+            if info.flag_bits & 0x1:  # ZipCrypto or WinZip AES: no password here
+                st.encrypted += 1
+                _uninspectable(info, "is encrypted", bounds, st)
                 continue
             if info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16):
                 st.symlinks += 1

@@ -68,7 +68,11 @@ def _from_payload(payload: bytes, work_dir: Path, rss: int | None) -> SandboxRes
 def classify(
     status: dict[str, Any], payload: bytes, limits: Limits, work_dir: Path
 ) -> SandboxResult:
-    """Classify one finished job; every branch is a content outcome."""
+    """Classify one finished job; every branch is a content outcome.
+
+    A resource limit (timeout, cpu, memory, signal) is marked in killed_by: the caller
+    takes it for a verdict only when a solo re-run trips it again (solo.py).
+    """
     rss = status.get("maxrss_kb")
     rss = int(rss) if isinstance(rss, int) else None
     sig, cpu = status.get("signal"), float(status.get("cpu_seconds") or 0.0)

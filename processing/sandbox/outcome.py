@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
-REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "corrupt", "timeout", "malware"})
+REASON_CODES = frozenset(
+    {"pixel_limit", "page_limit", "archive_limit", "archive_uninspectable", "corrupt", "timeout", "malware"}
+)
+
+
+# What a job can run into because of the host as much as because of its bytes: a busy host
+# stretches wall time, memory pressure gets a job killed, a C library that cannot map
+# memory under RLIMIT_AS aborts. Only a repeat on a quiet re-run makes one a verdict (solo.py).
+RESOURCE_LIMITS = frozenset({"timeout", "cpu", "memory", "signal"})
 
 
 class Rejected(Exception):
@@ -56,3 +64,7 @@ class SandboxResult:
     files: dict[str, Path] = field(default_factory=dict)  # derivatives inside work_dir
     peak_rss_kb: int | None = None  # the job process's ru_maxrss
     killed_by: str | None = None  # None | "timeout" | "signal" | "memory" | "cpu"
+
+    @property
+    def hit_resource_limit(self) -> bool:
+        return self.outcome == "rejected" and self.killed_by in RESOURCE_LIMITS

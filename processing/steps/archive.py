@@ -23,8 +23,11 @@ class Zip(SandboxStep):
             from processing.metrics import record_member_scan
 
             record_member_scan("clean")
-        return StepResult(metadata={"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
-                                    "nested_archives": data.get("nested_archives")})
+        metadata = {"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
+                    "nested_archives": data.get("nested_archives")}
+        if data.get("uninspectable_entries"):  # only with AIRLOCK_ZIP_ALLOW_UNINSPECTABLE: never scanned
+            metadata["unscanned_entries"] = data["uninspectable_entries"]
+        return StepResult(metadata=metadata)
 
     def rejected(self, reason_code: str | None, message: str) -> None:
         if reason_code == "malware":  # only the member scan finds malware in this job

@@ -95,9 +95,16 @@ class SandboxStep(Step):
 
     def run(self, given: StepInput) -> StepResult:
         from processing import sandbox_config  # looked up per call: tests and benchmarks wrap it
+        from processing.errors import TransientError
+        from processing.sandbox.solo import ResourcePressure, run_settled
 
-        assert given.path is not None and given.work_dir is not None
-        outcome = sandbox_config.run_sandboxed(self.name, given.path, given.work_dir)
+        path = given.path
+        assert path is not None and given.work_dir is not None
+        try:  # a resource limit rejects only when it trips again on a solo re-run
+            outcome = run_settled(lambda work: sandbox_config.run_sandboxed(self.name, path, work), given.work_dir,
+                                  wait_seconds=sandbox_config.limits_from_settings().wall_seconds)
+        except ResourcePressure as exc:
+            raise TransientError(f"sandbox {self.name}: {exc}") from exc
         if outcome.outcome != "ok":
             self.rejected(outcome.reason_code, outcome.message)
             raise ContentRejected(outcome.reason_code or "corrupt", outcome.message or "could not be decoded")

@@ -95,3 +95,18 @@ BLOCK_FS_LAYERS = (
     "for _b in (0x10000000, 0x20000)]; "
     "_f.add_rule(_sc.ERRNO(errno.ENOSYS), 'clone3'); _f.load(); "
 )
+
+
+def zip_patched(data: bytes, *, method: int | None = None, flags: int = 0) -> bytes:
+    """Every entry's method and flag bits set in both its local header and its central
+    directory entry (zipfile writes neither Deflate64, implode nor encryption). Stored
+    entry data must not itself hold a PK header signature."""
+    out = bytearray(data)
+    for sig, flag_at, method_at in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
+        pos = out.find(sig)
+        while pos != -1:
+            out[pos + flag_at] |= flags
+            if method is not None:
+                out[pos + method_at : pos + method_at + 2] = method.to_bytes(2, "little")
+            pos = out.find(sig, pos + 4)
+    return bytes(out)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from processing.sandbox import Bounds
-from tests.sandbox.helpers import outcome
+from tests.sandbox.helpers import outcome, zip_patched
 
 
 def make_zip(
@@ -121,14 +121,41 @@ def test_symlinks(run) -> None:
         assert outcome(run("zip", escaping)) == "rejected:archive_limit", target
 
 
-def test_encrypted_and_unsupported_entries_are_listed_not_rejected(run) -> None:
-    data = bytearray(make_zip([("secret.txt", b"s" * 100)]))
-    # flag bit 0 (encrypted) in both the local header and the central directory entry
-    for sig, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
-        pos = data.index(sig)
-        data[pos + offset] |= 0x01
-    result = run("zip", bytes(data))
-    assert outcome(result) == "ready" and result.data["encrypted_entries"] == 1
+UNINSPECTABLE = {
+    "deflate64": {"method": 9},
+    "implode": {"method": 6},
+    "ppmd": {"method": 98},
+    "encrypted": {"flags": 0x01},
+}
+
+
+@pytest.mark.parametrize("kind", UNINSPECTABLE)
+def test_members_that_cannot_be_inflated_are_rejected(run, kind: str) -> None:
+    # The bytes stay stored EICAR: whatever the method claims, no scan ever sees them.
+    data = zip_patched(make_zip([("readme.txt", b"hello"), ("tools/eicar.com", EICAR)],
+                             method=zipfile.ZIP_STORED), **UNINSPECTABLE[kind])
+    result = run("zip", data, member_rules=RULES)
+    assert outcome(result) == "rejected:archive_uninspectable", result.message
+    assert "'readme.txt'" in result.message and "cannot be inflated or scanned" in result.message
+
+
+def test_an_uninspectable_member_one_level_down_is_rejected(run) -> None:
+    inner = zip_patched(make_zip([("bomb.bin", b"\0" * 1000)]), method=9)
+    result = run("zip", make_zip([("inner.zip", inner), ("a.txt", b"x")]), member_rules=RULES)
+    assert outcome(result) == "rejected:archive_uninspectable" and "bomb.bin" in result.message
+
+
+@pytest.mark.parametrize("kind", UNINSPECTABLE)
+def test_the_setting_lets_them_through_unscanned_on_their_declared_sizes(run, kind: str) -> None:
+    data = zip_patched(make_zip([("secret.txt", b"s" * 100)]), **UNINSPECTABLE[kind])
+    allow = Bounds(zip_allow_uninspectable=True)
+    result = run("zip", data, bounds=allow, member_rules=RULES)
+    assert outcome(result) == "ready", result.message
+    assert result.data["uninspectable_entries"] == 1 and result.data["scanned_entries"] == 0
+    assert result.data["encrypted_entries"] == (kind == "encrypted")
+    # Declared sizes still count: a Deflate64 "bomb" over the ratio is archive_limit either way.
+    bomb = zip_patched(make_zip([("zeros", b"\0" * (10 << 20))]), **UNINSPECTABLE[kind])
+    assert outcome(run("zip", bomb, bounds=allow)) == "rejected:archive_limit"
 
 
 @pytest.mark.parametrize("data", [b"PK\x03\x04garbage", b"", b"not a zip at all" * 10])

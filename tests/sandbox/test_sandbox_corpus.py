@@ -113,7 +113,11 @@ def test_corpus_specific_facts(run) -> None:
     assert nested.data["nested_archives"] == 1 and nested.data["max_depth"] == 1
     assert run("zip", c / "tika/test-documents-spanned.zip").reason_code == "corrupt"
     deflate64 = run("zip", c / "commons-compress/lorem-ipsum-deflate64.zip")
-    assert deflate64.data["uninspectable_entries"] == 1
+    assert deflate64.reason_code == "archive_uninspectable" and "method 9" in deflate64.message
+    allowed = run("zip", c / "commons-compress/lorem-ipsum-deflate64.zip", bounds=Bounds(zip_allow_uninspectable=True))
+    assert allowed.outcome == "ok" and allowed.data["uninspectable_entries"] == 1
+    aes = run("zip", c / "recursive-extractor/TestDataEncryptedAES.zip")
+    assert aes.reason_code == "archive_uninspectable" and "encrypted" in aes.message
     symlinks = run("zip", c / "commons-compress/COMPRESS-214_unix_symlinks.zip")
     assert symlinks.data["symlinks"] == 9
     # zbsm with the size bounds lifted is still caught: its entries overlap
