@@ -28,6 +28,14 @@ def storage_root(tmp_path, settings):
 
 
 @pytest.fixture(autouse=True)
+def _solo_rerun_lock_of_this_test(tmp_path, monkeypatch):
+    """Each test's solo re-runs (processing/sandbox/solo.py) have a lock and a spacing of their own."""
+    from processing.sandbox import solo
+
+    monkeypatch.setattr(solo, "LOCK_PATH", tmp_path / "solo.lock")
+
+
+@pytest.fixture(autouse=True)
 def _clear_cache():
     from django.conf import settings
     from django.core.cache import cache

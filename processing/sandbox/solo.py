@@ -28,6 +28,12 @@ log = logging.getLogger("airlock.sandbox")
 
 LOCK_PATH = Path(tempfile.gettempdir()) / "airlock-sandbox-solo.lock"
 POLL_SECONDS = 0.05  # flock has no timed wait; a solo re-run is rare
+# A solo re-run stops every other job of the host while it runs. So that files which
+# trip their limits on purpose (one tenant's timeout bombs) cannot keep the host in
+# re-runs, after one that took d seconds the next may start only SPACING × d later
+# (the host is then alone at most 1/(1+SPACING) of the time); until then a limit is
+# transient: retried later, `failed` at the attempts cap, never served.
+SPACING = 3.0
 
 
 class ResourcePressure(Exception):
@@ -65,16 +71,24 @@ def run_settled(
     work_dir: Path,
     *,
     wait_seconds: float,
-    lock_path: Path = LOCK_PATH,
+    lock_path: Path | None = None,
 ) -> SandboxResult:
     """run(work_dir) once; on a resource limit, once more alone (in work_dir/solo)."""
+    lock_path = lock_path or LOCK_PATH
     with _flock(lock_path, fcntl.LOCK_SH, None):
         first = run(work_dir)
     if not first.hit_resource_limit:
         return first
+    budget = lock_path.with_suffix(".next")  # its mtime: when the next re-run may start
+    if _not_before(budget) > time.time():
+        raise ResourcePressure(f"{first.message} under load; another solo re-run ran just before")
     try:
         with _flock(lock_path, fcntl.LOCK_EX, wait_seconds):
-            second = run(work_dir / "solo")
+            started = time.time()
+            try:
+                second = run(work_dir / "solo")
+            finally:
+                _set_not_before(budget, time.time() + SPACING * (time.time() - started))
     except ResourcePressure as exc:
         raise ResourcePressure(f"{first.message} under load; {exc}") from None
     if not second.hit_resource_limit:
@@ -82,3 +96,18 @@ def run_settled(
     if second.killed_by == first.killed_by:
         return replace(second, message=f"{second.message} (again when run alone)")
     raise ResourcePressure(f"{first.message} under load; alone: {second.message}")
+
+
+def _not_before(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _set_not_before(path: Path, when: float) -> None:
+    try:
+        path.touch(mode=0o666)
+        os.utime(path, (when, when))
+    except OSError as exc:  # no budget file: re-runs are then unspaced, never refused
+        log.warning("sandbox solo budget unavailable", extra={"error": str(exc)})

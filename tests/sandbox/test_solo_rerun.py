@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from processing.sandbox import SandboxResult
-from processing.sandbox.solo import ResourcePressure, run_settled
+from processing.sandbox.solo import SPACING, ResourcePressure, run_settled
 
 KILLED = SandboxResult("rejected", "corrupt", "decoder crashed (SIGKILL)", killed_by="signal")
 OK = SandboxResult("ok", None, "")
@@ -54,3 +55,21 @@ def test_no_quiet_moment_is_transient(tmp_path: Path) -> None:
             run_settled(lambda w: KILLED, tmp_path, wait_seconds=0.2, lock_path=lock)
     finally:
         os.close(other_job)
+
+
+def test_solo_reruns_are_spaced_so_limit_trippers_cannot_hold_the_host(tmp_path: Path) -> None:
+    # One tenant's timeout bombs must not keep every other job waiting on re-runs.
+    lock, calls = tmp_path / "solo.lock", []
+
+    def run(work: Path) -> SandboxResult:
+        calls.append(work.name)
+        time.sleep(0.2 if work.name == "solo" else 0)  # the re-run took 0.2 s
+        return KILLED
+
+    assert run_settled(run, tmp_path / "a", wait_seconds=5, lock_path=lock).killed_by == "signal"
+    with pytest.raises(ResourcePressure, match="another solo re-run ran just before"):
+        run_settled(run, tmp_path / "b", wait_seconds=5, lock_path=lock)
+    assert calls == ["a", "solo", "b"]  # no second re-run within SPACING x 0.2 s
+    time.sleep(SPACING * 0.2 + 0.1)
+    run_settled(run, tmp_path / "c", wait_seconds=5, lock_path=lock)
+    assert calls[-2:] == ["c", "solo"]
