@@ -21,6 +21,8 @@ class ReasonCode(models.TextChoices):
     PAGE_LIMIT = "page_limit", "page_limit"
     ARCHIVE_LIMIT = "archive_limit", "archive_limit"
     DURATION_LIMIT = "duration_limit", "duration_limit"
+    STREAM_LIMIT = "stream_limit", "stream_limit"
+    CODEC_NOT_ALLOWED = "codec_not_allowed", "codec_not_allowed"
     CORRUPT = "corrupt", "corrupt"
     TIMEOUT = "timeout", "timeout"
     OBJECT_MISSING = "object_missing", "object_missing"

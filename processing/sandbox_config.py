@@ -30,6 +30,9 @@ def bounds_from_settings():
         zip_max_ratio=settings.AIRLOCK_ZIP_MAX_RATIO,
         zip_max_total_bytes=settings.AIRLOCK_ZIP_MAX_TOTAL_BYTES,
         zip_max_depth=settings.AIRLOCK_ZIP_MAX_DEPTH,
+        media_max_duration_seconds=settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS,
+        media_max_pixels=settings.AIRLOCK_MEDIA_MAX_PIXELS,
+        media_max_streams=settings.AIRLOCK_MEDIA_MAX_STREAMS,
     )
 
 

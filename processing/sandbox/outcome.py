@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
-REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "corrupt", "timeout", "malware"})
+REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "corrupt", "timeout", "malware",
+                          "duration_limit", "codec_not_allowed", "stream_limit"})
 
 
 class Rejected(Exception):
