@@ -160,8 +160,11 @@ def _open(src: Source, fmt: str) -> Any:
     if not isinstance(target, str):
         target.seek(0)
     try:
-        # threads=1 reaches the decoders find_stream_info opens too.
-        return av.open(target, format=fmt, options={"threads": "1"})
+        # For the decoders avformat_find_stream_info opens to fill in the stream parameters:
+        # skip_frame=all lets them parse headers (the frame size) but decode no picture, so a
+        # huge frame is never allocated before check_bounds; one thread each. The decoder the
+        # poster uses is opened afterwards, without these options.
+        return av.open(target, format=fmt, options={"threads": "1", "skip_frame": "all"})
     except av.FFmpegError as exc:
         raise Rejected("corrupt", f"cannot demux the headers: {short_repr(str(exc), 160)}") from None
 

@@ -93,6 +93,22 @@ def test_hostile_video_is_rejected_with_its_reason(alice, api, name, code):
     assert client.get(f"/api/v1/attachments/{row.pk}/thumbnail").status_code == 404
 
 
+def test_a_huge_frame_is_refused_from_its_header_without_being_decoded(tmp_path):
+    # 8200x4400 in yuv420p is 54 MB: had anything decoded it (FFmpeg's stream probe
+    # decodes a frame unless told not to), the job's peak memory would show it.
+    from processing.sandbox import run_job
+
+    small_dir, huge_dir = tmp_path / "small", tmp_path / "huge"
+    small_dir.mkdir()
+    huge_dir.mkdir()
+    small = run_job("media", GENERATED / "video_mpeg4_part2.mp4", small_dir)
+    huge = run_job("media", GENERATED / "video_8200x4400.mp4", huge_dir)
+    assert (huge.outcome, huge.reason_code) == ("rejected", "pixel_limit")
+    assert small.peak_rss_kb and huge.peak_rss_kb
+    frame_kb = 8200 * 4400 * 3 // 2 // 1024
+    assert huge.peak_rss_kb - small.peak_rss_kb < frame_kb // 2, (huge.peak_rss_kb, small.peak_rss_kb)
+
+
 def test_bounds_are_settings(alice, api, settings):
     settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS = 1
     status, row = _processed(api(alice), "video_h264_aac.mp4", "video/mp4")
