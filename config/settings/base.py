@@ -226,7 +226,8 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
         "single_per_owner": False,
     },
     "media": {
-        "allowed_types": ["video/mp4", "video/quicktime", "video/webm"],
+        "allowed_types": ["video/mp4", "video/quicktime", "video/webm",
+                          "audio/mp4", "audio/mpeg", "audio/ogg", "audio/x-wav"],  # M4A, MP3, Ogg/Opus, WAV
         "max_bytes": env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB),
         "processor": "media",
         "derivatives": ["thumbnail", "poster"],  # videos only

@@ -12,7 +12,7 @@ MANIFEST.tsv, as make_generated.py does.
 from __future__ import annotations
 
 import hashlib
-import io
+import tempfile
 import struct
 import sys
 from pathlib import Path
@@ -70,11 +70,14 @@ def _write_audio(container, stream, seconds: float) -> None:
         container.mux(packet)
 
 
-def _made(fmt: str, build) -> bytes:
-    buf = io.BytesIO()
-    with av.open(buf, "w", format=fmt) as container:
-        build(container)
-    return buf.getvalue()
+def _made(fmt: str, build, **options: str) -> bytes:
+    # Through a file: faststart rewrites the output by reopening it.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"out.{fmt}"
+        # bitexact: no random segment UID (WebM) or stream serial (Ogg), the same bytes every run.
+        with av.open(str(path), "w", format=fmt, options={"fflags": "+bitexact", **options}) as container:
+            build(container)
+        return path.read_bytes()
 
 
 def mp4_h264_aac() -> bytes:
@@ -84,6 +87,13 @@ def mp4_h264_aac() -> bytes:
         _write_video(c, video, 20)
         _write_audio(c, audio, 2)
     return _made("mp4", build)
+
+
+def mp4_faststart() -> bytes:
+    # moov first: what tests pad with a `free` box to any size (tests/s3/support.py mp4_bytes).
+    def build(c):
+        _write_video(c, _video(c, "libx264"), 10)
+    return _made("mp4", build, movflags="faststart")
 
 
 def mov_rotated() -> bytes:
@@ -110,6 +120,14 @@ def m4a_aac() -> bytes:
 
 def mp3() -> bytes:
     return _made("mp3", lambda c: _write_audio(c, _audio(c, "libmp3lame", 44100), 2))
+
+
+def ogg_opus() -> bytes:
+    return _made("ogg", lambda c: _write_audio(c, _audio(c, "libopus"), 2))
+
+
+def wav_pcm() -> bytes:
+    return _made("wav", lambda c: _write_audio(c, _audio(c, "pcm_s16le", 8000), 2))
 
 
 def mp4_4_hours() -> bytes:
@@ -175,10 +193,13 @@ def mp4_mpeg4_part2() -> bytes:
 
 FILES = {
     "video_h264_aac.mp4": mp4_h264_aac,
+    "video_faststart.mp4": mp4_faststart,
     "video_rotated.mov": mov_rotated,
     "video_vp9_opus.webm": webm_vp9_opus,
     "audio_aac.m4a": m4a_aac,
     "audio.mp3": mp3,
+    "audio_opus.ogg": ogg_opus,
+    "audio_pcm.wav": wav_pcm,
     "video_4_hours.mp4": mp4_4_hours,
     "video_8200x4400.mp4": mp4_frame_8200x4400,
     "video_truncated.mp4": mp4_truncated,

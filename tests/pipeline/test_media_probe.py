@@ -77,6 +77,29 @@ def test_video_is_probed_and_gets_a_poster_and_a_thumbnail(alice, api, name, con
     assert _body(download) == (GENERATED / name).read_bytes()
 
 
+@pytest.mark.parametrize(("name", "content_type", "expected"), [
+    ("audio_aac.m4a", "audio/mp4", {"container": "mov", "audio_codec": "aac", "audio_sample_rate": 48000}),
+    ("audio.mp3", "audio/mpeg", {"container": "mp3", "audio_codec": "mp3", "audio_sample_rate": 44100}),
+    ("audio_opus.ogg", "audio/ogg", {"container": "ogg", "audio_codec": "opus", "audio_sample_rate": 48000}),
+    ("audio_pcm.wav", "audio/x-wav", {"container": "wav", "audio_codec": "pcm_s16le", "audio_sample_rate": 8000}),
+])
+def test_audio_is_probed_without_a_poster(alice, api, name, content_type, expected):
+    client = api(alice)
+    status, row = _processed(client, name, content_type)
+    assert status == "ready", row.reason_message
+    resource = client.get(f"/api/v1/attachments/{row.pk}").json()
+    assert resource["content_type"] == content_type
+    meta = resource["metadata"]
+    assert {key: meta[key] for key in expected} == expected
+    assert meta["audio_channels"] == 2 and meta["stream_count"] == 1
+    assert 1.8 <= meta["duration_seconds"] <= 2.1
+    assert (meta["width"], meta["height"], meta["video_codec"], meta["rotation"]) == (None, None, None, None)
+    assert "poster" not in resource["derivatives"] and "thumbnail" not in resource["derivatives"]
+    assert "poster" not in resource["links"]
+    for link in ("thumbnail", "poster"):
+        assert client.get(f"/api/v1/attachments/{row.pk}/{link}").status_code == 404
+
+
 @pytest.mark.parametrize(("name", "code"), [
     ("video_4_hours.mp4", "duration_limit"),
     ("video_8200x4400.mp4", "pixel_limit"),
