@@ -106,6 +106,14 @@ def mov_rotated() -> bytes:
     return _made("mov", build)
 
 
+def mp4_hevc() -> bytes:
+    # x265 on one thread (no pools, one frame thread): the same bytes every run.
+    def build(c):
+        video = _video(c, "libx265", **{"x265-params": "log-level=none:pools=none:frame-threads=1"})
+        _write_video(c, video, 20)
+    return _made("mp4", build)
+
+
 def webm_vp9_opus() -> bytes:
     def build(c):
         video, audio = _video(c, "libvpx-vp9"), _audio(c, "libopus")
@@ -196,6 +204,7 @@ FILES = {
     "video_faststart.mp4": mp4_faststart,
     "video_rotated.mov": mov_rotated,
     "video_vp9_opus.webm": webm_vp9_opus,
+    "video_hevc.mp4": mp4_hevc,
     "audio_aac.m4a": m4a_aac,
     "audio.mp3": mp3,
     "audio_opus.ogg": ogg_opus,

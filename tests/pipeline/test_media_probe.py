@@ -45,6 +45,9 @@ def _processed(client, name: str, content_type: str) -> tuple[str, Attachment]:
     ("video_rotated.mov", "video/quicktime", {
         "container": "mov", "width": 48, "height": 64, "rotation": 90, "video_codec": "h264", "audio_codec": None,
         "stream_count": 1}),
+    ("video_hevc.mp4", "video/mp4", {
+        "container": "mov", "width": 64, "height": 48, "rotation": 0, "video_codec": "hevc", "audio_codec": None,
+        "stream_count": 1}),
     ("video_vp9_opus.webm", "video/webm", {
         "container": "matroska", "width": 64, "height": 48, "video_codec": "vp9", "audio_codec": "opus",
         "audio_channels": 2, "audio_sample_rate": 48000, "stream_count": 2}),
