@@ -22,6 +22,8 @@ class ReasonCode(models.TextChoices):
     ARCHIVE_LIMIT = "archive_limit", "archive_limit"
     ARCHIVE_UNINSPECTABLE = "archive_uninspectable", "archive_uninspectable"
     DURATION_LIMIT = "duration_limit", "duration_limit"
+    STREAM_LIMIT = "stream_limit", "stream_limit"
+    CODEC_NOT_ALLOWED = "codec_not_allowed", "codec_not_allowed"
     CORRUPT = "corrupt", "corrupt"
     TIMEOUT = "timeout", "timeout"
     OBJECT_MISSING = "object_missing", "object_missing"

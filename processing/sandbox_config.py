@@ -31,6 +31,9 @@ def bounds_from_settings():
         zip_max_total_bytes=settings.AIRLOCK_ZIP_MAX_TOTAL_BYTES,
         zip_max_depth=settings.AIRLOCK_ZIP_MAX_DEPTH,
         zip_allow_uninspectable=settings.AIRLOCK_ZIP_ALLOW_UNINSPECTABLE,
+        media_max_duration_seconds=settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS,
+        media_max_pixels=settings.AIRLOCK_MEDIA_MAX_PIXELS,
+        media_max_streams=settings.AIRLOCK_MEDIA_MAX_STREAMS,
     )
 
 

@@ -157,6 +157,7 @@ LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
     ("/api/v1/attachments", "post", "202"): _by_id(
         GetAttachment="attachments_retrieve", DownloadAttachment="attachments_download",
         ThumbnailAttachment="attachments_thumbnail", DisplayAttachment="attachments_display",
+        PosterAttachment="attachments_poster",
         DiscardAttachment="attachments_discard"),
 }
 

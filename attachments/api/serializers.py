@@ -210,9 +210,9 @@ class AttachmentResource:
                 derivatives["entries"] = {"count": meta.get("entries"), "total_bytes": meta.get("total_bytes")}
             if meta.get("page_count") is not None:
                 derivatives["page_count"] = meta.get("page_count")
-            if self.can_read and isinstance(meta.get("display"), dict):
-                derivatives["display"] = {"width": meta["display"].get("width"),
-                                          "height": meta["display"].get("height")}
+            for kind in ("display", "poster"):  # HEIC/HEIF/AVIF; video
+                if self.can_read and isinstance(meta.get(kind), dict):
+                    derivatives[kind] = {"width": meta[kind].get("width"), "height": meta[kind].get("height")}
         return derivatives
 
     @property
@@ -226,8 +226,9 @@ class AttachmentResource:
             links["download"] = f"{self.url}/download"
             if self.thumbnail is not None:
                 links["thumbnail"] = f"{self.url}/thumbnail"
-            if "display" in self.derivatives:
-                links["display"] = f"{self.url}/display"
+            for kind in ("display", "poster"):
+                if kind in self.derivatives:
+                    links[kind] = f"{self.url}/{kind}"
         return links
 
 
@@ -238,6 +239,27 @@ class _ArchivesOnly(serializers.IntegerField):
         if "entries" not in instance:
             raise SkipField()
         return super().get_attribute(instance)
+
+
+class _MediaOnly:
+    """Written (possibly null) for video and audio, whose metadata has `duration_seconds`; left out otherwise."""
+
+    def get_attribute(self, instance):
+        if "duration_seconds" not in instance:
+            raise SkipField()
+        return super().get_attribute(instance)
+
+
+class _MediaInt(_MediaOnly, serializers.IntegerField):
+    pass
+
+
+class _MediaFloat(_MediaOnly, serializers.FloatField):
+    pass
+
+
+class _MediaStr(_MediaOnly, serializers.CharField):
+    pass
 
 
 @extend_schema_serializer(component_name="Reason")
@@ -253,6 +275,8 @@ class LinksOutputSerializer(SharedSerializer):
     thumbnail = serializers.URLField(required=False, help_text="Present only when a thumbnail may be read.")
     display = serializers.URLField(
         required=False, help_text="HEIC/HEIF/AVIF only: the browser-viewable rendition, when it may be read.")
+    poster = serializers.URLField(
+        required=False, help_text="Video only: one frame near 1 s (WebP, long edge at most 1280 px), when it may be read.")
 
 
 @extend_schema_serializer(component_name="AttachmentMetadata")
@@ -262,6 +286,17 @@ class MetadataOutputSerializer(SharedSerializer):
     page_count = serializers.IntegerField(allow_null=True)
     entries = _ArchivesOnly(allow_null=True, required=False, help_text="Archives only.")
     total_bytes = _ArchivesOnly(allow_null=True, required=False, help_text="Archives only.")
+    container = _MediaStr(allow_null=True, required=False, help_text="Video/audio only: FFmpeg's demuxer name.")
+    duration_seconds = _MediaFloat(allow_null=True, required=False, help_text="Video/audio only, from the headers.")
+    rotation = _MediaInt(allow_null=True, required=False,
+                         help_text="Video only: degrees clockwise the stored frames are turned to be shown.")
+    video_codec = _MediaStr(allow_null=True, required=False, help_text="Video/audio only.")
+    frame_rate = _MediaFloat(allow_null=True, required=False, help_text="Video/audio only: frames per second.")
+    audio_codec = _MediaStr(allow_null=True, required=False, help_text="Video/audio only.")
+    audio_channels = _MediaInt(allow_null=True, required=False, help_text="Video/audio only.")
+    audio_sample_rate = _MediaInt(allow_null=True, required=False, help_text="Video/audio only: Hz.")
+    bit_rate = _MediaInt(allow_null=True, required=False, help_text="Video/audio only: bits per second, overall.")
+    stream_count = _MediaInt(allow_null=True, required=False, help_text="Video/audio only.")
 
 
 @extend_schema_serializer(component_name="Attachment")
@@ -288,7 +323,7 @@ class AttachmentOutputSerializer(SharedSerializer):
     derivatives = serializers.DictField(
         child=serializers.JSONField(),
         help_text='Per kind, e.g. {"thumbnail": {"width": 256, "height": 192}}, "display" (HEIC/HEIF/AVIF), '
-                  '"page_count", "entries".')
+                  '"poster" (video), "page_count", "entries".')
     metadata = MetadataOutputSerializer()
     links = LinksOutputSerializer()
 

@@ -24,6 +24,8 @@ urlpatterns = [
          name="attachment-thumbnail"),
     path("attachments/<str:attachment_id>/display", views.AttachmentDisplayApi.as_view(),
          name="attachment-display"),
+    path("attachments/<str:attachment_id>/poster", views.AttachmentPosterApi.as_view(),
+         name="attachment-poster"),
     path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
     path("attachments/<str:attachment_id>/restore", lifecycle.RestoreApi.as_view(), name="attachment-restore"),
 ]

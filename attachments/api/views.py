@@ -362,6 +362,23 @@ class AttachmentDisplayApi(APIView):
                              content_type=display.content_type, filename=f"{stem}.{ext}", inline=True)
 
 
+class AttachmentPosterApi(APIView):
+    @extend_schema(
+        operation_id="attachments_poster", tags=_TAGS,
+        summary="Get the poster frame of a video (WebP, gated)",
+        parameters=[ATTACHMENT_ID],
+        responses={**file_responses("image/webp"), **errors(NotAuthenticated, NotFound)},
+    )
+    def get(self, request, attachment_id):
+        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        poster = derivative_of(attachment, "poster")
+        if poster is None:
+            raise NotFound()
+        stem = attachment.filename.rsplit(".", 1)[0] or "poster"
+        return file_response(request, key=poster.storage_key, size=poster.size,
+                             content_type=poster.content_type, filename=f"{stem}.webp", inline=True)
+
+
 @extend_schema_serializer(component_name="SearchResult")
 class SearchResultSerializer(SharedSerializer):
     id = serializers.UUIDField()

@@ -252,10 +252,11 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
         "single_per_owner": False,
     },
     "media": {
-        "allowed_types": ["video/mp4", "video/quicktime", "video/webm"],
+        "allowed_types": ["video/mp4", "video/quicktime", "video/webm",
+                          "audio/mp4", "audio/mpeg", "audio/ogg", "audio/x-wav"],  # M4A, MP3, Ogg/Opus, WAV
         "max_bytes": env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB),
-        "processor": None,
-        "derivatives": [],
+        "processor": "media",
+        "derivatives": ["thumbnail", "poster"],  # videos only
         "single_per_owner": False,
     },
 }
@@ -290,6 +291,10 @@ AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3)
 # ZIP entries the sandbox cannot inflate (Deflate64, implode, encrypted) are rejected
 # (archive_uninspectable) unless this allows them, unscanned, on their declared sizes.
 AIRLOCK_ZIP_ALLOW_UNINSPECTABLE = env_bool("AIRLOCK_ZIP_ALLOW_UNINSPECTABLE", False)
+# Video and audio (the media profile), read from the headers before any frame is decoded.
+AIRLOCK_MEDIA_MAX_DURATION_SECONDS = env_int("AIRLOCK_MEDIA_MAX_DURATION_SECONDS", 3600)
+AIRLOCK_MEDIA_MAX_PIXELS = env_int("AIRLOCK_MEDIA_MAX_PIXELS", 7680 * 4320)  # per frame: 8K UHD
+AIRLOCK_MEDIA_MAX_STREAMS = env_int("AIRLOCK_MEDIA_MAX_STREAMS", 16)
 AIRLOCK_SANDBOX_MEMORY_BYTES = env_int("AIRLOCK_SANDBOX_MEMORY_BYTES", 1024 * MIB)
 AIRLOCK_SANDBOX_CPU_SECONDS = env_int("AIRLOCK_SANDBOX_CPU_SECONDS", 30)
 AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0)

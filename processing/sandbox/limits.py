@@ -41,6 +41,10 @@ class Bounds:
     max_gif_frames: int = 10_000  # frame-flood bound for counting frames (we only decode frame 0)
     thumbnail_size: int = 256
     display_size: int = 2048  # long edge of the display rendition (HEIC/HEIF/AVIF)
+    media_max_duration_seconds: int = 3600
+    media_max_pixels: int = 7680 * 4320  # one frame: admits 4K and 8K UHD, refuses anything larger
+    media_max_streams: int = 16
+    poster_size: int = 1280  # long edge of a video's poster frame
 
 
 def to_dict(obj: Limits | Bounds) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import io
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 PRELOAD = (
@@ -25,6 +26,7 @@ PRELOAD = (
     "PIL.MpoImagePlugin",
     "PIL.AvifImagePlugin",
     "pillow_heif",  # HEIC/HEIF: its libheif/libde265 are mapped here, before any confinement
+    "av",  # video/audio: FFmpeg's libraries (in the wheel) too
     "pypdf",
     "pypdfium2",
     "zipfile",
@@ -42,6 +44,34 @@ def _encoded(image: object, fmt: str) -> bytes:
 def _encoded_in_child(image: object, fmt: str) -> bytes:
     """Encode in a forked child: the HEVC/AV1 encoders (x265, aom) only make our samples,
     and their pages, once touched here, would be resident in every job (+4 MB RSS each)."""
+    return _made_in_child(lambda: _encoded(image, fmt), fmt)
+
+
+def _video_sample() -> bytes:
+    """A tiny H.264 + AAC MP4 (8 frames of 64x48), made with FFmpeg's encoders."""
+    import av
+    from PIL import Image
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as container:
+        video = container.add_stream("libx264", rate=8, options={"threads": "1"})
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        audio = container.add_stream("aac", rate=48000)
+        for i in range(8):
+            frame = av.VideoFrame.from_image(Image.new("RGB", (64, 48), (i * 30, 90, 160)))
+            frame.pts = i
+            container.mux(video.encode(frame))
+        container.mux(video.encode())
+        samples = av.AudioFrame(format=audio.format.name, layout=audio.layout.name, samples=1024)
+        for plane in samples.planes:
+            plane.update(bytes(plane.buffer_size))
+        samples.sample_rate, samples.pts = 48000, 0
+        container.mux(audio.encode(samples))
+        container.mux(audio.encode())
+    return buf.getvalue()
+
+
+def _made_in_child(make: Callable[[], bytes], what: str) -> bytes:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -49,7 +79,7 @@ def _encoded_in_child(image: object, fmt: str) -> bytes:
         try:
             os.close(read_fd)
             with os.fdopen(write_fd, "wb") as out:
-                out.write(_encoded(image, fmt))
+                out.write(make())
             code = 0
         finally:
             os._exit(code)
@@ -58,7 +88,7 @@ def _encoded_in_child(image: object, fmt: str) -> bytes:
         data = result.read()
     _, status = os.waitpid(pid, 0)
     if status != 0:
-        raise RuntimeError(f"encoding the {fmt} warm-up sample failed (status {status})")
+        raise RuntimeError(f"encoding the {what} warm-up sample failed (status {status})")
     return data
 
 
@@ -67,7 +97,7 @@ def warm_up() -> None:
     from PIL import Image
     from pypdf import PdfWriter
 
-    from . import archives, images, pdfs, prewarm
+    from . import archives, images, media, pdfs, prewarm
     from .limits import Bounds
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,6 +110,8 @@ def warm_up() -> None:
         for fmt in ("HEIF", "AVIF"):  # pillow-heif's and Pillow's own plugin
             src.write_bytes(_encoded_in_child(small, fmt))
             images.process(src, work, Bounds())
+        src.write_bytes(_made_in_child(_video_sample, "MP4"))  # the demuxer, H.264 decoder, swscale
+        media.process(src, work, Bounds())
         tiny = sample.resize((128, 96))
         prewarm.SAMPLES[:] = [_encoded(tiny, "JPEG"), _encoded(tiny, "PNG")]
         prewarm.warm(lambda: False)

@@ -10,10 +10,11 @@ from .base import SandboxStep, Step
 from .digest import Digest
 from .image import Image
 from .intake import Intake
+from .media import Media
 from .pdf import Pdf
 from .scan import Scan
 
-STEPS: tuple[Step, ...] = (Intake(), Scan(), Digest(), Image(), Pdf(), Zip())
+STEPS: tuple[Step, ...] = (Intake(), Scan(), Digest(), Image(), Pdf(), Zip(), Media())
 
 SANDBOX_KINDS: dict[str, SandboxStep] = {s.name: s for s in STEPS if isinstance(s, SandboxStep)}
 

@@ -13,7 +13,7 @@ from tests.corpus import corpus_dir
 from tests.support import run_pipeline, upload
 
 CORPUS = corpus_dir()
-DECLARED = {"image": "image/jpeg", "document": "application/pdf", "archive": "application/zip"}
+DECLARED = {"image": "image/jpeg", "document": "application/pdf", "archive": "application/zip", "media": "video/mp4"}
 
 
 def _rows() -> list[dict]:
@@ -42,7 +42,7 @@ ROWS = _rows()
 
 
 def test_the_corpus_is_there():
-    assert len(ROWS) == 75
+    assert len(ROWS) == 90
 
 
 @pytest.mark.django_db
@@ -79,8 +79,10 @@ def test_generated_files_are_what_the_generator_makes():
     # The sha256 column holds for every file, and generated/ is reproducible from its script.
     import hashlib
 
-    from tests.corpus.make_generated import FILES
+    from tests.corpus.make_generated import FILES as IMAGES_AND_ARCHIVES
+    from tests.corpus.make_media import FILES as MEDIA
 
+    FILES = {**IMAGES_AND_ARCHIVES, **MEDIA}
     generated = {r["path"]: r for r in ROWS if r["path"].startswith("generated/")}
     assert set(generated) == {f"generated/{name}" for name in FILES}
     for row in ROWS:

@@ -31,8 +31,10 @@ MIB = 1 << 20
 
 
 def mp4(size: int) -> bytes:
-    """Sniffs as video/mp4 (profile `media`: type sniff and scan, no decoder)."""
-    return MP4_HEAD + os.urandom(size - len(MP4_HEAD))
+    """A playable video/mp4 (profile `media` probes it) padded with random bytes to `size`."""
+    from tests.s3.support import mp4_bytes
+
+    return mp4_bytes(size, seed=None)
 
 
 def tus_client(server: Server, token: str, path: Path, store: Path, *args: str) -> tuple[str, int, int]:

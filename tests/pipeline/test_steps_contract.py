@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(("profile", "derive"), [
     ("image", ["image"]), ("avatar", ["image"]), ("document", ["digest", "pdf"]),
-    ("archive", ["digest", "zip"]), ("media", ["digest"]),
+    ("archive", ["digest", "zip"]), ("media", ["digest", "media"]),
 ])
 def test_the_table_says_which_steps_apply(profile: str, derive: list[str]) -> None:
     p = get_profile(profile)
@@ -38,7 +38,7 @@ def test_the_sandbox_kinds_are_the_decoding_steps_and_importing_them_needs_no_dj
             "print(json.dumps([sorted(SANDBOX_KINDS), sorted(m for m in sys.modules if m.split('.')[0] == 'django')]))")
     out = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True, text=True, check=True)
     kinds, django_modules = json.loads(out.stdout)
-    assert kinds == ["image", "pdf", "zip"]
+    assert kinds == ["image", "media", "pdf", "zip"]
     assert django_modules == []
 
 
@@ -95,9 +95,9 @@ def test_a_step_rejects_with_a_reason_the_pipeline_records(tmp_path: Path) -> No
         steps_for("intake", given.profile, None)[0].run(given)
     assert caught.value.code == "malware"  # refused for its type, but reported as what it is
     assert decoder_for(get_profile("archive"), None).bound_reason == "archive_limit"
-    assert decoder_for(get_profile("media"), None) is None
+    assert decoder_for(get_profile("media"), None).name == "media"
     assert set(SANDBOX_KINDS) == {s.name for s in (decoder_for(get_profile(n), None)
-                                                   for n in ("image", "document", "archive")) if s}
+                                                   for n in ("image", "document", "archive", "media")) if s}
 
 
 def test_no_step_module_reaches_for_the_database_or_storage() -> None:

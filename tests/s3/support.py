@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import uuid
 from dataclasses import dataclass
@@ -95,13 +96,20 @@ def post_events(payload: Any, *, token: str | None, raw: bytes | None = None, sc
     return APIClient().generic("POST", "/api/v1/storage-events", body, content_type="application/json", **headers)
 
 
-def mp4_bytes(total: int, seed: int = 7) -> bytes:
-    """A small valid MP4 start (ftyp box) followed by an mdat box filling `total` bytes."""
-    ftyp = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isommp41"
-    mdat_size = total - len(ftyp)
-    assert mdat_size >= 8
-    payload = random.Random(seed).randbytes(mdat_size - 8)
-    return ftyp + mdat_size.to_bytes(4, "big") + b"mdat" + payload
+def mp4_bytes(total: int, seed: int | None = 7) -> bytes:
+    """A playable MP4 (moov first, 1 s of 64x48 H.264) padded to `total` bytes with a `free` box.
+
+    The media profile probes its files (a moov, a stream, a duration): a bare ftyp box
+    followed by noise is corrupt now. The padding is random (seed None: os.urandom).
+    """
+    from tests.corpus import corpus_dir
+
+    clip = (corpus_dir() / "generated" / "video_faststart.mp4").read_bytes()
+    free_size = total - len(clip)
+    assert free_size >= 8
+    rng = random.Random(seed) if seed is not None else None
+    payload = rng.randbytes(free_size - 8) if rng is not None else os.urandom(free_size - 8)
+    return clip + free_size.to_bytes(4, "big") + b"free" + payload
 
 
 def intent(client, data: bytes, **kwargs) -> dict:

@@ -18,11 +18,12 @@ from PIL import Image
 from processing.sandbox import Bounds
 from tests.sandbox.helpers import corpus_dir, outcome
 
-KIND = {"image": "image", "document": "pdf", "archive": "zip"}
+KIND = {"image": "image", "document": "pdf", "archive": "zip", "media": "media"}
 ALLOWED = {
     "image": {"image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"},
     "document": {"application/pdf"},
     "archive": {"application/zip"},
+    "media": {"video/mp4", "video/quicktime", "video/webm", "audio/mp4", "audio/mpeg", "audio/ogg", "audio/x-wav"},
 }
 INTAKE_CODES = {"type_not_allowed", "malware", "too_large"}
 
@@ -91,6 +92,13 @@ def test_corpus_outcome(run, path: str, kind: str, accepted: set[str]) -> None:
         assert result.data["page_count"] >= 1
         text = result.files["text"].read_text("utf-8")
         assert result.data["text_chars"] <= len(text) + result.data["page_count"]
+    elif kind == "media":
+        assert result.data["duration_seconds"] > 0
+        if result.data["video_codec"] is not None:
+            assert set(result.files) == {"thumbnail", "poster"}
+            with Image.open(result.files["poster"]) as poster:
+                assert poster.format == "WEBP" and max(poster.size) <= 1280
+                assert poster.size == (result.data["width"], result.data["height"])
     else:
         assert result.data["entries"] >= 0
 
