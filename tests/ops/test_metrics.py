@@ -185,7 +185,8 @@ def test_sandbox_kill_is_counted_by_reason(alice, scrape, settings):
     pk = upload(client_for(alice), _slow_png())
     assert run_pipeline(pk) == "rejected"
     assert Attachment.objects.get(pk=pk).reason_code == "timeout"
-    assert metric_value(scrape(), "airlock_sandbox_kills_total", labels) == before + 1
+    # Two kills: the job, and its solo re-run (processing/sandbox/solo.py) that confirmed it.
+    assert metric_value(scrape(), "airlock_sandbox_kills_total", labels) == before + 2
 
 
 def _slow_png() -> bytes:
