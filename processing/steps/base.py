@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from processing.errors import ContentRejected
+from processing.errors import ContentRejected, TransientError
 
 STAGES = ("intake", "scan", "derive")
 
@@ -95,8 +95,7 @@ class SandboxStep(Step):
 
     def run(self, given: StepInput) -> StepResult:
         from processing import sandbox_config  # looked up per call: tests and benchmarks wrap it
-        from processing.errors import TransientError
-        from processing.sandbox.solo import ResourcePressure, run_settled
+        from processing.sandbox.solo import ResourcePressure, run_settled  # sandbox imports the steps
 
         path = given.path
         assert path is not None and given.work_dir is not None
