@@ -63,11 +63,11 @@ def sum_vs_counter(db: Database, files: int, rounds: int) -> dict:
             """INSERT INTO attachments_attachment (id, tenant_id, owner_id, profile, status, filename, declared_size,
                    declared_type, storage_key, served_key, content_key, quarantine_key, stored_size, size,
                    content_type, sha256, metadata, text, reason_code, reason_message, attempts, step, lifecycle,
-                   created_at, updated_at, delete_attempts, delete_error)
+                   created_at, updated_at, delete_attempts, delete_error, declared_sha256)
                SELECT gen_random_uuid(), %s, %s, 'image', CASE WHEN g %% 10 = 0 THEN 'pending' ELSE 'ready' END,
                    'sum.jpg', 1000 + g %% 5000, 'image/jpeg', 'bench/sum/' || g, '', '', '',
                    CASE WHEN g %% 10 = 0 THEN NULL ELSE 1000 + g %% 5000 END, NULL, 'image/jpeg', '', '{}', '',
-                   '', '', 0, '', CASE WHEN g %% 3 = 0 THEN 'staged' ELSE 'committed' END, now(), now(), 0, ''
+                   '', '', 0, '', CASE WHEN g %% 3 = 0 THEN 'staged' ELSE 'committed' END, now(), now(), 0, '', ''
                FROM generate_series(1, %s) g""",
             (tenant_id, owner_id, files))
         conn.execute("VACUUM ANALYZE attachments_attachment")
