@@ -80,8 +80,9 @@ class Context(Protocol):
     def record(self, kind: str, key: str, action: str, attachment_id: uuid.UUID | None, detail: str = "") -> None: ...
 
 
-def ready_batches(*, now: datetime, batch_size: int = BATCH_SIZE) -> Iterator[list[ExpectedObjects]]:
+def ready_batches(*, now: datetime, batch_size: int | None = None) -> Iterator[list[ExpectedObjects]]:
     """Ready rows and the keys they expect, in primary-key order, `batch_size` rows at a time."""
+    batch_size = batch_size or BATCH_SIZE
     last: uuid.UUID | None = None
     while True:
         rows = ready_files_in_storage(now=now)
@@ -104,7 +105,7 @@ def ready_batches(*, now: datetime, batch_size: int = BATCH_SIZE) -> Iterator[li
         last = batch[-1][0]
 
 
-def check_ready_files(ctx: Context, listed: ListedKeys, *, now: datetime, batch_size: int = BATCH_SIZE) -> int:
+def check_ready_files(ctx: Context, listed: ListedKeys, *, now: datetime, batch_size: int | None = None) -> int:
     """Find ready rows whose objects are gone and fail or re-derive them; return how many rows were checked."""
     checked = 0
     for batch in ready_batches(now=now, batch_size=batch_size):

@@ -158,3 +158,28 @@ def test_a_row_that_moved_on_since_the_walk_is_left_alone(drift, monkeypatch):
     report = reconcile_storage()
     assert [f.action for f in report.findings if f.kind == "missing_original"] == ["skipped"]
     assert _statuses(lost) == [("pending", "")]
+
+
+def test_a_killswitch_pulled_mid_walk_holds_the_batches_after_it(alice, monkeypatch):
+    """Rows are walked in batches and the brakes are read before each: the first batch acts, the next is held."""
+    from sweeper import missing_objects
+
+    lost = sorted((_ready_image(alice) for _ in range(3)), key=lambda row: row.pk)
+    for row in lost:
+        get_gateway().delete(row.working_key)
+    monkeypatch.setattr(missing_objects, "BATCH_SIZE", 2)
+    real = missing_objects.attachment_fail_missing
+
+    def fail_then_pull_the_killswitch(**kwargs):
+        done = real(**kwargs)
+        sweeper_control_set(killswitch=True, actor="ops")
+        return done
+
+    monkeypatch.setattr(missing_objects, "attachment_fail_missing", fail_then_pull_the_killswitch)
+    report = reconcile_storage()
+
+    actions = [f.action for f in sorted(report.findings, key=lambda f: f.attachment_id or "")
+               if f.kind == "missing_original"]
+    # Batch 1 (two rows) was cleared to act before the switch; batch 2 reads it and keeps its row.
+    assert actions == ["failed", "failed", "kept"]
+    assert _statuses(*lost) == [("failed", "object_missing")] * 2 + [("ready", "")]
