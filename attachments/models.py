@@ -303,6 +303,14 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
+    @transition(field=status, source=Status.READY, target=Status.FAILED,
+                custom={"writes": ("reason_code", "reason_message")})
+    def lose(self, *, message: str) -> None:
+        # Reconcile found the stored original gone: not the file's fault (failed, not
+        # rejected), and nothing left to serve. A restored object comes back by `retry`.
+        self.reason_code = ReasonCode.OBJECT_MISSING
+        self.reason_message = message[:500]
+
     @transition(field=status, source=[Status.PROCESSING, Status.FAILED], target=Status.PENDING,
                 custom={"writes": ("attempts", *_ENDS_LEASE)})
     def retry(self, *, reset_attempts: bool = False) -> None:

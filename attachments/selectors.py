@@ -120,3 +120,10 @@ def attachments_of_owner(*, user, status: str | None = None, profile: str | None
         created, pk = before
         qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=pk))
     return qs.order_by("-created_at", "-id")
+
+
+def ready_files_in_storage(*, now: datetime) -> QuerySet[Attachment]:
+    """Ready files whose objects must be in storage: not discarded or deleted, staged or released ones unexpired."""
+    return Attachment.objects.filter(
+        status=Status.READY, lifecycle__in=(Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED),
+    ).exclude(lifecycle__in=(Lifecycle.STAGED, Lifecycle.RELEASED), expires_at__lte=now)

@@ -70,3 +70,12 @@ def derive(*args: object) -> None:
     if parsed is None:
         return _dead_letter_message("derive", args)
     pipeline.derive_within_tenant_cap(*parsed, resend=derive.send)
+
+
+@dramatiq.actor(queue_name="derive", **_OPTS)
+def rederive(*args: object) -> None:
+    """Make a ready file's missing derivatives again from its original (queued by reconcile)."""
+    parsed = _uuids(*args) if len(args) == 1 else None
+    if parsed is None:
+        return _dead_letter_message("rederive", args)
+    pipeline.rederive(parsed[0])

@@ -26,6 +26,7 @@ from attachments.reasons import ReasonCode
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
 
+from attachments.services.missing_objects import attachment_derivatives_restore
 from attachments.services.processing import (
     attachment_advance,
     attachment_begin,
@@ -237,6 +238,34 @@ def _resend_next_parked(slots, tenant: str, holder: str, resend: Callable[..., o
         resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
     except Exception as exc:  # the broker is down: the lease reconciler re-drives the file
         log.warning("could not resend a parked derive job", extra={"step": "derive", "error": str(exc)})
+
+
+def rederive(attachment_id: uuid.UUID) -> str:
+    """Make a ready file's derivatives again from its original (reconcile found some gone); it stays ready.
+
+    No lease: the file is not re-checked, only its derived bytes are made again,
+    and the service records them only if the row still serves the same original.
+    A failure is logged and left for the next reconcile run to find again.
+    """
+    attachment = load(attachment_id)
+    if attachment is None or attachment.status != Status.READY:
+        return "stale"
+    working_key = attachment.working_key
+    started = time.monotonic()
+    context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": "rederive"}
+    try:
+        result = derive(attachment)
+    except ContentRejected as exc:  # it passed once: a new limit does not take a served file down here
+        _log(context, started, "error", reason_code=exc.code, error=exc.message[:300])
+        return "error"
+    except _transient_types() as exc:
+        _log(context, started, "error", error=f"{type(exc).__name__}: {exc}"[:300])
+        return "error"
+    restored = attachment_derivatives_restore(attachment_id=attachment_id, working_key=working_key,
+                                              derivatives=result.derivatives, fields=result.fields)
+    outcome = "regenerated" if restored else "stale"
+    _log(context, started, outcome)
+    return outcome
 
 
 def _rejected(context: dict, started: float, attachment_id: uuid.UUID, token: uuid.UUID, exc: ContentRejected) -> str:

@@ -14,10 +14,19 @@ runs under a lock so two runs cannot overlap. Classes of drift:
 - expired leases (processing past its lease → pending) and pending rows whose
   job went missing → re-driven, both by processing.recovery.
 
-Deletes (and orphan moves to quarantine, which delete the original) obey the
-sweeper's brakes, read again between chunks: under the killswitch they are
-held ("kept") and the run says so; under dry run the keys are recorded on the
-run instead. Every run is recorded as a ReconcileRun.
+And the other way, rows → storage (sweeper/missing_objects.py, sweeper/multipart_orphans.py):
+
+- missing_original: a ready row whose original is gone → failed/object_missing;
+- missing_derivative: a ready row whose original is there but a derivative (or
+  its served rendition) is gone → the derivatives are made again, the file stays ready;
+- orphan_multipart: an unfinished multipart upload older than the upload URL
+  lifetime that no live intent or tus upload owns → aborted.
+
+Deletes (and orphan moves to quarantine, which delete the original), aborts,
+failing rows and re-deriving obey the sweeper's brakes, read again between
+chunks: under the killswitch they are held ("kept") and the run says so; under
+dry run the keys are recorded on the run instead. The lock is renewed between
+chunks; a run that lost it stops. Every run is recorded as a ReconcileRun.
 """
 
 from __future__ import annotations
@@ -43,20 +52,25 @@ from processing.recovery import expire_leases, redrive_after_lost_workers, redri
 
 from . import metrics
 from .control import delete_brake
-from .locks import LockUnavailable, SweepLock, make_lock
+from .locks import LockUnavailable, NoLock, SweepLock, make_lock
+from .missing_objects import ListedKeys, check_ready_files
 from .models import ReconcileRun
+from .multipart_orphans import abort_orphan_uploads
 
 log = logging.getLogger("airlock.reconcile")
 
 PREFIXES = (TENANTS_PREFIX, QUARANTINE_PREFIX)
 _CHUNK = 1000
+KINDS = ("orphan", "deleted_leftover", "quarantine_expired", "arrived",
+         "missing_original", "missing_derivative", "orphan_multipart")
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # orphan | deleted_leftover | quarantine_expired | arrived
+    kind: str  # one of KINDS
     key: str
-    action: str  # deleted | quarantined | enqueued | would_* | kept | error
+    # deleted | quarantined | enqueued | failed | regenerating | aborted | gone | skipped | would_* | kept | error
+    action: str
     attachment_id: str | None = None
     detail: str = ""
 
@@ -73,13 +87,28 @@ class ReconcileReport:
     scanned: int = 0
     expired_leases: int = 0
     redriven: int = 0
+    rows_checked: int = 0  # ready rows whose objects were looked for
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     would_delete: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         counts = Counter(f.kind for f in self.findings)
-        return {kind: counts.get(kind, 0) for kind in ("orphan", "deleted_leftover", "quarantine_expired", "arrived")}
+        done = Counter(f.kind for f in self.findings if f.action in ("failed", "regenerating", "aborted"))
+
+        def rows(kind: str, *actions: str) -> int:  # a row with two derivatives gone is one row
+            return len({f.attachment_id for f in self.findings
+                        if f.kind == kind and (not actions or f.action in actions)})
+
+        return {
+            **{kind: counts.get(kind, 0) for kind in ("orphan", "deleted_leftover", "quarantine_expired", "arrived")},
+            "missing_originals": counts.get("missing_original", 0),
+            "missing_originals_failed": done.get("missing_original", 0),
+            "missing_derivatives": rows("missing_derivative"),
+            "missing_derivatives_regenerated": rows("missing_derivative", "regenerating"),
+            "orphan_multipart_found": counts.get("orphan_multipart", 0),
+            "orphan_multipart_aborted": done.get("orphan_multipart", 0),
+        }
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -97,7 +126,7 @@ class ReconcileReport:
         elif self.brake == "dry_run":
             prefix += " (sweeper dry run on: nothing deleted, would-delete keys recorded)"
         counts = ", ".join(f"{kind} {n}" for kind, n in self.counts().items())
-        lines = [(f"{prefix}: scanned {self.scanned} objects; {counts}; "
+        lines = [(f"{prefix}: scanned {self.scanned} objects, {self.rows_checked} ready rows; {counts}; "
                   f"expired leases {self.expired_leases}; re-driven pending {self.redriven}; "
                   f"errors {len(self.errors)}")]
         lines += [f"  {f.kind}: {f.key} → {f.action}" + (f" ({f.detail})" if f.detail else "")
@@ -145,9 +174,12 @@ def _older_than(info: ObjectInfo, cutoff: datetime) -> bool:
 
 class _Reconciler:
     def __init__(self, *, now: datetime, dry_run: bool, quarantine_orphans: bool,
-                 gateway: StorageGateway, report: ReconcileReport) -> None:
+                 gateway: StorageGateway, report: ReconcileReport, lock: SweepLock | None = None) -> None:
         self.now, self.dry_run, self.quarantine_orphans = now, dry_run, quarantine_orphans
         self.gateway, self.report = gateway, report
+        self.lock: SweepLock = lock or NoLock()
+        self.lock_lost = False
+        self.listed = ListedKeys()  # what the storage walk saw, for the rows → storage direction
         self.grace_cutoff = now - timedelta(seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS)
         self.quarantine_cutoff = now - timedelta(days=settings.AIRLOCK_QUARANTINE_DAYS)
 
@@ -163,10 +195,22 @@ class _Reconciler:
         if brake == "killswitch" or (brake and not self.report.brake):
             self.report.brake = brake
 
+    def keep_going(self) -> bool:
+        """Renew the lock between chunks; a run that lost it stops (another may hold it now)."""
+        if not self.lock_lost and not self.lock.renew():
+            self.lock_lost = True
+            self.report.errors.append("lost the reconcile lock: stopped")
+        return not self.lock_lost
+
     def run(self, objects: Iterator[ObjectInfo]) -> None:
         while chunk := list(islice(objects, _CHUNK)):
+            if not self.keep_going():
+                return
             self.check_brakes()
             self.report.scanned += len(chunk)
+            for info in chunk:
+                if info.key.startswith(TENANTS_PREFIX):
+                    self.listed.add(info.key)
             rows = _rows_for(i for i in map(attachment_id_of, (o.key for o in chunk)) if i)
             for info in chunk:
                 attachment_id = attachment_id_of(info.key)
@@ -193,9 +237,14 @@ class _Reconciler:
         return row.lifecycle == Lifecycle.STAGED and row.expires_at is not None and row.expires_at > self.now
 
     def note(self, kind: str, info: ObjectInfo, action: str, row: _Row | None, detail: str = "") -> None:
-        self.report.findings.append(Finding(kind, info.key, action, str(row.pk) if row else None, detail))
+        self.record(kind, info.key, action, row.pk if row else None, detail)
+
+    def record(self, kind: str, key: str, action: str, attachment_id: uuid.UUID | None, detail: str = "") -> None:
+        self.report.findings.append(Finding(kind, key, action, str(attachment_id) if attachment_id else None, detail))
+        if action == "error" and kind in ("missing_original", "missing_derivative", "orphan_multipart"):
+            self.report.errors.append(f"{kind} {key}: {detail}")
         metrics.RECONCILE_FINDINGS.labels(kind=kind).inc()
-        log.info("reconcile finding", extra={"kind": kind, "key": info.key, "action": action})
+        log.info("reconcile finding", extra={"kind": kind, "key": key, "action": action})
 
     def held(self, kind: str, info: ObjectInfo, row: _Row | None, would: str) -> bool:
         """Under a brake: note what would have happened instead of doing it."""
@@ -288,7 +337,7 @@ def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, qua
         return report
     try:
         reconciler = _Reconciler(now=now, dry_run=dry_run, quarantine_orphans=quarantine_orphans,
-                                 gateway=gateway or get_gateway(), report=report)
+                                 gateway=gateway or get_gateway(), report=report, lock=lock)
         reconciler.check_brakes()
         run = _record(report, trigger)
         report.expired_leases = expire_leases(now=now, dry_run=dry_run)
@@ -297,6 +346,10 @@ def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, qua
             report.redriven += redrive_after_lost_workers(now=now)[1]
         try:
             reconciler.run(_listing(reconciler.gateway))
+            if reconciler.keep_going():
+                report.rows_checked = check_ready_files(reconciler, reconciler.listed, now=now)
+            if reconciler.keep_going():
+                abort_orphan_uploads(reconciler, now=now)
         finally:
             report.finished_at = now + timedelta(seconds=time.monotonic() - started)
             _record(report, trigger, run)

@@ -30,7 +30,7 @@ from .actions import (
     perform_moderation,
     report,
 )
-from ..models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Tenant, TransitionLog
+from ..models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Status, Tenant, TransitionLog
 from ..reasons import ReasonCode
 from ..services.quotas import tenant_usage
 from ..staff_scope import scoped
@@ -92,6 +92,21 @@ class ReasonCodeFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value():
             return queryset.filter(reason_code=self.value())
+        return queryset
+
+
+class StorageFilter(admin.SimpleListFilter):
+    """Files reconcile found without their original in storage (failed/object_missing)."""
+
+    title = "storage"
+    parameter_name = "storage"
+
+    def lookups(self, request, model_admin):
+        return (("object_missing", "Object missing (found by reconcile)"),)
+
+    def queryset(self, request, queryset):
+        if self.value() == "object_missing":
+            return queryset.filter(status=Status.FAILED, reason_code=ReasonCode.OBJECT_MISSING)
         return queryset
 
 
@@ -180,7 +195,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
     list_filter = ("status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter), "lifecycle",
-                   ReasonCodeFilter, CommittedFilter)
+                   ReasonCodeFilter, CommittedFilter, StorageFilter)
     search_fields = ("filename", "owner__username", "=sha256")
     search_help_text = "Search by id, filename, owner username or sha256."
     list_select_related = ("owner", "tenant")

@@ -27,6 +27,15 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True)
+class MultipartUploadInfo:
+    """An unfinished multipart upload as storage lists it."""
+
+    key: str
+    upload_id: str
+    initiated: datetime | None = None
+
+
+@dataclass(frozen=True)
 class UploadPart:
     part_number: int
     url: str
@@ -103,6 +112,8 @@ class MultipartGateway(Protocol):
     def complete_multipart(self, key: str, *, upload_id: str, parts: list[tuple[int, str]]) -> bool: ...
 
     def abort_multipart(self, key: str, *, upload_id: str) -> bool: ...
+
+    def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUploadInfo]: ...
 
     def list_parts(self, key: str, *, upload_id: str) -> dict[int, tuple[str, int]] | None: ...
 

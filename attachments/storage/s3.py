@@ -28,7 +28,7 @@ from django.core.files import File
 from storages.backends.s3 import S3Storage
 
 from ..checksums import sha256_base64
-from .base import ObjectInfo, PartsInvalid, StorageError, UploadInstruction, UploadPart, validate_key
+from .base import MultipartUploadInfo, ObjectInfo, PartsInvalid, StorageError, UploadInstruction, UploadPart, validate_key
 
 
 MIB = 1024 * 1024
@@ -411,6 +411,19 @@ class S3Gateway:
         validate_key(key)
         return self._on_upload("abort multipart", key, lambda: self.client.abort_multipart_upload(
             Bucket=self.bucket, Key=key, UploadId=upload_id) or True) is not None
+
+    def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUploadInfo]:
+        """Every unfinished multipart upload under `prefix` (ListMultipartUploads, all pages)."""
+        if any(part in {".", ".."} for part in prefix.split("/")):
+            raise StorageError(f"refusing prefix {prefix[:100]!r}")
+        paginator = self.client.get_paginator("list_multipart_uploads")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for entry in page.get("Uploads", ()):
+                    yield MultipartUploadInfo(key=entry["Key"], upload_id=entry["UploadId"],
+                                              initiated=entry.get("Initiated"))
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"LIST multipart uploads {prefix}: {exc}") from exc
 
     def presign_download(self, key: str, *, content_type: str, disposition: str,
                          expires_in: int) -> str:

@@ -26,6 +26,7 @@ ALLOWED = {
     ("take_down", "processing"): "rejected",
     ("take_down", "ready"): "rejected",
     ("rescan", "ready"): "pending",
+    ("lose", "ready"): "failed",
 }
 
 # "restore" needs a moderator's takedown to undo; "release" a processing row.
@@ -42,6 +43,7 @@ KWARGS = {
     "rescan": dict,
     "restore": dict,
     "release": dict,
+    "lose": lambda: {"message": "gone"},
 }
 
 

@@ -171,7 +171,10 @@ def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, 
 
     report = reconcile_storage(dry_run=True)
 
-    assert report.counts() == {"orphan": 1, "deleted_leftover": 1, "quarantine_expired": 1, "arrived": 1}
+    assert report.counts() == {"orphan": 1, "deleted_leftover": 1, "quarantine_expired": 1, "arrived": 1,
+                               "missing_originals": 0, "missing_originals_failed": 0, "missing_derivatives": 0,
+                               "missing_derivatives_regenerated": 0, "orphan_multipart_found": 0,
+                               "orphan_multipart_aborted": 0}
     assert {f.action for f in report.findings} == {"would_delete", "would_enqueue"}
     assert report.expired_leases == 1
     assert storage_snapshot(storage_root) == files

@@ -12,7 +12,8 @@ from sweeper.reconcile import reconcile_storage
 
 class Command(BaseCommand):
     help = ("Delete orphaned objects past the grace window, delete leftovers of deleted rows and expired "
-            "quarantine, re-drive lost arrivals, pending jobs and expired leases.")
+            "quarantine, re-drive lost arrivals, pending jobs and expired leases; fail ready files whose original "
+            "is gone (object_missing), re-derive those missing only derivatives, abort orphan multipart uploads.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
