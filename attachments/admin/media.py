@@ -20,8 +20,8 @@ def is_media(metadata: Mapping[str, Any] | None) -> bool:
 
 
 def format_duration(seconds: float) -> str:
-    """1:02:03 or 0:07, as players show it (whole seconds, rounded down)."""
-    whole = int(seconds)
+    """1:02:03 or 0:07, to the nearest second (an AAC track of 1.98 s is 0:02)."""
+    whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -88,6 +88,7 @@ def test_audio_gets_an_audio_player_and_no_video_facts(moderator, ready_audio, b
     assert "<video" not in html
     facts = _facts(html)
     assert facts["Audio codec"] == "aac" and facts["Streams"] == "1"
+    assert facts["Duration"].startswith("0:02 (")  # 1.98 s of AAC (its priming) is shown as 0:02
     assert not {"Dimensions", "Video codec", "Frame rate", "Rotation"} & set(facts)
 
 
