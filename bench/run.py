@@ -11,6 +11,7 @@ against a baseline measured in the same run, interleaved with it.
   pipeline     bench/pipeline_overhead.py   pipeline time per file ÷ bare step time per file (+ serial)
   thumbnails   bench/thumbnails.py          our image step vs plain Pillow and pyvips
   heic         bench/heic_bench.py          sandboxed HEIC photo vs the same pillow-heif calls in-process
+  media        bench/media_bench.py         sandboxed video probe + poster vs the same PyAV calls in-process
   ttr          bench/time_to_ready.py       upload complete → ready over HTTP, idle and 2x overload
   api          bench/api.py                 gunicorn + wrk, ours vs bare DRF views; queries per request
   sweeper      bench/sweeper_throughput.py  rows/s reaped on PostgreSQL, EXPLAIN of the batch query
@@ -56,6 +57,8 @@ GOALS: list[tuple[str, str, object]] = [
     ("thumbnail_inprocess_vs_pyvips_ratio", "(info)", None),
     ("heic_thumbnail_vs_bare_ratio", "<= 1.3", lambda v: v <= 1.3),
     ("heic_inprocess_vs_bare_ratio", "(info)", None),
+    ("media_probe_poster_vs_bare_pyav_ratio", "<= 1.3", lambda v: v <= 1.3),
+    ("media_inprocess_vs_bare_pyav_ratio", "(info)", None),
     ("time_to_ready_p50_s", "(info)", None),
     ("time_to_ready_p99_s", "<= 0.5", lambda v: v <= 0.5),
     ("time_to_ready_overload.p99_s", "<= 2 (accepted files, shedding on)", lambda v: v <= 2.0),
@@ -94,6 +97,7 @@ OWN_KEYS = {
     "pipeline": ["pipeline_overhead_ratio"],
     "thumbnails": ["thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio"],
     "heic": ["heic_thumbnail_vs_bare_ratio"],
+    "media": ["media_probe_poster_vs_bare_pyav_ratio"],
     "ttr": ["time_to_ready_p50_s", "time_to_ready_p99_s"],
     "api": ["api_intent_vs_bare_insert_ratio", "api_status_vs_bare_select_ratio"],
     "sweeper": ["sweeper_rows_per_s"],
@@ -140,6 +144,10 @@ def bench_thumbnails(quick: bool, tmp: Path) -> dict:
 
 def bench_heic(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/heic_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "heic"), 900)
+
+
+def bench_media(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/media_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "media"), 900)
 
 
 def bench_ttr(quick: bool, tmp: Path) -> dict:
@@ -201,7 +209,8 @@ def bench_burst(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/burst_s3.py", *(["--quick"] if quick else [])], embedded_env(tmp / "burst"), 1200)
 
 
-BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "ttr": bench_ttr, "api": bench_api,
+BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "media": bench_media,
+           "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
            "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst}
 

@@ -19,7 +19,7 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from . import views
+from . import media, views
 from .actions import (
     MODERATE_PERMISSION,
     MODERATION_ACTIONS,
@@ -216,7 +216,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         ("Lifecycle", {"fields": ("created_at", "updated_at", "expires_at", "committed_at", "discarded_at",
                                   "deleted_at", "delete_attempts", "delete_error")}),
     )
-    readonly_fields = tuple(cast(str, f) for _, opts in fieldsets for f in opts["fields"])
+    # Shown only for video and audio (get_fieldsets).
+    media_fieldset = ("Media", {"fields": ("media_facts",)})
+    readonly_fields = (*(cast(str, f) for _, opts in fieldsets for f in opts["fields"]), "media_facts")
 
     def get_queryset(self, request):
         return scoped(super().get_queryset(request), request.user)
@@ -239,8 +241,20 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             return "—"
         return format_html("<strong>{}</strong> — {}", obj.reason_code, obj.reason_message)
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if obj is not None and media.is_media(obj.metadata):
+            fieldsets.insert(1, self.media_fieldset)
+        return fieldsets
+
     @admin.display(description="preview")
     def preview(self, obj: Attachment) -> str:
+        if views.staff_media_of(obj) is not None:
+            poster = views.staff_derivative_of(obj, "poster")
+            return media.player_html(
+                content_type=obj.content_type,
+                src=reverse("admin:attachments_attachment_media", args=[obj.pk]),
+                poster=reverse("admin:attachments_attachment_poster", args=[obj.pk]) if poster else None)
         thumbnail = views.staff_thumbnail_of(obj)
         if thumbnail is None:
             return "no thumbnail (only a sandbox-rendered thumbnail is ever shown here)"
@@ -253,6 +267,10 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         if not obj.metadata:
             return "—"
         return _pre(json.dumps(obj.metadata, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+    @admin.display(description="probed")
+    def media_facts(self, obj: Attachment) -> str:
+        return media.media_facts_html(obj.metadata or {})
 
     @admin.display(description="extracted text")
     def extracted_text(self, obj: Attachment) -> str:
@@ -268,6 +286,10 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         extra = [
             path("<uuid:object_id>/thumbnail/", self.admin_site.admin_view(views.staff_thumbnail),
                  name="%s_%s_thumbnail" % info),
+            path("<uuid:object_id>/poster/", self.admin_site.admin_view(views.staff_poster),
+                 name="%s_%s_poster" % info),
+            path("<uuid:object_id>/media/", self.admin_site.admin_view(views.staff_media),
+                 name="%s_%s_media" % info),
             path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
                  name="%s_%s_moderate" % info),
         ]

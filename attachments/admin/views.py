@@ -1,7 +1,8 @@
-"""Admin-only views: the dashboard and the staff thumbnail preview."""
+"""Admin-only views: the dashboard, the staff thumbnail and poster previews, the staff media player's source."""
 
 from __future__ import annotations
 
+import logging
 from typing import cast
 
 from django.contrib import admin
@@ -13,11 +14,15 @@ from django.template.response import TemplateResponse
 
 from . import charts
 from .dashboard import dashboard_snapshot
-from ..models import Attachment, Derivative, Lifecycle
+from .actions import staff_actor
+from .media import is_media
+from ..models import Attachment, Derivative, Lifecycle, Status
+from ..reasons import ReasonCode
 from ..serving import file_response
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 
 VIEW_PERMISSION = "attachments.view_attachment"
+log = logging.getLogger("airlock.admin")
 
 
 def _format_seconds(value: float | None) -> str:
@@ -75,19 +80,73 @@ def staff_thumbnail_of(attachment: Attachment) -> Derivative | None:
     the sandbox, so it stays viewable after a takedown (a moderator must see what
     they restore); nothing is shown once the attachment is deleted.
     """
+    return staff_derivative_of(attachment, "thumbnail")
+
+
+def staff_derivative_of(attachment: Attachment, kind: str) -> Derivative | None:
+    """A sandbox-made derivative (thumbnail, poster) staff may preview: the thumbnail's rule."""
     if attachment.lifecycle == Lifecycle.DELETED:
         return None
-    return attachment.derivatives.filter(kind="thumbnail").first()
+    return attachment.derivatives.filter(kind=kind).first()
+
+
+def staff_media_of(attachment: Attachment) -> tuple[str, int] | None:
+    """The key and size of the video or audio staff may play, or None.
+
+    What `download` serves, once the sandboxed probe accepted it: the file is ready,
+    or it was ready and a moderator took it down (they must see what they restore).
+    Never a file still being processed or rejected by the pipeline, never a deleted one.
+    """
+    if attachment.lifecycle == Lifecycle.DELETED or not is_media(attachment.metadata):
+        return None
+    if not attachment.content_type.startswith(("video/", "audio/")):
+        return None
+    taken_down = (attachment.status == Status.REJECTED and attachment.reason_code == ReasonCode.MODERATOR
+                  and attachment.ready_at is not None)
+    if attachment.status != Status.READY and not taken_down:
+        return None
+    if not attachment.served_key or attachment.size is None:
+        return None
+    return attachment.served_key, attachment.size
+
+
+def _staff_attachment(request: HttpRequest, object_id: str) -> Attachment | None:
+    if not request.user.has_perm(VIEW_PERMISSION):
+        raise PermissionDenied
+    return scoped(Attachment.objects.all(), request.user).filter(pk=object_id).first()
+
+
+def _staff_derivative(request: HttpRequest, object_id: str, kind: str) -> HttpResponseBase:
+    attachment = _staff_attachment(request, object_id)
+    derivative = staff_derivative_of(attachment, kind) if attachment is not None else None
+    if attachment is None or derivative is None:
+        raise Http404(f"no {kind}")
+    stem = attachment.filename.rsplit(".", 1)[0] or kind
+    return file_response(request, key=derivative.storage_key, size=derivative.size,
+                         content_type=derivative.content_type, filename=f"{stem}.webp", inline=True)
 
 
 def staff_thumbnail(request: HttpRequest, object_id: str) -> HttpResponseBase:
     """Stream the thumbnail derivative with the serving path's security headers."""
-    if not request.user.has_perm(VIEW_PERMISSION):
-        raise PermissionDenied
-    attachment = scoped(Attachment.objects.all(), request.user).filter(pk=object_id).first()
-    thumbnail = staff_thumbnail_of(attachment) if attachment is not None else None
-    if attachment is None or thumbnail is None:
-        raise Http404("no thumbnail")
-    stem = attachment.filename.rsplit(".", 1)[0] or "thumbnail"
-    return file_response(request, key=thumbnail.storage_key, size=thumbnail.size,
-                         content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
+    return _staff_derivative(request, object_id, "thumbnail")
+
+
+def staff_poster(request: HttpRequest, object_id: str) -> HttpResponseBase:
+    """Stream a video's poster derivative, as the thumbnail."""
+    return _staff_derivative(request, object_id, "poster")
+
+
+def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
+    """Stream a playable video or audio to the change page's player (Range requests: 206)."""
+    attachment = _staff_attachment(request, object_id)
+    served = staff_media_of(attachment) if attachment is not None else None
+    if attachment is None or served is None:
+        raise Http404("nothing to play")
+    key, size = served
+    byte_range = request.headers.get("Range", "")
+    if not byte_range or byte_range.replace(" ", "").startswith("bytes=0-"):
+        # Who watched what: once per playback (its first request), not once per seek.
+        log.info("staff media playback", extra={"attachment_id": str(attachment.pk),
+                                                "actor": staff_actor(request), "range": byte_range})
+    return file_response(request, key=key, size=size, content_type=attachment.content_type,
+                         filename=attachment.filename, inline=True)

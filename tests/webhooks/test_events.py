@@ -191,3 +191,37 @@ def test_deleted_when_released_and_swept_after_the_grace(alice, api, hooked, rec
         "attachment.ready", "attachment.committed", "attachment.deleted")
     assert deleted["data"]["id"] == attachment_id and deleted["data"]["lifecycle"] == "deleted"
     assert deleted["data"]["ref"] == "ad:42" and "download" not in deleted["data"]["links"]
+
+
+def test_ready_video_carries_the_probe_facts_and_the_poster(alice, api, hooked, receiver):
+    from tests.corpus import corpus_dir
+
+    name = "video_rotated.mov"
+    data = (corpus_dir() / "generated" / name).read_bytes()
+    attachment_id = upload(api(alice), data, profile="media", filename=name, content_type="video/quicktime")
+    assert run_pipeline(attachment_id) == "ready"
+    [payload] = _payloads(receiver, hooked)
+    assert payload["type"] == "attachment.ready"
+    meta = payload["data"]["metadata"]
+    assert {k: meta[k] for k in ("container", "width", "height", "rotation", "video_codec", "frame_rate",
+                                 "audio_codec", "audio_channels", "audio_sample_rate", "stream_count")} == {
+        "container": "mov", "width": 48, "height": 64, "rotation": 90, "video_codec": "h264", "frame_rate": 10.0,
+        "audio_codec": None, "audio_channels": None, "audio_sample_rate": None, "stream_count": 1}
+    assert 1.9 <= meta["duration_seconds"] <= 2.1 and meta["bit_rate"] > 0
+    assert payload["data"]["derivatives"]["poster"] == {"width": 48, "height": 64}
+    assert payload["data"]["links"]["poster"].endswith(f"/api/v1/attachments/{attachment_id}/poster")
+    assert payload["data"] == _resource(api, alice, attachment_id)
+
+
+def test_ready_audio_carries_the_probe_facts(alice, api, hooked, receiver):
+    from tests.corpus import corpus_dir
+
+    data = (corpus_dir() / "generated" / "audio_opus.ogg").read_bytes()
+    attachment_id = upload(api(alice), data, profile="media", filename="memo.ogg", content_type="audio/ogg")
+    assert run_pipeline(attachment_id) == "ready"
+    [payload] = _payloads(receiver, hooked)
+    meta = payload["data"]["metadata"]
+    assert (meta["container"], meta["audio_codec"], meta["audio_channels"], meta["stream_count"]) == (
+        "ogg", "opus", 2, 1)
+    assert meta["video_codec"] is None and meta["width"] is None and 1.9 <= meta["duration_seconds"] <= 2.1
+    assert "poster" not in payload["data"]["derivatives"] and "poster" not in payload["data"]["links"]

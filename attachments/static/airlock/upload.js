@@ -6,8 +6,8 @@
  * multipart plan (upload.parts), PUT each part in turn with its own progress,
  * retrying a failed part (re-signing its URL through POST /uploads/{id}/parts
  * when storage refuses it), then POST /uploads/{id}/complete with the ETags —
- * → follow it to ready/rejected/failed → show the thumbnail (fetched with the
- * session cookie, shown as a blob: URL). One request follows every file being
+ * → follow it to ready/rejected/failed → show the thumbnail, or a video's poster
+ * with its duration (fetched with the session cookie, shown as a blob: URL). One request follows every file being
  * processed: GET /api/v1/attachments?ids=a,b,c&wait=10 answers when any of them
  * changes, never one waiting request per file (that would meet the server's
  * per-user cap of waiters, and the browser's six connections per host). Retry makes a new intent for that one file,
@@ -58,6 +58,15 @@
     if (n < 1024) return n + " B";
     if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
     return (n / 1024 / 1024).toFixed(1) + " MB";
+  }
+
+  /* 0:07, 12:05, 1:02:03: a video's or a song's length to the nearest second (1.98 s of AAC is 0:02). */
+  function formatDuration(seconds) {
+    if (seconds === null || seconds === undefined || !isFinite(seconds)) return "";
+    var whole = Math.round(seconds);
+    var h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), s = whole % 60;
+    var mm = h ? String(m).padStart(2, "0") : String(m);
+    return (h ? h + ":" : "") + mm + ":" + String(s).padStart(2, "0");
   }
 
   function dimensions(metadata) {
@@ -515,29 +524,37 @@
     var reason = resource.reason ? resource.reason.code + (resource.reason.message ? ": " + resource.reason.message : "") : null;
     var detail = {
       pending: "waiting for a worker", processing: "being scanned and processed",
-      ready: [resource.content_type, dimensions(resource.metadata)].filter(Boolean).join(" · "),
+      ready: [resource.content_type, dimensions(resource.metadata),
+              formatDuration(resource.metadata && resource.metadata.duration_seconds)].filter(Boolean).join(" · "),
       rejected: "refused", failed: "the service had trouble; retry",
     }[resource.status] || "";
     setStatus(item, resource.status, detail, reason);
-    if (resource.status === "ready" && resource.links && resource.links.thumbnail) {
-      loadThumbnail(item, resource.links.thumbnail);
+    if (resource.status !== "ready" || !resource.links) return;
+    // A video shows its poster (the frame players show before playing) and its length.
+    var duration = formatDuration(resource.metadata && resource.metadata.duration_seconds);
+    if (resource.links.poster) {
+      loadPreview(item, resource.links.poster, "poster", duration);
+    } else if (resource.links.thumbnail) {
+      loadPreview(item, resource.links.thumbnail, "thumbnail", "");
     }
   }
 
-  /* The thumbnail needs the session cookie: fetch it and show it as a blob: URL. */
-  function loadThumbnail(item, url) {
+  /* Previews need the session cookie: fetch it and show it as a blob: URL. */
+  function loadPreview(item, url, kind, duration) {
     fetch(url, { credentials: "same-origin" }).then(function (response) {
-      if (!response.ok) throw new Error("thumbnail " + response.status);
+      if (!response.ok) throw new Error(kind + " " + response.status);
       return response.blob();
     }).then(function (blob) {
       if (item.removed) return;
       if (item.thumbUrl) URL.revokeObjectURL(item.thumbUrl);
       item.thumbUrl = URL.createObjectURL(blob);
       var img = el("img");
-      img.alt = "thumbnail of " + item.file.name;
+      img.alt = kind + " of " + item.file.name;
+      img.dataset.kind = kind;
       img.src = item.thumbUrl;
       item.ui.thumb.textContent = "";
       item.ui.thumb.appendChild(img);
+      if (duration) item.ui.thumb.appendChild(el("span", "duration", duration));
     }).catch(function () { /* a missing preview is not an error worth showing */ });
   }
 

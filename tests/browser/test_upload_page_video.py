@@ -1,0 +1,44 @@
+"""The upload page with a phone video: once ready it shows the poster frame and the video's length."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import open_upload_page
+from tests.corpus import corpus_dir
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_ready_video_shows_its_poster_and_duration(page, live_server, live_worker, alice):
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    open_upload_page(page, live_server, "alice", "media")
+    assert "video/mp4" in page.get_attribute("#files", "accept")
+
+    data = (corpus_dir() / "generated" / "video_rotated.mov").read_bytes()
+    page.set_input_files("#files", [{"name": "IMG_0002.MOV", "mimeType": "video/quicktime", "buffer": data}])
+    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="IMG_0002.MOV"))
+    expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
+    attachment_id = item.get_attribute("data-id")
+
+    poster = item.locator(".thumb img")
+    expect(poster).to_have_attribute("data-kind", "poster")
+    page.wait_for_function("el => el.naturalWidth > 0", arg=poster.element_handle())
+    # The poster as shown: the 64x48 clip turned upright by its display matrix.
+    assert page.evaluate("el => [el.naturalWidth, el.naturalHeight]", poster.element_handle()) == [48, 64]
+    assert any(url.endswith(f"/api/v1/attachments/{attachment_id}/poster") for url in requested), requested
+    assert not any(url.endswith(f"/api/v1/attachments/{attachment_id}/thumbnail") for url in requested)
+
+    expect(item.locator(".thumb .duration")).to_have_text("0:02")
+    expect(item.locator(".line")).to_contain_text("0:02")
+    expect(item.locator(".line")).to_contain_text("48×64")
+
+
+def test_audio_shows_its_duration_and_no_picture(page, live_server, live_worker, alice):
+    open_upload_page(page, live_server, "alice", "media")
+    data = (corpus_dir() / "generated" / "audio_aac.m4a").read_bytes()
+    page.set_input_files("#files", [{"name": "memo.m4a", "mimeType": "audio/mp4", "buffer": data}])
+    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="memo.m4a"))
+    expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
+    expect(item.locator(".line")).to_contain_text("0:02")
+    expect(item.locator(".thumb img")).to_have_count(0)
