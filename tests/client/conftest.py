@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from airlock_client import Client
 
 from tests.e2e.test_serve import Server
 from tests.s3.conftest import moto_endpoint  # noqa: F401  (the S3 stand-in, over HTTP)
@@ -108,9 +109,7 @@ class Live:
     tokens: dict[str, str]
     receiver: Receiver | None = None
 
-    def client(self, user: str = "alice", **kwargs) -> Client:  # noqa: F821
-        from airlock_client import Client
-
+    def client(self, user: str = "alice", **kwargs) -> Client:
         return Client(self.server.base, self.tokens[user], **kwargs)
 
 
