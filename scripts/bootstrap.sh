@@ -16,10 +16,15 @@ extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 stamp=".venv/.airlock-installed${extras}"
 # Reinstall only when the dependency files changed since the last install.
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] \
+   || [ clients/python/pyproject.toml -nt "$stamp" ]; then
   echo "bootstrap: installing Airlock's Python dependencies${extras:+ (with the test extras)} into .venv" >&2
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -c constraints.txt -e ".${extras}"
+  if [ -n "$extras" ]; then
+    # The Python client (clients/python, its own package) is tested against serve in tests/client.
+    .venv/bin/python -m pip install --quiet -c constraints.txt -e clients/python
+  fi
   touch "$stamp"
 fi
 # The sandbox's decoders inflate with zlib-ng when it is built (about twice as fast

@@ -1,0 +1,80 @@
+"""One place that sends requests: retries with backoff on 429/503/423 (honouring Retry-After) and on lost connections."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from .errors import StorageError, TransportError, error_from_response, retry_after_seconds
+
+RETRY_STATUSES = frozenset({423, 429, 503})
+
+
+class Sender:
+    def __init__(self, http: httpx.Client, *, max_retries: int, backoff: float, max_backoff: float,
+                 sleep: Callable[[float], None]) -> None:
+        self.http = http
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.sleep = sleep
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff, never shorter than the server's Retry-After, plus up to 20 % jitter.
+
+        The jitter only lengthens the wait, so clients told the same Retry-After spread out
+        after it instead of all coming back at that very second.
+        """
+        backoff = min(self.max_backoff, self.backoff * (2 ** attempt))
+        return float(max(retry_after or 0.0, backoff) * random.uniform(1.0, 1.2))
+
+    def send(self, method: str, url: str, *, ok: tuple[int, ...] = (200, 201, 202, 204),
+             reconnect: bool = False, **kwargs: Any) -> httpx.Response:
+        """Send until an answer in `ok` (returned) or an error (raised, typed).
+
+        429, 503 and 423 are always retried (the server created nothing and said
+        when to come back); a lost connection only when `reconnect` says the
+        request is safe to repeat. A body given as a callable is rebuilt per attempt.
+        """
+        content = kwargs.pop("content", None)
+        attempt = 0
+        while True:
+            body = content() if callable(content) else content
+            try:
+                response = self.http.request(method, url, content=body, **kwargs)
+            except httpx.TransportError as exc:
+                if not reconnect or attempt >= self.max_retries:
+                    raise TransportError(f"{method} {url}: {exc!r}") from exc
+                self.sleep(self.delay(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code in ok:
+                return response
+            if response.status_code in RETRY_STATUSES and attempt < self.max_retries:
+                self.sleep(self.delay(attempt, retry_after_seconds(response)))
+                attempt += 1
+                continue
+            raise error_from_response(response)
+
+
+def raise_for_storage(response: httpx.Response) -> None:
+    """Raise a StorageError for a refused presigned request (S3 answers XML, not Airlock's JSON)."""
+    if response.status_code < 400:
+        return
+    if response.headers.get("content-type", "").startswith("application/json"):
+        raise error_from_response(response)
+    text = response.text
+    code = _xml_tag(text, "Code") or f"HTTP_{response.status_code}"
+    raise StorageError(_xml_tag(text, "Message") or text[:200], code=code, status=response.status_code,
+                       retry_after=retry_after_seconds(response))
+
+
+def _xml_tag(text: str, tag: str) -> str | None:
+    start = text.find(f"<{tag}>")
+    end = text.find(f"</{tag}>")
+    return text[start + len(tag) + 2:end] if 0 <= start < end else None
+

@@ -1,0 +1,59 @@
+"""The JSON shapes the API answers with (docs/api.md, docs/openapi.yaml), as TypedDicts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict
+
+Status = Literal["pending", "processing", "ready", "rejected", "failed"]
+TERMINAL: frozenset[str] = frozenset({"ready", "rejected", "failed"})
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as bytes go out: `(bytes_sent_so_far, total_bytes)`."""
+
+
+class Reason(TypedDict):
+    code: str
+    message: str
+
+
+class Attachment(TypedDict, total=False):
+    id: str
+    profile: str
+    status: Status
+    reason: Reason | None
+    filename: str
+    size: int | None
+    content_type: str | None
+    sha256: str | None
+    created_at: str
+    ready_at: str | None
+    expires_at: str | None
+    committed: bool
+    lifecycle: str
+    ref: str | None
+    derivatives: dict[str, Any]
+    metadata: dict[str, Any]
+    links: dict[str, str]
+
+
+class Usage(TypedDict):
+    bytes_used: int
+    bytes_limit: int | None
+    files_used: int
+    files_limit: int | None
+
+
+class HeartbeatEntry(TypedDict):
+    id: str
+    expires_at: str | None
+
+
+class Heartbeat(TypedDict):
+    attachments: list[HeartbeatEntry]
+    missing: list[str]
+
+
+class Commit(TypedDict):
+    committed: list[str]
+    ref: str

@@ -1,0 +1,88 @@
+"""The Python client against `manage.py serve` on S3 (moto over HTTP): presigned POST, multipart, resume."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import boto3
+import pytest
+
+from airlock_client import UploadInterrupted
+from tests.client.conftest import MIB, FailingFile, Recorder, big_pdf
+from tests.support import jpeg_bytes
+
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
+
+
+@pytest.fixture(scope="module")
+def live(serve_factory, moto_endpoint):
+    bucket = f"client-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    live = serve_factory({
+        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+        "AIRLOCK_S3_REGION": "us-east-1", "AIRLOCK_S3_UPLOAD_METHOD": "POST",
+        "AIRLOCK_S3_MULTIPART_THRESHOLD": str(5 * MIB), "AIRLOCK_S3_PART_SIZE": str(5 * MIB),
+    })
+    live.moto = moto_endpoint
+    return live
+
+
+def test_a_small_file_goes_by_the_presigned_post_and_downloads_through_the_redirect(live, tmp_path):
+    path = tmp_path / "cat.jpg"
+    path.write_bytes(jpeg_bytes((320, 240)))
+    recorder = Recorder()
+    # A tiny tus threshold changes nothing on S3: the bucket's own plan is followed.
+    with live.client(transport=recorder, tus_threshold=1) as client:
+        pending = client.upload(path, profile="image")
+        ready = client.wait(pending["id"], timeout=60)
+        assert ready["status"] == "ready"
+        target = client.download(pending["id"], tmp_path / "got.jpg")
+    to_bucket = [(m, h) for m, url, h, status in recorder.seen if url.startswith(live.moto) and m == "POST"]
+    assert len(to_bucket) == 1 and to_bucket[0][1]["content-type"].startswith("multipart/form-data")
+    assert "authorization" not in to_bucket[0][1]  # the API token never goes to the bucket
+    assert "PATCH" not in recorder.methods()
+    assert any(url.endswith(f"/uploads/{pending['id']}/complete") for m, url, *_ in recorder.seen if m == "POST")
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == ready["sha256"]
+
+
+def test_a_large_file_goes_by_multipart_and_a_broken_one_resumes_with_resigned_parts(live, tmp_path):
+    data = big_pdf(12 * MIB, seed=6)
+    path = tmp_path / "big.pdf"
+    path.write_bytes(data)
+    failing = FailingFile(path, fail_at=7 * MIB)  # inside part 2 (5 MiB parts)
+    recorder = Recorder()
+    with live.client(transport=recorder) as client, pytest.raises(UploadInterrupted) as caught:
+        # The digest is given: the failing file could not be read through to compute it.
+        client.upload(failing, profile="document", filename="big.pdf", sha256=hashlib.sha256(data).hexdigest())
+    failing.close()
+    interrupted = caught.value
+    assert interrupted.transport == "multipart" and interrupted.sent == 5 * MIB
+    parts = [url for m, url, h, status in recorder.seen if m == "PUT" and url.startswith(live.moto)]
+    assert len(parts) == 1 and "partNumber=1" in parts[0]
+
+    # Another client, later: the server re-signs what is missing and keeps part 1's ETag.
+    recorder, progress = Recorder(), []
+    with live.client(transport=recorder) as other:
+        attachment = other.resume(interrupted.attachment_id, path, on_progress=lambda s, t: progress.append(s))
+        final = other.wait(attachment["id"], timeout=120)
+    resigned = [url for m, url, *_ in recorder.seen if m == "POST" and url.endswith("/parts")]
+    sent = sorted(url.split("partNumber=")[1].split("&")[0] for m, url, *_ in recorder.seen
+                  if m == "PUT" and url.startswith(live.moto))
+    assert len(resigned) == 1 and sent == ["2", "3"]
+    assert progress[0] == 5 * MIB and progress[-1] == len(data)
+    # Intake hashed the assembled object against the declared digest.
+    assert final["status"] == "ready" and final["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_multipart_with_the_right_digest_is_ready_and_downloads_intact(live, tmp_path):
+    data = big_pdf(11 * MIB, seed=7)
+    path = tmp_path / "ok.pdf"
+    path.write_bytes(data)
+    with live.client() as client:
+        pending = client.upload(path, profile="document")  # sha256 computed and declared
+        ready = client.wait(pending["id"], timeout=120)
+        assert ready["status"] == "ready" and ready["sha256"] == hashlib.sha256(data).hexdigest()
+        partial = tmp_path / "ok-copy.pdf.part"
+        partial.write_bytes(data[: 3 * MIB])
+        assert client.download(pending["id"], tmp_path / "ok-copy.pdf").read_bytes() == data
