@@ -1,0 +1,50 @@
+"""The two credentials of a file read: the caller's own (header or session), or a signed link.
+
+An API client sends `Authorization: Token` and reads as itself (the owner also
+reads its pending file). An `<img src>` sends nothing: the link's `exp`, `kid`
+and `sig` (attachments/signing.py) stand for a read by the attachment's
+tenant, checked against the gate at every request (selectors).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.permissions import BasePermission
+
+from ..models import Attachment
+from ..selectors import attachment_for_download, attachment_for_signed_read
+from ..signing import delivery_signed
+
+
+def _signed_in(request) -> bool:
+    return request.user is not None and request.user.is_authenticated
+
+
+class SignedOrAuthenticated(BasePermission):
+    """Signed in, or trying a signed link (which the view then verifies); else the usual 401."""
+
+    def has_permission(self, request, view) -> bool:
+        return _signed_in(request) or delivery_signed(request.query_params)
+
+
+def readable_attachment(request, *, attachment_id: object, name: str) -> Attachment:
+    """The attachment whose `name` rendition this request may read, or NotFound/SignatureInvalid/UrlExpired."""
+    if _signed_in(request):
+        # A signed-in caller reads as itself; a signature it also carries changes nothing.
+        return attachment_for_download(user=request.user, attachment_id=attachment_id)
+    query = request.query_params
+    return attachment_for_signed_read(attachment_id=attachment_id, name=name, exp=query.get("exp"),
+                                      kid=query.get("kid"), sig=query.get("sig"))
+
+
+SIGNED_LINK_PARAMETERS = [
+    OpenApiParameter("exp", OpenApiTypes.INT, OpenApiParameter.QUERY,
+                     description="Signed link: when it expires (Unix seconds), as in the resource's `links`."),
+    OpenApiParameter("kid", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                     description="Signed link: the id of the key that signed it."),
+    OpenApiParameter("sig", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                     description="Signed link: the signature. With `exp` and `kid`, the credential of a request "
+                     "that sends no `Authorization` (an `<img src>`): 403 `SIGNATURE_INVALID` or `URL_EXPIRED` "
+                     "when it does not hold. Ignored when the request is signed in."),
+]
