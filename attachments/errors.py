@@ -44,7 +44,7 @@ class SignatureInvalid(AirlockError):
 
 
 class UrlExpired(AirlockError):
-    code, status, default_message = "URL_EXPIRED", 403, "The signed URL has expired; read the resource for a fresh link."
+    code, status, default_message = "URL_EXPIRED", 403, "The signed URL has expired; read the resource for a new link."
 
 
 class NotFound(AirlockError):

@@ -70,9 +70,10 @@ def _current_key() -> str:
 
 def _accepted_keys() -> dict[str, str]:
     """kid → key for every key whose URLs are still accepted: the current one first."""
-    keys = [_current_key(), *settings.AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS]
+    keys: list[str] = [_current_key(), *settings.AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS]
     if not settings.AIRLOCK_DELIVERY_URL_SECRET:
-        keys += list(settings.SECRET_KEY_FALLBACKS)  # derived from SECRET_KEY: rotates with it
+        # Derived from SECRET_KEY: it rotates with it, and honours its fallbacks.
+        keys += [str(key) for key in settings.SECRET_KEY_FALLBACKS]
     accepted: dict[str, str] = {}
     for key in keys:
         accepted.setdefault(key_id(key), key)

@@ -47,7 +47,8 @@ def test_ready_carries_the_resource_exactly_as_get_renders_it(alice, api, hooked
     [payload] = _payloads(receiver, hooked)
     assert payload["type"] == "attachment.ready"
     assert payload["data"] == _resource(api, alice, attachment_id)
-    assert payload["data"]["links"]["download"].split("?")[0].endswith(f"/api/v1/attachments/{attachment_id}/download")
+    download = payload["data"]["links"]["download"]
+    assert download.split("?")[0].endswith(f"/api/v1/attachments/{attachment_id}/download")
     assert set(payload) == {"type", "timestamp", "data"} and payload["timestamp"].endswith("Z")
     event = WebhookEvent.objects.get()
     assert receiver.received[0].webhook_id == event.id and event.id.startswith("msg_") and "." not in event.id
