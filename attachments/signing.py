@@ -80,9 +80,15 @@ def _accepted_keys() -> dict[str, str]:
     return accepted
 
 
+@functools.lru_cache(maxsize=16)
+def _signer(key: str) -> signing.Signer:
+    # Built once per key: building one costs about as much as signing (a resource signs
+    # every file link it shows); a Signer holds no per-call state, so threads share it.
+    return signing.Signer(key=key, salt=DELIVERY_SALT)
+
+
 def _signature(key: str, *, tenant_id: object, attachment_id: object, name: str, exp: str) -> str:
-    message = f"v1:{tenant_id}:{attachment_id}:{name}:{exp}"
-    return signing.Signer(key=key, salt=DELIVERY_SALT).signature(message)
+    return _signer(key).signature(f"v1:{tenant_id}:{attachment_id}:{name}:{exp}")
 
 
 def _step() -> int:

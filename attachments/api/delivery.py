@@ -3,7 +3,8 @@
 An API client sends `Authorization: Token` and reads as itself (the owner also
 reads its pending file). An `<img src>` sends nothing: the link's `exp`, `kid`
 and `sig` (attachments/signing.py) stand for a read by the attachment's
-tenant, checked against the gate at every request (selectors).
+tenant, checked against the gate at every request (selectors). A request
+carrying both is served when either allows it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.permissions import BasePermission
 
+from ..errors import NotAuthenticated, NotFound
 from ..models import Attachment
 from ..selectors import attachment_for_download, attachment_for_signed_read
 from ..signing import delivery_signed
@@ -29,10 +31,21 @@ class SignedOrAuthenticated(BasePermission):
 
 
 def readable_attachment(request, *, attachment_id: object, name: str) -> Attachment:
-    """The attachment whose `name` rendition this request may read, or NotFound/SignatureInvalid/UrlExpired."""
+    """The attachment whose `name` rendition this request may read, or NotFound/SignatureInvalid/UrlExpired.
+
+    Either credential suffices. The caller's own read comes first (the owner reads
+    its pending file through the very links it was given); when it refuses and the
+    request carries a link's signature, the link decides, as it would for anyone
+    holding it without a header (a tenant-less staff session in the same browser,
+    say): refusing a signed-in holder what an anonymous one gets would protect nothing.
+    """
+    signed = delivery_signed(request.query_params)
     if _signed_in(request):
-        # A signed-in caller reads as itself; a signature it also carries changes nothing.
-        return attachment_for_download(user=request.user, attachment_id=attachment_id)
+        try:
+            return attachment_for_download(user=request.user, attachment_id=attachment_id)
+        except (NotFound, NotAuthenticated):
+            if not signed:
+                raise
     query = request.query_params
     return attachment_for_signed_read(attachment_id=attachment_id, name=name, exp=query.get("exp"),
                                       kid=query.get("kid"), sig=query.get("sig"))
@@ -46,5 +59,5 @@ SIGNED_LINK_PARAMETERS = [
     OpenApiParameter("sig", OpenApiTypes.STR, OpenApiParameter.QUERY,
                      description="Signed link: the signature. With `exp` and `kid`, the credential of a request "
                      "that sends no `Authorization` (an `<img src>`): 403 `SIGNATURE_INVALID` or `URL_EXPIRED` "
-                     "when it does not hold. Ignored when the request is signed in."),
+                     "when it does not hold and the request's own credential does not allow the read either."),
 ]

@@ -6,6 +6,7 @@ from datetime import timedelta
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
@@ -271,18 +272,23 @@ def test_range_through_a_signed_link(alice, api):
     assert _anonymous().get(link, HTTP_RANGE=f"bytes={len(data) + 5}-").status_code == 416
 
 
-def test_header_reads_are_unchanged_and_a_signed_in_caller_reads_as_itself(alice, bob, mallory, api, ready_photo):
+def test_header_reads_are_unchanged_and_either_credential_suffices(alice, bob, mallory, api, ready_photo, client):
     plain = f"/api/v1/attachments/{ready_photo}/download"
     assert api(bob).get(plain).status_code == 200
     missing = _anonymous().get(plain)
     assert (missing.status_code, _error(missing)) == (401, "NOT_AUTHENTICATED")
     assert missing["WWW-Authenticate"] == 'Token realm="api"'
+    assert api(mallory).get(plain).status_code == 404
     signed = _path(_links(api, alice, ready_photo)["download"])
     assert api(bob).get(signed).status_code == 200
-    # Another tenant's user stays another tenant's user: a link does not widen a signed-in read.
-    assert api(mallory).get(signed).status_code == 404
-    expired = _with(signed, exp="1000")
-    assert api(bob).get(expired).status_code == 200  # the header is the credential; the query is ignored
+    assert api(bob).get(_with(signed, exp="1000")).status_code == 200  # bob's header is enough on its own
+    # The link is enough on its own too, whoever holds it: a header does not take that away.
+    assert api(mallory).get(signed).status_code == 200
+    assert _error(api(mallory).get(_with(signed, exp="1000"))) == "SIGNATURE_INVALID"
+    staff = get_user_model().objects.create_superuser("root", password="pw-root")  # in no tenant
+    client.force_login(staff)
+    assert client.get(signed).status_code == 200
+    assert client.get(plain).status_code == 401
 
 
 def test_the_upload_pages_session_reads_the_signed_thumbnail_link(alice, api, ready_photo, client):
