@@ -100,7 +100,7 @@ def attachment_for_signed_read(*, attachment_id: object, name: str, exp: object,
         raise SignatureInvalid() from None
     delivery_check(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name, exp=exp, kid=kid,
                    sig=sig, now=now.timestamp())
-    if attachment.lifecycle == Lifecycle.DELETED or not _servable_to_tenant(attachment, now):
+    if not _servable_to_tenant(attachment, now):  # deleted, discarded, released: gone
         raise NotFound()
     return attachment
 

@@ -48,7 +48,6 @@ def upload_token_valid(token: object, attachment_id: uuid.UUID) -> bool:
 # The purpose string: with the SECRET_KEY default, it is what makes the delivery key
 # a key of its own (django.core.signing derives the HMAC key from salt + secret).
 DELIVERY_SALT = "airlock.delivery-url"
-DELIVERY_PARAMS = ("exp", "kid", "sig")
 # Expiries are rounded up to this step, so every read of a resource within it mints the
 # same link (stable for the browser and for `srcset`); a link lives between
 # AIRLOCK_DELIVERY_URL_SECONDS and that plus one step.
