@@ -38,6 +38,15 @@ class UploadTokenInvalid(AirlockError):
     code, status, default_message = "UPLOAD_TOKEN_INVALID", 403, "The upload URL is invalid, expired or already used."
 
 
+class SignatureInvalid(AirlockError):
+    code, status, default_message = ("SIGNATURE_INVALID", 403,
+                                     "The signed URL is malformed, tampered with, or signed with a retired key.")
+
+
+class UrlExpired(AirlockError):
+    code, status, default_message = "URL_EXPIRED", 403, "The signed URL has expired; read the resource for a new link."
+
+
 class NotFound(AirlockError):
     code, status, default_message = "NOT_FOUND", 404, "Not found."
 

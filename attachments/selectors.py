@@ -9,8 +9,9 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .errors import NotFound
+from .errors import NotFound, SignatureInvalid
 from .models import Attachment, Derivative, Lifecycle, Status
+from .signing import delivery_check
 from .tenancy import tenant_of
 
 OWNER_READABLE = (Status.PENDING, Status.PROCESSING, Status.READY)
@@ -44,9 +45,14 @@ def attachment_visible(*, user, attachment_id: object) -> Attachment:
         raise NotFound()
     if attachment.owner_id == user.pk:
         return attachment
-    if attachment.status == Status.READY and not _gone(attachment, timezone.now()):
+    if _servable_to_tenant(attachment, timezone.now()):
         return attachment
     raise NotFound()
+
+
+def _servable_to_tenant(attachment: Attachment, now: datetime) -> bool:
+    """What anyone of the attachment's tenant may read: ready, and neither gone nor deleted."""
+    return attachment.status == Status.READY and not _gone(attachment, now)
 
 
 def attachment_owned(*, user, attachment_id: object) -> Attachment:
@@ -73,6 +79,28 @@ def can_read_file(*, user, attachment: Attachment, now: datetime | None = None) 
 def attachment_for_download(*, user, attachment_id: object) -> Attachment:
     attachment = attachment_visible(user=user, attachment_id=attachment_id)
     if not can_read_file(user=user, attachment=attachment):
+        raise NotFound()
+    return attachment
+
+
+def attachment_for_signed_read(*, attachment_id: object, name: str, exp: object, kid: object, sig: object,
+                               now: datetime | None = None) -> Attachment:
+    """The attachment a signed link names, when its signature holds and the file may be served now.
+
+    A valid signature stands for the tenant's read, never for the owner's: it
+    serves exactly what the tenant's members may read through their header
+    (ready, staged or committed, unexpired), so a takedown, a rescan hit, a
+    release or a delete after the link was minted answers 404. An unknown id is
+    SIGNATURE_INVALID like any forged link: only a genuine link learns 404.
+    """
+    now = now or timezone.now()
+    try:
+        attachment = Attachment.objects.for_resource().get(pk=uuid.UUID(str(attachment_id)))
+    except (ValueError, Attachment.DoesNotExist):
+        raise SignatureInvalid() from None
+    delivery_check(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name, exp=exp, kid=kid,
+                   sig=sig, now=now.timestamp())
+    if not _servable_to_tenant(attachment, now):  # deleted, discarded, released: gone
         raise NotFound()
     return attachment
 

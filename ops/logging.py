@@ -13,12 +13,12 @@ from attachments.request_id import current_request_id, reset_request_id, set_req
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
-# Credentials that travel in URLs and headers: upload tokens (`?token=`), S3
-# presigned signatures, and Authorization headers (API tokens, the events and
+# Credentials that travel in URLs and headers: upload tokens (`?token=`), the
+# signatures of delivery links (`?sig=`), S3 presigned signatures, and Authorization headers (API tokens, the events and
 # metrics tokens). Matched in the finished line, so no path into a log (a
 # message, an argument, an extra field, a traceback) can carry one out.
 _QUERY_SECRET = re.compile(
-    r"(?i)((?:[?&;]|%3F|%26)(?:token|access_token|signature|x-amz-signature|x-amz-credential"
+    r"(?i)((?:[?&;]|%3F|%26)(?:token|access_token|sig|signature|x-amz-signature|x-amz-credential"
     r"|x-amz-security-token)(?:=|%3D))[^&\s\"'#\\]+")
 _AUTH_HEADER = re.compile(
     r"(?i)((?:authorization|x-amz-security-token)\\?[\"']?\s*[:=]\s*\\?[\"']?)"

@@ -20,6 +20,7 @@ from rest_framework.fields import SkipField
 from ..errors import ValidationFailed
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
+from ..signing import delivery_expiry, delivery_query
 from .links import absolute_url
 
 
@@ -223,12 +224,18 @@ class AttachmentResource:
     def links(self) -> dict[str, str]:
         links = {"self": self.url}
         if self.can_read:
-            links["download"] = f"{self.url}/download"
+            names = ["download"]
             if self.thumbnail is not None:
-                links["thumbnail"] = f"{self.url}/thumbnail"
-            for kind in ("display", "poster"):
-                if kind in self.derivatives:
-                    links[kind] = f"{self.url}/{kind}"
+                names.append("thumbnail")
+            names += [kind for kind in ("display", "poster") if kind in self.derivatives]
+            # Signed, so an <img src> needs no header (attachments/signing.py); one expiry for
+            # the whole resource, rounded so that re-reading it gives the same links.
+            exp = delivery_expiry()
+            attachment = self.attachment
+            for name in names:
+                query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name,
+                                       exp=exp)
+                links[name] = f"{self.url}/{name}?{query}"
         return links
 
 
@@ -271,7 +278,9 @@ class ReasonOutputSerializer(SharedSerializer):
 @extend_schema_serializer(component_name="Links")
 class LinksOutputSerializer(SharedSerializer):
     self = serializers.URLField()
-    download = serializers.URLField(required=False, help_text="Present only when the caller may read the file.")
+    download = serializers.URLField(
+        required=False, help_text="Present only when the caller may read the file. Every file link is signed "
+        "(`?exp=…&kid=…&sig=…`): it works without `Authorization` until `exp`, and only while the file is served.")
     thumbnail = serializers.URLField(required=False, help_text="Present only when a thumbnail may be read.")
     display = serializers.URLField(
         required=False, help_text="HEIC/HEIF/AVIF only: the browser-viewable rendition, when it may be read.")

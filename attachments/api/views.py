@@ -27,14 +27,15 @@ from ..errors import (
     NotFound,
     QuotaExceeded,
     RateLimited,
+    SignatureInvalid,
     TooLarge,
     UnknownProfile,
+    UrlExpired,
     ValidationFailed,
 )
 from ..models import TERMINAL_STATUSES, Attachment, Status
 from ..profiles import all_profiles
 from ..selectors import (
-    attachment_for_download,
     attachment_visible,
     attachments_of_owner,
     can_read_file,
@@ -45,6 +46,7 @@ from ..selectors import (
 from ..serving import file_response, served_object
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
+from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .links import absolute_url
 from .schema import ATTACHMENT_ID, file_responses, errors
 from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedSerializer
@@ -299,15 +301,24 @@ def _wait_seconds(wait: str | None, read) -> float:
     return seconds
 
 
-class AttachmentDownloadApi(APIView):
+_FILE_ERRORS = (NotAuthenticated, SignatureInvalid, UrlExpired, NotFound)
+
+
+class FileApi(APIView):
+    """A gated file read: by the caller's header or session, or by a signed link (api/delivery.py)."""
+
+    permission_classes = [SignedOrAuthenticated]
+
+
+class AttachmentDownloadApi(FileApi):
     @extend_schema(
         operation_id="attachments_download", tags=_TAGS, summary="Download the file (gated)",
-        parameters=[ATTACHMENT_ID],
+        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         # The detected type of the bytes (image/jpeg, application/pdf, …).
-        responses={**file_responses("*/*"), **errors(NotAuthenticated, NotFound)},
+        responses={**file_responses("*/*"), **errors(*_FILE_ERRORS)},
     )
     def get(self, request, attachment_id):
-        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        attachment = readable_attachment(request, attachment_id=attachment_id, name="download")
         served = served_object(attachment)
         if served is None:
             raise NotFound()
@@ -328,14 +339,14 @@ def download_name(attachment) -> str:
     return attachment.filename
 
 
-class AttachmentThumbnailApi(APIView):
+class AttachmentThumbnailApi(FileApi):
     @extend_schema(
         operation_id="attachments_thumbnail", tags=_TAGS, summary="Get the thumbnail (WebP, gated)",
-        parameters=[ATTACHMENT_ID],
-        responses={**file_responses("image/webp"), **errors(NotAuthenticated, NotFound)},
+        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
+        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS)},
     )
     def get(self, request, attachment_id):
-        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        attachment = readable_attachment(request, attachment_id=attachment_id, name="thumbnail")
         thumbnail = thumbnail_of(attachment)
         if thumbnail is None:
             raise NotFound()
@@ -344,15 +355,15 @@ class AttachmentThumbnailApi(APIView):
                              content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
 
 
-class AttachmentDisplayApi(APIView):
+class AttachmentDisplayApi(FileApi):
     @extend_schema(
         operation_id="attachments_display", tags=_TAGS,
         summary="Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
-        parameters=[ATTACHMENT_ID],
-        responses={**file_responses("image/jpeg"), **errors(NotAuthenticated, NotFound)},
+        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
+        responses={**file_responses("image/jpeg"), **errors(*_FILE_ERRORS)},
     )
     def get(self, request, attachment_id):
-        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        attachment = readable_attachment(request, attachment_id=attachment_id, name="display")
         display = derivative_of(attachment, "display")
         if display is None:
             raise NotFound()
@@ -362,15 +373,15 @@ class AttachmentDisplayApi(APIView):
                              content_type=display.content_type, filename=f"{stem}.{ext}", inline=True)
 
 
-class AttachmentPosterApi(APIView):
+class AttachmentPosterApi(FileApi):
     @extend_schema(
         operation_id="attachments_poster", tags=_TAGS,
         summary="Get the poster frame of a video (WebP, gated)",
-        parameters=[ATTACHMENT_ID],
-        responses={**file_responses("image/webp"), **errors(NotAuthenticated, NotFound)},
+        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
+        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS)},
     )
     def get(self, request, attachment_id):
-        attachment = attachment_for_download(user=request.user, attachment_id=attachment_id)
+        attachment = readable_attachment(request, attachment_id=attachment_id, name="poster")
         poster = derivative_of(attachment, "poster")
         if poster is None:
             raise NotFound()

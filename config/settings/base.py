@@ -212,6 +212,17 @@ AIRLOCK_S3_MULTIPART_THRESHOLD = env_int("AIRLOCK_S3_MULTIPART_THRESHOLD", 100 *
 AIRLOCK_S3_PART_SIZE = env_int("AIRLOCK_S3_PART_SIZE", 16 * 1024 * 1024)
 AIRLOCK_DOWNLOAD_URL_SECONDS = env_int("AIRLOCK_DOWNLOAD_URL_SECONDS", 60)
 AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60)
+# Signed delivery links (docs/api.md, "Signed links"): how long a link in the resource
+# lives, and its key. Empty secret: SECRET_KEY, made a key of its own by the purpose
+# string in attachments/signing.py (and rotated with SECRET_KEY, honouring
+# SECRET_KEY_FALLBACKS). Previous secrets are accepted, never used to sign.
+AIRLOCK_DELIVERY_URL_SECONDS = env_int("AIRLOCK_DELIVERY_URL_SECONDS", 3600)
+AIRLOCK_DELIVERY_URL_SECRET = env_str("AIRLOCK_DELIVERY_URL_SECRET", "")
+AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS = env_list("AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS", [])
+if AIRLOCK_DELIVERY_URL_SECONDS < 1:
+    raise ImproperlyConfigured("AIRLOCK_DELIVERY_URL_SECONDS must be at least 1")
+if any(0 < len(secret) < 32 for secret in (AIRLOCK_DELIVERY_URL_SECRET, *AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS)):
+    raise ImproperlyConfigured("AIRLOCK_DELIVERY_URL_SECRET (and each previous secret) must be at least 32 characters")
 # After the upload URL expired, how long a committed intent may still wait for
 # its storage event before it ends as rejected/object_missing.
 AIRLOCK_UPLOAD_GRACE_SECONDS = env_int("AIRLOCK_UPLOAD_GRACE_SECONDS", 3600)

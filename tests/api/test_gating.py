@@ -125,7 +125,7 @@ def test_thumbnail_is_inline_webp_and_404_until_there_is_one(alice, api):
     assert _body(response)[:4] == b"RIFF"
     body = client.get(_paths(attachment_id)[0]).json()
     assert body["derivatives"]["thumbnail"]["width"] == 256
-    assert body["links"]["thumbnail"].endswith("/thumbnail")
+    assert body["links"]["thumbnail"].split("?")[0].endswith("/thumbnail")
     archive = upload(client, b"PK\x05\x06" + b"\x00" * 18, profile="archive", filename="e.zip",
                      content_type="application/zip")
     assert run_pipeline(archive) == "ready"

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework import serializers
 
+from attachments import signing
 from attachments.api.lifecycle import CommitApi, HeartbeatApi
 from attachments.api.serializers import (
     AttachmentOutputSerializer,
@@ -154,7 +155,15 @@ def test_shared_render_is_what_a_fresh_serializer_renders(name):
     assert AttachmentOutputSerializer.render(resource) == AttachmentOutputSerializer(resource).data
 
 
-def test_the_resource_shape_is_the_contract():
+def _signed(name: str) -> str:
+    """The resource's signed link to `name` (tests/api/test_signed_links.py checks the signature itself)."""
+    query = signing.delivery_query(tenant_id=None, attachment_id=uuid.UUID(URL.rsplit("/", 1)[1]), name=name,
+                                   exp=signing.delivery_expiry())
+    return f"{URL}/{name}?{query}"
+
+
+def test_the_resource_shape_is_the_contract(monkeypatch):
+    monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0)  # one expiry step for the whole test
     assert AttachmentOutputSerializer.render(RESOURCES["ready, readable, thumbnail"]) == {
         "id": "8c0e3d4e-0000-4000-8000-000000000001", "profile": "image", "status": "ready", "reason": None,
         "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
@@ -162,11 +171,11 @@ def test_the_resource_shape_is_the_contract():
         "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "lifecycle": "staged", "ref": None,
         "derivatives": {"thumbnail": {"width": 1, "height": 2}},
         "metadata": {"width": 3, "height": 2, "page_count": None},
-        "links": {"self": URL, "download": f"{URL}/download", "thumbnail": f"{URL}/thumbnail"},
+        "links": {"self": URL, "download": _signed("download"), "thumbnail": _signed("thumbnail")},
     }
     pending = AttachmentOutputSerializer.render(RESOURCES["pending"])
     assert (pending["size"], pending["content_type"], pending["sha256"], pending["ready_at"]) == (None,) * 4
-    assert pending["derivatives"] == {} and pending["links"] == {"self": URL, "download": f"{URL}/download"}
+    assert pending["derivatives"] == {} and pending["links"] == {"self": URL, "download": _signed("download")}
     rejected = AttachmentOutputSerializer.render(RESOURCES["rejected"])
     assert rejected["reason"] == {"code": "malware", "message": "EICAR"} and rejected["links"] == {"self": URL}
     committed = AttachmentOutputSerializer.render(RESOURCES["committed"])

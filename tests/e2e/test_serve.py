@@ -129,6 +129,11 @@ def _flow(server: Server) -> None:
     thumb = requests.get(f"{base}/api/v1/attachments/{photo}/thumbnail", headers={"Authorization": f"Token {bob}"},
                          timeout=10)
     assert thumb.status_code == 200 and thumb.headers["Content-Type"] == "image/webp"
+    # The resource's signed link, fetched as an <img src> would: no header, no cookie.
+    links = requests.get(f"{base}/api/v1/attachments/{photo}", headers={"Authorization": f"Token {bob}"},
+                         timeout=10).json()["links"]
+    signed = requests.get(links["thumbnail"], timeout=10)
+    assert signed.status_code == 200 and signed.headers["Content-Type"] == "image/webp"
     for token, path in ((mallory, photo), (bob, virus), (alice, virus)):
         assert requests.get(f"{base}/api/v1/attachments/{path}/download",
                             headers={"Authorization": f"Token {token}"}, timeout=10).status_code == 404

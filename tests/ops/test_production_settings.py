@@ -59,6 +59,21 @@ def test_check_deploy_is_clean():
             "DJANGO_SECRET_KEY",
         ),
         ({"DJANGO_SECRET_KEY": "PLACEHOLDER"}, "DJANGO_ALLOWED_HOSTS"),
+        (
+            {"DJANGO_SECRET_KEY": "PLACEHOLDER", "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+             "AIRLOCK_DELIVERY_URL_SECRET": "too-short"},
+            "AIRLOCK_DELIVERY_URL_SECRET",
+        ),
+        (
+            {"DJANGO_SECRET_KEY": "PLACEHOLDER", "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+             "AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS": "x" * 40 + ",short"},
+            "AIRLOCK_DELIVERY_URL_SECRET",
+        ),
+        (
+            {"DJANGO_SECRET_KEY": "PLACEHOLDER", "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+             "AIRLOCK_DELIVERY_URL_SECONDS": "0"},
+            "AIRLOCK_DELIVERY_URL_SECONDS",
+        ),
     ],
 )
 def test_production_refuses_to_start_without_its_secrets(env, complaint):

@@ -142,7 +142,8 @@ def test_the_pixel_bound_is_checked_before_any_decoder_sees_the_bytes(monkeypatc
 def test_avatar_accepts_a_heic(alice, api):
     client = api(alice)
     attachment_id = _ready(client, "heic_gps_rotated.heic", profile="avatar")
-    assert client.get(f"/api/v1/attachments/{attachment_id}").json()["links"]["display"].endswith("/display")
+    display = client.get(f"/api/v1/attachments/{attachment_id}").json()["links"]["display"]
+    assert display.split("?")[0].endswith("/display")
 
 
 def test_a_jpeg_has_no_display_rendition(alice, api):
