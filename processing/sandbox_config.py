@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
 
 from .errors import TransientError
+from .steps.registry import SANDBOX_KINDS
+
+# A job that copies its input (a remux) may write this much: the input's size, an eighth
+# more and 16 MiB for the new container's indexes. Past it the write fails (RLIMIT_FSIZE):
+# an input whose sample tables point many packets at the same bytes cannot make the copy
+# outgrow the upload.
+COPY_SLACK_DIVISOR = 8
+COPY_SLACK_BYTES = 16 << 20
 
 
 def limits_from_settings():
@@ -48,13 +57,24 @@ def member_rules_dir() -> Path | None:
     return Path(configured) if configured else DEFAULT_RULES_DIR
 
 
+def limits_for(kind: str, input_path: Path):
+    """The job's limits; a job that copies its input may write about the input's size."""
+    limits = limits_from_settings()
+    step = SANDBOX_KINDS.get(kind)
+    if step is None or not step.copies_input:
+        return limits
+    size = input_path.stat().st_size
+    return replace(limits, max_output_bytes=max(limits.max_output_bytes,
+                                                size + size // COPY_SLACK_DIVISOR + COPY_SLACK_BYTES))
+
+
 def run_sandboxed(kind: str, input_path: Path, work_dir: Path):
     from processing.sandbox import SandboxUnavailable, run_job
 
     from .metrics import record_sandbox
 
     try:
-        result = run_job(kind, input_path, work_dir, limits=limits_from_settings(), bounds=bounds_from_settings(),
+        result = run_job(kind, input_path, work_dir, limits=limits_for(kind, input_path), bounds=bounds_from_settings(),
                          member_rules=member_rules_dir())
     except SandboxUnavailable as exc:
         raise TransientError(f"sandbox unavailable: {exc}") from exc

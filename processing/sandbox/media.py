@@ -10,8 +10,10 @@ Order is the point, as in images.py:
    `moov`) is corrupt;
 3. decode one video frame near 1 s (the keyframe at or before it, so one GOP at most),
    on one thread, turn it by the display matrix and make the poster and the thumbnail.
-Nothing walks the packets: a header that lies about the duration only changes what
+The probe walks no packet: a header that lies about the duration only changes what
 metadata says, and the job's CPU and memory limits bound whatever one GOP costs.
+4. once every bound held, remux.py copies the audio and video packets into the file
+   that is served, without any of the container's metadata (a phone's location).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from PIL import Image
 
 from .limits import Bounds
 from .outcome import Rejected, Source, short_repr, write_file
+from .remux import remux
 
 VIDEO_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 AUDIO_CODECS = frozenset({"aac", "opus", "mp3"})  # and every pcm_* (WAV, MOV)
@@ -180,10 +183,20 @@ def _head(src: Source) -> bytes:
 
 
 def process(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any], dict[str, str]]:
-    """Probe and bound one video or audio file; a video gets a poster and a thumbnail."""
-    fmt = sniff(_head(src))
+    """Probe and bound one video or audio file, copy it without its metadata (the served file);
+    a video also gets a poster and a thumbnail."""
+    head = _head(src)
+    fmt = sniff(head)
     if fmt is None:
         raise Rejected("corrupt", "not an MP4/MOV, WebM/Matroska, Ogg, WAV or MP3 file")
+    data, files = _probe(src, fmt, work_dir, bounds)
+    # Only once every bound held: the copy walks every packet, the probe none.
+    data["served"] = remux(src, fmt, head, work_dir, bounds, _open)
+    files["served"] = data["served"]["file"]
+    return data, files
+
+
+def _probe(src: Source, fmt: str, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any], dict[str, str]]:
     with _open(src, fmt) as container:
         data = check_bounds(container, bounds)
         if not container.streams.video:

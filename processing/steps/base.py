@@ -78,6 +78,8 @@ class SandboxStep(Step):
     stage = "derive"
     processors: ClassVar[tuple[str, ...]] = ()  # the profiles' `processor` values it serves
     serves_rendition: ClassVar[bool] = False  # its output is served instead of the original
+    # Its output holds a copy of the input (a remux): the job may write about the input's size.
+    copies_input: ClassVar[bool] = False
     bound_reason: ClassVar[str] = "too_large"  # a scanner's size/nesting bound, for this kind
 
     def applies_to(self, profile: Any, content_type: str | None) -> bool:

@@ -106,6 +106,57 @@ def mov_rotated() -> bytes:
     return _made("mov", build)
 
 
+def _box(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I4s", 8 + len(payload), kind) + payload
+
+
+def _udta_location(iso6709: str) -> bytes:
+    # What Android's camera writes: moov/udta/\xa9xyz, a QuickTime string (length, language, text).
+    text = iso6709.encode()
+    return _box(b"udta", _box(b"\xa9xyz", struct.pack(">HH", len(text), 0x15C7) + text))
+
+
+def _apple_meta(items: list[tuple[str, str]]) -> bytes:
+    # What an iPhone writes: moov/meta with an `mdta` handler, `keys` naming each item and
+    # `ilst` holding them by 1-based index, each in a UTF-8 `data` box.
+    keys = b"".join(_box(b"mdta", key.encode()) for key, _ in items)
+    ilst = b"".join(_box(struct.pack(">I", n), _box(b"data", struct.pack(">II", 1, 0) + value.encode()))
+                    for n, (_, value) in enumerate(items, start=1))
+    hdlr = _box(b"hdlr", bytes(8) + b"mdta" + bytes(13))
+    return _box(b"meta", hdlr + _box(b"keys", struct.pack(">II", 0, len(items)) + keys) + _box(b"ilst", ilst))
+
+
+def _moov_appended(data: bytes, extra: bytes) -> bytes:
+    # The moov is last (written without faststart): growing it moves no sample offset.
+    pos = data.rfind(b"moov") - 4
+    size = struct.unpack(">I", data[pos : pos + 4])[0]
+    assert pos + size == len(data), "the moov must be the last box"
+    return data[:pos] + struct.pack(">I", size + len(extra)) + data[pos + 4 :] + extra
+
+
+EIFFEL = "+48.8584+002.2945+035.000/"
+
+
+def mov_hevc_location_rotated() -> bytes:
+    # An iPhone's video, small: HEVC (`hvc1`) held upright (display matrix: 90 degrees clockwise),
+    # its location in both places phones write it, and the device's make and model.
+    def build(c):
+        video = _video(c, "libx265", **{"x265-params": "log-level=none:pools=none:frame-threads=1"})
+        video.codec_context.codec_tag = "hvc1"
+        video.set_display_rotation(-90)
+        _write_video(c, video, 20, image=picture(H, W).transpose(Image.Transpose.ROTATE_90))
+    apple = _apple_meta([("com.apple.quicktime.location.ISO6709", EIFFEL),
+                         ("com.apple.quicktime.make", "Apple"), ("com.apple.quicktime.model", "iPhone 15 Pro"),
+                         ("com.apple.quicktime.software", "17.4"),
+                         ("com.apple.quicktime.creationdate", "2026-06-21T14:03:00+0200")])
+    return _moov_appended(_made("mov", build), _udta_location(EIFFEL) + apple)
+
+
+def mp4_h264_aac_location() -> bytes:
+    # An Android phone's video: H.264 + AAC, moov after the media data, \xa9xyz in moov/udta.
+    return _moov_appended(mp4_h264_aac(), _udta_location("+35.6586+139.7454/"))
+
+
 def mp4_hevc() -> bytes:
     # x265 on one thread (no pools, one frame thread): the same bytes every run.
     def build(c):
@@ -215,6 +266,8 @@ FILES = {
     "video_lying_duration.mp4": mp4_lying_duration,
     "video_64_streams.webm": webm_64_streams,
     "video_mpeg4_part2.mp4": mp4_mpeg4_part2,
+    "video_hevc_location_rotated.mov": mov_hevc_location_rotated,
+    "video_h264_aac_location.mp4": mp4_h264_aac_location,
 }
 
 

@@ -75,9 +75,10 @@ def test_video_is_probed_and_gets_a_poster_and_a_thumbnail(alice, api, name, con
             # Red top left and blue bottom right only once turned by the display matrix.
             assert _near(rgb.getpixel((3, 3)), RED), (link, rgb.getpixel((3, 3)))
             assert _near(rgb.getpixel((im.width - 4, im.height - 4)), BLUE), link
-    # The original is what download serves (no remux yet).
+    # What download serves is the remuxed copy (test_media_served.py looks inside it), never the original.
     download = client.get(f"/api/v1/attachments/{row.pk}/download")
-    assert _body(download) == (GENERATED / name).read_bytes()
+    assert download.status_code == 200 and _body(download) != (GENERATED / name).read_bytes()
+    assert download["Content-Type"] == content_type == resource["content_type"]
 
 
 @pytest.mark.parametrize(("name", "content_type", "expected"), [

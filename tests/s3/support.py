@@ -97,19 +97,75 @@ def post_events(payload: Any, *, token: str | None, raw: bytes | None = None, sc
 
 
 def mp4_bytes(total: int, seed: int | None = 7) -> bytes:
-    """A playable MP4 (moov first, 1 s of 64x48 H.264) padded to `total` bytes with a `free` box.
+    """A playable MP4 of exactly `total` bytes whose served copy is itself, byte for byte.
 
-    The media profile probes its files (a moov, a stream, a duration): a bare ftyp box
-    followed by noise is corrupt now. The padding is random (seed None: os.urandom).
+    The 1 s H.264 clip of the corpus, followed by video packets of random bytes (seed
+    None: os.urandom) that nothing decodes (the poster is the first frame): they are
+    packets, so the remux that makes the served copy keeps every one of them, and the
+    file is made by that same remux (a fixed point: a second copy changes nothing).
+    So a download compared with this proves every uploaded byte arrived.
     """
+    import tempfile
+    from pathlib import Path
+
+    from processing.sandbox.limits import Bounds
+    from processing.sandbox.media import _open
+    from processing.sandbox.remux import remux
+
+    rng = random.Random(seed) if seed is not None else None
+    with tempfile.TemporaryDirectory() as tmp:
+        built, work = Path(tmp) / "built.mp4", Path(tmp) / "work"
+        work.mkdir()
+
+        def made(sizes: list[int], payload: bytes) -> bytes:
+            _mp4_with_packets(built, sizes, payload)
+            data = built.read_bytes()
+            for _ in range(4):  # btrt's peak bit rate settles after a copy or two
+                facts = remux(built, "mov", data[:64], work, Bounds(), _open)
+                copied = (work / facts["file"]).read_bytes()
+                if copied == data:
+                    return data
+                built.write_bytes(copied)
+                data = copied
+            raise AssertionError("the copy of the copy keeps changing")
+
+        extra = total - len(made([], b""))
+        assert extra >= 1, f"an MP4 of {total} bytes is too small to hold the clip"
+        payload = rng.randbytes(extra) if rng is not None else os.urandom(extra)
+        sizes = [MIB_PACKET] * (extra // MIB_PACKET) + ([extra % MIB_PACKET] if extra % MIB_PACKET else [])
+        for _ in range(4):  # the indexes grow with the packets: adjust the last one
+            data = made(sizes, payload)
+            if len(data) == total:
+                return data
+            sizes[-1] -= len(data) - total
+        raise AssertionError(f"could not make an MP4 of exactly {total} bytes")
+
+
+MIB_PACKET = 1 << 20
+
+
+def _mp4_with_packets(path, sizes: list[int], payload: bytes) -> None:
+    import av
+
     from tests.corpus import corpus_dir
 
-    clip = (corpus_dir() / "generated" / "video_faststart.mp4").read_bytes()
-    free_size = total - len(clip)
-    assert free_size >= 8
-    rng = random.Random(seed) if seed is not None else None
-    payload = rng.randbytes(free_size - 8) if rng is not None else os.urandom(free_size - 8)
-    return clip + free_size.to_bytes(4, "big") + b"free" + payload
+    with av.open(str(corpus_dir() / "generated" / "video_faststart.mp4")) as src:
+        stream = src.streams.video[0]
+        packets = [p for p in src.demux(stream) if p.size]
+        with av.open(str(path), "w", format="mp4", options={"fflags": "+bitexact", "movflags": "+faststart"}) as out:
+            copy = out.add_stream_from_template(stream)
+            copy.codec_context.codec_tag = stream.codec_context.codec_tag
+            for packet in packets:
+                packet.stream = copy
+                out.mux(packet)
+            step, last = packets[1].pts - packets[0].pts, packets[-1].pts
+            pos = 0
+            for n, size in enumerate(sizes, start=1):
+                extra = av.Packet(payload[pos : pos + size])
+                pos += size
+                extra.stream, extra.time_base = copy, stream.time_base
+                extra.pts = extra.dts = last + step * n
+                out.mux(extra)
 
 
 def intent(client, data: bytes, **kwargs) -> dict:

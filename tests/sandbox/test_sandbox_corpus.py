@@ -94,8 +94,10 @@ def test_corpus_outcome(run, path: str, kind: str, accepted: set[str]) -> None:
         assert result.data["text_chars"] <= len(text) + result.data["page_count"]
     elif kind == "media":
         assert result.data["duration_seconds"] > 0
+        # Every ready media file has its served copy (remux); a video also a poster and a thumbnail.
+        assert result.files["served"].stat().st_size > 0
         if result.data["video_codec"] is not None:
-            assert set(result.files) == {"thumbnail", "poster"}
+            assert set(result.files) == {"thumbnail", "poster", "served"}
             with Image.open(result.files["poster"]) as poster:
                 assert poster.format == "WEBP" and max(poster.size) <= 1280
                 assert poster.size == (result.data["width"], result.data["height"])
