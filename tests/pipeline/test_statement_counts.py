@@ -83,8 +83,10 @@ def _sent(actor_name: str, attachment_id: uuid.UUID) -> list[str]:
 def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]]:
     """intake, scan and derive as their actors run them, with each one's statements."""
     seen: dict[str, list[str]] = {}
+    args = _sent("intake", attachment_id)
+    assert args[1:] == [str(Attachment.objects.get(pk=attachment_id).tenant_id)]  # the tenant rides along
     with _statements(capture) as seen["intake"]:
-        actors.intake.fn(str(attachment_id))
+        actors.intake.fn(*args)
     assert Attachment.objects.get(pk=attachment_id).step == "scan"
     args = _sent("scan", attachment_id)
     with _statements(capture) as seen["scan"]:

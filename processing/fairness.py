@@ -1,0 +1,123 @@
+"""Fair shares of the workers: at most N jobs per tenant at each stage, N deliveries per webhook endpoint.
+
+Dramatiq queues are FIFO. Without a cap, tenant A's burst of a thousand uploads
+puts a thousand intake jobs ahead of tenant B's one, then a thousand scan jobs;
+B's file waits for all of them at every stage. So every stage works through
+tenant slots (processing/tenant_slots.py): a job of a tenant that already runs
+AIRLOCK_TENANT_CONCURRENCY jobs at this stage is *parked* — taken off the queue
+into the tenant's waiting room, without touching the database — and sent again,
+to the back of the queue, the moment one of that tenant's jobs at this stage
+finishes. A's backlog therefore sits in its waiting room, not in the queue: what
+stands ahead of B's job in any queue is at most N jobs of each other tenant, so
+B's time to ready is a few job lengths whatever A's backlog.
+
+Why this design and not another:
+
+- Per-tenant queues or a scheduler that admits from the outbox round-robin
+  would need a queue (and a consumer) per tenant, or a new process between the
+  outbox and the broker; the slots and the waiting room exist already (derive
+  used them first) and work the same on the in-process broker and on Redis.
+- Re-enqueueing an over-cap job with a delay leaves slots idle for the whole
+  delay and sends each backlog job many times; parking sends it once more,
+  exactly when a slot is free. No worker thread waits: a parked job's thread
+  goes on to the next message at once.
+- Priorities do not exist on the Redis broker.
+
+A single tenant alone loses little: the stages overlap (N intake + N scan + N
+derive jobs of one tenant can run at once), and derive, the slowest, was capped
+already.
+
+Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
+AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
+at all holds at most that many threads, and a flood of one tenant's events to
+its endpoint waits in that endpoint's waiting room, not ahead of other
+endpoints' deliveries.
+
+Crash safety: a holder is named after its file (or delivery) and its worker;
+a worker that stops beating has every slot it held released, and the jobs parked
+behind them sent again (processing/recovery.py); holders also expire (`ttl_ms`).
+A parked job lost with its process or with Redis is a lost message like any
+other: a pending file is re-driven, a lease runs out, a delivery is re-driven
+by the webhook tick. Every job is idempotent (a lease, or a claim, decides),
+so a duplicate costs a slot for a moment and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+
+from . import tenant_slots
+
+log = logging.getLogger("airlock.pipeline")
+
+WEBHOOK = "webhook"
+# The actor that runs each stage's jobs (a parked job is sent back to it).
+ACTOR_OF_STAGE = {"intake": "intake", "scan": "scan", "derive": "derive", WEBHOOK: "webhook_deliver"}
+
+
+def stage_is_capped(stage: str) -> bool:
+    if stage == WEBHOOK:
+        return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY > 0
+    return stage in settings.AIRLOCK_TENANT_FAIR_STAGES
+
+
+def _limit(stage: str) -> int:
+    return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY if stage == WEBHOOK else settings.AIRLOCK_TENANT_CONCURRENCY
+
+
+def _holder_ttl_ms(stage: str) -> int:
+    """How long a slot outlives a holder that never released it: the last resort after the liveness check."""
+    if stage == "derive":
+        seconds = settings.AIRLOCK_SANDBOX_WALL_SECONDS
+    elif stage == WEBHOOK:
+        seconds = settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS
+    else:
+        seconds = 10 * 60  # the actors' time limit
+    return int(seconds * 1000) + 60_000
+
+
+def _park_ttl_ms(stage: str) -> int:
+    """How long a waiting room no job joins survives (each park renews it)."""
+    # A scan or derive job waits holding its lease; the reconciler renews the
+    # lease of a parked job, so the room need only outlive one lease.
+    return settings.AIRLOCK_LEASE_SECONDS * 1000 if stage in ("scan", "derive") else 3600 * 1000
+
+
+def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Callable[[], str],
+                resend: Callable[..., object]) -> str:
+    """Run `run` in one of `key`'s slots at `stage`, or park `args` until one frees; "parked" then.
+
+    `key` is the tenant id (the endpoint id for webhooks), `job_id` the file (or
+    delivery) the holder is named after, `args` the message that `resend` sends
+    again when this job's release hands it over.
+    """
+    if not stage_is_capped(stage):
+        return run()
+    slots = tenant_slots.backend()
+    holder = tenant_slots.holder_name(job_id)
+    if not slots.acquire_or_park(key, holder, tenant_slots.encode(args), limit=_limit(stage),
+                                 ttl_ms=_holder_ttl_ms(stage), park_ttl_ms=_park_ttl_ms(stage), stage=stage):
+        return "parked"  # sent again as soon as one of this key's jobs at this stage finishes
+    try:
+        return run()
+    finally:
+        _resend_next_parked(slots, stage, key, holder, resend)
+
+
+def _resend_next_parked(slots: tenant_slots.SlotsBackend, stage: str, key: str, holder: str,
+                        resend: Callable[..., object]) -> None:
+    try:
+        parked = slots.release(key, holder, stage=stage)
+    except Exception as exc:  # Redis is away: the holder expires, the parked job is re-driven
+        log.warning("could not release a slot", extra={"step": stage, "error": str(exc)[:300]})
+        return
+    args = tenant_slots.decode(parked) if parked else None
+    if args is None:
+        return
+    try:
+        resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
+    except Exception as exc:  # the broker is down: the reconciler re-drives the file (or delivery)
+        log.warning("could not resend a parked job", extra={"step": stage, "error": str(exc)[:300]})
