@@ -113,7 +113,9 @@ def run_once(mode: str, fair_stages: str, burst: int) -> dict:
         a_token, b_token = createuser(stack.env, "tenant_a", "tenant-a"), createuser(stack.env, "tenant_b", "tenant-b")
         images = [small_jpeg(seed=i, size=(160, 120)) for i in range(8)]
         warm = Client(base, b_token)
-        warm.wait_ready(warm.upload(images[0])[0])  # fork server, scanner rules, connections
+        first = warm.upload(images[0])
+        assert first is not None
+        warm.wait_ready(first[0])  # fork server, scanner rules, connections
 
         a_ids: list[str] = []
         lock = threading.Lock()
