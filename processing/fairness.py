@@ -54,8 +54,23 @@ from . import tenant_slots
 log = logging.getLogger("airlock.pipeline")
 
 WEBHOOK = "webhook"
+TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
 # The actor that runs each stage's jobs (a parked job is sent back to it).
 ACTOR_OF_STAGE = {"intake": "intake", "scan": "scan", "derive": "derive", WEBHOOK: "webhook_deliver"}
+
+
+def pool_of(stage: str) -> str:
+    return WEBHOOK if stage == WEBHOOK else TENANT_POOL
+
+
+def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """(stage, message args) of a waiting room's entry; entries from before the stage rode along are derive's."""
+    args = tenant_slots.decode(parked) if parked else None
+    if not args:
+        return None
+    if args[-1] in ACTOR_OF_STAGE:
+        return args[-1], args[:-1]
+    return "derive", args
 
 
 def stage_is_capped(stage: str) -> bool:
@@ -80,10 +95,8 @@ def _holder_ttl_ms(stage: str) -> int:
 
 
 def _park_ttl_ms(stage: str) -> int:
-    """How long a waiting room no job joins survives (each park renews it)."""
-    # A scan or derive job waits holding its lease; the reconciler renews the
-    # lease of a parked job, so the room need only outlive one lease.
-    return settings.AIRLOCK_LEASE_SECONDS * 1000 if stage in ("scan", "derive") else 3600 * 1000
+    """How long a waiting room no job joins survives (each park renews it); the reconciler re-drives the rest."""
+    return max(settings.AIRLOCK_LEASE_SECONDS, 3600) * 1000
 
 
 def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Callable[[], str],
@@ -98,26 +111,32 @@ def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Calla
         return run()
     slots = tenant_slots.backend()
     holder = tenant_slots.holder_name(job_id)
-    if not slots.acquire_or_park(key, holder, tenant_slots.encode(args), limit=_limit(stage),
-                                 ttl_ms=_holder_ttl_ms(stage), park_ttl_ms=_park_ttl_ms(stage), stage=stage):
-        return "parked"  # sent again as soon as one of this key's jobs at this stage finishes
+    pool = pool_of(stage)
+    if not slots.acquire_or_park(key, holder, tenant_slots.encode((*args, stage)), limit=_limit(stage),
+                                 ttl_ms=_holder_ttl_ms(stage), park_ttl_ms=_park_ttl_ms(stage), stage=pool):
+        return "parked"  # sent again as soon as one of this key's jobs finishes
     try:
         return run()
     finally:
-        _resend_next_parked(slots, stage, key, holder, resend)
+        _resend_next_parked(slots, pool, key, holder, stage, resend)
 
 
-def _resend_next_parked(slots: tenant_slots.SlotsBackend, stage: str, key: str, holder: str,
+def _resend_next_parked(slots: tenant_slots.SlotsBackend, pool: str, key: str, holder: str, stage: str,
                         resend: Callable[..., object]) -> None:
     try:
-        parked = slots.release(key, holder, stage=stage)
+        parked = parked_job(slots.release(key, holder, stage=pool))
     except Exception as exc:  # Redis is away: the holder expires, the parked job is re-driven
         log.warning("could not release a slot", extra={"step": stage, "error": str(exc)[:300]})
         return
-    args = tenant_slots.decode(parked) if parked else None
-    if args is None:
+    if parked is None:
         return
+    parked_stage, args = parked
     try:
-        resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
+        if parked_stage == stage:
+            resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
+        else:
+            import dramatiq
+
+            dramatiq.get_broker().get_actor(ACTOR_OF_STAGE[parked_stage]).send(*args)
     except Exception as exc:  # the broker is down: the reconciler re-drives the file (or delivery)
         log.warning("could not resend a parked job", extra={"step": stage, "error": str(exc)[:300]})

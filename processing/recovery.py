@@ -18,6 +18,7 @@ from attachments.services.processing import (
     attachment_retry_or_fail,
 )
 
+from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
 from .liveness import registry
 
 log = logging.getLogger("airlock.recovery")
@@ -76,7 +77,7 @@ def _parked_files(stages_and_tenants: set[tuple[str, int]]) -> dict[tuple[str, i
     found: dict[tuple[str, int], set[str]] = {}
     for stage, tenant_id in stages_and_tenants:
         try:
-            found[(stage, tenant_id)] = tenant_slots.backend().parked_files(str(tenant_id), stage=stage)
+            found[(stage, tenant_id)] = tenant_slots.backend().parked_files(str(tenant_id), stage=pool_of(stage))
         except Exception as exc:  # cannot tell: treat its jobs as lost, the safe side
             log.warning("could not read parked jobs", extra={"tenant": str(tenant_id), "step": stage,
                                                              "error": str(exc)})
@@ -94,8 +95,8 @@ def _free_tenant_slot(stage: str, tenant_id: int, attachment_id: object) -> None
 
     slots = tenant_slots.backend()
     try:
-        for holder in slots.holders_of(str(tenant_id), str(attachment_id), stage=stage):
-            _release_and_wake(slots, stage, str(tenant_id), holder)
+        for holder in slots.holders_of(str(tenant_id), str(attachment_id), stage=pool_of(stage)):
+            _release_and_wake(slots, pool_of(stage), str(tenant_id), holder)
     except Exception as exc:  # the slot still expires on its own; a parked job's lease runs out
         log.warning("could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id),
                                                                        "error": str(exc)})
@@ -116,14 +117,11 @@ def _free_slots_of_worker(worker_id: str) -> int:
     return len(held)
 
 
-def _release_and_wake(slots, stage: str, key: str, holder: str) -> None:
+def _release_and_wake(slots, pool: str, key: str, holder: str) -> None:
     """Release a slot as a finishing job does: the job parked next is sent again (through the outbox)."""
-    from . import tenant_slots
-    from .fairness import ACTOR_OF_STAGE
-
-    parked = slots.release(key, holder, stage=stage)
-    args = tenant_slots.decode(parked) if parked else None
-    if args is not None and stage in ACTOR_OF_STAGE:
+    parked = parked_job(slots.release(key, holder, stage=pool))
+    if parked is not None:
+        stage, args = parked
         with transaction.atomic():
             outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
 

@@ -46,9 +46,9 @@ return redis.call('LPOP', KEYS[2])
 """
 
 
-# The slots of every stage have their own keys; "derive" is the default for the
-# names derive's slots had before the other stages had any.
-DERIVE = "derive"
+# Pools of slots have their own keys: "tenant" is the pipeline's (a tenant's intake,
+# scan and derive jobs share it), "webhook" an endpoint's deliveries' (fairness.py).
+DERIVE = "tenant"
 
 
 class SlotsBackend(Protocol):

@@ -183,7 +183,7 @@ def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api,
         actors.derive.fn(*args)
     assert ctx.captured_queries == []  # parked: the database was never asked
     assert Attachment.objects.get(pk=attachment_id).step == "derive"
-    assert memory_slots.release(str(row.tenant_id), "busy") == tenant_slots.encode(tuple(args))
+    assert memory_slots.release(str(row.tenant_id), "busy") == tenant_slots.encode((*args, "derive"))
     actors.derive.fn(*args)  # what the release hands back is sent again, and runs
     assert Attachment.objects.get(pk=attachment_id).status == "ready"
 
