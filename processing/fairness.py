@@ -1,13 +1,14 @@
-"""Fair shares of the workers: at most N jobs per tenant at each stage, N deliveries per webhook endpoint.
+"""Fair shares of the workers: at most N jobs per tenant across its stages, N deliveries per webhook endpoint.
 
 Dramatiq queues are FIFO. Without a cap, tenant A's burst of a thousand uploads
 puts a thousand intake jobs ahead of tenant B's one, then a thousand scan jobs;
 B's file waits for all of them at every stage. So every stage works through
-tenant slots (processing/tenant_slots.py): a job of a tenant that already runs
-AIRLOCK_TENANT_CONCURRENCY jobs at this stage is *parked* — taken off the queue
+tenant slots (processing/tenant_slots.py), one pool per tenant shared by its
+intake, scan and derive jobs (a cap per stage let one tenant hold 3 × N
+threads: every thread of a 4-thread worker): a job of a tenant that already runs
+AIRLOCK_TENANT_CONCURRENCY jobs is *parked* — taken off the queue
 into the tenant's waiting room, without touching the database — and sent again,
-to the back of the queue, the moment one of that tenant's jobs at this stage
-finishes. A's backlog therefore sits in its waiting room, not in the queue: what
+to the back of its queue, the moment one of that tenant's jobs finishes. A's backlog therefore sits in its waiting room, not in the queue: what
 stands ahead of B's job in any queue is at most N jobs of each other tenant, so
 B's time to ready is a few job lengths whatever A's backlog.
 
@@ -23,9 +24,8 @@ Why this design and not another:
   goes on to the next message at once.
 - Priorities do not exist on the Redis broker.
 
-A single tenant alone loses little: the stages overlap (N intake + N scan + N
-derive jobs of one tenant can run at once), and derive, the slowest, was capped
-already.
+A single tenant alone runs at most N jobs at once: keep N below the worker
+threads so that other tenants, and the parking of a flood, always find one.
 
 Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
 AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
