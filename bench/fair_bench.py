@@ -172,7 +172,7 @@ def main() -> None:
         result[f"fair_{mode}"] = {"every_stage": after, "derive_only": before}
     result["fair_setup"] = (f"tenant A: {args.burst} 160x120 JPEGs from {SENDERS} senders, then tenant B: "
                             f"{B_FILES} files {B_SPACING_S}s apart; 4 worker threads; "
-                            "AIRLOCK_TENANT_CONCURRENCY=2 per stage")
+                            "AIRLOCK_TENANT_CONCURRENCY=2 per tenant (all stages)")
     emit(result)
 
 
