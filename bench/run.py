@@ -22,6 +22,7 @@ against a baseline measured in the same run, interleaved with it.
   quotas       bench/quotas_bench.py        intent requests/s with a tenant quota vs without (same server); SUM vs counter
   slow         bench/slow_clients.py        /healthz, authenticated GET p99 while 500 slow clients trickle (serve)
   burst        bench/burst_s3.py            200 S3 uploads at once while CPU hogs load both cores: share answered, p99
+  fair         bench/fair_bench.py          tenant B's time to ready while tenant A has 1,000 files queued (embedded, Redis)
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -87,6 +88,10 @@ GOALS: list[tuple[str, str, object]] = [
     ("slow_clients_healthz_p99_s", "<= 0.5 (500 slow sockets open)", lambda v: v <= 0.5),
     ("slow_clients_auth_get_p99_s", "(info)", None),
     ("slow_clients_failures", "== 0", lambda v: v == 0),
+    ("ttr_p99_other_tenant_under_burst_s", "<= 1 (embedded)", lambda v: v <= 1.0),
+    ("ttr_p99_other_tenant_under_burst_derive_only_s", "(info: cap on derive only, as before)", None),
+    ("ttr_p99_other_tenant_under_burst_redis_s", "<= 1 (PostgreSQL + Redis, rundramatiq)", lambda v: v <= 1.0),
+    ("ttr_p99_other_tenant_under_burst_redis_derive_only_s", "(info)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -109,6 +114,7 @@ OWN_KEYS = {
     "quotas": ["quota_intent_on_vs_off_ratio"],
     "slow": ["slow_clients_healthz_p99_s", "slow_clients_auth_get_p99_s", "slow_clients_failures"],
     "burst": ["burst_s3_200_clients_ok_ratio", "burst_s3_200_clients_p99_s"],
+    "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s"],
 }
 
 
@@ -209,10 +215,15 @@ def bench_burst(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/burst_s3.py", *(["--quick"] if quick else [])], embedded_env(tmp / "burst"), 1200)
 
 
+def bench_fair(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/fair_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "fair"), 2400)
+
+
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "media": bench_media,
            "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
-           "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst}
+           "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst,
+           "fair": bench_fair}
 
 
 def fmt(value: object) -> str:

@@ -1,7 +1,8 @@
 """Dramatiq actors: receive an id, call one service. Retries are ours, not Dramatiq's.
 
-Each step has its own queue (intake and scan are cheap; derive is CPU-heavy
-and capped per tenant), so one kind of backlog cannot starve the others.
+Each step has its own queue (intake and scan are cheap; derive is CPU-heavy),
+so one kind of backlog cannot starve the others; within each, one tenant's
+backlog cannot starve other tenants (processing/fairness.py).
 """
 
 from __future__ import annotations
@@ -34,39 +35,59 @@ def _dead_letter_message(actor: str, args: tuple) -> None:
     log.warning("malformed message dead-lettered", extra={"step": actor, "outcome": "dead_letter"})
 
 
+def _tenant(raw: object) -> str | None:
+    """A tenant id riding along a message: digits, or None when it is not one."""
+    tenant = str(raw)
+    return tenant if tenant.isascii() and tenant.isdigit() else None
+
+
+def _intake_args(args: tuple) -> tuple[uuid.UUID, str | None] | None:
+    """(attachment id[, tenant id]); messages sent before the tenant rode along have one."""
+    if len(args) not in (1, 2):
+        return None
+    ids = _uuids(args[0])
+    tenant = _tenant(args[1]) if len(args) == 2 else None
+    if ids is None or (len(args) == 2 and tenant is None):
+        return None
+    return ids[0], tenant
+
+
+def _step_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
+    """(attachment id, lease token[, tenant id]); messages sent before the tenant rode along have two."""
+    if len(args) not in (2, 3):
+        return None
+    ids = _uuids(*args[:2])
+    tenant = _tenant(args[2]) if len(args) == 3 else None
+    if ids is None or (len(args) == 3 and tenant is None):
+        return None
+    return ids[0], ids[1], tenant
+
+
+# Each stage runs at most AIRLOCK_TENANT_CONCURRENCY jobs of one tenant at once; the
+# others wait parked off the queue and are sent again as slots free (fairness.py).
 @dramatiq.actor(queue_name="intake", **_OPTS)
 def intake(*args: object) -> None:
     """Start an attempt and run intake (size from storage, type from bytes)."""
-    parsed = _uuids(*args) if len(args) == 1 else None
+    parsed = _intake_args(args)
     if parsed is None:
         return _dead_letter_message("intake", args)
-    pipeline.start_and_intake(parsed[0])
+    pipeline.intake_within_tenant_cap(*parsed, resend=intake.send)
 
 
 @dramatiq.actor(queue_name="scan", **_OPTS)
 def scan(*args: object) -> None:
     """Scan the object with every configured scanner (fails closed)."""
-    parsed = _uuids(*args) if len(args) == 2 else None
+    parsed = _step_args(args)
     if parsed is None:
         return _dead_letter_message("scan", args)
-    pipeline.run_step(parsed[0], parsed[1], "scan")
-
-
-def _derive_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
-    """(attachment id, lease token[, tenant id]); messages sent before the tenant rode along have two."""
-    if len(args) not in (2, 3):
-        return None
-    ids = _uuids(*args[:2])
-    tenant = str(args[2]) if len(args) == 3 else None
-    if ids is None or (tenant is not None and not (tenant.isascii() and tenant.isdigit())):
-        return None
-    return ids[0], ids[1], tenant
+    attachment_id, token, tenant = parsed
+    pipeline.step_within_tenant_cap(attachment_id, token, "scan", tenant, resend=scan.send)
 
 
 @dramatiq.actor(queue_name="derive", **_OPTS)
 def derive(*args: object) -> None:
     """Decode in the sandbox and write derivatives; at most N at once per tenant."""
-    parsed = _derive_args(args)
+    parsed = _step_args(args)
     if parsed is None:
         return _dead_letter_message("derive", args)
     pipeline.derive_within_tenant_cap(*parsed, resend=derive.send)

@@ -36,7 +36,7 @@ from attachments.services.processing import (
     attachment_snapshot_record,
 )
 
-from . import inflight
+from . import fairness, inflight
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
 from .steps import StepInput
@@ -195,49 +195,45 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
     return outcome
 
 
-def derive_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, tenant: str | None, *,
-                             resend: Callable[..., object]) -> str:
-    """Run derive in one of its tenant's slots, or park it until one frees.
+def tenant_of(attachment_id: uuid.UUID) -> str | None:
+    """The file's tenant id (one narrow read), for messages that did not carry it."""
+    tenant_id = Attachment.objects.filter(pk=attachment_id).values_list("tenant_id", flat=True).first()
+    return None if tenant_id is None else str(tenant_id)
+
+
+def intake_within_tenant_cap(attachment_id: uuid.UUID, tenant: str | None, *, resend: Callable[..., object]) -> str:
+    """Start and run intake in one of its tenant's intake slots, or park it until one frees (fairness.py)."""
+    if tenant is None:
+        tenant = tenant_of(attachment_id)
+        if tenant is None:
+            return "skipped"
+    return fairness.run_in_slot(stage="intake", key=tenant, job_id=attachment_id, args=(attachment_id, tenant),
+                                run=lambda: start_and_intake(attachment_id), resend=resend)
+
+
+def step_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant: str | None, *,
+                           resend: Callable[..., object]) -> str:
+    """Run scan or derive in one of its tenant's slots for that step, or park it until one frees.
 
     With the tenant in the message, a job over its tenant's cap is parked without
     touching the database; run_step checks the lease once it holds a slot (the
     tenant only picks whose slots it waits for). Without it (messages sent before
     the tenant rode along), one read gives the tenant and the lease check.
     """
-    from django.conf import settings
-
-    from . import tenant_slots
-
     attachment = None
     if tenant is None:
-        attachment = current(attachment_id, token, "derive")
+        attachment = current(attachment_id, token, step)
         if attachment is None:
             return "stale"
         tenant = str(attachment.tenant_id)
-    slots = tenant_slots.backend()
-    holder = tenant_slots.holder_name(attachment_id)
-    ttl_ms = int(settings.AIRLOCK_SANDBOX_WALL_SECONDS * 1000) + 60_000
-    parked = tenant_slots.encode((attachment_id, token, tenant))
-    if not slots.acquire_or_park(tenant, holder, parked, limit=settings.AIRLOCK_TENANT_CONCURRENCY,
-                                 ttl_ms=ttl_ms, park_ttl_ms=settings.AIRLOCK_LEASE_SECONDS * 1000):
-        return "parked"  # sent again as soon as one of this tenant's jobs finishes
-    try:
-        return run_step(attachment_id, token, "derive", attachment=attachment)
-    finally:
-        _resend_next_parked(slots, tenant, holder, resend)
+    return fairness.run_in_slot(stage=step, key=tenant, job_id=attachment_id, args=(attachment_id, token, tenant),
+                                run=lambda: run_step(attachment_id, token, step, attachment=attachment),
+                                resend=resend)
 
 
-def _resend_next_parked(slots, tenant: str, holder: str, resend: Callable[..., object]) -> None:
-    from . import tenant_slots
-
-    parked = slots.release(tenant, holder)
-    args = tenant_slots.decode(parked) if parked else None
-    if args is None:
-        return
-    try:
-        resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
-    except Exception as exc:  # the broker is down: the lease reconciler re-drives the file
-        log.warning("could not resend a parked derive job", extra={"step": "derive", "error": str(exc)})
+def derive_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, tenant: str | None, *,
+                             resend: Callable[..., object]) -> str:
+    return step_within_tenant_cap(attachment_id, token, "derive", tenant, resend=resend)
 
 
 def rederive(attachment_id: uuid.UUID) -> str:

@@ -18,6 +18,7 @@ from attachments.services.processing import (
     attachment_retry_or_fail,
 )
 
+from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
 from .liveness import registry
 
 log = logging.getLogger("airlock.recovery")
@@ -45,11 +46,11 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
         Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
         .values_list("pk", "lease_token", "step", "tenant_id")[:1000]
     )
-    # A derive job parked behind its tenant's cap is waiting, not lost: a long
+    # A scan or derive job parked behind its tenant's cap is waiting, not lost: a long
     # one-tenant backlog must not turn into retries and, at the cap, failures.
-    parked = _parked_files({tenant_id for _, _, step, tenant_id in stuck if step == "derive"})
+    parked = _parked_files({(step, tenant_id) for _, _, step, tenant_id in stuck if step in _LEASED_STAGES})
     waiting = {(pk, token) for pk, token, step, tenant_id in stuck
-               if step == "derive" and str(pk) in parked.get(tenant_id, ())}
+               if step in _LEASED_STAGES and str(pk) in parked.get((step, tenant_id), ())}
     if dry_run:
         return len(stuck) - len(waiting)
     for pk, token in waiting:
@@ -61,25 +62,30 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
         if attachment_retry_or_fail(attachment_id=pk, token=token, error="lease expired (worker lost?)",
                                     actor="system:reconciler", backoff=False):
             done += 1
-            if step == "derive":
-                _free_tenant_slot(tenant_id, pk)
+            if step:
+                _free_tenant_slot(step, tenant_id, pk)
     return done
 
 
-def _parked_files(tenant_ids: set[int]) -> dict[int, set[str]]:
+# Stages whose jobs wait parked while holding the file's lease (intake waits before taking it).
+_LEASED_STAGES = ("scan", "derive")
+
+
+def _parked_files(stages_and_tenants: set[tuple[str, int]]) -> dict[tuple[str, int], set[str]]:
     from . import tenant_slots
 
-    found: dict[int, set[str]] = {}
-    for tenant_id in tenant_ids:
+    found: dict[tuple[str, int], set[str]] = {}
+    for stage, tenant_id in stages_and_tenants:
         try:
-            found[tenant_id] = tenant_slots.backend().parked_files(str(tenant_id))
+            found[(stage, tenant_id)] = tenant_slots.backend().parked_files(str(tenant_id), stage=pool_of(stage))
         except Exception as exc:  # cannot tell: treat its jobs as lost, the safe side
-            log.warning("could not read parked derive jobs", extra={"tenant": str(tenant_id), "error": str(exc)})
+            log.warning("could not read parked jobs", extra={"tenant": str(tenant_id), "step": stage,
+                                                             "error": str(exc)})
     return found
 
 
-def _free_tenant_slot(tenant_id: int, attachment_id: object) -> None:
-    """A derive job that died holding its tenant's slot would keep it until the slot's TTL.
+def _free_tenant_slot(stage: str, tenant_id: int, attachment_id: object) -> None:
+    """A job that died holding its tenant's slot would keep it until the slot's TTL.
 
     The slot is released as a finishing job releases it: the next job parked
     behind it is sent again (through the outbox). Nobody else would wake it: the
@@ -89,37 +95,35 @@ def _free_tenant_slot(tenant_id: int, attachment_id: object) -> None:
 
     slots = tenant_slots.backend()
     try:
-        for holder in slots.holders_of(str(tenant_id), str(attachment_id)):
-            _release_and_wake(slots, str(tenant_id), holder)
+        for holder in slots.holders_of(str(tenant_id), str(attachment_id), stage=pool_of(stage)):
+            _release_and_wake(slots, pool_of(stage), str(tenant_id), holder)
     except Exception as exc:  # the slot still expires on its own; a parked job's lease runs out
         log.warning("could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id),
                                                                        "error": str(exc)})
 
 
 def _free_slots_of_worker(worker_id: str) -> int:
-    """Every derive slot a lost worker held, whatever became of its files (a stale or duplicate job holds one too)."""
+    """Every slot a lost worker held, at every stage, whatever became of its files (a stale or duplicate job holds one too)."""
     from . import tenant_slots
 
     slots = tenant_slots.backend()
     try:
         held = slots.holders_of_worker(worker_id)
-        for tenant, holder in held:
-            _release_and_wake(slots, tenant, holder)
+        for stage, key, holder in held:
+            _release_and_wake(slots, stage, key, holder)
     except Exception as exc:  # they still expire on their own
         log.warning("could not free a lost worker's tenant slots", extra={"error": str(exc)[:300]})
         return 0
     return len(held)
 
 
-def _release_and_wake(slots, tenant: str, holder: str) -> None:
+def _release_and_wake(slots, pool: str, key: str, holder: str) -> None:
     """Release a slot as a finishing job does: the job parked next is sent again (through the outbox)."""
-    from . import tenant_slots
-
-    parked = slots.release(tenant, holder)
-    args = tenant_slots.decode(parked) if parked else None
-    if args is not None:
+    parked = parked_job(slots.release(key, holder, stage=pool))
+    if parked is not None:
+        stage, args = parked
         with transaction.atomic():
-            outbox.enqueue("derive", *args)
+            outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
 
 
 def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | None = None,
@@ -129,16 +133,23 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     if older_than_seconds is None:
         older_than_seconds = max(120.0, settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5)
     cutoff = now - timedelta(seconds=older_than_seconds)
-    ids = list(
+    rows = list(
         Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False, updated_at__lt=cutoff)
         .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-        .values_list("pk", flat=True)[:1000]
+        .values_list("pk", "tenant_id")[:1000]
     )
+    # An intake job parked behind its tenant's cap is waiting, not lost: its row is
+    # touched (looked at again a while later), not sent a second job.
+    parked = _parked_files({("intake", tenant_id) for _, tenant_id in rows})
+    waiting = [pk for pk, tenant_id in rows if str(pk) in parked.get(("intake", tenant_id), ())]
+    lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get(("intake", tenant_id), ())]
     if dry_run:
-        return len(ids)
-    for pk in ids:
+        return len(lost)
+    if waiting:
+        Attachment.objects.filter(pk__in=waiting).update(updated_at=now)
+    for pk in lost:
         attachment_requeue_intake(attachment_id=pk, now=now)
-    return len(ids)
+    return len(lost)
 
 
 def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int]:

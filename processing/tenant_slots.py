@@ -1,7 +1,8 @@
-"""Per-tenant slots on the derive queue, with a waiting room instead of timed retries.
+"""Per-tenant slots at each stage, with a waiting room instead of timed retries.
 
-A tenant may hold at most N derive slots at once, so one tenant's backlog cannot
-take every worker. A job that finds its tenant's slots full is *parked* (taken
+A tenant may hold at most N slots of a stage at once (intake, scan, derive; and
+a webhook endpoint N delivery slots: processing/fairness.py says why and how),
+so one tenant's backlog cannot take every worker. A job that finds its tenant's slots full is *parked* (taken
 off the queue, so other tenants' jobs move freely) and sent again the moment one
 of that tenant's running jobs releases its slot. Pushing it back with a delay
 instead left slots idle for the whole delay: a single-tenant burst ran at a
@@ -45,19 +46,24 @@ return redis.call('LPOP', KEYS[2])
 """
 
 
+# Pools of slots have their own keys: "tenant" is the pipeline's (a tenant's intake,
+# scan and derive jobs share it), "webhook" an endpoint's deliveries' (fairness.py).
+DERIVE = "tenant"
+
+
 class SlotsBackend(Protocol):
     def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
-                        park_ttl_ms: int) -> bool: ...
+                        park_ttl_ms: int, stage: str = DERIVE) -> bool: ...
 
-    def release(self, tenant: str, holder: str) -> str | None: ...
+    def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None: ...
 
-    def drop_holders_of(self, tenant: str, attachment_id: str) -> int: ...
+    def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int: ...
 
-    def holders_of(self, tenant: str, attachment_id: str) -> list[str]: ...
+    def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]: ...
 
-    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]: ...
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]: ...
 
-    def parked_files(self, tenant: str) -> set[str]: ...
+    def parked_files(self, tenant: str, *, stage: str = DERIVE) -> set[str]: ...
 
 
 def holder_name(attachment_id: object) -> str:
@@ -76,52 +82,52 @@ class MemorySlots:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._holders: dict[str, dict[str, float]] = {}
-        self._waiting: dict[str, deque[str]] = {}
+        self._holders: dict[tuple[str, str], dict[str, float]] = {}  # (stage, tenant) -> holder -> expiry
+        self._waiting: dict[tuple[str, str], deque[str]] = {}
 
     def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
-                        park_ttl_ms: int) -> bool:
+                        park_ttl_ms: int, stage: str = DERIVE) -> bool:
         now = time.monotonic()
         with self._lock:
-            holders = self._holders.setdefault(tenant, {})
+            holders = self._holders.setdefault((stage, tenant), {})
             for stale in [h for h, expires in holders.items() if expires <= now]:
                 del holders[stale]
             if len(holders) < limit:
                 holders[holder] = now + ttl_ms / 1000
                 return True
-            self._waiting.setdefault(tenant, deque()).append(parked)
+            self._waiting.setdefault((stage, tenant), deque()).append(parked)
             return False
 
-    def release(self, tenant: str, holder: str) -> str | None:
+    def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None:
         with self._lock:
-            self._holders.get(tenant, {}).pop(holder, None)
-            waiting = self._waiting.get(tenant)
+            self._holders.get((stage, tenant), {}).pop(holder, None)
+            waiting = self._waiting.get((stage, tenant))
             if not waiting:
                 return None
             parked = waiting.popleft()
             if not waiting:
-                del self._waiting[tenant]
+                del self._waiting[(stage, tenant)]
             return parked
 
-    def parked_files(self, tenant: str) -> set[str]:
+    def parked_files(self, tenant: str, *, stage: str = DERIVE) -> set[str]:
         with self._lock:
-            return _files(self._waiting.get(tenant, ()))
+            return _files(self._waiting.get((stage, tenant), ()))
 
-    def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
+    def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int:
         with self._lock:
-            holders = self._holders.get(tenant, {})
+            holders = self._holders.get((stage, tenant), {})
             mine = [h for h in holders if h.startswith(f"{attachment_id}/")]
             for holder in mine:
                 del holders[holder]
             return len(mine)
 
-    def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
+    def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]:
         with self._lock:
-            return [h for h in self._holders.get(tenant, {}) if h.startswith(f"{attachment_id}/")]
+            return [h for h in self._holders.get((stage, tenant), {}) if h.startswith(f"{attachment_id}/")]
 
-    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]:
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]:
         with self._lock:
-            return [(tenant, h) for tenant, holders in self._holders.items() for h in holders
+            return [(stage, tenant, h) for (stage, tenant), holders in self._holders.items() for h in holders
                     if h.endswith(f"@{worker_id}")]
 
 
@@ -136,39 +142,43 @@ class RedisSlots:
         self._acquire = self._client.register_script(_ACQUIRE_OR_PARK)
         self._release = self._client.register_script(_RELEASE_AND_POP)
 
-    def _keys(self, tenant: str) -> list[str]:
-        return [f"{self._prefix}-derive-slots-{tenant}", f"{self._prefix}-derive-waiting-{tenant}"]
+    def _keys(self, tenant: str, stage: str) -> list[str]:
+        return [f"{self._prefix}-{stage}-slots-{tenant}", f"{self._prefix}-{stage}-waiting-{tenant}"]
 
     def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
-                        park_ttl_ms: int) -> bool:
+                        park_ttl_ms: int, stage: str = DERIVE) -> bool:
         now_ms = int(time.time() * 1000)
-        return bool(self._acquire(keys=self._keys(tenant), args=[now_ms, holder, limit, ttl_ms, parked, park_ttl_ms]))
+        return bool(self._acquire(keys=self._keys(tenant, stage),
+                                  args=[now_ms, holder, limit, ttl_ms, parked, park_ttl_ms]))
 
-    def release(self, tenant: str, holder: str) -> str | None:
-        popped = self._release(keys=self._keys(tenant), args=[holder])
+    def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None:
+        popped = self._release(keys=self._keys(tenant, stage), args=[holder])
         return popped.decode() if isinstance(popped, bytes) else popped
 
-    def parked_files(self, tenant: str) -> set[str]:
-        return _files(_text(raw) for raw in self._client.lrange(self._keys(tenant)[1], 0, -1))
+    def parked_files(self, tenant: str, *, stage: str = DERIVE) -> set[str]:
+        return _files(_text(raw) for raw in self._client.lrange(self._keys(tenant, stage)[1], 0, -1))
 
-    def drop_holders_of(self, tenant: str, attachment_id: str) -> int:
-        key = self._keys(tenant)[0]
+    def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int:
+        key = self._keys(tenant, stage)[0]
         # Holder names are "<attachment id>/<hex>": a uuid and hex have no glob characters.
         members = map(_text, self._client.zrange(key, 0, -1))
         mine = [m for m in members if m.startswith(f"{attachment_id}/")]
         return int(self._client.zrem(key, *mine)) if mine else 0
 
-    def holders_of(self, tenant: str, attachment_id: str) -> list[str]:
-        return [m for m in map(_text, self._client.zrange(self._keys(tenant)[0], 0, -1))
+    def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]:
+        return [m for m in map(_text, self._client.zrange(self._keys(tenant, stage)[0], 0, -1))
                 if m.startswith(f"{attachment_id}/")]
 
-    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str]]:
-        """Every tenant's slots, looked through (a lost worker is rare; tenants with slots held are few)."""
-        prefix = f"{self._prefix}-derive-slots-"
+    def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]:
+        """Every stage's and tenant's slots, looked through (a lost worker is rare; slots held are few)."""
+        prefix = f"{self._prefix}-"
         found = []
-        for key in map(_text, self._client.scan_iter(match=f"{prefix}*", count=500)):
-            tenant = key[len(prefix):]
-            found += [(tenant, m) for m in map(_text, self._client.zrange(key, 0, -1)) if m.endswith(f"@{worker_id}")]
+        for key in map(_text, self._client.scan_iter(match=f"{prefix}*-slots-*", count=500)):
+            stage, _, tenant = key[len(prefix):].partition("-slots-")
+            if not stage or "-" in stage:
+                continue  # another install's keys under a longer prefix that starts like ours
+            found += [(stage, tenant, m) for m in map(_text, self._client.zrange(key, 0, -1))
+                      if m.endswith(f"@{worker_id}")]
         return found
 
 

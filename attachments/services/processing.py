@@ -70,7 +70,7 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
         apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
                          step="intake" if intake_facts is None else "scan", fields=intake_facts)
         if intake_facts is not None:
-            outbox.enqueue("scan", attachment.pk, token)
+            outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id)
         return token
 
 
@@ -115,10 +115,9 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
             for name, value in {**fields, "step": next_step, "lease_expires_at": _lease_deadline(now)}.items():
                 setattr(attachment, name, value)
             save_fields(attachment, [*fields, "step", "lease_expires_at"], usage_before=usage_before)
-            # The derive job carries its tenant: the actor parks a job over the tenant's
-            # cap without reading the row first (processing/actors.py).
-            tenant = (attachment.tenant_id,) if next_step == "derive" else ()
-            outbox.enqueue(next_step, attachment.pk, token, *tenant)
+            # The job carries its tenant: the actor parks a job over the tenant's
+            # cap without reading the row first (processing/fairness.py).
+            outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id)
     return True
 
 
@@ -163,7 +162,7 @@ def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | Non
             return "failed"
         apply_transition(attachment, "retry", actor=actor, note=error)
         delay = backoff_seconds(attachment.attempts) if backoff else 0.0
-        outbox.enqueue("intake", attachment.pk, delay_ms=int(delay * 1000))
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay * 1000))
         return "retried"
 
 
@@ -178,7 +177,7 @@ def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, act
         if attachment is None:
             return False
         apply_transition(attachment, "release", actor=actor, note="worker stopping")
-        outbox.enqueue("intake", attachment.pk)
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
     return True
 
 
@@ -239,6 +238,6 @@ def attachments_reprocess(*, ids: list[uuid.UUID], status: str, actor: str, note
     with transaction.atomic():
         for attachment in Attachment.objects.select_for_update().filter(pk__in=ids, status=status).order_by("pk"):
             apply_transition(attachment, name, actor=actor, note=note)
-            outbox.enqueue("intake", attachment.pk)
+            outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
             done += 1
     return done

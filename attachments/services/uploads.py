@@ -208,9 +208,10 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
     """Record an object-created notification once and start intake for its intent."""
     try:
         with transaction.atomic():
-            # Only what decides the outcome; storage keys are unique, so no ORDER BY either.
+            # Only what decides the outcome (and the tenant, whose intake slots the job
+            # waits for); storage keys are unique, so no ORDER BY either.
             attachment = next(iter(Attachment.objects.select_for_update().only(
-                "status", "lifecycle", "content_key", "uploaded_at").filter(storage_key=key)[:1]), None)
+                "status", "lifecycle", "content_key", "uploaded_at", "tenant").filter(storage_key=key)[:1]), None)
             if attachment is None:
                 outcome = "unknown_key"
             elif attachment.content_key:
@@ -245,7 +246,7 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
             if attachment.uploaded_at is None:
                 attachment.uploaded_at = timezone.now()
                 attachment.save(update_fields=["uploaded_at"])
-            outbox.enqueue("intake", attachment.pk)
+            outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
             log.info("object arrived", extra={
                 "attachment_id": str(attachment.pk), "tenant": _key_tenant(key), "step": "arrival",
                 "outcome": "started", "source": source, "size": size,

@@ -326,7 +326,12 @@ AIRLOCK_MAX_ATTEMPTS = env_int("AIRLOCK_MAX_ATTEMPTS", 5)
 AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 5.0)
 AIRLOCK_RETRY_MAX_SECONDS = env_float("AIRLOCK_RETRY_MAX_SECONDS", 600.0)
 AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
+# Jobs of one tenant running at once at each stage named in AIRLOCK_TENANT_FAIR_STAGES;
+# the rest wait parked, off the queue (processing/fairness.py).
 AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
+AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", ["intake", "scan", "derive"])]
+if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - {"intake", "scan", "derive"}):
+    raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
 AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
@@ -348,6 +353,9 @@ AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
 # The ports an endpoint URL may name (webhooks/urlguard.py); ALLOW_PRIVATE lifts the rule.
 AIRLOCK_WEBHOOK_ALLOWED_PORTS = env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
 AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0)
+# Deliveries to one endpoint in flight at once (0 = no cap): a slow or failing endpoint,
+# or one tenant's flood of events, cannot take every worker thread (processing/fairness.py).
+AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY", 2)
 AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS = env_float("AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS", 5.0)
 
 # --- Scanners ----------------------------------------------------------------

@@ -49,7 +49,7 @@ def registry():
 
 
 def _intake_jobs(attachment_id: str) -> int:
-    return OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).count()
+    return OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).count()
 
 
 def test_a_silent_worker_has_every_pending_file_redriven_once(alice, registry):
@@ -78,12 +78,12 @@ def test_a_file_waiting_out_a_retry_backoff_keeps_its_wait(alice, registry, sett
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
     assert attachment_retry_or_fail(attachment_id=row.pk, token=row.lease_token, error="scanner down") == "retried"
-    retry = OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).latest("pk")
+    retry = OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).latest("pk")
     assert retry.delay_ms >= 30_000  # 60 s ± 50 %
 
     registry.beat("killed", at=0.0)  # it may have held the delayed message: re-driven, due when that one was
     assert recover().redriven_after_loss == 1
-    redriven = OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).latest("pk")
+    redriven = OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).latest("pk")
     due = retry.created_at + timedelta(milliseconds=retry.delay_ms)
     assert redriven.pk != retry.pk
     left = (due - redriven.created_at).total_seconds() * 1000
@@ -104,7 +104,7 @@ def test_an_expired_lease_sends_the_new_job_at_once(alice, settings):
     pipeline.start_and_intake(uuid.UUID(attachment_id))  # the worker took it... and died
     later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
     assert expire_leases(now=later) == 1
-    retry = OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).order_by("-pk").first()
+    retry = OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).order_by("-pk").first()
     assert retry is not None and retry.delay_ms == 0  # the lease already waited; no backoff on top
 
 

@@ -126,5 +126,5 @@ def _tenant_slots_held(attachment_id: str) -> int:
 
     tenant_id = Attachment.objects.get(pk=attachment_id).tenant_id
     client = redis.Redis.from_url(settings.REDIS_URL)
-    members = client.zrange(f"{settings.AIRLOCK_KEY_PREFIX}-derive-slots-{tenant_id}", 0, -1)
+    members = client.zrange(f"{settings.AIRLOCK_KEY_PREFIX}-tenant-slots-{tenant_id}", 0, -1)
     return sum(1 for m in members if m.decode().startswith(f"{attachment_id}/"))

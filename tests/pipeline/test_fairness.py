@@ -1,5 +1,6 @@
 """Per-tenant concurrency on the heavy queue: one tenant's backlog does not starve another."""
 
+import threading
 import time
 
 import pytest
@@ -26,3 +27,63 @@ def test_one_tenants_backlog_does_not_starve_another(alice, mallory, live_worker
     # FIFO without the cap would finish most of A's ten first; with it B waits for at most a few.
     assert ahead <= 4, f"{ahead} of tenant A's files were ready before tenant B's one"
     assert [wait_for_status(i, ("ready",), timeout=60) for i in backlog] == ["ready"] * 10
+
+
+@pytest.fixture
+def fresh_slots(monkeypatch, settings):
+    """Slots of this test only (Redis under a prefix of its own when the tests run on Redis)."""
+    import uuid
+
+    from processing import tenant_slots
+
+    slots = (tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+             if settings.REDIS_URL else tenant_slots.MemorySlots())
+    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    return slots
+
+
+def _gate_tenant_at(stage: str, tenant_id: int, monkeypatch) -> tuple[threading.Event, list]:
+    """Make `stage`'s work block for one tenant's files until the returned event is set; the list says who started."""
+    gate, started = threading.Event(), []
+    work, next_step = pipeline.STEPS[stage]
+
+    def gated(attachment):
+        if attachment.tenant_id == tenant_id:
+            started.append(attachment.pk)
+            gate.wait(60)
+        return work(attachment)
+
+    monkeypatch.setitem(pipeline.STEPS, stage, (gated, next_step))
+    if stage == "intake":
+        monkeypatch.setattr(pipeline, "intake", gated)  # start_and_intake's run before the lease
+    return gate, started
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stage", ["intake", "scan"])
+def test_another_tenants_file_is_ready_while_a_backlog_holds_every_slot_at_a_stage(
+        stage, alice, mallory, live_worker, fresh_slots, monkeypatch, settings):
+    """Tenant A's backlog is stuck at a stage; B's file passes it, and A's waiting jobs hold no thread.
+
+    Without a cap at that stage, A's first jobs take all four worker threads and
+    B's file waits behind the whole backlog (here: forever, until A's are let go).
+    """
+    from tests.faults.support import wait_until
+
+    settings.AIRLOCK_TENANT_CONCURRENCY = 2
+    a_tenant = alice.membership.tenant_id
+    gate, started = _gate_tenant_at(stage, a_tenant, monkeypatch)
+    try:
+        backlog = [upload(client_for(alice), jpeg_bytes((40 + i, 30))) for i in range(12)]
+        wait_until(lambda: len(started) == 2, 30, f"tenant A's first two {stage} jobs")
+        wait_until(lambda: len(fresh_slots.parked_files(str(a_tenant))) == 10, 30,
+                   f"the rest of A's backlog parked at {stage}")
+        other = upload(client_for(mallory), jpeg_bytes((80, 60)))
+        assert wait_for_status(other, ("ready", "rejected", "failed"), timeout=20) == "ready"
+        # B's file went first: not one of A's files is ready, and A never had more than its two slots' jobs running.
+        assert Attachment.objects.filter(pk__in=backlog, status="ready").count() == 0
+        assert len(started) == 2
+    finally:
+        gate.set()
+    assert [wait_for_status(i, ("ready",), timeout=60) for i in backlog] == ["ready"] * 12
+    assert fresh_slots.parked_files(str(a_tenant)) == set()

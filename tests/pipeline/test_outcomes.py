@@ -224,7 +224,8 @@ def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
                                                                          row.stored_size)
     assert row.stored_size and row.lease_token
     assert list(row.transitions.values_list("transition", flat=True)) == ["start"]
-    assert OutboxMessage.objects.filter(actor_name="scan", args=[attachment_id, str(row.lease_token)]).exists()
+    scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
+    assert OutboxMessage.objects.filter(actor_name="scan", args=scan_job).exists()
     statements = [q["sql"] for q in queries.captured_queries
                   if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
     # read, lock, start (+ facts), audit row, outbox row, mark sent; the two-transaction way took 8

@@ -23,7 +23,7 @@ def test_expired_lease_goes_back_to_pending_with_attempts_plus_one(alice, api, s
     assert expire_leases(now=later) == 1
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.attempts, row.lease_token) == ("pending", 1, None)
-    assert OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).count() >= 1
+    assert OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).count() >= 1
     assert run_pipeline(attachment_id) == "ready"
 
 
@@ -42,7 +42,7 @@ def test_pending_with_bytes_but_no_job_is_redriven(alice, api):
     OutboxMessage.objects.all().delete()  # the broker lost it, and the outbox row too
     assert redrive_pending(older_than_seconds=3600) == 0  # recent: the job may still come
     assert redrive_pending(now=timezone.now() + timedelta(hours=2), older_than_seconds=3600) == 1
-    assert OutboxMessage.objects.filter(actor_name="intake", args=[attachment_id]).exists()
+    assert OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).exists()
 
 
 def test_malformed_messages_are_dead_lettered_not_retried(db):

@@ -83,8 +83,10 @@ def _sent(actor_name: str, attachment_id: uuid.UUID) -> list[str]:
 def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]]:
     """intake, scan and derive as their actors run them, with each one's statements."""
     seen: dict[str, list[str]] = {}
+    args = _sent("intake", attachment_id)
+    assert args[1:] == [str(Attachment.objects.get(pk=attachment_id).tenant_id)]  # the tenant rides along
     with _statements(capture) as seen["intake"]:
-        actors.intake.fn(str(attachment_id))
+        actors.intake.fn(*args)
     assert Attachment.objects.get(pk=attachment_id).step == "scan"
     args = _sent("scan", attachment_id)
     with _statements(capture) as seen["scan"]:
@@ -181,7 +183,7 @@ def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api,
         actors.derive.fn(*args)
     assert ctx.captured_queries == []  # parked: the database was never asked
     assert Attachment.objects.get(pk=attachment_id).step == "derive"
-    assert memory_slots.release(str(row.tenant_id), "busy") == tenant_slots.encode(tuple(args))
+    assert memory_slots.release(str(row.tenant_id), "busy") == tenant_slots.encode((*args, "derive"))
     actors.derive.fn(*args)  # what the release hands back is sent again, and runs
     assert Attachment.objects.get(pk=attachment_id).status == "ready"
 

@@ -57,7 +57,7 @@ def test_without_rescan_only_what_is_missing_a_promised_derivative(population):
     assert attachment.status == Status.PENDING
     log = TransitionLog.objects.get(attachment=attachment)
     assert (log.transition, log.from_status, log.to_status) == ("rescan", "ready", "pending")
-    assert OutboxMessage.objects.filter(actor_name="intake", args=[str(attachment.pk)]).count() == 1
+    assert OutboxMessage.objects.filter(actor_name="intake", args__0=str(attachment.pk)).count() == 1
 
 
 def test_rescan_takes_every_ready_live_attachment_and_filters_apply(population):

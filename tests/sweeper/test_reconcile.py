@@ -125,7 +125,7 @@ def test_a_lost_arrival_is_recorded_and_enqueued(alice, storage_root, settings):
     lost.refresh_from_db()
     assert lost.uploaded_at is not None
     assert StorageEvent.objects.get(source="reconcile").attachment_id == lost.pk
-    assert OutboxMessage.objects.filter(actor_name="intake", args=[str(lost.pk)]).exists()
+    assert OutboxMessage.objects.filter(actor_name="intake", args__0=str(lost.pk)).exists()
     assert Attachment.objects.get(pk=in_flight.pk).uploaded_at is None
 
 
@@ -152,7 +152,7 @@ def test_pending_rows_whose_job_went_missing_are_redriven(alice):
     report = reconcile_storage(now=now)
 
     assert report.redriven == 1
-    assert OutboxMessage.objects.filter(actor_name="intake", args=[str(forgotten.pk)]).exists()
+    assert OutboxMessage.objects.filter(actor_name="intake", args__0=str(forgotten.pk)).exists()
 
 
 def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, settings):

@@ -105,6 +105,11 @@ def _send(endpoint: WebhookEndpoint, *, msg_id: str, body: bytes, now: datetime)
     return Result(ok, answer.status, error, answer.snippet, latency, answer.retry_after)
 
 
+def delivery_endpoint_id(delivery_id: int) -> int | None:
+    """The endpoint a delivery goes to (one narrow read), for messages that did not carry it."""
+    return WebhookDelivery.objects.filter(pk=delivery_id).values_list("endpoint_id", flat=True).first()
+
+
 def delivery_attempt(delivery_id: int) -> str | None:
     """Make one attempt if the delivery is due and nobody holds it; the outcome, or None when skipped."""
     now = timezone.now()
@@ -166,7 +171,8 @@ def _record(delivery: WebhookDelivery, result: Result, *, started_at: datetime) 
             else:
                 outcome = "retry"
                 if pending.update(status=DeliveryStatus.PENDING, next_attempt_at=next_at, enqueued_at=now, **common):
-                    outbox.enqueue(DELIVER_ACTOR, delivery.pk, delay_ms=int(delay * 1000))
+                    outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id,
+                                   delay_ms=int(delay * 1000))
             disable_reason = _endpoint_failed(endpoint, now)
     if disable_reason:
         dropped = endpoint_disable(endpoint_id=endpoint.pk, reason=disable_reason, now=now)
@@ -217,6 +223,6 @@ def delivery_replay(*, delivery_ids: list[int], now: datetime | None = None) -> 
             delivery.status = DeliveryStatus.PENDING
             delivery.next_attempt_at = delivery.window_started_at = delivery.enqueued_at = now
             delivery.save(update_fields=["status", "next_attempt_at", "window_started_at", "enqueued_at"])
-            outbox.enqueue(DELIVER_ACTOR, delivery.pk)
+            outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id)
             replayed += 1
     return replayed, refused

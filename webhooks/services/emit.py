@@ -74,5 +74,5 @@ def emit(*, event_type: str, attachment_ids: Sequence[Any], endpoints=None,
     WebhookEvent.objects.bulk_create(events)
     WebhookDelivery.objects.bulk_create(deliveries)
     for delivery in deliveries:
-        outbox.enqueue(DELIVER_ACTOR, delivery.pk)
+        outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id)
     return events

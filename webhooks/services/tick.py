@@ -59,19 +59,37 @@ def redrive(*, now: datetime | None = None, limit: int = 1000, grace_seconds: fl
     grace = settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS if grace_seconds is None else grace_seconds
     stale = now - timedelta(seconds=grace)
     with transaction.atomic():
-        ids = list(
+        rows = list(
             WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=stale,
                                            enqueued_at__lte=stale)
             .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-            .order_by("next_attempt_at").values_list("pk", flat=True)[:limit]
+            .order_by("next_attempt_at").values_list("pk", "endpoint_id")[:limit]
         )
-        if ids:
-            WebhookDelivery.objects.filter(pk__in=ids).update(enqueued_at=now)
-            for pk in ids:
-                outbox.enqueue(DELIVER_ACTOR, pk)
-    if ids:
-        log.info("webhook deliveries re-driven", extra={"step": "webhook", "outcome": "redriven", "count": len(ids)})
-    return len(ids)
+        # A delivery parked behind its endpoint's cap is waiting, not lost: touched, not sent twice.
+        parked = _parked_deliveries({endpoint_id for _, endpoint_id in rows})
+        lost = [(pk, endpoint_id) for pk, endpoint_id in rows if str(pk) not in parked.get(endpoint_id, ())]
+        if rows:
+            WebhookDelivery.objects.filter(pk__in=[pk for pk, _ in rows]).update(enqueued_at=now)
+            for pk, endpoint_id in lost:
+                outbox.enqueue(DELIVER_ACTOR, pk, endpoint_id)
+    if lost:
+        log.info("webhook deliveries re-driven", extra={"step": "webhook", "outcome": "redriven", "count": len(lost)})
+    return len(lost)
+
+
+def _parked_deliveries(endpoint_ids: set[int]) -> dict[int, set[str]]:
+    """Per endpoint, the deliveries waiting in its waiting room (processing/fairness.py)."""
+    from processing import fairness, tenant_slots
+
+    if not endpoint_ids or not fairness.stage_is_capped(fairness.WEBHOOK):
+        return {}
+    found: dict[int, set[str]] = {}
+    for endpoint_id in endpoint_ids:
+        try:
+            found[endpoint_id] = tenant_slots.backend().parked_files(str(endpoint_id), stage=fairness.WEBHOOK)
+        except Exception as exc:  # cannot tell: send it again, the safe side (a duplicate is harmless)
+            log.warning("could not read parked deliveries", extra={"endpoint": endpoint_id, "error": str(exc)[:300]})
+    return found
 
 
 def purge(*, now: datetime | None = None, max_rows: int = 100_000) -> int:

@@ -1,0 +1,142 @@
+"""Fair shares of the workers: at most N jobs per tenant across its stages, N deliveries per webhook endpoint.
+
+Dramatiq queues are FIFO. Without a cap, tenant A's burst of a thousand uploads
+puts a thousand intake jobs ahead of tenant B's one, then a thousand scan jobs;
+B's file waits for all of them at every stage. So every stage works through
+tenant slots (processing/tenant_slots.py), one pool per tenant shared by its
+intake, scan and derive jobs (a cap per stage let one tenant hold 3 × N
+threads: every thread of a 4-thread worker): a job of a tenant that already runs
+AIRLOCK_TENANT_CONCURRENCY jobs is *parked* — taken off the queue
+into the tenant's waiting room, without touching the database — and sent again,
+to the back of its queue, the moment one of that tenant's jobs finishes. A's backlog therefore sits in its waiting room, not in the queue: what
+stands ahead of B's job in any queue is at most N jobs of each other tenant, so
+B's time to ready is a few job lengths whatever A's backlog.
+
+Why this design and not another:
+
+- Per-tenant queues or a scheduler that admits from the outbox round-robin
+  would need a queue (and a consumer) per tenant, or a new process between the
+  outbox and the broker; the slots and the waiting room exist already (derive
+  used them first) and work the same on the in-process broker and on Redis.
+- Re-enqueueing an over-cap job with a delay leaves slots idle for the whole
+  delay and sends each backlog job many times; parking sends it once more,
+  exactly when a slot is free. No worker thread waits: a parked job's thread
+  goes on to the next message at once.
+- Priorities do not exist on the Redis broker.
+
+A single tenant alone runs at most N jobs at once: keep N below the worker
+threads so that other tenants, and the parking of a flood, always find one.
+
+Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
+AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
+at all holds at most that many threads, and a flood of one tenant's events to
+its endpoint waits in that endpoint's waiting room, not ahead of other
+endpoints' deliveries.
+
+Crash safety: a holder is named after its file (or delivery) and its worker;
+a worker that stops beating has every slot it held released, and the jobs parked
+behind them sent again (processing/recovery.py); holders also expire (`ttl_ms`).
+A parked job lost with its process or with Redis is a lost message like any
+other: a pending file is re-driven, a lease runs out, a delivery is re-driven
+by the webhook tick. Every job is idempotent (a lease, or a claim, decides),
+so a duplicate costs a slot for a moment and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+
+from . import tenant_slots
+
+log = logging.getLogger("airlock.pipeline")
+
+WEBHOOK = "webhook"
+TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
+# The actor that runs each stage's jobs (a parked job is sent back to it).
+ACTOR_OF_STAGE = {"intake": "intake", "scan": "scan", "derive": "derive", WEBHOOK: "webhook_deliver"}
+
+
+def pool_of(stage: str) -> str:
+    return WEBHOOK if stage == WEBHOOK else TENANT_POOL
+
+
+def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """(stage, message args) of a waiting room's entry; entries from before the stage rode along are derive's."""
+    args = tenant_slots.decode(parked) if parked else None
+    if not args:
+        return None
+    if args[-1] in ACTOR_OF_STAGE:
+        return args[-1], args[:-1]
+    return "derive", args
+
+
+def stage_is_capped(stage: str) -> bool:
+    if stage == WEBHOOK:
+        return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY > 0
+    return stage in settings.AIRLOCK_TENANT_FAIR_STAGES
+
+
+def _limit(stage: str) -> int:
+    return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY if stage == WEBHOOK else settings.AIRLOCK_TENANT_CONCURRENCY
+
+
+def _holder_ttl_ms(stage: str) -> int:
+    """How long a slot outlives a holder that never released it: the last resort after the liveness check."""
+    if stage == "derive":
+        seconds = settings.AIRLOCK_SANDBOX_WALL_SECONDS
+    elif stage == WEBHOOK:
+        seconds = settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS
+    else:
+        seconds = 10 * 60  # the actors' time limit
+    return int(seconds * 1000) + 60_000
+
+
+def _park_ttl_ms(stage: str) -> int:
+    """How long a waiting room no job joins survives (each park renews it); the reconciler re-drives the rest."""
+    return max(settings.AIRLOCK_LEASE_SECONDS, 3600) * 1000
+
+
+def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Callable[[], str],
+                resend: Callable[..., object]) -> str:
+    """Run `run` in one of `key`'s slots at `stage`, or park `args` until one frees; "parked" then.
+
+    `key` is the tenant id (the endpoint id for webhooks), `job_id` the file (or
+    delivery) the holder is named after, `args` the message that `resend` sends
+    again when this job's release hands it over.
+    """
+    if not stage_is_capped(stage):
+        return run()
+    slots = tenant_slots.backend()
+    holder = tenant_slots.holder_name(job_id)
+    pool = pool_of(stage)
+    if not slots.acquire_or_park(key, holder, tenant_slots.encode((*args, stage)), limit=_limit(stage),
+                                 ttl_ms=_holder_ttl_ms(stage), park_ttl_ms=_park_ttl_ms(stage), stage=pool):
+        return "parked"  # sent again as soon as one of this key's jobs finishes
+    try:
+        return run()
+    finally:
+        _resend_next_parked(slots, pool, key, holder, stage, resend)
+
+
+def _resend_next_parked(slots: tenant_slots.SlotsBackend, pool: str, key: str, holder: str, stage: str,
+                        resend: Callable[..., object]) -> None:
+    try:
+        parked = parked_job(slots.release(key, holder, stage=pool))
+    except Exception as exc:  # Redis is away: the holder expires, the parked job is re-driven
+        log.warning("could not release a slot", extra={"step": stage, "error": str(exc)[:300]})
+        return
+    if parked is None:
+        return
+    parked_stage, args = parked
+    try:
+        if parked_stage == stage:
+            resend(*args)  # to the back of the queue: other tenants' jobs already waiting go first
+        else:
+            import dramatiq
+
+            dramatiq.get_broker().get_actor(ACTOR_OF_STAGE[parked_stage]).send(*args)
+    except Exception as exc:  # the broker is down: the reconciler re-drives the file (or delivery)
+        log.warning("could not resend a parked job", extra={"step": stage, "error": str(exc)[:300]})
