@@ -298,17 +298,26 @@
 
   // --- errors: say what happened and whether trying again can help --------------
 
+  /* The server's answer behind a tus-js-client error: {status, body}, or null when none came. */
+  function tusAnswer(error) {
+    var response = error && error.originalResponse;
+    if (response && response.getStatus()) return { status: response.getStatus(), body: response.getBody() };
+    // By the time Uppy reports it the XHR may be reset; tus-js-client's message quotes the answer.
+    var quoted = /response code: (\d+), response text: ([\s\S]*), request id:/.exec((error && error.message) || "");
+    return quoted && Number(quoted[1]) ? { status: Number(quoted[1]), body: quoted[2] } : null;
+  }
+
   /* {message, retryable} from whatever Uppy reported: our ApiError, a tus error, an XHR to storage. */
   function describe(error) {
     if (error instanceof ApiError) {
       if (error.status === 0) return { message: "network error", retryable: true };
       return { message: error.message, retryable: !PERMANENT_CODES[error.code] };
     }
-    var response = error && error.originalResponse;  // tus-js-client
-    if (response) {
+    var answer = tusAnswer(error);
+    if (answer) {
       var body = null;
-      try { body = JSON.parse(response.getBody()); } catch (e) { body = null; }
-      var apiError = new ApiError(response.getStatus(), body);
+      try { body = JSON.parse(answer.body); } catch (e) { body = null; }
+      var apiError = new ApiError(answer.status, body);
       return { message: apiError.message, retryable: !PERMANENT_CODES[apiError.code] };
     }
     var xhr = error && error.source;  // AwsS3: the request to the bucket
