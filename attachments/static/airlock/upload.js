@@ -365,7 +365,48 @@
     });
   }
 
+  /*
+   * Uppy's own sender waits for the bucket's ETag on every request, but S3-compatible stores need not
+   * send one for a presigned POST form (moto does not): without it Uppy's promise never settles. The
+   * form POST is sent here instead (same events, same error shape); PUTs and parts stay Uppy's.
+   */
+  function uploadPartBytes(args) {
+    var signature = args.signature;
+    if (String(signature.method || "PUT").toUpperCase() !== "POST") return window.Uppy.AwsS3.uploadPartBytes(args);
+    return new Promise(function (resolve, reject) {
+      var xhr = new XMLHttpRequest();
+      var signal = args.signal;
+      function onabort() { xhr.abort(); }
+      function cleanup() { if (signal) signal.removeEventListener("abort", onabort); }
+      function failed(message) {
+        cleanup();
+        var error = new Error(message);
+        error.source = xhr;
+        reject(error);
+      }
+      if (signal) {
+        if (signal.aborted) { reject(new DOMException("Aborted", "AbortError")); return; }
+        signal.addEventListener("abort", onabort);
+      }
+      xhr.open("POST", signature.url, true);
+      xhr.responseType = "text";
+      xhr.upload.addEventListener("progress", function (event) { args.onProgress(event); });
+      xhr.addEventListener("abort", function () { cleanup(); reject(new DOMException("Aborted", "AbortError")); });
+      xhr.addEventListener("error", function () { failed("Unknown error"); });
+      xhr.addEventListener("load", function () {
+        if (xhr.status < 200 || xhr.status >= 300) { failed("Non 2xx"); return; }
+        cleanup();
+        args.onProgress({ loaded: args.size, lengthComputable: true });
+        var etag = xhr.getResponseHeader("ETag") || "";
+        if (args.onComplete) args.onComplete(etag);
+        resolve({ ETag: etag, location: xhr.getResponseHeader("Location") || undefined });
+      });
+      xhr.send(args.body);
+    });
+  }
+
   var s3Callbacks = {
+    uploadPartBytes: uploadPartBytes,
     shouldUseMultipart: function (file) { return file.size > MULTIPART_OVER; },
     getChunkSize: function () { return PART_SIZE; },
 
