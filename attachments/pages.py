@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -10,6 +12,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
+
+
+UPPY_LOCALES_DIR = Path(__file__).resolve().parent / "static" / "airlock" / "vendor" / "uppy" / "locales"
+
+
+@cache
+def uppy_locales() -> tuple[str, ...]:
+    """The Uppy locales vendored with the page (de_DE, fr_FR, …): the page loads the browser's one."""
+    return tuple(sorted(p.name.removesuffix(".min.js") for p in UPPY_LOCALES_DIR.glob("*.min.js")))
 
 
 def _upload_origins() -> list[str]:
@@ -31,16 +42,22 @@ def _upload_origins() -> list[str]:
 def upload_page(request: HttpRequest) -> HttpResponse:
     """Serve the page; everything else happens through /api/v1 with the session cookie."""
     membership = getattr(request.user, "membership", None)
+    s3 = settings.AIRLOCK_STORAGE == "s3"
     response = render(request, "upload.html", {
         "tenant": membership.tenant.slug if membership else None,
-        # Over this size an S3 intent is a multipart plan straight to the bucket (resumable
-        # per part, no bytes through us): the page prefers it to tus there.
-        "direct_multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if settings.AIRLOCK_STORAGE == "s3" else "",
+        # Local storage: Uppy's Tus plugin. S3: Uppy's AwsS3 plugin on our intents; over this size
+        # an intent is a multipart plan of parts this large (Uppy must cut the file the same way).
+        "storage": "s3" if s3 else "local",
+        "multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if s3 else "",
+        "part_size": settings.AIRLOCK_S3_PART_SIZE if s3 else "",
+        "uppy_locales": " ".join(uppy_locales()),
     })
-    # The page loads only its own script and style; thumbnails come as blob: URLs.
+    # The page loads only its own scripts (Uppy's bundle and locale are static files here) and
+    # styles; thumbnails and Uppy's previews are blob: URLs, Uppy's stylesheet draws its icons
+    # from data: URLs. Uppy styles elements through the DOM (el.style), which style-src allows.
     connect = " ".join(["'self'", *_upload_origins()])
     response["Content-Security-Policy"] = (
-        "default-src 'self'; img-src 'self' blob:; script-src 'self'; style-src 'self'; "
+        "default-src 'self'; img-src 'self' blob: data:; script-src 'self'; style-src 'self'; "
         f"connect-src {connect}; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )

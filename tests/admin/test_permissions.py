@@ -118,5 +118,9 @@ def test_upload_page_carries_a_csrf_token_and_a_strict_csp(alice, browser_for):
     html = response.content.decode()
     assert '<meta name="csrf-token" content="' in html
     assert "airlock/upload.js" in html
-    assert "script-src 'self'" in response["Content-Security-Policy"]
+    assert "airlock/vendor/uppy/uppy.min.js" in html  # vendored: no CDN
+    assert "<script>" not in html and "<style" not in html  # nothing inline: script-src and style-src stay 'self'
+    csp = response["Content-Security-Policy"]
+    assert "script-src 'self';" in csp and "style-src 'self';" in csp and "unsafe" not in csp
+    assert "img-src 'self' blob: data:;" in csp  # Uppy's previews (blob:) and its stylesheet's icons (data:)
     assert "csrftoken" in response.cookies

@@ -94,12 +94,40 @@ def sign_in(page, username: str, next_url: str = "/admin/") -> None:
     page.wait_for_load_state()
 
 
-def open_upload_page(page, live_server, username: str, profile: str) -> None:
-    """Sign in through the admin login, land on the upload page, pick a profile."""
+def open_upload_page(page, live_server, username: str, profile: str = "auto") -> None:
+    """Sign in through the admin login, land on the upload page, pick a profile ("auto": by file type)."""
     sign_in(page, username, next_url="/")
     page.wait_for_url(f"{live_server.url}/")
+    choose_profile(page, profile)
+
+
+def choose_profile(page, profile: str = "auto") -> None:
     expect(page.locator("#profile")).to_be_enabled()
     page.select_option("#profile", profile)
+
+
+# Uppy's Dashboard: its file input (the first; the second one picks folders).
+DASHBOARD_INPUT = "#dashboard input.uppy-Dashboard-input >> nth=0"
+
+
+def pick_files(page, files, **kwargs) -> None:
+    """Give files to the Dashboard's picker, as a person choosing them does."""
+    page.set_input_files(DASHBOARD_INPUT, files, **kwargs)
+
+
+def upload_item(page, filename: str):
+    """The page's row for a file: what Airlock made of it."""
+    return page.locator("#items li.item").filter(has=page.locator(".name", has_text=filename))
+
+
+def watch_csp(page) -> list[str]:
+    """Collect the page's Content-Security-Policy violations (there must be none)."""
+    violations: list[str] = []
+    page.expose_function("airlockCspViolation", lambda text: violations.append(text))
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => "
+        "window.airlockCspViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' + e.lineNumber))")
+    return violations
 
 
 @pytest.fixture

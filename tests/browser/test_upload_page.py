@@ -1,22 +1,25 @@
-"""The upload page as a person uses it: pick files, watch them, retry, remove, commit."""
+"""The upload page as a person uses it: pick files in Uppy's Dashboard, watch them, retry, remove, commit.
+
+On local storage (these tests) the bytes go through Uppy's Tus plugin; the S3 modes are in
+test_upload_page_s3.py.
+"""
 
 import pytest
 from playwright.sync_api import expect
 
-from attachments.models import Attachment
-from tests.browser.conftest import open_upload_page
+from attachments.models import Attachment, TusUpload
+from tests.browser.conftest import DASHBOARD_INPUT, choose_profile, open_upload_page, pick_files, upload_item, watch_csp
+from tests.corpus import corpus_dir
 from tests.support import jpeg_bytes, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 HOSTILE = '"><img src=x onerror=alert(1)>.jpg'
-
-
-def _item(page, filename):
-    return page.locator("#items li.item").filter(has=page.locator(".name", has_text=filename))
+MIB = 1024 * 1024
 
 
 def test_upload_page_flow(page, live_server, live_worker, alice):
+    violations = watch_csp(page)
     # Signing in: / sends a visitor to the login page and back.
     page.goto("/")
     assert "/admin/login/" in page.url and "next=/" in page.url
@@ -27,49 +30,50 @@ def test_upload_page_flow(page, live_server, live_worker, alice):
     expect(page.locator(".who")).to_contain_text("alice")
     page.goto("/?heartbeat=1")
 
-    # The profile list comes from GET /api/v1/profiles.
+    # The profile list comes from GET /api/v1/profiles; by default each file goes to the one for its type.
     expect(page.locator("#profile")).to_be_enabled()
     options = page.locator("#profile option").all_inner_texts()
-    assert {"image", "document", "archive", "avatar", "media"} <= set(options)
-    page.select_option("#profile", "image")
-    assert "image/jpeg" in page.get_attribute("#files", "accept")
+    assert {"by file type", "image", "document", "archive", "avatar", "media"} <= set(options)
+    assert page.input_value("#profile") == "auto"
+    accept = page.get_attribute(DASHBOARD_INPUT, "accept")
+    assert "image/jpeg" in accept and "video/mp4" in accept and "application/pdf" in accept
 
-    # The first upload of second.png loses its connection mid-way.
-    doomed: list[str] = []
-    intents: list[dict] = []
+    # second.png's connection is gone for a while: every PATCH of its upload drops, until tus gives up.
+    csrf: list[str | None] = []
+    second = {"url": None, "blocked": True, "dropped": 0}
 
-    def on_intent(route):
-        response = route.fetch()
-        body = response.json()
-        intents.append({"filename": route.request.post_data_json["filename"], "id": body.get("id"),
-                        "csrf": route.request.headers.get("x-csrftoken")})
-        if route.request.post_data_json["filename"] == "second.png" and not doomed:
-            doomed.append(body["id"])
-        route.fulfill(response=response)
-
-    def on_content(route):
-        if doomed and doomed[0] in route.request.url and not getattr(on_content, "fired", False):
-            on_content.fired = True
+    def network(route):
+        request = route.request
+        if request.method == "POST":
+            csrf.append(request.headers.get("x-csrftoken"))
+            response = route.fetch()
+            if "c2Vjb25kLnBuZw" in (request.headers.get("upload-metadata") or ""):  # base64("second.png")
+                second["url"] = response.headers["location"]
+            route.fulfill(response=response)
+        elif request.method == "PATCH" and second["blocked"] and second["url"] and request.url == second["url"]:
+            second["dropped"] += 1
             route.abort("connectionreset")
         else:
             route.continue_()
 
-    page.route("**/api/v1/uploads", on_intent)
-    page.route("**/api/v1/uploads/*/content?*", on_content)
+    page.route(lambda url: "/api/v1/tus/" in url, network)
 
-    page.set_input_files("#files", [
+    pick_files(page, [
         {"name": "first.jpg", "mimeType": "image/jpeg", "buffer": jpeg_bytes((800, 600))},
         {"name": "second.png", "mimeType": "image/png", "buffer": png_bytes((300, 200))},
         {"name": HOSTILE, "mimeType": "image/jpeg", "buffer": b"this is not a picture, whatever it says" * 3},
     ])
 
-    first, second, hostile = _item(page, "first.jpg"), _item(page, "second.png"), _item(page, HOSTILE)
+    first, second_item, hostile = upload_item(page, "first.jpg"), upload_item(page, "second.png"), upload_item(page, HOSTILE)
+    expect(first).to_have_attribute("data-via", "tus")
     expect(first).to_have_attribute("data-status", "ready", timeout=60_000)
     expect(hostile).to_have_attribute("data-status", "rejected", timeout=60_000)
     expect(hostile.locator(".reason")).to_contain_text("type_not_allowed")
-    expect(second).to_have_attribute("data-status", "error")
-    expect(second.locator(".reason")).to_contain_text("network error")
-    assert all(i["csrf"] for i in intents), "API POSTs carry X-CSRFToken"
+    # tus tried again from the server's offset (a HEAD each time) before reporting the error.
+    expect(second_item).to_have_attribute("data-status", "error", timeout=60_000)
+    expect(second_item.locator(".reason")).to_contain_text("network error")
+    assert second["dropped"] > 1 and int(second_item.get_attribute("data-resumes")) >= 1
+    assert csrf and all(csrf), "API POSTs carry X-CSRFToken"
 
     # The thumbnail is fetched with the session and shown as a blob: URL.
     thumb = first.locator(".thumb img")
@@ -82,14 +86,17 @@ def test_upload_page_flow(page, live_server, live_worker, alice):
     expect(hostile.locator(".name")).to_have_text(HOSTILE)
     assert page.locator("img[src=x]").count() == 0
 
-    # Retry only the failed one: a new intent for that file.
-    expect(second.locator("button.retry")).to_be_visible()
+    # Retry is offered where it can succeed: the dropped upload, not the content decision.
+    expect(second_item.locator("button.retry")).to_be_visible()
     expect(first.locator("button.retry")).to_be_hidden()
-    second.locator("button.retry").click()
-    expect(second).to_have_attribute("data-status", "ready", timeout=60_000)
-    retried_id = second.get_attribute("data-id")
-    assert retried_id != doomed[0]
-    assert [i["filename"] for i in intents].count("second.png") == 2
+    expect(hostile.locator("button.retry")).to_be_hidden()
+    failed_id = second_item.get_attribute("data-id")
+    second["blocked"] = False  # the network is back
+    second_item.locator("button.retry").click()
+    expect(second_item).to_have_attribute("data-status", "ready", timeout=60_000)
+    # tus carried on with the same upload (no second intent).
+    assert second_item.get_attribute("data-id") == failed_id
+    assert TusUpload.objects.filter(attachment__owner=alice).count() == 3
 
     # The heartbeat runs while the page is open (every second with ?heartbeat=1).
     expect(page.locator("#heartbeat")).to_contain_text("kept", timeout=10_000)
@@ -105,16 +112,68 @@ def test_upload_page_flow(page, live_server, live_worker, alice):
     page.click("#commit")
     expect(page.locator("#commit-result")).to_have_text("Committed 2 to listing:42.")
     expect(first).to_have_attribute("data-status", "committed")
-    expect(second).to_have_attribute("data-status", "committed")
+    expect(second_item).to_have_attribute("data-status", "committed")
     assert page.dialogs == []
 
     rows = {str(a.pk): a for a in Attachment.objects.filter(owner=alice)}
     first_id = first.get_attribute("data-id")
     assert (rows[first_id].lifecycle, rows[first_id].ref) == ("committed", "listing:42")
-    assert (rows[retried_id].lifecycle, rows[retried_id].ref) == ("committed", "listing:42")
+    assert (rows[failed_id].lifecycle, rows[failed_id].ref) == ("committed", "listing:42")
     assert rows[hostile_id].lifecycle == "discarded"
-    assert rows[doomed[0]].lifecycle == "discarded"  # the failed attempt was cleaned up by the retry
     assert rows[first_id].expires_at is None
+    assert violations == [], violations
+
+
+def test_a_refused_claim_is_shown_without_retry(page, live_server, alice):
+    """Too large for the chosen profile: the server refuses the claim; sending it again cannot help."""
+    open_upload_page(page, live_server, "alice", "avatar")  # 5 MiB at most
+    pick_files(page, [{"name": "big.png", "mimeType": "image/png", "buffer": png_bytes((64, 64)) + b"\0" * (6 * MIB)}])
+    item = upload_item(page, "big.png")
+    expect(item).to_have_attribute("data-status", "error", timeout=30_000)
+    expect(item.locator(".reason")).to_contain_text("TOO_LARGE")
+    expect(item.locator("button.retry")).to_be_hidden()
+    assert not Attachment.objects.filter(owner=alice).exists()
+
+
+def test_each_file_gets_the_profile_for_its_type(page, live_server, live_worker, alice):
+    """A photo and a phone video picked together: image for one, media for the other (issue #32)."""
+    open_upload_page(page, live_server, "alice")
+    video = (corpus_dir() / "generated" / "video_rotated.mov").read_bytes()
+    pick_files(page, [
+        {"name": "photo.jpg", "mimeType": "image/jpeg", "buffer": jpeg_bytes((320, 240))},
+        {"name": "IMG_0003.MOV", "mimeType": "video/quicktime", "buffer": video},
+    ])
+    photo, clip = upload_item(page, "photo.jpg"), upload_item(page, "IMG_0003.MOV")
+    expect(photo).to_have_attribute("data-status", "ready", timeout=60_000)
+    expect(clip).to_have_attribute("data-status", "ready", timeout=60_000)
+    expect(photo.locator(".meta").first).to_contain_text("image")
+    expect(clip.locator(".meta").first).to_contain_text("media")
+    assert Attachment.objects.get(pk=photo.get_attribute("data-id")).profile == "image"
+    assert Attachment.objects.get(pk=clip.get_attribute("data-id")).profile == "media"
+
+    # A profile chosen by hand applies to what is picked next, and the picker only offers its types.
+    choose_profile(page, "document")
+    allowed = page.evaluate("window.airlock.uppy().opts.restrictions.allowedFileTypes")
+    assert allowed == ["application/pdf"]
+
+
+def test_the_dashboard_speaks_the_browsers_language(chromium, live_server, alice):
+    context = chromium.new_context(base_url=live_server.url, locale="de-DE")
+    try:
+        page = context.new_page()
+        open_upload_page(page, live_server, "alice")
+        expect(page.locator("html")).to_have_attribute("data-uppy-locale", "de_DE")
+        expect(page.locator("#dashboard")).to_contain_text("Dateien hier ablegen")
+    finally:
+        context.close()
+    context = chromium.new_context(base_url=live_server.url, locale="en-US")
+    try:
+        page = context.new_page()
+        open_upload_page(page, live_server, "alice")
+        expect(page.locator("#dashboard")).to_contain_text("Drop files here")
+        assert page.get_attribute("html", "data-uppy-locale") is None
+    finally:
+        context.close()
 
 
 def test_the_page_follows_all_its_files_with_one_waiting_request(page, live_server, live_worker, alice, settings):
@@ -142,10 +201,10 @@ def test_the_page_follows_all_its_files_with_one_waiting_request(page, live_serv
     page.on("response", answered)
     open_upload_page(page, live_server, "alice", "image")
     names = [f"photo-{n:02d}.png" for n in range(12)]
-    page.set_input_files("#files", [{"name": name, "mimeType": "image/png", "buffer": png_bytes((60 + n, 40))}
-                                    for n, name in enumerate(names)])
+    pick_files(page, [{"name": name, "mimeType": "image/png", "buffer": png_bytes((60 + n, 40))}
+                      for n, name in enumerate(names)])
     for name in names:
-        expect(_item(page, name)).to_have_attribute("data-status", "ready", timeout=90_000)
+        expect(upload_item(page, name)).to_have_attribute("data-status", "ready", timeout=90_000)
     assert waits["per_file"] == 0, "a waiting request for a single file"
     assert waits["most"] == 1, waits
     assert waits["answers"] and all(answer == (200, None) for answer in waits["answers"]), waits["answers"]

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import open_upload_page
+from tests.browser.conftest import open_upload_page, pick_files, upload_item
 from tests.corpus import corpus_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -13,11 +13,11 @@ def test_a_ready_video_shows_its_poster_and_duration(page, live_server, live_wor
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
     open_upload_page(page, live_server, "alice", "media")
-    assert "video/mp4" in page.get_attribute("#files", "accept")
+    assert "video/mp4" in page.get_attribute("#dashboard input.uppy-Dashboard-input >> nth=0", "accept")
 
     data = (corpus_dir() / "generated" / "video_rotated.mov").read_bytes()
-    page.set_input_files("#files", [{"name": "IMG_0002.MOV", "mimeType": "video/quicktime", "buffer": data}])
-    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="IMG_0002.MOV"))
+    pick_files(page, [{"name": "IMG_0002.MOV", "mimeType": "video/quicktime", "buffer": data}])
+    item = upload_item(page, "IMG_0002.MOV")
     expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
     attachment_id = item.get_attribute("data-id")
 
@@ -37,8 +37,8 @@ def test_a_ready_video_shows_its_poster_and_duration(page, live_server, live_wor
 def test_audio_shows_its_duration_and_no_picture(page, live_server, live_worker, alice):
     open_upload_page(page, live_server, "alice", "media")
     data = (corpus_dir() / "generated" / "audio_aac.m4a").read_bytes()
-    page.set_input_files("#files", [{"name": "memo.m4a", "mimeType": "audio/mp4", "buffer": data}])
-    item = page.locator("#items li.item").filter(has=page.locator(".name", has_text="memo.m4a"))
+    pick_files(page, [{"name": "memo.m4a", "mimeType": "audio/mp4", "buffer": data}])
+    item = upload_item(page, "memo.m4a")
     expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
     expect(item.locator(".line")).to_contain_text("0:02")
     expect(item.locator(".thumb img")).to_have_count(0)

@@ -1,48 +1,62 @@
 /*
- * Airlock upload page: the reference client of the API (what a mobile app does).
+ * Airlock upload page: Uppy (vendored, vendor/uppy) sends the bytes; this file wires it to Airlock's
+ * API and shows what Airlock made of each file.
  *
- * For each picked file: POST /api/v1/uploads (intent) → PUT or multipart POST to
- * upload.url with XMLHttpRequest (progress) — or, when the intent is an S3
- * multipart plan (upload.parts), PUT each part in turn with its own progress,
- * retrying a failed part (re-signing its URL through POST /uploads/{id}/parts
- * when storage refuses it), then POST /uploads/{id}/complete with the ETags —
- * → follow it to ready/rejected/failed → show the thumbnail, or a video's poster
- * with its duration (fetched with the session cookie, shown as a blob: URL). One request follows every file being
- * processed: GET /api/v1/attachments?ids=a,b,c&wait=10 answers when any of them
- * changes, never one waiting request per file (that would meet the server's
- * per-user cap of waiters, and the browser's six connections per host). Retry makes a new intent for that one file,
- * remove discards it, a heartbeat keeps staged uploads alive while the page is
- * open, and Commit binds the remaining ones to a ref in one call.
+ * Transport, by storage (the page's <meta> tags say which):
+ * - local storage: Uppy's Tus plugin to POST /api/v1/tus/ in 5 MiB PATCHes (a dropped connection is
+ *   resumed from the server's offset, HEAD then PATCH);
+ * - S3: Uppy's AwsS3 plugin with Airlock's intents: getUploadParameters makes an intent
+ *   (POST /api/v1/uploads) and hands Uppy its presigned POST form or PUT; over the multipart
+ *   threshold createMultipartUpload makes the intent whose plan has the part URLs, signPart hands
+ *   them out (re-signing through POST /uploads/{id}/parts when a part is sent again or the URLs
+ *   are near expiry), listParts asks the same endpoint what is already stored (resume), and
+ *   completeMultipartUpload assembles with POST /uploads/{id}/complete.
+ * Golden Retriever keeps the files (IndexedDB) and the uploads' state (localStorage) across a
+ * reload: the page confirms the restore itself and the uploads carry on where they were.
  *
- * Files over the tus threshold (8 MiB; `?tus=<bytes>` changes it, 0 turns it off) go
- * through the tus endpoint instead (POST /api/v1/tus/, then 5 MiB PATCHes) with the
- * vendored tus-js-client: a dropped connection is retried with a HEAD for the
- * server's offset and the upload carries on from there; its URL is remembered in
- * localStorage, so picking the same file again after a reload resumes it too.
- * Where the intent would be an S3 multipart plan (storage is S3 and the file is over
- * its multipart threshold), the page sends the parts straight to the bucket instead.
+ * Then each file is followed to its outcome, with one waiting request for all of them
+ * (GET /api/v1/attachments?ids=a,b,c&wait=…): ready with its thumbnail or a video's poster and
+ * length, rejected with its reason. Retry is offered only where trying again can succeed (a dropped
+ * connection, a service in trouble), never after a content decision; remove discards; a heartbeat
+ * keeps staged uploads alive while the page is open; Commit binds the rest to a ref in one call.
  *
- * Everything from the server or the user is put in the page with textContent
- * or setAttribute on fixed attribute names, never with innerHTML.
+ * Each file gets a profile from its type (photo → image, video or audio → media, PDF → document,
+ * ZIP → archive) unless the picker names one. Everything from the server or the user is put in the
+ * page with textContent or setAttribute on fixed attribute names, never with innerHTML.
  */
 (function () {
   "use strict";
 
   var API = "/api/v1";
+  var MIB = 1024 * 1024;
   var TERMINAL = { ready: true, rejected: true, failed: true };
+  // Refusals of the claim itself: sending the same file again is refused the same way.
+  var PERMANENT_CODES = {
+    TYPE_NOT_ALLOWED: true, TOO_LARGE: true, UNKNOWN_PROFILE: true, VALIDATION_ERROR: true,
+    CHECKSUM_MISMATCH: true,
+  };
+  // Which profile a file goes to when the picker says "by file type": the first that allows its type.
+  var AUTO_PROFILES = ["image", "media", "document", "archive"];
   var params = new URLSearchParams(window.location.search);
   var HEARTBEAT_MS = Math.max(1, Number(params.get("heartbeat")) || 60) * 1000;
-  var tusParam = params.get("tus");
-  var TUS_THRESHOLD = tusParam === null ? 8 * 1024 * 1024 : Number(tusParam) || Infinity;
-  var TUS_CHUNK = 5 * 1024 * 1024;
-  var DIRECT_MULTIPART = Number(document.querySelector('meta[name="airlock-direct-multipart"]')
-    .getAttribute("content")) || Infinity;
-  var csrfToken = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
+  var TUS_CHUNK = 5 * MIB;
 
-  var items = [];
-  var nextKey = 1;
+  function metaContent(name) {
+    var node = document.querySelector('meta[name="' + name + '"]');
+    return node ? node.getAttribute("content") : "";
+  }
+
+  var csrfToken = metaContent("csrf-token");
+  var STORAGE = metaContent("airlock-storage");
+  var MULTIPART_OVER = Number(metaContent("airlock-multipart-bytes")) || Infinity;
+  var PART_SIZE = Number(metaContent("airlock-part-size")) || 16 * MIB;
+
+  var items = {};  // Uppy file id → item
+  var order = [];
   var profiles = {};
+  var profileNames = [];
   var els = {};
+  var uppy = null;
 
   // --- small helpers ----------------------------------------------------------
 
@@ -56,8 +70,8 @@
   function formatBytes(n) {
     if (n === null || n === undefined) return "";
     if (n < 1024) return n + " B";
-    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
-    return (n / 1024 / 1024).toFixed(1) + " MB";
+    if (n < MIB) return (n / 1024).toFixed(1) + " KB";
+    return (n / MIB).toFixed(1) + " MB";
   }
 
   /* 0:07, 12:05, 1:02:03: a video's or a song's length to the nearest second (1.98 s of AAC is 0:02). */
@@ -77,25 +91,20 @@
     return "";
   }
 
-  function errorText(body, status) {
-    if (body && body.error) {
-      return body.error.code + (body.error.message ? ": " + body.error.message : "");
-    }
-    return "HTTP " + status;
-  }
-
   function ApiError(status, body) {
+    var error = body && body.error;
     this.status = status;
     this.body = body;
-    this.message = errorText(body, status);
+    this.code = error ? error.code : null;
+    this.message = error ? error.code + (error.message ? ": " + error.message : "") : "HTTP " + status;
   }
+  ApiError.prototype = Object.create(Error.prototype);
 
   /* JSON request to our own API with the session cookie (+ CSRF header on writes): {body, headers}. */
-  function request(method, path, payload) {
-    var options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
-    if (method !== "GET") {
-      options.headers["X-CSRFToken"] = csrfToken;
-    }
+  function request(method, path, payload, signal) {
+    var options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" },
+                    signal: signal };
+    if (method !== "GET") options.headers["X-CSRFToken"] = csrfToken;
     if (payload !== undefined) {
       options.headers["Content-Type"] = "application/json";
       options.body = JSON.stringify(payload);
@@ -111,8 +120,8 @@
     });
   }
 
-  function api(method, path, payload) {
-    return request(method, path, payload).then(function (answer) { return answer.body; });
+  function api(method, path, payload, signal) {
+    return request(method, path, payload, signal).then(function (answer) { return answer.body; });
   }
 
   function sleep(ms) {
@@ -124,20 +133,74 @@
     els.pageError.hidden = !message;
   }
 
-  // --- one row per file -------------------------------------------------------
+  function contentTypeOf(file) {
+    return file.type || "application/octet-stream";
+  }
 
-  function createItem(file, profile) {
+  // --- profiles: one per file, from its type ----------------------------------
+
+  function profileFor(type) {
+    var chosen = els.profile.value;
+    if (chosen && chosen !== "auto") return profiles[chosen] ? chosen : null;
+    for (var i = 0; i < AUTO_PROFILES.length; i++) {
+      var p = profiles[AUTO_PROFILES[i]];
+      if (p && p.allowed_types.indexOf(type) !== -1) return p.name;
+    }
+    return null;
+  }
+
+  function allowedTypes() {
+    var chosen = els.profile.value;
+    if (chosen && chosen !== "auto") return profiles[chosen] ? profiles[chosen].allowed_types.slice() : [];
+    var types = [];
+    AUTO_PROFILES.forEach(function (name) {
+      if (profiles[name]) types = types.concat(profiles[name].allowed_types);
+    });
+    return types;
+  }
+
+  function onProfile() {
+    var types = allowedTypes();
+    if (uppy) uppy.setOptions({ restrictions: { allowedFileTypes: types.length ? types : null } });
+    var chosen = els.profile.value;
+    els.hint.textContent = chosen === "auto"
+      ? "each file goes to the profile for its type: " + AUTO_PROFILES.filter(function (n) { return profiles[n]; }).join(", ")
+      : types.join(", ") + " · up to " + formatBytes(profiles[chosen] && profiles[chosen].max_bytes);
+  }
+
+  function loadProfiles() {
+    return api("GET", "/profiles").then(function (body) {
+      els.profile.textContent = "";
+      var auto = el("option", null, "by file type");
+      auto.value = "auto";
+      els.profile.appendChild(auto);
+      body.profiles.forEach(function (p) {
+        profiles[p.name] = p;
+        profileNames.push(p.name);
+        var option = el("option", null, p.name);
+        option.value = p.name;
+        els.profile.appendChild(option);
+      });
+      els.profile.value = "auto";
+      els.profile.disabled = false;
+      onProfile();
+    }, function (error) {
+      showPageError("Could not load the upload profiles: " + error.message);
+    });
+  }
+
+  // --- one row per file: what Airlock made of it ------------------------------
+
+  function createItem(file) {
     var item = {
-      key: nextKey++, file: file, profile: profile, id: null, status: "new", reason: null, following: false,
-      xhr: null, tus: null, resumes: 0, removed: false, committedRef: null, generation: 0, thumbUrl: null,
+      fileId: file.id, name: file.name, size: file.size, profile: file.meta.profile, id: null,
+      status: "new", retryable: false, following: false, removed: false, committedRef: null,
+      thumbUrl: null, resumes: 0, partAttempts: {},
     };
     var li = el("li", "item");
-    li.dataset.key = String(item.key);
     li.dataset.filename = file.name;
-    var thumb = el("div", "thumb", (file.name.split(".").pop() || "file").slice(0, 5));
+    var thumb = el("div", "thumb", (file.extension || "file").slice(0, 5));
     var body = el("div", "body");
-    var name = el("div", "name", file.name);
-    var meta = el("div", "meta", formatBytes(file.size) + " · " + profile);
     var line = el("div", "line");
     var status = el("span", "status");
     var detail = el("span", "meta");
@@ -148,8 +211,8 @@
     var progress = el("progress");
     progress.max = 100;
     progress.value = 0;
-    body.appendChild(name);
-    body.appendChild(meta);
+    body.appendChild(el("div", "name", file.name));
+    body.appendChild(el("div", "meta", formatBytes(file.size) + " · " + file.meta.profile));
     body.appendChild(line);
     body.appendChild(reason);
     body.appendChild(progress);
@@ -164,31 +227,36 @@
     li.appendChild(thumb);
     li.appendChild(body);
     li.appendChild(actions);
-    item.ui = { li: li, thumb: thumb, status: status, detail: detail, reason: reason, progress: progress,
-                retry: retry, remove: remove };
+    item.ui = { li: li, body: body, thumb: thumb, status: status, detail: detail, reason: reason,
+                progress: progress, retry: retry, remove: remove };
     retry.addEventListener("click", function () { retryItem(item); });
     remove.addEventListener("click", function () { removeItem(item); });
     els.items.appendChild(li);
-    items.push(item);
+    items[file.id] = item;
+    order.push(item);
     return item;
   }
 
-  function setStatus(item, status, detail, reason) {
+  function setId(item, id) {
+    item.id = id;
+    if (id) item.ui.li.dataset.id = id;
+    else delete item.ui.li.dataset.id;
+    if (uppy && uppy.getFile(item.fileId)) uppy.setFileMeta(item.fileId, { airlockId: id });
+  }
+
+  function setStatus(item, status, detail, reason, retryable) {
     item.status = status;
-    item.reason = reason || null;
+    item.retryable = !!retryable;
     var ui = item.ui;
     ui.li.dataset.status = status;
-    if (item.id) ui.li.dataset.id = item.id;
     ui.status.dataset.status = status;
     ui.status.textContent = status;
     ui.detail.textContent = detail || "";
     ui.reason.textContent = reason || "";
     ui.reason.hidden = !reason;
-    var canRetry = status === "error" || status === "failed";
-    ui.retry.hidden = !canRetry;
+    ui.retry.hidden = !item.retryable;
     ui.remove.hidden = status === "committed";
-    ui.progress.hidden = !(status === "uploading" || status === "intent");
-    if (ui.parts) ui.parts.hidden = status !== "uploading";
+    ui.progress.hidden = status !== "uploading";
     refreshCommitButton();
   }
 
@@ -197,273 +265,211 @@
       (item.status === "pending" || item.status === "processing" || item.status === "ready");
   }
 
+  function liveItems() {
+    return order.filter(function (i) { return !i.removed; });
+  }
+
   function refreshCommitButton() {
-    var n = items.filter(committable).length;
+    var n = order.filter(committable).length;
     els.commit.disabled = n === 0;
     els.commit.textContent = n ? "Commit " + n + (n === 1 ? " file" : " files") : "Commit";
-    els.empty.hidden = items.some(function (i) { return !i.removed; });
+    els.empty.hidden = liveItems().length > 0;
   }
 
-  // --- the flow ----------------------------------------------------------------
-
-  function contentTypeOf(file) {
-    return file.type || "application/octet-stream";
-  }
-
-  /* Send the bytes exactly as the intent instructs: PUT the raw body, or POST a form. */
-  function sendBytes(item, upload) {
-    return new Promise(function (resolve, reject) {
-      var xhr = new XMLHttpRequest();
-      item.xhr = xhr;
-      xhr.open(upload.method, upload.url, true);
-      var body;
-      if (upload.method === "POST") {
-        body = new FormData();
-        Object.keys(upload.fields || {}).forEach(function (name) { body.append(name, upload.fields[name]); });
-        body.append("file", item.file);  // the file goes last
-      } else {
-        Object.keys(upload.headers || {}).forEach(function (name) { xhr.setRequestHeader(name, upload.headers[name]); });
-        body = item.file;
+  /* Multipart: one row per part with how often it was sent (a dropped part is sent again). */
+  function showPart(item, number, state) {
+    if (!item.ui.parts) {
+      item.ui.parts = el("ol", "parts");
+      item.ui.body.appendChild(item.ui.parts);
+    }
+    var row = item.ui.parts.querySelector('li[data-part="' + number + '"]');
+    if (!row) {
+      row = el("li", "part", "part " + number);
+      row.dataset.part = String(number);
+      var rows = item.ui.parts.children, before = null;
+      for (var i = 0; i < rows.length; i++) {
+        if (Number(rows[i].dataset.part) > number) { before = rows[i]; break; }
       }
-      xhr.upload.addEventListener("progress", function (event) {
-        if (event.lengthComputable) {
-          item.ui.progress.value = Math.round((event.loaded / event.total) * 100);
-          item.ui.detail.textContent = formatBytes(event.loaded) + " of " + formatBytes(event.total);
-        }
-      });
-      xhr.addEventListener("load", function () {
-        item.xhr = null;
-        if (xhr.status >= 200 && xhr.status < 300) {
-          item.ui.progress.value = 100;
-          resolve();
-        } else {
-          var parsed = null;
-          try { parsed = JSON.parse(xhr.responseText); } catch (e) { parsed = null; }
-          reject(new ApiError(xhr.status, parsed));
-        }
-      });
-      xhr.addEventListener("error", function () { item.xhr = null; reject(new Error("upload failed (network error)")); });
-      xhr.addEventListener("abort", function () { item.xhr = null; reject(new Error("upload cancelled")); });
-      xhr.send(body);
+      item.ui.parts.insertBefore(row, before);
+    }
+    row.dataset.state = state;
+    row.dataset.attempts = String(item.partAttempts[number] || 0);
+  }
+
+  // --- errors: say what happened and whether trying again can help --------------
+
+  /* The server's answer behind a tus-js-client error: {status, body}, or null when none came. */
+  function tusAnswer(error) {
+    var response = error && error.originalResponse;
+    if (response && response.getStatus()) return { status: response.getStatus(), body: response.getBody() };
+    // By the time Uppy reports it the XHR may be reset; tus-js-client's message quotes the answer.
+    var quoted = /response code: (\d+), response text: ([\s\S]*), request id:/.exec((error && error.message) || "");
+    return quoted && Number(quoted[1]) ? { status: Number(quoted[1]), body: quoted[2] } : null;
+  }
+
+  /* {message, retryable} from whatever Uppy reported: our ApiError, a tus error, an XHR to storage. */
+  function describe(error) {
+    if (error instanceof ApiError) {
+      if (error.status === 0) return { message: "network error", retryable: true };
+      return { message: error.message, retryable: !PERMANENT_CODES[error.code] };
+    }
+    var answer = tusAnswer(error);
+    if (answer) {
+      var body = null;
+      try { body = JSON.parse(answer.body); } catch (e) { body = null; }
+      var apiError = new ApiError(answer.status, body);
+      return { message: apiError.message, retryable: !PERMANENT_CODES[apiError.code] };
+    }
+    var xhr = error && error.source;  // AwsS3: the request to the bucket
+    if (xhr && typeof xhr.status === "number" && xhr.status >= 400) {
+      // S3 refused the body itself (its policy, its size): the same bytes are refused again.
+      var permanent = xhr.status === 400 || xhr.status === 413;
+      return { message: "storage answered HTTP " + xhr.status, retryable: !permanent };
+    }
+    // No answer at all: the connection dropped (Uppy says "Unknown error" here).
+    return { message: "network error (" + ((error && error.message) || "connection lost") + ")", retryable: true };
+  }
+
+  // --- Airlock's intents behind Uppy's AwsS3 callbacks ---------------------------
+
+  var plans = {};  // attachment id → {urls: {part number: url}, expires: ms}
+
+  function itemOf(file) {
+    return items[file.id] || createItem(file);
+  }
+
+  function makeIntent(file, signal) {
+    var item = itemOf(file);
+    var previous = item.id;
+    if (previous) discardQuietly(previous);  // a new attempt: the failed one is of no use any more
+    setId(item, null);
+    return api("POST", "/uploads", {
+      profile: file.meta.profile, filename: file.name, size: file.size, content_type: contentTypeOf(file),
+    }, signal).then(function (intent) {
+      setId(item, intent.id);
+      return intent;
     });
   }
 
-  // --- multipart (S3, large files) ----------------------------------------------
-
-  var PART_ATTEMPTS = 4;
-
-  function PartError(status, message) {
-    this.status = status;
-    this.message = message;
+  function keepPlan(id, plan) {
+    var entry = plans[id] || (plans[id] = { urls: {}, expires: 0 });
+    plan.parts.forEach(function (part) { entry.urls[part.part_number] = part.url; });
+    entry.expires = Date.parse(plan.expires_at || plan.upload && plan.upload.expires_at) || 0;
+    return entry;
   }
 
-  /* One part's bytes to its presigned URL; resolves with the ETag S3 answered. */
-  function putPart(item, url, blob, onProgress) {
+  function resign(id, signal) {
+    return api("POST", "/uploads/" + id + "/parts", undefined, signal).then(function (plan) {
+      keepPlan(id, plan);
+      return plan;
+    });
+  }
+
+  /*
+   * Uppy's own sender waits for the bucket's ETag on every request, but S3-compatible stores need not
+   * send one for a presigned POST form (moto does not): without it Uppy's promise never settles. The
+   * form POST is sent here instead (same events, same error shape); PUTs and parts stay Uppy's.
+   */
+  function uploadPartBytes(args) {
+    var signature = args.signature;
+    if (String(signature.method || "PUT").toUpperCase() !== "POST") return window.Uppy.AwsS3.uploadPartBytes(args);
     return new Promise(function (resolve, reject) {
       var xhr = new XMLHttpRequest();
-      item.xhr = xhr;
-      xhr.open("PUT", url, true);
-      xhr.upload.addEventListener("progress", function (event) {
-        if (event.lengthComputable) onProgress(event.loaded);
-      });
+      var signal = args.signal;
+      function onabort() { xhr.abort(); }
+      function cleanup() { if (signal) signal.removeEventListener("abort", onabort); }
+      function failed(message) {
+        cleanup();
+        var error = new Error(message);
+        error.source = xhr;
+        reject(error);
+      }
+      if (signal) {
+        if (signal.aborted) { reject(new DOMException("Aborted", "AbortError")); return; }
+        signal.addEventListener("abort", onabort);
+      }
+      xhr.open("POST", signature.url, true);
+      xhr.responseType = "text";
+      xhr.upload.addEventListener("progress", function (event) { args.onProgress(event); });
+      xhr.addEventListener("abort", function () { cleanup(); reject(new DOMException("Aborted", "AbortError")); });
+      xhr.addEventListener("error", function () { failed("Unknown error"); });
       xhr.addEventListener("load", function () {
-        item.xhr = null;
-        if (xhr.status < 200 || xhr.status >= 300) return reject(new PartError(xhr.status, "HTTP " + xhr.status));
-        var etag = xhr.getResponseHeader("ETag");
-        // Without ETag the parts cannot be assembled: the bucket's CORS must expose it.
-        if (!etag) return reject(new PartError(0, "storage sent no ETag (CORS ExposeHeaders: ETag)"));
-        resolve(etag);
+        if (xhr.status < 200 || xhr.status >= 300) { failed("Non 2xx"); return; }
+        cleanup();
+        args.onProgress({ loaded: args.size, lengthComputable: true });
+        var etag = xhr.getResponseHeader("ETag") || "";
+        if (args.onComplete) args.onComplete(etag);
+        resolve({ ETag: etag, location: xhr.getResponseHeader("Location") || undefined });
       });
-      xhr.addEventListener("error", function () { item.xhr = null; reject(new PartError(0, "network error")); });
-      xhr.addEventListener("abort", function () { item.xhr = null; reject(new Error("upload cancelled")); });
-      xhr.send(blob);
+      xhr.send(args.body);
     });
   }
 
-  function partsUi(item, parts) {
-    if (item.ui.parts) item.ui.parts.remove();
-    var list = el("ol", "parts");
-    var rows = {};
-    parts.forEach(function (part) {
-      var li = el("li", "part");
-      li.dataset.part = String(part.part_number);
-      li.dataset.state = "queued";
-      li.dataset.attempts = "0";
-      var bar = el("progress");
-      bar.max = 100;
-      bar.value = 0;
-      li.appendChild(el("span", "meta", "part " + part.part_number));
-      li.appendChild(bar);
-      list.appendChild(li);
-      rows[part.part_number] = { li: li, bar: bar };
-    });
-    item.ui.progress.parentNode.appendChild(list);
-    item.ui.parts = list;
-    return rows;
-  }
+  var s3Callbacks = {
+    uploadPartBytes: uploadPartBytes,
+    shouldUseMultipart: function (file) { return file.size > MULTIPART_OVER; },
+    getChunkSize: function () { return PART_SIZE; },
 
-  /* PUT every part (one at a time), retry a failed one, then assemble. */
-  function sendParts(item, intent, current) {
-    var upload = intent.upload;
-    var size = upload.part_size;
-    var file = item.file;
-    var urls = {};
-    var etags = {};
-    var loaded = {};
-    upload.parts.forEach(function (part) { urls[part.part_number] = part.url; });
-    var rows = partsUi(item, upload.parts);
-
-    function showOverall() {
-      var sent = Object.keys(loaded).reduce(function (sum, n) { return sum + loaded[n]; }, 0);
-      item.ui.progress.value = Math.round((sent / file.size) * 100);
-      item.ui.detail.textContent = formatBytes(sent) + " of " + formatBytes(file.size) + " in " +
-        upload.parts.length + " parts";
-    }
-
-    function resign() {
-      return api("POST", "/uploads/" + intent.id + "/parts").then(function (plan) {
-        plan.parts.forEach(function (part) { urls[part.part_number] = part.url; });
+    getUploadParameters: function (file, options) {
+      return makeIntent(file, options && options.signal).then(function (intent) {
+        var upload = intent.upload;
+        if (upload.parts && upload.parts.length) {
+          discardQuietly(intent.id);
+          throw new Error("the server planned a multipart upload for a file under its threshold");
+        }
+        items[file.id].ui.li.dataset.via = "s3-" + upload.method.toLowerCase();
+        return { method: upload.method, url: upload.url, fields: upload.fields || {}, headers: upload.headers || {} };
       });
-    }
+    },
 
-    function send(number, attempt) {
-      var start = (number - 1) * size;
-      var blob = file.slice(start, Math.min(start + size, file.size));
-      var row = rows[number];
-      row.li.dataset.state = "uploading";
-      row.li.dataset.attempts = String(attempt);
-      return putPart(item, urls[number], blob, function (n) {
-        loaded[number] = n;
-        row.bar.value = Math.round((n / blob.size) * 100);
-        showOverall();
-      }).then(function (etag) {
-        etags[number] = etag;
-        loaded[number] = blob.size;
-        row.bar.value = 100;
-        row.li.dataset.state = "done";
-        showOverall();
-      }, function (error) {
-        if (!(error instanceof PartError) || attempt >= PART_ATTEMPTS || !current()) throw error;
-        loaded[number] = 0;
-        row.bar.value = 0;
-        row.li.dataset.state = "retrying";
-        // A refused URL (expired: 403) gets new ones; a dropped connection is sent again as is.
-        var ready = error.status === 403 ? resign() : Promise.resolve();
-        return ready.then(function () { return sleep(300 * attempt); })
-          .then(function () { return send(number, attempt + 1); });
+    createMultipartUpload: function (file) {
+      return makeIntent(file).then(function (intent) {
+        if (!intent.upload.parts || !intent.upload.parts.length) {
+          discardQuietly(intent.id);
+          throw new Error("the server planned a single upload for a file over its multipart threshold");
+        }
+        items[file.id].ui.li.dataset.via = "s3-multipart";
+        keepPlan(intent.id, intent.upload);
+        return { uploadId: intent.id, key: intent.id };
       });
-    }
+    },
 
-    return upload.parts.reduce(function (chain, part) {
-      return chain.then(function () { return current() ? send(part.part_number, 1) : null; });
-    }, Promise.resolve()).then(function () {
-      if (!current()) return null;
-      var parts = upload.parts.map(function (part) {
-        return { part_number: part.part_number, etag: etags[part.part_number] };
+    signPart: function (file, options) {
+      var item = itemOf(file), number = options.partNumber, id = options.uploadId;
+      item.partAttempts[number] = (item.partAttempts[number] || 0) + 1;
+      showPart(item, number, item.partAttempts[number] > 1 ? "retrying" : "uploading");
+      var plan = plans[id];
+      // A part sent again may have been refused for an expired URL; after a reload there is no plan.
+      var fresh = plan && plan.urls[number] && item.partAttempts[number] === 1 && Date.now() < plan.expires - 30000;
+      var ready = fresh ? Promise.resolve() : resign(id, options.signal);
+      return ready.then(function () {
+        var url = plans[id].urls[number];
+        if (!url) throw new Error("no URL for part " + number);
+        return { method: "PUT", url: url, headers: {} };
       });
-      return api("POST", "/uploads/" + intent.id + "/complete", { parts: parts });
-    });
-  }
+    },
 
-  function sameOrigin(url) {
-    try { return new URL(url, window.location.href).origin === window.location.origin; } catch (e) { return false; }
-  }
-
-  // --- tus (large files, resumable) ----------------------------------------------
-
-  function tusStatus(error) {
-    var response = error && error.originalResponse;
-    return response ? response.getStatus() : 0;
-  }
-
-  /* Upload through tus: creation makes the intent; PATCHes of TUS_CHUNK bytes; retried from HEAD's offset. */
-  function sendTus(item, current) {
-    return new Promise(function (resolve, reject) {
-      var upload = new window.tus.Upload(item.file, {
-        endpoint: API + "/tus/",
-        chunkSize: TUS_CHUNK,
-        retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
-        headers: { "X-CSRFToken": csrfToken },
-        metadata: { profile: item.profile, filename: item.file.name, content_type: contentTypeOf(item.file) },
-        removeFingerprintOnSuccess: true,
-        onUploadUrlAvailable: function () {
-          item.id = upload.url.split("/").pop();
-          item.ui.li.dataset.id = item.id;
-        },
-        onProgress: function (sent, total) {
-          if (!current()) return;
-          item.ui.progress.value = total ? Math.round((sent / total) * 100) : 100;
-          item.ui.detail.textContent = formatBytes(sent) + " of " + formatBytes(total) +
-            (item.resumes ? " (resumed " + item.resumes + "×)" : "");
-        },
-        onShouldRetry: function (error) {
-          var status = tusStatus(error);
-          if (!current()) return false;
-          // The library's rule: network trouble, 5xx, 409 (offset moved) and 423 (locked) are retried.
-          var retry = status === 0 || status >= 500 || status === 409 || status === 423;
-          if (retry) {
-            item.resumes = (item.resumes || 0) + 1;
-            item.ui.li.dataset.resumes = String(item.resumes);
-            item.ui.detail.textContent = "connection lost, resuming…";
-          }
-          return retry;
-        },
-        onSuccess: function () { item.tus = null; resolve(); },
-        onError: function (error) {
-          item.tus = null;
-          var status = tusStatus(error);
-          var body = null;
-          try { body = JSON.parse(error.originalResponse.getBody()); } catch (e) { body = null; }
-          reject(status ? new ApiError(status, body) : error);
-        },
+    listParts: function (file, options) {
+      return resign(options.uploadId, options.signal).then(function (plan) {
+        var item = itemOf(file);
+        return plan.uploaded_parts.map(function (part) {
+          item.partAttempts[part.part_number] = item.partAttempts[part.part_number] || 1;
+          showPart(item, part.part_number, "done");
+          return { PartNumber: part.part_number, ETag: part.etag, Size: part.size };
+        });
       });
-      item.tus = upload;
-      upload.findPreviousUploads().then(function (previous) {
-        if (!current()) return;
-        if (previous.length) upload.resumeFromPreviousUpload(previous[0]);
-        upload.start();
-      }, reject);
-    });
-  }
+    },
 
-  function start(item) {
-    var generation = ++item.generation;
-    item.following = false;
-    var current = function () { return !item.removed && generation === item.generation; };
-    item.ui.progress.value = 0;
-    if (window.tus && window.tus.isSupported && item.file.size > TUS_THRESHOLD &&
-        item.file.size <= DIRECT_MULTIPART) {
-      setStatus(item, "uploading", "resumable upload (tus)");
-      item.ui.li.dataset.via = "tus";
-      return settle(item, current, sendTus(item, current));
-    }
-    setStatus(item, "intent", "asking for an upload URL…");
-    return settle(item, current, api("POST", "/uploads", {
-      profile: item.profile, filename: item.file.name, size: item.file.size, content_type: contentTypeOf(item.file),
-    }).then(function (intent) {
-      item.id = intent.id;
-      if (!current()) { discardQuietly(intent.id); return null; }
-      setStatus(item, "uploading", "0 B of " + formatBytes(item.file.size));
-      if (intent.upload.parts && intent.upload.parts.length) return sendParts(item, intent, current);
-      return sendBytes(item, intent.upload).then(function () {
-        // Storage we do not serve ourselves may not notify us: tell the server the bytes are there.
-        if (!sameOrigin(intent.upload.url)) return api("POST", "/uploads/" + intent.id + "/complete", {});
-        return null;
-      });
-    }));
-  }
+    completeMultipartUpload: function (file, options) {
+      var parts = options.parts.map(function (part) { return { part_number: part.PartNumber, etag: part.ETag }; });
+      return api("POST", "/uploads/" + options.uploadId + "/complete", { parts: parts }, options.signal)
+        .then(function (resource) { return { location: (resource && resource.links && resource.links.self) || "" }; });
+    },
 
-  // Once the bytes are sent (or sending failed): follow it to the outcome, or show the error.
-  function settle(item, current, sent) {
-    return sent.then(function () {
-      if (!current()) return;
-      setStatus(item, "pending", "uploaded, waiting for processing");
-      follow(item);
-    }).catch(function (error) {
-      if (!current()) return;
-      setStatus(item, "error", "", error.message || String(error));
-    });
-  }
+    abortMultipartUpload: function (file, options) {
+      return discardQuietly(options.uploadId);
+    },
+  };
 
   // --- following: one request for every file being processed -------------------
 
@@ -482,12 +488,12 @@
   }
 
   function uploading() {
-    return items.some(function (i) { return !i.removed && (i.status === "intent" || i.status === "uploading"); });
+    return liveItems().some(function (i) { return i.status === "uploading" || i.status === "queued"; });
   }
 
   /* One GET for every followed file; it answers when any of them changes. Then again, until none is left. */
   function followRound() {
-    var watched = items.filter(followed).slice(0, MAX_FOLLOWED).map(function (item) {
+    var watched = order.filter(followed).slice(0, MAX_FOLLOWED).map(function (item) {
       return { item: item, id: item.id };
     });
     if (!watched.length) { following = false; return; }
@@ -499,11 +505,11 @@
       answer.body.results.forEach(function (resource) { byId[resource.id] = resource; });
       watched.forEach(function (w) {
         var item = w.item;
-        if (!followed(item) || item.id !== w.id) return;  // removed or retried meanwhile
+        if (!followed(item) || item.id !== w.id) return;  // removed or sent again meanwhile
         var resource = byId[w.id];
         if (!resource) {
           item.following = false;
-          setStatus(item, "error", "", "This upload no longer exists (expired or discarded).");
+          setStatus(item, "error", "", "This upload no longer exists (expired or discarded).", false);
           return;
         }
         show(item, resource);
@@ -528,7 +534,11 @@
               formatDuration(resource.metadata && resource.metadata.duration_seconds)].filter(Boolean).join(" · "),
       rejected: "refused", failed: "the service had trouble; retry",
     }[resource.status] || "";
-    setStatus(item, resource.status, detail, reason);
+    // failed is the infrastructure's trouble: sending the file again can succeed. rejected is a
+    // decision about the content: it never can.
+    var file = uppy.getFile(item.fileId);
+    var canResend = resource.status === "failed" && !!(file && file.data && !file.isGhost);
+    setStatus(item, resource.status, detail, reason, canResend);
     if (resource.status !== "ready" || !resource.links) return;
     // A video shows its poster (the frame players show before playing) and its length.
     var duration = formatDuration(resource.metadata && resource.metadata.duration_seconds);
@@ -549,7 +559,7 @@
       if (item.thumbUrl) URL.revokeObjectURL(item.thumbUrl);
       item.thumbUrl = URL.createObjectURL(blob);
       var img = el("img");
-      img.alt = kind + " of " + item.file.name;
+      img.alt = kind + " of " + item.name;
       img.dataset.kind = kind;
       img.src = item.thumbUrl;
       item.ui.thumb.textContent = "";
@@ -558,23 +568,47 @@
     }).catch(function () { /* a missing preview is not an error worth showing */ });
   }
 
+  // --- actions -----------------------------------------------------------------
+
   function discardQuietly(id) {
     return api("POST", "/attachments/" + id + "/discard", {}).catch(function () { return null; });
   }
 
   function retryItem(item) {
+    var file = uppy.getFile(item.fileId);
+    if (!file) return;
+    item.ui.retry.hidden = true;
+    if (item.status === "error") {
+      // The transport failed: Uppy sends it again (tus resumes from the server's offset; S3 makes a new intent).
+      setStatus(item, "queued", "sending again…");
+      uppy.retryUpload(item.fileId);
+      return;
+    }
+    // Processing failed after the bytes were in: send the file again as a new upload.
     var previous = item.id;
-    item.id = null;
-    if (previous) discardQuietly(previous);  // the failed one is of no use any more
-    start(item);
+    item.resending = true;
+    uppy.removeFile(item.fileId);
+    item.resending = false;
+    if (previous) discardQuietly(previous);
+    setId(item, null);
+    item.following = false;
+    uppy.addFile({ name: file.name, type: file.type, data: file.data, meta: { profile: item.profile } });
   }
 
   function removeItem(item) {
+    if (uppy.getFile(item.fileId)) uppy.removeFile(item.fileId);  // file-removed discards it
+    else forget(item);
+  }
+
+  /* The file left Uppy (our Remove, or the Dashboard's): discard it on the server, drop the row. */
+  function forget(item) {
     item.removed = true;
-    item.generation++;
-    if (item.xhr) item.xhr.abort();
-    if (item.tus) { item.tus.abort(false); item.tus = null; }  // the discard below ends the upload
-    var done = item.id ? api("POST", "/attachments/" + item.id + "/discard", {}) : Promise.resolve(null);
+    var done = item.id && item.committedRef === null
+      ? api("POST", "/attachments/" + item.id + "/discard", {}).catch(function (error) {
+        if (error.status === 404) return null;  // already gone (tus termination discards too)
+        throw error;
+      })
+      : Promise.resolve(null);
     done.then(function () {
       item.ui.li.remove();
       if (item.thumbUrl) URL.revokeObjectURL(item.thumbUrl);
@@ -588,7 +622,7 @@
   }
 
   function commit() {
-    var chosen = items.filter(committable);
+    var chosen = order.filter(committable);
     var ref = els.ref.value.trim();
     if (!chosen.length || !ref) return;
     els.commit.disabled = true;
@@ -615,7 +649,7 @@
   }
 
   function heartbeat() {
-    var ids = items.filter(function (i) { return !i.removed && i.id && i.committedRef === null && i.status !== "error"; })
+    var ids = liveItems().filter(function (i) { return i.id && i.committedRef === null && i.status !== "error"; })
       .map(function (i) { return i.id; });
     if (!ids.length) return Promise.resolve(null);
     return api("POST", "/attachments/heartbeat", { ids: ids }).then(function (result) {
@@ -629,50 +663,189 @@
     });
   }
 
-  function onFiles() {
-    var profile = els.profile.value;
-    Array.prototype.forEach.call(els.files.files, function (file) { start(createItem(file, profile)); });
-    els.files.value = "";
+  // --- Uppy --------------------------------------------------------------------
+
+  /* Uppy's locale for the browser's language (de-AT → de_DE), or null for Uppy's own English. */
+  function localeName() {
+    var available = metaContent("airlock-uppy-locales").split(" ").filter(Boolean);
+    var wanted = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || ""];
+    for (var i = 0; i < wanted.length; i++) {
+      var tag = String(wanted[i]).replace("-", "_");
+      var language = tag.split("_")[0].toLowerCase();
+      if (language === "en") return null;
+      if (available.indexOf(tag) !== -1) return tag;
+      for (var j = 0; j < available.length; j++) {
+        if (available[j].split("_")[0] === language) return available[j];
+      }
+    }
+    return null;
   }
 
-  function loadProfiles() {
-    return api("GET", "/profiles").then(function (body) {
-      els.profile.textContent = "";
-      body.profiles.forEach(function (p) {
-        profiles[p.name] = p;
-        var option = el("option", null, p.name);
-        option.value = p.name;
-        els.profile.appendChild(option);
-      });
-      if (profiles.image) els.profile.value = "image";
-      els.profile.disabled = false;
-      onProfile();
-    }, function (error) {
-      showPageError("Could not load the upload profiles: " + error.message);
+  function loadLocale() {
+    var name = localeName();
+    if (!name) return Promise.resolve(null);
+    return new Promise(function (resolve) {
+      var script = document.createElement("script");
+      script.src = metaContent("airlock-uppy-locale-base") + name + ".min.js";
+      script.onload = function () { resolve(window.Uppy.locales[name] || null); };
+      script.onerror = function () { resolve(null); };  // English then: a missing locale is no reason to fail
+      document.head.appendChild(script);
+    }).then(function (locale) {
+      if (locale) document.documentElement.dataset.uppyLocale = name;
+      return locale;
     });
   }
 
-  function onProfile() {
-    var p = profiles[els.profile.value];
-    if (!p) return;
-    els.files.setAttribute("accept", p.allowed_types.join(","));
-    els.hint.textContent = p.allowed_types.join(", ") + " · up to " + formatBytes(p.max_bytes);
+  function idFromTusUrl(url) {
+    return url ? url.split("?")[0].replace(/\/+$/, "").split("/").pop() : null;
+  }
+
+  function startUppy(locale) {
+    var U = window.Uppy;
+    uppy = new U.Uppy({
+      // One store per user: Golden Retriever must not hand one user's files to another on a shared browser.
+      id: "airlock-" + metaContent("airlock-user"),
+      autoProceed: true,
+      locale: locale || undefined,
+      onBeforeFileAdded: function (file) {
+        if (file.meta && file.meta.profile) return file;  // restored, or sent again: it has its profile
+        var profile = profileFor(file.type);
+        if (!profile) {
+          uppy.info("No profile here accepts " + (file.type || "this type") + ": " + file.name, "error", 5000);
+          return false;
+        }
+        file.meta = Object.assign({}, file.meta, {
+          profile: profile, filename: file.name, content_type: contentTypeOf(file),
+        });
+        return file;
+      },
+    });
+    uppy.use(U.Dashboard, {
+      inline: true, target: "#dashboard", width: "100%", height: 320, proudlyDisplayPoweredByUppy: false,
+      hideUploadButton: true, showRemoveButtonAfterComplete: true, hideRetryButton: false,
+    });
+    if (STORAGE === "s3") {
+      uppy.use(U.AwsS3, Object.assign({ limit: 4, retryDelays: [0, 1000, 3000, 5000] }, s3Callbacks));
+    } else {
+      uppy.use(U.Tus, {
+        endpoint: API + "/tus/", chunkSize: TUS_CHUNK, limit: 4,
+        retryDelays: [0, 1000, 3000, 5000, 10000],
+        headers: { "X-CSRFToken": csrfToken },
+        allowedMetaFields: ["profile", "filename", "content_type"],
+        removeFingerprintOnSuccess: true,
+        onBeforeRequest: function (req, file) {
+          // tus asks the server where it stands (HEAD) only to resume: after a drop, or after a reload.
+          var item = file && items[file.id];
+          if (item && req.getMethod() === "HEAD") {
+            item.resumes += 1;
+            item.ui.li.dataset.resumes = String(item.resumes);
+            item.ui.detail.textContent = "connection lost, resuming…";
+          }
+        },
+      });
+    }
+    // Files kept across a reload: as many as the browser's storage comfortably holds.
+    uppy.use(U.GoldenRetriever, { indexedDB: { maxFileSize: 128 * MIB, maxTotalSize: 512 * MIB } });
+
+    uppy.on("file-added", function (file) {
+      var item = items[file.id];
+      if (item && !item.removed) {
+        setStatus(item, "queued", "");  // the same file sent again (Retry after a failure)
+        return;
+      }
+      item = createItem(file);
+      if (STORAGE !== "s3") item.ui.li.dataset.via = "tus";
+      setStatus(item, "queued", "waiting to be sent");
+    });
+    uppy.on("upload-progress", function (file, progress) {
+      var item = items[file.id];
+      if (!item || item.removed) return;
+      if (item.status !== "uploading") setStatus(item, "uploading", "");
+      var total = progress.bytesTotal || file.size;
+      item.ui.progress.value = total ? Math.round((progress.bytesUploaded / total) * 100) : 0;
+      item.ui.detail.textContent = formatBytes(progress.bytesUploaded) + " of " + formatBytes(total) +
+        (item.resumes ? " (resumed " + item.resumes + "×)" : "");
+    });
+    uppy.on("s3-multipart:part-uploaded", function (file, part) {
+      var item = items[file.id];
+      if (item) showPart(item, part.PartNumber, "done");
+    });
+    uppy.on("state-update", function (previous, next) {
+      // tus: the upload's URL names the attachment as soon as it is created.
+      Object.keys(next.files).forEach(function (fileId) {
+        var file = next.files[fileId], item = items[fileId];
+        var id = file.tus && idFromTusUrl(file.tus.uploadUrl);
+        if (item && id && item.id !== id) setId(item, id);
+      });
+    });
+    uppy.on("upload-success", function (file, response) {
+      var item = items[file.id];
+      if (!item || item.removed) return;
+      if (STORAGE !== "s3") setId(item, idFromTusUrl(response.uploadURL) || item.id);
+      // Storage we do not serve may not notify us: say the bytes are there (multipart already did).
+      var multipart = !!(file.s3Multipart && file.s3Multipart.uploadId);
+      var told = STORAGE === "s3" && !multipart
+        ? api("POST", "/uploads/" + item.id + "/complete", {})
+        : Promise.resolve(null);
+      told.then(function () {
+        setStatus(item, "pending", "uploaded, waiting for processing");
+        follow(item);
+      }, function (error) {
+        var what = describe(error);
+        setStatus(item, "error", "", what.message, what.retryable);
+      });
+    });
+    uppy.on("upload-error", function (file, error) {
+      var item = file && items[file.id];
+      if (!item || item.removed) return;
+      var what = describe(error);
+      setStatus(item, "error", "", what.message, what.retryable);
+    });
+    uppy.on("file-removed", function (file) {
+      var item = items[file.id];
+      if (item && !item.resending && !item.removed) forget(item);
+    });
+    uppy.on("restored", function () {
+      // Golden Retriever put back the files of the last visit: show them and carry on with the uploads.
+      var ghosts = false;
+      uppy.getFiles().forEach(function (file) {
+        var item = items[file.id] || createItem(file);
+        if (STORAGE !== "s3") item.ui.li.dataset.via = "tus";
+        var id = file.meta.airlockId || (file.tus && idFromTusUrl(file.tus.uploadUrl));
+        if (id) setId(item, id);
+        ghosts = ghosts || file.isGhost;
+        if (file.progress.uploadComplete && item.id) {
+          setStatus(item, "pending", "uploaded, waiting for processing");
+          follow(item);
+        } else {
+          setStatus(item, "queued", file.isGhost ? "pick this file again to resume it" : "resuming…");
+        }
+      });
+      // Without the bytes (a file too large to keep) the Dashboard asks for the file again first.
+      if (!ghosts && uppy.getState().recoveredState) uppy.emit("restore-confirmed");
+    });
+    onProfile();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    ["profile", "files", "items", "empty", "ref", "commit", "heartbeat"].forEach(function (id) {
+    ["profile", "items", "empty", "ref", "commit", "heartbeat"].forEach(function (id) {
       els[id] = document.getElementById(id);
     });
     els.hint = document.getElementById("profile-hint");
     els.pageError = document.getElementById("page-error");
     els.commitResult = document.getElementById("commit-result");
-    els.files.addEventListener("change", onFiles);
     els.profile.addEventListener("change", onProfile);
     els.commit.addEventListener("click", commit);
-    loadProfiles();
     refreshCommitButton();
+    loadLocale().then(function (locale) {
+      startUppy(locale);
+      return loadProfiles();
+    });
     setInterval(heartbeat, HEARTBEAT_MS);
     // For tests and curious developers: the page's state, read-only use.
-    window.airlock = { items: items, heartbeat: heartbeat };
+    window.airlock = {
+      items: order, heartbeat: heartbeat,
+      uppy: function () { return uppy; },
+    };
   });
 })();
