@@ -23,6 +23,7 @@ from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
+from .audit import audit_stage
 from .transitions import apply_transition, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
@@ -67,6 +68,8 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
         if not attachment_is_startable(attachment):
             return None
         token = uuid.uuid4()
+        if intake_facts is not None:  # the bytes' facts, on the timeline before the work that follows them
+            audit_stage(attachment.pk, stage="intake", fields=intake_facts, actor=WORKER, status=attachment.status)
         apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
                          step="intake" if intake_facts is None else "scan", fields=intake_facts)
         if intake_facts is not None:
@@ -108,6 +111,7 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
                 [Derivative(attachment=attachment, **record) for record in derivatives],
                 update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
             )
+        audit_stage(attachment.pk, stage=step, fields=fields, actor=WORKER, status=attachment.status)
         if next_step is None:
             apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields)
         else:
