@@ -1,8 +1,9 @@
 """Audit events that change neither status nor lifecycle: the intent, the bytes arriving, each scan, heartbeats.
 
 They go to the same table as transitions and lifecycle changes (TransitionLog),
-so one timeline tells a file's story in order; from/to hold the status the file
-had (the lifecycle for a heartbeat). Each event's facts go in `details`.
+so one timeline tells a file's story in order. Their from/to stay empty: those
+columns say what changed, and readers that count changes (the dashboard's
+timeline) must not count an event. Each event's facts go in `details`.
 """
 
 from __future__ import annotations
@@ -30,35 +31,30 @@ _STAGE_EVENTS = {
 }
 
 
-def audit_entry(attachment_id: Any, *, event: str, actor: str, status: str, details: Mapping[str, Any] | None = None,
+def audit_entry(attachment_id: Any, *, event: str, actor: str, details: Mapping[str, Any] | None = None,
                 message: str = "") -> TransitionLog:
     """An unsaved audit row for one event (callers save it with the change it records, or in bulk)."""
     if event not in AUDIT_EVENTS:
         raise ValueError(f"unknown audit event {event!r}")
-    return TransitionLog(attachment_id=attachment_id, transition=event, from_status=status, to_status=status,
+    return TransitionLog(attachment_id=attachment_id, transition=event, from_status="", to_status="",
                          actor=actor[:150], message=message[:500],
                          details={k: v for k, v in (details or {}).items() if v not in (None, "")})
 
 
-def audit_record(attachment_id: Any, *, event: str, actor: str, status: str,
-                 details: Mapping[str, Any] | None = None, message: str = "") -> None:
-    """Append one audit event (inside the caller's transaction)."""
-    audit_entry(attachment_id, event=event, actor=actor, status=status, details=details, message=message).save()
-
-
-def audit_stage(attachment_id: Any, *, stage: str, fields: Mapping[str, Any], actor: str, status: str) -> None:
-    """Append the event a pipeline stage's recorded facts stand for (intake: bytes arrived; scan: the scan)."""
+def stage_entry(attachment_id: Any, *, stage: str, fields: Mapping[str, Any], actor: str) -> TransitionLog | None:
+    """The unsaved audit row a pipeline stage's recorded facts stand for (intake: bytes arrived; scan: the scan)."""
     found = _STAGE_EVENTS.get(stage)
-    if found is not None:
-        event, keep = found
-        audit_record(attachment_id, event=event, actor=actor, status=status, details=keep(fields))
+    if found is None:
+        return None
+    event, keep = found
+    return audit_entry(attachment_id, event=event, actor=actor, details=keep(fields))
 
 
 def heartbeat_entries(extended: Iterable[tuple[Any, datetime | None, datetime]], *, actor: str) -> list[TransitionLog]:
     """Audit rows for heartbeat extensions (id, expiry before, expiry after) that gained a new hour."""
     step = HEARTBEAT_AUDIT_GRANULARITY.total_seconds()
     return [
-        audit_entry(pk, event=HEARTBEAT, actor=actor, status="staged",
+        audit_entry(pk, event=HEARTBEAT, actor=actor,
                     details={"expires_at": after.isoformat(), "was": before.isoformat() if before else None})
         for pk, before, after in extended
         if before is None or before.timestamp() // step != after.timestamp() // step

@@ -73,7 +73,7 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
         expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
     )
     # The intent's audit entry goes in with the row, in its statement (PostgreSQL) or its transaction.
-    entry = audit_entry(attachment_id, event=INTENT, actor=user_actor(user), status=attachment.status,
+    entry = audit_entry(attachment_id, event=INTENT, actor=user_actor(user),
                         details={"profile": profile.name, "declared_size": size, "declared_type": content_type[:127],
                                  "declared_sha256": sha256})
     if attachment_insert_reserving(attachment, entry):
