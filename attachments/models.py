@@ -114,11 +114,11 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         return super().only(*fields, "status")
 
     def for_transition(self) -> AttachmentQuerySet:
-        """What a service reads under the row lock: the lease check, the transitions, the audit row, and
-        the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
+        """What a service reads under the row lock: the lease check, the transitions, the audit rows (the
+        arrival's verified digest), and the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
         return self.only("tenant", "lease_token", "step", "lifecycle", "uploaded_at", "attempts",
                          "storage_key", "reason_code", "reason_message", "multipart_upload_id", "stored_size",
-                         "declared_size")
+                         "declared_size", "declared_sha256")
 
     def for_step(self) -> AttachmentQuerySet:
         """What a pipeline step reads (never the extracted text), with its tenant.

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..models import TransitionLog
+from ..models import Attachment, TransitionLog
 
 INTENT, ARRIVED, SCAN, HEARTBEAT = "intent", "arrived", "scan", "heartbeat"
 AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT)
@@ -23,11 +23,12 @@ HEARTBEAT_AUDIT_GRANULARITY = timedelta(hours=1)
 
 # What a pipeline stage's facts say about an event: stage → (event, the facts it keeps).
 _STAGE_EVENTS = {
-    "intake": (ARRIVED, lambda f: {"stored_size": f.get("stored_size"), "sha256": f.get("sha256"),
-                                    "content_type": f.get("content_type")}),
+    # Intake recorded its facts only if a declared digest matched the bytes: that digest is theirs.
+    "intake": (ARRIVED, lambda f, row: {"stored_size": f.get("stored_size"), "content_type": f.get("content_type"),
+                                         "sha256": row.declared_sha256}),
     # Whatever the scan step reports in its metadata (today its duration; scanner
     # names and signature versions join here as the step starts reporting them).
-    SCAN: (SCAN, lambda f: dict((f.get("metadata") or {}).get("scan") or {})),
+    SCAN: (SCAN, lambda f, row: dict((f.get("metadata") or {}).get("scan") or {})),
 }
 
 
@@ -41,13 +42,13 @@ def audit_entry(attachment_id: Any, *, event: str, actor: str, details: Mapping[
                          details={k: v for k, v in (details or {}).items() if v not in (None, "")})
 
 
-def stage_entry(attachment_id: Any, *, stage: str, fields: Mapping[str, Any], actor: str) -> TransitionLog | None:
+def stage_entry(attachment: Attachment, *, stage: str, fields: Mapping[str, Any], actor: str) -> TransitionLog | None:
     """The unsaved audit row a pipeline stage's recorded facts stand for (intake: bytes arrived; scan: the scan)."""
     found = _STAGE_EVENTS.get(stage)
     if found is None:
         return None
     event, keep = found
-    return audit_entry(attachment_id, event=event, actor=actor, details=keep(fields))
+    return audit_entry(attachment.pk, event=event, actor=actor, details=keep(fields, attachment))
 
 
 def heartbeat_entries(extended: Iterable[tuple[Any, datetime | None, datetime]], *, actor: str) -> list[TransitionLog]:

@@ -69,7 +69,7 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
             return None
         token = uuid.uuid4()
         # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
-        arrived = stage_entry(attachment.pk, stage="intake", fields=intake_facts, actor=WORKER) \
+        arrived = stage_entry(attachment, stage="intake", fields=intake_facts, actor=WORKER) \
             if intake_facts is not None else None
         apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
                          step="intake" if intake_facts is None else "scan", fields=intake_facts,
@@ -113,7 +113,7 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
                 [Derivative(attachment=attachment, **record) for record in derivatives],
                 update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
             )
-        entry = stage_entry(attachment.pk, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
+        entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
         if next_step is None:
             apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields, audit=[entry] if entry else ())
         else:
