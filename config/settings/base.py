@@ -398,6 +398,9 @@ AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0
 AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2)
 AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128)  # per process; idle ones are not created
 AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5)
+# One JSON line per request from the server itself (method, path without its query string, status,
+# bytes, duration); off by default: a proxy in front usually keeps the access log.
+AIRLOCK_WEB_ACCESS_LOG = env_bool("AIRLOCK_WEB_ACCESS_LOG", False)
 # A request's headers, whole, within this (read in the selector, no thread held).
 AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS", 10.0)
 AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS", 30.0)  # between two reads
