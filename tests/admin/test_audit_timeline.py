@@ -132,3 +132,4 @@ def test_a_heartbeat_through_the_api_names_its_user(alice):
     response = client.post("/api/v1/attachments/heartbeat", {"ids": [pk]}, format="json")
     assert response.status_code == 200, response.content
     assert [(e.actor, e.transition) for e in _events(pk, "heartbeat")] == [("user:alice", "heartbeat")]
+
