@@ -114,11 +114,11 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         return super().only(*fields, "status")
 
     def for_transition(self) -> AttachmentQuerySet:
-        """What a service reads under the row lock: the lease check, the transitions, the audit row, and
-        the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
+        """What a service reads under the row lock: the lease check, the transitions, the audit rows (the
+        arrival's verified digest), and the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
         return self.only("tenant", "lease_token", "step", "lifecycle", "uploaded_at", "attempts",
                          "storage_key", "reason_code", "reason_message", "multipart_upload_id", "stored_size",
-                         "declared_size")
+                         "declared_size", "declared_sha256")
 
     def for_step(self) -> AttachmentQuerySet:
         """What a pipeline step reads (never the extracted text), with its tenant.
@@ -375,7 +375,15 @@ class Derivative(models.Model):
 
 
 class TransitionLog(models.Model):
-    """Append-only audit of every status transition."""
+    """Append-only audit of an attachment: every status transition, lifecycle change and event, with its actor.
+
+    One table, one timeline (the admin shows it in order). Status transitions
+    hold statuses in from/to; lifecycle changes (services/transitions.py
+    LIFECYCLE_EVENTS) hold lifecycle states; events that change neither
+    (services/audit.py AUDIT_EVENTS: intent, arrived, scan, heartbeat) hold the
+    status the file had. `details` carries an event's facts (size, digest, what
+    the scan reported): new facts are new keys, no migration.
+    """
 
     attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="transitions")
     transition = models.CharField(max_length=32)
@@ -384,10 +392,53 @@ class TransitionLog(models.Model):
     actor = models.CharField(max_length=150)
     reason_code = models.CharField(max_length=32, blank=True, default="")
     message = models.CharField(max_length=500, blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+
+
+class Tombstone(models.Model):
+    """What stays of an attachment after its row is hard-deleted, for AIRLOCK_TOMBSTONE_RETENTION_DAYS.
+
+    Written by attachments/services/hard_delete.py in the transaction that deletes
+    the row, one INSERT per batch. The row's audit history (TransitionLog) goes
+    with the row; a summary of it is kept here (`history`), so "what happened to
+    file X, and who did it" stays answerable after the purge. No foreign keys:
+    the tombstone outlives the rows it would point at. Its own id grows with
+    `purged_at`, so the retention purge walks the head of the primary key.
+    """
+
+    attachment_id = models.UUIDField()  # unique: tombstone_attachment_unique
+    tenant_id = models.BigIntegerField()
+    tenant_slug = models.CharField(max_length=63)
+    owner_id = models.BigIntegerField(null=True, blank=True)
+    profile = models.CharField(max_length=32)
+    storage_key = models.CharField(max_length=512)
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    size = models.BigIntegerField(null=True, blank=True)
+    # The final state: status, reason and lifecycle as the row last had them.
+    status = models.CharField(max_length=16)
+    reason_code = models.CharField(max_length=32, blank=True, default="")
+    reason_message = models.CharField(max_length=500, blank=True, default="")
+    lifecycle = models.CharField(max_length=16)
+    created_at = models.DateTimeField()
+    ready_at = models.DateTimeField(null=True, blank=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)  # soft delete (objects removed)
+    purged_at = models.DateTimeField()  # hard delete (row removed)
+    purged_by = models.CharField(max_length=150)
+    # The audit timeline, summarized: [{"at", "event", "from", "to", "actor", "reason"?, "details"?}, …],
+    # the first and last entries when it was longer than TOMBSTONE_HISTORY_LIMIT (history_total says).
+    history = models.JSONField(default=list, blank=True)
+    history_total = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["attachment_id"], name="tombstone_attachment_unique")]
+
+    def __str__(self) -> str:
+        return f"tombstone {self.attachment_id} ({self.status}/{self.lifecycle})"
 
 
 class StorageEvent(models.Model):

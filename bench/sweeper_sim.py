@@ -16,9 +16,15 @@ counting in-memory gateway, so what is measured is the database side. Every
 client action goes through the real services (heartbeat, discard, commit).
 
 Each upload also leaves the bookkeeping rows the pipeline writes (one storage
-event and an intake job; for a processed one two more jobs and two status
-transitions), stamped with the simulated time, so the retention purge of the
-sweeper is exercised too.
+event, an intake job and the intent's audit entry; for a processed one two more
+jobs, two status transitions and the arrival and scan entries), stamped with the
+simulated time, so the retention purge of the sweeper is exercised too; rows
+hard-deleted after the audit window leave tombstones.
+
+Every table with a retention rule (sweeper/retention.py RULES) is counted, also
+those this simulation does not fill (dead letters, backfill checkpoints, the
+admin's log, django-axes' tables, webhook history: no failures, staff, logins or
+endpoints here); their rows are tested by tests/sweeper/test_retention.py.
 
 Prints one JSON line: the maximum orphan age (must be <= hard cap + one
 interval), committed files lost (must be 0; a released file restored within
@@ -76,17 +82,23 @@ from attachments.services.lifecycle import (  # noqa: E402
 )
 from attachments.services.release import attachment_restore, attachments_release  # noqa: E402
 from sweeper.locks import DatabaseLock  # noqa: E402
-from sweeper.models import ReconcileRun, SweepRun  # noqa: E402
+from sweeper.retention import RULES  # noqa: E402
 from sweeper.schedule import sweep_if_due  # noqa: E402
 from sweeper_throughput import T0, MemoryGateway, make_owner, quiet_logs, scratch_database  # noqa: E402
+from webhooks.models import WebhookAttempt, WebhookDelivery  # noqa: E402
 
 DAY = timedelta(days=1)
 # Bookkeeping rows per live attachment that still count as bounded: what one
-# upload writes (1 event + 3 jobs + 2 transitions) times the uploads a live
-# attachment can stand for within the longest window, with room to spare.
-ROWS_PER_LIVE_LIMIT = 10.0
-TABLES = {"outbox": OutboxMessage, "storage_events": StorageEvent, "transition_logs": TransitionLog,
-          "sweep_runs": SweepRun, "reconcile_runs": ReconcileRun}
+# upload writes (1 event + 3 jobs + its audit timeline: intent, arrived, start,
+# scan, finish, a commit or discard, sweep_delete, and one heartbeat entry a day
+# while a draft) times the uploads a live attachment can stand for within the
+# longest window, with room to spare. (10 before the timeline had its events;
+# the timeline measured 14.7 per live attachment at the end of a 46-day run.)
+ROWS_PER_LIVE_LIMIT = 20.0
+# Every table the retention phase purges (sweeper/retention.py RULES, by its model), plus the
+# webhook deliveries and attempts that go with their events.
+TABLES = {**{name: rule.rows(T0).model for name, rule in RULES.items()},
+          "webhook_deliveries": WebhookDelivery, "webhook_attempts": WebhookAttempt}
 
 
 class _Stamped:
@@ -223,10 +235,15 @@ class Simulation:
         for step in ("intake", "scan", "derive")[:3 if processed else 1]:
             jobs.append(OutboxMessage(actor_name=step, queue_name=step, args=[str(pk)], created_at=when,
                                       sent_at=when))
+        logs.append(TransitionLog(attachment_id=pk, transition="intent", actor="user:sim", created_at=when,
+                                  details={"profile": "image", "declared_size": 1}))
         if processed:
             logs += [TransitionLog(attachment_id=pk, transition=name, from_status=a, to_status=b,
-                                   actor="system:pipeline", created_at=when)
-                     for name, a, b in (("start", "pending", "processing"), ("finish", "processing", "ready"))]
+                                   actor="worker", created_at=when, details=details)
+                     for name, a, b, details in (("arrived", "", "", {"stored_size": 1}),
+                                                 ("start", "pending", "processing", {}),
+                                                 ("scan", "", "", {"duration_ms": 1.0}),
+                                                 ("finish", "processing", "ready", {}))]
 
     def create(self, forms: list[Form]) -> None:
         rows, derivatives, jobs, events, logs = [], [], [], [], []

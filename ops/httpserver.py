@@ -449,7 +449,10 @@ def options(*, bind: str, processes: int, on_ready: Callable[[], None],
         "keepalive": settings.AIRLOCK_HTTP_KEEPALIVE_SECONDS,
         "timeout": 120,  # a worker process that stops responding entirely is replaced
         "graceful_timeout": settings.AIRLOCK_GRACEFUL_TIMEOUT_SECONDS,
-        "accesslog": None,  # access logs are the proxy's job
+        # Both through the app's JSON logger and redactor (ops/serverlog.py); access lines are
+        # usually the proxy's job, so off unless AIRLOCK_WEB_ACCESS_LOG.
+        "logger_class": "ops.serverlog.ServerLogger",
+        "accesslog": "-" if settings.AIRLOCK_WEB_ACCESS_LOG else None,
         "errorlog": "-",
         "loglevel": "warning",
         "control_socket_disable": True,

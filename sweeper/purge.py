@@ -1,14 +1,16 @@
-"""Hard delete: rows soft-deleted longer ago than the audit window leave the database."""
+"""Hard delete: rows soft-deleted longer ago than the audit window leave the database (each leaves a tombstone)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import QuerySet
 
 from attachments.models import Attachment, Lifecycle
+from attachments.services.hard_delete import attachments_hard_delete
+
+PURGE_ACTOR = "system:purge"
 
 
 def purgeable(now: datetime) -> QuerySet[Attachment]:
@@ -27,9 +29,7 @@ def purge_deleted(*, now: datetime, batch_size: int, limit: int | None = None, d
         ids = list(purgeable(now).order_by("pk").values_list("pk", flat=True)[:size])
         if not ids:
             break
-        with transaction.atomic():
-            _count, per_model = purgeable(now).filter(pk__in=ids).delete()
-        total += per_model.get(Attachment._meta.label, 0)
+        total += attachments_hard_delete(rows=purgeable(now).filter(pk__in=ids), actor=PURGE_ACTOR, now=now)
         if len(ids) < size:
             break
     return total

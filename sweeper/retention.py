@@ -1,10 +1,14 @@
-"""Retention: bookkeeping rows that would otherwise only grow leave the database after their window.
+"""Retention: rows that would otherwise only grow leave the database after their window.
 
 Run by the sweeper's purge phase (so the killswitch stops it, and a dry run
-only counts), in batches from the head of each table's primary key: old
-rows have the lowest ids, so each batch is a short index range scan and a
-short DELETE, however large the table. A run purges at most
-AIRLOCK_RETENTION_ROWS_PER_RUN rows per table; a backlog drains over ticks.
+only counts), in batches from the head of each table: old rows have the
+lowest ids, so each batch is a short index range scan and a short DELETE,
+however large the table. A run purges at most AIRLOCK_RETENTION_ROWS_PER_RUN
+rows per table; a backlog drains over ticks, and a brake pulled mid-run stops
+the next batch. Every table that grows with use has a rule here (bench/sweeper_sim.py
+reports each one's rows per live attachment); rows a human or a process still
+needs (an unsent job, an open dead letter, an unfinished backfill, a webhook
+still owed) are never selected.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
-from attachments.models import OutboxMessage, StorageEvent, TransitionLog
+from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tombstone, TransitionLog
+from webhooks.models import DeliveryStatus, WebhookEvent
 
-from .models import ReconcileRun, SweepRun
-
+from .control import delete_brake
+from .models import BackfillCheckpoint, ReconcileRun, SweepRun
 
 def _older(days_setting: str, now: datetime) -> datetime:
     return now - timedelta(days=getattr(settings, days_setting))
@@ -34,46 +41,76 @@ def _runs(model: type[SweepRun] | type[ReconcileRun]) -> QuerySet:
 
 @dataclass(frozen=True)
 class Rule:
-    rows: Callable[[], QuerySet]  # the rows the window applies to
+    rows: Callable[[datetime], QuerySet]  # the rows the window applies to, given its cutoff
     stamp: str  # when a row was written: grows with its id (auto_now_add, or the run's start)
     days: str  # the setting with the window
+    # The walk's order: the primary key, or the stamp itself where ids do not grow (webhook
+    # events' ids are random; their created_at is indexed).
+    by_stamp: bool = False
 
 
 RULES: dict[str, Rule] = {
     # Unsent rows are never purged: the relay still owes them to the broker.
-    "outbox_sent": Rule(lambda: OutboxMessage.objects.filter(sent_at__isnull=False), "created_at",
+    "outbox_sent": Rule(lambda cutoff: OutboxMessage.objects.filter(sent_at__isnull=False), "created_at",
                         "AIRLOCK_OUTBOX_RETENTION_DAYS"),
-    "storage_events": Rule(StorageEvent.objects.all, "received_at", "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"),
-    "transition_logs": Rule(TransitionLog.objects.all, "created_at", "AIRLOCK_TRANSITION_LOG_RETENTION_DAYS"),
-    "sweep_runs": Rule(lambda: _runs(SweepRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
-    "reconcile_runs": Rule(lambda: _runs(ReconcileRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
+    "storage_events": Rule(lambda cutoff: StorageEvent.objects.all(), "received_at",
+                           "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"),
+    # The audit timeline: status transitions, lifecycle changes and events (attachments/services/audit.py).
+    "transition_logs": Rule(lambda cutoff: TransitionLog.objects.all(), "created_at",
+                            "AIRLOCK_TRANSITION_LOG_RETENTION_DAYS"),
+    "tombstones": Rule(lambda cutoff: Tombstone.objects.all(), "purged_at", "AIRLOCK_TOMBSTONE_RETENTION_DAYS"),
+    "sweep_runs": Rule(lambda cutoff: _runs(SweepRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
+    "reconcile_runs": Rule(lambda cutoff: _runs(ReconcileRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
+    # Open dead letters wait for a human, whatever their age; resolved ones go a window after resolution.
+    "dead_letters": Rule(lambda cutoff: DeadLetter.objects.filter(resolved_at__lt=cutoff), "created_at",
+                         "AIRLOCK_DEAD_LETTER_RETENTION_DAYS"),
+    # An unfinished backfill resumes from its checkpoint; a finished one's is history.
+    "backfill_checkpoints": Rule(lambda cutoff: BackfillCheckpoint.objects.filter(finished_at__lt=cutoff),
+                                 "started_at", "AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS"),
+    "admin_log_entries": Rule(lambda cutoff: LogEntry.objects.all(), "action_time",
+                              "AIRLOCK_ADMIN_LOG_RETENTION_DAYS"),
+    # django-axes: the lockout counters (an attempt older than the window no longer locks anyone
+    # out, even with a permanent lockout) and its logs of logins and failures.
+    "login_attempts": Rule(lambda cutoff: AccessAttempt.objects.all(), "attempt_time",
+                           "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    "login_logs": Rule(lambda cutoff: AccessLog.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    "login_failure_logs": Rule(lambda cutoff: AccessFailureLog.objects.all(), "attempt_time",
+                               "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    # Webhook history: an event goes with its deliveries and their attempts, once nothing is owed.
+    "webhook_events": Rule(lambda cutoff: WebhookEvent.objects.exclude(deliveries__status=DeliveryStatus.PENDING),
+                           "created_at", "AIRLOCK_WEBHOOK_RETENTION_DAYS", by_stamp=True),
 }
 
 
 def _purge(rule: Rule, *, now: datetime, batch_size: int, cap: int, dry_run: bool) -> int:
-    """Walk the table from its oldest id, a batch at a time, until a row inside the window.
+    """Walk the table from its oldest row, a batch at a time, until a row inside the window.
 
-    Reading the head of the primary key costs a batch, whatever the table's
-    size; filtering on the stamp instead would scan every row when nothing is
-    due yet (the stamps are not all indexed). A row a little out of order
-    waits for the next run.
+    Reading the head of the primary key (or of the stamp's index) costs a batch,
+    whatever the table's size; filtering on the stamp instead would scan every row
+    when nothing is due yet (not every stamp is indexed). A row a little out of
+    order waits for the next run.
     """
     cutoff = _older(rule.days, now)
+    order = (rule.stamp, "pk") if rule.by_stamp else ("pk",)
     total, after, size = 0, None, 1  # most runs find nothing due: the first read is one row
     while total < cap:
-        head = rule.rows().order_by("pk")
+        head = rule.rows(cutoff).order_by(*order)
         if after is not None:
-            head = head.filter(pk__gt=after)
+            pk, stamp = after
+            head = head.filter(Q(**{f"{rule.stamp}__gt": stamp}) | Q(**{rule.stamp: stamp, "pk__gt": pk})
+                               if rule.by_stamp else Q(pk__gt=pk))
         rows = list(head.values_list("pk", rule.stamp)[:min(size, cap - total)])
         size = batch_size
         due = [pk for pk, stamp in rows if stamp is not None and stamp < cutoff]
         if due and not dry_run:
             with transaction.atomic():
-                rule.rows().model.objects.filter(pk__in=due).delete()
+                rule.rows(cutoff).model.objects.filter(pk__in=due).delete()
         total += len(due)
         if not rows or len(due) < len(rows):
             break
-        after = rows[-1][0]
+        after = rows[-1]
+        if total < cap and delete_brake() and not dry_run:
+            break  # a brake pulled mid-run: no further batch
     return total
 
 

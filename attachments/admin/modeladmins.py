@@ -30,7 +30,18 @@ from .actions import (
     perform_moderation,
     report,
 )
-from ..models import ApiToken, Attachment, DeadLetter, Derivative, Lifecycle, Membership, Status, Tenant, TransitionLog
+from ..models import (
+    ApiToken,
+    Attachment,
+    DeadLetter,
+    Derivative,
+    Lifecycle,
+    Membership,
+    Status,
+    Tenant,
+    Tombstone,
+    TransitionLog,
+)
 from ..reasons import ReasonCode
 from ..services.quotas import tenant_usage
 from ..staff_scope import scoped
@@ -147,7 +158,7 @@ class TransitionLogInline(ReadOnlyInline):
     model = TransitionLog
     verbose_name = "transition"
     verbose_name_plural = "transition history"
-    fields = ("created_at", "transition", "from_status", "to_status", "actor", "reason_code", "message")
+    fields = ("created_at", "transition", "from_status", "to_status", "actor", "reason_code", "message", "details")
     readonly_fields = fields
     ordering = ("created_at", "id")
 
@@ -338,6 +349,21 @@ class TransitionLogAdmin(ReadOnlyModelAdmin):
 
     def get_queryset(self, request):
         return scoped(super().get_queryset(request), request.user, tenant_path="attachment__tenant")
+
+
+@admin.register(Tombstone)
+class TombstoneAdmin(ReadOnlyModelAdmin):
+    """What stays of hard-deleted attachments (AIRLOCK_TOMBSTONE_RETENTION_DAYS): search by attachment id."""
+
+    list_display = ("purged_at", "attachment_id", "tenant_slug", "status", "reason_code", "lifecycle", "sha256",
+                    "created_at", "deleted_at")
+    list_filter = ("status", "reason_code")
+    search_fields = ("=attachment_id", "=sha256", "storage_key")
+    ordering = ("-purged_at", "-id")
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        return scoped(super().get_queryset(request), request.user)
 
 
 @admin.register(Tenant)

@@ -20,10 +20,12 @@ from ..signing import upload_token
 from ..storage import get_gateway
 from ..storage.base import UploadInstruction
 from ..tenancy import tenant_of
+from .audit import INTENT, audit_entry
 from .backlog import refuse_when_behind
 from .connections import give_connection_back
 from .quotas import attachment_insert_reserving, quota_reserve
 from .ratelimits import check_intent_rate
+from .transitions import user_actor
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,16 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
         created_at=now,
         expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
     )
-    if attachment_insert_reserving(attachment):
+    # The intent's audit entry goes in with the row, in its statement (PostgreSQL) or its transaction.
+    entry = audit_entry(attachment_id, event=INTENT, actor=user_actor(user),
+                        details={"profile": profile.name, "declared_size": size, "declared_type": content_type[:127],
+                                 "declared_sha256": sha256})
+    if attachment_insert_reserving(attachment, entry):
         return attachment
     with transaction.atomic():
         quota_reserve(tenant=tenant, size=size)
         attachment.save(force_insert=True)
+        entry.save()
     return attachment
 
 

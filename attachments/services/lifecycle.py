@@ -15,7 +15,8 @@ from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
-from ..models import Attachment, Lifecycle, Status
+from ..models import Attachment, Lifecycle, Status, TransitionLog
+from .audit import heartbeat_entries
 from .multipart import abort_after_commit
 from .removal import release_locked
 from .quotas import usage_apply, usage_delta, usage_release, usage_snapshot
@@ -67,6 +68,7 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
             .only("pk", "lifecycle", "expires_at", "created_at")
         }
         extended: dict[uuid.UUID, datetime] = {}
+        before: dict[uuid.UUID, datetime | None] = {}
         for attachment_id in parsed:
             attachment = rows.get(attachment_id)
             if attachment is None \
@@ -79,6 +81,7 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
                 continue
             target = min(now + window, attachment.created_at + cap)
             if attachment.expires_at is None or target > attachment.expires_at:
+                before[attachment.pk] = attachment.expires_at
                 attachment.expires_at = extended[attachment.pk] = target
             result.attachments.append((str(attachment_id), attachment.expires_at))
         if extended:
@@ -86,6 +89,11 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
                 expires_at=Case(*(When(pk=pk, then=Value(at)) for pk, at in extended.items()),
                                 output_field=DateTimeField()),
             )
+            # One INSERT for the request's audit entries, at most one per file and hour gained.
+            entries = heartbeat_entries(((pk, before[pk], at) for pk, at in extended.items()),
+                                        actor=user_actor(user))
+            if entries:
+                TransitionLog.objects.bulk_create(entries)
     return result
 
 

@@ -23,6 +23,7 @@ from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
+from .audit import stage_entry
 from .transitions import apply_transition, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
@@ -67,8 +68,12 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
         if not attachment_is_startable(attachment):
             return None
         token = uuid.uuid4()
+        # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
+        arrived = stage_entry(attachment, stage="intake", fields=intake_facts, actor=WORKER) \
+            if intake_facts is not None else None
         apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
-                         step="intake" if intake_facts is None else "scan", fields=intake_facts)
+                         step="intake" if intake_facts is None else "scan", fields=intake_facts,
+                         audit=[arrived] if arrived else ())
         if intake_facts is not None:
             outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id)
         return token
@@ -108,9 +113,12 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
                 [Derivative(attachment=attachment, **record) for record in derivatives],
                 update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
             )
+        entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
         if next_step is None:
-            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields)
+            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields, audit=[entry] if entry else ())
         else:
+            if entry is not None:
+                entry.save()
             usage_before = quotas.usage_snapshot(attachment)
             for name, value in {**fields, "step": next_step, "lease_expires_at": _lease_deadline(now)}.items():
                 setattr(attachment, name, value)

@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, Model, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.db.models.sql import InsertQuery, UpdateQuery
 
@@ -113,8 +113,10 @@ def _taken(size: int) -> dict[str, Any]:
     return {"bytes_used": F("bytes_used") + size, "files_used": F("files_used") + 1}
 
 
-def attachment_insert_reserving(attachment: Attachment) -> bool:
+def attachment_insert_reserving(attachment: Attachment, audit: Model | None = None) -> bool:
     """PostgreSQL: insert a new row and take its room in the counter in ONE statement; False = not done.
+
+    `audit`: a row (the intent's audit entry) inserted by the same statement, only if the attachment was.
 
     The intent's one measured trick. As a transaction (BEGIN, UPDATE, INSERT,
     COMMIT) an intent made four round trips where the bare INSERT makes one and
@@ -136,9 +138,22 @@ def attachment_insert_reserving(attachment: Attachment) -> bool:
     head, found, values = insert_sql.partition(" VALUES (")
     if not found or not values.endswith(")"):
         return False  # an INSERT we cannot rewrite (never expected): the transaction path works
+    sql, params = f"WITH room AS ({update_sql} RETURNING 1) {head} SELECT {values[:-1]} FROM room", \
+        (*update_params, *insert_params)
+    if audit is not None:
+        # One more CTE, still one round trip: the audit row goes in only if the attachment did.
+        meta = audit._meta
+        also = InsertQuery(type(audit))
+        also.insert_values([f for f in meta.local_concrete_fields if f is not meta.auto_field], [audit])
+        [(also_sql, also_params)] = also.get_compiler(connection.alias).as_sql()
+        also_head, found, also_values = also_sql.partition(" VALUES (")
+        if not found or not also_values.endswith(")"):
+            return False
+        sql = (f"WITH room AS ({update_sql} RETURNING 1), made AS ({head} SELECT {values[:-1]} FROM room "
+               f"RETURNING 1) {also_head} SELECT {also_values[:-1]} FROM made")
+        params = (*params, *also_params)
     with connection.cursor() as cursor:
-        cursor.execute(f"WITH room AS ({update_sql} RETURNING 1) {head} SELECT {values[:-1]} FROM room",
-                       (*update_params, *insert_params))
+        cursor.execute(sql, params)
         inserted = cursor.rowcount == 1
     if inserted:
         attachment._state.adding = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -45,8 +45,12 @@ def save_fields(attachment: Attachment, names: Iterable[str], *, usage_before: M
 
 
 def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str = "",
-                     fields: Mapping[str, Any] | None = None, **kwargs: Any) -> Attachment:
-    """Set `fields` (a step's facts), run the transition, save those + the status + its declared writes, audit it."""
+                     fields: Mapping[str, Any] | None = None, audit: Sequence[TransitionLog] = (),
+                     **kwargs: Any) -> Attachment:
+    """Set `fields` (a step's facts), run the transition, save those + the status + its declared writes, audit it.
+
+    `audit`: entries recorded just before the transition's own (services/audit.py), in the same INSERT.
+    """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("transitions run inside transaction.atomic() on a locked row")
     from_status = attachment.status
@@ -61,7 +65,7 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
     # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
     save_fields(attachment, ["status", *transition_writes(name), *(fields or {})], usage_before=usage_before)
     waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
-    TransitionLog.objects.create(
+    TransitionLog.objects.bulk_create([*audit, TransitionLog(
         attachment=attachment,
         transition=name,
         from_status=from_status,
@@ -69,7 +73,7 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         actor=actor[:150],
         reason_code=attachment.reason_code if attachment.status in ("rejected", "failed") else "",
         message=(note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[:500],
-    )
+    )])
     outcome = hooks.outcome_of_transition(name, attachment.status)
     if outcome:
         hooks.announce(outcome, [attachment.pk])

@@ -28,9 +28,11 @@ from ..tenancy import tenant_of
 from . import outbox
 from .backlog import refuse_when_behind
 from .connections import give_connection_back
+from .hard_delete import attachments_hard_delete
 from .intents import create_pending_row
 from .quotas import usage_release
 from .ratelimits import check_intent_rate
+from .transitions import user_actor
 
 log = logging.getLogger("airlock.uploads")
 
@@ -125,7 +127,8 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
         with transaction.atomic():
             # The refused upload leaves no row, and gives its reservation back.
             usage_release(Attachment.objects.filter(pk=attachment.pk))
-            Attachment.objects.filter(pk=attachment.pk).delete()
+            attachments_hard_delete(rows=Attachment.objects.filter(pk=attachment.pk), actor=user_actor(user),
+                                    now=timezone.now())
         gateway.delete(attachment.storage_key)
         raise
     uploaded_at = timezone.now()

@@ -288,6 +288,18 @@ AIRLOCK_OUTBOX_RETENTION_DAYS = env_int("AIRLOCK_OUTBOX_RETENTION_DAYS", 7)
 AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = env_int("AIRLOCK_STORAGE_EVENT_RETENTION_DAYS", 30)
 AIRLOCK_TRANSITION_LOG_RETENTION_DAYS = env_int("AIRLOCK_TRANSITION_LOG_RETENTION_DAYS", 90)
 AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 30)
+# What stays of a hard-deleted attachment (id, tenant, key, digest, final state, times, its history summarized).
+AIRLOCK_TOMBSTONE_RETENTION_DAYS = env_int("AIRLOCK_TOMBSTONE_RETENTION_DAYS", 365)
+# Resolved dead letters (open ones stay until a human resolves them).
+AIRLOCK_DEAD_LETTER_RETENTION_DAYS = env_int("AIRLOCK_DEAD_LETTER_RETENTION_DAYS", 90)
+# Finished backfills' checkpoints (an unfinished one stays: its run resumes from it).
+AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = env_int("AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS", 30)
+# The admin's own history of staff edits (django.contrib.admin LogEntry).
+AIRLOCK_ADMIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_ADMIN_LOG_RETENTION_DAYS", 365)
+# django-axes' login attempts (lockout counters), access logs and failure logs.
+AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 30)
+# Webhook events with their deliveries and attempts, once nothing is owed (was the audit window).
+AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30)
 AIRLOCK_RETENTION_ROWS_PER_RUN = env_int("AIRLOCK_RETENTION_ROWS_PER_RUN", 100_000)
 
 # --- Processing --------------------------------------------------------------
@@ -405,6 +417,9 @@ AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0
 AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2)
 AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128)  # per process; idle ones are not created
 AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5)
+# One JSON line per request from the server itself (method, path without its query string, status,
+# bytes, duration); off by default: a proxy in front usually keeps the access log.
+AIRLOCK_WEB_ACCESS_LOG = env_bool("AIRLOCK_WEB_ACCESS_LOG", False)
 # A request's headers, whole, within this (read in the selector, no thread held).
 AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS", 10.0)
 AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS", 30.0)  # between two reads

@@ -1,10 +1,15 @@
 """Every lifecycle change is audited with its actor and shows on the attachment's admin timeline."""
 
-import pytest
+import hashlib
+from datetime import timedelta
 
-from attachments.models import TransitionLog
+import pytest
+from django.utils import timezone
+
+from attachments.models import Attachment, TransitionLog
+from attachments.services.lifecycle import attachments_heartbeat
 from sweeper.sweep import sweep_expired
-from tests.support import client_for, jpeg_bytes, png_bytes, run_pipeline, upload
+from tests.support import client_for, jpeg_bytes, png_bytes, put_bytes, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +68,68 @@ def test_staff_changes_show_on_the_timeline_with_the_staff_member(moderator, ali
     page = staff.get(f"/admin/attachments/attachment/{ready_image}/change/").content.decode()
     for text in ("take_down", "restore", "discard", "staff:mod"):
         assert text in page
+
+
+def _events(pk, event):
+    return list(TransitionLog.objects.filter(attachment_id=pk, transition=event).order_by("id"))
+
+
+def test_an_upload_is_audited_from_intent_to_scan_with_its_facts_and_actors(alice):
+    data = jpeg_bytes()
+    pk = upload(client_for(alice), data)
+    assert run_pipeline(pk) == "ready"
+
+    story = [entry[0] for entry in _entries(pk)]
+    assert story == ["intent", "arrived", "start", "scan", "finish"], story
+    [intent] = _events(pk, "intent")
+    assert intent.actor == "user:alice"
+    assert intent.details == {"profile": "image", "declared_size": len(data), "declared_type": "image/jpeg"}
+    [arrived] = _events(pk, "arrived")
+    assert arrived.actor == "worker"
+    assert arrived.details == {"stored_size": len(data), "content_type": "image/jpeg"}  # no digest declared
+    [scan] = _events(pk, "scan")
+    # what the scan step reports today (its duration); scanner versions are new keys of the same dict
+    assert scan.actor == "worker" and "duration_ms" in scan.details
+    # events are not status changes: the dashboard's "transitions into" counts skip them
+    assert (intent.from_status, intent.to_status, scan.from_status, scan.to_status) == ("", "", "", "")
+
+
+def test_a_declared_digest_is_on_the_intents_entry(alice):
+    data = png_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    response = client_for(alice).post("/api/v1/uploads", {
+        "profile": "image", "filename": "a.png", "size": len(data), "content_type": "image/png", "sha256": digest,
+    }, format="json")
+    assert response.status_code == 201, response.content
+    pk = response.json()["id"]
+    [intent] = _events(pk, "intent")
+    assert intent.details["declared_sha256"] == digest
+    assert put_bytes(response.json()["upload"]["url"], data, content_type="image/png").status_code == 202
+    assert run_pipeline(pk) == "ready"
+    [arrived] = _events(pk, "arrived")  # intake checked the bytes against it: the arrival carries it
+    assert arrived.details == {"stored_size": len(data), "content_type": "image/png", "sha256": digest}
+
+
+def test_heartbeat_extensions_are_audited_at_most_once_per_file_and_hour(alice):
+    pk = upload(client_for(alice), jpeg_bytes())
+    base = timezone.now().replace(minute=5, second=0, microsecond=0) + timedelta(days=1)
+    for minutes in (0, 10, 20):  # a client heartbeating every ten minutes
+        attachments_heartbeat(user=alice, ids=[pk], now=base + timedelta(minutes=minutes))
+    assert len(_events(pk, "heartbeat")) == 1
+    attachments_heartbeat(user=alice, ids=[pk], now=base + timedelta(hours=2))
+
+    entries = _events(pk, "heartbeat")
+    assert len(entries) == 2 and {e.actor for e in entries} == {"user:alice"}
+    row = Attachment.objects.get(pk=pk)
+    assert entries[-1].details["expires_at"] == row.expires_at.isoformat()
+
+
+def test_a_heartbeat_through_the_api_names_its_user(alice):
+    client = client_for(alice)
+    pk = upload(client, jpeg_bytes())
+    # A draft a day from its expiry: the heartbeat gives it days more (a fresh upload would gain only milliseconds).
+    Attachment.objects.filter(pk=pk).update(expires_at=timezone.now() + timedelta(days=1))
+    response = client.post("/api/v1/attachments/heartbeat", {"ids": [pk]}, format="json")
+    assert response.status_code == 200, response.content
+    assert [(e.actor, e.transition) for e in _events(pk, "heartbeat")] == [("user:alice", "heartbeat")]
+

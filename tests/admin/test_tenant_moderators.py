@@ -119,3 +119,22 @@ def test_superusers_are_platform_staff(make_user, files, browser_for):
     root.save()
     page = browser_for(root).get(CHANGELIST).content.decode()
     assert "acme-photo.jpg" in page and "globex-photo.jpg" in page
+
+
+def test_tombstones_are_listed_for_their_own_tenants_staff(acme_mod, platform_mod, browser_for):
+    import uuid
+
+    from django.utils import timezone
+
+    from attachments.models import Tenant, Tombstone
+
+    for slug in ("acme", "globex"):
+        tenant, _ = Tenant.objects.get_or_create(slug=slug)
+        Tombstone.objects.create(attachment_id=uuid.uuid4(), tenant_id=tenant.pk, tenant_slug=slug, profile="image",
+                                 storage_key=f"tenants/{slug}/gone-file", status="ready", lifecycle="deleted",
+                                 created_at=timezone.now(), purged_at=timezone.now(), purged_by="system:purge")
+    scoped = browser_for(acme_mod).get("/admin/attachments/tombstone/")
+    assert scoped.status_code == 200
+    assert [t.tenant_slug for t in scoped.context["cl"].result_list] == ["acme"]
+    everything = browser_for(platform_mod).get("/admin/attachments/tombstone/")
+    assert sorted(t.tenant_slug for t in everything.context["cl"].result_list) == ["acme", "globex"]

@@ -12,7 +12,7 @@ import hashlib
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from attachments.models import Attachment, TenantUsage
+from attachments.models import Attachment, TenantUsage, Tombstone
 from attachments.services.quotas import usage_recounted
 from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
@@ -75,6 +75,10 @@ def test_upload_through_refuses_a_mismatching_file_and_leaves_no_row(alice, api)
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "CHECKSUM_MISMATCH"
     assert not Attachment.objects.exists()
     assert TenantUsage.objects.get(tenant__slug="acme").bytes_used == 0
+    # a hard delete like any other: through the one service, leaving a tombstone with its story
+    stone = Tombstone.objects.get()
+    assert (stone.status, stone.purged_by, stone.profile) == ("pending", "user:alice", "document")
+    assert [(e["event"], e["actor"]) for e in stone.history] == [("intent", "user:alice")]
 
     accepted = client.post("/api/v1/attachments", {
         "profile": "document", "sha256": hashlib.sha256(data).hexdigest(),

@@ -56,11 +56,13 @@ def test_intent_is_three_queries_whatever_the_backlog(alice, api, monkeypatch):
         assert len(first) == 4 and len(later) == 3, later
         assert later[2].upper().startswith('WITH ROOM AS (UPDATE "ATTACHMENTS_TENANTUSAGE"'), later
         assert 'INSERT INTO "ATTACHMENTS_ATTACHMENT"' in later[2].upper(), later
+        assert 'INSERT INTO "ATTACHMENTS_TRANSITIONLOG"' in later[2].upper(), later  # the intent's audit entry
     else:
-        # The conditional UPDATE of the counter, then the INSERT, committed together
-        # (a savepoint inside the test's transaction).
-        assert len([sql for sql in first if "SAVEPOINT" not in sql.upper()]) == 5, first
-        assert len(statements) == 4, later
+        # The conditional UPDATE of the counter, then the INSERT and the intent's audit
+        # entry, committed together (a savepoint inside the test's transaction).
+        assert len([sql for sql in first if "SAVEPOINT" not in sql.upper()]) == 6, first
+        assert len(statements) == 5, later
+        assert 'INSERT INTO "ATTACHMENTS_TRANSITIONLOG"' in statements[4].upper(), statements
         assert statements[2].upper().startswith('UPDATE "ATTACHMENTS_TENANTUSAGE"'), statements
         assert len(later) - len(statements) == 2, later
 

@@ -101,13 +101,28 @@ def test_the_scan_finds_transition_calls_and_leaves_threads_alone():
 WRITES = {"update", "delete", "bulk_update", "bulk_create", "create", "get_or_create", "update_or_create"}
 
 
+def _attachment_queryset_helpers(tree: ast.AST) -> set[str]:
+    """Functions of the module that return an `Attachment.objects…` chain (`def purgeable(now): return …`)."""
+    helpers = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Return) and inner.value is not None:
+                    names = _receiver_names(inner.value)
+                    if "Attachment" in names and "objects" in names:
+                        helpers.add(node.name)
+    return helpers
+
+
 def attachment_row_writes(source: str) -> list[str]:
-    """`line: code` for every `Attachment.objects….<write>(…)` chain in the source."""
+    """`line: code` for every `Attachment.objects….<write>(…)` chain in the source, also through a helper."""
+    tree = ast.parse(source)
+    helpers = _attachment_queryset_helpers(tree)
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES:
             names = _receiver_names(node.func.value)
-            if "Attachment" in names and "objects" in names:
+            if ("Attachment" in names and "objects" in names) or helpers & set(names):
                 found.append(f"{node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -131,8 +146,10 @@ def test_the_write_scan_finds_queryset_writes_and_leaves_reads_alone():
         "Attachment.objects.filter(pk=pk).update(updated_at=now)\n"
         "Attachment.objects.create(id=pk)\n"
         "Attachment.objects.filter(lifecycle='deleted').delete()\n"
+        "def purgeable(now):\n    return Attachment.objects.filter(lifecycle='deleted')\n"
+        "purgeable(now).filter(pk__in=ids).delete()\n"
     )
-    assert len(caught) == 3, caught
+    assert len(caught) == 4, caught
     assert attachment_row_writes(
         "Attachment.objects.filter(pk=pk).values_list('pk')\nDeadLetter.objects.filter(pk=1).update(x=1)\n"
         "Attachment.objects.get(pk=pk)\n"

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from attachments.models import Attachment, DeadLetter, TransitionLog
+from attachments.services.audit import AUDIT_EVENTS
 from attachments.storage import get_gateway
 from processing import pipeline
 from tests.support import EICAR, jpeg_bytes, pdf_bytes, png_bytes, run_pipeline, upload, zip_bytes
@@ -24,7 +25,7 @@ def test_jpeg_becomes_ready_with_facts_from_the_bytes(alice, api):
     served = b"".join(get_gateway().iter_chunks(row.served_key))
     assert row.size == len(served) and row.sha256 == hashlib.sha256(served).hexdigest()
     assert row.derivatives.filter(kind="thumbnail").exists()
-    assert [(t.from_status, t.to_status) for t in row.transitions.all()] == [
+    assert [(t.from_status, t.to_status) for t in row.transitions.exclude(transition__in=AUDIT_EVENTS)] == [
         ("pending", "processing"), ("processing", "ready")]
 
 
@@ -103,7 +104,9 @@ def test_duplicate_messages_change_nothing(alice, api):
     # Replayed jobs: a second intake and a stale step with an old token.
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "skipped"
     assert pipeline.run_step(uuid.UUID(attachment_id), uuid.uuid4(), "derive") == "stale"
-    assert TransitionLog.objects.filter(attachment_id=attachment_id).count() == 2
+    assert TransitionLog.objects.filter(attachment_id=attachment_id).exclude(transition__in=AUDIT_EVENTS).count() == 2
+    # and no second arrival or scan on the timeline
+    assert TransitionLog.objects.filter(attachment_id=attachment_id, transition__in=AUDIT_EVENTS).count() == 3
 
 
 def test_duplicate_storage_event_is_recorded_once(alice, api):
@@ -223,7 +226,7 @@ def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
     assert (row.status, row.step, row.content_type, row.stored_size) == ("processing", "scan", "image/jpeg",
                                                                          row.stored_size)
     assert row.stored_size and row.lease_token
-    assert list(row.transitions.values_list("transition", flat=True)) == ["start"]
+    assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "start"]
     scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
     assert OutboxMessage.objects.filter(actor_name="scan", args=scan_job).exists()
     statements = [q["sql"] for q in queries.captured_queries
@@ -237,5 +240,5 @@ def test_a_rejected_intake_is_decided_once_under_a_lease(alice, api):
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.reason_code) == ("rejected", "type_not_allowed")
-    assert list(row.transitions.values_list("transition", flat=True)) == ["start", "reject"]
+    assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "start", "reject"]
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "skipped"

@@ -1,64 +1,123 @@
-"""Retention: the sweeper's purge phase removes bookkeeping rows past their windows, in batches, under the brakes."""
+"""Retention: the sweeper's purge phase removes rows past their windows, in batches, under the brakes.
+
+Every table that grows with use has a window: the pipeline's bookkeeping, the audit
+timeline and tombstones, sweep runs, dead letters, backfill checkpoints, the admin's
+log, django-axes' attempts and logs, webhook history.
+"""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+from django.contrib.admin.models import ADDITION, LogEntry
 
-from attachments.models import OutboxMessage, StorageEvent, TransitionLog
+from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tenant, Tombstone, TransitionLog
 from sweeper.control import sweeper_control_set
-from sweeper.models import ReconcileRun, SweepRun
+from sweeper.models import BackfillCheckpoint, ReconcileRun, SweepRun
 from sweeper.sweep import sweep_expired
 from tests.sweeper.support import DAY, T0, make_attachment
+from webhooks.models import WebhookEndpoint, WebhookEvent
 
 pytestmark = pytest.mark.django_db
 
-NOW = T0 + 200 * DAY
+NOW = T0 + 400 * DAY
+TABLES = {
+    "outbox_sent": OutboxMessage, "storage_events": StorageEvent, "transition_logs": TransitionLog,
+    "tombstones": Tombstone, "sweep_runs": SweepRun, "reconcile_runs": ReconcileRun, "dead_letters": DeadLetter,
+    "backfill_checkpoints": BackfillCheckpoint, "admin_log_entries": LogEntry, "login_attempts": AccessAttempt,
+    "login_logs": AccessLog, "login_failure_logs": AccessFailureLog, "webhook_events": WebhookEvent,
+}
+
+
+def _stamp(model, pk, **when) -> None:
+    model.objects.filter(pk=pk).update(**when)
 
 
 def _rows(alice, age: timedelta, n: int) -> None:
     """n rows of every purged kind, `age` old at NOW."""
     when = NOW - age
     attachment = make_attachment(alice, lifecycle="committed", files=False)
+    tenant = Tenant.objects.get(slug="acme")
     for i in range(n):
         sent = OutboxMessage.objects.create(actor_name="intake", queue_name="intake", args=[str(i)])
-        OutboxMessage.objects.filter(pk=sent.pk).update(created_at=when, sent_at=when)
+        _stamp(OutboxMessage, sent.pk, created_at=when, sent_at=when)
         event = StorageEvent.objects.create(dedupe_key=f"{age}:{i}", source="local", event_name="x",
                                             key=f"k{i}", outcome="started")
-        StorageEvent.objects.filter(pk=event.pk).update(received_at=when)
+        _stamp(StorageEvent, event.pk, received_at=when)
         log = TransitionLog.objects.create(attachment=attachment, transition="start", from_status="pending",
                                            to_status="processing", actor="system")
-        TransitionLog.objects.filter(pk=log.pk).update(created_at=when)
+        _stamp(TransitionLog, log.pk, created_at=when)
+        Tombstone.objects.create(attachment_id=uuid.uuid4(), tenant_id=tenant.pk, tenant_slug="acme",
+                                 profile="image", storage_key=f"t{age}:{i}", status="ready", lifecycle="deleted",
+                                 created_at=when, purged_at=when, purged_by="system:purge")
         SweepRun.objects.create(started_at=when, mode="normal")
         ReconcileRun.objects.create(started_at=when, mode="normal")
+        letter = DeadLetter.objects.create(kind="processing", resolved_at=when, resolved_by="staff:mod")
+        _stamp(DeadLetter, letter.pk, created_at=when)
+        BackfillCheckpoint.objects.create(selection=f"{age}:{i}", started_at=when, updated_at=when, finished_at=when)
+        entry = LogEntry.objects.create(user=alice, action_flag=ADDITION, object_repr="x", change_message="")
+        _stamp(LogEntry, entry.pk, action_time=when)
+        for model in (AccessAttempt, AccessLog, AccessFailureLog):
+            extra = {"get_data": "", "post_data": "", "failures_since_start": 1} if model is AccessAttempt else {}
+            made = model.objects.create(user_agent="ua", ip_address="10.0.0.1", username=f"u{age}:{i}",
+                                        http_accept="*/*", path_info="/admin/login/", **extra)
+            _stamp(model, made.pk, attempt_time=when)
+        WebhookEvent.objects.create(type="attachment.ready", tenant=tenant, attachment_id=attachment.pk, body="{}",
+                                    created_at=when)
 
 
 def _counts() -> dict[str, int]:
-    return {"outbox_sent": OutboxMessage.objects.count(), "storage_events": StorageEvent.objects.count(),
-            "transition_logs": TransitionLog.objects.count(), "sweep_runs": SweepRun.objects.count(),
-            "reconcile_runs": ReconcileRun.objects.count()}
+    return {name: model.objects.count() for name, model in TABLES.items()}
 
 
 @pytest.fixture
 def aged(alice):
-    _rows(alice, timedelta(days=365), 5)  # past every window
+    _rows(alice, timedelta(days=800), 5)  # past every window
     _rows(alice, timedelta(days=1), 2)  # inside every window
     unsent = OutboxMessage.objects.create(actor_name="intake", queue_name="intake", args=["stuck"])
-    OutboxMessage.objects.filter(pk=unsent.pk).update(created_at=NOW - 365 * DAY)
+    OutboxMessage.objects.filter(pk=unsent.pk).update(created_at=NOW - 800 * DAY)
+    # Kept whatever their age: what a human or a process still needs.
+    open_letter = DeadLetter.objects.create(kind="processing")
+    _stamp(DeadLetter, open_letter.pk, created_at=NOW - 800 * DAY)
+    BackfillCheckpoint.objects.create(selection="unfinished", started_at=NOW - 800 * DAY, updated_at=NOW)
+    owed = WebhookEvent.objects.create(type="attachment.ready", tenant=Tenant.objects.get(slug="acme"),
+                                       attachment_id=uuid.uuid4(), body="{}", created_at=NOW - 800 * DAY)
+    endpoint = WebhookEndpoint.objects.create(tenant=owed.tenant, url="https://example.com/hook")
+    owed.deliveries.create(endpoint=endpoint, created_at=owed.created_at, window_started_at=owed.created_at,
+                           next_attempt_at=NOW, enqueued_at=NOW)
     return unsent
 
 
 def test_rows_past_their_windows_are_purged_in_batches_and_the_run_says_how_many(aged):
     report = sweep_expired(now=NOW, batch_size=2)
 
-    assert report.purged == {"outbox_sent": 5, "storage_events": 5, "transition_logs": 5, "sweep_runs": 5,
-                             "reconcile_runs": 5}
-    # what is left: the young rows, the unsent message (never purged), and this run's own record
-    assert _counts() == {"outbox_sent": 3, "storage_events": 2, "transition_logs": 2, "sweep_runs": 3,
-                         "reconcile_runs": 2}
+    assert report.purged == {name: 5 for name in TABLES}
+    # what is left: the young rows, what is still needed (an unsent message, an open dead letter,
+    # an unfinished backfill, an event still owed), and this run's own record
+    assert _counts() == {**{name: 2 for name in TABLES}, "outbox_sent": 3, "sweep_runs": 3, "dead_letters": 3,
+                         "backfill_checkpoints": 3, "webhook_events": 3}
     assert OutboxMessage.objects.filter(pk=aged.pk).exists()
     assert SweepRun.objects.get(pk=report.run_id).purged == report.purged
+
+
+def test_a_brake_pulled_mid_purge_stops_the_next_batch(aged, monkeypatch):
+    from sweeper import retention
+
+    calls = []
+
+    def pulled() -> str:
+        calls.append(1)
+        return "killswitch"
+
+    monkeypatch.setattr(retention, "delete_brake", pulled)
+    purged = retention.purge_retention(now=NOW, batch_size=2)
+    # each table's first read (one row), then the brake: no further batch
+    assert set(purged.values()) == {1} and len(calls) == len(TABLES)
+    monkeypatch.setattr(retention, "delete_brake", lambda: "")
+    assert set(retention.purge_retention(now=NOW, batch_size=2).values()) == {4}  # the rest of the five
 
 
 def test_each_window_is_a_setting(aged, settings):
@@ -81,8 +140,7 @@ def test_the_latest_run_stays_whatever_its_age(alice):
     ReconcileRun.objects.create(started_at=NOW - 300 * DAY, mode="normal")
     from sweeper.retention import purge_retention
 
-    assert purge_retention(now=NOW, batch_size=10) == {"outbox_sent": 0, "storage_events": 0, "transition_logs": 0,
-                                                       "sweep_runs": 1, "reconcile_runs": 0}
+    assert purge_retention(now=NOW, batch_size=10) == {**{name: 0 for name in TABLES}, "sweep_runs": 1}
     assert list(SweepRun.objects.values_list("pk", flat=True)) == [latest.pk]
 
 

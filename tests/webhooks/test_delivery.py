@@ -256,10 +256,12 @@ def test_the_tick_redrives_a_delivery_whose_message_was_lost(make_endpoint, read
     assert len(receiver.received) == 1
 
 
-def test_history_is_purged_after_the_audit_window_but_not_what_is_owed(make_endpoint, ready_file, receiver):
+def test_history_is_purged_after_its_window_but_not_what_is_owed(make_endpoint, ready_file, receiver, settings):
+    from sweeper.control import sweeper_control_set
+    from sweeper.sweep import sweep_expired
     from webhooks.models import WebhookEvent
-    from webhooks.services.tick import purge
 
+    settings.AIRLOCK_SWEEPER_KILLSWITCH = settings.AIRLOCK_SWEEPER_DRY_RUN = None
     make_endpoint(receiver.url)
     ready_file()
     ready_file()
@@ -267,8 +269,17 @@ def test_history_is_purged_after_the_audit_window_but_not_what_is_owed(make_endp
     from webhooks.services.delivery import delivery_attempt
 
     assert delivery_attempt(delivered.pk) == "delivered"
-    assert purge(now=timezone.now() + timedelta(days=31)) == 1
-    assert list(WebhookEvent.objects.values_list("pk", flat=True)) == [owed.event_id]
+    later = timezone.now() + timedelta(days=settings.AIRLOCK_WEBHOOK_RETENTION_DAYS + 1)
+    # The sweeper's brakes hold it: a dry run counts, the killswitch stops it.
+    assert sweep_expired(now=later, dry_run=True).purged["webhook_events"] == 1
+    sweeper_control_set(killswitch=True, actor="test")
+    assert sweep_expired(now=later).purged == {}
+    assert WebhookEvent.objects.count() == 2
+    sweeper_control_set(killswitch=False, actor="test")
+
+    assert sweep_expired(now=later).purged["webhook_events"] == 1
+    left = set(WebhookEvent.objects.values_list("pk", flat=True))  # (and the sweep's own deletion events)
+    assert owed.event_id in left and delivered.event_id not in left
     assert not WebhookAttempt.objects.exists()
 
 

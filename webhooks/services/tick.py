@@ -1,10 +1,13 @@
-"""The scheduler tick's webhook work: re-drive deliveries whose message got lost, purge old history."""
+"""The scheduler tick's webhook work: re-drive deliveries whose message got lost.
+
+Old history (events, deliveries, attempts) is purged by the sweeper's retention
+phase (sweeper/retention.py, AIRLOCK_WEBHOOK_RETENTION_DAYS), under its brakes.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,14 +17,11 @@ from django.utils import timezone
 
 from attachments.services import outbox
 
-from ..models import DeliveryStatus, WebhookDelivery, WebhookEvent
+from ..models import DeliveryStatus, WebhookDelivery
 from .emit import DELIVER_ACTOR
 
 log = logging.getLogger("airlock.webhooks")
 
-PURGE_INTERVAL_SECONDS = 600.0
-PURGE_BATCH = 1000
-_last_purge = 0.0
 _ticked = False
 _tick_lock = threading.Lock()
 
@@ -34,18 +34,13 @@ def _broker_is_in_process() -> bool:
 
 
 def run_tick(*, now: datetime | None = None) -> None:
-    global _last_purge, _ticked
+    global _ticked
     with _tick_lock:
         first, _ticked = not _ticked, True
-        due = time.monotonic() - _last_purge >= PURGE_INTERVAL_SECONDS
-        if due:
-            _last_purge = time.monotonic()
     # An in-process broker's messages died with the previous process: on this process's
     # first tick everything due is sent again at once (a duplicate of a message this
     # process already holds finds the delivery claimed or done and does nothing).
     redrive(now=now, grace_seconds=0 if first and _broker_is_in_process() else None)
-    if due:
-        purge(now=now)
 
 
 def redrive(*, now: datetime | None = None, limit: int = 1000, grace_seconds: float | None = None) -> int:
@@ -90,21 +85,3 @@ def _parked_deliveries(endpoint_ids: set[int]) -> dict[int, set[str]]:
         except Exception as exc:  # cannot tell: send it again, the safe side (a duplicate is harmless)
             log.warning("could not read parked deliveries", extra={"endpoint": endpoint_id, "error": str(exc)[:300]})
     return found
-
-
-def purge(*, now: datetime | None = None, max_rows: int = 100_000) -> int:
-    """Delete events (with their deliveries and attempts) older than the audit window, once nothing is owed."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(days=settings.AIRLOCK_AUDIT_WINDOW_DAYS)
-    purged = 0
-    while purged < max_rows:
-        ids = list(
-            WebhookEvent.objects.filter(created_at__lt=cutoff)
-            .exclude(deliveries__status=DeliveryStatus.PENDING)
-            .order_by("created_at").values_list("pk", flat=True)[:PURGE_BATCH]
-        )
-        if not ids:
-            break
-        WebhookEvent.objects.filter(pk__in=ids).delete()
-        purged += len(ids)
-    return purged

@@ -1,0 +1,62 @@
+"""Audit events that change neither status nor lifecycle: the intent, the bytes arriving, each scan, heartbeats.
+
+They go to the same table as transitions and lifecycle changes (TransitionLog),
+so one timeline tells a file's story in order. Their from/to stay empty: those
+columns say what changed, and readers that count changes (the dashboard's
+timeline) must not count an event. Each event's facts go in `details`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..models import Attachment, TransitionLog
+
+INTENT, ARRIVED, SCAN, HEARTBEAT = "intent", "arrived", "scan", "heartbeat"
+AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT)
+
+# A client may heartbeat every minute: one entry per file per hour of expiry it gains is the story
+# (the expiry it ended at is in each entry), not one row per request.
+HEARTBEAT_AUDIT_GRANULARITY = timedelta(hours=1)
+
+# What a pipeline stage's facts say about an event: stage → (event, the facts it keeps).
+_STAGE_EVENTS = {
+    # Intake recorded its facts only if a declared digest matched the bytes: that digest is theirs.
+    "intake": (ARRIVED, lambda f, row: {"stored_size": f.get("stored_size"), "content_type": f.get("content_type"),
+                                         "sha256": row.declared_sha256}),
+    # Whatever the scan step reports in its metadata (today its duration; scanner
+    # names and signature versions join here as the step starts reporting them).
+    SCAN: (SCAN, lambda f, row: dict((f.get("metadata") or {}).get("scan") or {})),
+}
+
+
+def audit_entry(attachment_id: Any, *, event: str, actor: str, details: Mapping[str, Any] | None = None,
+                message: str = "") -> TransitionLog:
+    """An unsaved audit row for one event (callers save it with the change it records, or in bulk)."""
+    if event not in AUDIT_EVENTS:
+        raise ValueError(f"unknown audit event {event!r}")
+    return TransitionLog(attachment_id=attachment_id, transition=event, from_status="", to_status="",
+                         actor=actor[:150], message=message[:500],
+                         details={k: v for k, v in (details or {}).items() if v not in (None, "")})
+
+
+def stage_entry(attachment: Attachment, *, stage: str, fields: Mapping[str, Any], actor: str) -> TransitionLog | None:
+    """The unsaved audit row a pipeline stage's recorded facts stand for (intake: bytes arrived; scan: the scan)."""
+    found = _STAGE_EVENTS.get(stage)
+    if found is None:
+        return None
+    event, keep = found
+    return audit_entry(attachment.pk, event=event, actor=actor, details=keep(fields, attachment))
+
+
+def heartbeat_entries(extended: Iterable[tuple[Any, datetime | None, datetime]], *, actor: str) -> list[TransitionLog]:
+    """Audit rows for heartbeat extensions (id, expiry before, expiry after) that gained a new hour."""
+    step = HEARTBEAT_AUDIT_GRANULARITY.total_seconds()
+    return [
+        audit_entry(pk, event=HEARTBEAT, actor=actor,
+                    details={"expires_at": after.isoformat(), "was": before.isoformat() if before else None})
+        for pk, before, after in extended
+        if before is None or before.timestamp() // step != after.timestamp() // step
+    ]

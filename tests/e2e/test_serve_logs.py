@@ -1,0 +1,51 @@
+"""`serve`'s own server logs (gunicorn's error and access lines) are the app's JSON lines, credentials redacted."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import requests
+
+from tests.e2e.test_serve import Server
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+@pytest.mark.slow
+def test_server_error_and_access_lines_are_json_and_never_carry_a_signature(tmp_path, monkeypatch):
+    for name in ("DATABASE_URL", "REDIS_URL"):  # the embedded default: only the server's logging is under test
+        monkeypatch.delenv(name, raising=False)
+    server = Server(tmp_path, {"AIRLOCK_WEB_ACCESS_LOG": "1", "AIRLOCK_LOG_LEVEL": "INFO"})
+    try:
+        assert requests.get(f"{server.base}/healthz?token=ACCESS-SECRET-1&X-Amz-Signature=ACCESS-SECRET-2",
+                            timeout=10).status_code == 200
+        # A request line gunicorn itself refuses (no version): it logs the whole line it read.
+        answer = _raw(server.port, b"GET /api/v1/uploads/x/content?token=ERROR-SECRET-3&X-Amz-Signature="
+                                   b"ERROR-SECRET-4\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 400"), answer
+    finally:
+        server.stop()
+    text = (tmp_path / "serve.log").read_text()
+    assert "SECRET-" not in text, text[-3000:]
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    access = [e for e in lines if e.get("logger") == "gunicorn.access"]
+    assert any(e["path"] == "/healthz" and str(e["status"]) == "200" for e in access), access
+    refused = [e for e in lines if e.get("logger") == "gunicorn.error" and "Invalid request" in e["event"]]
+    assert refused and "token=[redacted]" in refused[0]["event"], lines[-10:]
+    # nothing of gunicorn's own text format ("[2026-…] [pid] [LEVEL] …") is left
+    assert not [line for line in text.splitlines() if line.startswith("[") and "] [" in line], text[-3000:]
