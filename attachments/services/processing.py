@@ -109,7 +109,10 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
                 update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
             )
         if next_step is None:
-            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields)
+            # The audit row says which signatures found it clean (the scan step recorded them).
+            signatures = fields.get("scan_signatures") or attachment.scan_signatures
+            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields,
+                             note=f"scanned clean with {signatures}" if signatures else "")
         else:
             usage_before = quotas.usage_snapshot(attachment)
             for name, value in {**fields, "step": next_step, "lease_expires_at": _lease_deadline(now)}.items():

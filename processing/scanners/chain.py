@@ -39,6 +39,17 @@ def scan_all(
     return verdicts
 
 
+def signature_version(scanners: Sequence[Scanner]) -> str:
+    """Every scanner's version, in order, as one string: "clamd=ClamAV 1.4.2/…;yara=yara:3f…".
+
+    Recorded with each verdict; when it differs from a file's, the file was
+    judged by other signatures than the ones in force (processing/rescan.py).
+    """
+    if not scanners:
+        raise ScannerError("no scanners configured")
+    return ";".join(f"{scanner.name}={scanner.version()}" for scanner in scanners)[:300]
+
+
 def first_infected(verdicts: Iterable[Verdict]) -> Verdict | None:
     return next((v for v in verdicts if v.infected), None)
 
