@@ -8,6 +8,8 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from .notices import service_notices
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
@@ -33,6 +35,8 @@ def upload_page(request: HttpRequest) -> HttpResponse:
     membership = getattr(request.user, "membership", None)
     response = render(request, "upload.html", {
         "tenant": membership.tenant.slug if membership else None,
+        # Paused uploads (this tenant's) and active brakes, as a banner: a refused upload is no surprise.
+        "notices": service_notices(tenant_id=membership.tenant_id if membership else None),
         # Over this size an S3 intent is a multipart plan straight to the bucket (resumable
         # per part, no bytes through us): the page prefers it to tus there.
         "direct_multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if settings.AIRLOCK_STORAGE == "s3" else "",
