@@ -97,9 +97,9 @@ def test_committed_photos_stay_readable_by_another_user_throughout_a_rescan(alic
 
     out = StringIO()
     call_command("backfill", "--rescan", "--profile", "image", "--no-progress", stdout=out, stderr=StringIO())
-    assert "flagged 5 ready files" in out.getvalue()
     assert set(Attachment.objects.filter(pk__in=ids).values_list("status", flat=True)) == {Status.READY}
     assert {_readable(api, bob, i) for i in ids} == {200}
+    assert "flagged 5 ready files" in out.getvalue()
 
     # Reads while the scanner is at work on each file: still served.
     seen_during: list[int] = []
