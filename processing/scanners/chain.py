@@ -47,7 +47,14 @@ def signature_version(scanners: Sequence[Scanner]) -> str:
     """
     if not scanners:
         raise ScannerError("no scanners configured")
-    return ";".join(f"{scanner.name}={scanner.version()}" for scanner in scanners)[:300]
+    versions = []
+    for scanner in scanners:
+        try:
+            versions.append(f"{scanner.name}={scanner.version()}")
+        except ScannerError as exc:
+            exc.scanner = getattr(scanner, "name", "scanner")  # type: ignore[attr-defined]
+            raise
+    return ";".join(versions)[:300]
 
 
 def first_infected(verdicts: Iterable[Verdict]) -> Verdict | None:
