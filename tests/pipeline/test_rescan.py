@@ -162,6 +162,12 @@ def test_a_new_yara_signature_takes_down_only_the_file_it_matches(alice, bob, ap
     assert {_readable(api, bob, i) for i in clean} == {200}
     assert set(Attachment.objects.filter(pk__in=clean).values_list("status", flat=True)) == {"ready"}
     assert not any(_rejected_webhooks(i) for i in clean)
+    # The tenant's usage counter followed the takedown, as it follows any rejection.
+    from attachments.models import TenantUsage
+    from attachments.services.quotas import usage_recounted
+
+    usage = TenantUsage.objects.get(tenant_id=row.tenant_id)
+    assert (usage.bytes_used, usage.files_used) == usage_recounted(row.tenant_id)
 
 
 def _ready_row_holding(alice, data: bytes, *, signatures: str = "yara=yara:0000000000000000") -> Attachment:
@@ -269,3 +275,15 @@ def test_a_malformed_rescan_message_is_dead_lettered():
     actors.rescan.fn("not-a-uuid")
     assert DeadLetter.objects.get().payload["actor"] == "rescan"
     assert rescans.rescan_one(uuid.uuid4()) == "skipped"
+
+
+def test_a_worker_says_at_boot_when_the_signatures_in_force_are_not_the_walks(caplog, rules_dir):
+    RescanCheckpoint.objects.create(version="clamd=ClamAV 0.1;yara=yara:0000000000000000")
+    with caplog.at_level("INFO", logger="airlock.rescan"):
+        assert rescans.note_signatures_at_boot() == rescans.signatures_in_force()
+    assert any("differ from the last rescan walk" in r.getMessage() for r in caplog.records)
+    RescanCheckpoint.objects.update(version=rescans.signatures_in_force())
+    caplog.clear()
+    with caplog.at_level("INFO", logger="airlock.rescan"):
+        rescans.note_signatures_at_boot()
+    assert not any("differ" in r.getMessage() for r in caplog.records)
