@@ -48,10 +48,13 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
             handoff.jobs_heartbeat_beat(in_process_broker=broker_is_in_process())
         recover()
         sweep_if_due()
-        rescan_tick()
         hooks.run_ticks()  # other apps' periodic work (webhook re-drive and retention)
     except Exception:
         log.exception("scheduler tick failed")
+    try:  # last and on its own: the background rescan never holds back recovery, sweeps or webhooks
+        rescan_tick()
+    except Exception:
+        log.exception("rescan tick failed")
     finally:
         close_old_connections()
 

@@ -37,8 +37,13 @@ class Handoff:
 
 
 def stale_after() -> timedelta:
-    """A serve whose last beat is older than this is taken for stopped (three ticks, at least 15 s)."""
-    return timedelta(seconds=max(15.0, 3 * float(settings.AIRLOCK_TICK_SECONDS)))
+    """A serve whose last beat is older than this is taken for stopped (three ticks, at least a minute).
+
+    Generous on purpose: a tick busy with a long sweep must not make a command
+    refuse, and a serve taken for alive that is not loses nothing (its jobs wait
+    in the outbox for the next serve, which relays them at its first tick).
+    """
+    return timedelta(seconds=max(60.0, 3 * float(settings.AIRLOCK_TICK_SECONDS)))
 
 
 def jobs_heartbeat_beat(*, in_process_broker: bool, now: datetime | None = None) -> None:
