@@ -26,6 +26,8 @@ ALLOWED = {
     ("take_down", "processing"): "rejected",
     ("take_down", "ready"): "rejected",
     ("rescan", "ready"): "pending",
+    # A rescan that finds a ready file: straight down, never through pending (processing/rescan.py).
+    ("reject_on_rescan", "ready"): "rejected",
 }
 
 # "restore" needs a moderator's takedown to undo; "release" a processing row.
@@ -40,6 +42,8 @@ KWARGS = {
     "retry": dict,
     "take_down": lambda: {"message": "abuse"},
     "rescan": dict,
+    "reject_on_rescan": lambda: {"code": "malware", "message": "yara: X", "signatures": "yara=yara:1",
+                                 "now": timezone.now()},
     "restore": dict,
     "release": dict,
 }
