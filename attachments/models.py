@@ -118,7 +118,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         arrival's verified digest), and the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
         return self.only("tenant", "lease_token", "step", "lifecycle", "uploaded_at", "attempts",
                          "storage_key", "reason_code", "reason_message", "multipart_upload_id", "stored_size",
-                         "declared_size", "declared_sha256")
+                         "declared_size", "declared_sha256", "scan_signatures")
 
     def for_step(self) -> AttachmentQuerySet:
         """What a pipeline step reads (never the extracted text), with its tenant.
@@ -203,6 +203,14 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     reason_code = models.CharField(max_length=32, blank=True, default="", choices=ReasonCode.choices)
     reason_message = models.CharField(max_length=500, blank=True, default="")
 
+    # The signatures the last clean verdict came from (processing/scanners: signature_version),
+    # and when. A ready file whose version is not the one in force is rescanned in the
+    # background (processing/rescan.py), staying ready meanwhile.
+    scan_signatures = models.CharField(max_length=300, blank=True, default="")
+    scanned_at = models.DateTimeField(null=True, blank=True)
+    # An operator asked for a rescan whatever the version (`manage.py rescan`); cleared by it.
+    rescan_requested_at = models.DateTimeField(null=True, blank=True)
+
     # Processing bookkeeping: a lease per attempt; messages carry the lease token
     # so a stale or duplicate message can tell it lost.
     attempts = models.PositiveIntegerField(default=0)
@@ -250,6 +258,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
             ),
             # The purge of soft-deleted rows after the audit window.
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
+            # The background rescan's walk: ready files, newest first, from its checkpoint.
+            models.Index(fields=["created_at", "id"], name="att_ready_created", condition=Q(status="ready")),
         ]
         constraints = [models.UniqueConstraint(fields=["storage_key"], name="att_storage_key_unique")]
         permissions = [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")]
@@ -347,6 +357,15 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.reason_code = ""
         self.reason_message = ""
         self.attempts = 0
+
+    @transition(field=status, source=Status.READY, target=Status.REJECTED,
+                custom={"writes": ("reason_code", "reason_message", "scan_signatures", "scanned_at")})
+    def reject_on_rescan(self, *, code: ReasonCode | str, message: str, signatures: str, now) -> None:
+        # A ready file that newer signatures find: taken down without ever leaving `ready` before.
+        self.reason_code = ReasonCode(code)
+        self.reason_message = message[:500]
+        self.scan_signatures = signatures[:300]
+        self.scanned_at = now
 
     @transition(field=status, source=Status.READY, target=Status.PENDING, custom={"writes": ("attempts", "ready_at")})
     def rescan(self) -> None:
@@ -456,6 +475,45 @@ class StorageEvent(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="storageevent_dedupe_unique")]
+
+
+class RescanCheckpoint(models.Model):
+    """Where the background rescan's walk got to (a singleton row, pk=1): resumable across restarts.
+
+    The walk goes over ready files newest first (created_at, id descending) and
+    queues a rescan for those whose recorded signatures are not `version`.
+    """
+
+    SINGLETON_PK = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=SINGLETON_PK, editable=False)
+    version = models.CharField(max_length=300, blank=True, default="")  # the signatures the walk is for
+    cursor_created_at = models.DateTimeField(null=True, blank=True)  # the last file queued
+    cursor_id = models.UUIDField(null=True, blank=True)
+    queued = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    budget_at = models.DateTimeField(null=True, blank=True)  # the rate budget is counted from here
+
+    def __str__(self) -> str:
+        return f"rescan {self.version or '-'}: {self.queued} queued"
+
+
+class JobsHeartbeat(models.Model):
+    """The running `serve`'s job side says it is alive, in the database a command can read.
+
+    On the embedded default the worker registry lives in serve's memory; a
+    management command in another process reads this row to know whether a
+    serve will relay the jobs it leaves in the outbox (attachments/services/handoff.py).
+    """
+
+    name = models.CharField(max_length=32, primary_key=True)
+    holder = models.CharField(max_length=200, blank=True, default="")
+    beat_at = models.DateTimeField()
+    in_process_broker = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.beat_at:%H:%M:%S}"
 
 
 class OutboxMessage(models.Model):

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from .notices import service_notices
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
@@ -51,6 +53,8 @@ def upload_page(request: HttpRequest) -> HttpResponse:
         "multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if s3 else "",
         "part_size": settings.AIRLOCK_S3_PART_SIZE if s3 else "",
         "uppy_locales": " ".join(uppy_locales()),
+        # Paused uploads (this tenant's) and active brakes, as a banner: a refused upload is no surprise.
+        "notices": service_notices(tenant_id=membership.tenant_id if membership else None),
     })
     # The page loads only its own scripts (Uppy's bundle and locale are static files here) and
     # styles; thumbnails and Uppy's previews are blob: URLs, Uppy's stylesheet draws its icons

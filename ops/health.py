@@ -14,8 +14,16 @@ dependency hangs instead of refusing:
   such a layer is not accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING (no decoder job runs
   then) and on an invalid configuration.
 
+- uploads: the tenants whose new uploads the backlog check refuses now
+  (attachments/services/backlog.py);
+- brakes: the sweeper's killswitch or dry run, when on.
+
 Every check reports ``{"ok", "latency_ms", "error"}``; one failed check makes
 the whole answer "unavailable" (HTTP 503), and the body still lists them all.
+A check that passes in a reduced mode says ``"state": "degraded: <reason>"``
+(the sandbox with an accepted missing layer, paused uploads, an active brake):
+still ready, HTTP 200, and every such reason is listed in the top-level
+``"degraded"``.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from django.conf import settings
 log = logging.getLogger("airlock.health")
 
 DEFAULT_TIMEOUT_SECONDS = 2.0
+DEGRADED = "degraded: "
 
 
 @dataclass
@@ -56,9 +65,16 @@ class Readiness:
     def ok(self) -> bool:
         return all(check.ok for check in self.checks.values())
 
+    @property
+    def degraded(self) -> list[str]:
+        """"<check>: <reason>" for every passing check that runs in a reduced mode."""
+        return [f"{name}: {str(check.details['state'])[len(DEGRADED):]}" for name, check in self.checks.items()
+                if check.ok and str(check.details.get("state", "")).startswith(DEGRADED)]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "status": "ok" if self.ok else "unavailable",
+            "degraded": self.degraded,
             "checks": {name: check.as_dict() for name, check in self.checks.items()},
         }
 
@@ -209,6 +225,30 @@ def check_sandbox() -> dict[str, Any]:
     return details
 
 
+def check_uploads() -> dict[str, Any]:
+    """Tenants whose new uploads are paused by the backlog check: ready, but degraded."""
+    from attachments.notices import uploads_paused
+    from attachments.services.backlog import paused_tenants
+
+    paused = paused_tenants()
+    if not paused:
+        return {"state": "ok", "paused_tenants": []}
+    return {"state": DEGRADED + " ".join(notice.message for notice in uploads_paused()),
+            "paused_tenants": [row["tenant"] for row in paused]}
+
+
+def check_brakes() -> dict[str, Any]:
+    """The sweeper's brakes: on is a choice an operator made, so ready, but degraded."""
+    from attachments.notices import brakes_on
+
+    notices = brakes_on()
+    return {"state": DEGRADED + " ".join(n.message for n in notices) if notices else "ok"}
+
+
+# Checks whose result dict is reported as the check's details.
+_DETAILED = ("sandbox", "uploads", "brakes")
+
+
 class _SandboxRefused(Exception):
     def __init__(self, message: str, details: dict[str, Any]) -> None:
         super().__init__(message)
@@ -267,7 +307,7 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
             details = {"scanners": value}
         elif isinstance(error, _SandboxRefused):
             details = error.details
-        elif isinstance(value, dict) and name == "sandbox":
+        elif isinstance(value, dict) and name in _DETAILED:
             details = value
         return CheckResult(
             ok=error is None,
@@ -289,6 +329,8 @@ def readiness(*, timeout: float | None = None) -> Readiness:
         "storage": lambda: check_storage(timeout=timeout),
         "scanner": lambda: check_scanners(timeout=timeout),
         "sandbox": check_sandbox,
+        "uploads": check_uploads,
+        "brakes": check_brakes,
     }
     waiting = {name: _run(name, check, timeout) for name, check in checks.items()}
     results = {name: wait() for name, wait in waiting.items()}

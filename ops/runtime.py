@@ -9,9 +9,11 @@ import dramatiq
 from django.conf import settings
 from django.db import close_old_connections
 
+from attachments.services import handoff, outbox
+
 log = logging.getLogger("airlock.runtime")
 
-QUEUES = ("intake", "scan", "derive")
+QUEUES = ("intake", "scan", "derive", "rescan")
 
 
 def start_worker(*, threads: int | None = None) -> dramatiq.Worker:
@@ -25,37 +27,48 @@ def start_worker(*, threads: int | None = None) -> dramatiq.Worker:
 
 def broker_is_in_process() -> bool:
     """The embedded default's broker lives in this process's memory (messages die with it)."""
-    from dramatiq.brokers.stub import StubBroker
-
-    return isinstance(dramatiq.get_broker(), StubBroker)
+    return outbox.broker_in_process()
 
 
-def run_ticks_once() -> None:
-    """One scheduler pass: relay the outbox, recover leases/pending, sweep when due."""
+def run_ticks_once(*, relays_for_commands: bool = False) -> None:
+    """One scheduler pass: relay the outbox, recover leases/pending, sweep when due, rescan within budget.
+
+    `relays_for_commands`: this process also runs the worker, so the jobs a
+    management command leaves in the outbox get done here; it says so in the
+    database (attachments/services/handoff.py) at every tick.
+    """
     from attachments import hooks
     from processing.recovery import recover
+    from processing.rescan import rescan_tick
     from sweeper.schedule import sweep_if_due
 
     close_old_connections()
     try:
+        if relays_for_commands:
+            handoff.jobs_heartbeat_beat(in_process_broker=broker_is_in_process())
         recover()
         sweep_if_due()
         hooks.run_ticks()  # other apps' periodic work (webhook re-drive and retention)
     except Exception:
         log.exception("scheduler tick failed")
+    try:  # last and on its own: the background rescan never holds back recovery, sweeps or webhooks
+        rescan_tick()
+    except Exception:
+        log.exception("rescan tick failed")
     finally:
         close_old_connections()
 
 
 class Scheduler(threading.Thread):
-    def __init__(self, interval: float | None = None) -> None:
+    def __init__(self, interval: float | None = None, *, relays_for_commands: bool = False) -> None:
         super().__init__(name="airlock-scheduler", daemon=True)
         self.interval = interval or settings.AIRLOCK_TICK_SECONDS
+        self.relays_for_commands = relays_for_commands
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.wait(self.interval):
-            run_ticks_once()
+            run_ticks_once(relays_for_commands=self.relays_for_commands)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -102,8 +115,11 @@ class JobRuntime:
                 # Messages of an in-process broker die with the process: re-drive at start.
                 self._guard(lambda: redrive_pending(older_than_seconds=0), "re-drive pending files")
         if self.want_scheduler:
-            self.scheduler = Scheduler()
+            self.scheduler = Scheduler(relays_for_commands=self.want_worker)
             self.scheduler.start()
+            if self.want_worker:  # at once, not one tick later: a command started now can hand its jobs over
+                self._guard(lambda: handoff.jobs_heartbeat_beat(in_process_broker=broker_is_in_process()),
+                            "say the job side is running")
         close_old_connections()
 
     def stop(self, *, grace_ms: int = 2000) -> None:
@@ -111,6 +127,8 @@ class JobRuntime:
 
         if self.scheduler is not None:
             self.scheduler.stop()
+            if self.want_worker:
+                self._guard(handoff.jobs_heartbeat_leave, "say the job side stopped")
         if self.worker is not None:
             self.worker.stop(timeout=grace_ms)
             released = self._guard(inflight.release_all, "release leases") or 0

@@ -14,6 +14,7 @@ from typing import Any
 import dramatiq
 
 from . import pipeline
+from .rescan import rescan_one
 
 log = logging.getLogger("airlock.actors")
 
@@ -100,3 +101,14 @@ def rederive(*args: object) -> None:
     if parsed is None:
         return _dead_letter_message("rederive", args)
     pipeline.rederive(parsed[0])
+
+
+# Its own queue, and behind every upload's step in a worker's queue of fetched
+# messages (a higher number runs later): a rescan never holds up a new upload.
+@dramatiq.actor(queue_name="rescan", priority=100, **_OPTS)
+def rescan(*args: object) -> None:
+    """Scan a ready file again; it stays ready unless the signatures in force find it."""
+    parsed = _uuids(*args) if len(args) == 1 else None
+    if parsed is None:
+        return _dead_letter_message("rescan", args)
+    rescan_one(parsed[0])

@@ -35,6 +35,22 @@ class SandboxConfinementLog(dramatiq.Middleware):
         log_sandbox_confinement()
 
 
+class SignaturesAtBoot(dramatiq.Middleware):
+    """Each worker says which signatures it scans with, and whether files wait for a rescan with them."""
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        from django.db import close_old_connections
+
+        from .rescan import note_signatures_at_boot  # reads the database: Django is ready by now
+
+        try:
+            note_signatures_at_boot()
+        except Exception as exc:  # noqa: BLE001 - the database may be down at boot: the scheduler's tick catches up
+            log.warning("could not compare the signatures in force with the rescan walk's", extra={"error": str(exc)[:300]})
+        finally:
+            close_old_connections()
+
+
 class WorkerHeartbeat(dramatiq.Middleware):
     """Each worker beats while it runs (processing/liveness.py), from before its first message to after its last."""
 

@@ -2,12 +2,14 @@
 
 Without ``rescan`` only attachments missing something their profile promises
 are selected (an image without a thumbnail, a document without a page count,
-an archive without its entry count); with ``rescan`` every selected attachment
-is processed again (new scanner rules, a new derivative recipe). Each batch
-goes back to pending through ``attachments_reprocess`` (ready: rescan; failed:
-retry), whose intake jobs go out through the outbox in the same transaction as
-the checkpoint, so an interrupted run resumes exactly after the last row it
-handled.
+an archive without its entry count). Each batch goes back to pending through
+``attachments_reprocess`` (ready: rescan; failed: retry), whose intake jobs go
+out through the outbox in the same transaction as the checkpoint, so an
+interrupted run resumes exactly after the last row it handled.
+
+With ``rescan`` (new scanner rules) the selected ready files are flagged for the
+background rescan instead (sweeper/rescans.py): they stay ready and served while
+they are scanned again, and only a new hit takes one down.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from attachments.profiles import all_profiles
 from attachments.services.processing import REPROCESS_TRANSITIONS, attachments_reprocess
 
 from .models import BackfillCheckpoint
+from .rescans import rescan_request
 
 log = logging.getLogger("airlock.backfill")
 
@@ -60,11 +63,14 @@ class BackfillReport:
     resumed_after: str | None = None
     finished: bool = False
     dry_run: bool = False
+    note: str = ""  # --rescan: what the background rescan will do with the flagged files
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def summary(self) -> str:
+        if self.note:
+            return self.note
         verb = "would re-process" if self.dry_run else "re-processed"
         resumed = f" (resumed after {self.resumed_after})" if self.resumed_after else ""
         state = "finished" if self.finished else "not finished: run again to resume"
@@ -132,12 +138,28 @@ def _process_batch(selection: Selection, checkpoint: BackfillCheckpoint, *, now:
     return done, skipped, ids[-1]
 
 
+def _flag_for_rescan(selection: Selection, report: BackfillReport, *, dry_run: bool,
+                     now: datetime) -> BackfillReport:
+    """`--rescan`: the files stay ready; the background rescan scans them (no status change, no checkpoint here)."""
+    if selection.status != Status.READY:
+        raise ValueError("--rescan applies to ready files only (failed ones are retried without it)")
+    flagged = rescan_request(profile=selection.profile, since=selection.since, dry_run=dry_run, now=now)
+    report.total = flagged.selected
+    report.processed = flagged.selected if dry_run else flagged.flagged
+    report.finished = True
+    report.note = flagged.summary()
+    log.info("backfill run", extra=report.to_dict())
+    return report
+
+
 def backfill_run(selection: Selection, *, limit: int | None = None, batch_size: int = 100,
                  dry_run: bool = False, restart: bool = False, progress: Progress | None = None,
                  now: datetime | None = None) -> BackfillReport:
     """Re-run processing for the selection, resuming from its checkpoint unless told to restart."""
     now = now or timezone.now()
     report = BackfillReport(selection=selection.params(), dry_run=dry_run)
+    if selection.rescan:
+        return _flag_for_rescan(selection, report, dry_run=dry_run, now=now)
     if dry_run:
         report.total = report.processed = backfill_queryset(selection, now=now).count()
         report.finished = True

@@ -14,7 +14,6 @@ from django.db import connection
 from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 
 
-
 @pytest.fixture(autouse=True)
 def storage_root(tmp_path, settings):
     """Every test gets its own local storage root (S3 tests switch the backend themselves)."""
@@ -25,6 +24,15 @@ def storage_root(tmp_path, settings):
     reset_gateway()
     yield settings.AIRLOCK_STORAGE_ROOT
     reset_gateway()
+
+
+@pytest.fixture(autouse=True)
+def _jobs_sent_by_this_process():
+    """A command run in a test may leave its jobs for serve's relay (attachments/services/handoff.py): not the next test's."""
+    from attachments.services import outbox
+
+    yield
+    outbox.relay_elsewhere(False)
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..services.lifecycle import attachment_discard
 from ..services.moderation import (
+    attachment_reprocess,
     attachment_requeue,
     attachment_rescan,
     attachment_restore,
@@ -67,9 +68,16 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
         ),
         ModerationAction(
             "rescan", "Rescan",
-            "Ready attachments go back to pending and through the whole pipeline again "
-            "(new signatures, new derivatives). They are not served until ready again.",
+            "Ready attachments are scanned again now with the signatures in force. They stay "
+            "ready and served meanwhile; only a new hit takes one down (rejected, malware).",
             lambda a, actor, note: attachment_rescan(attachment_id=a.pk, actor=actor),
+            offered=lambda a: a.status == Status.READY,
+        ),
+        ModerationAction(
+            "reprocess", "Reprocess",
+            "Ready attachments go back to pending and through the whole pipeline again "
+            "(new derivatives). They are not served until ready again.",
+            lambda a, actor, note: attachment_reprocess(attachment_id=a.pk, actor=actor),
             offered=lambda a: a.status == Status.READY,
         ),
         ModerationAction(

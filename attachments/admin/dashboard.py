@@ -17,6 +17,7 @@ from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
+from ..notices import Notice, service_notices
 from ..reasons import ReasonCode
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
@@ -184,6 +185,7 @@ class Dashboard:
     stuck_sample: list[Attachment]
     oldest_pending: timedelta | None
     dead_letters: int
+    notices: list[Notice] = field(default_factory=list)  # paused uploads, active brakes: the banner
 
 
 def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h",
@@ -203,4 +205,5 @@ def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h",
         stuck_sample=list(stuck[:20]),
         oldest_pending=oldest_pending_age(now=now, tenant_id=tenant_id),
         dead_letters=dead_letters_waiting(tenant_id=tenant_id),
+        notices=service_notices(tenant_id=tenant_id),
     )

@@ -24,7 +24,10 @@ from __future__ import annotations
 import threading
 import time
 
+from datetime import timedelta
+
 from django.conf import settings
+from django.db.models import Count
 from django.utils import timezone
 
 from ..errors import Unavailable
@@ -68,6 +71,25 @@ def refuse_when_behind(tenant_id: int) -> None:
         raise Unavailable("Your processing backlog is too long; new uploads are paused. Retry later.",
                           details={"backlog_seconds": round(age, 1), "max_backlog_seconds": limit},
                           headers={"Retry-After": str(retry)})
+
+
+def paused_tenants(*, limit: int = 20) -> list[dict[str, object]]:
+    """Tenants whose new uploads are refused now, by the same rule, oldest backlog first (for /readyz and banners).
+
+    The QUEUE_DEPTH-th oldest file has waited past the limit exactly when at least
+    QUEUE_DEPTH files have: one grouped count instead of one read per tenant.
+    """
+    limit_seconds = settings.AIRLOCK_MAX_BACKLOG_SECONDS
+    if limit_seconds <= 0:
+        return []
+    cutoff = timezone.now() - timedelta(seconds=limit_seconds)
+    rows = (Attachment.objects.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False,
+                                      attempts=0, uploaded_at__lt=cutoff)
+            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+            .values("tenant_id", "tenant__slug").annotate(waiting=Count("pk")).filter(waiting__gte=QUEUE_DEPTH)
+            .order_by("-waiting")[:limit])
+    return [{"tenant_id": row["tenant_id"], "tenant": row["tenant__slug"], "late_files": row["waiting"],
+             "max_backlog_seconds": limit_seconds} for row in rows]
 
 
 def forget() -> None:

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..errors import NotFound
-from ..models import DeadLetter, Status
+from ..models import DeadLetter, Status, TransitionLog
 from . import outbox
 from .transitions import TransitionConflict, apply_transition, lock_attachment
 
@@ -37,10 +37,28 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
 
 
 def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:
-    """ready → pending: run the whole pipeline again (new signatures, new derivatives)."""
+    """Scan a ready file again now, with the signatures in force; it stays ready and served meanwhile.
+
+    Only a hit takes it down (processing/rescan.py); the job goes out at once,
+    not at the background walk's pace.
+    """
     with transaction.atomic():
         attachment = _locked(attachment_id)
-        apply_transition(attachment, "rescan", actor=actor, note="rescan requested")
+        if attachment.status != Status.READY:
+            raise TransitionConflict(f"cannot rescan an attachment that is {attachment.status}")
+        now = timezone.now()
+        type(attachment).objects.filter(pk=attachment.pk).update(rescan_requested_at=now, updated_at=now)
+        TransitionLog.objects.create(attachment=attachment, transition="rescan", from_status=Status.READY,
+                                     to_status=Status.READY, actor=actor[:150],
+                                     message="rescan requested (the file stays served)")
+        outbox.enqueue("rescan", attachment.pk)
+
+
+def attachment_reprocess(*, attachment_id: uuid.UUID | str, actor: str) -> None:
+    """ready → pending: run the whole pipeline again (a new derivative recipe); not served until ready again."""
+    with transaction.atomic():
+        attachment = _locked(attachment_id)
+        apply_transition(attachment, "rescan", actor=actor, note="reprocess requested")
         outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
 
 

@@ -19,6 +19,24 @@ from ..request_id import current_request_id
 
 log = logging.getLogger("airlock.outbox")
 
+# Set in a management command's process on the embedded default: its broker lives in
+# its own memory and dies with it, so its jobs stay in the outbox for the running
+# `serve` to relay (attachments/services/handoff.py).
+_relay_elsewhere = False
+
+
+def broker_in_process() -> bool:
+    """The configured broker is the in-process stub: its messages exist only in this process."""
+    from dramatiq.brokers.stub import StubBroker
+
+    return isinstance(dramatiq.get_broker(), StubBroker)
+
+
+def relay_elsewhere(on: bool = True) -> None:
+    """From now on, leave this process's jobs in the outbox for another process's relay tick."""
+    global _relay_elsewhere
+    _relay_elsewhere = on
+
 
 def enqueue(actor_name: str, *args: object, delay_ms: int = 0) -> OutboxMessage:
     """Record a job in the current transaction; send it once the transaction commits."""
@@ -32,7 +50,8 @@ def enqueue(actor_name: str, *args: object, delay_ms: int = 0) -> OutboxMessage:
     )
     # The row was written in this transaction, so the in-memory copy is what is
     # stored: sending it saves re-reading the row on every step of every file.
-    transaction.on_commit(lambda: _send(message))
+    if not _relay_elsewhere:
+        transaction.on_commit(lambda: _send(message))
     return message
 
 

@@ -115,7 +115,11 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
             )
         entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
         if next_step is None:
-            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields, audit=[entry] if entry else ())
+            # The audit row says which signatures found it clean (the scan step recorded them).
+            signatures = fields.get("scan_signatures") or attachment.scan_signatures
+            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields,
+                             note=f"scanned clean with {signatures}" if signatures else "",
+                             audit=[entry] if entry else ())
         else:
             if entry is not None:
                 entry.save()

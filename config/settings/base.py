@@ -378,6 +378,10 @@ AIRLOCK_SCAN_TIMEOUT = env_float("AIRLOCK_SCAN_TIMEOUT", 120.0)
 AIRLOCK_YARA_ENABLED = env_bool("AIRLOCK_YARA_ENABLED", True)
 _yara_dir = env_str("AIRLOCK_YARA_RULES_DIR")
 AIRLOCK_YARA_RULES_DIR = Path(_yara_dir) if _yara_dir else None
+# When the signature version in force changes (clamd VERSION, the YARA rules' hash),
+# ready files are rescanned in the background, newest first, at most this many a
+# minute (0 = never in the background; `manage.py rescan` still flags files). See processing/rescan.py.
+AIRLOCK_RESCAN_FILES_PER_MINUTE = env_int("AIRLOCK_RESCAN_FILES_PER_MINUTE", 120)
 
 # --- Sweeper -----------------------------------------------------------------
 AIRLOCK_SWEEP_INTERVAL_SECONDS = env_int("AIRLOCK_SWEEP_INTERVAL_SECONDS", 30 * 60)
@@ -460,6 +464,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "processing.request_context.RequestIdMiddleware",
     # Each worker logs at boot the sandbox confinement its decoder jobs get.
     "processing.worker_boot.SandboxConfinementLog",
+    # ... and the signatures it scans with (a change starts the background rescan).
+    "processing.worker_boot.SignaturesAtBoot",
     # Each worker beats while it runs (renewing its jobs' leases); the reconciler re-drives a silent one's files.
     "processing.worker_boot.WorkerHeartbeat",
 ]

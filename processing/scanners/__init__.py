@@ -6,7 +6,7 @@ scanners_from_settings(), which reads settings lazily.
 """
 
 from .base import CLEAN, INFECTED, Scanner, ScannerError, Verdict
-from .chain import first_infected, scan_all, scanners_from_settings
+from .chain import first_infected, scan_all, scanners_from_settings, signature_version
 from .clamd import ClamdScanner
 from .yara import YaraScanner
 
@@ -21,4 +21,5 @@ __all__ = [
     "first_infected",
     "scan_all",
     "scanners_from_settings",
+    "signature_version",
 ]

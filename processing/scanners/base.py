@@ -43,3 +43,7 @@ class Scanner(Protocol):
     def ping(self) -> float:
         """Seconds of round-trip latency; raises ScannerError when the scanner is down."""
         ...
+
+    def version(self) -> str:
+        """What this scanner's verdicts depend on (engine and signatures); raises ScannerError when down."""
+        ...

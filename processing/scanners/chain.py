@@ -39,6 +39,24 @@ def scan_all(
     return verdicts
 
 
+def signature_version(scanners: Sequence[Scanner]) -> str:
+    """Every scanner's version, in order, as one string: "clamd=ClamAV 1.4.2/…;yara=yara:3f…".
+
+    Recorded with each verdict; when it differs from a file's, the file was
+    judged by other signatures than the ones in force (processing/rescan.py).
+    """
+    if not scanners:
+        raise ScannerError("no scanners configured")
+    versions = []
+    for scanner in scanners:
+        try:
+            versions.append(f"{scanner.name}={scanner.version()}")
+        except ScannerError as exc:
+            exc.scanner = getattr(scanner, "name", "scanner")  # type: ignore[attr-defined]
+            raise
+    return ";".join(versions)[:300]
+
+
 def first_infected(verdicts: Iterable[Verdict]) -> Verdict | None:
     return next((v for v in verdicts if v.infected), None)
 

@@ -20,6 +20,10 @@ NAME = "clamd"
 # A real reply is a few dozen bytes; a peer that streams more is not clamd.
 MAX_REPLY_BYTES = 4096
 _END_OF_STREAM = b"\0\0\0\0"
+# VERSION is asked before each scan; a reply this young is reused. A stale one
+# is always the older version, so it can only cause an extra rescan, never a missed one.
+VERSION_CACHE_SECONDS = 10.0
+_versions: dict[str, tuple[float, str]] = {}
 
 
 def parse_reply(reply: str) -> Verdict:
@@ -127,6 +131,26 @@ class ClamdScanner:
         if reply != "PONG":
             raise ScannerError(f"unexpected clamd PING reply: {reply!r}")
         return time.monotonic() - started
+
+    def version(self) -> str:
+        """clamd's VERSION reply ("ClamAV 1.4.2/27123/…"): engine, signature database and its date.
+
+        It changes when freshclam loads new signatures, which is what makes files
+        scanned before worth scanning again.
+        """
+        cached = _versions.get(self.address)
+        if cached is not None and time.monotonic() - cached[0] < VERSION_CACHE_SECONDS:
+            return cached[1]
+        with self._connect() as sock:
+            try:
+                sock.sendall(b"zVERSION\0")
+            except OSError as exc:
+                raise ScannerError(f"clamd VERSION failed: {exc}") from exc
+            reply = self._read_reply(sock)
+        if not reply.startswith("ClamAV "):
+            raise ScannerError(f"unexpected clamd VERSION reply: {reply!r}")
+        _versions[self.address] = (time.monotonic(), reply)
+        return reply
 
     def scan(self, chunks: Iterable[bytes]) -> Verdict:
         with self._connect() as sock:

@@ -14,6 +14,7 @@ about bytes it never saw.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tempfile
 import threading
@@ -31,7 +32,8 @@ SPOOL_THRESHOLD = 16 * 1024 * 1024
 
 # Compiled rules, one entry per rules dir, keyed by its files' names, mtimes
 # and sizes: compiling happens once per process unless a rule file changes.
-_compiled: dict[Path, tuple[tuple[tuple[str, int, int], ...], yara_x.Rules]] = {}
+# Beside them, the hash of the sources they were compiled from (their version).
+_compiled: dict[Path, tuple[tuple[tuple[str, int, int], ...], yara_x.Rules, str]] = {}
 _compile_lock = threading.Lock()
 
 
@@ -51,6 +53,19 @@ def load_rules(rules_dir: Path) -> yara_x.Rules:
     yara-x would otherwise drop a broken rule and keep going, silently
     scanning with fewer rules than shipped.
     """
+    return _load(rules_dir)[0]
+
+
+def rules_version(rules_dir: Path) -> str:
+    """"yara:<first 16 hex of SHA-256>" over the compiled rule files' names and sources.
+
+    Stable across hosts and restarts (mtimes are not part of it), and different
+    as soon as one rule is added, removed or edited.
+    """
+    return _load(rules_dir)[1]
+
+
+def _load(rules_dir: Path) -> tuple[yara_x.Rules, str]:
     rules_dir = rules_dir.resolve()
     with _compile_lock:
         files = _rule_files(rules_dir)
@@ -62,19 +77,24 @@ def load_rules(rules_dir: Path) -> yara_x.Rules:
             raise ScannerError(f"cannot stat YARA rules in {rules_dir}: {exc}") from exc
         cached = _compiled.get(rules_dir)
         if cached is not None and cached[0] == fingerprint:
-            return cached[1]
+            return cached[1], cached[2]
         compiler = yara_x.Compiler()
         compiler.enable_includes(False)  # rules must be self-contained files in this dir
+        digest = hashlib.sha256()
         for path in files:
             # One namespace per file, so two files may reuse a rule name.
             compiler.new_namespace(path.stem)
             try:
-                compiler.add_source(path.read_text(encoding="utf-8"), origin=str(path))
+                source = path.read_text(encoding="utf-8")
+                compiler.add_source(source, origin=str(path))
             except (yara_x.CompileError, OSError, UnicodeDecodeError) as exc:
                 raise ScannerError(f"YARA rules in {path} do not compile: {exc}") from exc
+            digest.update(f"{path.name}\0{len(source.encode())}\0".encode())
+            digest.update(source.encode())
         rules = compiler.build()
-        _compiled[rules_dir] = (fingerprint, rules)
-        return rules
+        version = f"yara:{digest.hexdigest()[:16]}"
+        _compiled[rules_dir] = (fingerprint, rules, version)
+        return rules, version
 
 
 # Said plainly by /readyz and the README: what the embedded scanner is, and is not.
@@ -110,10 +130,14 @@ class YaraScanner:
         self.timeout_seconds = max(1, math.ceil(timeout))
         self.max_bytes = max_bytes
         self.spool_dir = spool_dir
-        self._rules = load_rules(self.rules_dir)  # raises ScannerError on a bad dir
+        self._rules, self._version = _load(self.rules_dir)  # raises ScannerError on a bad dir
 
     def __repr__(self) -> str:
         return f"YaraScanner({self.rules_dir}, timeout={self.timeout_seconds}s)"
+
+    def version(self) -> str:
+        """The hash of the rule sources this scanner compiled (see rules_version)."""
+        return self._version
 
     def ping(self) -> float:
         # In-process engine: "up" means the rules compiled, checked at construction.

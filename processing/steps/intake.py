@@ -61,7 +61,7 @@ def _malware_signature(given: StepInput) -> str | None:
     from processing.scanners import ScannerError
 
     try:
-        signature = scan_verdict(given)
+        signature = scan_verdict(given)[0]
     except ScannerError:
         return None  # it is rejected either way; the type decides the reason
     return None if signature and LIMIT_HEURISTIC in signature else signature

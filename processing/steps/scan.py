@@ -11,21 +11,27 @@ from .base import Step, StepInput, StepResult
 LIMIT_HEURISTIC = "Heuristics.Limits.Exceeded"  # clamd gave up on a bound, not a virus
 
 
-def scan_verdict(given: StepInput) -> str | None:
-    """The first infected verdict as "scanner: signature", or None; counts every verdict."""
+def scan_verdict(given: StepInput) -> tuple[str | None, str]:
+    """The first infected verdict as "scanner: signature" (or None), and the signatures it came from.
+
+    The version is read before the scan: signatures only ever get newer, so a
+    version that changed meanwhile is recorded as the older one and the file is
+    rescanned once more, never skipped.
+    """
     from processing.metrics import record_scan_verdicts
-    from processing.scanners import scan_all, scanners_from_settings
+    from processing.scanners import scan_all, scanners_from_settings, signature_version
 
     scanners = scanners_from_settings()
     if not scanners:
         raise TransientError("no scanner is configured")
     assert given.chunks is not None
+    version = signature_version(scanners)
     verdicts = scan_all(scanners, given.chunks)
     record_scan_verdicts(verdicts)
     infected = [v for v in verdicts if v.outcome != "clean"]
     if infected:
-        return f"{infected[0].scanner}: {infected[0].signature or 'infected'}"
-    return None
+        return f"{infected[0].scanner}: {infected[0].signature or 'infected'}", version
+    return None, version
 
 
 class Scan(Step):
@@ -35,11 +41,14 @@ class Scan(Step):
     def run(self, given: StepInput) -> StepResult:
         from .registry import decoder_for
 
+        from django.utils import timezone
+
         started = time.monotonic()
-        signature = scan_verdict(given)
+        signature, version = scan_verdict(given)
         if signature and LIMIT_HEURISTIC in signature:
             decoder = decoder_for(given.profile, given.content_type)
             raise ContentRejected(decoder.bound_reason if decoder else "too_large", signature)
         if signature:
             raise ContentRejected("malware", signature)
-        return StepResult(metadata={"scan": {"duration_ms": round((time.monotonic() - started) * 1000, 1)}})
+        return StepResult(fields={"scan_signatures": version, "scanned_at": timezone.now()},
+                          metadata={"scan": {"duration_ms": round((time.monotonic() - started) * 1000, 1)}})

@@ -62,12 +62,28 @@ def test_restore_sends_a_takedown_back_through_the_pipeline(moderator, ready_ima
     assert run_pipeline(ready_image) == "ready"
 
 
-def test_rescan_a_ready_file(moderator, ready_image, browser_for):
+def test_rescan_a_ready_file_keeps_it_served(moderator, ready_image, browser_for, bob):
+    from processing import actors
+
     client = browser_for(moderator)
     assert client.post(_moderate(ready_image, "rescan"), {"post": "yes"}).status_code == 302
+    assert Attachment.objects.get(pk=ready_image).status == "ready"
+    assert client_for(bob).get(f"/api/v1/attachments/{ready_image}/download").status_code == 200
+    audit = _audit(ready_image, "rescan")
+    assert (audit.actor, audit.from_status, audit.to_status) == ("staff:mod", "ready", "ready")
+    assert _log_entries(moderator, ready_image)
+    job = OutboxMessage.objects.get(actor_name="rescan", args=[str(ready_image)])
+    actors.rescan.fn(*job.args)  # clean: the file was ready throughout and still is
+    row = Attachment.objects.get(pk=ready_image)
+    assert (row.status, row.rescan_requested_at) == ("ready", None)
+
+
+def test_reprocess_a_ready_file(moderator, ready_image, browser_for):
+    client = browser_for(moderator)
+    assert client.post(_moderate(ready_image, "reprocess"), {"post": "yes"}).status_code == 302
     assert Attachment.objects.get(pk=ready_image).status == "pending"
     assert _audit(ready_image, "rescan").actor == "staff:mod"
-    assert _log_entries(moderator, ready_image)
+    assert run_pipeline(ready_image) == "ready"
 
 
 def test_requeue_a_failed_file_resolves_its_dead_letter(moderator, failed_image, browser_for):

@@ -189,6 +189,9 @@ class StallingClamd:
                     if command == b"zPING\0":
                         conn.sendall(b"PONG\0")
                         return
+                    if command == b"zVERSION\0":  # asked before each scan (the signatures it judges with)
+                        conn.sendall(b"ClamAV 1.4.6/27480/Thu Dec  3 08:35:45 2026\0")
+                        return
                     while True:
                         size = int.from_bytes(_read_exact(conn, 4), "big")
                         if size == 0:

@@ -22,6 +22,7 @@ COMMANDS = [
     ["sweep"],
     ["reconcile"],
     ["backfill", "--no-progress"],
+    ["rescan", "--since", "7d"],
     ["consume_storage_events", "--sqs-queue-url", "http://127.0.0.1:9/queue", "--once"],
     ["recount_usage"],
 ]

@@ -28,6 +28,8 @@ ALLOWED = {
     ("take_down", "ready"): "rejected",
     ("rescan", "ready"): "pending",
     ("lose", "ready"): "failed",
+    # A rescan that finds a ready file: straight down, never through pending (processing/rescan.py).
+    ("reject_on_rescan", "ready"): "rejected",
 }
 
 # "restore" needs a moderator's takedown to undo; "release" a processing row.
@@ -42,6 +44,8 @@ KWARGS = {
     "retry": dict,
     "take_down": lambda: {"message": "abuse"},
     "rescan": dict,
+    "reject_on_rescan": lambda: {"code": "malware", "message": "yara: X", "signatures": "yara=yara:1",
+                                 "now": timezone.now()},
     "restore": dict,
     "release": dict,
     "lose": lambda: {"message": "gone"},

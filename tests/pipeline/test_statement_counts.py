@@ -122,7 +122,7 @@ def test_statements_per_step_for_an_image(alice, api, memory_slots, django_captu
 
 def test_a_pdf_writes_its_text_without_ever_reading_it(alice, api, memory_slots,
                                                        django_capture_on_commit_callbacks):
-    from attachments.services.moderation import attachment_rescan
+    from attachments.services.moderation import attachment_reprocess
 
     attachment_id = uuid.UUID(upload(api(alice), pdf_bytes("searchable words here"), profile="document",
                                      filename="a.pdf", content_type="application/pdf"))
@@ -130,20 +130,20 @@ def test_a_pdf_writes_its_text_without_ever_reading_it(alice, api, memory_slots,
     assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
     assert "searchable" in Attachment.objects.get(pk=attachment_id).text
 
-    # Rescanned: the row now holds its text, and no step reads it back.
-    attachment_rescan(attachment_id=attachment_id, actor="staff:test")
+    # Reprocessed: the row now holds its text, and no step reads it back.
+    attachment_reprocess(attachment_id=attachment_id, actor="staff:test")
     seen = _through_the_steps(attachment_id, django_capture_on_commit_callbacks)
     assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
     assert not _selects_text([sql for sqls in seen.values() for sql in sqls])
 
 
 def test_a_second_attempt_replaces_the_derivative_rows(alice, api, memory_slots):
-    from attachments.services.moderation import attachment_rescan
+    from attachments.services.moderation import attachment_reprocess
 
     attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
     assert run_pipeline(attachment_id) == "ready"
     first = {d.kind: d for d in Derivative.objects.filter(attachment_id=attachment_id)}
-    attachment_rescan(attachment_id=attachment_id, actor="staff:test")
+    attachment_reprocess(attachment_id=attachment_id, actor="staff:test")
     assert run_pipeline(attachment_id) == "ready"
     second = {d.kind: d for d in Derivative.objects.filter(attachment_id=attachment_id)}
     assert set(first) == set(second) == {"thumbnail", "sanitized"}

@@ -41,6 +41,9 @@ class Recording:
     def ping(self) -> float:
         return 0.0
 
+    def version(self) -> str:
+        return f"{self.name}-v1"
+
 
 CLEAN = Verdict("yara", "clean", None)
 INFECTED = Verdict("clamd", "infected", "Eicar-Test-Signature")

@@ -181,3 +181,10 @@ def test_stream_over_stream_max_length_is_an_error(tiny_clamd: ClamdScanner) -> 
 
     with pytest.raises(ScannerError, match="size limit|upload failed|closed|reading"):
         tiny_clamd.scan(big())
+
+
+def test_version_names_the_engine(clamd: ClamdScanner) -> None:
+    # With freshclam's databases the reply goes on with "/<daily version>/<date>"; the test
+    # clamd loads only a local test-signature database, which VERSION does not describe.
+    version = clamd.version()
+    assert version.startswith("ClamAV ") and version == clamd.version()

@@ -256,3 +256,45 @@ def test_storage_errors_from_the_iterator_propagate(fake_clamd: FakeFactory) -> 
 
     with pytest.raises(OSError, match="storage read failed"):
         _scanner(fake_clamd(honest)).scan(broken_storage())
+
+
+# --- VERSION: what a verdict was judged with (processing/rescan.py) ------------
+
+
+def _version_reply(reply: bytes):
+    def handler(fake: FakeClamd, conn: socket.socket) -> None:
+        request = b""
+        while not request.endswith(b"\0"):
+            request += conn.recv(64)
+        assert request == b"zVERSION\0"
+        conn.sendall(reply)
+
+    return handler
+
+
+def test_version_is_clamds_reply_and_is_reused_for_a_few_seconds(fake_clamd: FakeFactory, monkeypatch) -> None:
+    from processing.scanners import clamd as clamd_module
+
+    monkeypatch.setattr(clamd_module, "_versions", {})
+    fake = fake_clamd(_version_reply(b"ClamAV 1.4.2/27480/Thu Dec  3 08:35:45 2026\0"))
+    scanner = _scanner(fake)
+    assert scanner.version() == "ClamAV 1.4.2/27480/Thu Dec  3 08:35:45 2026"
+    fake.close()  # a second ask within VERSION_CACHE_SECONDS does not connect
+    assert scanner.version() == "ClamAV 1.4.2/27480/Thu Dec  3 08:35:45 2026"
+
+
+@pytest.mark.parametrize("reply", [b"PONG\0", b"\0", b"ERROR\0"])
+def test_a_version_reply_that_is_not_clamds_is_an_error(fake_clamd: FakeFactory, monkeypatch, reply) -> None:
+    from processing.scanners import clamd as clamd_module
+
+    monkeypatch.setattr(clamd_module, "_versions", {})
+    with pytest.raises(ScannerError, match="VERSION"):
+        _scanner(fake_clamd(_version_reply(reply))).version()
+
+
+def test_no_version_from_a_clamd_that_is_down(short_sock_dir: Path, monkeypatch) -> None:
+    from processing.scanners import clamd as clamd_module
+
+    monkeypatch.setattr(clamd_module, "_versions", {})
+    with pytest.raises(ScannerError, match="unreachable"):
+        ClamdScanner(socket_path=str(short_sock_dir / "none.sock"), timeout=1).version()

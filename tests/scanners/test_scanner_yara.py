@@ -170,3 +170,20 @@ def test_rules_compiled_once_and_recompiled_on_change(tmp_path: Path) -> None:
 
 def test_ping_is_zero_for_the_in_process_engine(yara: YaraScanner) -> None:
     assert yara.ping() == 0.0
+
+
+def test_the_rules_version_is_a_stable_hash_of_their_sources(tmp_path: Path) -> None:
+    import shutil
+
+    rules = tmp_path / "rules"
+    shutil.copytree(SHIPPED_RULES, rules)
+    first = YaraScanner(rules_dir=rules).version()
+    assert first == YaraScanner(rules_dir=SHIPPED_RULES).version()  # same sources, another directory
+    assert first.startswith("yara:") and len(first) == len("yara:") + 16
+    os.utime(rules / "eicar.yar", ns=(1, 1))  # touched, not changed: same version
+    assert YaraScanner(rules_dir=rules).version() == first
+    (rules / "extra.yar").write_text("rule Extra { condition: false }\n")
+    added = YaraScanner(rules_dir=rules).version()
+    assert added != first
+    (rules / "extra.yar").write_text("rule Extra { condition: filesize == 1 }\n")
+    assert YaraScanner(rules_dir=rules).version() not in (first, added)

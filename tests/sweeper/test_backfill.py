@@ -60,11 +60,22 @@ def test_without_rescan_only_what_is_missing_a_promised_derivative(population):
     assert OutboxMessage.objects.filter(actor_name="intake", args__0=str(attachment.pk)).count() == 1
 
 
-def test_rescan_takes_every_ready_live_attachment_and_filters_apply(population):
+def test_rescan_flags_every_ready_live_attachment_and_hides_none(population):
+    """Issue #28/#29: `backfill --rescan` used to put ready files back to pending (hidden from their users)."""
     now = timezone.now()
     report = backfill_run(Selection(rescan=True, profile="image", since=now - timedelta(days=1)))
-    assert _rescanned(population) == {"image_complete", "image_missing", "committed_missing"}
-    assert report.processed == 3
+    flagged = {name for name, a in population.items()
+               if Attachment.objects.get(pk=a.pk).rescan_requested_at is not None}
+    assert flagged == {"image_complete", "image_missing", "committed_missing"}
+    assert report.processed == 3 and report.finished
+    # Nothing left ready, nothing queued by the command: the background rescan scans them while they stay served.
+    assert {a.status for a in Attachment.objects.filter(pk__in=[population[n].pk for n in flagged])} == {"ready"}
+    assert not TransitionLog.objects.exists() and not OutboxMessage.objects.exists()
+
+
+def test_rescan_applies_to_ready_files_only(population):
+    with pytest.raises(ValueError, match="ready files only"):
+        backfill_run(Selection(status=Status.FAILED, rescan=True))
 
 
 def test_failed_ones_are_retried(population):
@@ -74,29 +85,28 @@ def test_failed_ones_are_retried(population):
 
 
 def test_an_interrupted_run_resumes_after_its_checkpoint(population):
-    selection = Selection(rescan=True)
+    selection = Selection()
     first = backfill_run(selection, limit=2, batch_size=1)
     assert first.processed == 2 and not first.finished
     checkpoint = BackfillCheckpoint.objects.get()
     assert checkpoint.processed == 2 and checkpoint.finished_at is None
 
-    second = backfill_run(selection, batch_size=2)
+    second = backfill_run(selection, batch_size=1)
 
     assert second.resumed_after == str(checkpoint.last_id)
-    assert second.finished and second.processed == 5
+    assert second.finished and second.processed == 2
     ids = list(TransitionLog.objects.filter(actor="system:backfill").values_list("attachment_id", flat=True))
-    assert len(ids) == len(set(ids)) == 7  # every selected row exactly once
-    assert _rescanned(population) == {"image_complete", "image_missing", "doc_missing", "doc_complete",
-                                       "zip_complete", "committed_missing", "old_missing"}
+    assert len(ids) == len(set(ids)) == 4  # every selected row exactly once
+    assert _rescanned(population) == {"image_missing", "doc_missing", "committed_missing", "old_missing"}
     assert BackfillCheckpoint.objects.get().finished_at is not None
 
 
 def test_a_finished_selection_starts_over_and_restart_ignores_the_checkpoint(population):
-    selection = Selection(rescan=True, profile="archive")
+    selection = Selection(profile="document")
     assert backfill_run(selection).processed == 1
-    Attachment.objects.filter(pk=population["zip_complete"].pk).update(status=Status.READY)
+    Attachment.objects.filter(pk=population["doc_missing"].pk).update(status=Status.READY)
     assert backfill_run(selection).processed == 1  # finished before: a new pass
-    Attachment.objects.filter(pk=population["zip_complete"].pk).update(status=Status.READY)
+    Attachment.objects.filter(pk=population["doc_missing"].pk).update(status=Status.READY)
     backfill_run(selection, limit=0)
     assert backfill_run(selection, restart=True).processed == 1
 
@@ -108,11 +118,14 @@ def test_dry_run_counts_and_changes_nothing(population):
 
 
 def test_the_command_shows_progress_on_stderr_and_json_on_stdout(population):
+    from attachments.services.handoff import jobs_heartbeat_beat
+
+    jobs_heartbeat_beat(in_process_broker=True)  # a serve is running (on the embedded default, it runs the jobs)
     out, err = StringIO(), StringIO()
-    call_command("backfill", "--rescan", "--profile", "image", "--json", stdout=out, stderr=err)
+    call_command("backfill", "--profile", "image", "--json", stdout=out, stderr=err)
     data = json.loads(out.getvalue())
-    assert data["processed"] == 4 and data["finished"] is True
-    assert "4/4" in err.getvalue() and "[" in err.getvalue()
+    assert data["processed"] == 3 and data["finished"] is True
+    assert "3/3" in err.getvalue() and "[" in err.getvalue()
 
     out = StringIO()
     call_command("backfill", "--status", "failed", "--since", "2000-01-01", "--no-progress", stdout=out)

@@ -12,6 +12,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from attachments.services.handoff import command_enqueues
+
 from attachments.services.storage_events import ConsumeReport, sqs_client, sqs_consume_batch
 
 
@@ -36,6 +38,10 @@ class Command(BaseCommand):
         from attachments.bootstrap import require_migrated
 
         require_migrated("consume_storage_events")
+        # Its intake jobs: on the embedded default they go to the running serve through the outbox.
+        handoff = command_enqueues("consume_storage_events", require_serve=False)
+        if handoff.note:
+            self.stderr.write(handoff.note)
         client = sqs_client(region=options["region"], endpoint_url=options["sqs_endpoint_url"])
         stopping = {"now": False}
 

@@ -12,21 +12,18 @@ from django.core.management.base import (
     CommandParser,
     OutputWrapper,
 )
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
-
+from attachments.services.handoff import ServeNotRunning, command_enqueues
 from attachments.services.processing import REPROCESS_TRANSITIONS
 from sweeper.backfill import Selection, backfill_run
+from sweeper.rescans import RescansOff
+from sweeper.since import parse_since
 
 
 def _since(raw: str) -> datetime:
-    value = parse_datetime(raw)
-    if value is None:
-        day = parse_date(raw)
-        if day is None:
-            raise CommandError(f"--since: not a date or datetime: {raw!r}")
-        value = datetime(day.year, day.month, day.day)
-    return value if timezone.is_aware(value) else timezone.make_aware(value, timezone.get_current_timezone())
+    try:
+        return parse_since(raw)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 class ProgressBar:
@@ -45,14 +42,17 @@ class ProgressBar:
 
 
 class Command(BaseCommand):
-    help = ("Re-run processing: without --rescan only attachments missing a derivative their profile "
-            "promises; with --rescan every selected one. Resumes an interrupted run of the same selection.")
+    help = ("Re-run processing for attachments missing a derivative their profile promises (resumes an "
+            "interrupted run of the same selection). With --rescan, flag every selected ready file for the "
+            "background rescan instead: they stay ready and served (same as `manage.py rescan`).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--profile", default=None)
-        parser.add_argument("--since", default=None, help="created at or after (ISO date or datetime)")
+        parser.add_argument("--since", default=None,
+                            help="created at or after (ISO date or datetime, or a duration: 90m, 36h, 7d, 2w)")
         parser.add_argument("--status", default="ready", choices=sorted(REPROCESS_TRANSITIONS))
-        parser.add_argument("--rescan", action="store_true", help="re-process every selected attachment")
+        parser.add_argument("--rescan", action="store_true",
+                            help="flag every selected ready file for the background rescan (files stay served)")
         parser.add_argument("--limit", type=int, default=None)
         parser.add_argument("--batch", type=int, default=100)
         parser.add_argument("--restart", action="store_true", help="ignore the checkpoint, start over")
@@ -70,10 +70,21 @@ class Command(BaseCommand):
         selection = Selection(status=str(opts["status"]), profile=opts["profile"] or None,
                               since=_since(str(opts["since"])) if opts["since"] else None,
                               rescan=bool(opts["rescan"]))
+        if selection.rescan and selection.status != "ready":
+            raise CommandError("--rescan applies to ready files only (failed ones are retried without it)")
+        if not selection.rescan and not opts["dry_run"]:
+            try:  # files go back to pending: someone must run their jobs now
+                handoff = command_enqueues("backfill", require_serve=True)
+            except ServeNotRunning as exc:
+                raise CommandError(str(exc)) from exc
+            if handoff.note:
+                self.stderr.write(handoff.note)
         bar = None if opts["no_progress"] else ProgressBar(self.stderr)
         try:
             report = backfill_run(selection, limit=opts["limit"], batch_size=int(opts["batch"]),
                                   dry_run=bool(opts["dry_run"]), restart=bool(opts["restart"]), progress=bar)
+        except RescansOff as exc:
+            raise CommandError(str(exc)) from exc
         finally:
             if bar is not None:
                 bar.close()

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from attachments.services.handoff import command_enqueues
+
 from sweeper.reconcile import reconcile_storage
 
 
@@ -25,6 +27,10 @@ class Command(BaseCommand):
         from attachments.bootstrap import require_migrated
 
         require_migrated("reconcile")
+        if not opts["dry_run"]:  # its jobs (re-drives, webhooks): on the embedded default, the running serve's
+            handoff = command_enqueues("reconcile", require_serve=False)
+            if handoff.note:
+                self.stderr.write(handoff.note)
         report = reconcile_storage(dry_run=bool(opts["dry_run"]),
                                    quarantine_orphans=bool(opts["quarantine_orphans"]))
         if opts["json"]:

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from attachments.services.handoff import command_enqueues
+
 from sweeper.sweep import sweep_expired
 
 
@@ -25,6 +27,10 @@ class Command(BaseCommand):
         if limit is not None and int(limit) < 1:
             raise CommandError("--limit must be at least 1")
         require_migrated("sweep")
+        if not opts["dry_run"]:  # its jobs (re-drives, webhooks): on the embedded default, the running serve's
+            handoff = command_enqueues("sweep", require_serve=False)
+            if handoff.note:
+                self.stderr.write(handoff.note)
         report = sweep_expired(dry_run=bool(opts["dry_run"]), limit=limit, trigger="command")
         if opts["json"]:
             self.stdout.write(json.dumps(report.to_dict(), default=str))
