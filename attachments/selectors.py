@@ -10,7 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .errors import NotFound
-from .models import Attachment, Derivative, Lifecycle, Status
+from .models import Attachment, Derivative, Lifecycle, RefHold, Status
 from .tenancy import tenant_of
 
 OWNER_READABLE = (Status.PENDING, Status.PROCESSING, Status.READY)
@@ -120,3 +120,16 @@ def attachments_of_owner(*, user, status: str | None = None, profile: str | None
         created, pk = before
         qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=pk))
     return qs.order_by("-created_at", "-id")
+
+
+def is_held(attachment: Attachment) -> bool:
+    """Under a legal hold, its own or its ref's (for_resource() reads the latter with the row)."""
+    if attachment.legal_hold:
+        return True
+    if not attachment.ref:
+        return False
+    annotated = getattr(attachment, "ref_held", None)
+    if annotated is not None:
+        return bool(annotated)
+    return RefHold.objects.filter(tenant_id=attachment.tenant_id, ref=attachment.ref,
+                                  cleared_at__isnull=True).exists()
