@@ -50,7 +50,7 @@ from ..reasons import ReasonCode
 from ..selectors import is_held
 from ..services.holds import ref_hold_clear, ref_hold_set
 from ..services.quotas import tenant_usage
-from ..staff_scope import PlatformStaffOnly, is_platform_staff, scoped
+from ..staff_scope import is_platform_staff, scoped
 
 TEXT_PREVIEW_CHARS = 2000
 
@@ -426,8 +426,12 @@ class RefHoldForm(forms.ModelForm):
 
 
 @admin.register(RefHold)
-class RefHoldAdmin(PlatformStaffOnly, admin.ModelAdmin):
-    """Holds on every file of a ref: placed and cleared by platform staff only, through the holds service."""
+class RefHoldAdmin(admin.ModelAdmin):
+    """Holds on every file of a ref: placed and cleared by platform staff only, through the holds service.
+
+    Being platform staff is the permission (as for the file holds): no per-model grant
+    lets a tenant-scoped moderator in, and no platform staff member needs one.
+    """
 
     list_display = ("tenant", "ref", "reason", "created_by", "created_at", "cleared_by", "cleared_at")
     list_filter = (("cleared_at", admin.EmptyFieldListFilter),)
@@ -445,8 +449,17 @@ class RefHoldAdmin(PlatformStaffOnly, admin.ModelAdmin):
         return () if obj is None else ("tenant", "ref", "reason", "created_by", "created_at", "cleared_by",
                                        "cleared_at")
 
+    def has_module_permission(self, request):
+        return is_platform_staff(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return is_platform_staff(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return is_platform_staff(request.user)  # clearing; the fields stay read-only
+
     def has_add_permission(self, request):
-        return is_platform_staff(request.user) and super().has_add_permission(request)
+        return is_platform_staff(request.user)
 
     def has_delete_permission(self, request, obj=None):
         return False  # a hold is cleared (and the record kept), never deleted
