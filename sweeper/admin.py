@@ -409,7 +409,7 @@ class ErasableUserAdmin(UserAdmin):
                     self.message_user(request, line, level)
             return None
         for user in users:
-            user.erasure_plan = erase(erasure_subject_user(user.get_username()), actor=actor,  # type: ignore[attr-defined]
+            user.erasure_plan = erase(erasure_subject_user(user.get_username()), actor=actor,
                                       dry_run=True).summary()
         return confirmation_page(self, request, action=ERASE_ACTION, objects=users, form=None, bulk=True,
                                  action_name="erase_users", object_label="user")

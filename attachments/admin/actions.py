@@ -46,7 +46,7 @@ class ModerationAction:
     name: str
     label: str
     explanation: str
-    run: Callable[[Any, str, str], None]  # (attachment or dead letter, actor, note)
+    run: Callable[[Any, str, str], object]  # (attachment or dead letter, actor, note); the result is not used
     needs_note: bool = False
     dangerous: bool = False
     # Whether the detail page offers it (the service still decides; bulk offers every action).
