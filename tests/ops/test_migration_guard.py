@@ -24,6 +24,9 @@ COMMANDS = [
     ["backfill", "--no-progress"],
     ["consume_storage_events", "--sqs-queue-url", "http://127.0.0.1:9/queue", "--once"],
     ["recount_usage"],
+    ["erase_user", "alice", "--dry-run"],
+    ["erase_tenant", "acme", "--dry-run"],
+    ["hold", "list"],
 ]
 
 
