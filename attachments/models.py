@@ -152,7 +152,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "id", "tenant_id", "owner_id", "profile", "status", "filename", "size", "content_type", "sha256",
             "metadata", "reason_code", "reason_message", "lifecycle", "created_at", "ready_at", "expires_at", "ref",
             "served_key", "content_key", "storage_key", "legal_hold", *also,
-        ).annotate(ref_held=ref_held_exists())
+        )
 
     def outstanding_uploads(self, *, owner, now) -> AttachmentQuerySet:
         """The owner's intents whose bytes never came and that have not expired (index att_pending_owner)."""

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from ..errors import LegalHold, NotFound, ValidationFailed
 from ..models import Attachment, RefHold, Tenant, TransitionLog, ref_held_exists
+from ..selectors import forget_ref_holds
 from .ids import parse_ids
 
 HOLD_EVENTS = ("legal_hold", "legal_hold_clear")
@@ -126,6 +127,7 @@ def ref_hold_set(*, tenant: str, ref: str, actor: str, reason: str, now: datetim
                    .values_list("pk", flat=True), event="legal_hold", actor=actor, reason=f"ref {ref}: {reason}")
     except IntegrityError:  # another staff member held it at the same moment: theirs is the hold
         return RefHold.objects.get(tenant=tenant_row, ref=ref, cleared_at__isnull=True)
+    _forget_now_and_on_commit()
     return hold
 
 
@@ -142,7 +144,14 @@ def ref_hold_clear(*, tenant: str, ref: str, actor: str, now: datetime | None = 
         hold.save(update_fields=["cleared_at", "cleared_by"])
         _audit(Attachment.objects.filter(tenant=tenant_row, ref=ref).exclude(lifecycle="deleted")
                .values_list("pk", flat=True), event="legal_hold_clear", actor=actor, reason=f"ref {ref} released")
+        _forget_now_and_on_commit()
     return True
+
+
+def _forget_now_and_on_commit() -> None:
+    # Now, for this transaction's own reads; on commit, for a read that cached the old holds meanwhile.
+    forget_ref_holds()
+    transaction.on_commit(forget_ref_holds)
 
 
 @dataclass(frozen=True)
