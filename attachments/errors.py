@@ -59,6 +59,10 @@ class NotRestorable(AirlockError):
     code, status, default_message = "NOT_RESTORABLE", 409, "Only a released file can be restored, within its grace."
 
 
+class LegalHold(AirlockError):
+    code, status, default_message = "LEGAL_HOLD", 409, "The file is under a legal hold: it cannot be deleted."
+
+
 class AlreadyUploaded(AirlockError):
     code, status, default_message = "ALREADY_UPLOADED", 409, "Bytes were already uploaded for this intent."
 

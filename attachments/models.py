@@ -7,7 +7,7 @@ from typing import Self
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from .reasons import ReasonCode
@@ -135,7 +135,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         return self.only("profile", "filename", "declared_size", "declared_type", "declared_sha256",
                          "storage_key", "size",
                          "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at",
-                         "lifecycle", "created_at", "ready_at", "expires_at", "ref")
+                         "lifecycle", "created_at", "ready_at", "expires_at", "ref", "legal_hold")
 
     def by_pk(self, pk: object) -> Attachment | None:
         """The row with this primary key, or None; a slice, so no ORDER BY is built (first() adds one)."""
@@ -151,13 +151,19 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         return self.only(
             "id", "tenant_id", "owner_id", "profile", "status", "filename", "size", "content_type", "sha256",
             "metadata", "reason_code", "reason_message", "lifecycle", "created_at", "ready_at", "expires_at", "ref",
-            "served_key", "content_key", "storage_key", *also,
+            "served_key", "content_key", "storage_key", "legal_hold", *also,
         )
 
     def outstanding_uploads(self, *, owner, now) -> AttachmentQuerySet:
         """The owner's intents whose bytes never came and that have not expired (index att_pending_owner)."""
         return self.filter(owner=owner, status=Status.PENDING, lifecycle=Lifecycle.STAGED,
                            uploaded_at__isnull=True, expires_at__gt=now)
+
+
+def ref_held_exists() -> Exists:
+    """True for a row whose (tenant, ref) has an active RefHold: one probe of refhold_active_unique."""
+    return Exists(RefHold.objects.filter(tenant_id=OuterRef("tenant_id"), ref=OuterRef("ref"),
+                                         cleared_at__isnull=True))
 
 
 def _taken_down_by_moderator(instance: models.Model) -> bool:
@@ -235,6 +241,9 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     delete_attempts = models.PositiveIntegerField(default=0)
     delete_error = models.CharField(max_length=500, blank=True, default="")
+    # A retention (legal) hold placed by platform staff on this file: no delete path touches it
+    # (services/holds.py). A hold on its ref (RefHold) counts the same; see holds.held_q().
+    legal_hold = models.BooleanField(default=False)
 
     objects = AttachmentQuerySet.as_manager()
 
@@ -371,6 +380,30 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     def rescan(self) -> None:
         self.attempts = 0
         self.ready_at = None
+
+
+class RefHold(models.Model):
+    """A retention (legal) hold on every file of one ref of a tenant, whenever it was committed there.
+
+    Cleared holds stay as the record of who held what and when (cleared_at set);
+    at most one active hold per (tenant, ref).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="ref_holds")
+    ref = models.CharField(max_length=200)
+    reason = models.CharField(max_length=500)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField()
+    cleared_by = models.CharField(max_length=150, blank=True, default="")
+    cleared_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        # Also the index of the delete paths' NOT EXISTS probe: (tenant, ref) among active holds.
+        constraints = [models.UniqueConstraint(fields=["tenant", "ref"], condition=Q(cleared_at__isnull=True),
+                                               name="refhold_active_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.ref}" + (" (cleared)" if self.cleared_at else "")
 
 
 class Derivative(models.Model):

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Collection
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .errors import NotFound, SignatureInvalid
-from .models import Attachment, Derivative, Lifecycle, Status
+from .models import Attachment, Derivative, Lifecycle, RefHold, Status
 from .signing import delivery_check
 from .tenancy import tenant_of
 
@@ -155,3 +158,45 @@ def ready_files_in_storage(*, now: datetime) -> QuerySet[Attachment]:
     return Attachment.objects.filter(
         status=Status.READY, lifecycle__in=(Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED),
     ).exclude(lifecycle__in=(Lifecycle.STAGED, Lifecycle.RELEASED), expires_at__lte=now)
+
+
+def is_held(attachment: Attachment) -> bool:
+    """Under a legal hold, its own or its ref's (what the resource and the admin show).
+
+    The delete paths never ask this: they test the hold in the query that selects
+    what to delete (services/holds.py), so a stale answer here can only be shown.
+    """
+    if attachment.legal_hold:
+        return True
+    if not attachment.ref:
+        return False
+    annotated = getattr(attachment, "ref_held", None)  # the admin's list reads it with the rows
+    if annotated is not None:
+        return bool(annotated)
+    return attachment.ref in active_ref_holds(attachment.tenant_id)
+
+
+# The refs held in each tenant, per process, for AIRLOCK_HOLD_CACHE_SECONDS: the resource
+# is the hottest read, and an EXISTS subquery per read doubled the read (0.6 -> 1.25 ms per
+# primary-key read on PostgreSQL here, the cache 0.6 ms). Holds are few and rarely change.
+_ref_holds: dict[int, tuple[float, frozenset[str]]] = {}
+_ref_holds_lock = threading.Lock()
+
+
+def active_ref_holds(tenant_id: int) -> frozenset[str]:
+    """The refs of the tenant under an active hold (cached in this process for a few seconds)."""
+    now = time.monotonic()
+    cached = _ref_holds.get(tenant_id)
+    if cached is not None and now - cached[0] < settings.AIRLOCK_HOLD_CACHE_SECONDS:
+        return cached[1]
+    refs = frozenset(RefHold.objects.filter(tenant_id=tenant_id, cleared_at__isnull=True)
+                     .values_list("ref", flat=True))
+    with _ref_holds_lock:
+        _ref_holds[tenant_id] = (now, refs)
+    return refs
+
+
+def forget_ref_holds() -> None:
+    """Drop the cache (a hold was set or cleared in this process; tests between cases)."""
+    with _ref_holds_lock:
+        _ref_holds.clear()

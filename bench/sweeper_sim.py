@@ -8,7 +8,10 @@ upload expired, which fails), commit late while heartbeating, discard, keep a
 draft open and heartbeat it daily forever, or simply leave. Some committed
 forms live on: the ad is edited down (a commit with replace drops a file), or
 deleted (its ref released), and some of those releases are undone within the
-grace (restore). Uploads arrive over
+grace (restore). Platform staff hold some ads (a ref hold: the owner's later
+delete is refused with LEGAL_HOLD) and some drafts (a file hold: abandoned,
+they must outlive their expiry), and some users are erased (erase_user: every
+unheld file let go and removed at once, tokens revoked). Uploads arrive over
 30 simulated days (then a drain period lets every upload's fate play out);
 the scheduler tick runs every sweep interval, calling sweep_if_due with the
 simulated time. Rows are bulk-created in a scratch database and storage is a
@@ -30,7 +33,10 @@ Prints one JSON line: the maximum orphan age (must be <= hard cap + one
 interval), committed files lost (must be 0; a released file restored within
 its grace counts as committed), uncommitted uploads left past their deadline
 (must be 0), released files removed before their grace ended (must be 0) or
-later than grace + one interval (must be 0), the longest discard → delete lag, sweep
+later than grace + one interval (must be 0), held files deleted (must be 0), objects of
+erased users' unheld files left after their erasure (must be 0), the longest
+discard → delete lag, stored objects per live attachment at the end of the upload days
+and at the end (must stay within OBJECTS_PER_LIVE_LIMIT), sweep
 throughput (rows/s), and the rows of each bookkeeping table per live
 attachment at the end of the upload days and at the end of the run (must stay
 bounded: at most ROWS_PER_LIVE_LIMIT).
@@ -64,7 +70,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
-from attachments.errors import AttachmentInvalid, NotFound  # noqa: E402
+from attachments.errors import AttachmentInvalid, LegalHold, NotFound  # noqa: E402
 from attachments.models import (  # noqa: E402
     Attachment,
     Derivative,
@@ -80,7 +86,10 @@ from attachments.services.lifecycle import (  # noqa: E402
     attachments_commit,
     attachments_heartbeat,
 )
+from attachments.services.erasure import erasure_subject_user  # noqa: E402
+from attachments.services.holds import attachment_hold_set, ref_hold_set  # noqa: E402
 from attachments.services.release import attachment_restore, attachments_release  # noqa: E402
+from sweeper.erasure import erase  # noqa: E402
 from sweeper.locks import DatabaseLock  # noqa: E402
 from sweeper.retention import RULES  # noqa: E402
 from sweeper.schedule import sweep_if_due  # noqa: E402
@@ -95,6 +104,8 @@ DAY = timedelta(days=1)
 # longest window, with room to spare. (10 before the timeline had its events;
 # the timeline measured 14.7 per live attachment at the end of a 46-day run.)
 ROWS_PER_LIVE_LIMIT = 20.0
+# Stored objects per live attachment: an upload stores at most 3 (original, served copy, thumbnail).
+OBJECTS_PER_LIVE_LIMIT = 3.0
 # Every table the retention phase purges (sweeper/retention.py RULES, by its model), plus the
 # webhook deliveries and attempts that go with their events.
 TABLES = {**{name: rule.rows(T0).model for name, rule in RULES.items()},
@@ -114,7 +125,7 @@ class _Stamped:
         for model, name in self.FIELDS:
             model._meta.get_field(name).auto_now_add = True
 BEHAVIOURS = {  # share of forms
-    "commit": 0.28,          # commits within 0–9 days, no heartbeat: late ones find it expired
+    "commit": 0.26,          # commits within 0–9 days, no heartbeat: late ones find it expired
     "edit": 0.06,            # commits within a day, then edits the ad down by one file (commit replace)
     "delete": 0.04,          # commits within a day, then deletes the ad (release its ref)
     "delete_undo": 0.02,     # deletes the ad, then undoes it within the grace (restore)
@@ -122,7 +133,9 @@ BEHAVIOURS = {  # share of forms
     "late_commit": 0.05,     # heartbeats daily, commits after 7–14.5 days
     "discard": 0.15,         # discards every file
     "draft": 0.10,           # heartbeats daily forever, never commits
-    "abandon": 0.25,         # closes the tab
+    "abandon": 0.24,         # closes the tab
+    "held_delete": 0.02,     # commits; staff hold the ad's ref; the owner's delete of the ad is refused
+    "held_abandon": 0.01,    # staff hold the draft's files at once; the owner closes the tab
 }
 
 
@@ -145,6 +158,11 @@ class Tally:
     discarded: int = 0
     released: int = 0
     restored: int = 0
+    held: int = 0
+    refused_by_hold: int = 0
+    erased_users: int = 0
+    erased_files: int = 0
+    erased_held_skipped: int = 0
     heartbeat_calls: int = 0
     sweeps: int = 0
     sweep_seconds: float = 0.0
@@ -178,6 +196,10 @@ class Simulation:
         self.grace = timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
         self.released_at: dict[uuid.UUID, datetime] = {}  # released and not restored
         self.heartbeating: dict[int, set[uuid.UUID]] = defaultdict(set)
+        self.owned: dict[int, list[uuid.UUID]] = defaultdict(list)
+        self.held: set[uuid.UUID] = set()
+        self.erased: set[int] = set()
+        self.erased_at: dict[uuid.UUID, datetime] = {}  # files let go by an erasure, and when
         self.table_sizes: dict[str, dict[str, object]] = {}
 
     # --- scenario -------------------------------------------------------------------------
@@ -186,8 +208,10 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self.events, (when, self._seq, kind, payload))
 
-    def plan(self) -> None:
+    def plan(self, *, erase_share: float = 0.05) -> None:
         names, weights = list(BEHAVIOURS), list(BEHAVIOURS.values())
+        for user in self.rng.sample(range(len(self.users)), round(erase_share * len(self.users))):
+            self.push(T0 + timedelta(seconds=self.rng.uniform(0, self.days * 86400)), "erase", user)
         made = 0
         while made < self.n:
             size = min(self.rng.randint(1, 4), self.n - made)
@@ -221,6 +245,13 @@ class Simulation:
             if form.behaviour == "delete_undo":
                 self.push(later + timedelta(seconds=r.uniform(60, 0.9 * self.grace.total_seconds())), "restore",
                           form)
+        elif form.behaviour == "held_delete":
+            committed = c + timedelta(seconds=r.uniform(60, 86400))
+            self.push(committed, "commit", (form, form.ids))
+            self.push(committed + timedelta(seconds=1800), "hold_ref", form)
+            self.push(committed + timedelta(seconds=r.uniform(3600, 20 * 86400)), "release", form)
+        elif form.behaviour == "held_abandon":
+            self.push(c + timedelta(seconds=60), "hold_files", form)
         elif form.behaviour == "discard":
             for attachment_id in form.ids:
                 self.push(c + timedelta(seconds=r.uniform(10, 2 * 86400)), "discard", (form, [attachment_id]))
@@ -270,6 +301,7 @@ class Simulation:
                 self.bookkeeping(pk, key, form.created, processed, jobs, events, logs)
                 self.gateway.put(keys, form.created)
                 self.created_at[pk], self.original[pk], self.keys[pk] = form.created, key, keys
+            self.owned[form.user] += form.ids
             if form.behaviour in ("draft", "late_commit"):
                 self.heartbeating[form.user].update(form.ids)
         with transaction.atomic(), _Stamped():
@@ -309,7 +341,11 @@ class Simulation:
         self.mark_released(when, dropped)
 
     def release(self, when: datetime, form: Form) -> None:
-        released = attachments_release(user=self.users[form.user], ref=f"form:{form.index}", now=when)
+        try:
+            released = attachments_release(user=self.users[form.user], ref=f"form:{form.index}", now=when)
+        except LegalHold:  # the ad is held: nothing released, the files stay committed
+            self.tally.refused_by_hold += 1
+            return
         self.mark_released(when, [uuid.UUID(pk) for pk in released if uuid.UUID(pk) in self.committed])
 
     def mark_released(self, when: datetime, ids: list[uuid.UUID]) -> None:
@@ -336,6 +372,38 @@ class Simulation:
             self.tally.discarded += 1
         self.heartbeating[form.user].difference_update(ids)
 
+    def hold_ref(self, when: datetime, form: Form) -> None:
+        """Platform staff hold the ad (its ref): every file committed to it is kept."""
+        ref_hold_set(tenant=self.tenant.slug, ref=f"form:{form.index}", actor="staff:legal", reason="sim", now=when)
+        held = [pk for pk in form.ids if pk in self.committed]
+        self.held.update(held)
+        self.tally.held += len(held)
+
+    def hold_files(self, when: datetime, form: Form) -> None:
+        ids = [pk for pk in form.ids if pk in self.created_at]
+        attachment_hold_set(attachment_ids=ids, actor="staff:legal", reason="sim")
+        self.held.update(ids)
+        self.tally.held += len(ids)
+
+    def erase_user(self, when: datetime, user: int) -> None:
+        """erase_user: every unheld file of the user let go and removed now; the user acts no more."""
+        self.gateway.clock = when
+        # What is still stored now (a file swept before the erasure is not the erasure's)
+        present = [pk for pk in self.owned[user] if pk in self.created_at and self.original[pk] in self.gateway.objects]
+        report = erase(erasure_subject_user(self.users[user].get_username()), actor="command:erase_user:sim",
+                       now=when, gateway=self.gateway)
+        self.erased.add(user)
+        self.tally.erased_users += 1
+        self.tally.erased_files += report.files_removed
+        self.tally.erased_held_skipped += len(report.held_skipped)
+        self.heartbeating.pop(user, None)
+        for pk in present:
+            if pk in self.held:
+                continue  # kept: the erasure skips it
+            self.committed.discard(pk)
+            self.released_at.pop(pk, None)
+            self.erased_at[pk] = when
+
     def heartbeat(self, when: datetime, user: int) -> None:
         ids = sorted(self.heartbeating[user])
         for start in range(0, len(ids), 1000):
@@ -353,6 +421,10 @@ class Simulation:
             batch: list[Form] = []
             while self.events and self.events[0][0] <= now:
                 when, _seq, kind, payload = heapq.heappop(self.events)
+                user = payload if isinstance(payload, int) else getattr(
+                    payload[0] if isinstance(payload, tuple) else payload, "user", None)
+                if user in self.erased:
+                    continue  # an erased user's client is gone
                 if kind == "create":
                     batch.append(payload)  # type: ignore[arg-type]
                     continue
@@ -371,6 +443,12 @@ class Simulation:
                     self.restore(when, payload)  # type: ignore[arg-type]
                 elif kind == "heartbeat":
                     self.heartbeat(when, payload)  # type: ignore[arg-type]
+                elif kind == "hold_ref":
+                    self.hold_ref(when, payload)  # type: ignore[arg-type]
+                elif kind == "hold_files":
+                    self.hold_files(when, payload)  # type: ignore[arg-type]
+                elif kind == "erase":
+                    self.erase_user(when, payload)  # type: ignore[arg-type]
             if batch:
                 self.create(batch)
             self.tick(now)
@@ -392,7 +470,9 @@ class Simulation:
         live = Attachment.objects.exclude(lifecycle=Lifecycle.DELETED).count()
         rows = {name: model.objects.count() for name, model in TABLES.items()}
         return {"live_attachments": live, "rows": rows,
-                "per_live": {name: round(n / max(live, 1), 3) for name, n in rows.items()}}
+                "per_live": {name: round(n / max(live, 1), 3) for name, n in rows.items()},
+                "stored_objects": len(self.gateway.objects),
+                "objects_per_live": round(len(self.gateway.objects) / max(live, 1), 3)}
 
     def tick(self, now: datetime) -> None:
         self.gateway.clock = now
@@ -424,8 +504,12 @@ class Simulation:
                 released_late += gone > released + self.grace + self.interval
             elif released + self.grace + self.interval < self.end:
                 released_late += 1
+        held_deleted = sum(1 for pk in self.held if any(k in deleted_at for k in self.keys[pk]))
+        erased_left = sum(1 for pk in self.erased_at if any(k in self.gateway.objects for k in self.keys[pk]))
+        erase_lags = [(deleted_at[self.original[pk]] - when).total_seconds()
+                      for pk, when in self.erased_at.items() if self.original[pk] in deleted_at]
         for pk, created in self.created_at.items():
-            if pk in self.committed or pk in self.released_at:
+            if pk in self.committed or pk in self.released_at or pk in self.held or pk in self.erased_at:
                 continue
             gone = deleted_at.get(self.original[pk])
             orphan_ages.append(((gone or self.end) - created).total_seconds())
@@ -440,6 +524,8 @@ class Simulation:
         idle = sorted(secs for rows, secs in t.runs if rows == 0)
         bounded = all(ratio <= ROWS_PER_LIVE_LIMIT for sizes in self.table_sizes.values()
                       for ratio in sizes["per_live"].values())  # type: ignore[union-attr]
+        objects_stable = all(sizes["objects_per_live"] <= OBJECTS_PER_LIVE_LIMIT  # type: ignore[operator]
+                             for sizes in self.table_sizes.values())
         return {
             "bench": "sweeper_sim",
             "database": connection.vendor,
@@ -462,6 +548,17 @@ class Simulation:
             "released_removed_late": released_late,
             "release_to_delete_s": [min(release_lags, default=0.0), max(release_lags, default=0.0)],
             "release_grace_s": self.grace.total_seconds(),
+            "held_files": len(self.held),
+            "held_files_deleted": held_deleted,
+            "deletes_refused_by_hold": t.refused_by_hold,
+            "erased_users": t.erased_users,
+            "erased_files": len(self.erased_at),
+            "erased_files_removed": t.erased_files,
+            "erased_held_skipped": t.erased_held_skipped,
+            "erased_objects_left": erased_left,
+            "erase_to_delete_s": [min(erase_lags, default=0.0), max(erase_lags, default=0.0)],
+            "objects_per_live_limit": OBJECTS_PER_LIVE_LIMIT,
+            "objects_per_live_stable": objects_stable,
             # Rows reaped per second of batch work (lock, delete objects, one UPDATE per batch).
             "sweep_rows_per_s": round(t.reaped / t.reap_seconds, 1) if t.reap_seconds else None,
             # Everything a run costs, divided by the rows it reaped: most runs reap a few dozen rows,
@@ -489,7 +586,8 @@ class Simulation:
             "rows_per_live_limit": ROWS_PER_LIVE_LIMIT,
             "tables_bounded": bounded,
             "ok": max_age <= limit and lost == 0 and overdue == 0 and bounded and released_early == 0
-            and released_late == 0,
+            and released_late == 0 and held_deleted == 0 and erased_left == 0 and objects_stable
+            and max(erase_lags, default=0.0) <= self.interval.total_seconds(),
         }
 
 
@@ -501,6 +599,7 @@ def main() -> None:
                         help="days simulated after the last upload, so every upload's fate plays out")
     parser.add_argument("--users", type=int, default=None, help="default: n // 500, at least 10")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--erase-share", type=float, default=0.05, help="share of users erased during the days")
     parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     args = parser.parse_args()
     quiet_logs()
@@ -508,7 +607,7 @@ def main() -> None:
     with scratch_database():
         sim = Simulation(n=args.n, days=args.days, drain_days=args.drain_days,
                          users=args.users or max(10, args.n // 500), seed=args.seed, progress=not args.quiet)
-        sim.plan()
+        sim.plan(erase_share=args.erase_share)
         sim.run()
         result = sim.results()
     result["wall_seconds"] = round(time.monotonic() - started, 1)

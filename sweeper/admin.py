@@ -13,6 +13,10 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.exceptions import NotRegistered
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -28,11 +32,13 @@ from attachments.admin.actions import (
 from attachments.admin.modeladmins import ReadOnlyModelAdmin, _pre
 from attachments.errors import AirlockError
 from attachments.models import DeadLetter
+from attachments.services.erasure import erasure_subject_user
 from attachments.services.moderation import attachment_requeue, dead_letter_resolve
 from attachments.services.transitions import TransitionConflict
 from attachments.staff_scope import PlatformStaffOnly, scoped
 
 from .control import sweeper_control_get, sweeper_control_set
+from .erasure import erase
 from .dead_letters import (
     DeadLetterRefused,
     sweep_dead_letter_abandon,
@@ -364,3 +370,54 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     @admin.action(description="Resolve selected dead letters…", permissions=["resolve"])
     def resolve_dead_letters(self, request, queryset):
         return self._confirm_or_run(request, queryset, DEAD_LETTER_RESOLVE, "resolve_dead_letters")
+
+
+# --- erasure of users (platform staff) ------------------------------------------------------
+
+ERASE_ACTION = ModerationAction(
+    "erase", "Erase",
+    "Platform staff only. Everything each user owns (staged and committed, every status) is let go and its "
+    "objects removed now, without the release grace; their API tokens are revoked; each removed file sends "
+    "attachment.deleted. Files under a legal hold are skipped. This cannot be undone. What it would do now:",
+    lambda user, actor, note: None, dangerous=True, platform_only=True,
+)
+
+
+class ErasableUserAdmin(UserAdmin):
+    """Django's user admin, plus the erasure of selected users (what `manage.py erase_user` does)."""
+
+    actions = ["erase_users"]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if not ERASE_ACTION.allowed(request):
+            actions.pop("erase_users", None)
+        return actions
+
+    @admin.action(description="Erase selected users (files and API tokens)…")
+    def erase_users(self, request: HttpRequest, queryset):
+        if not ERASE_ACTION.allowed(request):
+            raise PermissionDenied
+        users = list(queryset.order_by("pk"))
+        actor = staff_actor(request)
+        if request.POST.get("post") == "yes":
+            for user in users:
+                result = erase(erasure_subject_user(user.get_username()), actor=actor)
+                self.log_change(request, user, f"Erased by {actor}: " + " ".join(result.summary()))
+                level = messages.WARNING if result.errors or result.deferred else messages.SUCCESS
+                for line in result.summary():
+                    self.message_user(request, line, level)
+            return None
+        for user in users:
+            user.erasure_plan = erase(erasure_subject_user(user.get_username()), actor=actor,
+                                      dry_run=True).summary()
+        return confirmation_page(self, request, action=ERASE_ACTION, objects=users, form=None, bulk=True,
+                                 action_name="erase_users", object_label="user")
+
+
+User = get_user_model()
+try:
+    admin.site.unregister(User)
+except NotRegistered:
+    pass
+admin.site.register(User, ErasableUserAdmin)

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, DeadLetter, Derivative
+from attachments.services.holds import held_ids
 from attachments.services.removal import REAPABLE, attachments_mark_deleted
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway
@@ -99,6 +100,8 @@ def sweep_dead_letter_retry(*, dead_letter_id: int, actor: str, gateway: Storage
         # The row stays locked while its objects go, as in a sweep batch.
         if letter.attachment_id:
             list(Attachment.objects.select_for_update().filter(pk=letter.attachment_id).values_list("pk"))
+            if held_ids([letter.attachment_id]):  # held after the sweep gave up: its objects stay
+                raise DeadLetterRefused("the file is under a legal hold: its objects are kept until it is cleared")
         for key in _keys(letter):
             try:
                 gateway.delete(key)  # "already gone" counts as done: the key is one we stored

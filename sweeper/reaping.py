@@ -24,6 +24,7 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative
+from attachments.services.holds import not_held_q
 from attachments.services.removal import REAPABLE, attachment_delete_failed, attachments_mark_deleted
 
 log = logging.getLogger("airlock.sweeper")
@@ -62,18 +63,22 @@ class BatchResult:
 
 
 def reapable(now: datetime) -> QuerySet[Attachment]:
-    """Expired-staged or discarded, uncommitted rows still under the delete-attempt cap.
+    """Expired-staged, discarded or released rows still under the delete-attempt cap, and under no hold.
 
-    The lifecycle filter matches the att_sweep_expiry partial index's predicate.
+    The lifecycle filter matches the att_sweep_expiry partial index's predicate;
+    the hold test is a column and one probe of the active ref holds per row.
     """
     return Attachment.objects.filter(
-        lifecycle__in=REAPABLE, expires_at__lte=now,
+        not_held_q(), lifecycle__in=REAPABLE, expires_at__lte=now,
         delete_attempts__lt=settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS,
     )
 
 
-def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool) -> QuerySet:
+def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool, only: Q | None = None) -> QuerySet:
+    """One batch in (expires_at, id) order; `only` narrows it (erasure reaps its own files, nothing else)."""
     qs = reapable(now)
+    if only is not None:
+        qs = qs.filter(only)
     if after is not None:
         qs = qs.filter(Q(expires_at__gt=after.expires_at) | Q(expires_at=after.expires_at, pk__gt=after.pk),
                        expires_at__gte=after.expires_at)
@@ -167,11 +172,11 @@ def abort_uploads(gateway: ObjectDeleter, uploads: dict[uuid.UUID, tuple[str, st
 
 
 def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: ObjectDeleter,
-               pool: Executor, workers: int) -> BatchResult:
+               pool: Executor, workers: int, only: Q | None = None, actor: str = "system:sweep") -> BatchResult:
     """Lock, delete and mark one batch (one transaction)."""
     result = BatchResult()
     with transaction.atomic():
-        rows = list(batch_query(now, after, size, lock=True))
+        rows = list(batch_query(now, after, size, lock=True, only=only))
         if not rows:
             return result
         result.selected = len(rows)
@@ -196,7 +201,7 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
             # The rows are locked by this transaction: every one in `done` is marked.
             lifecycle = {row[0]: row[_LIFECYCLE] for row in rows}
             result.deleted = attachments_mark_deleted(before={pk: lifecycle[pk] for pk in done}, now=now,
-                                                      actor="system:sweep", event="sweep_delete")
+                                                      actor=actor, event="sweep_delete")
     return result
 
 

@@ -45,6 +45,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Derivative, Lifecycle, Status
 from attachments.naming import QUARANTINE_PREFIX, TENANTS_PREFIX, parse_key, quarantine_key
+from attachments.services.holds import held_q_expression
 from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageGateway, move
@@ -144,6 +145,7 @@ class _Row:
     expires_at: datetime | None
     storage_key: str
     keys: frozenset[str]
+    held: bool = False  # under a legal hold: none of its objects is deleted or moved
 
 
 def attachment_id_of(key: str) -> uuid.UUID | None:
@@ -159,11 +161,12 @@ def _rows_for(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, _Row]:
             "attachment_id", "storage_key"):
         derived.setdefault(attachment_id, set()).add(key)
     rows = {}
-    for pk, lifecycle, status, uploaded_at, expires_at, sk, ck, served, qk in Attachment.objects.filter(
-            pk__in=ids).values_list("pk", "lifecycle", "status", "uploaded_at", "expires_at", "storage_key",
-                                    "content_key", "served_key", "quarantine_key"):
+    for pk, lifecycle, status, uploaded_at, expires_at, sk, ck, served, qk, held in Attachment.objects.filter(
+            pk__in=ids).annotate(held=held_q_expression()).values_list(
+            "pk", "lifecycle", "status", "uploaded_at", "expires_at", "storage_key", "content_key", "served_key",
+            "quarantine_key", "held"):
         keys = frozenset(k for k in (sk, ck, served, qk, *derived.get(pk, ())) if k)
-        rows[pk] = _Row(pk, lifecycle, status, uploaded_at, expires_at, sk, keys)
+        rows[pk] = _Row(pk, lifecycle, status, uploaded_at, expires_at, sk, keys, bool(held))
     return rows
 
 
@@ -255,8 +258,15 @@ class _Reconciler:
             self.note(kind, info, would, row)
         return bool(self.brake)
 
+    def on_hold(self, kind: str, info: ObjectInfo, row: _Row | None) -> bool:
+        """A held file's objects stay, whatever drift they look like (counted as kept: legal_hold)."""
+        if row is None or not row.held:
+            return False
+        self.note(kind, info, "kept", row, "legal_hold")
+        return True
+
     def delete(self, info: ObjectInfo, kind: str, row: _Row | None) -> None:
-        if self.held(kind, info, row, "would_delete"):
+        if self.on_hold(kind, info, row) or self.held(kind, info, row, "would_delete"):
             return None
         try:
             self.gateway.delete(info.key)
@@ -268,7 +278,7 @@ class _Reconciler:
     def orphan(self, info: ObjectInfo, row: _Row | None) -> None:
         if not self.quarantine_orphans:
             return self.delete(info, "orphan", row)
-        if self.held("orphan", info, row, "would_quarantine"):
+        if self.on_hold("orphan", info, row) or self.held("orphan", info, row, "would_quarantine"):
             return None
         try:
             move(self.gateway, info.key, quarantine_key(info.key))

@@ -61,6 +61,15 @@ def _clear_cache():
 
 
 @pytest.fixture(autouse=True)
+def _no_ref_holds_cached():
+    """A ref hold a previous test set (and rolled back) must not linger in the process's cache."""
+    from attachments.selectors import forget_ref_holds
+
+    forget_ref_holds()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _webhook_endpoints_unknown_to_this_test():
     """Every test starts with no webhook endpoint: say so to the process's endpoint cache.
 

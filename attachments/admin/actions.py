@@ -14,6 +14,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -21,6 +22,7 @@ from django.template.response import TemplateResponse
 from ..errors import AirlockError
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
+from ..services.holds import attachment_hold_clear, attachment_hold_set
 from ..services.lifecycle import attachment_discard
 from ..services.moderation import (
     attachment_reprocess,
@@ -30,6 +32,7 @@ from ..services.moderation import (
     attachment_take_down,
 )
 from ..services.transitions import TransitionConflict
+from ..staff_scope import is_platform_staff
 
 MODERATE_PERMISSION = "attachments.moderate_attachment"
 
@@ -44,11 +47,16 @@ class ModerationAction:
     name: str
     label: str
     explanation: str
-    run: Callable[[Any, str, str], None]  # (attachment or dead letter, actor, note)
+    run: Callable[[Any, str, str], object]  # (attachment or dead letter, actor, note); the result is not used
     needs_note: bool = False
     dangerous: bool = False
     # Whether the detail page offers it (the service still decides; bulk offers every action).
     offered: Callable[[Attachment], bool] = lambda a: True
+    # Platform staff only (legal holds): hidden from, and refused to, tenant-scoped moderators.
+    platform_only: bool = False
+
+    def allowed(self, request: HttpRequest) -> bool:
+        return not self.platform_only or is_platform_staff(request.user)
 
 
 def _discard(attachment: Attachment, actor: str, note: str) -> None:
@@ -96,6 +104,23 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             offered=lambda a: a.status == Status.REJECTED and a.reason_code == ReasonCode.MODERATOR,
         ),
         ModerationAction(
+            "legal_hold", "Place legal hold",
+            "Platform staff only. The attachments are kept from every delete path (discard, DELETE, release, "
+            "commit replace, the sweeper, reconciliation, erasure) until the hold is cleared; the API answers "
+            "409 LEGAL_HOLD and shows legal_hold: true.",
+            lambda a, actor, note: attachment_hold_set(attachment_ids=[a.pk], actor=actor, reason=note),
+            needs_note=True, platform_only=True,
+            offered=lambda a: not a.legal_hold and a.lifecycle != Lifecycle.DELETED,
+        ),
+        ModerationAction(
+            "clear_legal_hold", "Clear legal hold",
+            "Platform staff only. The attachments' own holds are lifted (a hold on their ref stays): "
+            "an expired, discarded or released file is then due to the sweeper again.",
+            lambda a, actor, note: attachment_hold_clear(attachment_ids=[a.pk], actor=actor, reason=note),
+            needs_note=True, platform_only=True,
+            offered=lambda a: a.legal_hold,
+        ),
+        ModerationAction(
             "discard", "Discard",
             "Staged attachments are marked discarded: the sweeper deletes their files on its next "
             "run. Committed attachments cannot be discarded.",
@@ -122,6 +147,8 @@ def error_text(exc: Exception) -> str:
 def perform_moderation(modeladmin: admin.ModelAdmin, request: HttpRequest, action: ModerationAction,
                        attachments: Iterable[Attachment], note: str) -> tuple[int, list[str]]:
     """Run one action on each attachment; return how many worked and what failed."""
+    if not action.allowed(request):
+        raise PermissionDenied
     actor = staff_actor(request)
     done, problems = 0, []
     for attachment in attachments:

@@ -10,7 +10,8 @@ import json
 import uuid
 from typing import cast
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.admin.exceptions import NotRegistered
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import PermissionDenied
@@ -26,9 +27,11 @@ from .actions import (
     ModerationNoteForm,
     bulk_action,
     confirmation_page,
+    error_text,
     note_form,
     perform_moderation,
     report,
+    staff_actor,
 )
 from ..models import (
     ApiToken,
@@ -37,14 +40,19 @@ from ..models import (
     Derivative,
     Lifecycle,
     Membership,
+    RefHold,
     Status,
     Tenant,
     Tombstone,
     TransitionLog,
+    ref_held_exists,
 )
+from ..errors import AirlockError
 from ..reasons import ReasonCode
+from ..selectors import is_held
+from ..services.holds import ref_hold_clear, ref_hold_set
 from ..services.quotas import tenant_usage
-from ..staff_scope import scoped
+from ..staff_scope import is_platform_staff, scoped
 
 TEXT_PREVIEW_CHARS = 2000
 
@@ -202,7 +210,7 @@ def _pre(text: str) -> str:
 @admin.register(Attachment)
 class AttachmentAdmin(ReadOnlyModelAdmin):
     list_display = ("filename", "status", "reason_code", "profile", "tenant", "owner", "lifecycle",
-                    "is_committed", "created_at")
+                    "is_committed", "held", "created_at")
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
     list_filter = ("status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter), "lifecycle",
@@ -219,7 +227,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     change_form_template = "admin/attachments/attachment/change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "filename", "preview", "owner", "tenant", "profile", "status", "reason",
-                           "lifecycle", "ref")}),
+                           "lifecycle", "ref", "held", "hold_detail")}),
         ("Bytes", {"fields": ("size", "content_type", "sha256", "declared_size", "declared_type",
                               "storage_key", "served_key", "quarantine_key")}),
         ("Metadata", {"fields": ("metadata_pretty", "extracted_text")}),
@@ -232,7 +240,32 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     readonly_fields = (*(cast(str, f) for _, opts in fieldsets for f in opts["fields"]), "media_facts")
 
     def get_queryset(self, request):
-        return scoped(super().get_queryset(request), request.user)
+        return scoped(super().get_queryset(request), request.user).annotate(ref_held=ref_held_exists())
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        for name, action in MODERATION_ACTIONS.items():
+            if not action.allowed(request):
+                actions.pop(f"moderate_{name}", None)
+        return actions
+
+    @admin.display(description="legal hold", boolean=True)
+    def held(self, obj: Attachment) -> bool:
+        return is_held(obj)
+
+    @admin.display(description="hold")
+    def hold_detail(self, obj: Attachment) -> str:
+        parts = []
+        if obj.legal_hold:
+            entry = obj.transitions.filter(transition="legal_hold").order_by("-created_at", "-id").first()
+            parts.append(f"file held by {entry.actor} on {entry.created_at:%Y-%m-%d %H:%M}: {entry.message}"
+                         if entry else "file held")
+        if obj.ref:
+            hold = RefHold.objects.filter(tenant_id=obj.tenant_id, ref=obj.ref, cleared_at__isnull=True).first()
+            if hold is not None:
+                parts.append(f"ref {hold.ref} held by {hold.created_by} on {hold.created_at:%Y-%m-%d %H:%M}: "
+                             f"{hold.reason}")
+        return "; ".join(parts) or "—"
 
     def get_search_results(self, request, queryset, search_term):
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
@@ -309,7 +342,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     def moderate_view(self, request: HttpRequest, object_id: uuid.UUID, action_name: str) -> HttpResponse:
         """One action on one attachment, from its detail page: confirm (GET), then do (POST)."""
         action = MODERATION_ACTIONS.get(action_name)
-        if action is None or not self.has_moderate_permission(request):
+        if action is None or not self.has_moderate_permission(request) or not action.allowed(request):
             raise PermissionDenied
         attachment = self.get_queryset(request).select_related("owner", "tenant").filter(pk=object_id).first()
         if attachment is None:
@@ -331,7 +364,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             **(extra_context or {}),
             "can_moderate": self.has_moderate_permission(request),
             "moderation_actions": [a for a in MODERATION_ACTIONS.values()
-                                   if attachment is not None and a.offered(attachment)],
+                                   if attachment is not None and a.allowed(request) and a.offered(attachment)],
         }
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -434,3 +467,69 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+# --- legal holds on refs ------------------------------------------------------------------
+
+class RefHoldForm(forms.ModelForm):
+    tenant_slug = forms.SlugField(label="tenant")
+
+    class Meta:
+        model = RefHold
+        fields = ("ref", "reason")
+
+
+@admin.register(RefHold)
+class RefHoldAdmin(admin.ModelAdmin):
+    """Holds on every file of a ref: placed and cleared by platform staff only, through the holds service.
+
+    Being platform staff is the permission (as for the file holds): no per-model grant
+    lets a tenant-scoped moderator in, and no platform staff member needs one.
+    """
+
+    list_display = ("tenant", "ref", "reason", "created_by", "created_at", "cleared_by", "cleared_at")
+    list_filter = (("cleared_at", admin.EmptyFieldListFilter),)
+    list_select_related = ("tenant",)
+    search_fields = ("ref", "tenant__slug", "reason")
+    ordering = ("-created_at",)
+    actions = ["clear_holds"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            return RefHoldForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else ("tenant", "ref", "reason", "created_by", "created_at", "cleared_by",
+                                       "cleared_at")
+
+    def has_module_permission(self, request):
+        return is_platform_staff(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return is_platform_staff(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return is_platform_staff(request.user)  # clearing; the fields stay read-only
+
+    def has_add_permission(self, request):
+        return is_platform_staff(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a hold is cleared (and the record kept), never deleted
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return
+        try:
+            hold = ref_hold_set(tenant=form.cleaned_data["tenant_slug"], ref=obj.ref, reason=obj.reason,
+                                actor=staff_actor(request))
+        except AirlockError as exc:
+            raise PermissionDenied(error_text(exc)) from exc
+        obj.pk = hold.pk
+
+    @admin.action(description="Clear the selected holds", permissions=["change"])
+    def clear_holds(self, request: HttpRequest, queryset):
+        cleared = sum(ref_hold_clear(tenant=h.tenant.slug, ref=h.ref, actor=staff_actor(request))
+                      for h in queryset.filter(cleared_at__isnull=True).select_related("tenant"))
+        self.message_user(request, f"Cleared {cleared} hold(s).", messages.SUCCESS)

@@ -20,6 +20,7 @@ from rest_framework.fields import SkipField
 from ..errors import ValidationFailed
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
+from ..selectors import is_held
 from ..signing import delivery_expiry, delivery_query
 from .links import absolute_url
 
@@ -201,6 +202,10 @@ class AttachmentResource:
         return self.attachment.lifecycle == Lifecycle.COMMITTED
 
     @property
+    def legal_hold(self) -> bool:
+        return is_held(self.attachment)
+
+    @property
     def derivatives(self) -> dict[str, Any]:
         derivatives: dict[str, Any] = {}
         if self.thumbnail is not None:
@@ -329,6 +334,8 @@ class AttachmentOutputSerializer(SharedSerializer):
         source="attachment.lifecycle", choices=Lifecycle.choices,
         help_text="Where the file is in its life; `links` name only what is servable now.")
     ref = serializers.CharField(source="attachment.ref", allow_null=True)
+    legal_hold = serializers.BooleanField(
+        help_text="True while platform staff hold the file (or its ref): every delete answers 409 LEGAL_HOLD.")
     derivatives = serializers.DictField(
         child=serializers.JSONField(),
         help_text='Per kind, e.g. {"thumbnail": {"width": 256, "height": 192}}, "display" (HEIC/HEIF/AVIF), '

@@ -17,21 +17,13 @@ from django.utils import timezone
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status, TransitionLog
 from .audit import heartbeat_entries
+from .holds import not_held_q, refuse_held
+from .ids import parse_ids
 from .multipart import abort_after_commit
 from .removal import release_locked
 from .quotas import usage_apply, usage_delta, usage_release, usage_snapshot
 from .single_slot import lock_owner, single_slot_settle
 from .transitions import lifecycle_audit, user_actor
-
-
-def parse_ids(ids: Iterable[object]) -> tuple[list[uuid.UUID], list[str]]:
-    good, bad = [], []
-    for raw in ids:
-        try:
-            good.append(uuid.UUID(str(raw)))
-        except (ValueError, TypeError, AttributeError):
-            bad.append(str(raw)[:64])
-    return good, bad
 
 
 def is_expired(attachment: Attachment, now: datetime) -> bool:
@@ -120,7 +112,11 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
 
 
 def discard_locked(attachment: Attachment, *, now: datetime, actor: str) -> None:
-    """Discard a staged row the caller has locked (read in full): due at once, no longer counted."""
+    """Discard a staged row the caller has locked (read in full): due at once, no longer counted.
+
+    LEGAL_HOLD when it is held (discard, DELETE and the admin's discard all come here).
+    """
+    refuse_held([attachment.pk], what="discarded")
     if attachment.multipart_upload_id:  # its parts are stored (and billed) until aborted
         abort_after_commit([(attachment.storage_key, attachment.multipart_upload_id)])
     usage_before = usage_snapshot(attachment)
@@ -138,7 +134,8 @@ def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = No
     """Discard every staged attachment of the user (also what logging out does)."""
     now = now or timezone.now()
     with transaction.atomic():
-        staged = Attachment.objects.filter(owner=user, lifecycle=Lifecycle.STAGED)
+        # A held draft stays (logging out is no reason to override a hold).
+        staged = Attachment.objects.filter(not_held_q(), owner=user, lifecycle=Lifecycle.STAGED)
         abort_after_commit(list(staged.filter(multipart_upload_id__isnull=False).values_list(
             "storage_key", "multipart_upload_id")))
         # The ids first (under lock): each discarded row gets its audit entry.

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from ..models import Attachment, Lifecycle
+from .holds import refuse_held
 from .quotas import usage_release
 from .transitions import lifecycle_audit
 
@@ -24,11 +25,15 @@ def grace() -> timedelta:
 
 
 def release_locked(rows: Iterable[Attachment], *, now: datetime, actor: str, message: str = "") -> list[uuid.UUID]:
-    """Release committed rows the caller has locked; return their ids (already released ones are left as they are)."""
+    """Release committed rows the caller has locked; return their ids (already released ones are left as they are).
+
+    LEGAL_HOLD when any of them is held (release by ref or ids, DELETE, commit replace, all refuse).
+    """
     committed = [a for a in rows if a.lifecycle == Lifecycle.COMMITTED]
     if not committed:
         return []
     ids = [a.pk for a in committed]
+    refuse_held(ids, what="released")  # all or nothing: the caller's transaction rolls back
     # Still counted (quotas.COUNTED_LIFECYCLES): the bytes stay until the sweep, which stops the count.
     Attachment.objects.filter(pk__in=ids).update(lifecycle=Lifecycle.RELEASED, released_at=now,
                                                  expires_at=now + grace(), updated_at=now)

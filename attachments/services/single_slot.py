@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..models import Attachment, Lifecycle, Status
 from ..profiles import all_profiles
+from .holds import held_ids
 from .quotas import usage_release
 from .transitions import lifecycle_audit
 
@@ -65,6 +66,9 @@ def single_slot_settle(*, owner_id: int, profile_name: str, now: datetime | None
         # candidate the user has not committed yet is left for the user to decide.
         losers = [a for a in rows if a.pk != winner.pk
                   and (a.lifecycle == Lifecycle.COMMITTED or a.created_at < winner.created_at)]
+        # A held file keeps its place: the new choice still wins the slot, the held one is not discarded.
+        held = held_ids(a.pk for a in losers)
+        losers = [a for a in losers if a.pk not in held]
         if losers:
             usage_release(Attachment.objects.filter(pk__in=[a.pk for a in losers]))
             Attachment.objects.filter(pk__in=[a.pk for a in losers]).update(

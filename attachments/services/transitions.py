@@ -99,7 +99,8 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
 # Lifecycle changes (orthogonal to status) go to the same audit table, so the admin
 # timeline shows them in order with the status transitions: their from/to columns
 # hold lifecycle states (staged, committed, discarded, released, deleted), never a status.
-LIFECYCLE_EVENTS = ("commit", "discard", "discard_all", "replace", "sweep_delete", "abandon", "release", "restore")
+LIFECYCLE_EVENTS = ("commit", "discard", "discard_all", "replace", "sweep_delete", "abandon", "release", "restore",
+                    "erase")
 
 
 def lifecycle_audit(rows: Iterable[tuple[Any, str]], *, event: str, to: str, actor: str, message: str = "") -> None:

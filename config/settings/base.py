@@ -281,6 +281,8 @@ AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7
 AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400)
 # How long a released (once committed) file stays restorable before the sweeper removes its objects.
 AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400)
+# How long a process may show a ref hold's change late in the resource's legal_hold (delete paths never cache).
+AIRLOCK_HOLD_CACHE_SECONDS = env_float("AIRLOCK_HOLD_CACHE_SECONDS", 5.0)
 AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
 # Retention: the sweeper's purge phase deletes these rows once past their window
 # (sweeper/retention.py). Unsent outbox rows are never purged.

@@ -131,8 +131,11 @@ def _row(**fields) -> Attachment:
               "created_at": NOW, "ready_at": NOW + timedelta(seconds=2), "expires_at": NOW + timedelta(days=7),
               "lifecycle": Lifecycle.STAGED, "ref": None, "reason_code": "", "reason_message": "",
               "metadata": {"width": 3, "height": 2}}
+    ref_held = fields.pop("ref_held", False)  # what for_resource() annotates from the active ref holds
     values.update(fields)
-    return Attachment(**values)
+    row = Attachment(**values)
+    row.ref_held = ref_held  # type: ignore[attr-defined]
+    return row
 
 
 URL = "http://testserver/api/v1/attachments/8c0e3d4e-0000-4000-8000-000000000001"
@@ -143,6 +146,8 @@ RESOURCES = {
     "rejected": AttachmentResource(_row(status=Status.REJECTED, reason_code="malware", reason_message="EICAR"), URL),
     "failed": AttachmentResource(_row(status=Status.FAILED, reason_code="infrastructure"), URL),
     "committed": AttachmentResource(_row(lifecycle=Lifecycle.COMMITTED, ref="listing:1"), URL, True),
+    "held": AttachmentResource(_row(legal_hold=True), URL, True),
+    "ref held": AttachmentResource(_row(lifecycle=Lifecycle.COMMITTED, ref="listing:1", ref_held=True), URL, True),
     "archive": AttachmentResource(_row(metadata={"entries": 3, "total_bytes": 9}), URL, True),
     "document": AttachmentResource(_row(metadata={"page_count": 4}), URL, True),
     "no metadata": AttachmentResource(_row(metadata=None), URL, True),
@@ -169,7 +174,7 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
         "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
         "created_at": "2026-12-01T10:00:00.123456Z", "ready_at": "2026-12-01T10:00:02.123456Z",
         "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "lifecycle": "staged", "ref": None,
-        "derivatives": {"thumbnail": {"width": 1, "height": 2}},
+        "legal_hold": False, "derivatives": {"thumbnail": {"width": 1, "height": 2}},
         "metadata": {"width": 3, "height": 2, "page_count": None},
         "links": {"self": URL, "download": _signed("download"), "thumbnail": _signed("thumbnail")},
     }
@@ -180,7 +185,9 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
     assert rejected["reason"] == {"code": "malware", "message": "EICAR"} and rejected["links"] == {"self": URL}
     committed = AttachmentOutputSerializer.render(RESOURCES["committed"])
     assert committed["expires_at"] is None and committed["committed"] is True and committed["ref"] == "listing:1"
-    assert committed["lifecycle"] == "committed"
+    assert committed["lifecycle"] == "committed" and committed["legal_hold"] is False
+    assert AttachmentOutputSerializer.render(RESOURCES["held"])["legal_hold"] is True
+    assert AttachmentOutputSerializer.render(RESOURCES["ref held"])["legal_hold"] is True
     archive = AttachmentOutputSerializer.render(RESOURCES["archive"])
     assert archive["metadata"] == {"width": None, "height": None, "page_count": None, "entries": 3, "total_bytes": 9}
     assert archive["derivatives"] == {"entries": {"count": 3, "total_bytes": 9}}

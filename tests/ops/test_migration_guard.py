@@ -25,6 +25,9 @@ COMMANDS = [
     ["rescan", "--since", "7d"],
     ["consume_storage_events", "--sqs-queue-url", "http://127.0.0.1:9/queue", "--once"],
     ["recount_usage"],
+    ["erase_user", "alice", "--dry-run"],
+    ["erase_tenant", "acme", "--dry-run"],
+    ["hold", "list"],
 ]
 
 

@@ -96,3 +96,16 @@ def test_abandoning_needs_a_reason_and_is_audited(stuck):
     assert letter.history[-1]["action"] == "abandon"
     assert Attachment.objects.get(pk=attachment.pk).lifecycle == Lifecycle.DELETED
     assert files_of(attachment)  # abandoned, not deleted: reconcile keeps trying the leftovers
+
+
+def test_retry_of_a_file_held_since_is_refused_and_deletes_nothing(stuck):
+    from attachments.services.holds import attachment_hold_set
+
+    attachment, letter, gateway = stuck
+    gateway.fail.clear()
+    attachment_hold_set(attachment_ids=[attachment.pk], actor="staff:root", reason="litigation")
+    with pytest.raises(DeadLetterRefused, match="legal hold"):
+        sweep_dead_letter_retry(dead_letter_id=letter.pk, actor="staff:ops", gateway=gateway)
+    assert files_of(attachment) == {attachment.derivatives.get().storage_key}
+    attachment.refresh_from_db()
+    assert attachment.lifecycle == Lifecycle.STAGED

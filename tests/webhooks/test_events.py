@@ -109,6 +109,20 @@ def test_deleted_when_discarded_and_reaped(alice, api, hooked, receiver):
     assert payload["type"] == "attachment.deleted" and payload["data"]["id"] == attachment_id
 
 
+def test_deleted_when_the_owner_is_erased(alice, api, hooked, receiver):
+    from attachments.services.erasure import erasure_subject_user
+    from sweeper.erasure import erase
+
+    attachment_id = upload(api(alice), jpeg_bytes())
+    assert run_pipeline(attachment_id) == "ready"
+    assert api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:1"},
+                           format="json").status_code == 200
+    erase(erasure_subject_user("alice"), actor="command:erase_user:test")
+    ready, committed, deleted = _payloads(receiver, hooked, n=3)
+    assert deleted["type"] == "attachment.deleted" and deleted["data"]["id"] == attachment_id
+    assert deleted["data"]["lifecycle"] == "deleted" and "download" not in deleted["data"]["links"]
+
+
 def test_deleted_when_taken_down(alice, api, hooked, receiver):
     from attachments.services.moderation import attachment_take_down
 

@@ -1,0 +1,24 @@
+"""Erase one user: every file they own let go and removed now (no grace), their API tokens revoked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from attachments.services.erasure import ErasureSubject, erasure_subject_user
+
+from ..erase_command import EraseCommand
+
+
+class Command(EraseCommand):
+    help = ("Release everything a user owns (staged and committed, every status) and remove its objects now, "
+            "revoke their API tokens; held files are skipped and listed. Run with --dry-run first.")
+    subject_kind = "user"
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("user", help="username, or numeric user id")
+        super().add_arguments(parser)
+
+    def subject(self, opts: dict[str, Any]) -> ErasureSubject:
+        return erasure_subject_user(opts["user"])
