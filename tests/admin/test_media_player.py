@@ -10,7 +10,9 @@ from django.core.management import call_command
 from django.contrib.auth import get_user_model
 
 from attachments.models import Attachment
+from attachments.serving import served_object
 from attachments.services.moderation import attachment_take_down
+from attachments.storage import get_gateway
 from tests.corpus import corpus_dir
 from tests.support import client_for, run_pipeline, upload
 
@@ -95,7 +97,11 @@ def test_audio_gets_an_audio_player_and_no_video_facts(moderator, ready_audio, b
 def test_the_player_source_is_the_served_file_with_ranges_and_the_serving_headers(
         moderator, ready_video, browser_for, caplog):
     client = browser_for(moderator)
-    served = (GENERATED / "video_h264_aac.mp4").read_bytes()
+    # What download serves: the location-free stream copy the pipeline stored, not the upload.
+    row = Attachment.objects.get(pk=ready_video)
+    key, size = served_object(row)
+    served = get_gateway().read_range(key, 0, size)
+    assert key != row.storage_key and served != (GENERATED / "video_h264_aac.mp4").read_bytes()
     with caplog.at_level(logging.INFO, logger="airlock.admin"):
         whole = client.get(_media(ready_video))
         part = client.get(_media(ready_video), HTTP_RANGE="bytes=100-199")
