@@ -16,6 +16,7 @@ from attachments.services.processing import (
     attachment_lease_extend,
     attachment_requeue_intake,
     attachment_retry_or_fail,
+    attachments_touch_waiting,
 )
 
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
@@ -145,8 +146,7 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get(("intake", tenant_id), ())]
     if dry_run:
         return len(lost)
-    if waiting:
-        Attachment.objects.filter(pk__in=waiting).update(updated_at=now)
+    attachments_touch_waiting(attachment_ids=waiting, now=now)
     for pk in lost:
         attachment_requeue_intake(attachment_id=pk, now=now)
     return len(lost)

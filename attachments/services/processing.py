@@ -203,6 +203,15 @@ def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_
         outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
 
 
+def attachments_touch_waiting(*, attachment_ids: list[uuid.UUID], now: datetime) -> None:
+    """Pending rows whose intake job is parked behind their tenant's cap: waiting, not lost.
+
+    Touched so the re-drive looks at them again a while later instead of sending a second job.
+    """
+    if attachment_ids:
+        Attachment.objects.filter(pk__in=attachment_ids).update(updated_at=now)
+
+
 def backoff_seconds(attempts: int) -> float:
     """Exponential backoff with ±50 % jitter: uniform in [0.5, 1.5) of the nominal delay."""
     nominal = min(settings.AIRLOCK_RETRY_MAX_SECONDS, settings.AIRLOCK_RETRY_BASE_SECONDS * (2 ** max(0, attempts - 1)))
