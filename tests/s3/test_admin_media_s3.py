@@ -45,8 +45,13 @@ def test_staff_media_redirects_to_a_presigned_get_answering_ranges(s3, alice, ap
     query = parse_qs(urlsplit(location).query)
     assert query["response-content-type"] == ["video/mp4"]
     assert query["response-content-disposition"][0].startswith("inline;")
+    # The player gets what download serves: the location-free stream copy, not the upload.
+    row = Attachment.objects.get(pk=created["id"])
+    assert row.served_key != row.storage_key
+    assert urlsplit(location).path.endswith("/" + row.served_key)
+    whole = requests.get(location, timeout=30).content
     part = requests.get(location, headers={"Range": "bytes=100-199"}, timeout=30)
-    assert part.status_code == 206 and part.content == data[100:200]
+    assert part.status_code == 206 and part.content == whole[100:200] and len(whole) == row.size
 
     poster = staff.get(f"/admin/attachments/attachment/{created['id']}/poster/")
     assert poster.status_code == 302
