@@ -33,6 +33,7 @@ from ..serving import served_object
 from ..storage import get_gateway
 from ..storage.base import StorageError
 from ..variants import FORMATS, variant_kind, variant_sizes
+from .connections import give_connection_back
 
 log = logging.getLogger("airlock.variants")
 
@@ -54,7 +55,11 @@ def _retry_after(seconds: float) -> dict[str, str]:
 
 
 def _claim(attachment: Attachment, kind: str, now: datetime) -> VariantClaim | None:
-    """None when this request now owns the claim; else the claim someone else holds (or None-ish race)."""
+    """None when this request now owns the claim; else the claim another request holds.
+
+    When that claim is gone by the time it is read (its maker just finished), an unsaved
+    stand-in comes back: neither failed nor ours, so the caller looks for the row again.
+    """
     until = now + timedelta(seconds=settings.AIRLOCK_SANDBOX_WALL_SECONDS + CLAIM_GRACE_SECONDS)
     try:
         with transaction.atomic():
@@ -79,6 +84,7 @@ def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str) -> Deri
     content_type, ext = FORMATS[fmt]
     gateway = get_gateway()
     render = hooks.variant_renderer()
+    give_connection_back()  # none held through the download and the sandbox job (seconds)
     with tempfile.TemporaryDirectory(prefix="airlock-variant-", dir=gateway.scratch_dir()) as tmp:
         source = Path(tmp) / "source"
         gateway.download_to(source_key, source, max_bytes=source_size)
@@ -114,6 +120,7 @@ def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
             GENERATIONS.labels(outcome="waited_out").inc()
             raise Unavailable("This variant is being made; try again shortly.",
                               headers=_retry_after(settings.AIRLOCK_VARIANT_WAIT_SECONDS / 2))
+        give_connection_back()  # a waiter holds no pooled connection between polls
         time.sleep(POLL_SECONDS)
 
 

@@ -181,3 +181,23 @@ def test_waiters_give_up_with_503_while_another_request_makes_it(alice, api, set
     VariantClaim.objects.update(until=timezone.now() - timezone.timedelta(seconds=1))
     again = api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small", HTTP_ACCEPT=WEBP_ACCEPT)
     assert again.status_code == 200 and not VariantClaim.objects.exists()
+
+
+def test_the_sweep_deletes_variants_with_their_attachment(alice, api):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from attachments.services.lifecycle import attachment_discard
+    from attachments.storage import get_gateway
+    from sweeper.sweep import sweep_expired
+
+    attachment_id = _ready(api, alice, size=(800, 600))
+    assert api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small",
+                          HTTP_ACCEPT=WEBP_ACCEPT).status_code == 200
+    key = Derivative.objects.get(attachment_id=attachment_id, kind="variant:small:webp").storage_key
+    assert get_gateway().head(key) is not None
+    attachment_discard(user=alice, attachment_id=attachment_id)
+    report = sweep_expired(now=timezone.now() + timedelta(minutes=1))
+    assert report.deleted == 1
+    assert get_gateway().head(key) is None
