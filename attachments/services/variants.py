@@ -113,6 +113,12 @@ def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
         now = clock()
         held = _claim(attachment, kind, now)
         if held is None:
+            # The maker before us records the row, then drops its claim: a claim won after
+            # our first look may follow a generation that just finished. Look once more.
+            found = Derivative.objects.filter(attachment=attachment, kind=kind).first()
+            if found is not None:
+                VariantClaim.objects.filter(attachment=attachment, kind=kind).delete()
+                return found
             return _make(attachment, name=name, fmt=fmt, kind=kind, clock=clock)
         if held.failed:
             raise VariantFailed(headers=_retry_after((held.until - now).total_seconds()))

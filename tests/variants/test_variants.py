@@ -201,3 +201,30 @@ def test_the_sweep_deletes_variants_with_their_attachment(alice, api):
     report = sweep_expired(now=timezone.now() + timedelta(minutes=1))
     assert report.deleted == 1
     assert get_gateway().head(key) is None
+
+
+def test_a_claim_won_just_after_another_generation_finished_makes_nothing(alice, api, monkeypatch):
+    # The race seen under serve on PostgreSQL: this request found no row, then the other
+    # maker recorded it and dropped its claim, then this request's claim insert won.
+    attachment_id = _ready(api, alice, size=(800, 600))
+    url = f"/api/v1/attachments/{attachment_id}/variants/small"
+    assert api(alice).get(url, HTTP_ACCEPT=WEBP_ACCEPT).status_code == 200
+    made = Derivative.objects.get(attachment_id=attachment_id, kind="variant:small:webp")
+    fields = {f: getattr(made, f) for f in ("kind", "storage_key", "content_type", "size", "width", "height")}
+    made.delete()
+    real_claim, renders = variant_service._claim, []
+
+    def claim_as_the_other_maker_finishes(attachment, kind, now):
+        won = real_claim(attachment, kind, now)
+        Derivative.objects.create(attachment=attachment, **fields)
+        return won
+
+    def render(source, work_dir, size, fmt):
+        renders.append(size)
+        raise hooks.RenderFailed("must not run")
+
+    monkeypatch.setattr(variant_service, "_claim", claim_as_the_other_maker_finishes)
+    monkeypatch.setattr(hooks, "_variant_renderer", [render])
+    got = api(alice).get(url, HTTP_ACCEPT=WEBP_ACCEPT)
+    assert got.status_code == 200 and renders == []
+    assert not VariantClaim.objects.exists()
