@@ -9,12 +9,16 @@ registers here from its AppConfig.ready(); attachments never imports it.
   that raises aborts the change.
 - `run_ticks()` is called by the scheduler tick, outside any transaction.
 - `collectors()` are added to every `/metrics` scrape (gauges read at scrape time).
+- `variant_renderer()` makes a named variant in the sandbox: processing registers it
+  (the web process never decodes an image itself, and attachments never imports processing).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("airlock.hooks")
@@ -25,6 +29,27 @@ log = logging.getLogger("airlock.hooks")
 OUTCOMES = ("ready", "rejected", "failed", "deleted", "committed")
 
 Listener = Callable[[str, Sequence[Any]], None]
+
+
+@dataclass(frozen=True)
+class RenderedVariant:
+    path: Path  # in the caller's work dir
+    content_type: str
+    width: int | None
+    height: int | None
+
+
+class RenderFailed(Exception):
+    """The sandbox refused to make the variant (a content outcome: not retried at once)."""
+
+
+class RenderUnavailable(Exception):
+    """The sandbox could not run (infrastructure: retry soon)."""
+
+
+# (source file, work dir, long edge, "webp"|"jpeg") -> the file made
+VariantRenderer = Callable[[Path, Path, int, str], RenderedVariant]
+_variant_renderer: list[VariantRenderer] = []
 _listeners: list[Listener] = []
 _tick_listeners: list[Callable[[], object]] = []
 _collector_factories: list[Callable[[], Any]] = []
@@ -44,6 +69,16 @@ def register_collector(factory: Callable[[], Any]) -> None:
     """`factory()` makes a prometheus_client Collector for one scrape."""
     if factory not in _collector_factories:
         _collector_factories.append(factory)
+
+
+def register_variant_renderer(renderer: VariantRenderer) -> None:
+    _variant_renderer[:] = [renderer]
+
+
+def variant_renderer() -> VariantRenderer:
+    if not _variant_renderer:
+        raise RenderUnavailable("no variant renderer registered (the processing app is not installed)")
+    return _variant_renderer[0]
 
 
 def collectors() -> list[Any]:

@@ -426,6 +426,24 @@ class Derivative(models.Model):
         ]
 
 
+class VariantClaim(models.Model):
+    """One variant being made, or lately failed: the single-flight token across processes and hosts.
+
+    Inserting it is the claim (the unique constraint lets one insert win, on
+    PostgreSQL and SQLite alike); the maker deletes it once the Derivative row
+    exists, or marks it failed so that others answer 503 until `until` instead
+    of retrying at once. A claim whose maker died is taken over past `until`.
+    """
+
+    attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="+", db_index=False)
+    kind = models.CharField(max_length=32)  # the Derivative kind it makes, e.g. "variant:medium:webp"
+    failed = models.BooleanField(default=False)
+    until = models.DateTimeField()  # making: stale past it; failed: retried past it
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["attachment", "kind"], name="variant_claim_once")]
+
+
 class TransitionLog(models.Model):
     """Append-only audit of an attachment: every status transition, lifecycle change and event, with its actor.
 

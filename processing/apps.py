@@ -6,4 +6,9 @@ class ProcessingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from attachments.hooks import register_variant_renderer
+
         from . import actors  # noqa: F401  (registers the actors with the broker)
+        from .variants import render_variant
+
+        register_variant_renderer(render_variant)

@@ -68,14 +68,14 @@ def limits_for(kind: str, input_path: Path):
                                                 size + size // COPY_SLACK_DIVISOR + COPY_SLACK_BYTES))
 
 
-def run_sandboxed(kind: str, input_path: Path, work_dir: Path):
+def run_sandboxed(kind: str, input_path: Path, work_dir: Path, *, bounds=None):
     from processing.sandbox import SandboxUnavailable, run_job
 
     from .metrics import record_sandbox
 
     try:
-        result = run_job(kind, input_path, work_dir, limits=limits_for(kind, input_path), bounds=bounds_from_settings(),
-                         member_rules=member_rules_dir())
+        result = run_job(kind, input_path, work_dir, limits=limits_for(kind, input_path),
+                         bounds=bounds or bounds_from_settings(), member_rules=member_rules_dir())
     except SandboxUnavailable as exc:
         raise TransientError(f"sandbox unavailable: {exc}") from exc
     record_sandbox(kind, result)

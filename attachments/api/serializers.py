@@ -22,6 +22,7 @@ from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..selectors import is_held
 from ..signing import delivery_expiry, delivery_query
+from ..variants import signed_name, variant_sizes
 from .links import absolute_url
 
 
@@ -226,8 +227,8 @@ class AttachmentResource:
         return self.attachment.metadata or {}
 
     @property
-    def links(self) -> dict[str, str]:
-        links = {"self": self.url}
+    def links(self) -> dict[str, Any]:
+        links: dict[str, Any] = {"self": self.url}
         if self.can_read:
             names = ["download"]
             if self.thumbnail is not None:
@@ -241,6 +242,14 @@ class AttachmentResource:
                 query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name,
                                        exp=exp)
                 links[name] = f"{self.url}/{name}?{query}"
+            if self.status == Status.READY:  # made on first request, so listed before they exist
+                variants = {}
+                for name in variant_sizes(attachment.profile):
+                    query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk,
+                                           name=signed_name(name), exp=exp)
+                    variants[name] = f"{self.url}/variants/{name}?{query}"
+                if variants:
+                    links["variants"] = variants
         return links
 
 
@@ -291,6 +300,11 @@ class LinksOutputSerializer(SharedSerializer):
         required=False, help_text="HEIC/HEIF/AVIF only: the browser-viewable rendition, when it may be read.")
     poster = serializers.URLField(
         required=False, help_text="Video only: one frame near 1 s (WebP, long edge at most 1280 px), when it may be read.")
+    variants = serializers.DictField(
+        child=serializers.URLField(), required=False,
+        help_text="Ready files of a profile with variants (AIRLOCK_VARIANTS), when they may be read: name → signed "
+        "link, e.g. `small`, `medium`, `large` (fit within 640/1280/2048 px, never upscaled; WebP, or JPEG when "
+        "`Accept` lacks image/webp). Made on the first request.")
 
 
 @extend_schema_serializer(component_name="AttachmentMetadata")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import lifecycle, storage_events, tus, uploads, usage, views
+from . import lifecycle, storage_events, tus, uploads, usage, variants, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
@@ -26,6 +26,8 @@ urlpatterns = [
          name="attachment-display"),
     path("attachments/<str:attachment_id>/poster", views.AttachmentPosterApi.as_view(),
          name="attachment-poster"),
+    path("attachments/<str:attachment_id>/variants/<slug:name>", variants.AttachmentVariantApi.as_view(),
+         name="attachment-variant"),
     path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
     path("attachments/<str:attachment_id>/restore", lifecycle.RestoreApi.as_view(), name="attachment-restore"),
 ]

@@ -271,6 +271,16 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
         "single_per_owner": False,
     },
 }
+# Named variants per profile (docs/api.md, "Variants"): name → long edge in px, fit
+# within, never upscaled; made on first request in the sandbox, then kept as derivatives.
+AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
+    "image": {"small": 640, "medium": 1280, "large": 2048},
+    "avatar": {"small": 640, "medium": 1280, "large": 2048},
+}
+# A request for a variant another request is making waits this long for it, then 503.
+AIRLOCK_VARIANT_WAIT_SECONDS = env_int("AIRLOCK_VARIANT_WAIT_SECONDS", 10)
+# A failed generation is answered 503 from memory this long before anyone tries again.
+AIRLOCK_VARIANT_FAILURE_SECONDS = env_int("AIRLOCK_VARIANT_FAILURE_SECONDS", 60)
 # Bodies posted through the API (POST /attachments) are capped lower than
 # direct uploads: they pass through a web worker.
 AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = env_int("AIRLOCK_UPLOAD_THROUGH_MAX_BYTES", 25 * MIB)

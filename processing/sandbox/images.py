@@ -320,3 +320,40 @@ def process(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any]
         "sanitized": write_file(work_dir, f"sanitized.{_EXT[data['format']]}", sanitized),
     }
     return data, files
+
+
+VARIANT_FORMATS = {"webp": ("WEBP", "image/webp"), "jpeg": ("JPEG", "image/jpeg")}
+
+
+def variant(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any], dict[str, str]]:
+    """A named variant of a served rendition: fit within Bounds.variant_size, never upscaled.
+
+    The input is what `download` serves (the sanitized copy, or a HEIC's display
+    rendition), so it is one of ALLOWED_FORMATS; it is bounded and probed exactly as
+    at derive time before anything decodes it.
+    """
+    if bounds.variant_size <= 0 or bounds.variant_format not in VARIANT_FORMATS:
+        raise Rejected("corrupt", "no variant size or format asked for")
+    raw = read_source(src)
+    fmt = sniff(raw[:SNIFF_BYTES])
+    if fmt not in ALLOWED_FORMATS:
+        raise Rejected("corrupt", "a variant is made from a JPEG, PNG, GIF or WebP rendition")
+    probe = {"WEBP": webp_canvas, "GIF": gif_canvas}.get(fmt)
+    canvas = probe(raw) if probe is not None else None
+    if canvas is not None:
+        _check_pixels(*canvas, bounds.max_pixels)
+    try:
+        im = Image.open(io.BytesIO(raw), formats=ALLOWED_FORMATS)
+    except UnidentifiedImageError:
+        raise Rejected("corrupt", f"Pillow cannot read this {fmt} header") from None
+    with im:
+        _check_pixels(*im.size, bounds.max_pixels)
+        out = _thumbnail(im, bounds.variant_size, _orientation(im))  # thumbnail() never enlarges
+    pil_format, content_type = VARIANT_FORMATS[bounds.variant_format]
+    if pil_format == "JPEG" and out.mode != "RGB":
+        out = out.convert("RGB")  # JPEG has no alpha
+    buf = io.BytesIO()
+    out.save(buf, pil_format, quality=82, **({"method": 4} if pil_format == "WEBP" else {}))
+    name = f"variant.{'jpg' if pil_format == 'JPEG' else 'webp'}"
+    data = {"width": out.width, "height": out.height, "content_type": content_type}
+    return data, {"variant": write_file(work_dir, name, buf.getvalue())}

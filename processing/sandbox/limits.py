@@ -45,6 +45,9 @@ class Bounds:
     media_max_pixels: int = 7680 * 4320  # one frame: admits 4K and 8K UHD, refuses anything larger
     media_max_streams: int = 16
     poster_size: int = 1280  # long edge of a video's poster frame
+    # A named variant job (kind "variant"): the long edge it fits within and its format.
+    variant_size: int = 0
+    variant_format: str = "webp"  # "webp" or "jpeg"
 
 
 def to_dict(obj: Limits | Bounds) -> dict[str, Any]:

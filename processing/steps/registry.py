@@ -13,8 +13,9 @@ from .intake import Intake
 from .media import Media
 from .pdf import Pdf
 from .scan import Scan
+from .variant import Variant
 
-STEPS: tuple[Step, ...] = (Intake(), Scan(), Digest(), Image(), Pdf(), Zip(), Media())
+STEPS: tuple[Step, ...] = (Intake(), Scan(), Digest(), Image(), Pdf(), Zip(), Media(), Variant())
 
 SANDBOX_KINDS: dict[str, SandboxStep] = {s.name: s for s in STEPS if isinstance(s, SandboxStep)}
 

@@ -67,7 +67,7 @@ def ready_photo(alice, api):
 
 def test_links_are_signed_and_work_without_any_header(alice, api, ready_photo):
     links = _links(api, alice, ready_photo)
-    assert set(links) == {"self", "download", "thumbnail"}
+    assert set(links) == {"self", "download", "thumbnail", "variants"}  # variants: tests/variants
     assert "?" not in links["self"]  # the JSON resource itself still needs the caller's credential
     for name in ("download", "thumbnail"):
         assert urlsplit(links[name]).path == f"/api/v1/attachments/{ready_photo}/{name}"

@@ -1,0 +1,154 @@
+"""Make a named variant once, however many requests ask for it at the same moment.
+
+Single flight across processes and hosts: the request that inserts the
+VariantClaim row (a unique insert; one wins on PostgreSQL and SQLite alike)
+makes the variant in the sandbox, stores it under the derivative prefix and
+records the Derivative row; every other request polls for that row up to
+AIRLOCK_VARIANT_WAIT_SECONDS, then answers 503 + Retry-After. A failed
+generation leaves the claim marked failed for AIRLOCK_VARIANT_FAILURE_SECONDS:
+requests in that window get 503 at once, nobody retries the decode. A claim
+whose maker died (past the sandbox's wall time) is taken over.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from prometheus_client import Counter
+
+from .. import hooks
+from ..errors import NotFound, Unavailable
+from ..models import Attachment, Derivative, VariantClaim
+from ..naming import derivative_key
+from ..serving import served_object
+from ..storage import get_gateway
+from ..storage.base import StorageError
+from ..variants import FORMATS, variant_kind, variant_sizes
+from .connections import give_connection_back
+
+log = logging.getLogger("airlock.variants")
+
+POLL_SECONDS = 0.1
+# A maker's claim outlives the sandbox's own deadline by this much before another takes it over.
+CLAIM_GRACE_SECONDS = 30
+
+# made, failed (remembered for AIRLOCK_VARIANT_FAILURE_SECONDS), unavailable (sandbox or
+# storage outage), waited_out (gave up waiting for another request's generation).
+GENERATIONS = Counter("airlock_variant_generations_total", "Named variant generations by outcome.", ["outcome"])
+
+
+class VariantFailed(Unavailable):
+    code, default_message = "VARIANT_FAILED", "This variant could not be made; it is not retried before Retry-After."
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def _claim(attachment: Attachment, kind: str, now: datetime) -> VariantClaim | None:
+    """None when this request now owns the claim; else the claim another request holds.
+
+    When that claim is gone by the time it is read (its maker just finished), an unsaved
+    stand-in comes back: neither failed nor ours, so the caller looks for the row again.
+    """
+    until = now + timedelta(seconds=settings.AIRLOCK_SANDBOX_WALL_SECONDS + CLAIM_GRACE_SECONDS)
+    try:
+        with transaction.atomic():
+            VariantClaim.objects.create(attachment=attachment, kind=kind, until=until)
+        return None
+    except IntegrityError:
+        pass
+    # A stale claim (its maker died) or a failure whose window passed: one conditional
+    # update wins, as the insert would have.
+    if VariantClaim.objects.filter(attachment=attachment, kind=kind, until__lte=now).update(
+            failed=False, until=until):
+        return None
+    return VariantClaim.objects.filter(attachment=attachment, kind=kind).first() or VariantClaim(
+        attachment=attachment, kind=kind, until=now)  # just released: the caller looks again
+
+
+def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str) -> Derivative:
+    served = served_object(attachment)
+    if served is None:
+        raise NotFound()
+    source_key, source_size = served
+    content_type, ext = FORMATS[fmt]
+    gateway = get_gateway()
+    render = hooks.variant_renderer()
+    give_connection_back()  # none held through the download and the sandbox job (seconds)
+    with tempfile.TemporaryDirectory(prefix="airlock-variant-", dir=gateway.scratch_dir()) as tmp:
+        source = Path(tmp) / "source"
+        gateway.download_to(source_key, source, max_bytes=source_size)
+        made = render(source, Path(tmp) / "work", variant_sizes(attachment.profile)[name], fmt)
+        key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk,
+                             kind=f"variant-{name}", ext=ext)
+        size = gateway.move_file_in(key, made.path, content_type=content_type)
+    derivative, _ = Derivative.objects.get_or_create(
+        attachment=attachment, kind=kind,
+        defaults={"storage_key": key, "content_type": content_type, "size": size, "width": made.width,
+                  "height": made.height})
+    return derivative
+
+
+def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
+                   clock: Callable[[], datetime] = timezone.now) -> Derivative:
+    """The stored variant `name` in `fmt` of a ready attachment, made now if no one has made it yet."""
+    if name not in variant_sizes(attachment.profile) or fmt not in FORMATS:
+        raise NotFound()
+    kind = variant_kind(name, fmt)
+    give_up = time.monotonic() + settings.AIRLOCK_VARIANT_WAIT_SECONDS
+    while True:
+        found = Derivative.objects.filter(attachment=attachment, kind=kind).first()
+        if found is not None:
+            return found
+        now = clock()
+        held = _claim(attachment, kind, now)
+        if held is None:
+            # The maker before us records the row, then drops its claim: a claim won after
+            # our first look may follow a generation that just finished. Look once more.
+            found = Derivative.objects.filter(attachment=attachment, kind=kind).first()
+            if found is not None:
+                VariantClaim.objects.filter(attachment=attachment, kind=kind).delete()
+                return found
+            return _make(attachment, name=name, fmt=fmt, kind=kind, clock=clock)
+        if held.failed:
+            raise VariantFailed(headers=_retry_after((held.until - now).total_seconds()))
+        if time.monotonic() >= give_up:
+            GENERATIONS.labels(outcome="waited_out").inc()
+            raise Unavailable("This variant is being made; try again shortly.",
+                              headers=_retry_after(settings.AIRLOCK_VARIANT_WAIT_SECONDS / 2))
+        give_connection_back()  # a waiter holds no pooled connection between polls
+        time.sleep(POLL_SECONDS)
+
+
+def _make(attachment: Attachment, *, name: str, fmt: str, kind: str, clock: Callable[[], datetime]) -> Derivative:
+    claim = VariantClaim.objects.filter(attachment=attachment, kind=kind)
+    try:
+        derivative = _generate(attachment, name=name, fmt=fmt, kind=kind)
+    except hooks.RenderFailed as exc:
+        GENERATIONS.labels(outcome="failed").inc()
+        log.warning("variant failed", extra={"attachment_id": str(attachment.pk), "kind": kind, "error": str(exc)})
+        window = settings.AIRLOCK_VARIANT_FAILURE_SECONDS
+        claim.update(failed=True, until=clock() + timedelta(seconds=window))
+        raise VariantFailed(headers=_retry_after(window)) from exc
+    except BaseException as exc:
+        # An outage (sandbox, storage) or anything unforeseen: release the claim so the next request tries again.
+        claim.delete()
+        if isinstance(exc, hooks.RenderUnavailable | StorageError):
+            GENERATIONS.labels(outcome="unavailable").inc()
+            raise Unavailable("The sandbox or storage is unavailable; try again shortly.",
+                              headers=_retry_after(5)) from exc
+        raise
+    claim.delete()
+    GENERATIONS.labels(outcome="made").inc()
+    log.info("variant made", extra={"attachment_id": str(attachment.pk), "kind": kind, "size": derivative.size})
+    return derivative

@@ -1,0 +1,54 @@
+"""Named variants: which a profile has, their derivative kinds, the format an `Accept` gets, their ETag.
+
+One source of truth for the names (AIRLOCK_VARIANTS) and the kind string
+`variant:<name>:<format>` that the Derivative row, the claim and the storage key share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+
+FORMATS = {"webp": ("image/webp", "webp"), "jpeg": ("image/jpeg", "jpg")}  # format → (content type, ext)
+
+
+def variant_sizes(profile: str) -> dict[str, int]:
+    """name → long edge (px) of this profile's variants; empty when it has none."""
+    return dict(settings.AIRLOCK_VARIANTS.get(profile, {}))
+
+
+def negotiated_format(accept: str) -> str:
+    """WebP when the client says it takes it, else JPEG (which every image client reads)."""
+    for part in accept.split(","):
+        media, *params = (piece.strip() for piece in part.split(";"))
+        if media.lower() != "image/webp":
+            continue
+        quality = next((p[2:] for p in params if p.lower().startswith("q=")), "1")
+        try:
+            return "webp" if float(quality) > 0 else "jpeg"
+        except ValueError:
+            return "webp"
+    return "jpeg"
+
+
+def signed_name(name: str) -> str:
+    """The rendition name a variant's signed link binds: a namespace of its own, so no variant is `download`."""
+    return f"variant-{name}"
+
+
+def variant_kind(name: str, fmt: str) -> str:
+    return f"variant:{name}:{fmt}"
+
+
+def variant_etag(*, sha256: str, name: str, fmt: str) -> str:
+    """Stable for one original, variant and format: the same bytes are made again from the same input."""
+    digest = hashlib.sha256(f"{sha256}:{name}:{fmt}".encode()).hexdigest()[:32]
+    return f'"v1-{digest}"'
+
+
+def etag_matches(header: str, etag: str) -> bool:
+    """If-None-Match: `*`, or any listed tag, weak or strong (RFC 9110 weak comparison)."""
+    if header.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
