@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('attachments', '0018_rescan_signatures'),
+        ('attachments', '0019_legal_holds'),
     ]
 
     operations = [
