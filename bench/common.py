@@ -198,6 +198,7 @@ class ServerProcess:
     """A server subprocess on a loopback port, up once it answers /healthz; its output in `log`."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path, port: int, timeout: float = 120.0) -> None:
+        self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -213,6 +214,20 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
+    """`manage.py serve` on a free loopback port with `args`, its log in tmp: the one way a bench starts it."""
+    port = free_port()
+    return ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), *args], env,
+                         tmp / f"serve-{port}.log", port)
+
+
+def createuser(env: dict[str, str], name: str, tenant: str = "bench") -> str:
+    """A user of `tenant` made by `manage.py createuser` in env's database; returns its API token."""
+    out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
 def Gunicorn(env: dict[str, str], tmp: Path, workers: int = 2) -> ServerProcess:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.ops.conftest import ROOT, free_port
+from tests.ops.conftest import ROOT
+from tests.support.processes import free_port
 
 pytestmark = pytest.mark.slow
 
