@@ -15,6 +15,7 @@ from attachments.services import outbox
 from attachments.services.processing import (
     attachment_lease_extend,
     attachment_requeue_intake,
+    attachments_touch_parked,
     attachment_retry_or_fail,
 )
 
@@ -145,8 +146,7 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get(("intake", tenant_id), ())]
     if dry_run:
         return len(lost)
-    if waiting:
-        Attachment.objects.filter(pk__in=waiting).update(updated_at=now)
+    attachments_touch_parked(attachment_ids=waiting, now=now)
     for pk in lost:
         attachment_requeue_intake(attachment_id=pk, now=now)
     return len(lost)
