@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.support import pdf_document  # noqa: E402  (the same PDF writer the tests use)
+from tests.support.processes import free_port, wait_healthy  # noqa: E402, F401  (benches import them from here)
 
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 
@@ -95,12 +96,6 @@ def machine() -> dict[str, object]:
         load = (0.0, 0.0, 0.0)
     return {"cores": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
             "loadavg_at_start": [round(x, 2) for x in load]}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def clamd_socket() -> str | None:
@@ -175,23 +170,6 @@ def scratch_dir(prefix: str) -> Path:
     if parent:
         Path(parent).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent or None))
-
-
-def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
-    """Poll base/healthz until it answers 200 (True), the process exits or the time is up (False)."""
-    import requests
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return True
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
 
 
 class ServerProcess:

@@ -1,6 +1,7 @@
 """Processes the tests start for real: a loopback port, a private clamd, `manage.py serve`.
 
-One copy of each, so that a change in how clamd or serve is started is made once.
+One copy of each, so that a change in how clamd or serve is started is made once
+(bench/common.py takes free_port and wait_healthy from here too).
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_healthy(base: str, proc: subprocess.Popen | None = None, timeout: float = 60.0) -> bool:
+    """Poll base/healthz until it answers 200 (True), `proc` exits or the time is up (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 class PrivateClamd:
@@ -87,14 +103,8 @@ class Server:
     def _launch(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port), *self.args],
                                      cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.2)
-        raise AssertionError(f"serve did not start: {self.log_path.read_text()[-2000:]}")
+        if not wait_healthy(self.base, self.proc):
+            raise AssertionError(f"serve did not start: {self.log_path.read_text()[-2000:]}")
 
     def restart(self) -> None:
         """Stop `serve` (SIGTERM) and start it again on the same data, database and port."""
