@@ -20,6 +20,6 @@ def discard_staged_on_logout(sender, request, user, **kwargs) -> None:
 def tenant_usage_counter(sender, instance, created, raw=False, **kwargs) -> None:
     """A new tenant starts with its quota counter (attachments/services/quotas.py) at zero."""
     if created and not raw:
-        from .models import TenantUsage
+        from .services.tenants import tenant_usage_open
 
-        TenantUsage.objects.get_or_create(tenant_id=instance.pk)
+        tenant_usage_open(tenant_id=instance.pk)

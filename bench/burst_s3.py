@@ -33,8 +33,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import Database  # noqa: E402
-from bench.common import REPO, embedded_env, emit, free_port, percentile, r, scratch_dir  # noqa: E402
-from bench.serve_bench import REDIS, createuser, pg_connections, redis_ok, serve  # noqa: E402
+from bench.common import (  # noqa: E402
+    REPO, createuser, embedded_env, emit, free_port, percentile, r, scratch_dir, serve,
+)
+from bench.serve_bench import REDIS, pg_connections, redis_ok  # noqa: E402
 from tests.s3.support import cpu_hogs, stop_all, upload_burst  # noqa: E402
 from tests.support import jpeg_bytes  # noqa: E402
 

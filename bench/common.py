@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.support import pdf_document  # noqa: E402  (the same PDF writer the tests use)
+from tests.support.processes import free_port, wait_healthy  # noqa: E402, F401  (benches import them from here)
 
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 
@@ -95,12 +96,6 @@ def machine() -> dict[str, object]:
         load = (0.0, 0.0, 0.0)
     return {"cores": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
             "loadavg_at_start": [round(x, 2) for x in load]}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def clamd_socket() -> str | None:
@@ -177,27 +172,11 @@ def scratch_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent or None))
 
 
-def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
-    """Poll base/healthz until it answers 200 (True), the process exits or the time is up (False)."""
-    import requests
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return True
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
-
-
 class ServerProcess:
     """A server subprocess on a loopback port, up once it answers /healthz; its output in `log`."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path, port: int, timeout: float = 120.0) -> None:
+        self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -213,6 +192,20 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
+    """`manage.py serve` on a free loopback port with `args`, its log in tmp: the one way a bench starts it."""
+    port = free_port()
+    return ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), *args], env,
+                         tmp / f"serve-{port}.log", port)
+
+
+def createuser(env: dict[str, str], name: str, tenant: str = "bench") -> str:
+    """A user of `tenant` made by `manage.py createuser` in env's database; returns its API token."""
+    out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
 def Gunicorn(env: dict[str, str], tmp: Path, workers: int = 2) -> ServerProcess:

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO, ServerProcess, embedded_env, emit, free_port, percentile, r, scratch_dir, small_jpeg,
+    REPO, ServerProcess, createuser, embedded_env, emit, free_port, percentile, r, scratch_dir, small_jpeg,
 )
 from bench.time_to_ready import Client  # noqa: E402
 
@@ -48,12 +48,6 @@ def redis_ok() -> bool:
         return bool(redis.Redis.from_url(REDIS, socket_connect_timeout=2).ping())
     except Exception:  # noqa: BLE001
         return False
-
-
-def createuser(env: dict[str, str], name: str, tenant: str) -> str:
-    out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300, check=True)
-    return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
 class Stack:

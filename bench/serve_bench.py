@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import loadgen  # noqa: E402
 from bench.api import Database  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO, Gunicorn, ServerProcess, embedded_env, emit, free_port, median, r, scratch_dir, small_jpeg,
+    REPO, Gunicorn, ServerProcess, createuser, embedded_env, emit, free_port, median, r, scratch_dir, serve,
+    small_jpeg,
 )
 
 REDIS = "redis://127.0.0.1:6379/0"
@@ -96,18 +97,6 @@ def rss_mb(pid: int) -> float:
         except OSError:
             continue
     return total / 1024
-
-
-def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
-    port = free_port()
-    return ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), *args], env, tmp / f"serve-{port}.log",
-                port)
-
-
-def createuser(env: dict[str, str], name: str) -> str:
-    out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", "bench"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300, check=True)
-    return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
 def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | None:

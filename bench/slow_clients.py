@@ -25,7 +25,6 @@ import base64
 import os
 import resource
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import emit, free_port, percentile, r, scratch_dir, wait_healthy  # noqa: E402
+from bench.common import createuser, emit, percentile, r, scratch_dir, serve  # noqa: E402
 
 MIB = 1 << 20
 
@@ -152,19 +151,13 @@ def main() -> None:
     tmp = scratch_dir("slow-clients-bench-")
     env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp / "data"), "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base")}
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = open(tmp / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker",
-                             "--no-scheduler"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = serve(env, tmp, "--no-worker", "--no-scheduler")
+    base, port = server.base, server.port
     slow = None
     try:
         import requests
 
-        if not wait_healthy(base, proc):
-            raise RuntimeError(f"serve did not start: {(tmp / 'serve.log').read_text()[-1500:]}")
-        token = subprocess.run([sys.executable, "manage.py", "createuser", "bench", "--tenant", "bench"], cwd=REPO,
-                               env=env, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        token = createuser(env, "bench")
         metadata = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
                             {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items())
         tus_paths = []
@@ -181,7 +174,7 @@ def main() -> None:
         health, api, failures = probe(base, token, seconds)
         open_counts = list(slow.open_counts)
         replaced = slow.replaced
-        alive = proc.poll() is None
+        alive = server.proc.poll() is None
         emit({
             "slow_clients_healthz_p99_s": r(percentile(health, 99)),
             "slow_clients_healthz_p50_s": r(percentile(health, 50)),
@@ -201,12 +194,7 @@ def main() -> None:
     finally:
         if slow is not None:
             slow.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server.stop()
 
 
 if __name__ == "__main__":

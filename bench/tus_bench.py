@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import emit, free_port, median, r, scratch_dir, wait_healthy  # noqa: E402
+from bench.common import createuser, emit, median, r, scratch_dir, serve  # noqa: E402
 
 MIB = 1 << 20
 CHUNK = 5 * MIB
@@ -73,16 +72,10 @@ def main() -> None:
     tmp = scratch_dir("tus-bench-")
     env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp / "data"), "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base")}
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = open(tmp / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker",
-                             "--no-scheduler"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = serve(env, tmp, "--no-worker", "--no-scheduler")
+    base = server.base
     try:
-        if not wait_healthy(base, proc):
-            raise RuntimeError(f"serve did not start: {(tmp / 'serve.log').read_text()[-1500:]}")
-        token = subprocess.run([sys.executable, "manage.py", "createuser", "bench", "--tenant", "bench"], cwd=REPO,
-                               env=env, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        token = createuser(env, "bench")
         data = MP4_HEAD + os.urandom(mib * MIB - len(MP4_HEAD))
         path = tmp / "bench.mp4"
         path.write_bytes(data)
@@ -111,12 +104,7 @@ def main() -> None:
             "tus_ratios": [r(x) for x in ratios],
         })
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ from attachments.services import outbox
 from attachments.services.processing import (
     attachment_lease_extend,
     attachment_requeue_intake,
+    attachments_touch_parked,
     attachment_retry_or_fail,
-    attachments_touch_waiting,
 )
 
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
@@ -146,7 +146,7 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get(("intake", tenant_id), ())]
     if dry_run:
         return len(lost)
-    attachments_touch_waiting(attachment_ids=waiting, now=now)
+    attachments_touch_parked(attachment_ids=waiting, now=now)
     for pk in lost:
         attachment_requeue_intake(attachment_id=pk, now=now)
     return len(lost)

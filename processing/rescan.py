@@ -31,7 +31,12 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, RescanCheckpoint, Status
 from attachments.services import outbox
-from attachments.services.rescan import attachment_rescan_clean, attachment_rescan_reject, rescan_candidates
+from attachments.services.rescan import (
+    attachment_rescan_clean,
+    attachment_rescan_reject,
+    rescan_candidates,
+    rescan_checkpoint_locked,
+)
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
 
@@ -111,8 +116,7 @@ def rescan_tick(*, now: datetime | None = None) -> int:
         log.warning("rescan walk waits: no signature version", extra={"step": "rescan", "error": str(exc)[:300]})
         return 0
     with transaction.atomic():
-        RescanCheckpoint.objects.get_or_create(pk=RescanCheckpoint.SINGLETON_PK)
-        checkpoint = RescanCheckpoint.objects.select_for_update().get(pk=RescanCheckpoint.SINGLETON_PK)
+        checkpoint = rescan_checkpoint_locked()
         if checkpoint.version != version:
             log.warning("signatures changed: background rescan starts",
                         extra={"step": "rescan", "from_version": checkpoint.version, "to_version": version})

@@ -25,6 +25,7 @@ from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative
 from attachments.services.holds import not_held_q
+from attachments.services.dead_letters import dead_letter_open
 from attachments.services.removal import REAPABLE, attachment_delete_failed, attachments_mark_deleted
 
 log = logging.getLogger("airlock.sweeper")
@@ -145,7 +146,7 @@ def _record_failure(pk: uuid.UUID, attempts_before: int, keys: list[str], errors
     attachment_delete_failed(attachment_id=pk, attempts=attempts, error=message, now=now)
     if attempts < settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS:
         return False
-    DeadLetter.objects.create(
+    dead_letter_open(
         kind=DeadLetter.Kind.SWEEP, attachment_id=pk, storage_key=keys[0] if keys else "",
         last_error=message,
         history=[{"attempt": attempts, "at": now.isoformat(), "error": message}],

@@ -6,12 +6,13 @@ import io
 import time
 import uuid
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 
 from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
+from tests.support.processes import PrivateClamd
 
 
 @pytest.fixture(autouse=True)
@@ -148,3 +149,14 @@ def samples():
         eicar = EICAR
 
     return Samples
+
+
+@pytest.fixture
+def private_clamd() -> Iterator[PrivateClamd]:
+    """A clamd of this test's own, which it may stop and start without touching anybody else's."""
+    clamd = PrivateClamd()
+    clamd.start()
+    try:
+        yield clamd
+    finally:
+        clamd.remove()

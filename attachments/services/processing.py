@@ -24,6 +24,7 @@ from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
 from .audit import stage_entry
+from .dead_letters import dead_letter_open
 from .transitions import apply_transition, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
@@ -164,11 +165,11 @@ def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | Non
             return None
         if attachment.attempts + 1 >= settings.AIRLOCK_MAX_ATTEMPTS:
             apply_transition(attachment, "fail", actor=actor, message=error)
-            DeadLetter.objects.create(
+            dead_letter_open(
                 kind=DeadLetter.Kind.PROCESSING,
                 attachment=attachment,
                 storage_key=attachment.storage_key,
-                last_error=error[:5000],
+                last_error=error,
                 history=attempt_history(attachment) + [{"attempt": attachment.attempts + 1, "error": error[:500]}],
             )
             return "failed"
@@ -203,13 +204,15 @@ def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_
         outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
 
 
-def attachments_touch_waiting(*, attachment_ids: list[uuid.UUID], now: datetime) -> None:
+def attachments_touch_parked(*, attachment_ids: list[uuid.UUID], now: datetime) -> int:
     """Pending rows whose intake job is parked behind their tenant's cap: waiting, not lost.
 
-    Touched so the re-drive looks at them again a while later instead of sending a second job.
+    Touching them moves them out of the reconcile tick's "job went missing" window,
+    so they are looked at again later instead of being sent a second job.
     """
-    if attachment_ids:
-        Attachment.objects.filter(pk__in=attachment_ids).update(updated_at=now)
+    if not attachment_ids:
+        return 0
+    return Attachment.objects.filter(pk__in=attachment_ids).update(updated_at=now)
 
 
 def backoff_seconds(attempts: int) -> float:

@@ -22,6 +22,12 @@ from .transitions import apply_transition, lock_attachment
 RESCAN_ACTOR = "system:rescan"
 
 
+def rescan_checkpoint_locked() -> RescanCheckpoint:
+    """The background rescan's one checkpoint row, made on first use, locked (call inside atomic())."""
+    RescanCheckpoint.objects.get_or_create(pk=RescanCheckpoint.SINGLETON_PK)
+    return RescanCheckpoint.objects.select_for_update().get(pk=RescanCheckpoint.SINGLETON_PK)
+
+
 def rescan_candidates(version: str) -> QuerySet[Attachment]:
     """Ready files (not discarded or deleted) whose verdict is not from `version`, or that an operator flagged."""
     return (Attachment.objects.filter(status=Status.READY)

@@ -37,6 +37,7 @@ from ..naming import QUARANTINE_PREFIX, parse_key
 from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
+from .dead_letters import dead_letter_open
 from .processing import attachment_reject_missing
 from .uploads import object_arrived
 
@@ -299,9 +300,9 @@ def _handle_message(client: Any, queue_url: str, message: dict, report: ConsumeR
 
 
 def _dead_letter(message: dict, *, error: str, queue_url: str) -> DeadLetter:
-    return DeadLetter.objects.create(
+    return dead_letter_open(
         kind=DeadLetter.Kind.MESSAGE,
-        last_error=error[:5000],
+        last_error=error,
         payload={"source": "sqs", "queue_url": queue_url, "message_id": message.get("MessageId", ""),
                  "body": str(message.get("Body", ""))[:100_000]},
     )

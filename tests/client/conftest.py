@@ -17,7 +17,7 @@ import httpx
 import pytest
 from airlock_client import Client
 
-from tests.e2e.test_serve import Server
+from tests.support.processes import Server
 from tests.s3.conftest import moto_endpoint  # noqa: F401  (the S3 stand-in, over HTTP)
 from tests.support import pdf_document
 from tests.webhooks.receiver import Receiver

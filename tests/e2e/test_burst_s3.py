@@ -21,7 +21,7 @@ import pytest
 from tests.s3.support import cpu_hogs, stop_all, upload_burst
 from tests.support import jpeg_bytes
 
-from .test_serve import Server
+from tests.support.processes import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.s3]
 

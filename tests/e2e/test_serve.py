@@ -7,11 +7,6 @@ server (moto over HTTP) with no storage events configured at all.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,62 +15,9 @@ import pytest
 import requests
 
 from tests.support import EICAR, jpeg_bytes, pdf_bytes
+from tests.support.processes import Server
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    def __init__(self, tmp: Path, extra_env: dict[str, str], args: tuple[str, ...] = (),
-                 db_port: int | None = None):
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings.base",
-                    "AIRLOCK_TICK_SECONDS": "1", "AIRLOCK_KEY_PREFIX": f"e2e-{uuid.uuid4().hex[:8]}", **extra_env}
-        if os.environ.get("DATABASE_URL", "").startswith("postgres"):
-            # A database of its own, created and dropped around the server.
-            self.dbname = f"airlock_e2e_{uuid.uuid4().hex[:8]}"
-            base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-            subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {self.dbname}"], check=True)
-            self.env["DATABASE_URL"] = self.admin_url = f"{base}/{self.dbname}"
-            if db_port is not None:  # through a proxy a fault test can cut
-                self.env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:{db_port}/{self.dbname}"
-        else:
-            self.dbname = None
-            self.env.pop("DATABASE_URL", None)
-        self.log = open(tmp / "serve.log", "w")
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port), *args], cwd=ROOT,
-                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.2)
-        raise AssertionError(f"serve did not start: {(tmp / 'serve.log').read_text()[-2000:]}")
-
-    def createuser(self, name: str, tenant: str) -> str:
-        out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=ROOT,
-                             env=self.env, capture_output=True, text=True, check=True).stdout
-        return out.strip().splitlines()[-1]
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        if self.dbname:
-            base = self.admin_url.rsplit("/", 1)[0]
-            subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"],
-                           check=False)
 
 
 def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:

@@ -15,7 +15,8 @@ import sys
 import pytest
 import requests
 
-from tests.e2e.test_serve import ROOT, Server
+from tests.e2e.test_serve import ROOT
+from tests.support.processes import Server
 
 APP = "http://127.0.0.1:5173"
 

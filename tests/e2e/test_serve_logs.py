@@ -8,7 +8,7 @@ import socket
 import pytest
 import requests
 
-from tests.e2e.test_serve import Server
+from tests.support.processes import Server
 
 
 def _raw(port: int, request: bytes) -> bytes:

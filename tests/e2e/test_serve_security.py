@@ -14,7 +14,8 @@ import stat
 import pytest
 import requests
 
-from tests.e2e.test_serve import Server, _upload, _wait
+from tests.e2e.test_serve import _upload, _wait
+from tests.support.processes import Server
 from tests.support import EICAR, jpeg_bytes
 
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from .test_serve import Server
+from tests.support.processes import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 

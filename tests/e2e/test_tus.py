@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,7 +23,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.e2e.test_serve import ROOT, Server, _wait
+from tests.e2e.test_serve import ROOT, _wait
+from tests.support.processes import Server
 
 MP4_HEAD = b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"
 MIB = 1 << 20
@@ -108,22 +108,6 @@ def download(server: Server, token: str, attachment_id: str) -> bytes:
         got = requests.get(got.headers["Location"], timeout=60)
     assert got.status_code == 200, got.text[:300]
     return got.content
-
-
-def restart(server: Server) -> None:
-    """Stop `serve` (SIGTERM) and start it again on the same data, database and port."""
-    server.proc.send_signal(signal.SIGTERM)
-    server.proc.wait(timeout=40)
-    server.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(server.port)], cwd=ROOT,
-                                   env=server.env, stdout=server.log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{server.base}/healthz", timeout=1).status_code == 200:
-                return
-        except requests.ConnectionError:
-            time.sleep(0.2)
-    raise AssertionError("serve did not come back")
 
 
 def _id(url: str) -> str:
@@ -293,7 +277,7 @@ def test_resume_after_serve_restarts(server, tmp_path):
     path.write_bytes(data)
     store = tmp_path / "urls.json"
     url, _, reached = tus_client(server, alice, path, store, "--stop-at", str(MIB), "--chunk", str(MIB // 2))
-    restart(server)
+    server.restart()
     assert int(head(url, alice).headers["Upload-Offset"]) == reached == MIB
     again, started, done = tus_client(server, alice, path, store, "--chunk", str(MIB // 2))
     assert (again, started, done) == (url, MIB, len(data))
@@ -357,7 +341,7 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
         parts = s3.list_parts(Bucket=bucket, Key=uploads[0]["Key"], UploadId=uploads[0]["UploadId"])["Parts"]
         assert [p["Size"] for p in parts] == [5 * MIB]
         assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0  # nothing servable yet
-        restart(server)
+        server.restart()
         again, started, done = tus_client(server, alice, path, store, "--chunk", str(3 * MIB))
         assert (again, started, done) == (url, 7 * MIB, len(data))
         assert _tus_multipart_uploads(s3, bucket) == []

@@ -10,8 +10,6 @@ import pytest
 
 from tests.sweeper.support import require_live_services
 
-from .support import PrivateClamd
-
 
 @pytest.fixture(autouse=True)
 def _require_marked_services(request: pytest.FixtureRequest) -> None:
@@ -19,16 +17,6 @@ def _require_marked_services(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("clamd"):
         if not (shutil.which("clamd") or Path("/usr/sbin/clamd").exists()):
             pytest.fail("marked clamd but clamd is not installed (scripts/clamd.sh install)")
-
-
-@pytest.fixture
-def private_clamd() -> Iterator[PrivateClamd]:
-    clamd = PrivateClamd()
-    clamd.start()
-    try:
-        yield clamd
-    finally:
-        clamd.remove()
 
 
 @pytest.fixture

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -19,6 +17,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
+
+from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 90.0
@@ -221,42 +221,6 @@ def _read_exact(conn: socket.socket, n: int) -> bytes:
             raise ConnectionError("client closed")
         data += part
     return data
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class PrivateClamd:
-    """A clamd of our own (scripts/clamd.sh with its own dir and port): stopping it touches nobody else."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="alk-fclamd-", dir="/tmp"))  # short: sun_path is 108 bytes
-        self.port = free_port()
-        self.socket = str(self.dir / "clamd.sock")
-
-    def _run(self, action: str) -> subprocess.CompletedProcess:
-        env = {**os.environ, "AIRLOCK_CLAMD_DIR": str(self.dir), "AIRLOCK_CLAMD_PORT": str(self.port),
-               "AIRLOCK_CLAMD_STREAM_MAX": "30M", "AIRLOCK_PYTHON": sys.executable}
-        return subprocess.run([str(REPO / "scripts" / "clamd.sh"), action], env=env, capture_output=True,
-                              text=True, timeout=120)
-
-    def start(self) -> None:
-        result = self._run("start")
-        assert result.returncode == 0, f"private clamd did not start: {result.stderr[-2000:]}"
-
-    def stop(self) -> None:
-        result = self._run("stop")
-        assert result.returncode == 0, result.stderr[-2000:]
-
-    def answering(self) -> bool:
-        return self._run("status").returncode == 0
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # --- invariants --------------------------------------------------------------------

@@ -21,7 +21,7 @@ from django.db import connection
 from psycopg_pool import PoolTimeout
 
 from config.postgresql.base import DeadlinePool
-from .support import free_port
+from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.postgres]
 

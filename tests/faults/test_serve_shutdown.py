@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.e2e.test_serve import Server
+from tests.support.processes import Server
 from tests.support import jpeg_bytes
 
 from .support import StallingClamd

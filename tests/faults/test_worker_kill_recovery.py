@@ -28,7 +28,8 @@ import psycopg
 import pytest
 import requests
 
-from tests.e2e.test_serve import ROOT, Server
+from tests.e2e.test_serve import ROOT
+from tests.support.processes import Server
 from tests.support import jpeg_bytes
 
 from .support import wait_gone, wait_until

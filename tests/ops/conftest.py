@@ -1,13 +1,8 @@
-"""Fixtures for the operator endpoints: closed ports, a private clamd, reading /metrics."""
+"""Fixtures for the operator endpoints: closed ports, reading /metrics."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,57 +20,6 @@ def closed_port() -> Iterator[int]:
         yield sock.getsockname()[1]
     finally:
         sock.close()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class PrivateClamd:
-    """A clamd of our own (scripts/clamd.sh with its own dir and port) that a test may stop and start."""
-
-    def __init__(self) -> None:
-        # Short path: a unix socket path must fit in 108 bytes.
-        self.dir = Path(tempfile.mkdtemp(prefix="alk-clamd-"))
-        self.port = free_port()
-        self.socket = str(self.dir / "clamd.sock")
-
-    def _run(self, action: str) -> subprocess.CompletedProcess:
-        env = {
-            **os.environ,
-            "AIRLOCK_CLAMD_DIR": str(self.dir),
-            "AIRLOCK_CLAMD_PORT": str(self.port),
-            "AIRLOCK_CLAMD_STREAM_MAX": "10M",
-            "AIRLOCK_PYTHON": sys.executable,
-        }
-        return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
-            [str(ROOT / "scripts" / "clamd.sh"), action],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    def start(self) -> None:
-        result = self._run("start")
-        assert result.returncode == 0, f"private clamd did not start: {result.stderr[-2000:]}"
-
-    def stop(self) -> None:
-        result = self._run("stop")
-        assert result.returncode == 0, result.stderr[-2000:]
-
-
-@pytest.fixture
-def private_clamd() -> Iterator[PrivateClamd]:
-    clamd = PrivateClamd()
-    clamd.start()
-    try:
-        yield clamd
-    finally:
-        clamd.stop()
-        shutil.rmtree(clamd.dir, ignore_errors=True)
 
 
 def metric_value(text: str, name: str, labels: dict[str, str] | None = None) -> float:

@@ -1,6 +1,6 @@
-"""Dependencies point one way: ops -> sweeper / processing -> attachments.
+"""Dependencies point one way: ops -> sweeper -> webhooks -> processing -> attachments.
 
-Every module of the four apps is parsed (not imported) and each import is
+Every module of the five apps is parsed (not imported) and each import is
 resolved to the top-level package it names, wherever it sits: module level,
 inside a function, under TYPE_CHECKING, relative or absolute. Dotted strings
 naming a module of a higher layer ("processing.x.Y", as settings and
@@ -16,13 +16,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("attachments", "processing", "sweeper", "ops")
+APPS = ("attachments", "processing", "webhooks", "sweeper", "ops")
 
 # What each app must never import. The sweeper may use processing (reconcile re-drives
 # lost arrivals through processing.recovery); processing never drives the sweeper.
+# Webhooks sit on the pipeline (deliveries run as its jobs, on attachments' events);
+# the sweeper may reach them (retention trims delivery rows), the pipeline may not:
+# an event reaches webhooks through attachments' outbox, never by an import.
 FORBIDDEN = {
-    "attachments": {"processing", "sweeper", "ops"},
-    "processing": {"sweeper", "ops"},
+    "attachments": {"processing", "webhooks", "sweeper", "ops"},
+    "processing": {"webhooks", "sweeper", "ops"},
+    "webhooks": {"sweeper", "ops"},
     "sweeper": {"ops"},
     "ops": set(),
 }
@@ -84,7 +88,7 @@ def _modules() -> list[Path]:
 def test_every_app_is_parsed():
     names = {_module_name(p) for p in _modules()}
     assert {"attachments.models", "processing.pipeline", "sweeper.sweep", "ops.runtime",
-            "ops.management.commands.serve"} <= names
+            "ops.management.commands.serve", "webhooks.models", "webhooks.services.delivery"} <= names
 
 
 def test_dependencies_point_one_way():
@@ -107,9 +111,18 @@ def test_dependencies_point_one_way():
     ("attachments.x", 'WORKER = "ops.httpserver.AirlockThreadWorker"', ["attachments.x:1 imports ops"]),
     ("processing.pipeline", "from sweeper.schedule import sweep_if_due", ["processing.pipeline:1 imports sweeper"]),
     ("sweeper.sweep", "from ops import runtime", ["sweeper.sweep:1 imports ops"]),
+    ("attachments.services.processing", "from webhooks.services.emit import x",
+     ["attachments.services.processing:1 imports webhooks"]),
+    ("processing.pipeline", "def f():\n    import webhooks.actors\n", ["processing.pipeline:2 imports webhooks"]),
+    ("processing.x", 'ACTOR = "webhooks.actors.deliver"', ["processing.x:1 imports webhooks"]),
+    ("webhooks.services.delivery", "from sweeper.control import delete_brake",
+     ["webhooks.services.delivery:1 imports sweeper"]),
+    ("webhooks.actors", "from ops.runtime import x", ["webhooks.actors:1 imports ops"]),
     # Allowed directions and look-alikes.
     ("ops.runtime", "from sweeper.schedule import sweep_if_due\nfrom processing import outcomes", []),
     ("sweeper.reconcile", "from processing.recovery import redrive_pending", []),
+    ("sweeper.retention", "from webhooks.models import Delivery", []),
+    ("webhooks.services.emit", "from attachments.models import Attachment\nfrom processing import fairness", []),
     ("attachments.admin.views", "from ..models import Attachment\nfrom . import charts", []),
     ("attachments.x", 'log.info("processing.started")\nSTEP = "sweeper.nothing_here"', []),
 ])

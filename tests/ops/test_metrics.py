@@ -256,22 +256,6 @@ def test_multiprocess_dir_aggregates_every_process(tmp_path):
     assert metric_value(out, "airlock_sweeper_deleted_total") == 6.0
 
 
-def _sweeper_records_into_ops_counters() -> bool:
-    import inspect
-
-    import sweeper.reaping
-    import sweeper.sweep
-
-    return any("SWEEPER_DELETED" in inspect.getsource(m) for m in (sweeper.sweep, sweeper.reaping))
-
-
-@pytest.mark.xfail(
-    not _sweeper_records_into_ops_counters(),
-    strict=False,
-    reason="sweeper integration pending: sweeper/sweep.py _finish() should call "
-    "processing.metrics.SWEEPER_DELETED.inc(report.deleted) and "
-    "SWEEPER_ERRORS.inc(report.errors)",
-)
 def test_sweeper_deletes_and_errors_are_counted(alice, scrape, storage_root):
     from attachments.storage import get_gateway
     from sweeper.locks import NoLock

@@ -6,14 +6,13 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.ops.conftest import ROOT, free_port
+from tests.ops.conftest import ROOT
+from tests.support.processes import free_port, wait_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -70,13 +69,7 @@ def test_serve_migrates_the_embedded_default_on_its_first_run_and_says_so(tmp_pa
         proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker",
                                  "--no-scheduler"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.2)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
         assert "first run: applying migrations" in log.read_text()
     finally:
         proc.terminate()

@@ -1,11 +1,12 @@
-"""Every Attachment status change goes through attachments/services: no other module calls a transition.
+"""Every state change goes through attachments/services: no other module calls a transition or writes rows.
 
 The code is read, not run: a call that no test happens to reach is still found.
 A violation is a use of `apply_transition`, a `getattr(x, "<transition>")`, or a
 call of one of the model's transition methods (`start`, `finish`, `reject`, …)
 on something that looks like an attachment (its name says so, or the call passes
 a transition's keyword arguments). `thread.start()` and DRF's `self.fail()` are
-not attachments.
+not attachments. Rows of any attachments model (Attachment, DeadLetter, Tenant, …)
+are written only there too: no `<Model>.objects….create/update/delete(…)` elsewhere.
 """
 
 from __future__ import annotations
@@ -99,58 +100,78 @@ def test_the_scan_finds_transition_calls_and_leaves_threads_alone():
 
 
 WRITES = {"update", "delete", "bulk_update", "bulk_create", "create", "get_or_create", "update_or_create"}
+MANAGERS = {"objects", "_default_manager", "_base_manager"}
 
 
-def _attachment_queryset_helpers(tree: ast.AST) -> set[str]:
-    """Functions of the module that return an `Attachment.objects…` chain (`def purgeable(now): return …`)."""
+def attachments_models() -> set[str]:
+    """The class names of every model of the attachments app (Attachment, DeadLetter, Tenant, …)."""
+    from django.apps import apps
+
+    return {model.__name__ for model in apps.get_app_config("attachments").get_models()}
+
+
+def _is_model_chain(node: ast.expr, models: set[str]) -> bool:
+    names = _receiver_names(node)
+    return bool(models & set(names)) and bool(MANAGERS & set(names))
+
+
+def _queryset_helpers(tree: ast.AST, models: set[str]) -> set[str]:
+    """Functions of the module that return a `<Model>.objects…` chain (`def purgeable(now): return …`)."""
     helpers = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(node):
-                if isinstance(inner, ast.Return) and inner.value is not None:
-                    names = _receiver_names(inner.value)
-                    if "Attachment" in names and "objects" in names:
-                        helpers.add(node.name)
+                if isinstance(inner, ast.Return) and inner.value is not None and _is_model_chain(inner.value, models):
+                    helpers.add(node.name)
     return helpers
 
 
-def attachment_row_writes(source: str) -> list[str]:
-    """`line: code` for every `Attachment.objects….<write>(…)` chain in the source, also through a helper."""
+def model_row_writes(source: str, models: set[str] | None = None) -> list[str]:
+    """`line: code` for every `<Model>.objects….<write>(…)` chain of a guarded model, also through a helper."""
+    models = attachments_models() if models is None else models
     tree = ast.parse(source)
-    helpers = _attachment_queryset_helpers(tree)
+    helpers = _queryset_helpers(tree, models)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES:
-            names = _receiver_names(node.func.value)
-            if ("Attachment" in names and "objects" in names) or helpers & set(names):
+            if _is_model_chain(node.func.value, models) or helpers & set(_receiver_names(node.func.value)):
                 found.append(f"{node.lineno}: {ast.unparse(node)}")
     return found
 
 
-def test_no_module_outside_attachments_services_writes_attachment_rows():
+def test_the_guard_knows_the_attachments_models():
+    assert {"Attachment", "DeadLetter", "Tenant", "TenantUsage", "Membership", "RescanCheckpoint"} <= attachments_models()
+
+
+def test_no_module_outside_attachments_services_writes_attachments_rows():
     # Migrations and the operator's scripts/ and bench/ set rows up by hand; the product does not.
     outside = (ROOT / "tests", ROOT / "scripts", ROOT / "bench")
+    models = attachments_models()
     offenders = {}
     for path in _python_files():
         if HOME in path.parents or any(o in path.parents for o in outside) or "migrations" in path.parts \
                 or not path.is_file():
             continue
-        writes = attachment_row_writes(path.read_text(encoding="utf-8"))
+        writes = model_row_writes(path.read_text(encoding="utf-8"), models)
         if writes:
             offenders[str(path.relative_to(ROOT))] = writes
-    assert offenders == {}, "Attachment rows are written in attachments/services"
+    assert offenders == {}, "rows of the attachments app's models are written in attachments/services"
 
 
 def test_the_write_scan_finds_queryset_writes_and_leaves_reads_alone():
-    caught = attachment_row_writes(
+    caught = model_row_writes(
         "Attachment.objects.filter(pk=pk).update(updated_at=now)\n"
         "Attachment.objects.create(id=pk)\n"
         "Attachment.objects.filter(lifecycle='deleted').delete()\n"
         "def purgeable(now):\n    return Attachment.objects.filter(lifecycle='deleted')\n"
         "purgeable(now).filter(pk__in=ids).delete()\n"
+        "DeadLetter.objects.create(kind='message', last_error='malformed')\n"
+        "DeadLetter.objects.filter(pk=1).update(resolved_at=now)\n"
+        "TenantUsage.objects.get_or_create(tenant_id=1)\n"
+        "Attachment._base_manager.filter(pk=pk).delete()\n"
     )
-    assert len(caught) == 4, caught
-    assert attachment_row_writes(
-        "Attachment.objects.filter(pk=pk).values_list('pk')\nDeadLetter.objects.filter(pk=1).update(x=1)\n"
-        "Attachment.objects.get(pk=pk)\n"
+    assert len(caught) == 8, caught
+    assert model_row_writes(
+        "Attachment.objects.filter(pk=pk).values_list('pk')\nDeadLetter.objects.filter(resolved_at=None).count()\n"
+        "Attachment.objects.get(pk=pk)\nUser.objects.create_user(username='x')\nqueue.update(x=1)\n"
     ) == []

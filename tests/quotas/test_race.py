@@ -92,7 +92,7 @@ def _createusers(server, n: int) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("quota", sorted(QUOTAS))
 def test_twenty_http_clients_race_against_serve(tmp_path, quota):
-    from tests.e2e.test_serve import Server
+    from tests.support.processes import Server
 
     setting, limit, fill = QUOTAS[quota]
     server = Server(tmp_path, {setting: str(limit), "AIRLOCK_INTENTS_PER_MINUTE": "1000"})

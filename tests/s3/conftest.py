@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ import pytest
 from botocore.config import Config
 
 from tests.s3.support import S3Env
+from tests.support.processes import free_port
 
 _FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "airlock-test",
@@ -27,12 +27,6 @@ _FAKE_AWS = {
 _CLEARED = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_S3_ACCESS_KEY_ID",
             "AWS_S3_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SQS")
 REGION = "us-east-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +39,7 @@ def moto_endpoint() -> Iterator[str]:
     os.environ.update(_FAKE_AWS)
     for name in _CLEARED:
         os.environ.pop(name, None)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"

@@ -37,12 +37,6 @@ def clamd_from_env(timeout: float = 30.0) -> ClamdScanner:
     return ClamdScanner(socket_path=DEFAULT_CLAMD_SOCKET, timeout=timeout)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class FakeClamd:
     """A unix-socket server that speaks just enough clamd to misbehave on cue.
 

@@ -19,8 +19,9 @@ import pytest
 
 from processing.scanners import ClamdScanner, ScannerError
 from tests.corpus import manifest_paths
+from tests.support.processes import free_port
 
-from .support import CLAMD_SH, CORPUS, EICAR, TESTFILES, free_port
+from .support import CLAMD_SH, CORPUS, EICAR, TESTFILES
 
 pytestmark = pytest.mark.clamd
 

@@ -12,8 +12,9 @@ import pytest
 
 from processing.scanners import ClamdScanner, ScannerError
 from processing.scanners.clamd import parse_reply
+from tests.support.processes import free_port
 
-from .support import EICAR, FakeClamd, free_port
+from .support import EICAR, FakeClamd
 
 FakeFactory = Callable[[Callable[[FakeClamd, socket.socket], None]], FakeClamd]
 

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from attachments.models import Membership, Tenant
+from attachments.services.tenants import tenant_member_add
 from attachments.services.tokens import api_token_issue
 
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -47,12 +47,11 @@ class Command(BaseCommand):
         if generated:
             password = secrets.token_urlsafe(12)
         with transaction.atomic():
-            tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
             user = User.objects.create_user(username=name, email=opts["email"], password=password)
             user.is_staff = staff
             user.is_superuser = opts["superuser"]
             user.save()
-            Membership.objects.create(user=user, tenant=tenant)
+            tenant_member_add(user=user, tenant_slug=tenant_slug)
             if opts["moderator"]:
                 from attachments.permissions import ensure_moderator_group
 

@@ -1,0 +1,35 @@
+"""Dead letters: work that ran out of automatic retries (or could never run) is handed to a human here.
+
+One function opens them, whichever part of Airlock gave up: the pipeline at its
+attempt cap, a malformed queue message, a storage-event message, a sweep delete
+that kept failing. Resolving them is staff's (attachments/services/moderation.py,
+sweeper/dead_letters.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ..models import Attachment, DeadLetter
+
+# last_error is a TextField; the cap keeps one runaway traceback from bloating the table.
+LAST_ERROR_LIMIT = 5000
+
+
+def dead_letter_open(*, kind: str, last_error: str, attachment: Attachment | None = None,
+                     attachment_id: uuid.UUID | None = None, storage_key: str = "",
+                     history: list[dict[str, Any]] | None = None,
+                     payload: dict[str, Any] | None = None) -> DeadLetter:
+    """A new open dead letter of `kind` (a DeadLetter.Kind); pass the attachment, or only its id."""
+    if kind not in DeadLetter.Kind.values:
+        raise ValueError(f"unknown dead letter kind {kind!r}")
+    return DeadLetter.objects.create(
+        kind=kind,
+        attachment=attachment,
+        **({"attachment_id": attachment_id} if attachment is None and attachment_id is not None else {}),
+        storage_key=storage_key,
+        last_error=last_error[:LAST_ERROR_LIMIT],
+        history=list(history or []),
+        payload=dict(payload or {}),
+    )

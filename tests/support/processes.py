@@ -1,0 +1,130 @@
+"""Processes the tests start for real: a loopback port, a private clamd, `manage.py serve`.
+
+One copy of each, so that a change in how clamd or serve is started is made once
+(bench/common.py takes free_port and wait_healthy from here too).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (the OS picks it; a race is possible but rare)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(base: str, proc: subprocess.Popen | None = None, timeout: float = 60.0) -> bool:
+    """Poll base/healthz until it answers 200 (True), `proc` exits or the time is up (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+class PrivateClamd:
+    """A clamd of our own (scripts/clamd.sh with its own dir and port): stopping it touches nobody else."""
+
+    def __init__(self, *, stream_max: str = "30M") -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="alk-clamd-", dir="/tmp"))  # short: sun_path is 108 bytes
+        self.port = free_port()
+        self.socket = str(self.dir / "clamd.sock")
+        self.stream_max = stream_max
+
+    def _run(self, action: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "AIRLOCK_CLAMD_DIR": str(self.dir), "AIRLOCK_CLAMD_PORT": str(self.port),
+               "AIRLOCK_CLAMD_STREAM_MAX": self.stream_max, "AIRLOCK_PYTHON": sys.executable}
+        return subprocess.run([str(REPO / "scripts" / "clamd.sh"), action], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    def start(self) -> None:
+        result = self._run("start")
+        assert result.returncode == 0, f"private clamd did not start: {result.stderr[-2000:]}"
+
+    def stop(self) -> None:
+        result = self._run("stop")
+        assert result.returncode == 0, result.stderr[-2000:]
+
+    def answering(self) -> bool:
+        return self._run("status").returncode == 0
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Server:
+    """`manage.py serve` in a subprocess on a free port, on a database of its own under PostgreSQL."""
+
+    def __init__(self, tmp: Path, extra_env: dict[str, str], args: tuple[str, ...] = (),
+                 db_port: int | None = None):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings.base",
+                    "AIRLOCK_TICK_SECONDS": "1", "AIRLOCK_KEY_PREFIX": f"e2e-{uuid.uuid4().hex[:8]}", **extra_env}
+        if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+            # A database of its own, created and dropped around the server.
+            self.dbname = f"airlock_e2e_{uuid.uuid4().hex[:8]}"
+            base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+            subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {self.dbname}"], check=True)
+            self.env["DATABASE_URL"] = self.admin_url = f"{base}/{self.dbname}"
+            if db_port is not None:  # through a proxy a fault test can cut
+                self.env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:{db_port}/{self.dbname}"
+        else:
+            self.dbname = None
+            self.env.pop("DATABASE_URL", None)
+        self.args = args
+        self.log_path = tmp / "serve.log"
+        self.log = open(self.log_path, "w")
+        self._launch()
+
+    def _launch(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port), *self.args],
+                                     cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        if not wait_healthy(self.base, self.proc):
+            raise AssertionError(f"serve did not start: {self.log_path.read_text()[-2000:]}")
+
+    def restart(self) -> None:
+        """Stop `serve` (SIGTERM) and start it again on the same data, database and port."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=40)
+        self._launch()
+
+    def createuser(self, name: str, tenant: str) -> str:
+        out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=REPO,
+                             env=self.env, capture_output=True, text=True, check=True).stdout
+        return out.strip().splitlines()[-1]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        if self.dbname:
+            base = self.admin_url.rsplit("/", 1)[0]
+            subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"],
+                           check=False)
