@@ -16,10 +16,13 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
+from django.db.models import Exists, OuterRef
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from . import media, views
+from .finding import SavedQuestionFilter, search_query
 from .actions import (
     MODERATE_PERMISSION,
     MODERATION_ACTIONS,
@@ -201,14 +204,16 @@ def _pre(text: str) -> str:
 
 @admin.register(Attachment)
 class AttachmentAdmin(ReadOnlyModelAdmin):
-    list_display = ("filename", "status", "reason_code", "profile", "tenant", "owner", "lifecycle",
+    list_display = ("small_preview", "filename", "status", "reason_code", "tenant", "owner", "ref", "size_human",
                     "is_committed", "created_at")
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
-    list_filter = ("status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter), "lifecycle",
-                   ReasonCodeFilter, CommittedFilter, StorageFilter)
-    search_fields = ("filename", "owner__username", "=sha256")
-    search_help_text = "Search by id, filename, owner username or sha256."
+    list_filter = (SavedQuestionFilter, "status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter),
+                   "lifecycle", ReasonCodeFilter, CommittedFilter, StorageFilter,
+                   ("created_at", admin.DateFieldListFilter), ("ready_at", admin.DateFieldListFilter))
+    search_fields = ("filename",)  # get_search_results builds the whole query (finding.search_query)
+    search_help_text = ("Search by ref (ref:wedding:smith for refs starting so; a plain term matches ref "
+                        "prefixes too), owner username, tenant slug, filename, id or sha256.")
     list_select_related = ("owner", "tenant")
     ordering = ("-created_at",)
     date_hierarchy = None
@@ -219,7 +224,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     change_form_template = "admin/attachments/attachment/change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "filename", "preview", "owner", "tenant", "profile", "status", "reason",
-                           "lifecycle", "ref")}),
+                           "lifecycle", "same_ref")}),
         ("Bytes", {"fields": ("size", "content_type", "sha256", "declared_size", "declared_type",
                               "storage_key", "served_key", "quarantine_key")}),
         ("Metadata", {"fields": ("metadata_pretty", "extracted_text")}),
@@ -232,15 +237,42 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     readonly_fields = (*(cast(str, f) for _, opts in fieldsets for f in opts["fields"]), "media_facts")
 
     def get_queryset(self, request):
-        return scoped(super().get_queryset(request), request.user)
+        queryset = scoped(super().get_queryset(request), request.user)
+        # One EXISTS per preview kind in the list query, not one query per row.
+        return queryset.annotate(
+            has_thumbnail=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="thumbnail")),
+            has_poster=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="poster")))
 
     def get_search_results(self, request, queryset, search_term):
-        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        try:
-            pk = uuid.UUID(search_term.strip())
-        except ValueError:
-            return results, may_have_duplicates
-        return results | queryset.filter(pk=pk), may_have_duplicates
+        query = search_query(search_term)
+        if query is None:
+            return queryset, False
+        return queryset.filter(query), False  # owner and tenant are to-one: no duplicates
+
+    @admin.display(description="preview")
+    def small_preview(self, obj: Attachment) -> str:
+        # The staff preview endpoints gate again (scope, deleted files); this only spares a broken image.
+        if obj.lifecycle == Lifecycle.DELETED:
+            return ""
+        kind = "thumbnail" if getattr(obj, "has_thumbnail", False) else (
+            "poster" if getattr(obj, "has_poster", False) else None)
+        if kind is None:
+            return ""
+        url = reverse(f"admin:attachments_attachment_{kind}", args=[obj.pk])
+        return format_html('<img class="airlock-list-thumb" src="{}" alt="{}" loading="lazy" width="48" '
+                           'height="48">', url, kind)
+
+    @admin.display(description="size", ordering="size")
+    def size_human(self, obj: Attachment) -> str:
+        size = obj.size if obj.size is not None else obj.declared_size
+        return filesizeformat(size) if size is not None else "—"
+
+    @admin.display(description="ref")
+    def same_ref(self, obj: Attachment) -> str:
+        if not obj.ref:
+            return "—"
+        url = reverse("admin:attachments_attachment_changelist") + "?" + urlencode({"ref__exact": obj.ref})
+        return format_html('{} <a class="airlock-same-ref" href="{}">files with the same ref</a>', obj.ref, url)
 
     @admin.display(description="committed", boolean=True)
     def is_committed(self, obj: Attachment) -> bool:
