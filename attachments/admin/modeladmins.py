@@ -6,7 +6,6 @@ an intermediate confirmation page, call the services and leave an audit trail.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import cast
 
@@ -22,7 +21,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from . import media, views
+from . import detail, media, views
 from .finding import SavedQuestionFilter, search_query
 from .actions import (
     MODERATE_PERMISSION,
@@ -158,15 +157,6 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class TransitionLogInline(ReadOnlyInline):
-    model = TransitionLog
-    verbose_name = "transition"
-    verbose_name_plural = "transition history"
-    fields = ("created_at", "transition", "from_status", "to_status", "actor", "reason_code", "message", "details")
-    readonly_fields = fields
-    ordering = ("created_at", "id")
-
-
 class DeadLetterInline(ReadOnlyInline):
     model = DeadLetter
     verbose_name_plural = "dead letters"
@@ -222,12 +212,14 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     date_hierarchy = None
     show_full_result_count = False
     list_per_page = 50
-    inlines = (TransitionLogInline, DeadLetterInline, DerivativeInline)
+    # The transition history is the "timeline" field (detail.timeline): the last events, "show all" below.
+    inlines = (DeadLetterInline, DerivativeInline)
     actions = [bulk_action(name) for name in MODERATION_ACTIONS]
     change_form_template = "admin/attachments/attachment/change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "filename", "preview", "owner", "tenant", "profile", "status", "reason",
                            "lifecycle", "same_ref")}),
+        ("Timeline", {"fields": ("timeline",)}),
         ("Bytes", {"fields": ("size", "content_type", "sha256", "declared_size", "declared_type",
                               "storage_key", "served_key", "quarantine_key")}),
         ("Metadata", {"fields": ("metadata_pretty", "extracted_text")}),
@@ -325,11 +317,13 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         return format_html('<img class="airlock-thumb" src="{}" alt="thumbnail" width="{}" height="{}">',
                            url, thumbnail.width or "", thumbnail.height or "")
 
-    @admin.display(description="metadata")
+    @admin.display(description="facts")
     def metadata_pretty(self, obj: Attachment) -> str:
-        if not obj.metadata:
-            return "—"
-        return _pre(json.dumps(obj.metadata, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        return detail.facts_table(obj.metadata)
+
+    @admin.display(description="transition history")
+    def timeline(self, obj: Attachment) -> str:
+        return detail.timeline(obj)
 
     @admin.display(description="probed")
     def media_facts(self, obj: Attachment) -> str:
@@ -381,6 +375,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         attachment = self.get_queryset(request).filter(pk=object_id).first() if _is_uuid(object_id) else None
         extra_context = {
             **(extra_context or {}),
+            "airlock_summary": detail.status_summary(attachment) if attachment is not None else "",
             "can_moderate": self.has_moderate_permission(request),
             "moderation_actions": [a for a in MODERATION_ACTIONS.values()
                                    if attachment is not None and a.offered(attachment)],
