@@ -34,7 +34,7 @@ def _banner(response) -> list[tuple[str, str, str]]:
     """(kind, text, link) of each banner line."""
     assert response.status_code == 200
     html = response.content.decode()
-    block = re.search(r'<ul class="messagelist airlock-banner" id="airlock-banner".*?</ul>', html, re.S)
+    block = re.search(r'<ul class="airlock-banner" id="airlock-banner".*?</ul>', html, re.S)
     if block is None:
         return []
     lines = re.findall(r'<li class="warning" data-kind="([^"]+)">(.*?)</li>', block.group(0), re.S)

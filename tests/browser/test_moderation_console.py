@@ -27,7 +27,7 @@ def test_moderator_finds_a_rejected_file_and_its_reason(page, live_worker, alice
 
     sign_in(page, "mod")
     page.locator("tr.model-attachment th a").click()
-    page.locator("#changelist-filter").get_by_role("link", name="Rejected").click()
+    page.locator("#changelist-filter").get_by_role("link", name="Rejected", exact=True).click()
     rows = page.locator("#result_list tbody tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("invoice.jpg")
