@@ -26,6 +26,7 @@ DEFAULT_CACHE_SECONDS = 5.0
 # The banner's own timeout for a scanner ping: an admin page must not wait the readiness timeout.
 PING_TIMEOUT_SECONDS = 1.0
 log = logging.getLogger("airlock.admin")
+DASHBOARD_OWN_KINDS = ("uploads_paused", "brake")
 
 
 def cache_seconds() -> float:
@@ -87,12 +88,13 @@ def admin_banner(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not getattr(user, "is_staff", False) or not request.path.startswith("/admin/"):
         return {}
-    match = getattr(request, "resolver_match", None)
-    if match is not None and match.url_name == "admin-dashboard":
-        return {}  # the dashboard lists the same notices in its own panel
     try:
         notices = banner_notices(user)
     except Exception:  # a banner must never take the admin down with it
         log.exception("admin banner unavailable")
         return {}
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.url_name == "admin-dashboard":
+        # The dashboard lists paused uploads and brakes in its own panel: the banner adds only the rest.
+        notices = [n for n in notices if n.kind not in DASHBOARD_OWN_KINDS]
     return {"airlock_banner": [{"kind": n.kind, "message": n.message, "link": _link(n)} for n in notices]}

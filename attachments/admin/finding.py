@@ -31,7 +31,7 @@ def search_query(term: str) -> Q | None:
         ref = term[len(REF_PREFIX):].strip()
         # `ref__startswith` is a range scan on an index where one exists; exact refs are their own prefix.
         return Q(ref__startswith=ref) if ref else Q(ref__isnull=False)
-    query = (Q(ref__startswith=term) | Q(filename__icontains=term) | Q(owner__username__iexact=term)
+    query = (Q(ref__startswith=term) | Q(filename__icontains=term) | Q(owner__username__icontains=term)
              | Q(tenant__slug__iexact=term) | Q(sha256=term.lower()))
     try:
         query |= Q(pk=uuid.UUID(term))

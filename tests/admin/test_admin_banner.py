@@ -123,3 +123,14 @@ def test_no_banner_for_non_staff_pages(db, alice, browser_for):
     sweeper_control_set(killswitch=True, actor="staff:ops")
     html = browser_for(alice).get("/").content.decode()
     assert "airlock-banner" not in html
+
+
+def test_the_dashboard_gets_what_its_own_panel_lacks_once(db, moderator, browser_for, monkeypatch):
+    def down(timeout=None):
+        raise RuntimeError("clamd: connection refused")
+
+    monkeypatch.setattr(health, "check_scanners", down)
+    sweeper_control_set(killswitch=True, actor="staff:ops")
+    html = browser_for(moderator).get("/admin/dashboard/")
+    assert [kind for kind, _, _ in _banner(html)] == ["scanner"]  # the brake is in the dashboard's panel
+    assert html.content.decode().count("killswitch is on") == 1
