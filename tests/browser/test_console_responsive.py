@@ -77,3 +77,13 @@ def test_the_banner_shows_on_admin_pages(page, moderator, settings):
     expect(banner).to_contain_text("killswitch is on")
     banner.get_by_role("link", name="Fix it here").click()
     expect(page).to_have_url(re.compile(r"/admin/sweeper/sweepercontrol/"))  # the one row of brakes
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_files_page_never_scrolls_sideways(page, listed, width):
+    pk = Attachment.objects.filter(status="ready").values_list("pk", flat=True).first()
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, "mod", next_url=f"{CHANGELIST}{pk}/change/")
+    expect(page.locator("#airlock-summary")).to_contain_text("Ready")
+    overflow = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert overflow[0] <= overflow[1], overflow
