@@ -347,6 +347,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                  name="%s_%s_poster" % info),
             path("<uuid:object_id>/media/", self.admin_site.admin_view(views.staff_media),
                  name="%s_%s_media" % info),
+            path("<uuid:object_id>/download/", self.admin_site.admin_view(views.staff_download),
+                 name="%s_%s_download" % info),
             path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
                  name="%s_%s_moderate" % info),
         ]
@@ -376,6 +378,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         extra_context = {
             **(extra_context or {}),
             "airlock_summary": detail.status_summary(attachment) if attachment is not None else "",
+            "can_download": attachment is not None and views.staff_served_of(attachment) is not None,
             "can_moderate": self.has_moderate_permission(request),
             "moderation_actions": [a for a in MODERATION_ACTIONS.values()
                                    if attachment is not None and a.offered(attachment)],
