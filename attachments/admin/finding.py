@@ -15,7 +15,7 @@ from django.contrib import admin
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from ..models import Attachment, DeadLetter, Status
+from ..models import Attachment, DeadLetter, Status, TransitionLog
 
 REF_PREFIX = "ref:"
 # The saved question "stuck": files uploaded (or being processed) this long ago and not settled.
@@ -65,7 +65,10 @@ class SavedQuestionFilter(admin.SimpleListFilter):
                                    uploaded_at__lt=now - timedelta(minutes=STUCK_MINUTES))
         if self.value() == "rejected_today":
             today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
-            return queryset.filter(status=Status.REJECTED, updated_at__gte=today)
+            # Rejected today by the timeline, not updated_at (a later heartbeat or commit moves that).
+            rejected = TransitionLog.objects.filter(attachment=OuterRef("pk"), to_status=Status.REJECTED,
+                                                    created_at__gte=today)
+            return queryset.filter(Exists(rejected), status=Status.REJECTED)
         if self.value() == "dead_letters":
             return with_open_dead_letter(queryset)
         return queryset

@@ -174,6 +174,12 @@ def test_saved_questions(browser_for, moderator, alice, wedding):
     assert run_pipeline(bad) == "rejected"
     rejected = _rows(client.get(CHANGELIST, {"question": "rejected_today", "reason_code": "type_not_allowed"}))
     assert rejected == ["bad.jpg"]
+    old = upload(client_for(alice), b"MZ an old refusal" * 8, filename="old.jpg")
+    assert run_pipeline(old) == "rejected"
+    from attachments.models import TransitionLog
+    TransitionLog.objects.filter(attachment_id=old).update(created_at=timezone.now() - timedelta(days=2))
+    Attachment.objects.filter(pk=old).update(updated_at=timezone.now())  # touched today, rejected before
+    assert _rows(client.get(CHANGELIST, {"question": "rejected_today"})) == ["bad.jpg"]
 
     DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=wedding["ad.jpg"], last_error="x")
     DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=wedding["jones.jpg"], last_error="x",
