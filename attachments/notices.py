@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from django.core.exceptions import ImproperlyConfigured
 
 from . import brakes
+from .models import DeadLetter
 from .services import backlog
 
 
 @dataclass(frozen=True)
 class Notice:
-    kind: str  # "uploads_paused" | "brake"
+    kind: str  # "uploads_paused" | "brake" | "dead_letters" | "scanner" | "confinement"
     message: str
+    # Where staff fix it: an admin URL *name* (reversed by whoever renders it) plus its query string.
+    fix_url: str = ""
+    fix_query: str = ""
 
 
 def uploads_paused(*, tenant_id: int | None = None) -> list[Notice]:
@@ -27,7 +31,8 @@ def uploads_paused(*, tenant_id: int | None = None) -> list[Notice]:
         paused = [row for row in paused if row["tenant_id"] == tenant_id]
     return [Notice("uploads_paused",
                    f"New uploads are paused for tenant {row['tenant']}: {row['late_files']} uploaded files have "
-                   f"waited for processing longer than {row['max_backlog_seconds']:g} s.")
+                   f"waited for processing longer than {row['max_backlog_seconds']:g} s.",
+                   "admin:attachments_attachment_changelist", "question=stuck")
             for row in paused]
 
 
@@ -42,9 +47,24 @@ def brakes_on() -> list[Notice]:
         brake = brakes.delete_brake()
     except ImproperlyConfigured:
         brake = "killswitch"  # nobody can say: deletes refuse, say so
-    return [Notice("brake", _BRAKE_MESSAGES[brake])] if brake else []
+    return [Notice("brake", _BRAKE_MESSAGES[brake], "admin:sweeper_sweepercontrol_changelist")] if brake else []
 
 
-def service_notices(*, tenant_id: int | None = None) -> list[Notice]:
-    """Everything degraded right now; with `tenant_id`, paused uploads of that tenant only."""
-    return [*uploads_paused(tenant_id=tenant_id), *brakes_on()]
+def dead_letters_waiting(*, tenant_id: int | None = None) -> list[Notice]:
+    """Open dead letters (of `tenant_id`'s files, when given): jobs that gave up and wait for a person."""
+    letters = DeadLetter.objects.filter(resolved_at__isnull=True)
+    if tenant_id is not None:
+        letters = letters.filter(attachment__tenant_id=tenant_id)
+    count = letters.count()
+    if not count:
+        return []
+    return [Notice("dead_letters", f"{count} dead letter(s) wait for a decision (requeue or resolve).",
+                   "admin:attachments_deadletter_changelist", "state=open")]
+
+
+def service_notices(*, tenant_id: int | None = None, staff: bool = False) -> list[Notice]:
+    """Everything degraded right now; with `tenant_id`, that tenant's only; `staff` adds dead letters."""
+    notices = [*uploads_paused(tenant_id=tenant_id), *brakes_on()]
+    if staff:
+        notices += dead_letters_waiting(tenant_id=tenant_id)
+    return notices

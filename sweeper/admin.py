@@ -331,7 +331,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         return _pre(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
     def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str):
-        letters = list(queryset.select_related("attachment"))
+        letters = list(queryset.select_related("attachment__tenant"))  # the confirmation names tenants
         form, valid, note = (note_form(request, action) if request.POST.get("post") == "yes"
                              else (ModerationNoteForm() if action.needs_note else None, False, ""))
         if not valid:

@@ -32,7 +32,7 @@ from ..services.moderation import (
     attachment_take_down,
 )
 from ..services.transitions import TransitionConflict
-from ..staff_scope import is_platform_staff
+from ..staff_scope import is_platform_staff, staff_tenant_id
 
 MODERATE_PERMISSION = "attachments.moderate_attachment"
 
@@ -173,7 +173,10 @@ def confirmation_page(modeladmin: admin.ModelAdmin, request: HttpRequest, *, act
                       objects: list, form: ModerationNoteForm | None, bulk: bool, action_name: str = "",
                       object_label: str = "attachment") -> TemplateResponse:
     opts = modeladmin.model._meta
+    # Which tenants the set touches, said before anything runs (dead letters reach it through their file).
+    tenants = sorted({slug for slug in (_tenant_slug(obj) for obj in objects) if slug})
     context = {
+        "tenants": tenants,
         **modeladmin.admin_site.each_context(request),
         "title": f"{action.label}: are you sure?",
         "opts": opts,
@@ -187,6 +190,30 @@ def confirmation_page(modeladmin: admin.ModelAdmin, request: HttpRequest, *, act
         "media": modeladmin.media,
     }
     return TemplateResponse(request, "admin/attachments/confirm_action.html", context)
+
+
+def _tenant_slug(obj: Any) -> str:
+    attachment = obj if isinstance(obj, Attachment) else getattr(obj, "attachment", None)
+    return attachment.tenant.slug if attachment is not None else ""
+
+
+def cross_tenant_refusal(request: HttpRequest, objects: list[Attachment]) -> str:
+    """Why a tenant-scoped moderator may not run this set, or "" when they may.
+
+    Their queryset is already cut to their tenant, so a selection naming other
+    rows (a crafted POST, a stale page after a tenant move) would silently shrink:
+    refuse it whole instead, so nobody believes more was done than was.
+    """
+    tenant_id = staff_tenant_id(request.user)
+    if tenant_id is None:
+        return ""  # platform staff act across tenants; the confirmation page names them
+    foreign = [obj for obj in objects if obj.tenant_id != tenant_id]
+    selected = set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+    missing = len(selected - {str(obj.pk) for obj in objects}) if request.POST.get("select_across") != "1" else 0
+    if foreign or missing:
+        return (f"{len(foreign) + missing} selected attachment(s) belong to another tenant than yours or are "
+                "not yours to moderate: nothing was done. Select files of your tenant only.")
+    return ""
 
 
 def note_form(request: HttpRequest, action: ModerationAction) -> tuple[ModerationNoteForm | None, bool, str]:
@@ -209,6 +236,10 @@ def bulk_action(name: str):
     @admin.action(description=f"{action.label} selected attachments…", permissions=["moderate"])
     def run(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Attachment]):
         objects = list(queryset.select_related("owner", "tenant"))
+        refusal = cross_tenant_refusal(request, objects)
+        if refusal:
+            modeladmin.message_user(request, refusal, messages.ERROR)
+            return None
         if request.POST.get("post") == "yes":
             form, valid, note = note_form(request, action)
             if valid:

@@ -6,7 +6,6 @@ an intermediate confirmation page, call the services and leave an audit trail.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import cast
 
@@ -17,10 +16,14 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
+from django.db.models import Exists, OuterRef
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
-from . import media, views
+from . import detail, media, views
+from .finding import SavedQuestionFilter, search_query
 from .actions import (
     MODERATE_PERMISSION,
     MODERATION_ACTIONS,
@@ -162,15 +165,6 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class TransitionLogInline(ReadOnlyInline):
-    model = TransitionLog
-    verbose_name = "transition"
-    verbose_name_plural = "transition history"
-    fields = ("created_at", "transition", "from_status", "to_status", "actor", "reason_code", "message", "details")
-    readonly_fields = fields
-    ordering = ("created_at", "id")
-
-
 class DeadLetterInline(ReadOnlyInline):
     model = DeadLetter
     verbose_name_plural = "dead letters"
@@ -209,25 +203,31 @@ def _pre(text: str) -> str:
 
 @admin.register(Attachment)
 class AttachmentAdmin(ReadOnlyModelAdmin):
-    list_display = ("filename", "status", "reason_code", "profile", "tenant", "owner", "lifecycle",
-                    "is_committed", "held", "created_at")
+    # Eight columns fit beside both sidebars at 1280 px: status carries its reason, owner its tenant;
+    # lifecycle and committed are filters, not columns (#32).
+    list_display = ("small_preview", "filename", "status_reason", "owner_tenant", "ref", "size_human",
+                    "created", "held")
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
-    list_filter = ("status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter), "lifecycle",
-                   ReasonCodeFilter, CommittedFilter, StorageFilter)
-    search_fields = ("filename", "owner__username", "=sha256")
-    search_help_text = "Search by id, filename, owner username or sha256."
+    list_filter = (SavedQuestionFilter, "status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter),
+                   "lifecycle", ReasonCodeFilter, CommittedFilter, StorageFilter,
+                   ("created_at", admin.DateFieldListFilter), ("ready_at", admin.DateFieldListFilter))
+    search_fields = ("filename",)  # get_search_results builds the whole query (finding.search_query)
+    search_help_text = ("Search by ref (ref:wedding:smith for refs starting so; a plain term matches ref "
+                        "prefixes too), owner username, tenant slug, filename, id or sha256.")
     list_select_related = ("owner", "tenant")
     ordering = ("-created_at",)
     date_hierarchy = None
     show_full_result_count = False
     list_per_page = 50
-    inlines = (TransitionLogInline, DeadLetterInline, DerivativeInline)
+    # The transition history is the "timeline" field (detail.timeline): the last events, "show all" below.
+    inlines = (DeadLetterInline, DerivativeInline)
     actions = [bulk_action(name) for name in MODERATION_ACTIONS]
     change_form_template = "admin/attachments/attachment/change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "filename", "preview", "owner", "tenant", "profile", "status", "reason",
-                           "lifecycle", "ref", "held", "hold_detail")}),
+                           "lifecycle", "same_ref", "held", "hold_detail")}),
+        ("Timeline", {"fields": ("timeline",)}),
         ("Bytes", {"fields": ("size", "content_type", "sha256", "declared_size", "declared_type",
                               "storage_key", "served_key", "quarantine_key")}),
         ("Metadata", {"fields": ("metadata_pretty", "extracted_text")}),
@@ -240,7 +240,12 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     readonly_fields = (*(cast(str, f) for _, opts in fieldsets for f in opts["fields"]), "media_facts")
 
     def get_queryset(self, request):
-        return scoped(super().get_queryset(request), request.user).annotate(ref_held=ref_held_exists())
+        queryset = scoped(super().get_queryset(request), request.user)
+        # One EXISTS per preview kind in the list query, not one query per row.
+        return queryset.annotate(
+            has_thumbnail=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="thumbnail")),
+            has_poster=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="poster")),
+            ref_held=ref_held_exists())
 
     def get_actions(self, request):
         actions = super().get_actions(request)
@@ -268,12 +273,52 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         return "; ".join(parts) or "—"
 
     def get_search_results(self, request, queryset, search_term):
-        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        try:
-            pk = uuid.UUID(search_term.strip())
-        except ValueError:
-            return results, may_have_duplicates
-        return results | queryset.filter(pk=pk), may_have_duplicates
+        query = search_query(search_term)
+        if query is None:
+            return queryset, False
+        return queryset.filter(query), False  # owner and tenant are to-one: no duplicates
+
+    @admin.display(description="preview")
+    def small_preview(self, obj: Attachment) -> str:
+        # The staff preview endpoints gate again (scope, deleted files); this only spares a broken image.
+        if obj.lifecycle == Lifecycle.DELETED:
+            return ""
+        kind = "thumbnail" if getattr(obj, "has_thumbnail", False) else (
+            "poster" if getattr(obj, "has_poster", False) else None)
+        if kind is None:
+            return ""
+        url = reverse(f"admin:attachments_attachment_{kind}", args=[obj.pk])
+        return format_html('<img class="airlock-list-thumb" src="{}" alt="{}" loading="lazy" width="48" '
+                           'height="48">', url, kind)
+
+    @admin.display(description="status", ordering="status")
+    def status_reason(self, obj: Attachment) -> str:
+        if not obj.reason_code:
+            return obj.get_status_display()
+        return format_html('{}<br><span class="airlock-quiet">{}</span>', obj.get_status_display(), obj.reason_code)
+
+    @admin.display(description="owner", ordering="owner__username")
+    def owner_tenant(self, obj: Attachment) -> str:
+        return format_html('{}<br><span class="airlock-quiet">{}</span>', obj.owner, obj.tenant.slug)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Attachment) -> str:
+        # Date over time, in the admin's time zone: a third the width of "Dec. 4, 2026, 2:45 p.m.".
+        at = timezone.localtime(obj.created_at)
+        return format_html('<time datetime="{}">{}<br>{}</time>', at.isoformat(), at.strftime("%Y-%m-%d"),
+                           at.strftime("%H:%M"))
+
+    @admin.display(description="size", ordering="size")
+    def size_human(self, obj: Attachment) -> str:
+        size = obj.size if obj.size is not None else obj.declared_size
+        return filesizeformat(size) if size is not None else "—"
+
+    @admin.display(description="ref")
+    def same_ref(self, obj: Attachment) -> str:
+        if not obj.ref:
+            return "—"
+        url = reverse("admin:attachments_attachment_changelist") + "?" + urlencode({"ref__exact": obj.ref})
+        return format_html('{} <a class="airlock-same-ref" href="{}">files with the same ref</a>', obj.ref, url)
 
     @admin.display(description="committed", boolean=True)
     def is_committed(self, obj: Attachment) -> bool:
@@ -306,11 +351,13 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         return format_html('<img class="airlock-thumb" src="{}" alt="thumbnail" width="{}" height="{}">',
                            url, thumbnail.width or "", thumbnail.height or "")
 
-    @admin.display(description="metadata")
+    @admin.display(description="facts")
     def metadata_pretty(self, obj: Attachment) -> str:
-        if not obj.metadata:
-            return "—"
-        return _pre(json.dumps(obj.metadata, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        return detail.facts_table(obj.metadata)
+
+    @admin.display(description="transition history")
+    def timeline(self, obj: Attachment) -> str:
+        return detail.timeline(obj)
 
     @admin.display(description="probed")
     def media_facts(self, obj: Attachment) -> str:
@@ -334,6 +381,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                  name="%s_%s_poster" % info),
             path("<uuid:object_id>/media/", self.admin_site.admin_view(views.staff_media),
                  name="%s_%s_media" % info),
+            path("<uuid:object_id>/download/", self.admin_site.admin_view(views.staff_download),
+                 name="%s_%s_download" % info),
             path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
                  name="%s_%s_moderate" % info),
         ]
@@ -362,6 +411,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         attachment = self.get_queryset(request).filter(pk=object_id).first() if _is_uuid(object_id) else None
         extra_context = {
             **(extra_context or {}),
+            "airlock_summary": detail.status_summary(attachment) if attachment is not None else "",
+            "can_download": attachment is not None and views.staff_served_of(attachment) is not None,
             "can_moderate": self.has_moderate_permission(request),
             "moderation_actions": [a for a in MODERATION_ACTIONS.values()
                                    if attachment is not None and a.allowed(request) and a.offered(attachment)],

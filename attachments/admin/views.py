@@ -19,6 +19,7 @@ from .media import is_media
 from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..serving import file_response
+from ..services.audit import attachment_staff_download_record
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 
 VIEW_PERMISSION = "attachments.view_attachment"
@@ -91,15 +92,20 @@ def staff_derivative_of(attachment: Attachment, kind: str) -> Derivative | None:
 
 
 def staff_media_of(attachment: Attachment) -> tuple[str, int] | None:
-    """The key and size of the video or audio staff may play, or None.
-
-    What `download` serves, once the sandboxed probe accepted it: the file is ready,
-    or it was ready and a moderator took it down (they must see what they restore).
-    Never a file still being processed or rejected by the pipeline, never a deleted one.
-    """
-    if attachment.lifecycle == Lifecycle.DELETED or not is_media(attachment.metadata):
+    """The key and size of the video or audio staff may play, or None: a served file the probe accepted."""
+    if not is_media(attachment.metadata) or not attachment.content_type.startswith(("video/", "audio/")):
         return None
-    if not attachment.content_type.startswith(("video/", "audio/")):
+    return staff_served_of(attachment)
+
+
+def staff_served_of(attachment: Attachment) -> tuple[str, int] | None:
+    """The key and size of the file staff may play or download, or None.
+
+    What `download` serves: the file is ready, or it was ready and a moderator took
+    it down (they must see what they restore). Never a file still being processed or
+    rejected by the pipeline, never a deleted one.
+    """
+    if attachment.lifecycle == Lifecycle.DELETED:
         return None
     taken_down = (attachment.status == Status.REJECTED and attachment.reason_code == ReasonCode.MODERATOR
                   and attachment.ready_at is not None)
@@ -150,3 +156,15 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
                                                 "actor": staff_actor(request), "range": byte_range})
     return file_response(request, key=key, size=size, content_type=attachment.content_type,
                          filename=attachment.filename, inline=True)
+
+
+def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:
+    """Hand the served file to a staff member as a download; each one is audited with them as the actor."""
+    attachment = _staff_attachment(request, object_id)
+    served = staff_served_of(attachment) if attachment is not None else None
+    if attachment is None or served is None:
+        raise Http404("nothing to download")
+    key, size = served
+    attachment_staff_download_record(attachment_id=attachment.pk, actor=staff_actor(request), size=size)
+    return file_response(request, key=key, size=size, content_type=attachment.content_type,
+                         filename=attachment.filename, inline=False)

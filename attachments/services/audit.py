@@ -15,7 +15,8 @@ from typing import Any
 from ..models import Attachment, TransitionLog
 
 INTENT, ARRIVED, SCAN, HEARTBEAT = "intent", "arrived", "scan", "heartbeat"
-AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT)
+STAFF_DOWNLOAD = "staff_download"  # a staff member took the file's bytes out of the console
+AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT, STAFF_DOWNLOAD)
 
 # A client may heartbeat every minute: one entry per file per hour of expiry it gains is the story
 # (the expiry it ended at is in each entry), not one row per request.
@@ -60,3 +61,10 @@ def heartbeat_entries(extended: Iterable[tuple[Any, datetime | None, datetime]],
         for pk, before, after in extended
         if before is None or before.timestamp() // step != after.timestamp() // step
     ]
+
+
+def attachment_staff_download_record(*, attachment_id: Any, actor: str, size: int) -> TransitionLog:
+    """Append the audit row for a staff download: who took which file's bytes, on the file's own timeline."""
+    entry = audit_entry(attachment_id, event=STAFF_DOWNLOAD, actor=actor, details={"size": size})
+    entry.save()
+    return entry

@@ -106,6 +106,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "ops.banner.admin_banner",
             ],
         },
     },
@@ -426,6 +427,8 @@ AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", True)
 AIRLOCK_METRICS_TENANT_LABELS = env_bool("AIRLOCK_METRICS_TENANT_LABELS", False)
 # Each /readyz check (database, broker, storage, scanner) gives up after this long.
 AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
+# How long the admin banner (ops/banner.py) reuses its notices: at most one scanner ping per window.
+AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = env_float("AIRLOCK_ADMIN_BANNER_CACHE_SECONDS", 5.0)
 
 # --- Web serving (manage.py serve) ---------------------------------------------------
 # Web processes when the database and broker are shared services (PostgreSQL +

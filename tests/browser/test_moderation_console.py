@@ -27,7 +27,7 @@ def test_moderator_finds_a_rejected_file_and_its_reason(page, live_worker, alice
 
     sign_in(page, "mod")
     page.locator("tr.model-attachment th a").click()
-    page.locator("#changelist-filter").get_by_role("link", name="Rejected").click()
+    page.locator("#changelist-filter").get_by_role("link", name="Rejected", exact=True).click()
     rows = page.locator("#result_list tbody tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("invoice.jpg")
@@ -38,7 +38,7 @@ def test_moderator_finds_a_rejected_file_and_its_reason(page, live_worker, alice
     page.get_by_role("link", name="invoice.jpg").click()
     reason = page.locator(".field-reason .readonly")
     expect(reason).to_contain_text("type_not_allowed")
-    history = page.locator(".tabular").filter(has_text="transition history")
+    history = page.locator(".field-timeline")  # the transition history, its last events first
     expect(history).to_contain_text("reject")
     expect(history).to_contain_text("worker")
     expect(page.locator(".field-preview")).to_contain_text("no thumbnail")

@@ -1,0 +1,74 @@
+"""Finding a file in the console: search by ref, owner, tenant, filename, id and digest; saved questions.
+
+Support staff start from a ticket that names the owning object ("my wedding
+video": `wedding:smith-2026`), a person, or a file name; the search box takes
+any of them. `ref:wedding:smith` narrows to refs starting with that text (an
+exact ref is its own prefix); a bare term also matches ref prefixes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.contrib import admin
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from ..models import Attachment, DeadLetter, Status, TransitionLog
+
+REF_PREFIX = "ref:"
+# The saved question "stuck": files uploaded (or being processed) this long ago and not settled.
+STUCK_MINUTES = 30
+
+
+def search_query(term: str) -> Q | None:
+    """The rows one search term matches, or None for an empty term."""
+    term = term.strip()
+    if not term:
+        return None
+    if term.lower().startswith(REF_PREFIX):
+        ref = term[len(REF_PREFIX):].strip()
+        # `ref__startswith` is a range scan on an index where one exists; exact refs are their own prefix.
+        return Q(ref__startswith=ref) if ref else Q(ref__isnull=False)
+    query = (Q(ref__startswith=term) | Q(filename__icontains=term) | Q(owner__username__icontains=term)
+             | Q(tenant__slug__iexact=term) | Q(sha256=term.lower()))
+    try:
+        query |= Q(pk=uuid.UUID(term))
+    except ValueError:
+        pass
+    return query
+
+
+def with_open_dead_letter(queryset: QuerySet[Attachment]) -> QuerySet[Attachment]:
+    letters = DeadLetter.objects.filter(attachment=OuterRef("pk"), resolved_at__isnull=True)
+    return queryset.filter(Exists(letters))
+
+
+class SavedQuestionFilter(admin.SimpleListFilter):
+    """The questions support asks every day, one link each on the list page."""
+
+    title = "saved questions"
+    parameter_name = "question"
+
+    def lookups(self, request, model_admin):
+        return (
+            ("stuck", f"Stuck over {STUCK_MINUTES} minutes"),
+            ("rejected_today", "Rejected today (pick a reason below)"),
+            ("dead_letters", "Waiting in dead letters"),
+        )
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        if self.value() == "stuck":
+            return queryset.filter(status__in=(Status.PENDING, Status.PROCESSING),
+                                   uploaded_at__lt=now - timedelta(minutes=STUCK_MINUTES))
+        if self.value() == "rejected_today":
+            today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+            # Rejected today by the timeline, not updated_at (a later heartbeat or commit moves that).
+            rejected = TransitionLog.objects.filter(attachment=OuterRef("pk"), to_status=Status.REJECTED,
+                                                    created_at__gte=today)
+            return queryset.filter(Exists(rejected), status=Status.REJECTED)
+        if self.value() == "dead_letters":
+            return with_open_dead_letter(queryset)
+        return queryset
