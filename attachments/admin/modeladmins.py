@@ -206,7 +206,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     # Eight columns fit beside both sidebars at 1280 px: status carries its reason, owner its tenant;
     # lifecycle and committed are filters, not columns (#32).
     list_display = ("small_preview", "filename", "status_reason", "owner_tenant", "ref", "size_human",
-                    "created", "held")
+                    "created")
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
     list_filter = (SavedQuestionFilter, "status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter),
@@ -293,9 +293,11 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_reason(self, obj: Attachment) -> str:
-        if not obj.reason_code:
+        # A legal hold rides in the status cell: a column of its own no longer fits at 1280 px.
+        notes = [note for note in (obj.reason_code, "legal hold" if is_held(obj) else "") if note]
+        if not notes:
             return obj.get_status_display()
-        return format_html('{}<br><span class="airlock-quiet">{}</span>', obj.get_status_display(), obj.reason_code)
+        return format_html('{}<br><span class="airlock-quiet">{}</span>', obj.get_status_display(), " · ".join(notes))
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_tenant(self, obj: Attachment) -> str:
