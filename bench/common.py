@@ -50,6 +50,30 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def paired_rounds(methods: dict[str, Callable[[Path], object]], inputs: list[Path], rounds: int, *,
+                  settle: float = 0.02, seed: int = 27) -> dict[str, list[float]]:
+    """Mean seconds per input of each method, per round; the methods run in shuffled order on each input.
+
+    Shuffled and interleaved so a noisy neighbour hits every method alike: the ratios stay fair.
+    """
+    for path in inputs:  # warm every method once
+        for fn in methods.values():
+            fn(path)
+    rng = random.Random(seed)
+    per_round: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(rounds):
+        totals = dict.fromkeys(methods, 0.0)
+        for path in inputs:
+            names = list(methods)
+            rng.shuffle(names)
+            for name in names:
+                time.sleep(settle)
+                totals[name] += timed(lambda: methods[name](path))
+        for name, total in totals.items():
+            per_round[name].append(total / len(inputs))
+    return per_round
+
+
 def r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(float(value), digits)
 

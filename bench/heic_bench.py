@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import argparse
 import io
-import random
 import shutil
 import sys
-import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import emit, median, photo_jpeg, r, scratch_dir, timed  # noqa: E402
+from bench.common import emit, median, paired_rounds, photo_jpeg, r, scratch_dir  # noqa: E402
 
 SETTLE_SECONDS = 0.02
 
@@ -86,22 +84,7 @@ def main() -> None:
 
     methods = {"run_job": sandboxed, "bare": bare, "in_process": in_process}
     preload()  # the fork server preloads and warms the decoders; do the same for in-process calls
-    for path in photos:
-        for fn in methods.values():
-            fn(path)
-
-    rng = random.Random(27)
-    per_round: dict[str, list[float]] = {name: [] for name in methods}
-    for _ in range(rounds):
-        totals = dict.fromkeys(methods, 0.0)
-        for path in photos:
-            names = list(methods)
-            rng.shuffle(names)
-            for name in names:
-                time.sleep(SETTLE_SECONDS)
-                totals[name] += timed(lambda: methods[name](path))
-        for name, total in totals.items():
-            per_round[name].append(total / len(photos))
+    per_round = paired_rounds(methods, photos, rounds, settle=SETTLE_SECONDS)
     shutdown()
     shutil.rmtree(tmp, ignore_errors=True)
 
