@@ -31,6 +31,7 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
@@ -211,7 +212,10 @@ def main() -> None:
         return len(files) / timed(lambda: [bare(item) for item in files])
 
     cores = os.cpu_count() or 1
-    pool = ProcessPoolExecutor(max_workers=cores, initializer=_bare_worker_init)
+    # Spawned, not forked: a fork of this process (worker threads, open SQLite connections)
+    # inherited a held SQLite lock and hung in its first query.
+    pool = ProcessPoolExecutor(max_workers=cores, initializer=_bare_worker_init,
+                               mp_context=multiprocessing.get_context("spawn"))
 
     def bare_parallel_batch() -> float:
         files = [item for _ in range(batch_reps) for item, _ in payloads]
