@@ -18,14 +18,15 @@ def test_resource_shape(alice, api):
     assert run_pipeline(attachment_id) == "ready"
     body = client.get(f"/api/v1/attachments/{attachment_id}").json()
     assert set(body) == {"id", "profile", "status", "reason", "filename", "size", "content_type", "sha256",
-                         "created_at", "ready_at", "expires_at", "committed", "lifecycle", "ref", "legal_hold", "derivatives",
-                         "metadata", "links"}
+                         "created_at", "ready_at", "expires_at", "committed", "lifecycle", "ref", "legal_hold",
+                         "derivatives", "metadata", "links"}
     assert body["status"] == "ready" and body["content_type"] == "image/jpeg"
     assert re.fullmatch(r"[0-9a-f]{64}", body["sha256"])
     assert body["metadata"] == {"width": 320, "height": 240, "page_count": None}
     assert body["committed"] is False and body["ref"] is None and body["lifecycle"] == "staged" and body["legal_hold"] is False
     assert body["ready_at"].endswith("Z") and body["created_at"].endswith("Z")
-    assert set(body["links"]) == {"self", "download", "thumbnail"}
+    assert set(body["links"]) == {"self", "download", "thumbnail", "variants"}
+    assert set(body["links"]["variants"]) == {"small", "medium", "large"}
 
 
 def test_rejected_resource_has_reason(alice, api):
