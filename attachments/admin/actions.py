@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from ..errors import AirlockError
+from ..errors import AirlockError, NotRestorable
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..services.holds import attachment_hold_clear, attachment_hold_set
@@ -31,6 +31,8 @@ from ..services.moderation import (
     attachment_restore,
     attachment_take_down,
 )
+from ..selectors import is_held
+from ..services.release import attachment_restore as attachment_restore_released
 from ..services.transitions import TransitionConflict
 from ..staff_scope import is_platform_staff, staff_tenant_id
 
@@ -62,6 +64,15 @@ class ModerationAction:
 def _discard(attachment: Attachment, actor: str, note: str) -> None:
     # The lifecycle service acts for the owner: the sweeper reaps it on its next tick.
     attachment_discard(user=attachment.owner, attachment_id=attachment.pk, actor=actor)
+
+
+def _restore_released(attachment: Attachment, actor: str, note: str) -> None:
+    # A hold freezes the file as it was released (the evidence): platform staff clear it first.
+    if is_held(attachment):
+        raise NotRestorable("The file is under a legal hold: platform staff must clear the hold before it "
+                            "can be restored.")
+    # The release service acts for the owner (as the API's moderator route does), the staff member as actor.
+    attachment_restore_released(user=attachment.owner, attachment_id=attachment.pk, actor=actor)
 
 
 MODERATION_ACTIONS: dict[str, ModerationAction] = {
@@ -102,6 +113,14 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             "before anything is served again.",
             lambda a, actor, note: attachment_restore(attachment_id=a.pk, actor=actor),
             offered=lambda a: a.status == Status.REJECTED and a.reason_code == ReasonCode.MODERATOR,
+        ),
+        ModerationAction(
+            "restore_released", "Restore released file",
+            "Released files (let go by their owner or a moderator, waiting for the sweeper) are "
+            "committed again to their ref and served again, while their grace lasts. After the grace, "
+            "or for a file under a legal hold, never released or already deleted, nothing is done.",
+            _restore_released,
+            offered=lambda a: a.lifecycle == Lifecycle.RELEASED,
         ),
         ModerationAction(
             "legal_hold", "Place legal hold",

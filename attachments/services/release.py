@@ -109,8 +109,12 @@ def attachment_delete(*, user: AbstractBaseUser, attachment_id: object, now: dat
         return Lifecycle.RELEASED if row.lifecycle == Lifecycle.COMMITTED else row.lifecycle
 
 
-def attachment_restore(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None) -> None:
-    """Bring a released file back to committed (same ref) while its grace lasts."""
+def attachment_restore(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None,
+                       actor: str | None = None) -> None:
+    """Bring a released file back to committed (same ref) while its grace lasts.
+
+    `actor` is who asked (default the user; a staff member restoring from the admin acts as the owner).
+    """
     now = now or timezone.now()
     parsed, _bad = parse_ids([attachment_id])
     with transaction.atomic():
@@ -126,4 +130,4 @@ def attachment_restore(*, user: AbstractBaseUser, attachment_id: object, now: da
         Attachment.objects.filter(pk=row.pk).update(lifecycle=Lifecycle.COMMITTED, released_at=None,
                                                     expires_at=None, updated_at=now)
         lifecycle_audit([(row.pk, Lifecycle.RELEASED)], event="restore", to=Lifecycle.COMMITTED,
-                        actor=user_actor(user), message=f"ref {row.ref}")
+                        actor=actor or user_actor(user), message=f"ref {row.ref}")
