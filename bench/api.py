@@ -193,8 +193,11 @@ def main() -> None:
                 order = (("ours", ours), ("bare", bare)) if n % 2 == 0 else (("bare", bare), ("ours", ours))
                 for side, spec in order:
                     samples[name][side].append(drive(base, tmp, seconds=seconds, **spec))
-                    db.execute("DELETE FROM attachments_attachment WHERE filename IN (%s, %s)",
-                               ("bench-intent.jpg", "bench-bare.jpg"))
+                    # An intent writes its audit entry (TransitionLog) beside the row: that goes first.
+                    for table, column in (("attachments_transitionlog", "attachment_id"),
+                                          ("attachments_attachment", "id")):
+                        db.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT id FROM attachments_attachment "
+                                   "WHERE filename IN (%s, %s))", ("bench-intent.jpg", "bench-bare.jpg"))
         tool = samples["intent"]["ours"][0]["tool"]
     finally:
         if gunicorn is not None:
