@@ -131,6 +131,33 @@ def drive(base: str, tmp: Path, *, method: str, tokens: list[str], paths: list[s
                                      for t in tokens])
 
 
+def scratch_database(tmp: Path, **extra: str | None) -> tuple[Database, dict[str, str]]:
+    """The API bench's scratch database and the environment that serves it (bench.settings)."""
+    db = Database(tmp)
+    return db, embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
+                            AIRLOCK_DB_CONN_MAX_AGE="600", **extra)
+
+
+def prepare(env: dict[str, str]) -> dict:
+    """Run bench/api_setup.py in env's database; its facts (tokens, read_ids, ...); sets BENCH_TENANT_ID in env."""
+    setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=600)
+    if setup.returncode != 0:
+        raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
+    facts = json.loads(setup.stdout.strip().splitlines()[-1])
+    env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
+    return facts
+
+
+def status_pair(facts: dict) -> tuple[dict, dict]:
+    """The status read, ours against the bare SELECT: the owner reads its own ready attachments."""
+    owner = facts["tokens"][:1]
+    return (dict(method="GET", tokens=owner, paths=[f"/api/v1/attachments/{i}" for i in facts["read_ids"]],
+                 body=None),
+            dict(method="GET", tokens=owner, paths=[f"/bench/bare/select/{i}" for i in facts["read_ids"]],
+                 body=None))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -139,17 +166,10 @@ def main() -> None:
     seconds = 3.0 if args.quick else 8.0
 
     tmp = scratch_dir("airlock-bench-api-")
-    db = Database(tmp)
-    env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
-                       AIRLOCK_DB_CONN_MAX_AGE="600")
+    db, env = scratch_database(tmp)
     gunicorn = None
     try:
-        setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True,
-                               text=True, timeout=600)
-        if setup.returncode != 0:
-            raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
-        facts = json.loads(setup.stdout.strip().splitlines()[-1])
-        env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
+        facts = prepare(env)
         gunicorn = Gunicorn(env, tmp)
         base = gunicorn.base
 
@@ -158,10 +178,7 @@ def main() -> None:
         pairs = {
             "intent": (dict(method="POST", tokens=tokens, paths=["/api/v1/uploads"], body=INTENT_BODY),
                        dict(method="POST", tokens=tokens, paths=["/bench/bare/insert"], body=BARE_BODY)),
-            "status": (dict(method="GET", tokens=owner, paths=[f"/api/v1/attachments/{i}" for i in facts["read_ids"]],
-                            body=None),
-                       dict(method="GET", tokens=owner, paths=[f"/bench/bare/select/{i}" for i in facts["read_ids"]],
-                            body=None)),
+            "status": status_pair(facts),
             "download": (dict(method="GET", tokens=owner, paths=[f"/api/v1/attachments/{facts['ready_id']}/download"],
                               body=None),
                          dict(method="GET", tokens=owner, paths=[f"/bench/bare/file/{facts['ready_id']}"],
@@ -176,8 +193,11 @@ def main() -> None:
                 order = (("ours", ours), ("bare", bare)) if n % 2 == 0 else (("bare", bare), ("ours", ours))
                 for side, spec in order:
                     samples[name][side].append(drive(base, tmp, seconds=seconds, **spec))
-                    db.execute("DELETE FROM attachments_attachment WHERE filename IN (%s, %s)",
-                               ("bench-intent.jpg", "bench-bare.jpg"))
+                    # An intent writes its audit entry (TransitionLog) beside the row: that goes first.
+                    for table, column in (("attachments_transitionlog", "attachment_id"),
+                                          ("attachments_attachment", "id")):
+                        db.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT id FROM attachments_attachment "
+                                   "WHERE filename IN (%s, %s))", ("bench-intent.jpg", "bench-bare.jpg"))
         tool = samples["intent"]["ours"][0]["tool"]
     finally:
         if gunicorn is not None:

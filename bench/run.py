@@ -23,6 +23,7 @@ against a baseline measured in the same run, interleaved with it.
   slow         bench/slow_clients.py        /healthz, authenticated GET p99 while 500 slow clients trickle (serve)
   burst        bench/burst_s3.py            200 S3 uploads at once while CPU hogs load both cores: share answered, p99
   fair         bench/fair_bench.py          tenant B's time to ready while tenant A has 1,000 files queued (embedded, Redis)
+  rescan       bench/rescan_bench.py        rescan_one files/s, the background walk's rate vs its budget, status reads during it
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -92,6 +93,11 @@ GOALS: list[tuple[str, str, object]] = [
     ("ttr_p99_other_tenant_under_burst_derive_only_s", "(info: cap on derive only, as before)", None),
     ("ttr_p99_other_tenant_under_burst_redis_s", "<= 1 (PostgreSQL + Redis, rundramatiq)", lambda v: v <= 1.0),
     ("ttr_p99_other_tenant_under_burst_redis_derive_only_s", "(info)", None),
+    ("rescan_files_per_s", "(info: rescan_one back to back, YARA only)", None),
+    ("rescan_budget_files_per_min_achieved", "(info: vs rescan_budget_files_per_min)", None),
+    ("rescan_budget_achieved_ratio", ">= 0.9 (the walk keeps to its budget)", lambda v: v >= 0.9),
+    ("api_status_vs_bare_select_ratio_during_rescan", ">= 0.8", lambda v: v >= 0.8),
+    ("api_status_vs_bare_select_ratio_idle", "(info: same run, no rescan)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -115,6 +121,8 @@ OWN_KEYS = {
     "slow": ["slow_clients_healthz_p99_s", "slow_clients_auth_get_p99_s", "slow_clients_failures"],
     "burst": ["burst_s3_200_clients_ok_ratio", "burst_s3_200_clients_p99_s"],
     "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s"],
+    "rescan": ["rescan_files_per_s", "rescan_budget_files_per_min_achieved", "rescan_budget_achieved_ratio",
+               "api_status_vs_bare_select_ratio_during_rescan"],
 }
 
 
@@ -219,11 +227,15 @@ def bench_fair(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/fair_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "fair"), 2400)
 
 
+def bench_rescan(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/rescan_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "rescan"), 1200)
+
+
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "media": bench_media,
            "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
            "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst,
-           "fair": bench_fair}
+           "fair": bench_fair, "rescan": bench_rescan}
 
 
 def fmt(value: object) -> str:
