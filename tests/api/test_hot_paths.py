@@ -162,7 +162,7 @@ def test_status_read_body_is_unchanged_by_the_narrow_row(alice, api, ready_id):
     row = Attachment.objects.get(pk=ready_id)
     assert body["status"] == "ready" and body["size"] == row.size and body["sha256"] == row.sha256
     assert body["content_type"] == row.content_type and body["metadata"]["width"] == row.metadata["width"]
-    assert set(body["links"]) == {"self", "download", "thumbnail"}
+    assert set(body["links"]) == {"self", "download", "thumbnail", "variants"}
     assert body["derivatives"]["thumbnail"] == {"width": row.metadata["thumbnail"]["width"],
                                                 "height": row.metadata["thumbnail"]["height"]}
 

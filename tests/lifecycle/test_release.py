@@ -130,7 +130,7 @@ def test_a_released_file_is_not_served_and_the_resource_says_so(alice, bob, api)
     client = api(alice)
     url = f"/api/v1/attachments/{photo.pk}"
     live = client.get(url).json()
-    assert live["lifecycle"] == "committed" and set(live["links"]) == {"self", "download", "thumbnail"}
+    assert live["lifecycle"] == "committed" and set(live["links"]) == {"self", "download", "thumbnail", "variants"}
     assert client.get(f"{url}/download").status_code == 200
 
     assert _release(client, {"ref": "ad:42"}).status_code == 200
