@@ -45,7 +45,6 @@ import shutil
 import sys
 import threading
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -96,7 +95,7 @@ def long_video(clip: Path, path: Path, target_bytes: int) -> dict:
         with av.open(str(path), "w", format="mp4") as out:
             stream = out.add_stream_from_template(video)
             # The packets carry their times in the clip's time base; let the muxer rescale.
-            written, copies, packets, shift, done = 0, 0, 0, 0, False
+            written, packets, shift, done = 0, 0, 0, False
             while not done:
                 for gop in gops:
                     size = sum(len(p[0]) for p in gop)
@@ -112,7 +111,6 @@ def long_video(clip: Path, path: Path, target_bytes: int) -> dict:
                         out.mux(packet)
                         packets += 1
                     written += size
-                copies += 1
                 shift += span
     with av.open(str(path)) as check:
         seconds = float(check.duration or 0) / 1_000_000
