@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
+from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
@@ -76,6 +77,10 @@ RULES: dict[str, Rule] = {
     "login_logs": Rule(lambda cutoff: AccessLog.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
     "login_failure_logs": Rule(lambda cutoff: AccessFailureLog.objects.all(), "attempt_time",
                                "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    # Signed-in browsers' sessions (admin, upload page): gone once expired plus the window;
+    # Django leaves expired rows in place until someone runs clearsessions.
+    "sessions": Rule(lambda cutoff: Session.objects.all(), "expire_date", "AIRLOCK_SESSION_RETENTION_DAYS",
+                     by_stamp=True),
     # Webhook history: an event goes with its deliveries and their attempts, once nothing is owed.
     "webhook_events": Rule(lambda cutoff: WebhookEvent.objects.exclude(deliveries__status=DeliveryStatus.PENDING),
                            "created_at", "AIRLOCK_WEBHOOK_RETENTION_DAYS", by_stamp=True),

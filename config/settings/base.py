@@ -313,6 +313,8 @@ AIRLOCK_ADMIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_ADMIN_LOG_RETENTION_DAYS", 3
 AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 30)
 # Webhook events with their deliveries and attempts, once nothing is owed (was the audit window).
 AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30)
+# Expired browser sessions, days after they expired (0: at the first sweep after).
+AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0)
 AIRLOCK_RETENTION_ROWS_PER_RUN = env_int("AIRLOCK_RETENTION_ROWS_PER_RUN", 100_000)
 
 # --- Processing --------------------------------------------------------------

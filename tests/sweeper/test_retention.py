@@ -2,7 +2,7 @@
 
 Every table that grows with use has a window: the pipeline's bookkeeping, the audit
 timeline and tombstones, sweep runs, dead letters, backfill checkpoints, the admin's
-log, django-axes' attempts and logs, webhook history.
+log, django-axes' attempts and logs, expired browser sessions, webhook history.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib.admin.models import ADDITION, LogEntry
+from django.contrib.sessions.models import Session
 
 from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tenant, Tombstone, TransitionLog
 from sweeper.control import sweeper_control_set
@@ -28,7 +29,8 @@ TABLES = {
     "outbox_sent": OutboxMessage, "storage_events": StorageEvent, "transition_logs": TransitionLog,
     "tombstones": Tombstone, "sweep_runs": SweepRun, "reconcile_runs": ReconcileRun, "dead_letters": DeadLetter,
     "backfill_checkpoints": BackfillCheckpoint, "admin_log_entries": LogEntry, "login_attempts": AccessAttempt,
-    "login_logs": AccessLog, "login_failure_logs": AccessFailureLog, "webhook_events": WebhookEvent,
+    "login_logs": AccessLog, "login_failure_logs": AccessFailureLog, "sessions": Session,
+    "webhook_events": WebhookEvent,
 }
 
 
@@ -67,6 +69,8 @@ def _rows(alice, age: timedelta, n: int) -> None:
             _stamp(model, made.pk, attempt_time=when)
         WebhookEvent.objects.create(type="attachment.ready", tenant=tenant, attachment_id=attachment.pk, body="{}",
                                     created_at=when)
+        # A two-day session opened `age` ago: long expired for the old rows, still live for the young.
+        Session.objects.create(session_key=f"s{age.days}x{i}", session_data="", expire_date=when + 2 * DAY)
 
 
 def _counts() -> dict[str, int]:
