@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from ..errors import AttachmentInvalid, NotFound, NotRestorable, ValidationFailed
 from ..models import Attachment, Lifecycle
+from .holds import refuse_held
 from .lifecycle import discard_locked, parse_ids
 from .removal import release_locked
 from .transitions import lifecycle_audit, user_actor
@@ -127,6 +128,8 @@ def attachment_restore(*, user: AbstractBaseUser, attachment_id: object, now: da
             raise NotRestorable(f"Only a released file can be restored; this one is {row.lifecycle}.")
         if row.expires_at is None or row.expires_at <= now:
             raise NotRestorable("The release grace is over: the file is being removed.")
+        # A hold freezes the file as it was when held, released included, until platform staff clear it.
+        refuse_held([row.pk], what="restored until the hold is cleared")
         Attachment.objects.filter(pk=row.pk).update(lifecycle=Lifecycle.COMMITTED, released_at=None,
                                                     expires_at=None, updated_at=now)
         lifecycle_audit([(row.pk, Lifecycle.RELEASED)], event="restore", to=Lifecycle.COMMITTED,

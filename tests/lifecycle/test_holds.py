@@ -90,6 +90,17 @@ def test_commit_replace_that_would_release_a_held_file_is_409(alice, api):
     assert (_lifecycle(held), _lifecycle(kept)) == (Lifecycle.COMMITTED, Lifecycle.COMMITTED)
 
 
+def test_restore_of_a_held_released_file_is_409_and_it_stays_released(alice, api):
+    # A hold freezes the file as it was when held (the evidence), released included; the admin's
+    # "Restore released file" refuses the same way.
+    photo = _committed(alice)
+    client = api(alice)
+    assert client.delete(f"/api/v1/attachments/{photo.pk}").status_code == 204
+    ref_hold_set(tenant="acme", ref="ad:42", actor=ROOT, reason="court order")
+    _legal_hold_error(client.post(f"/api/v1/attachments/{photo.pk}/restore"), photo.pk)
+    assert _lifecycle(photo) == Lifecycle.RELEASED
+
+
 def test_the_resource_shows_legal_hold_of_the_file_and_of_its_ref(alice, bob, api):
     own, by_ref, free = _committed(alice, ref="ad:1"), _committed(alice, ref="ad:2"), _committed(alice, ref="ad:3")
     _hold(own)
