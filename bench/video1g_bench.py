@@ -45,7 +45,8 @@ object back from the bucket and writing the derivatives into it. The bare side i
 video_1gib_s3.
 On moto_server (one Python process) the time is mostly moto's: in the 986 MiB run of
 2026-12-04 the snapshot's server-side copy (UploadPartCopy into derivatives/.../original.bin)
-took 66-79 s of each round's 82-102 s (moto.log timestamps), so the _s3 ratio measures
+took 66-79 s of 82-102 s in each of the first three rounds (moto.log timestamps; the other two
+were not read), so the _s3 ratio measures
 the service against moto, not against a real S3.
 
 The figure names keep "1gib" with --quick; video_1gib.file_mib says what was used.
