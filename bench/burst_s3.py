@@ -22,7 +22,6 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import threading
@@ -34,52 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import Database  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO, createuser, embedded_env, emit, free_port, percentile, r, scratch_dir, serve,
+    REPO, MotoServer, createuser, embedded_env, emit, percentile, r, scratch_dir, serve,
 )
 from bench.serve_bench import REDIS, pg_connections, redis_ok  # noqa: E402
 from tests.s3.support import cpu_hogs, stop_all, upload_burst  # noqa: E402
 from tests.support import jpeg_bytes  # noqa: E402
-
-_AWS = {"AWS_ACCESS_KEY_ID": "airlock-bench", "AWS_SECRET_ACCESS_KEY": "airlock-bench-secret",
-        "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-class MotoServer:
-    """moto's S3 server in a process of its own on a loopback port."""
-
-    def __init__(self, tmp: Path) -> None:
-        import boto3
-
-        port = free_port()
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.log = open(tmp / "moto.log", "wb")
-        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
-                                      "-p", str(port)], cwd=REPO, env={**os.environ, **_AWS},
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                              aws_access_key_id=_AWS["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=_AWS["AWS_SECRET_ACCESS_KEY"])
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                client.list_buckets()
-                break
-            except Exception:  # noqa: BLE001 - not listening yet
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"moto_server did not start: {(tmp / 'moto.log').read_text()[-1500:]}")
-                time.sleep(0.2)
-        self.bucket = f"burst-{uuid.uuid4().hex[:8]}"
-        client.create_bucket(Bucket=self.bucket)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -92,14 +50,13 @@ def main() -> None:
     if not (db.pg and redis_ok()):
         db.drop()
         raise SystemExit("the burst needs PostgreSQL and Redis")
-    moto = MotoServer(tmp)
+    moto = MotoServer(tmp, "burst")
     server = None
     hogs: list[subprocess.Popen] = []
     try:
         env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="config.settings.base",
                            REDIS_URL=REDIS, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-                           AIRLOCK_STORAGE="s3", AIRLOCK_S3_BUCKET=moto.bucket,
-                           AIRLOCK_S3_ENDPOINT_URL=moto.endpoint, AIRLOCK_S3_REGION="us-east-1", **_AWS)
+                           **moto.s3_env())
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True,
                        timeout=600)
         tokens = [createuser(env, f"guest{i}") for i in range(10)]

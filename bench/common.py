@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -223,6 +224,57 @@ def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
     port = free_port()
     return ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), *args], env,
                          tmp / f"serve-{port}.log", port)
+
+
+# --- S3 on moto (tests/s3 uses the same server in-process) ---------------------
+
+AWS_BENCH_KEYS = {"AWS_ACCESS_KEY_ID": "airlock-bench", "AWS_SECRET_ACCESS_KEY": "airlock-bench-secret",
+                  "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+class MotoServer:
+    """moto's S3 server in a process of its own on a loopback port, one fresh bucket in it.
+
+    Its spooled objects go under `tmp` (TMPDIR), removed with it."""
+
+    def __init__(self, tmp: Path, bucket_prefix: str) -> None:
+        import boto3
+
+        port = free_port()
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.log = open(tmp / "moto.log", "wb")
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
+                                      "-p", str(port)], cwd=REPO,
+                                     env={**os.environ, **AWS_BENCH_KEYS, "TMPDIR": str(tmp)},
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                              aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.list_buckets()
+                break
+            except Exception:  # noqa: BLE001 - not listening yet
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto_server did not start: {(tmp / 'moto.log').read_text()[-1500:]}")
+                time.sleep(0.2)
+        self.bucket = f"{bucket_prefix}-{uuid.uuid4().hex[:8]}"
+        client.create_bucket(Bucket=self.bucket)
+
+    def s3_env(self) -> dict[str, str]:
+        """What `serve` needs to keep its objects in this bucket (AIRLOCK_STORAGE=s3)."""
+        return {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": self.bucket, "AIRLOCK_S3_ENDPOINT_URL": self.endpoint,
+                "AIRLOCK_S3_REGION": "us-east-1", **AWS_BENCH_KEYS}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
 
 
 def createuser(env: dict[str, str], name: str, tenant: str = "bench") -> str:

@@ -13,6 +13,7 @@ against a baseline measured in the same run, interleaved with it.
   heic         bench/heic_bench.py          sandboxed HEIC photo vs the same pillow-heif calls in-process
   media        bench/media_bench.py         sandboxed video probe + poster vs the same PyAV calls in-process
   video1g      bench/video1g_bench.py       a ~1 GiB MP4 upload complete → ready (serve) vs bare scan + probe + poster + remux
+  video1g_s3   bench/video1g_bench.py --s3  the same with serve's storage on moto's S3 (multipart plan + complete)
   ttr          bench/time_to_ready.py       upload complete → ready over HTTP, idle and 2x overload
   api          bench/api.py                 gunicorn + wrk, ours vs bare DRF views; queries per request
   sweeper      bench/sweeper_throughput.py  rows/s reaped on PostgreSQL, EXPLAIN of the batch query
@@ -65,6 +66,9 @@ GOALS: list[tuple[str, str, object]] = [
     ("video_1gib_pipeline_vs_bare_steps_ratio", "<= 1.3", lambda v: v <= 1.3),
     ("video_1gib_worker_rss_growth_mb", "< 64", lambda v: v < 64),
     ("video_1gib.file_mib", "(info: size used; 256 with --quick)", None),
+    ("video_1gib_pipeline_vs_bare_steps_ratio_s3", "<= 1.3", lambda v: v <= 1.3),
+    ("video_1gib_worker_rss_growth_mb_s3", "< 64", lambda v: v < 64),
+    ("video_1gib_s3.file_mib", "(info: size used; 256 with --quick)", None),
     ("time_to_ready_p50_s", "(info)", None),
     ("time_to_ready_p99_s", "<= 0.5", lambda v: v <= 0.5),
     ("time_to_ready_overload.p99_s", "<= 2 (accepted files, shedding on)", lambda v: v <= 2.0),
@@ -114,6 +118,7 @@ OWN_KEYS = {
     "heic": ["heic_thumbnail_vs_bare_ratio"],
     "media": ["media_probe_poster_vs_bare_pyav_ratio"],
     "video1g": ["video_1gib_pipeline_vs_bare_steps_ratio", "video_1gib_worker_rss_growth_mb"],
+    "video1g_s3": ["video_1gib_pipeline_vs_bare_steps_ratio_s3", "video_1gib_worker_rss_growth_mb_s3"],
     "ttr": ["time_to_ready_p50_s", "time_to_ready_p99_s"],
     "api": ["api_intent_vs_bare_insert_ratio", "api_status_vs_bare_select_ratio"],
     "sweeper": ["sweeper_rows_per_s"],
@@ -172,6 +177,11 @@ def bench_media(quick: bool, tmp: Path) -> dict:
 def bench_video1g(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/video1g_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "video1g"),
                      2400)
+
+
+def bench_video1g_s3(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/video1g_bench.py", "--s3", *(["--quick"] if quick else [])],
+                     embedded_env(tmp / "video1g_s3"), 2400)
 
 
 def bench_ttr(quick: bool, tmp: Path) -> dict:
@@ -242,7 +252,7 @@ def bench_rescan(quick: bool, tmp: Path) -> dict:
 
 
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "media": bench_media,
-           "video1g": bench_video1g,
+           "video1g": bench_video1g, "video1g_s3": bench_video1g_s3,
            "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
            "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst,
