@@ -167,6 +167,12 @@ def _signed(name: str) -> str:
     return f"{URL}/{name}?{query}"
 
 
+def _signed_variant(name: str) -> str:
+    query = signing.delivery_query(tenant_id=None, attachment_id=uuid.UUID(URL.rsplit("/", 1)[1]),
+                                   name=f"variant-{name}", exp=signing.delivery_expiry())
+    return f"{URL}/variants/{name}?{query}"
+
+
 def test_the_resource_shape_is_the_contract(monkeypatch):
     monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0)  # one expiry step for the whole test
     assert AttachmentOutputSerializer.render(RESOURCES["ready, readable, thumbnail"]) == {
@@ -176,7 +182,8 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
         "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "lifecycle": "staged", "ref": None,
         "legal_hold": False, "derivatives": {"thumbnail": {"width": 1, "height": 2}},
         "metadata": {"width": 3, "height": 2, "page_count": None},
-        "links": {"self": URL, "download": _signed("download"), "thumbnail": _signed("thumbnail")},
+        "links": {"self": URL, "download": _signed("download"), "thumbnail": _signed("thumbnail"),
+                  "variants": {name: _signed_variant(name) for name in ("small", "medium", "large")}},
     }
     pending = AttachmentOutputSerializer.render(RESOURCES["pending"])
     assert (pending["size"], pending["content_type"], pending["sha256"], pending["ready_at"]) == (None,) * 4
