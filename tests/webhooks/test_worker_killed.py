@@ -52,6 +52,9 @@ class JobProcess:
             "AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
             "AIRLOCK_WEBHOOK_REDRIVE_SECONDS": "1",
             "AIRLOCK_TICK_SECONDS": "0.5",
+            # The dead process's endpoint slots (processing/fairness.py) are freed when its worker
+            # has been silent for a lease, which wakes the deliveries parked behind them.
+            "AIRLOCK_LEASE_SECONDS": "8",
             "AIRLOCK_WORKER_THREADS": "2",
             "AIRLOCK_LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
