@@ -118,6 +118,9 @@ def test_hostile_video_is_rejected_with_its_reason(alice, api, name, code):
     response = client.get(f"/api/v1/attachments/{row.pk}")
     assert response.json()["reason"]["code"] == code
     assert client.get(f"/api/v1/attachments/{row.pk}/thumbnail").status_code == 404
+    # Nothing is stored for it: no served copy, poster or thumbnail, and no download.
+    assert not row.derivatives.exists()
+    assert client.get(f"/api/v1/attachments/{row.pk}/download").status_code == 404
 
 
 def test_a_huge_frame_is_refused_from_its_header_without_being_decoded(tmp_path):

@@ -249,21 +249,3 @@ def test_a_media_job_may_write_about_its_inputs_size_and_no_other_job_may(tmp_pa
     media_bound = limits_for("media", big).max_output_bytes
     assert (1 << 30) < media_bound <= (1 << 30) * 9 // 8 + (16 << 20)
     assert limits_for("media", GENERATED / "audio.mp3").max_output_bytes == default
-
-
-@pytest.mark.parametrize(("name", "code"), [
-    ("video_4_hours.mp4", "duration_limit"),
-    ("video_8200x4400.mp4", "pixel_limit"),
-    ("video_truncated.mp4", "corrupt"),
-    ("video_64_streams.webm", "stream_limit"),
-    ("video_mpeg4_part2.mp4", "codec_not_allowed"),
-])
-def test_hostile_files_end_as_before_and_nothing_is_stored_for_them(alice, api, name, code):
-    client = api(alice)
-    attachment_id = upload(client, (GENERATED / name).read_bytes(), profile="media", filename=name,
-                           content_type="video/mp4")
-    assert run_pipeline(attachment_id) == "rejected"
-    row = Attachment.objects.get(pk=attachment_id)
-    assert row.reason_code == code, row.reason_message
-    assert not row.derivatives.exists()
-    assert client.get(f"/api/v1/attachments/{row.pk}/download").status_code == 404
