@@ -128,3 +128,27 @@ class Server:
             base = self.admin_url.rsplit("/", 1)[0]
             subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"],
                            check=False)
+
+
+def raw(port: int, request: bytes, timeout: float = 15.0) -> tuple[int, bytes]:
+    """Send bytes as they are; (status, body) of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        data = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            data += chunk
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep:
+                length = [line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:")]
+                if length and len(body) >= int(length[0]):
+                    break
+    assert data.startswith(b"HTTP/1."), data[:200]
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
