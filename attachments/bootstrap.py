@@ -49,7 +49,7 @@ def require_migrated(command: str) -> None:
         shown = ", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3 else "")
         raise CommandError(
             f"{command}: the database has {len(pending)} unapplied migration(s) ({shown}). "
-            f"Run `python manage.py migrate` first (see README, Production deployment); nothing was changed.")
+            f"Run `python manage.py migrate` first (see docs/deployment.md); nothing was changed.")
 
 
 def migrate_on_first_run() -> None:

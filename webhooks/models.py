@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from attachments.models import Tenant
 
-# The Standard Webhooks event types we send (README "Webhooks", docs/api.md).
+# The Standard Webhooks event types we send (docs/webhooks.md, docs/api.md).
 EVENT_TYPES = (
     "attachment.ready",
     "attachment.rejected",

@@ -1,4 +1,4 @@
-"""Airlock settings: every value comes from the environment (see README)."""
+"""Airlock settings: every value comes from the environment (see docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -365,7 +365,7 @@ AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
 # deployments or test runs share one Redis.
 AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
 
-# --- Webhooks (webhooks/, README "Webhooks") ----------------------------------
+# --- Webhooks (webhooks/, docs/webhooks.md) ----------------------------------
 # The global endpoint: every tenant's events. Its secret is one `whsec_…` value,
 # or several separated by spaces while rotating (each signs every delivery).
 AIRLOCK_WEBHOOK_URL = env_str("AIRLOCK_WEBHOOK_URL")
