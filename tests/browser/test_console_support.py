@@ -35,6 +35,11 @@ def _fits(page) -> None:
     assert widths[0] <= widths[1], widths
 
 
+def _overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
 @pytest.fixture
 def ticket(alice, moderator, settings):
     """The smiths' wedding video among other files with refs, and a signed-in-able support person."""
@@ -83,6 +88,8 @@ def test_support_finds_plays_and_downloads_the_wedding_video(page, ticket, width
     button = page.locator("#airlock-download")
     button.scroll_into_view_if_needed()
     expect(button).to_be_in_viewport()
+    for tool in page.locator(".object-tools a").all():  # no tool covers the file's title
+        assert not _overlap(tool.bounding_box(), page.locator("#content h2").first.bounding_box())
     with page.expect_download() as caught:
         button.click()
     download = caught.value
