@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("airlock.hooks")
 
@@ -47,8 +47,12 @@ class RenderUnavailable(Exception):
     """The sandbox could not run (infrastructure: retry soon)."""
 
 
-# (source file, work dir, long edge, "webp"|"jpeg") -> the file made
-VariantRenderer = Callable[[Path, Path, int, str], RenderedVariant]
+class VariantRenderer(Protocol):
+    """(source file, work dir, long edge, "webp"|"jpeg", PDF page or 0) -> the file made."""
+
+    def __call__(self, source: Path, work_dir: Path, size: int, fmt: str, page: int = 0) -> RenderedVariant: ...
+
+
 _variant_renderer: list[VariantRenderer] = []
 _listeners: list[Listener] = []
 _tick_listeners: list[Callable[[], object]] = []

@@ -32,7 +32,9 @@ def uploads_paused(*, tenant_id: int | None = None) -> list[Notice]:
     return [Notice("uploads_paused",
                    f"New uploads are paused for tenant {row['tenant']}: {row['late_files']} uploaded files have "
                    f"waited for processing longer than {row['max_backlog_seconds']:g} s.",
-                   "admin:attachments_attachment_changelist", "question=stuck")
+                   "admin:attachments_attachment_changelist",
+                   # The files that pause it (not "stuck over 30 minutes": the limit is usually far shorter).
+                   f"question=late&tenant__id__exact={row['tenant_id']}")
             for row in paused]
 
 

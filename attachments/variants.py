@@ -41,6 +41,11 @@ def variant_kind(name: str, fmt: str) -> str:
     return f"variant:{name}:{fmt}"
 
 
+def page_kind(page: int) -> str:
+    """A PDF page preview for the console (1-based page): made and stored as a variant is, never in the API."""
+    return f"page:{page}:webp"
+
+
 def variant_etag(*, sha256: str, name: str, fmt: str) -> str:
     """Stable for one original, variant and format: the same bytes are made again from the same input."""
     digest = hashlib.sha256(f"{sha256}:{name}:{fmt}".encode()).hexdigest()[:32]

@@ -13,9 +13,13 @@ from .errors import TransientError
 KIND = "variant"
 
 
-def render_variant(source: Path, work_dir: Path, size: int, fmt: str) -> RenderedVariant:
-    """Run the `variant` sandbox job (derive's limits and bounds) on `source`; the file it made."""
-    bounds = replace(sandbox_config.bounds_from_settings(), variant_size=size, variant_format=fmt)
+def render_variant(source: Path, work_dir: Path, size: int, fmt: str, page: int = 0) -> RenderedVariant:
+    """Run the `variant` sandbox job (derive's limits and bounds) on `source`; the file it made.
+
+    `page` (1-based) renders that page of a PDF instead (the console's page previews).
+    """
+    bounds = replace(sandbox_config.bounds_from_settings(), variant_size=size, variant_format=fmt,
+                     variant_page=page)
     try:
         result = sandbox_config.run_sandboxed(KIND, source, work_dir, bounds=bounds)
     except TransientError as exc:

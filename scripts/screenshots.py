@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Regenerate the README screenshots: docs/dashboard.png and docs/upload-page.png.
+"""Regenerate the README screenshots: docs/dashboard.png, docs/upload-page.png, docs/console-list.png, docs/console-video.png.
 
 Runs the embedded defaults in a throwaway data directory (fresh SQLite, local
 storage, in-process broker and worker, YARA only), serves Airlock on a free
@@ -34,6 +34,7 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 PASSWORD = "screenshots-only-password"
+PICTURES = ("dashboard.png", "upload-page.png", "console-list.png", "console-video.png")
 
 
 def configure(data_dir: Path) -> None:
@@ -89,6 +90,32 @@ def diagram_png(width: int, height: int) -> bytes:
         draw.rectangle([x, height - 20 - h, x + (width - 40) // 5, height - 20], fill=color)
     buf = io.BytesIO()
     image.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def clip(width: int, height: int, frames: int = 60) -> bytes:
+    """A short H.264 MP4 (PyAV, as the media tests make theirs): a sun crossing a dusk sky."""
+    import av
+    from PIL import Image, ImageDraw
+
+    background = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(background)
+    for y in range(height):
+        t = y / max(1, height - 1)
+        draw.line([(0, y), (width, y)], fill=(int(40 + 180 * t), int(50 + 90 * t), int(110 - 40 * t)))
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        r = height // 7
+        for i in range(frames):
+            frame = background.copy()
+            cx, cy = width // 6 + i * (2 * width // 3) // frames, height // 3 + abs(frames // 2 - i) * 2
+            ImageDraw.Draw(frame).ellipse([cx - r, cy - r, cx + r, cy + r], fill=(255, 214, 90))
+            for packet in stream.encode(av.VideoFrame.from_image(frame)):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
     return buf.getvalue()
 
 
@@ -162,6 +189,7 @@ def seed(base_url: str, token: str) -> None:
     for i in range(5):
         samples.append(("image", f"screenshot-{i}.jpg", b"<html>not an image</html>" * 20, "image/jpeg"))
     samples.append(("image", "scanner-timeout.jpg", photo(200, 200, 99), "image/jpeg"))
+    samples.append(("media", "first-dance.mp4", clip(640, 360), "video/mp4"))
     ids = []
     for profile, filename, data, content_type in samples:
         intent = session.post(f"{base_url}/api/v1/uploads", json={
@@ -189,6 +217,12 @@ def seed(base_url: str, token: str) -> None:
         )
         for log in TransitionLog.objects.filter(attachment=attachment):
             TransitionLog.objects.filter(pk=log.pk).update(created_at=log.created_at - shift)
+    # The wedding a support ticket names: the video and a few photos share its ref (the console's pictures).
+    wedding = [a.pk for a in rows if a.filename == "first-dance.mp4" or a.filename in ("IMG_4101.jpg", "IMG_4102.jpg",
+                                                                                          "IMG_4103.jpg")]
+    Attachment.objects.filter(pk__in=wedding).update(ref="wedding:smith-2026")
+    Attachment.objects.filter(pk__in=[a.pk for a in rows if a.filename == "IMG_4104.jpg"]).update(
+        ref="wedding:smithers-2024")
     # One upload whose worker vanished mid-way: stuck past its lease.
     stuck = rows[0]
     Attachment.objects.filter(pk=stuck.pk).update(
@@ -220,14 +254,26 @@ def shoot(base_url: str, out: Path) -> None:
         page.goto(f"{base_url}/admin/dashboard/")
         page.wait_for_load_state("networkidle")
         page.screenshot(path=str(out / "dashboard.png"), full_page=True)
+
+        # The console as support uses it: one search by the ticket's ref, then the video's page.
+        page.goto(f"{base_url}/admin/attachments/attachment/?q=ref%3Awedding%3Asmith")
+        page.wait_for_function("() => [...document.querySelectorAll('img.airlock-list-thumb')]"
+                               ".every(img => img.complete && img.naturalWidth > 0)", timeout=30_000)
+        page.screenshot(path=str(out / "console-list.png"), full_page=True)
+        page.click("#result_list a:text('first-dance.mp4')")
+        page.wait_for_selector(".field-preview video")
+        page.set_viewport_size({"width": 1280, "height": 1500})  # the top: status, player, download, facts
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(1500)  # the poster painted, the player's loading spinner gone
+        page.screenshot(path=str(out / "console-video.png"))
         context.close()
 
         context = browser.new_context(viewport={"width": 960, "height": 720}, device_scale_factor=1)
         page = context.new_page()
         sign_in(page, base_url, "dana", "/")
         page.wait_for_selector("#profile:enabled")
-        page.select_option("#profile", "image")
-        page.set_input_files("#files", [
+        page.select_option("#profile", "auto")  # each file to the profile for its type
+        page.set_input_files("#dashboard input.uppy-Dashboard-input >> nth=0", [
             {"name": "lake-at-dawn.jpg", "mimeType": "image/jpeg", "buffer": photo(1600, 1200, 3)},
             {"name": "floor-plan.png", "mimeType": "image/png", "buffer": diagram_png(900, 600)},
             {"name": "holiday.jpg", "mimeType": "image/jpeg", "buffer": photo(1200, 900, 11)},
@@ -273,7 +319,7 @@ def main() -> None:
         finally:
             server.shutdown()
             worker.stop(timeout=5000)
-        print(f"wrote {out / 'dashboard.png'} and {out / 'upload-page.png'}")
+        print(f"wrote {', '.join(str(out / name) for name in PICTURES)}")
     finally:
         if args.keep:
             print(f"data kept in {data_dir}")

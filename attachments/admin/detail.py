@@ -56,10 +56,14 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# Facts with a section of their own on the page (previews.archive_listing); still in the raw JSON.
+_SHOWN_APART = {"listing"}
+
+
 def _rows(metadata: dict, prefix: str = "") -> list[tuple[str, str]]:
     """One row per fact; nested objects become dotted keys one level down (lists stay on one line)."""
     rows: list[tuple[str, str]] = []
-    for key in sorted(metadata):
+    for key in sorted(k for k in metadata if prefix or k not in _SHOWN_APART):
         value = metadata[key]
         name = f"{prefix}{key}".replace("_", " ")
         if isinstance(value, dict) and not prefix:

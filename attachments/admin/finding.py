@@ -16,6 +16,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from ..models import Attachment, DeadLetter, Status, TransitionLog
+from ..services import backlog
 
 REF_PREFIX = "ref:"
 # The saved question "stuck": files uploaded (or being processed) this long ago and not settled.
@@ -54,6 +55,7 @@ class SavedQuestionFilter(admin.SimpleListFilter):
     def lookups(self, request, model_admin):
         return (
             ("stuck", f"Stuck over {STUCK_MINUTES} minutes"),
+            ("late", "Late past the backlog limit (uploads pause)"),
             ("rejected_today", "Rejected today (pick a reason below)"),
             ("dead_letters", "Waiting in dead letters"),
         )
@@ -63,6 +65,8 @@ class SavedQuestionFilter(admin.SimpleListFilter):
         if self.value() == "stuck":
             return queryset.filter(status__in=(Status.PENDING, Status.PROCESSING),
                                    uploaded_at__lt=now - timedelta(minutes=STUCK_MINUTES))
+        if self.value() == "late":
+            return backlog.late_uploads(queryset)
         if self.value() == "rejected_today":
             today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
             # Rejected today by the timeline, not updated_at (a later heartbeat or commit moves that).

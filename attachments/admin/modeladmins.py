@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from . import detail, media, views
+from . import detail, media, previews, views
 from .finding import SavedQuestionFilter, search_query
 from .actions import (
     MODERATE_PERMISSION,
@@ -385,6 +385,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                  name="%s_%s_media" % info),
             path("<uuid:object_id>/download/", self.admin_site.admin_view(views.staff_download),
                  name="%s_%s_download" % info),
+            path("<uuid:object_id>/page/<int:number>/", self.admin_site.admin_view(views.staff_page),
+                 name="%s_%s_page" % info),
             path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
                  name="%s_%s_moderate" % info),
         ]
@@ -415,6 +417,10 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             **(extra_context or {}),
             "airlock_summary": detail.status_summary(attachment) if attachment is not None else "",
             "can_download": attachment is not None and views.staff_served_of(attachment) is not None,
+            # console_previews.html: a PDF's first pages, an archive's recorded listing.
+            "airlock_pages": previews.page_urls(attachment) if attachment is not None else [],
+            "airlock_page_count": (attachment.metadata or {}).get("page_count") if attachment is not None else None,
+            "airlock_archive": previews.archive_listing(attachment.metadata) if attachment is not None else None,
             "can_moderate": self.has_moderate_permission(request),
             "moderation_actions": [a for a in MODERATION_ACTIONS.values()
                                    if attachment is not None and a.allowed(request) and a.offered(attachment)],

@@ -19,7 +19,9 @@ from .media import is_media
 from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..serving import file_response
+from ..errors import NotFound, Unavailable
 from ..services.audit import attachment_staff_download_record
+from ..services.variants import page_preview_obtain
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 
 VIEW_PERMISSION = "attachments.view_attachment"
@@ -156,6 +158,21 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
                                                 "actor": staff_actor(request), "range": byte_range})
     return file_response(request, key=key, size=size, content_type=attachment.content_type,
                          filename=attachment.filename, inline=True)
+
+
+def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpResponseBase:
+    """A PDF's page `number` for the change page's first pages: made on first view in the sandbox, then stored."""
+    attachment = _staff_attachment(request, object_id)
+    if attachment is None or staff_served_of(attachment) is None:
+        raise Http404("no page preview")
+    try:
+        page = page_preview_obtain(attachment=attachment, page=number)
+    except NotFound:
+        raise Http404("no such page") from None
+    except Unavailable as exc:  # being made by another request, failed lately, or the sandbox is down
+        return HttpResponse(exc.message, status=503, content_type="text/plain", headers=exc.headers)
+    return file_response(request, key=page.storage_key, size=page.size, content_type=page.content_type,
+                         filename=f"page-{number}.webp", inline=True)
 
 
 def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:

@@ -27,7 +27,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from ..errors import Unavailable
@@ -82,14 +82,25 @@ def paused_tenants(*, limit: int = 20) -> list[dict[str, object]]:
     limit_seconds = settings.AIRLOCK_MAX_BACKLOG_SECONDS
     if limit_seconds <= 0:
         return []
-    cutoff = timezone.now() - timedelta(seconds=limit_seconds)
-    rows = (Attachment.objects.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False,
-                                      attempts=0, uploaded_at__lt=cutoff)
-            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+    rows = (late_uploads(Attachment.objects.all())
             .values("tenant_id", "tenant__slug").annotate(waiting=Count("pk")).filter(waiting__gte=QUEUE_DEPTH)
             .order_by("-waiting")[:limit])
     return [{"tenant_id": row["tenant_id"], "tenant": row["tenant__slug"], "late_files": row["waiting"],
              "max_backlog_seconds": limit_seconds} for row in rows]
+
+
+def late_uploads(queryset: QuerySet[Attachment]) -> QuerySet[Attachment]:
+    """The rows of `queryset` that count toward a pause: uploaded, unprocessed, waiting past the limit.
+
+    The banner's "paused" links to exactly these (the console's saved question "late").
+    """
+    limit_seconds = settings.AIRLOCK_MAX_BACKLOG_SECONDS
+    if limit_seconds <= 0:
+        return queryset.none()
+    cutoff = timezone.now() - timedelta(seconds=limit_seconds)
+    return (queryset.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0,
+                            uploaded_at__lt=cutoff)
+            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]))
 
 
 def forget() -> None:

@@ -32,7 +32,7 @@ from ..naming import derivative_key
 from ..serving import served_object
 from ..storage import get_gateway
 from ..storage.base import StorageError
-from ..variants import FORMATS, variant_kind, variant_sizes
+from ..variants import FORMATS, page_kind, variant_kind, variant_sizes
 from .connections import give_connection_back
 
 log = logging.getLogger("airlock.variants")
@@ -76,7 +76,7 @@ def _claim(attachment: Attachment, kind: str, now: datetime) -> VariantClaim | N
         attachment=attachment, kind=kind, until=now)  # just released: the caller looks again
 
 
-def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str) -> Derivative:
+def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str, edge: int, page: int) -> Derivative:
     served = served_object(attachment)
     if served is None:
         raise NotFound()
@@ -88,7 +88,8 @@ def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str) -> Deri
     with tempfile.TemporaryDirectory(prefix="airlock-variant-", dir=gateway.scratch_dir()) as tmp:
         source = Path(tmp) / "source"
         gateway.download_to(source_key, source, max_bytes=source_size)
-        made = render(source, Path(tmp) / "work", variant_sizes(attachment.profile)[name], fmt)
+        work = Path(tmp) / "work"
+        made = render(source, work, edge, fmt, page=page) if page else render(source, work, edge, fmt)
         key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk,
                              kind=f"variant-{name}", ext=ext)
         size = gateway.move_file_in(key, made.path, content_type=content_type)
@@ -104,7 +105,27 @@ def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
     """The stored variant `name` in `fmt` of a ready attachment, made now if no one has made it yet."""
     if name not in variant_sizes(attachment.profile) or fmt not in FORMATS:
         raise NotFound()
-    kind = variant_kind(name, fmt)
+    return _obtain(attachment, kind=variant_kind(name, fmt), name=name, fmt=fmt,
+                   size=variant_sizes(attachment.profile)[name], page=0, clock=clock)
+
+
+def page_preview_obtain(*, attachment: Attachment, page: int,
+                        clock: Callable[[], datetime] = timezone.now) -> Derivative:
+    """Page `page` (1-based) of a PDF, small, for the console's page previews: made once, as a variant is.
+
+    Only the first AIRLOCK_CONSOLE_PDF_PAGES pages of a document processing counted;
+    the caller gates who may see it (the admin's staff preview rule).
+    """
+    pages = (attachment.metadata or {}).get("page_count") or 0
+    shown = min(pages, settings.AIRLOCK_CONSOLE_PDF_PAGES)
+    if attachment.content_type != "application/pdf" or not 1 <= page <= shown:
+        raise NotFound()
+    return _obtain(attachment, kind=page_kind(page), name=f"page-{page}", fmt="webp",
+                   size=settings.AIRLOCK_CONSOLE_PAGE_SIZE, page=page, clock=clock)
+
+
+def _obtain(attachment: Attachment, *, kind: str, name: str, fmt: str, size: int, page: int,
+            clock: Callable[[], datetime]) -> Derivative:
     give_up = time.monotonic() + settings.AIRLOCK_VARIANT_WAIT_SECONDS
     while True:
         found = Derivative.objects.filter(attachment=attachment, kind=kind).first()
@@ -119,7 +140,7 @@ def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
             if found is not None:
                 VariantClaim.objects.filter(attachment=attachment, kind=kind).delete()
                 return found
-            return _make(attachment, name=name, fmt=fmt, kind=kind, clock=clock)
+            return _make(attachment, name=name, fmt=fmt, kind=kind, size=size, page=page, clock=clock)
         if held.failed:
             raise VariantFailed(headers=_retry_after((held.until - now).total_seconds()))
         if time.monotonic() >= give_up:
@@ -130,10 +151,11 @@ def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
         time.sleep(POLL_SECONDS)
 
 
-def _make(attachment: Attachment, *, name: str, fmt: str, kind: str, clock: Callable[[], datetime]) -> Derivative:
+def _make(attachment: Attachment, *, name: str, fmt: str, kind: str, size: int, page: int,
+          clock: Callable[[], datetime]) -> Derivative:
     claim = VariantClaim.objects.filter(attachment=attachment, kind=kind)
     try:
-        derivative = _generate(attachment, name=name, fmt=fmt, kind=kind)
+        derivative = _generate(attachment, name=name, fmt=fmt, kind=kind, edge=size, page=page)
     except hooks.RenderFailed as exc:
         GENERATIONS.labels(outcome="failed").inc()
         log.warning("variant failed", extra={"attachment_id": str(attachment.pk), "kind": kind, "error": str(exc)})

@@ -278,6 +278,9 @@ AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
     "image": {"small": 640, "medium": 1280, "large": 2048},
     "avatar": {"small": 640, "medium": 1280, "large": 2048},
 }
+# The console's PDF preview: the first pages of a document, made on first view as variants are.
+AIRLOCK_CONSOLE_PDF_PAGES = env_int("AIRLOCK_CONSOLE_PDF_PAGES", 3)
+AIRLOCK_CONSOLE_PAGE_SIZE = env_int("AIRLOCK_CONSOLE_PAGE_SIZE", 480)  # long edge, px
 # A request for a variant another request is making waits this long for it, then 503.
 AIRLOCK_VARIANT_WAIT_SECONDS = env_int("AIRLOCK_VARIANT_WAIT_SECONDS", 10)
 # A failed generation is answered 503 from memory this long before anyone tries again.

@@ -38,7 +38,7 @@ import stat
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 from typing import IO, Any
@@ -49,6 +49,9 @@ from .outcome import Rejected, Source, short_repr
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NESTED_MAX_BYTES = 256 << 20  # nested archives held in memory at once (RLIMIT_AS is 1 GiB)
 LINK_MAX = 4096
+# The top-level names and sizes kept for the console's listing (the first this many, in directory order).
+LISTING_MAX = 200
+LISTING_NAME_CHARS = 255  # a ZIP name may be 64 KiB: the listing keeps the start of it
 MemberScan = Callable[[bytes], "str | None"]  # inflated entry -> matching rule, or None
 CHUNK = 1 << 20  # output per read: deflate is bounded per call by zipfile's max_length
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -67,6 +70,7 @@ class _Stats:
     encrypted: int = 0
     symlinks: int = 0
     uninspectable: int = 0
+    listing: list[list[Any]] = field(default_factory=list)  # [name, declared size] of top-level entries
 
 
 def _limit(message: str) -> Rejected:
@@ -244,6 +248,8 @@ def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -
         if total / max(size, 1) > bounds.zip_max_ratio:
             raise _limit(f"expansion ratio {total / max(size, 1):.1f} > {bounds.zip_max_ratio:g}")
         _check_layout(fh, size, infos)
+        if depth == 0:  # what a person unpacking it sees first; the checks below still cover every entry
+            st.listing = [[info.filename[:LISTING_NAME_CHARS], info.file_size] for info in infos[:LISTING_MAX]]
         for info in infos:
             if info.flag_bits & 0x1:  # ZipCrypto or WinZip AES: no password here
                 st.encrypted += 1
@@ -277,5 +283,6 @@ def process(
         "symlinks": st.symlinks,
         "uninspectable_entries": st.uninspectable,
         "scanned_entries": st.scanned,
+        "listing": st.listing,
     }
     return data, {}

@@ -48,6 +48,7 @@ class Bounds:
     # A named variant job (kind "variant"): the long edge it fits within and its format.
     variant_size: int = 0
     variant_format: str = "webp"  # "webp" or "jpeg"
+    variant_page: int = 0  # a PDF page (1-based) for the console's page previews; 0 for an image variant
 
 
 def to_dict(obj: Limits | Bounds) -> dict[str, Any]:

@@ -96,6 +96,11 @@ def render_thumbnail(source: str | int, work_dir: str, size: int) -> dict[str, i
 
     `source` is a path, or the fd of the job's input (a confined job has no path to it).
     """
+    return render_page(source, work_dir, size, 0, "thumbnail.webp")
+
+
+def render_page(source: str | int, work_dir: str, size: int, index: int, name: str) -> dict[str, int] | None:
+    """Render page `index` (0-based) with PDFium into `name` (WebP, or JPEG for a .jpg name), long side `size`."""
     import pypdfium2 as pdfium  # imported lazily: preloaded in the fork server anyway
 
     if isinstance(source, int):
@@ -104,9 +109,9 @@ def render_thumbnail(source: str | int, work_dir: str, size: int) -> dict[str, i
     else:
         pdf = pdfium.PdfDocument(source)  # PDFium tries the empty user password itself
     try:
-        if len(pdf) < 1:
+        if len(pdf) <= index:
             return None
-        page = pdf[0]
+        page = pdf[index]
         width, height = page.get_size()
         if not (width > 0 and height > 0):
             return None
@@ -114,11 +119,35 @@ def render_thumbnail(source: str | int, work_dir: str, size: int) -> dict[str, i
         image.thumbnail((size, size))  # page /Rotate or rounding may overshoot by a pixel
         image.info = {}
         buf = io.BytesIO()
-        image.save(buf, "WEBP", quality=80)
-        write_file(Path(work_dir), "thumbnail.webp", buf.getvalue())
+        if name.endswith(".jpg"):
+            image.save(buf, "JPEG", quality=82)
+        else:
+            image.save(buf, "WEBP", quality=80)
+        write_file(Path(work_dir), name, buf.getvalue())
         return {"width": image.width, "height": image.height}
     finally:
         pdf.close()
+
+
+def page_variant(src: Source, work_dir: Path, bounds: Bounds, isolate: Isolate = run_inline
+                 ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The `variant` job on a PDF: page Bounds.variant_page (1-based) at Bounds.variant_size, for the console.
+
+    The same PDFium render as the page-1 thumbnail, in the same isolated sub-child: a
+    crash costs this page only.
+    """
+    if bounds.variant_page < 1 or bounds.variant_size <= 0 or bounds.variant_format not in ("webp", "jpeg"):
+        raise Rejected("corrupt", "no page, size or format asked for")
+    source: str | int = str(src) if isinstance(src, (str, Path)) else src.fileno()
+    name = "page.jpg" if bounds.variant_format == "jpeg" else "page.webp"
+    try:
+        made = isolate(render_page, source, str(work_dir), bounds.variant_size, bounds.variant_page - 1, name)
+    except Exception:  # noqa: BLE001 - a crashed render sub-child included
+        raise Rejected("corrupt", f"page {bounds.variant_page} does not render") from None
+    if not made:
+        raise Rejected("corrupt", f"no page {bounds.variant_page} to render")
+    data = {"width": int(made["width"]), "height": int(made["height"])}
+    return data, {"variant": name}
 
 
 def process(

@@ -17,6 +17,8 @@ class Variant(SandboxStep):
     processors = ()  # applies to no profile: only asked for by name
 
     def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        from processing.sandbox import images
+        from processing.sandbox import images, pdfs
 
+        if bounds.variant_page:  # a page of a document, for the console (attachments/services/variants.py)
+            return pdfs.page_variant(src, work, bounds, isolate=tools.isolate)
         return images.variant(src, work, bounds)

@@ -64,7 +64,10 @@ def test_paused_uploads_show_on_every_admin_page_with_a_link_to_the_stuck_files(
         for page in PAGES:
             [(kind, text, link)] = _banner(client.get(page))
             assert kind == "uploads_paused" and "New uploads are paused for tenant acme" in text
-            assert link == "/admin/attachments/attachment/?question=stuck"
+            assert link == f"/admin/attachments/attachment/?question=late&tenant__id__exact={alice.membership.tenant_id}"
+        # The link lists the files that pause uploads: late past the limit, long before "stuck over 30 minutes".
+        listed = client.get(link).content.decode()
+        assert len(re.findall(r'<th class="field-filename">', listed)) == backlog.QUEUE_DEPTH
     finally:
         backlog.forget()
 

@@ -254,3 +254,18 @@ def test_a_member_too_large_to_hold_for_the_scan_is_archive_limit(run) -> None:
     big = make_zip([("big.bin", bytes(300 << 20))])
     result = run("zip", big, member_rules=RULES, bounds=Bounds(zip_max_ratio=1e6))
     assert outcome(result) == "rejected:archive_limit" and "too large to inspect" in result.message
+
+
+def test_the_listing_keeps_the_first_top_level_names_and_sizes_shortened(run) -> None:
+    """The console's archive listing is recorded here (never made at view time): bounded in count and length."""
+    from processing.sandbox.archives import LISTING_MAX, LISTING_NAME_CHARS
+
+    long_name = "a" * (LISTING_NAME_CHARS + 40) + ".txt"
+    entries = [(long_name, b"x" * 3)] + [(f"f{i:04d}.txt", b"y" * i) for i in range(LISTING_MAX + 5)]
+    result = run("zip", make_zip(entries + [("inner.zip", make_zip([("deep.txt", b"z")]))]))
+    assert outcome(result) == "ready"
+    listing = result.data["listing"]
+    assert len(listing) == LISTING_MAX and result.data["entries"] == LISTING_MAX + 7
+    assert listing[0] == ["a" * LISTING_NAME_CHARS, 3]
+    assert listing[1:3] == [["f0000.txt", 0], ["f0001.txt", 1]]
+    assert all(name != "deep.txt" for name, _ in listing)  # a nested archive's members are not listed

@@ -48,3 +48,19 @@ def test_refuses_what_derive_would(tmp_path, data, bounds, code):
     with pytest.raises(Rejected) as caught:
         _made(tmp_path, data, **bounds)
     assert caught.value.reason_code == code
+
+
+def test_a_pdf_page_is_rendered_by_the_variant_job_when_a_page_is_asked_for(tmp_path):
+    """The console's page previews: page N of a PDF through the same job, within the long edge asked for."""
+    from processing.sandbox.pdfs import page_variant
+    from tests.support import pdf_bytes
+
+    source = tmp_path / "doc.pdf"
+    source.write_bytes(pdf_bytes(pages=3))
+    work = tmp_path / "work"
+    work.mkdir()
+    data, files = page_variant(source, work, Bounds(variant_size=300, variant_format="webp", variant_page=3))
+    made = Image.open(work / files["variant"])
+    assert made.format == "WEBP" and max(made.size) == 300 and (data["width"], data["height"]) == made.size
+    with pytest.raises(Rejected, match="no page 4"):
+        page_variant(source, work, Bounds(variant_size=300, variant_format="webp", variant_page=4))

@@ -35,6 +35,27 @@
     TYPE_NOT_ALLOWED: true, TOO_LARGE: true, UNKNOWN_PROFILE: true, VALIDATION_ERROR: true,
     CHECKSUM_MISMATCH: true,
   };
+  // What a person can do about a refusal, by reason code: the content decisions (rejected) and the
+  // refused claims alike. Nothing here is offered as a Retry: the same file is refused the same way.
+  var ADVICE = {
+    type_not_allowed: "This kind of file is not accepted here: the picker lists the types that are.",
+    TYPE_NOT_ALLOWED: "This kind of file is not accepted here: the picker lists the types that are.",
+    too_large: "Too large for this page: send a smaller or shorter copy.",
+    TOO_LARGE: "Too large for this page: send a smaller or shorter copy.",
+    malware: "A virus scanner flagged this file: do not open or share it; send a clean copy.",
+    pixel_limit: "The picture has too many pixels: export it smaller and send that.",
+    page_limit: "The document has too many pages: split it and send the parts.",
+    archive_limit: "The archive unpacks too large or holds too many files: send fewer files per archive.",
+    archive_uninspectable: "The archive cannot be checked (a password or an unusual compression): send a plain ZIP.",
+    duration_limit: "The recording is too long: trim it and send it again.",
+    stream_limit: "The file holds too many tracks: export it again as a plain video.",
+    codec_not_allowed: "This video or audio format is not accepted: export it as MP4 (H.264 and AAC).",
+    corrupt: "The file is damaged or not what its name says: save or export it again and send that copy.",
+    moderator: "A moderator removed this file: ask the organiser if you think that is a mistake.",
+    size_mismatch: "The file changed while it was sent: pick it again.",
+    checksum_mismatch: "The file changed while it was sent: pick it again.",
+    CHECKSUM_MISMATCH: "The file changed while it was sent: pick it again.",
+  };
   // Which profile a file goes to when the picker says "by file type": the first that allows its type.
   var AUTO_PROFILES = ["image", "media", "document", "archive"];
   var params = new URLSearchParams(window.location.search);
@@ -208,6 +229,8 @@
     line.appendChild(detail);
     var reason = el("div", "reason");
     reason.hidden = true;
+    var advice = el("div", "advice");
+    advice.hidden = true;
     var progress = el("progress");
     progress.max = 100;
     progress.value = 0;
@@ -215,6 +238,7 @@
     body.appendChild(el("div", "meta", formatBytes(file.size) + " · " + file.meta.profile));
     body.appendChild(line);
     body.appendChild(reason);
+    body.appendChild(advice);
     body.appendChild(progress);
     var actions = el("div", "actions");
     var retry = el("button", "button small retry", "Retry");
@@ -228,7 +252,7 @@
     li.appendChild(body);
     li.appendChild(actions);
     item.ui = { li: li, body: body, thumb: thumb, status: status, detail: detail, reason: reason,
-                progress: progress, retry: retry, remove: remove };
+                advice: advice, progress: progress, retry: retry, remove: remove };
     retry.addEventListener("click", function () { retryItem(item); });
     remove.addEventListener("click", function () { removeItem(item); });
     els.items.appendChild(li);
@@ -244,7 +268,8 @@
     if (uppy && uppy.getFile(item.fileId)) uppy.setFileMeta(item.fileId, { airlockId: id });
   }
 
-  function setStatus(item, status, detail, reason, retryable) {
+  /* `code`: a refusal's reason code, which says what to do about it (ADVICE). */
+  function setStatus(item, status, detail, reason, retryable, code) {
     item.status = status;
     item.retryable = !!retryable;
     var ui = item.ui;
@@ -254,6 +279,8 @@
     ui.detail.textContent = detail || "";
     ui.reason.textContent = reason || "";
     ui.reason.hidden = !reason;
+    ui.advice.textContent = (!retryable && code && ADVICE[code]) || "";
+    ui.advice.hidden = !ui.advice.textContent;
     ui.retry.hidden = !item.retryable;
     ui.remove.hidden = status === "committed";
     ui.progress.hidden = status !== "uploading";
@@ -311,14 +338,14 @@
   function describe(error) {
     if (error instanceof ApiError) {
       if (error.status === 0) return { message: "network error", retryable: true };
-      return { message: error.message, retryable: !PERMANENT_CODES[error.code] };
+      return { message: error.message, retryable: !PERMANENT_CODES[error.code], code: error.code };
     }
     var answer = tusAnswer(error);
     if (answer) {
       var body = null;
       try { body = JSON.parse(answer.body); } catch (e) { body = null; }
       var apiError = new ApiError(answer.status, body);
-      return { message: apiError.message, retryable: !PERMANENT_CODES[apiError.code] };
+      return { message: apiError.message, retryable: !PERMANENT_CODES[apiError.code], code: apiError.code };
     }
     var xhr = error && error.source;  // AwsS3: the request to the bucket
     if (xhr && typeof xhr.status === "number" && xhr.status >= 400) {
@@ -538,7 +565,8 @@
     // decision about the content: it never can.
     var file = uppy.getFile(item.fileId);
     var canResend = resource.status === "failed" && !!(file && file.data && !file.isGhost);
-    setStatus(item, resource.status, detail, reason, canResend);
+    setStatus(item, resource.status, detail, reason, canResend,
+              resource.status === "rejected" && resource.reason ? resource.reason.code : null);
     if (resource.status !== "ready" || !resource.links) return;
     // A video shows its poster (the frame players show before playing) and its length.
     var duration = formatDuration(resource.metadata && resource.metadata.duration_seconds);
@@ -792,14 +820,14 @@
         follow(item);
       }, function (error) {
         var what = describe(error);
-        setStatus(item, "error", "", what.message, what.retryable);
+        setStatus(item, "error", "", what.message, what.retryable, what.code);
       });
     });
     uppy.on("upload-error", function (file, error) {
       var item = file && items[file.id];
       if (!item || item.removed) return;
       var what = describe(error);
-      setStatus(item, "error", "", what.message, what.retryable);
+      setStatus(item, "error", "", what.message, what.retryable, what.code);
     });
     uppy.on("file-removed", function (file) {
       var item = items[file.id];
