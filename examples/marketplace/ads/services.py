@@ -134,6 +134,7 @@ def webhook_apply(*, webhook_id: str, event: dict[str, Any]) -> Applied:
         if kind == "attachment.committed":
             photo.committed = True
             photo.save(update_fields=["committed"])
+            log.info("webhook %s: photo %s is committed to %s", kind, photo.attachment_id, data.get("ref"))
             return Applied(photo)
         status = EVENT_STATUS.get(str(kind))
         happened = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00"))

@@ -18,9 +18,12 @@
   const sending = new Map();  // local name -> state, for photos not yet known to the host
   let inFlight = 0;
 
+  // A POST to the host; no body unless there is something to say (the views that take none read none).
   function hostPost(url, body) {
-    return fetch(url, { method: "POST", credentials: "same-origin",
-      headers: { "X-CSRFToken": csrf, "Content-Type": "application/json" }, body: JSON.stringify(body || {}) });
+    const headers = { "X-CSRFToken": csrf };
+    if (body === undefined) return fetch(url, { method: "POST", credentials: "same-origin", headers });
+    headers["Content-Type"] = "application/json";
+    return fetch(url, { method: "POST", credentials: "same-origin", headers, body: JSON.stringify(body) });
   }
 
   // Send the bytes as the plan says: a raw PUT with its headers, or a form POST with its fields, file last.
