@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from airlock_client import Client, NotFound
 from playwright.sync_api import expect, sync_playwright
@@ -225,3 +226,19 @@ def test_an_abandoned_draft_stops_heartbeating_and_the_sweeper_removes_its_photo
     while stack.host_photos()[attachment_id][0] != "deleted" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert stack.host_photos()[attachment_id] == ("deleted", False)
+
+
+def test_the_webhook_endpoint_refuses_what_airlock_did_not_sign(stack):
+    """A forged `attachment.ready` for a photo the host knows changes nothing: 400, the record stays."""
+    known = next(iter(stack.host_photos().items()), None)
+    assert known is not None, "runs after the flows above, which leave photos behind"
+    attachment_id, before = known
+    body = json.dumps({"type": "attachment.rejected", "timestamp": "2030-01-01T00:00:00Z",
+                       "data": {"id": attachment_id, "status": "rejected", "reason": {"code": "malware"}}}).encode()
+    headers = {"webhook-id": "msg_forged", "webhook-timestamp": str(int(time.time())),
+               "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(), "content-type": "application/json"}
+    answer = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers=headers)
+    assert answer.status_code == 400
+    unsigned = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers={"content-type": "application/json"})
+    assert unsigned.status_code == 400
+    assert stack.host_photos()[attachment_id] == before
