@@ -26,7 +26,6 @@ airlock="http://127.0.0.1:$airlock_port"
 export AIRLOCK_DATA_DIR="$var/airlock"
 export AIRLOCK_WEBHOOK_URL="$market/airlock/webhook" AIRLOCK_WEBHOOK_SECRET="$secret" AIRLOCK_WEBHOOK_ALLOW_PRIVATE=1
 export AIRLOCK_CORS_ALLOWED_ORIGINS="$market"
-export AIRLOCK_STAGED_TTL_SECONDS="${AIRLOCK_STAGED_TTL_SECONDS:-604800}"
 
 cd "$repo"
 "$python" manage.py serve --port "$airlock_port" > "$var/airlock.log" 2>&1 &
