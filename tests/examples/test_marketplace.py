@@ -8,9 +8,10 @@ sweeper, which the host learns by webhook too.
 
 Runs in both modes: Airlock's database, broker and scanners are whatever the
 environment selects (`scripts/test`: PostgreSQL, Redis, clamd; `--embedded`:
-SQLite, in-process broker, YARA), as tests/e2e does; storage is local in both
-(the browser sends the signed PUT to Airlock itself). The example keeps its own
-SQLite database either way.
+SQLite, in-process broker, YARA), as tests/e2e does. Storage is local (the
+browser sends the signed PUT to Airlock itself), and for the post flow S3 too
+(moto over HTTP: the browser posts the presigned form to the bucket). The
+example keeps its own SQLite database either way.
 """
 
 from __future__ import annotations
@@ -23,16 +24,19 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import boto3
 import pytest
 from airlock_client import Client, NotFound
 from playwright.sync_api import expect, sync_playwright
 
 from tests.browser.conftest import launch_chromium, watch_csp
+from tests.s3.conftest import moto_endpoint  # noqa: F401  (the S3 stand-in, over HTTP)
 from tests.support import jpeg_bytes
 from tests.support.processes import REPO, Server, free_port, wait_healthy
 
@@ -68,8 +72,7 @@ def _uuid(stored: str) -> str:
     return f"{stored[:8]}-{stored[8:12]}-{stored[12:16]}-{stored[16:20]}-{stored[20:]}" if "-" not in stored else stored
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[Stack]:
+def start_stack(tmp_path_factory, airlock_env: dict[str, str], upload_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
     port = free_port()
     market = f"http://127.0.0.1:{port}"
     server = Server(tmp_path_factory.mktemp("airlock"), {
@@ -77,6 +80,7 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1", "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
         "AIRLOCK_STAGED_TTL_SECONDS": str(TTL), "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
         "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
+        **airlock_env,
     })
     data_dir = tmp_path_factory.mktemp("marketplace")
     log_path = data_dir / "marketplace.log"
@@ -87,10 +91,11 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
                "MARKETPLACE_AIRLOCK_TOKEN": token, "MARKETPLACE_WEBHOOK_SECRET": SECRET,
                "MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT)}
         env.pop("DATABASE_URL", None)
+        origins = [arg for origin in upload_origins for arg in ("--upload-origin", origin)]
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
                 [sys.executable, "examples/marketplace/manage.py", "runmarketplace", "--airlock", server.base,
-                 "--port", str(port)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+                 "--port", str(port), *origins], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         assert wait_healthy(market, proc), f"the marketplace did not start: {log_path.read_text()[-2000:]}"
         yield Stack(server, token, market, data_dir, log_path)
     finally:
@@ -101,6 +106,24 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[Stack]:
+    """Airlock on local storage: the browser sends the signed PUT to Airlock itself."""
+    yield from start_stack(tmp_path_factory, {})
+
+
+@pytest.fixture(scope="module")
+def s3_stack(tmp_path_factory, moto_endpoint) -> Iterator[Stack]:
+    """Airlock on S3 (moto over HTTP): the browser posts the presigned form to the bucket."""
+    bucket = f"market-{uuid.uuid4().hex[:8]}"
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket=bucket)
+    yield from start_stack(tmp_path_factory, {
+        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+        "AIRLOCK_S3_REGION": "us-east-1",
+    }, upload_origins=(moto_endpoint,))
+
+
+@pytest.fixture(scope="module")
 def chromium() -> Iterator:
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)
@@ -108,13 +131,17 @@ def chromium() -> Iterator:
         browser.close()
 
 
-@pytest.fixture
-def page(chromium, stack):
+def open_page(chromium, stack: Stack):
     context = chromium.new_context(base_url=stack.market, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(60_000)
-    page = context.new_page()
+    return context.new_page()
+
+
+@pytest.fixture
+def page(chromium, stack):
+    page = open_page(chromium, stack)
     yield page
-    context.close()
+    page.context.close()
 
 
 def photo(name: str, color: tuple[int, int, int]) -> dict:
@@ -128,8 +155,18 @@ def new_draft(page) -> str:
     return page.url
 
 
-def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(page, stack):
+@pytest.mark.parametrize("storage", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(chromium, request, storage):
+    stack = request.getfixturevalue("stack" if storage == "local" else "s3_stack")
+    if storage == "s3":  # what `manage.py s3_setup --apply` gives the bucket for the marketplace's origin
+        boto3.client("s3", endpoint_url=stack.server.env["AIRLOCK_S3_ENDPOINT_URL"], region_name="us-east-1") \
+            .put_bucket_cors(Bucket=stack.server.env["AIRLOCK_S3_BUCKET"], CORSConfiguration={"CORSRules": [{
+                "AllowedOrigins": [stack.market], "AllowedMethods": ["GET", "HEAD", "POST", "PUT"],
+                "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 3600}]})
+    page = open_page(chromium, stack)
     violations = watch_csp(page)
+    sent: list[tuple[str, str]] = []  # the bytes' requests, wherever they went
+    page.on("requestfinished", lambda r: sent.append((r.method, r.url)) if r.method in ("PUT", "POST") else None)
     new_draft(page)
     page.set_input_files("#picker", [
         photo("front.jpg", (200, 40, 40)), photo("back.jpg", (40, 200, 40)),
@@ -154,6 +191,13 @@ def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(p
     for attachment_id in good:
         assert f"webhook attachment.ready: photo {attachment_id} is ready" in log
     assert f"webhook attachment.rejected: photo {rejected} is rejected" in log
+
+    # The bytes went where Airlock's plans said, from the browser, with no API token.
+    if storage == "s3":
+        bucket = stack.server.env["AIRLOCK_S3_ENDPOINT_URL"]
+        assert len([u for m, u in sent if m == "POST" and u.startswith(bucket)]) == 3
+    else:
+        assert len([u for m, u in sent if m == "PUT" and u.startswith(stack.server.base) and "/content?token=" in u]) == 3
 
     page.fill("#title", "Red bicycle")
     page.click("#post")
@@ -180,6 +224,7 @@ def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(p
         time.sleep(0.2)
     assert all(line in stack.log_path.read_text() for line in committed)
     assert violations == []
+    page.context.close()
 
 
 def test_cancel_discards_the_drafts_photos(page, stack):
