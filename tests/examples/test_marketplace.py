@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -29,14 +29,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import boto3
+import httpx
 import pytest
 from airlock_client import Client, NotFound
 from playwright.sync_api import expect, sync_playwright
 
 from tests.browser.conftest import launch_chromium, watch_csp
-from tests.s3.conftest import moto_endpoint  # noqa: F401  (the S3 stand-in, over HTTP)
 from tests.support import jpeg_bytes
 from tests.support.processes import REPO, Server, free_port, wait_healthy
 

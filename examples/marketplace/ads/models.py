@@ -49,7 +49,7 @@ class Photo(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["created_at", "pk"]
+        ordering = ("created_at", "pk")
 
 
 class WebhookDelivery(models.Model):

@@ -1,6 +1,5 @@
-from django.urls import path
-
 from ads import views, webhook
+from django.urls import path
 
 urlpatterns = [
     path("", views.home, name="home"),
