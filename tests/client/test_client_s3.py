@@ -1,4 +1,4 @@
-"""The Python client against `manage.py serve` on S3 (moto over HTTP): presigned POST, multipart, resume."""
+"""The Python client against `manage.py serve` on S3 (moto over HTTP): presigned POST and PUT, multipart, resume."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hashlib
 import uuid
 
 import boto3
+import httpx
 import pytest
 
 from airlock_client import UploadInterrupted
@@ -86,3 +87,53 @@ def test_multipart_with_the_right_digest_is_ready_and_downloads_intact(live, tmp
         partial = tmp_path / "ok-copy.pdf.part"
         partial.write_bytes(data[: 3 * MIB])
         assert client.download(pending["id"], tmp_path / "ok-copy.pdf").read_bytes() == data
+
+
+@pytest.fixture(scope="module")
+def live_put(serve_factory, moto_endpoint):
+    """The same server shape with AIRLOCK_S3_UPLOAD_METHOD=PUT: presigned PUTs instead of POST forms."""
+    bucket = f"client-put-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    live = serve_factory({
+        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+        "AIRLOCK_S3_REGION": "us-east-1", "AIRLOCK_S3_UPLOAD_METHOD": "PUT",
+    })
+    live.moto = moto_endpoint
+    return live
+
+
+def test_a_small_file_goes_by_the_presigned_put_with_its_signed_headers(live_put, tmp_path):
+    path = tmp_path / "dog.jpg"
+    path.write_bytes(jpeg_bytes((300, 200), color=(20, 90, 200)))
+    recorder = Recorder()
+    with live_put.client(transport=recorder) as client:
+        pending = client.upload(path, profile="image")
+        ready = client.wait(pending["id"], timeout=60)
+    puts = [(url, h, status) for m, url, h, status in recorder.seen if m == "PUT" and url.startswith(live_put.moto)]
+    assert len(puts) == 1
+    url, headers, status = puts[0]
+    assert status == 200 and "X-Amz-Signature=" in url
+    # Sent exactly as planned: the signed If-None-Match (single use), the declared digest, no API token.
+    assert headers["if-none-match"] == "*" and headers["content-type"] == "image/jpeg"
+    assert headers["x-amz-checksum-sha256"]
+    assert int(headers["content-length"]) == path.stat().st_size
+    assert "authorization" not in headers
+    assert "POST" not in [m for m, u, *_ in recorder.seen if u.startswith(live_put.moto)]
+    assert any(u.endswith(f"/uploads/{pending['id']}/complete") for m, u, *_ in recorder.seen if m == "POST")
+    assert ready["status"] == "ready" and ready["derivatives"]["thumbnail"]
+
+
+def test_a_host_hands_the_put_plan_to_a_browser_and_completes_it(live_put, tmp_path):
+    """create_intent + complete: the host keeps the token, another party (a browser) sends the bytes."""
+    data = jpeg_bytes((200, 150), color=(10, 160, 40))
+    with live_put.client() as host:
+        intent = host.create_intent(profile="image", filename="car.jpg", size=len(data), content_type="image/jpeg")
+        plan = intent["upload"]
+        assert plan["method"] == "PUT" and plan["url"].startswith(live_put.moto)
+        # The "browser": no Airlock credential at all, only the plan.
+        first = httpx.put(plan["url"], headers=plan["headers"], content=data)
+        again = httpx.put(plan["url"], headers=plan["headers"], content=data)
+        assert first.status_code == 200
+        assert again.status_code == 412  # If-None-Match: *: the presigned URL is single use
+        assert host.complete(intent["id"])["id"] == intent["id"]
+        assert host.wait(intent["id"], timeout=60)["status"] == "ready"

@@ -98,8 +98,7 @@ class Client:
                 body["sha256"] = src.sha256()
             elif sha256:
                 body["sha256"] = sha256
-            # Nothing is created on 429/503, so the intent is safe to ask again; a lost answer is not.
-            intent = self._json("POST", "uploads", ok=(201,), reconnect=False, json=body)
+            intent = self.create_intent(**body)
             plan = intent["upload"]
             self._backend = "local" if is_local_plan(plan) else "s3"
             if transport == "auto" and large and self._backend == "local":
@@ -107,6 +106,25 @@ class Client:
                 self.discard(intent["id"])
                 return self._upload_tus(src, profile=profile, content_type=ctype, progress=progress)
             return self._uploader.send_plan(src, intent["id"], plan, progress)
+
+    def create_intent(self, *, profile: str, filename: str, size: int, content_type: str,
+                      sha256: str | None = None) -> dict[str, Any]:
+        """Declare a file and get its plan (`upload`) without sending it: for a browser that sends the bytes.
+
+        The plan's URLs carry their own single-use, expiring credential, so a host
+        can hand `intent["upload"]` to a browser and keep its API token to itself;
+        then `complete(id)` once the browser is done (harmless where not needed).
+        """
+        body: dict[str, Any] = {"profile": profile, "filename": filename, "size": size,
+                                "content_type": content_type}
+        if sha256:
+            body["sha256"] = sha256
+        # Nothing is created on 429/503, so the intent is safe to ask again; a lost answer is not.
+        return self._json("POST", "uploads", ok=(201,), reconnect=False, json=body)  # type: ignore[no-any-return]
+
+    def complete(self, attachment_id: str) -> Attachment:
+        """Tell Airlock the bytes of a single-request plan are in place (S3 without bucket events); returns it."""
+        return self._uploader.complete(attachment_id, None)
 
     def _upload_tus(self, src: Source, *, profile: str, content_type: str, progress: Progress) -> Attachment:
         url = self._uploader.tus_create(src, profile=profile, content_type=content_type)

@@ -1,0 +1,288 @@
+"""The marketplace example (examples/marketplace) beside a real `manage.py serve`, walked in Chromium.
+
+Seed 001's ad draft from the host's side: photos upload first from the browser
+(by plans the host asks Airlock for), thumbnails appear when Airlock's signed
+webhook reaches the host, "Post ad" commits them to `ad:<id>`, and a draft left
+open and then abandoned stops heartbeating, expires and is removed by the
+sweeper, which the host learns by webhook too.
+
+Runs in both modes: Airlock's database, broker and scanners are whatever the
+environment selects (`scripts/test`: PostgreSQL, Redis, clamd; `--embedded`:
+SQLite, in-process broker, YARA), as tests/e2e does. Storage is local (the
+browser sends the signed PUT to Airlock itself), and for the post flow S3 too
+(moto over HTTP: the browser posts the presigned form to the bucket). The
+example keeps its own SQLite database either way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+from airlock_client import Client, NotFound
+from playwright.sync_api import expect, sync_playwright
+
+from tests.browser.conftest import launch_chromium, watch_csp
+from tests.support import jpeg_bytes
+from tests.support.processes import REPO, Server, free_port, wait_healthy
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SECRET = "whsec_" + base64.b64encode(b"marketplace-example-test-secret!").decode()
+# Staged files live TTL seconds unless heartbeaten: the abandoned draft expires within the test.
+TTL = 20
+HEARTBEAT = 2  # the draft page beats this often, well inside TTL
+WAIT = 60_000  # ms: an upload, its processing and the webhook, on a loaded machine
+
+
+@dataclass
+class Stack:
+    server: Server
+    token: str
+    market: str
+    data_dir: Path
+    log_path: Path
+
+    def airlock(self) -> Client:
+        return Client(self.server.base, self.token)
+
+    def host_photos(self) -> dict[str, tuple[str, bool]]:
+        """The host's own records: attachment id → (status, committed)."""
+        with sqlite3.connect(self.data_dir / "marketplace.sqlite3") as db:
+            rows = db.execute("SELECT attachment_id, status, committed FROM ads_photo").fetchall()
+        return {_uuid(row[0]): (row[1], bool(row[2])) for row in rows}
+
+
+def _uuid(stored: str) -> str:
+    """Django keeps a UUIDField in SQLite as 32 hex digits."""
+    return f"{stored[:8]}-{stored[8:12]}-{stored[12:16]}-{stored[16:20]}-{stored[20:]}" if "-" not in stored else stored
+
+
+def start_stack(tmp_path_factory, airlock_env: dict[str, str], upload_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
+    port = free_port()
+    market = f"http://127.0.0.1:{port}"
+    server = Server(tmp_path_factory.mktemp("airlock"), {
+        "AIRLOCK_WEBHOOK_URL": f"{market}/airlock/webhook", "AIRLOCK_WEBHOOK_SECRET": SECRET,
+        "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1", "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
+        "AIRLOCK_STAGED_TTL_SECONDS": str(TTL), "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
+        "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
+        **airlock_env,
+    })
+    data_dir = tmp_path_factory.mktemp("marketplace")
+    log_path = data_dir / "marketplace.log"
+    proc = None
+    try:
+        token = server.createuser("marketplace", "marketplace")
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "marketplace.settings", "MARKETPLACE_DATA_DIR": str(data_dir),
+               "MARKETPLACE_AIRLOCK_TOKEN": token, "MARKETPLACE_WEBHOOK_SECRET": SECRET,
+               "MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT)}
+        env.pop("DATABASE_URL", None)
+        origins = [arg for origin in upload_origins for arg in ("--upload-origin", origin)]
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "examples/marketplace/manage.py", "runmarketplace", "--airlock", server.base,
+                 "--port", str(port), *origins], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        assert wait_healthy(market, proc), f"the marketplace did not start: {log_path.read_text()[-2000:]}"
+        yield Stack(server, token, market, data_dir, log_path)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=20)
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[Stack]:
+    """Airlock on local storage: the browser sends the signed PUT to Airlock itself."""
+    yield from start_stack(tmp_path_factory, {})
+
+
+@pytest.fixture(scope="module")
+def s3_stack(tmp_path_factory, moto_endpoint) -> Iterator[Stack]:
+    """Airlock on S3 (moto over HTTP): the browser posts the presigned form to the bucket."""
+    bucket = f"market-{uuid.uuid4().hex[:8]}"
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket=bucket)
+    yield from start_stack(tmp_path_factory, {
+        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+        "AIRLOCK_S3_REGION": "us-east-1",
+    }, upload_origins=(moto_endpoint,))
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator:
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+def open_page(chromium, stack: Stack):
+    context = chromium.new_context(base_url=stack.market, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(60_000)
+    return context.new_page()
+
+
+@pytest.fixture
+def page(chromium, stack):
+    page = open_page(chromium, stack)
+    yield page
+    page.context.close()
+
+
+def photo(name: str, color: tuple[int, int, int]) -> dict:
+    return {"name": name, "mimeType": "image/jpeg", "buffer": jpeg_bytes((640, 480), color=color)}
+
+
+def new_draft(page) -> str:
+    page.goto("/")
+    page.click("#new-ad")
+    page.wait_for_url("**/edit")
+    return page.url
+
+
+@pytest.mark.parametrize("storage", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(chromium, request, storage):
+    stack = request.getfixturevalue("stack" if storage == "local" else "s3_stack")
+    if storage == "s3":  # what `manage.py s3_setup --apply` gives the bucket for the marketplace's origin
+        boto3.client("s3", endpoint_url=stack.server.env["AIRLOCK_S3_ENDPOINT_URL"], region_name="us-east-1") \
+            .put_bucket_cors(Bucket=stack.server.env["AIRLOCK_S3_BUCKET"], CORSConfiguration={"CORSRules": [{
+                "AllowedOrigins": [stack.market], "AllowedMethods": ["GET", "HEAD", "POST", "PUT"],
+                "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 3600}]})
+    page = open_page(chromium, stack)
+    violations = watch_csp(page)
+    sent: list[tuple[str, str]] = []  # the bytes' requests, wherever they went
+    page.on("requestfinished", lambda r: sent.append((r.method, r.url)) if r.method in ("PUT", "POST") else None)
+    new_draft(page)
+    page.set_input_files("#picker", [
+        photo("front.jpg", (200, 40, 40)), photo("back.jpg", (40, 200, 40)),
+        {"name": "broken.jpg", "mimeType": "image/jpeg", "buffer": b"\xff\xd8\xff\xe0 not a photo at all " * 20},
+    ])
+    photos = page.locator("#photos li.photo")
+    ready = page.locator("#photos li[data-status=ready] img.thumb")
+    expect(ready).to_have_count(2, timeout=WAIT)
+    expect(page.locator("#photos li[data-status=rejected]")).to_have_count(1, timeout=WAIT)
+    ids = {li.get_attribute("data-status"): li.get_attribute("data-id") for li in photos.all()}
+    good = [li.get_attribute("data-id") for li in photos.all() if li.get_attribute("data-status") == "ready"]
+    rejected = ids["rejected"]
+    for attachment_id in good:  # Airlock's signed link, loaded cross-origin with no header
+        thumbnail = page.locator(f"#photos li[data-id='{attachment_id}'] img.thumb")
+        src = thumbnail.get_attribute("src") or ""
+        assert src.startswith(f"{stack.server.base}/api/v1/attachments/{attachment_id}/thumbnail?exp=")
+        assert "&sig=" in src
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=thumbnail.element_handle())
+
+    # The host learnt every outcome from a signed webhook (it never asks Airlock for a status).
+    log = stack.log_path.read_text()
+    for attachment_id in good:
+        assert f"webhook attachment.ready: photo {attachment_id} is ready" in log
+    assert f"webhook attachment.rejected: photo {rejected} is rejected" in log
+
+    # The bytes went where Airlock's plans said, from the browser, with no API token.
+    if storage == "s3":
+        bucket = stack.server.env["AIRLOCK_S3_ENDPOINT_URL"]
+        assert len([u for m, u in sent if m == "POST" and u.startswith(bucket)]) == 3
+    else:
+        assert len([u for m, u in sent if m == "PUT" and u.startswith(stack.server.base) and "/content?token=" in u]) == 3
+
+    page.fill("#title", "Red bicycle")
+    page.click("#post")
+    page.wait_for_url(re.compile(r"/ads/\d+$"))
+    ad_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    expect(page.locator("h1")).to_have_text("Red bicycle")
+    gallery = page.locator("#gallery img.thumb")
+    expect(gallery).to_have_count(2, timeout=WAIT)
+    for thumbnail in gallery.all():
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=thumbnail.element_handle())
+
+    # Airlock holds the two photos for ad:<id>; the rejected one was left out.
+    with stack.airlock() as airlock:
+        for attachment_id in good:
+            resource = airlock.get(attachment_id)
+            assert resource["committed"] and resource["ref"] == f"ad:{ad_id}" and resource["expires_at"] is None
+        assert airlock.get(rejected)["committed"] is False
+    records = stack.host_photos()
+    assert all(records[i] == ("ready", True) for i in good)
+    # The committed event reached the host too (its own commit already said so: idempotent).
+    deadline = time.monotonic() + 30
+    committed = [f"webhook attachment.committed: photo {i} is committed to ad:{ad_id}" for i in good]
+    while not all(line in stack.log_path.read_text() for line in committed) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(line in stack.log_path.read_text() for line in committed)
+    assert violations == []
+    page.context.close()
+
+
+def test_cancel_discards_the_drafts_photos(page, stack):
+    new_draft(page)
+    page.set_input_files("#picker", [photo("sofa.jpg", (90, 90, 200))])
+    expect(page.locator("#photos li[data-status=ready] img.thumb")).to_have_count(1, timeout=WAIT)
+    attachment_id = page.locator("#photos li.photo").first.get_attribute("data-id")
+    page.click("#cancel")
+    page.wait_for_url(f"{stack.market}/")
+    assert stack.host_photos()[attachment_id] == ("discarded", False)
+    with stack.airlock() as airlock:
+        resource = airlock.get(attachment_id)  # discarded: no longer served, swept on the next run
+    assert resource["lifecycle"] == "discarded" and "thumbnail" not in resource["links"]
+
+
+def test_an_abandoned_draft_stops_heartbeating_and_the_sweeper_removes_its_photos(page, stack):
+    new_draft(page)
+    page.set_input_files("#picker", [photo("lamp.jpg", (220, 200, 60))])
+    expect(page.locator("#photos li[data-status=ready] img.thumb")).to_have_count(1, timeout=WAIT)
+    attachment_id = page.locator("#photos li.photo").first.get_attribute("data-id")
+    with stack.airlock() as airlock:
+        first = airlock.get(attachment_id)["expires_at"]
+        # While the page is open its heartbeats push the expiry on.
+        deadline = time.monotonic() + 4 * HEARTBEAT + 5
+        while airlock.get(attachment_id)["expires_at"] == first and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert airlock.get(attachment_id)["expires_at"] > first
+        page.close()  # the seller walks away: no Post, no Cancel, no more heartbeats
+        last = airlock.get(attachment_id)["expires_at"]
+        time.sleep(1.5 * HEARTBEAT)
+        assert airlock.get(attachment_id)["expires_at"] == last
+
+        due = time.time() + TTL + 1
+        while time.time() < due:  # until the staged file is due (the last beat + TTL)
+            time.sleep(1)
+        report = json.loads(subprocess.run(
+            [sys.executable, "manage.py", "sweep", "--json"], cwd=REPO, env=stack.server.env,
+            capture_output=True, text=True, check=True).stdout)
+        assert report["deleted"] >= 1 and report["errors"] == 0
+        with pytest.raises(NotFound):
+            airlock.get(attachment_id)
+    # Airlock's attachment.deleted webhook tells the host.
+    deadline = time.monotonic() + 60
+    while stack.host_photos()[attachment_id][0] != "deleted" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert stack.host_photos()[attachment_id] == ("deleted", False)
+
+
+def test_the_webhook_endpoint_refuses_what_airlock_did_not_sign(stack):
+    """A forged `attachment.ready` for a photo the host knows changes nothing: 400, the record stays."""
+    known = next(iter(stack.host_photos().items()), None)
+    assert known is not None, "runs after the flows above, which leave photos behind"
+    attachment_id, before = known
+    body = json.dumps({"type": "attachment.rejected", "timestamp": "2030-01-01T00:00:00Z",
+                       "data": {"id": attachment_id, "status": "rejected", "reason": {"code": "malware"}}}).encode()
+    headers = {"webhook-id": "msg_forged", "webhook-timestamp": str(int(time.time())),
+               "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(), "content-type": "application/json"}
+    answer = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers=headers)
+    assert answer.status_code == 400
+    unsigned = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers={"content-type": "application/json"})
+    assert unsigned.status_code == 400
+    assert stack.host_photos()[attachment_id] == before
