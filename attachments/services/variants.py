@@ -33,7 +33,9 @@ from ..serving import served_object
 from ..storage import get_gateway
 from ..storage.base import StorageError
 from ..variants import FORMATS, variant_kind, variant_sizes
+from ..selectors import servable_now
 from .connections import give_connection_back
+from .variant_purge import forget_stored_object
 
 log = logging.getLogger("airlock.variants")
 
@@ -92,11 +94,21 @@ def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str) -> Deri
         key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk,
                              kind=f"variant-{name}", ext=ext)
         size = gateway.move_file_in(key, made.path, content_type=content_type)
-    derivative, _ = Derivative.objects.get_or_create(
-        attachment=attachment, kind=kind,
-        defaults={"storage_key": key, "content_type": content_type, "size": size, "width": made.width,
-                  "height": made.height})
-    return derivative
+    with transaction.atomic():
+        # The file may have been taken down, rescanned or deleted while the sandbox ran (which
+        # dropped the variants it had): record this one only for the same file, still served.
+        current = Attachment.objects.select_for_update().only(
+            "status", "lifecycle", "expires_at", "served_key").filter(pk=attachment.pk).first()
+        if current is not None and servable_now(current) and current.served_key == attachment.served_key:
+            derivative, _ = Derivative.objects.get_or_create(
+                attachment=attachment, kind=kind,
+                defaults={"storage_key": key, "content_type": content_type, "size": size, "width": made.width,
+                          "height": made.height})
+            return derivative
+    log.info("variant made for a file no longer served: not kept", extra={"attachment_id": str(attachment.pk),
+                                                                          "kind": kind})
+    forget_stored_object(key)
+    raise NotFound()
 
 
 def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
