@@ -16,12 +16,13 @@ import logging
 import math
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from prometheus_client import Counter
 
@@ -111,6 +112,28 @@ def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str) -> Deri
     raise NotFound()
 
 
+_STORED_SQL = ("SELECT id, storage_key, content_type, size, width, height FROM {table} "
+               "WHERE attachment_id = %s AND kind = %s")
+
+
+def stored_variant(attachment_id: uuid.UUID, kind: str) -> Derivative | None:
+    """The recorded variant, or None: every warm request asks this, so one plain SELECT on the unique key.
+
+    Building the same query through the ORM costs as much again as the whole download's
+    own work on SQLite (measured in-process: a warm variant 0.76 of a download's rate).
+    """
+    field = Derivative._meta.get_field("attachment")
+    with connection.cursor() as cursor:
+        cursor.execute(_STORED_SQL.format(table=connection.ops.quote_name(Derivative._meta.db_table)),
+                       [field.get_db_prep_value(attachment_id, connection), kind])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, storage_key, content_type, size, width, height = row
+    return Derivative(pk=pk, attachment_id=attachment_id, kind=kind, storage_key=storage_key,
+                      content_type=content_type, size=size, width=width, height=height)
+
+
 def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
                    clock: Callable[[], datetime] = timezone.now) -> Derivative:
     """The stored variant `name` in `fmt` of a ready attachment, made now if no one has made it yet."""
@@ -119,7 +142,7 @@ def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
     kind = variant_kind(name, fmt)
     give_up = time.monotonic() + settings.AIRLOCK_VARIANT_WAIT_SECONDS
     while True:
-        found = Derivative.objects.filter(attachment=attachment, kind=kind).first()
+        found = stored_variant(attachment.pk, kind)
         if found is not None:
             return found
         now = clock()
