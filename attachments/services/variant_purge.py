@@ -55,7 +55,7 @@ def forget_stored_object(key: str) -> None:
 
 
 def variants_forget(attachment_id: uuid.UUID, *, keys_only: list[str] | None = None) -> ForgottenVariants:
-    """Drop the attachment's variant rows (or those stored at `keys_only`) and claims; delete their objects after commit.
+    """Drop the file's variant rows (or those stored at `keys_only`) and claims; their objects go after commit.
 
     Call inside the caller's transaction: the rows go with its commit, the objects after it.
     """
