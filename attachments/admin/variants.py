@@ -15,6 +15,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.html import format_html
 
 from ..errors import AirlockError
@@ -87,5 +88,5 @@ def staff_variant(request: HttpRequest, object_id: str, name: str) -> HttpRespon
     response = file_response(request, key=variant.storage_key, size=variant.size,
                              content_type=variant.content_type, filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
                              inline=True)
-    response["Vary"] = "Accept"
+    patch_vary_headers(response, ["Accept"])  # the format follows Accept
     return response
