@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -53,15 +54,20 @@ def upload_page(request: HttpRequest) -> HttpResponse:
         "multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if s3 else "",
         "part_size": settings.AIRLOCK_S3_PART_SIZE if s3 else "",
         "uppy_locales": " ".join(uppy_locales()),
+        # The variants' long edges per profile: the page gives each thumbnail a srcset over them.
+        "variant_edges": json.dumps(settings.AIRLOCK_VARIANTS, sort_keys=True),
         # Paused uploads (this tenant's) and active brakes, as a banner: a refused upload is no surprise.
         "notices": service_notices(tenant_id=membership.tenant_id if membership else None),
     })
     # The page loads only its own scripts (Uppy's bundle and locale are static files here) and
-    # styles; thumbnails and Uppy's previews are blob: URLs, Uppy's stylesheet draws its icons
-    # from data: URLs. Uppy styles elements through the DOM (el.style), which style-src allows.
-    connect = " ".join(["'self'", *_upload_origins()])
+    # styles; thumbnails and their variants are signed links here (redirected to S3 on S3), posters
+    # and Uppy's previews blob: URLs, Uppy's stylesheet draws its icons from data: URLs. Uppy styles
+    # elements through the DOM (el.style), which style-src allows.
+    origins = _upload_origins()
+    connect = " ".join(["'self'", *origins])
+    images = " ".join(["'self'", *origins, "blob:", "data:"])
     response["Content-Security-Policy"] = (
-        "default-src 'self'; img-src 'self' blob: data:; script-src 'self'; style-src 'self'; "
+        f"default-src 'self'; img-src {images}; script-src 'self'; style-src 'self'; "
         f"connect-src {connect}; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )

@@ -53,6 +53,11 @@ def attachment_visible(*, user, attachment_id: object) -> Attachment:
     raise NotFound()
 
 
+def servable_now(attachment: Attachment, now: datetime | None = None) -> bool:
+    """Ready, and neither gone nor deleted: what the serving gate lets a tenant's members read."""
+    return _servable_to_tenant(attachment, now or timezone.now())
+
+
 def _servable_to_tenant(attachment: Attachment, now: datetime) -> bool:
     """What anyone of the attachment's tenant may read: ready, and neither gone nor deleted."""
     return attachment.status == Status.READY and not _gone(attachment, now)

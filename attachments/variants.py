@@ -57,3 +57,27 @@ def etag_matches(header: str, etag: str) -> bool:
     if header.strip() == "*":
         return True
     return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
+
+
+def source_size(metadata: dict | None) -> tuple[int, int] | None:
+    """Width and height of what variants are made from: the display rendition's (a HEIC's), else the image's."""
+    facts = metadata or {}
+    display = facts.get("display")
+    shown = display if isinstance(display, dict) else facts
+    width, height = shown.get("width"), shown.get("height")
+    return (width, height) if isinstance(width, int) and isinstance(height, int) and width and height else None
+
+
+def variant_widths(profile: str, metadata: dict | None) -> dict[str, int]:
+    """name → the width a variant will have, smallest first, for `srcset`'s `w` descriptors.
+
+    Fit within the long edge, never upscaled: a variant as wide as a smaller one
+    (a small original) is left out, it would add nothing to a `srcset`.
+    """
+    size = source_size(metadata)
+    widths: dict[str, int] = {}
+    for name, edge in sorted(variant_sizes(profile).items(), key=lambda item: item[1]):
+        width = edge if size is None else round(size[0] * min(1.0, edge / max(size)))
+        if width not in widths.values():
+            widths[name] = width
+    return widths

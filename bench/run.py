@@ -26,6 +26,7 @@ against a baseline measured in the same run, interleaved with it.
   burst        bench/burst_s3.py            200 S3 uploads at once while CPU hogs load both cores: share answered, p99
   fair         bench/fair_bench.py          tenant B's time to ready while tenant A has 1,000 files queued (embedded, Redis)
   rescan       bench/rescan_bench.py        rescan_one files/s, the background walk's rate vs its budget, status reads during it
+  variants     bench/variant_bench.py       a 12 MP photo's cold medium variant, warm variant vs download, single flight (serve)
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -106,6 +107,10 @@ GOALS: list[tuple[str, str, object]] = [
     ("rescan_budget_achieved_ratio", ">= 0.9 (the walk keeps to its budget)", lambda v: v >= 0.9),
     ("api_status_vs_bare_select_ratio_during_rescan", ">= 0.8", lambda v: v >= 0.8),
     ("api_status_vs_bare_select_ratio_idle", "(info: same run, no rescan)", None),
+    ("variant_cold_p99_s", "<= 0.5 (12 MP photo, medium, embedded)", lambda v: v <= 0.5),
+    ("variant_cold_p50_s", "(info)", None),
+    ("variant_warm_vs_download_ratio", ">= 0.9", lambda v: v >= 0.9),
+    ("variant_single_flight_generations", "== 1 (50 concurrent cold requests)", lambda v: v == 1),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -133,6 +138,7 @@ OWN_KEYS = {
     "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s"],
     "rescan": ["rescan_files_per_s", "rescan_budget_files_per_min_achieved", "rescan_budget_achieved_ratio",
                "api_status_vs_bare_select_ratio_during_rescan"],
+    "variants": ["variant_cold_p99_s", "variant_warm_vs_download_ratio", "variant_single_flight_generations"],
 }
 
 
@@ -251,12 +257,17 @@ def bench_rescan(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/rescan_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "rescan"), 1200)
 
 
+def bench_variants(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/variant_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "variants"),
+                     1800)
+
+
 BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "media": bench_media,
            "video1g": bench_video1g, "video1g_s3": bench_video1g_s3,
            "ttr": bench_ttr, "api": bench_api,
            "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
            "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst,
-           "fair": bench_fair, "rescan": bench_rescan}
+           "fair": bench_fair, "rescan": bench_rescan, "variants": bench_variants}
 
 
 def fmt(value: object) -> str:

@@ -14,7 +14,9 @@ Rows are walked by primary key in batches (keyset pagination: each batch is
 one index range, however far the walk got), with their derivatives in one
 query per batch. A row whose original is gone becomes failed/object_missing;
 a row with only derivatives gone keeps being served and has them made again
-(processing's `rederive` job). Both obey the sweeper's brakes, read per batch.
+(processing's `rederive` job). A named variant is a cache made on request, which
+`rederive` does not make: a variant row whose object is gone is dropped instead
+(the next request for it makes it again). All obey the sweeper's brakes, read per batch.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from typing import Protocol
 
 from attachments.models import Derivative
 from attachments.selectors import ready_files_in_storage
-from attachments.services.missing_objects import attachment_fail_missing, attachment_rederive_request
+from attachments.services.missing_objects import (
+    attachment_fail_missing,
+    attachment_rederive_request,
+    attachment_variants_drop_missing,
+)
+from attachments.services.variant_purge import VARIANT_KIND_PREFIX
 from attachments.storage.base import StorageGateway
 
 ACTOR = "system:reconcile"
@@ -63,6 +70,7 @@ class ExpectedObjects:
     attachment_id: uuid.UUID
     original: str
     derivatives: tuple[str, ...]
+    variants: tuple[str, ...] = ()  # named variants' keys: made on request, dropped when gone
 
 
 class Context(Protocol):
@@ -92,15 +100,17 @@ def ready_batches(*, now: datetime, batch_size: int | None = None) -> Iterator[l
         if not batch:
             return
         derived: dict[uuid.UUID, list[str]] = {}
-        for attachment_id, key in Derivative.objects.filter(attachment_id__in=[row[0] for row in batch]).values_list(
-                "attachment_id", "storage_key"):
-            derived.setdefault(attachment_id, []).append(key)
+        variants: dict[uuid.UUID, list[str]] = {}
+        for attachment_id, key, kind in Derivative.objects.filter(
+                attachment_id__in=[row[0] for row in batch]).values_list("attachment_id", "storage_key", "kind"):
+            (variants if kind.startswith(VARIANT_KIND_PREFIX) else derived).setdefault(attachment_id, []).append(key)
         expected = []
         for pk, storage_key, content_key, served_key in batch:
             original = content_key or storage_key
             # A served rendition (a HEIC's JPEG, a sanitized image) is a derivative key; else it is the original.
             others = {*derived.get(pk, ()), served_key} - {original, ""}
-            expected.append(ExpectedObjects(pk, original, tuple(sorted(others))))
+            expected.append(ExpectedObjects(pk, original, tuple(sorted(others)),
+                                            tuple(sorted(variants.get(pk, ())))))
         yield expected
         last = batch[-1][0]
 
@@ -131,6 +141,14 @@ def _check_row(ctx: Context, listed: ListedKeys, row: ExpectedObjects) -> None:
             action = "failed" if done else "skipped"
         ctx.record("missing_original", row.original, action, row.attachment_id)
         return
+    gone_variants = [key for key in row.variants if _gone(ctx, listed, key)]
+    if gone_variants:
+        action = _held(ctx, "would_drop")
+        if not action:
+            dropped = attachment_variants_drop_missing(attachment_id=row.attachment_id, keys=gone_variants)
+            action = "dropped" if dropped else "skipped"
+        for key in gone_variants:
+            ctx.record("missing_variant", key, action, row.attachment_id)
     missing = [key for key in row.derivatives if _gone(ctx, listed, key)]
     if not missing:
         return

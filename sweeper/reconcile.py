@@ -19,6 +19,8 @@ And the other way, rows → storage (sweeper/missing_objects.py, sweeper/multipa
 - missing_original: a ready row whose original is gone → failed/object_missing;
 - missing_derivative: a ready row whose original is there but a derivative (or
   its served rendition) is gone → the derivatives are made again, the file stays ready;
+- missing_variant: a named variant's row whose object is gone → the row is dropped
+  (the next request for the variant makes it again);
 - orphan_multipart: an unfinished multipart upload older than the upload URL
   lifetime that no live intent or tus upload owns → aborted.
 
@@ -63,14 +65,16 @@ log = logging.getLogger("airlock.reconcile")
 PREFIXES = (TENANTS_PREFIX, QUARANTINE_PREFIX)
 _CHUNK = 1000
 KINDS = ("orphan", "deleted_leftover", "quarantine_expired", "arrived",
-         "missing_original", "missing_derivative", "orphan_multipart")
+         "missing_original", "missing_derivative", "missing_variant", "orphan_multipart")
+_ROW_KINDS = ("missing_original", "missing_derivative", "missing_variant", "orphan_multipart")  # errors reported
 
 
 @dataclass(frozen=True)
 class Finding:
     kind: str  # one of KINDS
     key: str
-    # deleted | quarantined | enqueued | failed | regenerating | aborted | gone | skipped | would_* | kept | error
+    # deleted | quarantined | enqueued | failed | regenerating | dropped | aborted | gone | skipped | would_* | kept
+    # | error
     action: str
     attachment_id: str | None = None
     detail: str = ""
@@ -95,7 +99,8 @@ class ReconcileReport:
 
     def counts(self) -> dict[str, int]:
         counts = Counter(f.kind for f in self.findings)
-        done = Counter(f.kind for f in self.findings if f.action in ("failed", "regenerating", "aborted"))
+        done = Counter(f.kind for f in self.findings
+                       if f.action in ("failed", "regenerating", "dropped", "aborted"))
 
         def rows(kind: str, *actions: str) -> int:  # a row with two derivatives gone is one row
             return len({f.attachment_id for f in self.findings
@@ -107,6 +112,8 @@ class ReconcileReport:
             "missing_originals_failed": done.get("missing_original", 0),
             "missing_derivatives": rows("missing_derivative"),
             "missing_derivatives_regenerated": rows("missing_derivative", "regenerating"),
+            "missing_variants": counts.get("missing_variant", 0),
+            "missing_variants_dropped": done.get("missing_variant", 0),
             "orphan_multipart_found": counts.get("orphan_multipart", 0),
             "orphan_multipart_aborted": done.get("orphan_multipart", 0),
         }
@@ -244,7 +251,7 @@ class _Reconciler:
 
     def record(self, kind: str, key: str, action: str, attachment_id: uuid.UUID | None, detail: str = "") -> None:
         self.report.findings.append(Finding(kind, key, action, str(attachment_id) if attachment_id else None, detail))
-        if action == "error" and kind in ("missing_original", "missing_derivative", "orphan_multipart"):
+        if action == "error" and kind in _ROW_KINDS:
             self.report.errors.append(f"{kind} {key}: {detail}")
         metrics.RECONCILE_FINDINGS.labels(kind=kind).inc()
         log.info("reconcile finding", extra={"kind": kind, "key": key, "action": action})

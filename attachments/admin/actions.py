@@ -34,6 +34,7 @@ from ..services.moderation import (
 from ..selectors import is_held
 from ..services.release import attachment_restore as attachment_restore_released
 from ..services.transitions import TransitionConflict
+from ..services.variant_purge import attachment_variants_purge
 from ..staff_scope import is_platform_staff, staff_tenant_id
 
 MODERATE_PERMISSION = "attachments.moderate_attachment"
@@ -138,6 +139,15 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             lambda a, actor, note: attachment_hold_clear(attachment_ids=[a.pk], actor=actor, reason=note),
             needs_note=True, platform_only=True,
             offered=lambda a: a.legal_hold,
+        ),
+        ModerationAction(
+            "purge_variants", "Purge variants",
+            "The attachments' named variants (the sizes made on request for galleries) are deleted; "
+            "the next request for one makes it again. The files themselves do not change. Deletes wait "
+            "while a sweeper brake is on (reconcile removes the objects later).",
+            lambda a, actor, note: attachment_variants_purge(attachment_id=a.pk, actor=actor),
+            # The change page's variants box offers it, beside what it deletes (admin/variants.py).
+            offered=lambda a: False,
         ),
         ModerationAction(
             "discard", "Discard",

@@ -23,6 +23,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from . import detail, media, previews, views
+from . import variants as admin_variants
 from .finding import SavedQuestionFilter, search_query
 from .actions import (
     MODERATE_PERMISSION,
@@ -185,6 +186,10 @@ class DerivativeInline(ReadOnlyInline):
     model = Derivative
     fields = ("kind", "content_type", "size", "width", "height", "created_at")
     readonly_fields = fields
+
+    def get_queryset(self, request):
+        # Named variants have a box of their own (admin/variants.py), with their purge.
+        return super().get_queryset(request).exclude(kind__startswith="variant:")
 
 
 # --- attachments ---------------------------------------------------------------------
@@ -350,8 +355,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         if thumbnail is None:
             return "no thumbnail (only a sandbox-rendered thumbnail is ever shown here)"
         url = reverse("admin:attachments_attachment_thumbnail", args=[obj.pk])
-        return format_html('<img class="airlock-thumb" src="{}" alt="thumbnail" width="{}" height="{}">',
-                           url, thumbnail.width or "", thumbnail.height or "")
+        return admin_variants.preview_img(obj, thumbnail, url)
 
     @admin.display(description="facts")
     def metadata_pretty(self, obj: Attachment) -> str:
@@ -387,6 +391,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                  name="%s_%s_download" % info),
             path("<uuid:object_id>/page/<int:number>/", self.admin_site.admin_view(views.staff_page),
                  name="%s_%s_page" % info),
+            path("<uuid:object_id>/variant/<slug:name>/", self.admin_site.admin_view(admin_variants.staff_variant),
+                 name="%s_%s_variant" % info),
             path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
                  name="%s_%s_moderate" % info),
         ]
@@ -424,6 +430,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             "can_moderate": self.has_moderate_permission(request),
             "moderation_actions": [a for a in MODERATION_ACTIONS.values()
                                    if attachment is not None and a.allowed(request) and a.offered(attachment)],
+            **admin_variants.change_context(attachment),
         }
         return super().change_view(request, object_id, form_url, extra_context)
 

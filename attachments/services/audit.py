@@ -16,7 +16,8 @@ from ..models import Attachment, TransitionLog
 
 INTENT, ARRIVED, SCAN, HEARTBEAT = "intent", "arrived", "scan", "heartbeat"
 STAFF_DOWNLOAD = "staff_download"  # a staff member took the file's bytes out of the console
-AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT, STAFF_DOWNLOAD)
+VARIANTS_PURGED = "variants_purged"  # staff dropped the file's named variants (services/variant_purge.py)
+AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT, STAFF_DOWNLOAD, VARIANTS_PURGED)
 
 # A client may heartbeat every minute: one entry per file per hour of expiry it gains is the story
 # (the expiry it ended at is in each entry), not one row per request.

@@ -6,7 +6,8 @@ row becomes failed/object_missing (a webhook `attachment.failed` follows from
 the transition). Only derivatives gone, the original still there: the row
 stays ready and served, and a `rederive` job makes them again from the
 original (processing.pipeline.rederive), recorded by
-`attachment_derivatives_restore`.
+`attachment_derivatives_restore`. A named variant gone: its row is dropped
+(`attachment_variants_drop_missing`), and the next request makes it again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.db import transaction
 from ..models import Attachment, Derivative, Lifecycle, Status
 from . import outbox
 from .transitions import apply_transition, lock_attachment
+from .variant_purge import variants_forget
 
 # Lifecycles whose objects are meant to be in storage (discarded and deleted ones are the sweeper's).
 LIVE_LIFECYCLES = (Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED)
@@ -73,3 +75,9 @@ def attachment_derivatives_restore(*, attachment_id: uuid.UUID, working_key: str
             # No status change and no usage change (the stored size is the original's): a plain update.
             Attachment.objects.filter(pk=attachment.pk).update(**served)
     return True
+
+
+def attachment_variants_drop_missing(*, attachment_id: uuid.UUID, keys: list[str]) -> int:
+    """Drop the variant rows stored at `keys` (their objects are gone): the next request makes them again."""
+    with transaction.atomic():
+        return variants_forget(attachment_id, keys_only=keys).count

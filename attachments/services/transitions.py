@@ -11,7 +11,7 @@ from django.db import transaction
 from django_fsm import TransitionNotAllowed
 
 from .. import hooks, waiting
-from ..models import Attachment, TransitionLog
+from ..models import Attachment, Status, TransitionLog
 from ..naming import parse_key
 from . import quotas
 
@@ -64,6 +64,12 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         raise TransitionConflict(f"{name} not allowed from {from_status}") from exc
     # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
     save_fields(attachment, ["status", *transition_writes(name), *(fields or {})], usage_before=usage_before)
+    if from_status == Status.READY and attachment.status != Status.READY:
+        # Variants are served only while ready: a takedown, a rescan hit, a reprocess or a lost
+        # original drops them (made again from what is served once the file is ready again).
+        from .variant_purge import variants_forget
+
+        variants_forget(attachment.pk)
     waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
     TransitionLog.objects.bulk_create([*audit, TransitionLog(
         attachment=attachment,

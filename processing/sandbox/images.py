@@ -353,7 +353,8 @@ def variant(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any]
     if pil_format == "JPEG" and out.mode != "RGB":
         out = out.convert("RGB")  # JPEG has no alpha
     buf = io.BytesIO()
-    out.save(buf, pil_format, quality=82, **({"method": 4} if pil_format == "WEBP" else {}))
+    # WebP method 2: a third of method 4's encode time for a 12 MP photo's medium, ~7 % more bytes.
+    out.save(buf, pil_format, quality=82, **({"method": 2} if pil_format == "WEBP" else {}))
     name = f"variant.{'jpg' if pil_format == 'JPEG' else 'webp'}"
     data = {"width": out.width, "height": out.height, "content_type": content_type}
     return data, {"variant": write_file(work_dir, name, buf.getvalue())}

@@ -75,11 +75,15 @@ def test_upload_page_flow(page, live_server, live_worker, alice):
     assert second["dropped"] > 1 and int(second_item.get_attribute("data-resumes")) >= 1
     assert csrf and all(csrf), "API POSTs carry X-CSRFToken"
 
-    # The thumbnail is fetched with the session and shown as a blob: URL.
+    # The thumbnail is its signed link (no header needed), with the variants in its srcset: each
+    # with the width it has (an 800 × 600 photo's medium and large are both 800 wide: one candidate).
     thumb = first.locator(".thumb img")
     expect(thumb).to_be_visible()
-    assert page.evaluate(
-        "el => el.src.startsWith('blob:')", thumb.element_handle()), "thumbnail comes from a blob URL"
+    assert "/thumbnail?" in thumb.get_attribute("src") and "sig=" in thumb.get_attribute("src")
+    candidates = [c.rsplit(" ", 1) for c in thumb.get_attribute("srcset").split(", ")]
+    assert [w for _, w in candidates] == ["256w", "640w", "800w"]
+    assert "/variants/small?" in candidates[1][0] and "/variants/medium?" in candidates[2][0]
+    assert thumb.get_attribute("sizes") == "72px"
     page.wait_for_function("el => el.naturalWidth > 0", arg=thumb.element_handle())
 
     # The hostile filename is text, not markup: no injected <img>, no alert.

@@ -173,7 +173,8 @@ def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, 
 
     assert report.counts() == {"orphan": 1, "deleted_leftover": 1, "quarantine_expired": 1, "arrived": 1,
                                "missing_originals": 0, "missing_originals_failed": 0, "missing_derivatives": 0,
-                               "missing_derivatives_regenerated": 0, "orphan_multipart_found": 0,
+                               "missing_derivatives_regenerated": 0, "missing_variants": 0,
+                               "missing_variants_dropped": 0, "orphan_multipart_found": 0,
                                "orphan_multipart_aborted": 0}
     assert {f.action for f in report.findings} == {"would_delete", "would_enqueue"}
     assert report.expired_leases == 1

@@ -71,6 +71,8 @@
   var STORAGE = metaContent("airlock-storage");
   var MULTIPART_OVER = Number(metaContent("airlock-multipart-bytes")) || Infinity;
   var PART_SIZE = Number(metaContent("airlock-part-size")) || 16 * MIB;
+  // profile → variant name → long edge in px (AIRLOCK_VARIANTS), for the thumbnails' srcset.
+  var VARIANT_EDGES = JSON.parse(metaContent("airlock-variant-edges") || "{}");
 
   var items = {};  // Uppy file id → item
   var order = [];
@@ -573,11 +575,47 @@
     if (resource.links.poster) {
       loadPreview(item, resource.links.poster, "poster", duration);
     } else if (resource.links.thumbnail) {
-      loadPreview(item, resource.links.thumbnail, "thumbnail", "");
+      showThumbnail(item, resource);
     }
   }
 
-  /* Previews need the session cookie: fetch it and show it as a blob: URL. */
+  /* A thumbnail's links are signed (no header needed): an <img> whose srcset adds the variants, so a
+     dense screen takes the smallest one that is sharp in the box. A variant is made on first request. */
+  function showThumbnail(item, resource) {
+    var img = el("img");
+    img.alt = "thumbnail of " + item.name;
+    img.dataset.kind = "thumbnail";
+    img.addEventListener("error", function () { img.remove(); });  // a missing preview is no error to show
+    var srcset = thumbnailSrcset(resource);
+    if (srcset) {
+      img.srcset = srcset;
+      img.sizes = (item.ui.thumb.clientWidth || 72) + "px";
+    }
+    img.src = resource.links.thumbnail;
+    item.ui.thumb.textContent = "";
+    item.ui.thumb.appendChild(img);
+  }
+
+  /* The thumbnail and each variant with the width it has (fit within its long edge, never upscaled);
+     a variant no wider than one before it is left out. "" when there is nothing to add. */
+  function thumbnailSrcset(resource) {
+    var thumb = (resource.derivatives || {}).thumbnail;
+    var shown = (resource.derivatives || {}).display || resource.metadata || {};
+    var links = resource.links.variants || {};
+    var edges = VARIANT_EDGES[resource.profile] || {};
+    if (!thumb || !thumb.width || !shown.width || !shown.height) return "";
+    var widest = thumb.width;
+    var parts = [resource.links.thumbnail + " " + thumb.width + "w"];
+    Object.keys(edges).sort(function (a, b) { return edges[a] - edges[b]; }).forEach(function (name) {
+      var width = Math.round(shown.width * Math.min(1, edges[name] / Math.max(shown.width, shown.height)));
+      if (!links[name] || width <= widest) return;
+      widest = width;
+      parts.push(links[name] + " " + width + "w");
+    });
+    return parts.length > 1 ? parts.join(", ") : "";
+  }
+
+  /* A video's poster: fetched and shown as a blob: URL. */
   function loadPreview(item, url, kind, duration) {
     fetch(url, { credentials: "same-origin" }).then(function (response) {
       if (!response.ok) throw new Error(kind + " " + response.status);
