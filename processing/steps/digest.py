@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
-from .base import Step, StepInput, StepResult
+from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
 
 
 def sha256_file(path: Path) -> tuple[int, str]:
@@ -22,10 +23,11 @@ class Digest(Step):
     name = "digest"
     stage = "derive"
 
-    def applies_to(self, profile, content_type):
-        from .registry import decoder_for
+    def __init__(self, decoders: Iterable[SandboxStep]) -> None:
+        self.decoders = tuple(decoders)
 
-        decoder = decoder_for(profile, content_type)
+    def applies_to(self, profile, content_type):
+        decoder = decoder_among(self.decoders, profile, content_type)
         return decoder is None or not decoder.serves_rendition
 
     def run(self, given: StepInput) -> StepResult:

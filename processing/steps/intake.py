@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 
 from processing.errors import ContentRejected
+from processing.scanners import ScannerError
+from processing.sniff import detect_type
 
 from .base import Step, StepInput, StepResult
 from .scan import LIMIT_HEURISTIC, scan_verdict
@@ -25,8 +27,6 @@ class Intake(Step):
     stage = "intake"
 
     def run(self, given: StepInput) -> StepResult:
-        from processing.sniff import detect_type
-
         profile, size = given.profile, given.size or 0
         if size > profile.max_bytes:
             raise ContentRejected("too_large", f"{size} bytes is over the {profile.max_bytes} byte limit.")
@@ -58,8 +58,6 @@ def _check_digest(given: StepInput) -> None:
 
 
 def _malware_signature(given: StepInput) -> str | None:
-    from processing.scanners import ScannerError
-
     try:
         signature = scan_verdict(given)[0]
     except ScannerError:

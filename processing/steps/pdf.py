@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from .base import SandboxStep, StepInput, StepResult
 
 
@@ -12,14 +14,7 @@ class Pdf(SandboxStep):
     name = "pdf"
     processors = ("pdf",)
 
-    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        from processing.sandbox import pdfs
-
-        return pdfs.process(src, work, bounds, isolate=tools.isolate)
-
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
-        from django.conf import settings
-
         result = StepResult(metadata={"width": None, "height": None, "page_count": data.get("page_count")})
         text_path = files.get("text")
         if text_path is not None:
