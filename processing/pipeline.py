@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
@@ -35,10 +36,12 @@ from attachments.services.processing import (
     attachment_retry_or_fail,
     attachment_snapshot_record,
 )
+from attachments.services.single_slot import single_slot_settle
 
 from . import fairness, inflight
 from .errors import ContentRejected, TransientError
-from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
+from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY, record_scan_error
+from .scanners import ScannerError
 from .steps import StepInput
 from .steps import StepResult as StepFacts
 from .steps.digest import sha256_file
@@ -146,8 +149,6 @@ def current(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> Attachment
 
 
 def _transient_types() -> tuple[type[BaseException], ...]:
-    from processing.scanners import ScannerError
-
     return (TransientError, StorageError, ScannerError, OSError)
 
 
@@ -173,8 +174,6 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
     except _transient_types() as exc:
         error = f"{step}: {type(exc).__name__}: {exc}"
         if step == "scan":
-            from .metrics import record_scan_error
-
             record_scan_error(getattr(exc, "scanner", "scanner"))
         outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
         _log(context, started, outcome, error=error[:300])
@@ -183,10 +182,6 @@ def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachmen
                                   next_step=next_step, derivatives=result.derivatives)
     outcome = ("ready" if next_step is None else "advanced") if advanced else "stale"
     if outcome == "ready":
-        from django.utils import timezone
-
-        from attachments.services.single_slot import single_slot_settle
-
         # A committed avatar that just became ready takes its owner's slot.
         single_slot_settle(owner_id=attachment.owner_id, profile_name=attachment.profile)
         if attachment.uploaded_at is not None:
@@ -287,8 +282,6 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     storage that clients can overwrite and that needs a snapshot first) takes
     the long way, under the lease.
     """
-    from attachments.storage import get_gateway
-
     if not get_gateway().rewritable_uploads:
         attachment = load(attachment_id)
         if not attachment_is_startable(attachment):
