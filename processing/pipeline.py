@@ -1,9 +1,10 @@
 """Run one pipeline stage for one attachment: load, check the lease, work, record.
 
-The shape follows the design: intake → scan → derive → ready. Each stage runs the
-steps of processing/steps/ that apply to the file, on what this module reads from
-storage for them; this module stores the files they produce (and takes the upload's
-snapshot) and has the services record the outcome.
+The stages and their order are processing/stages.py's: intake → scan → derive →
+ready. Each stage runs the steps of processing/steps/ that apply to the file, on
+what this module reads from storage for them (WORK: one function per stage); this
+module stores the files they produce (and takes the upload's snapshot) and has the
+services record the outcome.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from . import fairness, inflight
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY, record_scan_error
 from .scanners import ScannerError
+from .stages import DERIVE, INTAKE, SCAN, STAGES
 from .steps import StepInput
 from .steps import StepResult as StepFacts
 from .steps.digest import sha256_file
@@ -85,7 +87,7 @@ def intake(attachment: Attachment) -> StageResult:
     given = StepInput(profile=profile, size=info.size, head=head,
                       declared_size=attachment.declared_size, declared_sha256=attachment.declared_sha256,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(fields=_with_metadata(attachment, _run_steps("intake", given)))
+    return StageResult(fields=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
 
 
 def scan(attachment: Attachment) -> StageResult:
@@ -93,7 +95,7 @@ def scan(attachment: Attachment) -> StageResult:
     given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
                       content_type=attachment.content_type,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(fields=_with_metadata(attachment, _run_steps("scan", given)))
+    return StageResult(fields=_with_metadata(attachment, _run_steps(SCAN.name, given)))
 
 
 def derive(attachment: Attachment) -> StageResult:
@@ -109,7 +111,7 @@ def derive(attachment: Attachment) -> StageResult:
         work.mkdir()
         given = StepInput(profile=profile, size=attachment.stored_size, content_type=attachment.content_type,
                           path=original, work_dir=work)
-        facts = _run_steps("derive", given)
+        facts = _run_steps(DERIVE.name, given)
         result = StageResult(fields={"served_key": attachment.working_key, **_with_metadata(attachment, facts)})
         for made in facts.files:
             key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=made.kind,
@@ -127,23 +129,20 @@ def derive(attachment: Attachment) -> StageResult:
         return result
 
 
-STEPS: dict[str, tuple[Callable[[Attachment], StageResult], str | None]] = {
-    "intake": (intake, "scan"),
-    "scan": (scan, "derive"),
-    "derive": (derive, None),
-}
+# What each stage of processing/stages.py does to a file (its order and its queue are that table's).
+WORK: dict[str, Callable[[Attachment], StageResult]] = {INTAKE.name: intake, SCAN.name: scan, DERIVE.name: derive}
 
 
 def load(attachment_id: uuid.UUID) -> Attachment | None:
-    """The row a step works on, with its tenant (one query, no lock)."""
+    """The row a stage works on, with its tenant (one query, no lock)."""
     return Attachment.objects.for_step().by_pk(attachment_id)
 
 
-def current(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> Attachment | None:
-    """The row, if this job's lease and step are still the row's; None for a stale or duplicate job."""
+def current(attachment_id: uuid.UUID, token: uuid.UUID, stage: str) -> Attachment | None:
+    """The row, if this job's lease and stage are still the row's; None for a stale or duplicate job."""
     attachment = load(attachment_id)
     if (attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token
-            or attachment.step != step):
+            or attachment.step != stage):
         return None
     return attachment
 
@@ -152,35 +151,37 @@ def _transient_types() -> tuple[type[BaseException], ...]:
     return (TransientError, StorageError, ScannerError, OSError)
 
 
-def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachment: Attachment | None = None) -> str:
-    """Do one step if this job still holds the lease; return what happened.
+def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *,
+              attachment: Attachment | None = None) -> str:
+    """Run one stage if this job still holds the lease; return what happened.
 
     `attachment` is the row as current() returned it, when the caller already
     read it (the derive actor needs its tenant first); the services re-check the
     lease under the row lock either way.
     """
     if attachment is None:
-        attachment = current(attachment_id, token, step)
+        attachment = current(attachment_id, token, stage)
         if attachment is None:
             return "stale"
-    work, next_step = STEPS[step]
+    work, next_stage = WORK[stage], STAGES[stage].next
     started = time.monotonic()
-    context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": step}
+    # "step" in logs and metric labels: the names operators' dashboards already read.
+    context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": stage}
     try:
         with inflight.holding(attachment_id, token):  # a stopping worker hands this lease back
             result = work(attachment)
     except ContentRejected as exc:
         return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:
-        error = f"{step}: {type(exc).__name__}: {exc}"
-        if step == "scan":
+        error = f"{stage}: {type(exc).__name__}: {exc}"
+        if stage == SCAN.name:
             record_scan_error(getattr(exc, "scanner", "scanner"))
         outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
         _log(context, started, outcome, error=error[:300])
         return outcome
-    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=step, fields=result.fields,
-                                  next_step=next_step, derivatives=result.derivatives)
-    outcome = ("ready" if next_step is None else "advanced") if advanced else "stale"
+    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=stage, fields=result.fields,
+                                  next_step=next_stage, derivatives=result.derivatives)
+    outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
         # A committed avatar that just became ready takes its owner's slot.
         single_slot_settle(owner_id=attachment.owner_id, profile_name=attachment.profile)
@@ -202,33 +203,28 @@ def intake_within_tenant_cap(attachment_id: uuid.UUID, tenant: str | None, *, re
         tenant = tenant_of(attachment_id)
         if tenant is None:
             return "skipped"
-    return fairness.run_in_slot(stage="intake", key=tenant, job_id=attachment_id, args=(attachment_id, tenant),
+    return fairness.run_in_slot(stage=INTAKE.name, key=tenant, job_id=attachment_id, args=(attachment_id, tenant),
                                 run=lambda: start_and_intake(attachment_id), resend=resend)
 
 
-def step_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant: str | None, *,
-                           resend: Callable[..., object]) -> str:
-    """Run scan or derive in one of its tenant's slots for that step, or park it until one frees.
+def stage_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, tenant: str | None, *,
+                            resend: Callable[..., object]) -> str:
+    """Run scan or derive in one of its tenant's slots for that stage, or park it until one frees.
 
     With the tenant in the message, a job over its tenant's cap is parked without
-    touching the database; run_step checks the lease once it holds a slot (the
+    touching the database; run_stage checks the lease once it holds a slot (the
     tenant only picks whose slots it waits for). Without it (messages sent before
     the tenant rode along), one read gives the tenant and the lease check.
     """
     attachment = None
     if tenant is None:
-        attachment = current(attachment_id, token, step)
+        attachment = current(attachment_id, token, stage)
         if attachment is None:
             return "stale"
         tenant = str(attachment.tenant_id)
-    return fairness.run_in_slot(stage=step, key=tenant, job_id=attachment_id, args=(attachment_id, token, tenant),
-                                run=lambda: run_step(attachment_id, token, step, attachment=attachment),
+    return fairness.run_in_slot(stage=stage, key=tenant, job_id=attachment_id, args=(attachment_id, token, tenant),
+                                run=lambda: run_stage(attachment_id, token, stage, attachment=attachment),
                                 resend=resend)
-
-
-def derive_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, tenant: str | None, *,
-                             resend: Callable[..., object]) -> str:
-    return step_within_tenant_cap(attachment_id, token, "derive", tenant, resend=resend)
 
 
 def rederive(attachment_id: uuid.UUID) -> str:
@@ -287,7 +283,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
         if not attachment_is_startable(attachment):
             return "skipped"
         started = time.monotonic()
-        context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": "intake"}
+        context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": INTAKE.name}
         try:
             facts = intake(attachment).fields
         except ContentRejected as exc:
@@ -303,7 +299,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     token = attachment_begin(attachment_id=attachment_id)
     if token is None:
         return "skipped"
-    return run_step(attachment_id, token, "intake")
+    return run_stage(attachment_id, token, INTAKE.name)
 
 
 # ---------------------------------------------------------------- storage IO for the steps

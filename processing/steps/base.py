@@ -10,8 +10,7 @@ from typing import Any, ClassVar
 from processing import sandbox_config  # run_sandboxed looked up per call: tests and benchmarks wrap it
 from processing.errors import ContentRejected, TransientError
 from processing.sandbox.solo import ResourcePressure, run_settled
-
-STAGES = ("intake", "scan", "derive")
+from processing.stages import DERIVE
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class StepResult:
 
 
 class Step:
-    """One step. Subclasses set `name` and `stage` and implement run()."""
+    """One step of a stage (processing/stages.py). Subclasses set `name` and `stage` and implement run()."""
 
     name: ClassVar[str]
     stage: ClassVar[str]
@@ -77,7 +76,7 @@ class SandboxStep(Step):
     the job and turns its data and files into a StepResult with describe().
     """
 
-    stage = "derive"
+    stage = DERIVE.name
     processors: ClassVar[tuple[str, ...]] = ()  # the profiles' `processor` values it serves
     serves_rendition: ClassVar[bool] = False  # its output is served instead of the original
     bound_reason: ClassVar[str] = "too_large"  # a scanner's size/nesting bound, for this kind

@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from processing.stages import DERIVE
+
 from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
 
 
@@ -21,7 +23,7 @@ def sha256_file(path: Path) -> tuple[int, str]:
 
 class Digest(Step):
     name = "digest"
-    stage = "derive"
+    stage = DERIVE.name
 
     def __init__(self, decoders: Iterable[SandboxStep]) -> None:
         self.decoders = tuple(decoders)

@@ -13,6 +13,7 @@ import hashlib
 from processing.errors import ContentRejected
 from processing.scanners import ScannerError
 from processing.sniff import detect_type
+from processing.stages import INTAKE
 
 from .base import Step, StepInput, StepResult
 from .scan import LIMIT_HEURISTIC, scan_verdict
@@ -24,7 +25,7 @@ SCAN_REJECTS_UP_TO = 32 * 1024 * 1024
 
 class Intake(Step):
     name = "intake"
-    stage = "intake"
+    stage = INTAKE.name
 
     def run(self, given: StepInput) -> StepResult:
         profile, size = given.profile, given.size or 0

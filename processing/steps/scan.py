@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from processing.errors import ContentRejected, TransientError
 from processing.metrics import record_scan_verdicts
+from processing.stages import SCAN
 from processing import scanners as scanning  # looked up per call: tests replace scan_all
 
 from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
@@ -38,7 +39,7 @@ def scan_verdict(given: StepInput) -> tuple[str | None, str]:
 
 class Scan(Step):
     name = "scan"
-    stage = "scan"
+    stage = SCAN.name
 
     def __init__(self, decoders: Iterable[SandboxStep]) -> None:
         self.decoders = tuple(decoders)  # whose bound_reason names a scanner's size/nesting bound
