@@ -14,13 +14,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from attachments.facts import FileFacts
 from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
@@ -44,8 +45,7 @@ from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY, record_scan_error
 from .scanners import ScannerError
 from .stages import DERIVE, INTAKE, SCAN, STAGES
-from .steps import StepInput
-from .steps import StepResult as StepFacts
+from .steps import StepInput, StepResult
 from .steps.digest import sha256_file
 from .steps.registry import steps_for
 
@@ -54,24 +54,24 @@ log = logging.getLogger("airlock.pipeline")
 
 @dataclass
 class StageResult:
-    """What a stage hands to attachment_advance: the columns to set and the stored derivatives."""
+    """What a stage hands to attachment_advance: the facts found and the stored derivatives."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    facts: FileFacts = field(default_factory=FileFacts)
     derivatives: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _run_steps(stage: str, given: StepInput) -> StepFacts:
-    facts = StepFacts()
+def _run_steps(stage: str, given: StepInput) -> StepResult:
+    result = StepResult()
     for step in steps_for(stage, given.profile, given.content_type):
-        facts.merge(step.run(given))
+        result.merge(step.run(given))
+    return result
+
+
+def _with_metadata(attachment: Attachment, result: StepResult) -> FileFacts:
+    facts = replace(result.facts)
+    if result.metadata:
+        facts.metadata = {**attachment.metadata, **result.metadata}
     return facts
-
-
-def _with_metadata(attachment: Attachment, facts: StepFacts) -> dict[str, Any]:
-    fields = dict(facts.fields)
-    if facts.metadata:
-        fields["metadata"] = {**attachment.metadata, **facts.metadata}
-    return fields
 
 
 def intake(attachment: Attachment) -> StageResult:
@@ -87,7 +87,7 @@ def intake(attachment: Attachment) -> StageResult:
     given = StepInput(profile=profile, size=info.size, head=head,
                       declared_size=attachment.declared_size, declared_sha256=attachment.declared_sha256,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(fields=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
+    return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
 
 
 def scan(attachment: Attachment) -> StageResult:
@@ -95,7 +95,7 @@ def scan(attachment: Attachment) -> StageResult:
     given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
                       content_type=attachment.content_type,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(fields=_with_metadata(attachment, _run_steps(SCAN.name, given)))
+    return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
 
 
 def derive(attachment: Attachment) -> StageResult:
@@ -111,9 +111,10 @@ def derive(attachment: Attachment) -> StageResult:
         work.mkdir()
         given = StepInput(profile=profile, size=attachment.stored_size, content_type=attachment.content_type,
                           path=original, work_dir=work)
-        facts = _run_steps(DERIVE.name, given)
-        result = StageResult(fields={"served_key": attachment.working_key, **_with_metadata(attachment, facts)})
-        for made in facts.files:
+        found = _run_steps(DERIVE.name, given)
+        served = FileFacts(served_key=attachment.working_key)  # the original, unless a rendition is served
+        result = StageResult(facts=served.merge(_with_metadata(attachment, found)))
+        for made in found.files:
             key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=made.kind,
                                  ext=made.ext)
             size, sha256 = made.size, made.sha256
@@ -124,8 +125,8 @@ def derive(attachment: Attachment) -> StageResult:
             result.derivatives.append(record)
             if made.served:
                 # content_type too: a HEIC's served rendition is a JPEG, and the download says so.
-                result.fields.update({"served_key": key, "size": size, "sha256": sha256,
-                                      "content_type": made.content_type})
+                result.facts.merge(FileFacts(served_key=key, size=size, sha256=sha256,
+                                             content_type=made.content_type))
         return result
 
 
@@ -179,7 +180,7 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *,
         outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
         _log(context, started, outcome, error=error[:300])
         return outcome
-    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=stage, fields=result.fields,
+    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=stage, facts=result.facts,
                                   next_step=next_stage, derivatives=result.derivatives)
     outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
@@ -249,7 +250,7 @@ def rederive(attachment_id: uuid.UUID) -> str:
         _log(context, started, "error", error=f"{type(exc).__name__}: {exc}"[:300])
         return "error"
     restored = attachment_derivatives_restore(attachment_id=attachment_id, working_key=working_key,
-                                              derivatives=result.derivatives, fields=result.fields)
+                                              derivatives=result.derivatives, facts=result.facts)
     outcome = "regenerated" if restored else "stale"
     _log(context, started, outcome)
     return outcome
@@ -285,7 +286,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
         started = time.monotonic()
         context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": INTAKE.name}
         try:
-            facts = intake(attachment).fields
+            facts: FileFacts | None = intake(attachment).facts
         except ContentRejected as exc:
             token = attachment_begin(attachment_id=attachment_id)
             return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from attachments.facts import FileFacts
 from processing import sandbox_config  # run_sandboxed looked up per call: tests and benchmarks wrap it
 from processing.errors import ContentRejected, TransientError
 from processing.sandbox.solo import ResourcePressure, run_settled
@@ -45,12 +46,12 @@ class Derivative:
 
 @dataclass
 class StepResult:
-    fields: dict[str, Any] = field(default_factory=dict)  # attachment columns
+    facts: FileFacts = field(default_factory=FileFacts)  # typed: the services map them onto the row
     metadata: dict[str, Any] = field(default_factory=dict)  # merged into the row's metadata
     files: list[Derivative] = field(default_factory=list)
 
     def merge(self, other: StepResult) -> StepResult:
-        self.fields.update(other.fields)
+        self.facts.merge(other.facts)
         self.metadata.update(other.metadata)
         self.files.extend(other.files)
         return self

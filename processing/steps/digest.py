@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from attachments.facts import FileFacts
 from processing.stages import DERIVE
 
 from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
@@ -35,4 +36,4 @@ class Digest(Step):
     def run(self, given: StepInput) -> StepResult:
         assert given.path is not None
         size, sha256 = sha256_file(given.path)
-        return StepResult(fields={"size": size, "sha256": sha256})
+        return StepResult(facts=FileFacts(size=size, sha256=sha256))

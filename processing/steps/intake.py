@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from attachments.facts import FileFacts
 from processing.errors import ContentRejected
 from processing.scanners import ScannerError
 from processing.sniff import detect_type
@@ -44,7 +45,7 @@ class Intake(Step):
                 "type_not_allowed",
                 f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
             )
-        return StepResult(fields={"stored_size": size, "content_type": detected})
+        return StepResult(facts=FileFacts(stored_size=size, content_type=detected))
 
 
 def _check_digest(given: StepInput) -> None:

@@ -19,5 +19,5 @@ class Pdf(SandboxStep):
         text_path = files.get("text")
         if text_path is not None:
             text = text_path.read_text("utf-8", errors="replace")[: settings.AIRLOCK_MAX_TEXT_CHARS]
-            result.fields["text"] = text.replace("\x00", "")
+            result.facts.text = text.replace("\x00", "")
         return result

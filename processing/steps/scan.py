@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from django.utils import timezone
 
+from attachments.facts import FileFacts
 from processing.errors import ContentRejected, TransientError
 from processing.metrics import record_scan_verdicts
 from processing.stages import SCAN
@@ -52,5 +53,5 @@ class Scan(Step):
             raise ContentRejected(decoder.bound_reason if decoder else "too_large", signature)
         if signature:
             raise ContentRejected("malware", signature)
-        return StepResult(fields={"scan_signatures": version, "scanned_at": timezone.now()},
+        return StepResult(facts=FileFacts(scan_signatures=version, scanned_at=timezone.now()),
                           metadata={"scan": {"duration_ms": round((time.monotonic() - started) * 1000, 1)}})

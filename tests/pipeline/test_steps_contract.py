@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from attachments.facts import FileFacts
 from attachments.profiles import get_profile
 from processing.errors import ContentRejected
 from processing.sandbox import child, kinds, run_job
@@ -79,7 +80,7 @@ def test_steps_read_what_they_are_given_and_write_neither_database_nor_storage(
         profile: str, data: bytes, content_type: str, tmp_path: Path, storage_root: Path) -> None:
     given = _given(profile, data, tmp_path)
     facts = [s.run(given) for s in steps_for("intake", given.profile, None)]
-    assert facts[0].fields == {"stored_size": len(data), "content_type": content_type}
+    assert facts[0].facts == FileFacts(stored_size=len(data), content_type=content_type)
     (tmp_path / "derive").mkdir()
     given = _given(profile, data, tmp_path / "derive", content_type)
     for stage in ("scan", "derive"):
@@ -106,3 +107,19 @@ def test_no_step_module_reaches_for_the_database_or_storage() -> None:
     sources = {p.name: p.read_text() for p in (ROOT / "processing" / "steps").glob("*.py")}
     for needle in ("attachments.models", "attachments.storage", "get_gateway", ".objects.", "transaction"):
         assert [name for name, text in sources.items() if needle in text] == [], needle
+
+
+def test_steps_return_typed_facts_that_the_services_map_onto_columns_one_by_one() -> None:
+    from dataclasses import fields
+
+    from attachments.models import Attachment
+    from attachments.services.processing import facts_columns
+
+    every = FileFacts(**{f.name: f"<{f.name}>" for f in fields(FileFacts)})  # type: ignore[arg-type]
+    columns = facts_columns(every)
+    assert columns == {f.name: f"<{f.name}>" for f in fields(FileFacts)}  # no fact is dropped on the way
+    assert set(columns) <= {f.name for f in Attachment._meta.get_fields()}
+    # A fact not found sets nothing; a found one that is falsy (an empty file, no text) is still set.
+    assert facts_columns(FileFacts(size=0, text="")) == {"size": 0, "text": ""}
+    later = FileFacts(stored_size=1, content_type="image/heic").merge(FileFacts(content_type="image/jpeg"))
+    assert later == FileFacts(stored_size=1, content_type="image/jpeg")
