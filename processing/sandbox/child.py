@@ -244,14 +244,14 @@ def _rejected(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 class _Tools:
-    """What a decoding step may use inside the job, besides its input and work dir."""
+    """What a job kind's decoder may use inside the job, besides its input and work dir."""
 
     isolate = staticmethod(fork_isolated)
     member_scanner = staticmethod(member_scanner)
 
 
 def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
-    """Run the decoding step named by the request's kind; map every exception to a content outcome.
+    """Run the decoder of the request's kind (kinds.py); map every exception to a content outcome.
 
     `src` is the open input file (a confined job has no path to it); the job runs
     inside its work dir, so derivatives are written under relative names.
