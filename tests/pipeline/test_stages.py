@@ -4,6 +4,9 @@ pipeline's order all come from it, and the jobs attachments/ sends name its acto
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dramatiq
@@ -57,3 +60,18 @@ def test_the_jobs_attachments_sends_name_declared_actors():
     broker = dramatiq.get_broker()
     for name in names:
         assert broker.get_actor(name).actor_name == name
+
+
+def _settings_with(fair_stages: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_TENANT_FAIR_STAGES"}
+    if fair_stages is not None:
+        env["AIRLOCK_TENANT_FAIR_STAGES"] = fair_stages
+    code = "import config.settings.base as s; print(','.join(s.AIRLOCK_TENANT_FAIR_STAGES))"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_fair_stages_setting_names_the_tables_stages():
+    assert _settings_with(None).stdout.strip() == ",".join(STAGES)
+    assert _settings_with("Scan").stdout.strip() == "scan"
+    refused = _settings_with("scan,rescan")
+    assert refused.returncode != 0 and "unknown stage(s) rescan" in refused.stderr
