@@ -1,8 +1,9 @@
 """Dramatiq actors: receive an id, call one service. Retries are ours, not Dramatiq's.
 
-Each stage (processing/stages.py: its name is its queue's and its actor's) has its own queue (intake and scan are cheap; derive is CPU-heavy),
-so one kind of backlog cannot starve the others; within each, one tenant's
-backlog cannot starve other tenants (processing/fairness.py).
+Each stage (processing/stages.py: its name is its queue's and its actor's) has
+its own queue (intake and scan are cheap; derive is CPU-heavy), so one kind of
+backlog cannot starve the others; within each, one tenant's backlog cannot
+starve other tenants (processing/fairness.py).
 """
 
 from __future__ import annotations

@@ -215,9 +215,9 @@ def _retries_due_later(now: datetime) -> dict[str, datetime]:
 
     longest = timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5 + 60)  # backoff's jitter tops at 1.5×
     due: dict[str, datetime] = {}
-    for args, created_at, delay_ms in (OutboxMessage.objects
-                                       .filter(actor_name=INTAKE.actor_name, delay_ms__gt=0, created_at__gte=now - longest)
-                                       .order_by("pk").values_list("args", "created_at", "delay_ms")):
+    delayed_intakes = OutboxMessage.objects.filter(actor_name=INTAKE.actor_name, delay_ms__gt=0,
+                                                   created_at__gte=now - longest)
+    for args, created_at, delay_ms in delayed_intakes.order_by("pk").values_list("args", "created_at", "delay_ms"):
         at = created_at + timedelta(milliseconds=delay_ms)
         if args and at > now:
             due[str(args[0])] = at
