@@ -92,7 +92,7 @@ def main() -> None:
             att = Attachment.objects.get(pk=pk)
             if att.status != "processing":
                 break
-            pipeline.run_step(pk, att.lease_token, att.step)
+            pipeline.run_stage(pk, att.lease_token, att.step)
         att = Attachment.objects.get(pk=pk)
         got = att.status if att.status != "rejected" else f"rejected:{att.reason_code}"
         expected = row["expected"]

@@ -162,7 +162,7 @@ def main() -> None:
             row = Attachment.objects.only("status", "lease_token", "step").get(pk=pk)
             if row.status != "processing":
                 break
-            pipeline.run_step(pk, row.lease_token, row.step)
+            pipeline.run_stage(pk, row.lease_token, row.step)
             t = mark(row.step, t)
         status = Attachment.objects.filter(pk=pk).values_list("status", flat=True).get()
         assert status == "ready", (item["path"].name, status)

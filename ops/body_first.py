@@ -27,9 +27,9 @@ from django.http import HttpRequest, HttpResponse, UnreadablePostError
 from django.urls import Resolver404, resolve
 
 from attachments.api.errors import json_error
-from attachments.api.views import content_length
+from attachments.api.http import content_length
+from attachments.api.outages import outage_response
 from attachments.errors import ValidationFailed
-from attachments.outages import outage_response
 
 
 def streams_body(view_func) -> bool:
@@ -66,7 +66,7 @@ class BodyFirstMiddleware:
                 cause: BaseException | None = exc
                 while isinstance(cause, UnreadablePostError):  # Django wraps the reader's error, twice
                     cause = cause.__cause__
-                # As anywhere else: stopped arriving is a 408, ended early a 400 (attachments/outages.py).
+                # As anywhere else: stopped arriving is a 408, ended early a 400 (attachments/api/outages.py).
                 return outage_response(cause) or json_error(ValidationFailed(
                     "The request body could not be read.", details={"Content-Length": ["The body is shorter."]}))
         return None

@@ -10,10 +10,11 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from attachments.services import handoff, outbox
+from processing import stages
 
 log = logging.getLogger("airlock.runtime")
 
-QUEUES = ("intake", "scan", "derive", "rescan")
+QUEUES = stages.QUEUES  # every queue a worker consumes: the stages' and the rescans'
 
 
 def start_worker(*, threads: int | None = None) -> dramatiq.Worker:

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from attachments.api.errors import error_body
+from attachments.api.http import error_body
 
 
 @never_cache

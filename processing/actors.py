@@ -1,8 +1,9 @@
 """Dramatiq actors: receive an id, call one service. Retries are ours, not Dramatiq's.
 
-Each step has its own queue (intake and scan are cheap; derive is CPU-heavy),
-so one kind of backlog cannot starve the others; within each, one tenant's
-backlog cannot starve other tenants (processing/fairness.py).
+Each stage (processing/stages.py: its name is its queue's and its actor's) has
+its own queue (intake and scan are cheap; derive is CPU-heavy), so one kind of
+backlog cannot starve the others; within each, one tenant's backlog cannot
+starve other tenants (processing/fairness.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dramatiq
 
 from . import pipeline
 from .rescan import rescan_one
+from .stages import DERIVE, INTAKE, RESCAN_QUEUE, SCAN
 
 log = logging.getLogger("airlock.actors")
 
@@ -54,7 +56,7 @@ def _intake_args(args: tuple) -> tuple[uuid.UUID, str | None] | None:
     return ids[0], tenant
 
 
-def _step_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
+def _stage_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
     """(attachment id, lease token[, tenant id]); messages sent before the tenant rode along have two."""
     if len(args) not in (2, 3):
         return None
@@ -67,49 +69,50 @@ def _step_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
 
 # Each stage runs at most AIRLOCK_TENANT_CONCURRENCY jobs of one tenant at once; the
 # others wait parked off the queue and are sent again as slots free (fairness.py).
-@dramatiq.actor(queue_name="intake", **_OPTS)
+@dramatiq.actor(actor_name=INTAKE.actor_name, queue_name=INTAKE.queue, **_OPTS)
 def intake(*args: object) -> None:
     """Start an attempt and run intake (size from storage, type from bytes)."""
     parsed = _intake_args(args)
     if parsed is None:
-        return _dead_letter_message("intake", args)
+        return _dead_letter_message(intake.actor_name, args)
     pipeline.intake_within_tenant_cap(*parsed, resend=intake.send)
 
 
-@dramatiq.actor(queue_name="scan", **_OPTS)
+@dramatiq.actor(actor_name=SCAN.actor_name, queue_name=SCAN.queue, **_OPTS)
 def scan(*args: object) -> None:
     """Scan the object with every configured scanner (fails closed)."""
-    parsed = _step_args(args)
+    parsed = _stage_args(args)
     if parsed is None:
-        return _dead_letter_message("scan", args)
+        return _dead_letter_message(scan.actor_name, args)
     attachment_id, token, tenant = parsed
-    pipeline.step_within_tenant_cap(attachment_id, token, "scan", tenant, resend=scan.send)
+    pipeline.stage_within_tenant_cap(attachment_id, token, SCAN.name, tenant, resend=scan.send)
 
 
-@dramatiq.actor(queue_name="derive", **_OPTS)
+@dramatiq.actor(actor_name=DERIVE.actor_name, queue_name=DERIVE.queue, **_OPTS)
 def derive(*args: object) -> None:
     """Decode in the sandbox and write derivatives; at most N at once per tenant."""
-    parsed = _step_args(args)
+    parsed = _stage_args(args)
     if parsed is None:
-        return _dead_letter_message("derive", args)
-    pipeline.derive_within_tenant_cap(*parsed, resend=derive.send)
+        return _dead_letter_message(derive.actor_name, args)
+    attachment_id, token, tenant = parsed
+    pipeline.stage_within_tenant_cap(attachment_id, token, DERIVE.name, tenant, resend=derive.send)
 
 
-@dramatiq.actor(queue_name="derive", **_OPTS)
+@dramatiq.actor(queue_name=DERIVE.queue, **_OPTS)
 def rederive(*args: object) -> None:
     """Make a ready file's missing derivatives again from its original (queued by reconcile)."""
     parsed = _uuids(*args) if len(args) == 1 else None
     if parsed is None:
-        return _dead_letter_message("rederive", args)
+        return _dead_letter_message(rederive.actor_name, args)
     pipeline.rederive(parsed[0])
 
 
 # Its own queue, and behind every upload's step in a worker's queue of fetched
 # messages (a higher number runs later): a rescan never holds up a new upload.
-@dramatiq.actor(queue_name="rescan", priority=100, **_OPTS)
+@dramatiq.actor(queue_name=RESCAN_QUEUE, priority=100, **_OPTS)
 def rescan(*args: object) -> None:
     """Scan a ready file again; it stays ready unless the signatures in force find it."""
     parsed = _uuids(*args) if len(args) == 1 else None
     if parsed is None:
-        return _dead_letter_message("rescan", args)
+        return _dead_letter_message(rescan.actor_name, args)
     rescan_one(parsed[0])

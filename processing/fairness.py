@@ -50,13 +50,14 @@ from collections.abc import Callable
 from django.conf import settings
 
 from . import tenant_slots
+from .stages import DERIVE, STAGES
 
 log = logging.getLogger("airlock.pipeline")
 
 WEBHOOK = "webhook"
 TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
 # The actor that runs each stage's jobs (a parked job is sent back to it).
-ACTOR_OF_STAGE = {"intake": "intake", "scan": "scan", "derive": "derive", WEBHOOK: "webhook_deliver"}
+ACTOR_OF_STAGE = {**{stage.name: stage.actor_name for stage in STAGES.values()}, WEBHOOK: "webhook_deliver"}
 
 
 def pool_of(stage: str) -> str:
@@ -70,7 +71,7 @@ def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
         return None
     if args[-1] in ACTOR_OF_STAGE:
         return args[-1], args[:-1]
-    return "derive", args
+    return DERIVE.name, args
 
 
 def stage_is_capped(stage: str) -> bool:
@@ -85,7 +86,7 @@ def _limit(stage: str) -> int:
 
 def _holder_ttl_ms(stage: str) -> int:
     """How long a slot outlives a holder that never released it: the last resort after the liveness check."""
-    if stage == "derive":
+    if stage == DERIVE.name:
         seconds = settings.AIRLOCK_SANDBOX_WALL_SECONDS
     elif stage == WEBHOOK:
         seconds = settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS

@@ -18,12 +18,6 @@ TIME_TO_READY = Histogram(
 SANDBOX_KILLS = Counter("airlock_sandbox_kills_total", "Sandbox children killed, by reason.", ["reason"])
 STEP_OUTCOMES = Counter("airlock_step_outcomes_total", "Pipeline step outcomes.", ["step", "outcome"])
 
-# Recorded by the sweeper (sweeper/): one increment per attachment it deleted
-# (objects gone, row marked deleted), and one per attachment whose delete
-# failed this attempt (storage error; retried next tick, dead-lettered at the cap).
-SWEEPER_DELETED = Counter("airlock_sweeper_deleted_total", "Attachments deleted by the sweeper.")
-SWEEPER_ERRORS = Counter("airlock_sweeper_errors_total", "Attachment deletes that failed in a sweep.")
-
 
 def record_scan_verdicts(verdicts) -> None:
     for verdict in verdicts:

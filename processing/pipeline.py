@@ -1,9 +1,10 @@
 """Run one pipeline stage for one attachment: load, check the lease, work, record.
 
-The shape follows the design: intake → scan → derive → ready. Each stage runs the
-steps of processing/steps/ that apply to the file, on what this module reads from
-storage for them; this module stores the files they produce (and takes the upload's
-snapshot) and has the services record the outcome.
+The stages and their order are processing/stages.py's: intake → scan → derive →
+ready. Each stage runs the steps of processing/steps/ that apply to the file, on
+what this module reads from storage for them (WORK: one function per stage); this
+module stores the files they produce (and takes the upload's snapshot) and has the
+services record the outcome.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
+from attachments.facts import FileFacts
 from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
@@ -35,12 +38,14 @@ from attachments.services.processing import (
     attachment_retry_or_fail,
     attachment_snapshot_record,
 )
+from attachments.services.single_slot import single_slot_settle
 
 from . import fairness, inflight
 from .errors import ContentRejected, TransientError
-from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY
-from .steps import StepInput
-from .steps import StepResult as StepFacts
+from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY, record_scan_error
+from .scanners import ScannerError
+from .stages import DERIVE, INTAKE, SCAN, STAGES
+from .steps import StepInput, StepResult
 from .steps.digest import sha256_file
 from .steps.registry import steps_for
 
@@ -49,24 +54,24 @@ log = logging.getLogger("airlock.pipeline")
 
 @dataclass
 class StageResult:
-    """What a stage hands to attachment_advance: the columns to set and the stored derivatives."""
+    """What a stage hands to attachment_advance: the facts found and the stored derivatives."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    facts: FileFacts = field(default_factory=FileFacts)
     derivatives: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _run_steps(stage: str, given: StepInput) -> StepFacts:
-    facts = StepFacts()
+def _run_steps(stage: str, given: StepInput) -> StepResult:
+    result = StepResult()
     for step in steps_for(stage, given.profile, given.content_type):
-        facts.merge(step.run(given))
+        result.merge(step.run(given))
+    return result
+
+
+def _with_metadata(attachment: Attachment, result: StepResult) -> FileFacts:
+    facts = replace(result.facts)
+    if result.metadata:
+        facts.metadata = {**attachment.metadata, **result.metadata}
     return facts
-
-
-def _with_metadata(attachment: Attachment, facts: StepFacts) -> dict[str, Any]:
-    fields = dict(facts.fields)
-    if facts.metadata:
-        fields["metadata"] = {**attachment.metadata, **facts.metadata}
-    return fields
 
 
 def intake(attachment: Attachment) -> StageResult:
@@ -82,7 +87,7 @@ def intake(attachment: Attachment) -> StageResult:
     given = StepInput(profile=profile, size=info.size, head=head,
                       declared_size=attachment.declared_size, declared_sha256=attachment.declared_sha256,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(fields=_with_metadata(attachment, _run_steps("intake", given)))
+    return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
 
 
 def scan(attachment: Attachment) -> StageResult:
@@ -90,7 +95,7 @@ def scan(attachment: Attachment) -> StageResult:
     given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
                       content_type=attachment.content_type,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(fields=_with_metadata(attachment, _run_steps("scan", given)))
+    return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
 
 
 def derive(attachment: Attachment) -> StageResult:
@@ -106,9 +111,10 @@ def derive(attachment: Attachment) -> StageResult:
         work.mkdir()
         given = StepInput(profile=profile, size=attachment.stored_size, content_type=attachment.content_type,
                           path=original, work_dir=work)
-        facts = _run_steps("derive", given)
-        result = StageResult(fields={"served_key": attachment.working_key, **_with_metadata(attachment, facts)})
-        for made in facts.files:
+        found = _run_steps(DERIVE.name, given)
+        served = FileFacts(served_key=attachment.working_key)  # the original, unless a rendition is served
+        result = StageResult(facts=served.merge(_with_metadata(attachment, found)))
+        for made in found.files:
             key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=made.kind,
                                  ext=made.ext)
             size, sha256 = made.size, made.sha256
@@ -119,74 +125,65 @@ def derive(attachment: Attachment) -> StageResult:
             result.derivatives.append(record)
             if made.served:
                 # content_type too: a HEIC's served rendition is a JPEG, and the download says so.
-                result.fields.update({"served_key": key, "size": size, "sha256": sha256,
-                                      "content_type": made.content_type})
+                result.facts.merge(FileFacts(served_key=key, size=size, sha256=sha256,
+                                             content_type=made.content_type))
         return result
 
 
-STEPS: dict[str, tuple[Callable[[Attachment], StageResult], str | None]] = {
-    "intake": (intake, "scan"),
-    "scan": (scan, "derive"),
-    "derive": (derive, None),
-}
+# What each stage of processing/stages.py does to a file (its order and its queue are that table's).
+WORK: dict[str, Callable[[Attachment], StageResult]] = {INTAKE.name: intake, SCAN.name: scan, DERIVE.name: derive}
 
 
 def load(attachment_id: uuid.UUID) -> Attachment | None:
-    """The row a step works on, with its tenant (one query, no lock)."""
+    """The row a stage works on, with its tenant (one query, no lock)."""
     return Attachment.objects.for_step().by_pk(attachment_id)
 
 
-def current(attachment_id: uuid.UUID, token: uuid.UUID, step: str) -> Attachment | None:
-    """The row, if this job's lease and step are still the row's; None for a stale or duplicate job."""
+def current(attachment_id: uuid.UUID, token: uuid.UUID, stage: str) -> Attachment | None:
+    """The row, if this job's lease and stage are still the row's; None for a stale or duplicate job."""
     attachment = load(attachment_id)
     if (attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token
-            or attachment.step != step):
+            or attachment.step != stage):
         return None
     return attachment
 
 
 def _transient_types() -> tuple[type[BaseException], ...]:
-    from processing.scanners import ScannerError
-
     return (TransientError, StorageError, ScannerError, OSError)
 
 
-def run_step(attachment_id: uuid.UUID, token: uuid.UUID, step: str, *, attachment: Attachment | None = None) -> str:
-    """Do one step if this job still holds the lease; return what happened.
+def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *,
+              attachment: Attachment | None = None) -> str:
+    """Run one stage if this job still holds the lease; return what happened.
 
     `attachment` is the row as current() returned it, when the caller already
     read it (the derive actor needs its tenant first); the services re-check the
     lease under the row lock either way.
     """
     if attachment is None:
-        attachment = current(attachment_id, token, step)
+        attachment = current(attachment_id, token, stage)
         if attachment is None:
             return "stale"
-    work, next_step = STEPS[step]
+    work, next_stage = WORK[stage], STAGES[stage].next
     started = time.monotonic()
-    context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": step}
+    # "step" in logs and metric labels: the names operators' dashboards already read.
+    context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": stage}
     try:
         with inflight.holding(attachment_id, token):  # a stopping worker hands this lease back
             result = work(attachment)
     except ContentRejected as exc:
         return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:
-        error = f"{step}: {type(exc).__name__}: {exc}"
-        if step == "scan":
-            from .metrics import record_scan_error
-
+        error = f"{stage}: {type(exc).__name__}: {exc}"
+        if stage == SCAN.name:
             record_scan_error(getattr(exc, "scanner", "scanner"))
         outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
         _log(context, started, outcome, error=error[:300])
         return outcome
-    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=step, fields=result.fields,
-                                  next_step=next_step, derivatives=result.derivatives)
-    outcome = ("ready" if next_step is None else "advanced") if advanced else "stale"
+    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=stage, facts=result.facts,
+                                  next_step=next_stage, derivatives=result.derivatives)
+    outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
-        from django.utils import timezone
-
-        from attachments.services.single_slot import single_slot_settle
-
         # A committed avatar that just became ready takes its owner's slot.
         single_slot_settle(owner_id=attachment.owner_id, profile_name=attachment.profile)
         if attachment.uploaded_at is not None:
@@ -207,33 +204,28 @@ def intake_within_tenant_cap(attachment_id: uuid.UUID, tenant: str | None, *, re
         tenant = tenant_of(attachment_id)
         if tenant is None:
             return "skipped"
-    return fairness.run_in_slot(stage="intake", key=tenant, job_id=attachment_id, args=(attachment_id, tenant),
+    return fairness.run_in_slot(stage=INTAKE.name, key=tenant, job_id=attachment_id, args=(attachment_id, tenant),
                                 run=lambda: start_and_intake(attachment_id), resend=resend)
 
 
-def step_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant: str | None, *,
-                           resend: Callable[..., object]) -> str:
-    """Run scan or derive in one of its tenant's slots for that step, or park it until one frees.
+def stage_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, tenant: str | None, *,
+                            resend: Callable[..., object]) -> str:
+    """Run scan or derive in one of its tenant's slots for that stage, or park it until one frees.
 
     With the tenant in the message, a job over its tenant's cap is parked without
-    touching the database; run_step checks the lease once it holds a slot (the
+    touching the database; run_stage checks the lease once it holds a slot (the
     tenant only picks whose slots it waits for). Without it (messages sent before
     the tenant rode along), one read gives the tenant and the lease check.
     """
     attachment = None
     if tenant is None:
-        attachment = current(attachment_id, token, step)
+        attachment = current(attachment_id, token, stage)
         if attachment is None:
             return "stale"
         tenant = str(attachment.tenant_id)
-    return fairness.run_in_slot(stage=step, key=tenant, job_id=attachment_id, args=(attachment_id, token, tenant),
-                                run=lambda: run_step(attachment_id, token, step, attachment=attachment),
+    return fairness.run_in_slot(stage=stage, key=tenant, job_id=attachment_id, args=(attachment_id, token, tenant),
+                                run=lambda: run_stage(attachment_id, token, stage, attachment=attachment),
                                 resend=resend)
-
-
-def derive_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, tenant: str | None, *,
-                             resend: Callable[..., object]) -> str:
-    return step_within_tenant_cap(attachment_id, token, "derive", tenant, resend=resend)
 
 
 def rederive(attachment_id: uuid.UUID) -> str:
@@ -258,7 +250,7 @@ def rederive(attachment_id: uuid.UUID) -> str:
         _log(context, started, "error", error=f"{type(exc).__name__}: {exc}"[:300])
         return "error"
     restored = attachment_derivatives_restore(attachment_id=attachment_id, working_key=working_key,
-                                              derivatives=result.derivatives, fields=result.fields)
+                                              derivatives=result.derivatives, facts=result.facts)
     outcome = "regenerated" if restored else "stale"
     _log(context, started, outcome)
     return outcome
@@ -287,16 +279,14 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     storage that clients can overwrite and that needs a snapshot first) takes
     the long way, under the lease.
     """
-    from attachments.storage import get_gateway
-
     if not get_gateway().rewritable_uploads:
         attachment = load(attachment_id)
         if not attachment_is_startable(attachment):
             return "skipped"
         started = time.monotonic()
-        context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": "intake"}
+        context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": INTAKE.name}
         try:
-            facts = intake(attachment).fields
+            facts: FileFacts | None = intake(attachment).facts
         except ContentRejected as exc:
             token = attachment_begin(attachment_id=attachment_id)
             return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)
@@ -310,7 +300,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     token = attachment_begin(attachment_id=attachment_id)
     if token is None:
         return "skipped"
-    return run_step(attachment_id, token, "intake")
+    return run_stage(attachment_id, token, INTAKE.name)
 
 
 # ---------------------------------------------------------------- storage IO for the steps

@@ -21,6 +21,7 @@ from attachments.services.processing import (
 
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
 from .liveness import registry
+from .stages import INTAKE, STAGES
 
 log = logging.getLogger("airlock.recovery")
 
@@ -69,7 +70,7 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
 
 
 # Stages whose jobs wait parked while holding the file's lease (intake waits before taking it).
-_LEASED_STAGES = ("scan", "derive")
+_LEASED_STAGES = tuple(name for name in STAGES if name != INTAKE.name)
 
 
 def _parked_files(stages_and_tenants: set[tuple[str, int]]) -> dict[tuple[str, int], set[str]]:
@@ -141,9 +142,9 @@ def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | 
     )
     # An intake job parked behind its tenant's cap is waiting, not lost: its row is
     # touched (looked at again a while later), not sent a second job.
-    parked = _parked_files({("intake", tenant_id) for _, tenant_id in rows})
-    waiting = [pk for pk, tenant_id in rows if str(pk) in parked.get(("intake", tenant_id), ())]
-    lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get(("intake", tenant_id), ())]
+    parked = _parked_files({(INTAKE.name, tenant_id) for _, tenant_id in rows})
+    waiting = [pk for pk, tenant_id in rows if str(pk) in parked.get((INTAKE.name, tenant_id), ())]
+    lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get((INTAKE.name, tenant_id), ())]
     if dry_run:
         return len(lost)
     attachments_touch_parked(attachment_ids=waiting, now=now)
@@ -214,9 +215,9 @@ def _retries_due_later(now: datetime) -> dict[str, datetime]:
 
     longest = timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5 + 60)  # backoff's jitter tops at 1.5×
     due: dict[str, datetime] = {}
-    for args, created_at, delay_ms in (OutboxMessage.objects
-                                       .filter(actor_name="intake", delay_ms__gt=0, created_at__gte=now - longest)
-                                       .order_by("pk").values_list("args", "created_at", "delay_ms")):
+    delayed_intakes = OutboxMessage.objects.filter(actor_name=INTAKE.actor_name, delay_ms__gt=0,
+                                                   created_at__gte=now - longest)
+    for args, created_at, delay_ms in delayed_intakes.order_by("pk").values_list("args", "created_at", "delay_ms"):
         at = created_at + timedelta(milliseconds=delay_ms)
         if args and at > now:
             due[str(args[0])] = at

@@ -8,7 +8,11 @@ from pathlib import Path
 from django.conf import settings
 
 from .errors import TransientError
-from .steps.registry import SANDBOX_KINDS
+from .metrics import record_sandbox
+from .sandbox import Bounds, Limits, SandboxUnavailable, run_job
+from .sandbox.kinds import KINDS
+from .scanners.chain import _as_bool
+from .scanners.yara import DEFAULT_RULES_DIR
 
 # A job that copies its input (a remux) may write this much: the input's size, an eighth
 # more and 16 MiB for the new container's indexes. Past it the write fails (RLIMIT_FSIZE):
@@ -19,8 +23,6 @@ COPY_SLACK_BYTES = 16 << 20
 
 
 def limits_from_settings():
-    from processing.sandbox import Limits
-
     return Limits(
         address_space_bytes=settings.AIRLOCK_SANDBOX_MEMORY_BYTES,
         cpu_seconds=settings.AIRLOCK_SANDBOX_CPU_SECONDS,
@@ -29,8 +31,6 @@ def limits_from_settings():
 
 
 def bounds_from_settings():
-    from processing.sandbox import Bounds
-
     return Bounds(
         max_pixels=settings.AIRLOCK_MAX_PIXELS,
         max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
@@ -48,9 +48,6 @@ def bounds_from_settings():
 
 def member_rules_dir() -> Path | None:
     """The YARA rules archive members are scanned with in the sandbox: the scanner's own."""
-    from processing.scanners.chain import _as_bool
-    from processing.scanners.yara import DEFAULT_RULES_DIR
-
     if not _as_bool(getattr(settings, "AIRLOCK_YARA_ENABLED", True)):
         return None
     configured = getattr(settings, "AIRLOCK_YARA_RULES_DIR", None)
@@ -60,8 +57,8 @@ def member_rules_dir() -> Path | None:
 def limits_for(kind: str, input_path: Path):
     """The job's limits; a job that copies its input may write about the input's size."""
     limits = limits_from_settings()
-    step = SANDBOX_KINDS.get(kind)
-    if step is None or not step.copies_input:
+    job_kind = KINDS.get(kind)
+    if job_kind is None or not job_kind.copies_input:
         return limits
     size = input_path.stat().st_size
     return replace(limits, max_output_bytes=max(limits.max_output_bytes,
@@ -69,10 +66,6 @@ def limits_for(kind: str, input_path: Path):
 
 
 def run_sandboxed(kind: str, input_path: Path, work_dir: Path, *, bounds=None):
-    from processing.sandbox import SandboxUnavailable, run_job
-
-    from .metrics import record_sandbox
-
     try:
         result = run_job(kind, input_path, work_dir, limits=limits_for(kind, input_path),
                          bounds=bounds or bounds_from_settings(), member_rules=member_rules_dir())

@@ -169,7 +169,7 @@ def seed(base_url: str, token: str) -> None:
     from processing import pipeline
     from processing.scanners import ScannerError
 
-    real_scan, next_step = pipeline.STEPS["scan"]
+    real_scan = pipeline.WORK["scan"]
 
     def flaky_scan(attachment):
         if attachment.filename.startswith("scanner-timeout"):
@@ -177,7 +177,7 @@ def seed(base_url: str, token: str) -> None:
         return real_scan(attachment)
 
     settings.AIRLOCK_MAX_ATTEMPTS = 2
-    pipeline.STEPS["scan"] = (flaky_scan, next_step)
+    pipeline.WORK["scan"] = flaky_scan
 
     session = requests.Session()
     session.headers["Authorization"] = f"Token {token}"
@@ -199,7 +199,7 @@ def seed(base_url: str, token: str) -> None:
         response.raise_for_status()
         ids.append(intent["id"])
     wait_terminal(ids)
-    pipeline.STEPS["scan"] = (real_scan, next_step)
+    pipeline.WORK["scan"] = real_scan
 
     # Spread the history over the last day; the newest quarter stays in the last hour.
     now = timezone.now()

@@ -1,9 +1,4 @@
-"""Prometheus counters for the sweeper: every run and every decision is counted.
-
-Rows deleted and failed deletes go to airlock_sweeper_deleted_total and
-airlock_sweeper_errors_total, declared with the other ops metrics in
-processing/metrics.py.
-"""
+"""Prometheus counters for the sweeper: every run and every decision is counted."""
 
 from __future__ import annotations
 
@@ -15,3 +10,8 @@ SWEEP_ROWS = Counter("airlock_sweeper_rows_total", "Rows dead-lettered or hard-d
 SWEEP_OBJECTS_DELETED = Counter("airlock_sweeper_objects_deleted_total", "Storage objects deleted by the sweeper.")
 RECONCILE_FINDINGS = Counter("airlock_reconcile_findings_total", "Drift found by reconciliation, by kind.",
                              ["kind"])
+# One increment per attachment the sweeper deleted (objects gone, row marked deleted),
+# and one per attachment whose delete failed this attempt (storage error; retried next
+# tick, dead-lettered at the cap).
+SWEEPER_DELETED = Counter("airlock_sweeper_deleted_total", "Attachments deleted by the sweeper.")
+SWEEPER_ERRORS = Counter("airlock_sweeper_errors_total", "Attachment deletes that failed in a sweep.")

@@ -16,7 +16,6 @@ from attachments.services.never_uploaded import intents_never_uploaded_reject
 from attachments.services.tus import tus_uploads_expire
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway
-from processing import metrics as ops_metrics
 
 from . import metrics
 from .control import sweeper_control_get
@@ -103,8 +102,8 @@ def _finish(report: SweepReport, started: float) -> None:
     report.seconds = time.monotonic() - started
     report.finished_at = report.started_at + timedelta(seconds=report.seconds)
     metrics.SWEEP_RUNS.labels(mode=report.mode).inc()
-    ops_metrics.SWEEPER_DELETED.inc(report.deleted)
-    ops_metrics.SWEEPER_ERRORS.inc(report.errors)
+    metrics.SWEEPER_DELETED.inc(report.deleted)
+    metrics.SWEEPER_ERRORS.inc(report.errors)
     for outcome in ("dead_lettered", "hard_deleted"):
         metrics.SWEEP_ROWS.labels(outcome=outcome).inc(getattr(report, outcome))
     if report.mode != Mode.DRY_RUN:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import time
 import uuid
 import zipfile
@@ -12,7 +13,12 @@ import pytest
 from django.db import connection
 
 from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
+from processing.sandbox.kinds import TEST_KINDS_ENV
 from tests.support.processes import PrivateClamd
+
+# The fork server loads the tests' misbehaving job kinds (tests/sandbox/jobkinds.py) at
+# start; set before any test starts it, and inherited by the workers tests start.
+os.environ.setdefault(TEST_KINDS_ENV, "tests.sandbox.jobkinds")
 
 
 @pytest.fixture(autouse=True)

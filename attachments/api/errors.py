@@ -11,12 +11,10 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from ..errors import AirlockError
+from .http import error_body
+from .outages import outage_response
 
 log = logging.getLogger("airlock.api")
-
-
-def error_body(code: str, message: str, details: dict | None = None) -> dict:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
 def _flatten(detail) -> dict:
@@ -68,8 +66,6 @@ def exception_handler(exc, context):
                                    {"max_bytes": limit}), status=413)
     if isinstance(exc, SuspiciousOperation):  # too many fields or files, malformed multipart
         return Response(error_body("VALIDATION_ERROR", "The request could not be read."), status=400)
-    from ..outages import outage_response
-
     outage = outage_response(exc)
     if outage is not None:
         return outage
@@ -90,8 +86,6 @@ def handler404(request, exception=None):
 
 def handler500(request):
     import sys
-
-    from ..outages import outage_response
 
     # Django calls this inside its `except` block: the exception is still at hand.
     return outage_response(sys.exc_info()[1]) or JsonResponse(error_body("INTERNAL", "Internal error."), status=500)

@@ -41,7 +41,8 @@ from .serializers import (
     UtcDateTimeField,
     attachment_resource,
 )
-from .views import content_length, resource_for
+from .http import content_length
+from .views import resource_for
 
 _TAGS = ["uploads"]
 

@@ -13,7 +13,6 @@ import uuid
 from datetime import datetime
 
 from django.conf import settings
-from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -47,6 +46,7 @@ from ..serving import file_response, served_object
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
+from .http import content_length
 from .links import absolute_url
 from .schema import ATTACHMENT_ID, file_responses, errors
 from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedSerializer
@@ -88,17 +88,6 @@ class ProfilesApi(APIView):
     )
     def get(self, request):
         return Response(self.OutputSerializer.render({"profiles": all_profiles().values()}))
-
-
-def content_length(request: HttpRequest) -> int | None:
-    """The declared body length; None when absent. A negative or non-numeric one is a 400."""
-    raw = request.META.get("CONTENT_LENGTH")
-    if raw in (None, ""):
-        return None
-    if not (raw.isascii() and raw.isdigit()):
-        raise ValidationFailed("Content-Length must be a non-negative integer.",
-                               details={"Content-Length": ["A non-negative integer."]})
-    return int(raw) if len(raw) <= 18 else 10**18  # larger than any limit; int() refuses > 4300 digits
 
 
 def _encode_cursor(attachment: Attachment) -> str:

@@ -17,8 +17,10 @@ from typing import Any
 
 from django.db import transaction
 
+from ..facts import FileFacts
 from ..models import Attachment, Derivative, Lifecycle, Status
 from . import outbox
+from .processing import facts_columns
 from .transitions import apply_transition, lock_attachment
 from .variant_purge import variants_forget
 
@@ -59,7 +61,7 @@ def attachment_rederive_request(*, attachment_id: uuid.UUID, working_key: str) -
 
 
 def attachment_derivatives_restore(*, attachment_id: uuid.UUID, working_key: str,
-                                   derivatives: list[dict[str, Any]], fields: dict[str, Any]) -> bool:
+                                   derivatives: list[dict[str, Any]], facts: FileFacts) -> bool:
     """Record derivatives made again from `working_key` (one row per kind, replaced), and the served rendition's facts."""
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
@@ -70,6 +72,7 @@ def attachment_derivatives_restore(*, attachment_id: uuid.UUID, working_key: str
                 [Derivative(attachment=attachment, **record) for record in derivatives],
                 update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
             )
+        fields = facts_columns(facts)
         served = {name: fields[name] for name in _SERVED_FIELDS if name in fields}
         if served:
             # No status change and no usage change (the stored size is the original's): a plain update.

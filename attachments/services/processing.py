@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from ..facts import FileFacts
 from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
 from ..reasons import ReasonCode
@@ -55,8 +56,24 @@ def attachment_is_startable(attachment: Attachment | None) -> TypeGuard[Attachme
             and attachment.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED))
 
 
+def facts_columns(facts: FileFacts) -> dict[str, Any]:
+    """The Attachment columns the pipeline's facts set, one by one; a fact not found sets nothing."""
+    columns = {
+        "stored_size": facts.stored_size,
+        "content_type": facts.content_type,
+        "scan_signatures": facts.scan_signatures,
+        "scanned_at": facts.scanned_at,
+        "served_key": facts.served_key,
+        "size": facts.size,
+        "sha256": facts.sha256,
+        "text": facts.text,
+        "metadata": facts.metadata,
+    }
+    return {name: value for name, value in columns.items() if value is not None}
+
+
 def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
-                     intake_facts: dict[str, Any] | None = None) -> uuid.UUID | None:
+                     intake_facts: FileFacts | None = None) -> uuid.UUID | None:
     """pending → processing with a fresh lease; None when there is nothing to do.
 
     With `intake_facts` (intake already done, outside the lease, because it only
@@ -69,11 +86,12 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
         if not attachment_is_startable(attachment):
             return None
         token = uuid.uuid4()
+        fields = facts_columns(intake_facts) if intake_facts is not None else None
         # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
-        arrived = stage_entry(attachment, stage="intake", fields=intake_facts, actor=WORKER) \
-            if intake_facts is not None else None
+        arrived = stage_entry(attachment, stage="intake", fields=fields, actor=WORKER) \
+            if fields is not None else None
         apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
-                         step="intake" if intake_facts is None else "scan", fields=intake_facts,
+                         step="intake" if fields is None else "scan", fields=fields,
                          audit=[arrived] if arrived else ())
         if intake_facts is not None:
             outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id)
@@ -91,11 +109,12 @@ def attachment_snapshot_record(*, attachment_id: uuid.UUID, token: uuid.UUID, co
     return bool(Attachment.objects.filter(pk=attachment_id, lease_token=token).update(content_key=content_key))
 
 
-def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, fields: dict[str, Any],
+def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, facts: FileFacts,
                        next_step: str | None, derivatives: list[dict[str, Any]] | None = None,
                        now: datetime | None = None) -> bool:
-    """Record a step's facts and hand over to the next step, or flip to ready."""
+    """Record a stage's facts and hand over to the next stage, or flip to ready."""
     now = now or timezone.now()
+    fields = facts_columns(facts)
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token, step)
         if attachment is None:

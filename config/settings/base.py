@@ -11,6 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from attachments.private_files import private_dir, private_file
+from processing.stages import STAGES  # names only: no Django, no app code
 
 from .cors import cors_origins, cors_settings
 from .env import (
@@ -359,8 +360,8 @@ AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
 # Jobs of one tenant running at once at each stage named in AIRLOCK_TENANT_FAIR_STAGES;
 # the rest wait parked, off the queue (processing/fairness.py).
 AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
-AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", ["intake", "scan", "derive"])]
-if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - {"intake", "scan", "derive"}):
+AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", list(STAGES))]
+if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
 AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from processing.steps.registry import SANDBOX_KINDS
-
 from . import confine, prewarm
+from .kinds import KINDS, TEST_KINDS, TEST_PREFIX
 from .limits import Bounds, Limits, apply_limits, from_dict, remaining_cpu_seconds
 from .outcome import Rejected, short_repr
 
@@ -245,14 +244,14 @@ def _rejected(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 class _Tools:
-    """What a decoding step may use inside the job, besides its input and work dir."""
+    """What a job kind's decoder may use inside the job, besides its input and work dir."""
 
     isolate = staticmethod(fork_isolated)
     member_scanner = staticmethod(member_scanner)
 
 
 def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
-    """Run the decoding step named by the request's kind; map every exception to a content outcome.
+    """Run the decoder of the request's kind (kinds.py); map every exception to a content outcome.
 
     `src` is the open input file (a confined job has no path to it); the job runs
     inside its work dir, so derivatives are written under relative names.
@@ -262,14 +261,11 @@ def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
     kind, bounds = req["kind"], from_dict(Bounds, req["bounds"])
     src, work = (src if src is not None else Path(req["input"])), Path(".")
     try:
-        step = SANDBOX_KINDS.get(kind)
-        if step is not None:
-            return ok_doc(*step.decode(src, work, bounds, _Tools))
-        if req.get("allow_test") and kind.startswith("_test_"):
-            from .testkinds import TEST_KINDS  # never imported unless a test asks
-
-            if kind in TEST_KINDS:
-                return TEST_KINDS[kind](req)
+        job_kind = KINDS.get(kind)
+        if job_kind is not None:
+            return ok_doc(*job_kind.decode(src, work, bounds, _Tools))
+        if req.get("allow_test") and kind.startswith(TEST_PREFIX) and kind in TEST_KINDS:
+            return TEST_KINDS[kind](req)
         return _rejected("corrupt", f"unknown kind {short_repr(kind)}")
     except Rejected as exc:
         return _rejected(exc.reason_code, exc.message)

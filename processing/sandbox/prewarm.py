@@ -76,7 +76,8 @@ def prefault_heap(waiting: Callable[[], bool]) -> None:
         _libc.free(block)  # back into the heap, kept there by the trim threshold
 
 
-STEPS: tuple[Callable[[Callable[[], bool]], None], ...] = (warm, prefault_heap)
+# Not steps (processing/steps/) nor stages: the warm-up's passes, each stopping when a request waits.
+PASSES: tuple[Callable[[Callable[[], bool]], None], ...] = (warm, prefault_heap)
 
 
 def prepare(request_fd: int) -> None:
@@ -85,10 +86,10 @@ def prepare(request_fd: int) -> None:
     def waiting() -> bool:
         return _request_waiting(request_fd)
 
-    for step in STEPS:
+    for warm_pass in PASSES:
         if waiting():
             return
         try:
-            step(waiting)
+            warm_pass(waiting)
         except Exception:  # noqa: BLE001 - an optimisation; the job itself reports errors
             return

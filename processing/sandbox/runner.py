@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from processing.steps.registry import SANDBOX_KINDS
-
 from . import confine
 from .classify import classify
+from .kinds import KINDS, TEST_KINDS_ENV, TEST_PREFIX
 from .limits import MAX_RESULT_BYTES, Bounds, Limits, to_dict
 from .outcome import SandboxResult
 
@@ -100,7 +99,7 @@ class _ForkServer:
         if member_rules is not None:
             env["AIRLOCK_SANDBOX_YARA_RULES"] = str(member_rules)  # compiled once, by the server
         for name in (confine.CONFINE_ENV, confine.ACCEPT_ENV, confine.UID_ENV, confine.GID_ENV,
-                     "AIRLOCK_SANDBOX_NPROC"):
+                     "AIRLOCK_SANDBOX_NPROC", TEST_KINDS_ENV):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         try:
@@ -324,7 +323,7 @@ def run_job(
     with (a match is rejected/malware); None scans no member.
     """
     member_rules = Path(member_rules).resolve() if member_rules is not None else None
-    if kind not in SANDBOX_KINDS and not (allow_test_kinds and kind.startswith("_test_")):
+    if kind not in KINDS and not (allow_test_kinds and kind.startswith(TEST_PREFIX)):
         raise ValueError(f"unknown sandbox kind {kind!r}")
     input_path, work_dir = Path(input_path).resolve(), Path(work_dir).resolve()
     if not input_path.is_file():

@@ -42,6 +42,7 @@ from typing import Any
 
 from . import confine
 from .child import CONFINED, CONFINEMENT, confine_environment, spare_main
+from .kinds import TEST_KINDS_ENV, load_test_kinds
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
@@ -186,12 +187,6 @@ class Server:
                 os.close(fd)
             conn.close()
             return
-        if request.get("allow_test") and "processing.sandbox.testkinds" not in sys.modules:
-            # Test-only job kinds are imported by the server, never by a job: a confined
-            # job may be unable to read our code. The spare forked before lacks them.
-            from . import testkinds  # noqa: F401
-
-            self._discard_spare()
         spare, self.spare = self._live_spare(), None
         now = time.monotonic()
         try:
@@ -211,14 +206,6 @@ class Server:
         os.close(spare.result_fd)  # the job's write end and the client's read end remain
         self.jobs[spare.pid] = Job(spare.pid, conn, now + wall, now, spare.request)
         self.sel.register(conn, selectors.EVENT_READ, spare.pid)
-
-    def _discard_spare(self) -> None:
-        if self.spare is not None:
-            _kill_group(self.spare.pid)
-            os.waitpid(self.spare.pid, 0)
-            self.spare.request.close()
-            os.close(self.spare.result_fd)
-            self.spare = None
 
     def _live_spare(self) -> Spare:
         # A spare killed from outside must not turn into a "crashed decoder" verdict.
@@ -410,6 +397,10 @@ def serve(sock_path: str) -> None:
         return
     preload()
     _load_member_rules()
+    if os.environ.get(TEST_KINDS_ENV):
+        # Imported here, before the first spare forks, never by a job: a confined job
+        # may be unable to read our code.
+        load_test_kinds(os.environ[TEST_KINDS_ENV])
     layers = _decide_confinement(posture.in_force)
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path, subreaper="subreaper" in layers)

@@ -7,9 +7,9 @@ TransientError; it never writes the database and never moves a storage object: t
 pipeline (processing/pipeline.py) reads storage for it, stores the files it produced
 and has the services record the facts.
 
-Every step is in one table, `registry.STEPS`; the sandbox's job kinds are that table's
-decoding steps (`registry.SANDBOX_KINDS`). Importing this package never imports Django
-(the fork server imports the registry).
+Every step is in one table, `registry.STEPS`; its decoders (`registry.DECODERS`) send
+their files to the sandbox's job kinds of the same names, a table the sandbox owns
+(processing/sandbox/kinds.py).
 """
 
 from .base import Derivative, SandboxStep, Step, StepInput, StepResult

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from processing.metrics import record_member_scan
+
 from .base import SandboxStep, StepInput, StepResult
 
 
@@ -13,15 +15,8 @@ class Zip(SandboxStep):
     processors = ("zip",)
     bound_reason = "archive_limit"
 
-    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        from processing.sandbox import archives
-
-        return archives.process(src, work, bounds, scan=tools.member_scanner())
-
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
         if data.get("scanned_entries"):
-            from processing.metrics import record_member_scan
-
             record_member_scan("clean")
         metadata = {"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
                     "nested_archives": data.get("nested_archives"),
@@ -33,6 +28,4 @@ class Zip(SandboxStep):
 
     def rejected(self, reason_code: str | None, message: str) -> None:
         if reason_code == "malware":  # only the member scan finds malware in this job
-            from processing.metrics import record_member_scan
-
             record_member_scan("infected")

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from attachments.facts import FileFacts
+from processing import sandbox_config  # run_sandboxed looked up per call: tests and benchmarks wrap it
 from processing.errors import ContentRejected, TransientError
-
-STAGES = ("intake", "scan", "derive")
+from processing.sandbox.solo import ResourcePressure, run_settled
+from processing.stages import DERIVE
 
 
 @dataclass(frozen=True)
@@ -44,19 +46,19 @@ class Derivative:
 
 @dataclass
 class StepResult:
-    fields: dict[str, Any] = field(default_factory=dict)  # attachment columns
+    facts: FileFacts = field(default_factory=FileFacts)  # typed: the services map them onto the row
     metadata: dict[str, Any] = field(default_factory=dict)  # merged into the row's metadata
     files: list[Derivative] = field(default_factory=list)
 
     def merge(self, other: StepResult) -> StepResult:
-        self.fields.update(other.fields)
+        self.facts.merge(other.facts)
         self.metadata.update(other.metadata)
         self.files.extend(other.files)
         return self
 
 
 class Step:
-    """One step. Subclasses set `name` and `stage` and implement run()."""
+    """One step of a stage (processing/stages.py). Subclasses set `name` and `stage` and implement run()."""
 
     name: ClassVar[str]
     stage: ClassVar[str]
@@ -69,25 +71,19 @@ class Step:
 
 
 class SandboxStep(Step):
-    """A decoder: decode() runs in a confined sandbox job of kind `name` (no Django there).
+    """A decoder: it sends the file to a confined sandbox job of kind `name`.
 
-    run() sends the file to the sandbox and turns the job's data and files into a
-    StepResult with describe().
+    The sandbox owns what that kind runs (processing/sandbox/kinds.py); run() sends
+    the job and turns its data and files into a StepResult with describe().
     """
 
-    stage = "derive"
+    stage = DERIVE.name
     processors: ClassVar[tuple[str, ...]] = ()  # the profiles' `processor` values it serves
     serves_rendition: ClassVar[bool] = False  # its output is served instead of the original
-    # Its output holds a copy of the input (a remux): the job may write about the input's size.
-    copies_input: ClassVar[bool] = False
     bound_reason: ClassVar[str] = "too_large"  # a scanner's size/nesting bound, for this kind
 
     def applies_to(self, profile: Any, content_type: str | None) -> bool:
         return profile.processor in self.processors
-
-    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        """In the sandbox job: decode `src` (an open file), write files under `work`."""
-        raise NotImplementedError
 
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
         raise NotImplementedError
@@ -96,9 +92,6 @@ class SandboxStep(Step):
         """A rejected job; a step that counts its own verdicts overrides this."""
 
     def run(self, given: StepInput) -> StepResult:
-        from processing import sandbox_config  # looked up per call: tests and benchmarks wrap it
-        from processing.sandbox.solo import ResourcePressure, run_settled  # sandbox imports the steps
-
         path = given.path
         assert path is not None and given.work_dir is not None
         try:  # a resource limit rejects only when it trips again on a solo re-run
@@ -118,3 +111,8 @@ class SandboxStep(Step):
                                            width=dims.get("width"), height=dims.get("height")))
             result.metadata["thumbnail"] = {"width": dims.get("width"), "height": dims.get("height")}
         return result
+
+
+def decoder_among(decoders: Iterable[SandboxStep], profile: Any, content_type: str | None) -> SandboxStep | None:
+    """The sandboxed step that decodes this profile's files, if any."""
+    return next((d for d in decoders if d.applies_to(profile, content_type)), None)

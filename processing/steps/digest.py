@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
-from .base import Step, StepInput, StepResult
+from attachments.facts import FileFacts
+from processing.stages import DERIVE
+
+from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
 
 
 def sha256_file(path: Path) -> tuple[int, str]:
@@ -20,15 +24,16 @@ def sha256_file(path: Path) -> tuple[int, str]:
 
 class Digest(Step):
     name = "digest"
-    stage = "derive"
+    stage = DERIVE.name
+
+    def __init__(self, decoders: Iterable[SandboxStep]) -> None:
+        self.decoders = tuple(decoders)
 
     def applies_to(self, profile, content_type):
-        from .registry import decoder_for
-
-        decoder = decoder_for(profile, content_type)
+        decoder = decoder_among(self.decoders, profile, content_type)
         return decoder is None or not decoder.serves_rendition
 
     def run(self, given: StepInput) -> StepResult:
         assert given.path is not None
         size, sha256 = sha256_file(given.path)
-        return StepResult(fields={"size": size, "sha256": sha256})
+        return StepResult(facts=FileFacts(size=size, sha256=sha256))

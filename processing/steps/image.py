@@ -24,11 +24,6 @@ class Image(SandboxStep):
     processors = ("image",)
     serves_rendition = True
 
-    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        from processing.sandbox import images
-
-        return images.process(src, work, bounds)
-
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
         result = StepResult(metadata={"width": data.get("width"), "height": data.get("height"), "page_count": None})
         sanitized = files.get("sanitized")

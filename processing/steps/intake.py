@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import hashlib
 
+from attachments.facts import FileFacts
 from processing.errors import ContentRejected
+from processing.scanners import ScannerError
+from processing.sniff import detect_type
+from processing.stages import INTAKE
 
 from .base import Step, StepInput, StepResult
 from .scan import LIMIT_HEURISTIC, scan_verdict
@@ -22,11 +26,9 @@ SCAN_REJECTS_UP_TO = 32 * 1024 * 1024
 
 class Intake(Step):
     name = "intake"
-    stage = "intake"
+    stage = INTAKE.name
 
     def run(self, given: StepInput) -> StepResult:
-        from processing.sniff import detect_type
-
         profile, size = given.profile, given.size or 0
         if size > profile.max_bytes:
             raise ContentRejected("too_large", f"{size} bytes is over the {profile.max_bytes} byte limit.")
@@ -43,7 +45,7 @@ class Intake(Step):
                 "type_not_allowed",
                 f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
             )
-        return StepResult(fields={"stored_size": size, "content_type": detected})
+        return StepResult(facts=FileFacts(stored_size=size, content_type=detected))
 
 
 def _check_digest(given: StepInput) -> None:
@@ -58,8 +60,6 @@ def _check_digest(given: StepInput) -> None:
 
 
 def _malware_signature(given: StepInput) -> str | None:
-    from processing.scanners import ScannerError
-
     try:
         signature = scan_verdict(given)[0]
     except ScannerError:

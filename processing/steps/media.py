@@ -27,12 +27,6 @@ class Media(SandboxStep):
     name = "media"
     processors = ("media",)
     serves_rendition = True
-    copies_input = True
-
-    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        from processing.sandbox import media
-
-        return media.process(src, work, bounds)
 
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
         result = StepResult(metadata={key: data.get(key) for key in FACTS})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from .base import SandboxStep, StepInput, StepResult
 
 
@@ -12,17 +14,10 @@ class Pdf(SandboxStep):
     name = "pdf"
     processors = ("pdf",)
 
-    def decode(self, src: Any, work: Path, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
-        from processing.sandbox import pdfs
-
-        return pdfs.process(src, work, bounds, isolate=tools.isolate)
-
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
-        from django.conf import settings
-
         result = StepResult(metadata={"width": None, "height": None, "page_count": data.get("page_count")})
         text_path = files.get("text")
         if text_path is not None:
             text = text_path.read_text("utf-8", errors="replace")[: settings.AIRLOCK_MAX_TEXT_CHARS]
-            result.fields["text"] = text.replace("\x00", "")
+            result.facts.text = text.replace("\x00", "")
         return result

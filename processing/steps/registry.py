@@ -1,23 +1,25 @@
-"""The one table of steps. The pipeline runs a stage's applicable steps in this order;
-the sandbox runs the decoding steps as its job kinds."""
+"""The one table of steps. The pipeline runs a stage's applicable steps in this order.
+
+The decoders send their files to the sandbox's job kinds of the same names
+(processing/sandbox/kinds.py: the sandbox owns that table and imports no step).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .archive import Zip
-from .base import SandboxStep, Step
+from .base import SandboxStep, Step, decoder_among
 from .digest import Digest
 from .image import Image
 from .intake import Intake
 from .media import Media
 from .pdf import Pdf
 from .scan import Scan
-from .variant import Variant
 
-STEPS: tuple[Step, ...] = (Intake(), Scan(), Digest(), Image(), Pdf(), Zip(), Media(), Variant())
+DECODERS: tuple[SandboxStep, ...] = (Image(), Pdf(), Zip(), Media())
 
-SANDBOX_KINDS: dict[str, SandboxStep] = {s.name: s for s in STEPS if isinstance(s, SandboxStep)}
+STEPS: tuple[Step, ...] = (Intake(), Scan(DECODERS), Digest(DECODERS), *DECODERS)
 
 
 def steps_for(stage: str, profile: Any, content_type: str | None) -> list[Step]:
@@ -26,4 +28,4 @@ def steps_for(stage: str, profile: Any, content_type: str | None) -> list[Step]:
 
 def decoder_for(profile: Any, content_type: str | None) -> SandboxStep | None:
     """The sandboxed step that decodes this profile's files, if any."""
-    return next((s for s in SANDBOX_KINDS.values() if s.applies_to(profile, content_type)), None)
+    return decoder_among(DECODERS, profile, content_type)

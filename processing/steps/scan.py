@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
+from django.utils import timezone
+
+from attachments.facts import FileFacts
 from processing.errors import ContentRejected, TransientError
+from processing.metrics import record_scan_verdicts
+from processing.stages import SCAN
+from processing import scanners as scanning  # looked up per call: tests replace scan_all
 
-from .base import Step, StepInput, StepResult
+from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
 
 LIMIT_HEURISTIC = "Heuristics.Limits.Exceeded"  # clamd gave up on a bound, not a virus
 
@@ -18,15 +25,12 @@ def scan_verdict(given: StepInput) -> tuple[str | None, str]:
     version that changed meanwhile is recorded as the older one and the file is
     rescanned once more, never skipped.
     """
-    from processing.metrics import record_scan_verdicts
-    from processing.scanners import scan_all, scanners_from_settings, signature_version
-
-    scanners = scanners_from_settings()
+    scanners = scanning.scanners_from_settings()
     if not scanners:
         raise TransientError("no scanner is configured")
     assert given.chunks is not None
-    version = signature_version(scanners)
-    verdicts = scan_all(scanners, given.chunks)
+    version = scanning.signature_version(scanners)
+    verdicts = scanning.scan_all(scanners, given.chunks)
     record_scan_verdicts(verdicts)
     infected = [v for v in verdicts if v.outcome != "clean"]
     if infected:
@@ -36,19 +40,18 @@ def scan_verdict(given: StepInput) -> tuple[str | None, str]:
 
 class Scan(Step):
     name = "scan"
-    stage = "scan"
+    stage = SCAN.name
+
+    def __init__(self, decoders: Iterable[SandboxStep]) -> None:
+        self.decoders = tuple(decoders)  # whose bound_reason names a scanner's size/nesting bound
 
     def run(self, given: StepInput) -> StepResult:
-        from .registry import decoder_for
-
-        from django.utils import timezone
-
         started = time.monotonic()
         signature, version = scan_verdict(given)
         if signature and LIMIT_HEURISTIC in signature:
-            decoder = decoder_for(given.profile, given.content_type)
+            decoder = decoder_among(self.decoders, given.profile, given.content_type)
             raise ContentRejected(decoder.bound_reason if decoder else "too_large", signature)
         if signature:
             raise ContentRejected("malware", signature)
-        return StepResult(fields={"scan_signatures": version, "scanned_at": timezone.now()},
+        return StepResult(facts=FileFacts(scan_signatures=version, scanned_at=timezone.now()),
                           metadata={"scan": {"duration_ms": round((time.monotonic() - started) * 1000, 1)}})

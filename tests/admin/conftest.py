@@ -62,7 +62,7 @@ def fail_scans(monkeypatch, settings):
         raise ScannerError("clamd: connection refused")
 
     settings.AIRLOCK_MAX_ATTEMPTS = 2
-    monkeypatch.setitem(pipeline.STEPS, "scan", (broken_scan, "derive"))
+    monkeypatch.setitem(pipeline.WORK, "scan", broken_scan)
 
 
 @pytest.fixture

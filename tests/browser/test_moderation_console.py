@@ -53,7 +53,7 @@ def test_moderator_requeues_a_dead_letter(page, live_worker, alice, moderator, s
 
     settings.AIRLOCK_MAX_ATTEMPTS = 2
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(pipeline.STEPS, "scan", (broken_scan, "derive"))
+        patch.setitem(pipeline.WORK, "scan", broken_scan)
         flaky = _upload(alice, jpeg_bytes((120, 90)), "flaky.jpg")
         assert wait_for_status(flaky, timeout=60) == "failed"
     letter = DeadLetter.objects.get(attachment_id=flaky)

@@ -56,11 +56,11 @@ def test_connection_lost_inside_the_flip_rolls_it_back_whole(alice, bob, mallory
     attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
-    assert pipeline.run_step(row.pk, row.lease_token, "scan") == "advanced"
+    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
     monkeypatch.setattr(services, "apply_transition", dropping)
     with pytest.raises(DatabaseError):
-        pipeline.run_step(row.pk, row.lease_token, "derive")
+        pipeline.run_stage(row.pk, row.lease_token, "derive")
     monkeypatch.undo()
     connection.close()  # what the worker's DbConnectionsMiddleware does after a failed job
 

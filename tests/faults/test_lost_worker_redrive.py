@@ -113,7 +113,7 @@ def _at_derive(client) -> Attachment:
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
     if row.step == "scan":
-        assert pipeline.run_step(row.pk, row.lease_token, "scan") == "advanced"
+        assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.step) == ("processing", "derive")
     return row

@@ -220,7 +220,8 @@ _CHILD = """
 import django, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 django.setup()
-from processing.metrics import SCAN_RESULTS, SWEEPER_DELETED
+from processing.metrics import SCAN_RESULTS
+from sweeper.metrics import SWEEPER_DELETED
 SCAN_RESULTS.labels(scanner="clamd", outcome="infected").inc()
 SWEEPER_DELETED.inc(3)
 """

@@ -18,7 +18,7 @@ def test_one_tenants_backlog_does_not_starve_another(alice, mallory, live_worker
         time.sleep(0.4)  # a heavy decode
         return pipeline.derive(attachment)
 
-    monkeypatch.setitem(pipeline.STEPS, "derive", (slow_derive, None))
+    monkeypatch.setitem(pipeline.WORK, "derive", slow_derive)
     backlog = [upload(client_for(alice), jpeg_bytes((64 + i, 64))) for i in range(10)]
     time.sleep(0.5)  # tenant A's jobs are queued first
     other = upload(client_for(mallory), jpeg_bytes((80, 60)))
@@ -45,7 +45,7 @@ def fresh_slots(monkeypatch, settings):
 def _gate_tenant_at(stage: str, tenant_id: int, monkeypatch) -> tuple[threading.Event, list]:
     """Make `stage`'s work block for one tenant's files until the returned event is set; the list says who started."""
     gate, started = threading.Event(), []
-    work, next_step = pipeline.STEPS[stage]
+    work = pipeline.WORK[stage]
 
     def gated(attachment):
         if attachment.tenant_id == tenant_id:
@@ -53,7 +53,7 @@ def _gate_tenant_at(stage: str, tenant_id: int, monkeypatch) -> tuple[threading.
             gate.wait(60)
         return work(attachment)
 
-    monkeypatch.setitem(pipeline.STEPS, stage, (gated, next_step))
+    monkeypatch.setitem(pipeline.WORK, stage, gated)
     if stage == "intake":
         monkeypatch.setattr(pipeline, "intake", gated)  # start_and_intake's run before the lease
     return gate, started

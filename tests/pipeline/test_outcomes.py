@@ -103,7 +103,7 @@ def test_duplicate_messages_change_nothing(alice, api):
     assert run_pipeline(attachment_id) == "ready"
     # Replayed jobs: a second intake and a stale step with an old token.
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "skipped"
-    assert pipeline.run_step(uuid.UUID(attachment_id), uuid.uuid4(), "derive") == "stale"
+    assert pipeline.run_stage(uuid.UUID(attachment_id), uuid.uuid4(), "derive") == "stale"
     assert TransitionLog.objects.filter(attachment_id=attachment_id).exclude(transition__in=AUDIT_EVENTS).count() == 2
     # and no second arrival or scan on the timeline
     assert TransitionLog.objects.filter(attachment_id=attachment_id, transition__in=AUDIT_EVENTS).count() == 3
@@ -155,7 +155,7 @@ def test_concurrent_workers_flip_exactly_once(alice, api):
     def step():
         try:
             barrier2.wait()
-            tokens.append(pipeline.run_step(row.pk, row.lease_token, row.step))
+            tokens.append(pipeline.run_stage(row.pk, row.lease_token, row.step))
         finally:
             connection.close()
 
@@ -207,7 +207,7 @@ def test_discarded_while_processing_is_never_flipped_to_ready(alice, api):
     pipeline.start_and_intake(uuid.UUID(attachment_id))
     attachment_discard(user=alice, attachment_id=attachment_id)
     row = Attachment.objects.get(pk=attachment_id)
-    assert pipeline.run_step(row.pk, row.lease_token, row.step) == "stale"  # the scan step ends it
+    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "stale"  # the scan step ends it
     assert Attachment.objects.get(pk=attachment_id).status == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "object_missing" and not row.derivatives.exists() and row.ready_at is None

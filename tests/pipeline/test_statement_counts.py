@@ -202,7 +202,7 @@ def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory
     attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
     pipeline.start_and_intake(uuid.UUID(attachment_id))
     row = Attachment.objects.get(pk=attachment_id)
-    pipeline.run_step(row.pk, row.lease_token, "scan")
+    pipeline.run_stage(row.pk, row.lease_token, "scan")
     row = Attachment.objects.get(pk=attachment_id)
     asked: list[str] = []
     monkeypatch.setattr(memory_slots, "acquire_or_park", lambda tenant, *a, **k: asked.append(tenant) or True)

@@ -103,14 +103,14 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     monkeypatch.setattr(actors.derive, "send", lambda *args: sent.append(args))
     inside: list[tuple] = []
 
-    def run_step(attachment_id, lease_token, step, *, attachment=None):
+    def run_stage(attachment_id, lease_token, step, *, attachment=None):
         if attachment_id == first.pk:
             # While the first job holds the only slot, the second arrives and is parked.
             actors.derive.fn(str(second.pk), str(token))
             inside.append(tuple(sent))
         return "advanced"
 
-    monkeypatch.setattr(pipeline, "run_step", run_step)
+    monkeypatch.setattr(pipeline, "run_stage", run_stage)
     actors.derive.fn(str(first.pk), str(token))
     assert inside == [()]  # parked: not re-queued on a timer
     # Resent the moment the first released its slot, with its tenant (no read to park it again).

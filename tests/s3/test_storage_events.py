@@ -224,7 +224,7 @@ def test_remove_during_processing_rejects_object_missing(s3, events_token, alice
     assert (row.status, row.reason_code) == ("rejected", "object_missing")
     log = TransitionLog.objects.filter(attachment=row).last()
     assert (log.transition, log.from_status, log.actor) == ("reject", "processing", "storage-events")
-    assert pipeline.run_step(row.pk, token, "intake") == "stale"  # the worker's job lost its lease
+    assert pipeline.run_stage(row.pk, token, "intake") == "stale"  # the worker's job lost its lease
     assert StorageEvent.objects.get(event_name="ObjectRemoved:Delete").outcome == "object_missing"
 
 

@@ -1,6 +1,6 @@
 """A hostile job inside the real sandbox tries every escape; each layer is tested alone too.
 
-The job kinds are processing/sandbox/testkinds.py's _test_escape and _test_setsid_stray.
+The job kinds are tests/sandbox/jobkinds.py's _test_escape and _test_setsid_stray.
 The probe stands in for what a worker has within reach: a root-owned 0600 database
 file and a storage root in 0700 directories, a listening TCP port and Unix socket, and
 the worker's own environment holding a secret.

@@ -31,7 +31,7 @@ def _recording_steps(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None
 
         return run
 
-    monkeypatch.setattr(prewarm, "STEPS", (step(0), step(1), step(2)))
+    monkeypatch.setattr(prewarm, "PASSES", (step(0), step(1), step(2)))
     return ran
 
 

@@ -122,7 +122,7 @@ def run_pipeline(attachment_id) -> str:
         attachment = Attachment.objects.get(pk=attachment_id)
         if attachment.status != "processing":
             return attachment.status
-        pipeline.run_step(attachment.pk, attachment.lease_token, attachment.step)
+        pipeline.run_stage(attachment.pk, attachment.lease_token, attachment.step)
     return Attachment.objects.get(pk=attachment_id).status
 
 

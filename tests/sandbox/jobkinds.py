@@ -1,7 +1,9 @@
-"""Misbehaving job kinds, reachable only with run_job(..., allow_test_kinds=True).
+"""Misbehaving job kinds for the tests, reachable only with run_job(..., allow_test_kinds=True).
 
 They let tests prove that the worker survives and classifies a crashing, hoarding,
 looping, sleeping or babbling job process, and inspect the confinement from inside.
+Not shipped: tests/conftest.py names this module in AIRLOCK_SANDBOX_TEST_KINDS, and
+the fork server loads its TEST_KINDS at start (processing/sandbox/kinds.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .child import RESULT_FD, fork_isolated, ok_doc
+from processing.sandbox.child import RESULT_FD, fork_isolated, ok_doc
 
 
 def _t_segfault(req: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.http import JsonResponse
+from django.http import JsonResponse, UnreadablePostError
+
+from .http import error_body
 
 log = logging.getLogger("airlock.api")
 
@@ -19,7 +21,7 @@ def _outage_types() -> tuple[type[BaseException], ...]:
     import redis.exceptions
     from django.db import DatabaseError, InterfaceError
 
-    from .storage.base import StorageError
+    from ..storage.base import StorageError
 
     broker = getattr(dramatiq.errors, "BrokerConnectionError", None) or dramatiq.errors.ConnectionError
     found: list[type[BaseException]] = [DatabaseError, InterfaceError, StorageError, broker,
@@ -49,10 +51,6 @@ def retry_after() -> str:
 
 
 def outage_response(exc: BaseException | None) -> JsonResponse | None:
-    from django.http import UnreadablePostError
-
-    from .api.errors import error_body
-
     while isinstance(exc, UnreadablePostError) and exc.__cause__ is not None:
         exc = exc.__cause__  # Django wraps the body reader's error (twice): what the reader said counts
     if exc is None:

@@ -1,0 +1,40 @@
+"""The pipeline's stages, in order: the one table the queues, the actor names and the order derive from.
+
+intake → scan → derive → ready. A stage's name is also the name of its Dramatiq
+queue and of the actor that runs its jobs (processing/actors.py), and the value
+of a leased row's `step` column while the file is in it. A stage runs the steps
+of processing/steps/ whose `stage` it is; what it reads from storage for them is
+processing/pipeline.py's.
+
+attachments/ sends the first jobs by these names without importing processing
+(dependencies point one way); tests/pipeline/test_stages.py holds it to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    next: str | None  # the stage a file goes to after this one; None: it is ready
+
+    @property
+    def queue(self) -> str:
+        return self.name
+
+    @property
+    def actor_name(self) -> str:
+        return self.name
+
+
+INTAKE = Stage("intake", next="scan")
+SCAN = Stage("scan", next="derive")
+DERIVE = Stage("derive", next=None)
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (INTAKE, SCAN, DERIVE)}
+
+# Rescans of ready files are no stage: their own queue, behind every upload's (actors.py).
+RESCAN_QUEUE = "rescan"
+QUEUES: tuple[str, ...] = (*(stage.queue for stage in STAGES.values()), RESCAN_QUEUE)
