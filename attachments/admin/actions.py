@@ -34,7 +34,7 @@ from ..services.moderation import (
 from ..selectors import is_held
 from ..services.release import attachment_restore as attachment_restore_released
 from ..services.transitions import TransitionConflict
-from ..services.variant_purge import attachment_variants_purge
+from ..services.moderation import attachment_variants_purge
 from ..staff_scope import is_platform_staff, staff_tenant_id
 
 MODERATE_PERMISSION = "attachments.moderate_attachment"

@@ -11,6 +11,8 @@ from ..errors import NotFound
 from ..models import DeadLetter, Status, TransitionLog
 from . import outbox
 from .transitions import TransitionConflict, apply_transition, lock_attachment
+from .audit import VARIANTS_PURGED, audit_entry
+from .variant_purge import ForgottenVariants, variants_forget
 
 
 def _locked(attachment_id: uuid.UUID | str):
@@ -80,3 +82,16 @@ def attachment_restore(*, attachment_id: uuid.UUID | str, actor: str) -> None:
 def dead_letter_resolve(*, dead_letter_id: int, actor: str) -> None:
     DeadLetter.objects.filter(pk=dead_letter_id, resolved_at__isnull=True).update(
         resolved_at=timezone.now(), resolved_by=actor[:150])
+
+
+def attachment_variants_purge(*, attachment_id: uuid.UUID, actor: str) -> ForgottenVariants:
+    """Staff drop a file's variants (the next request makes them again); audited on the file's timeline."""
+    with transaction.atomic():
+        attachment = lock_attachment(attachment_id)
+        if attachment is None:
+            return ForgottenVariants(0, 0)
+        forgotten = variants_forget(attachment.pk)
+        audit_entry(attachment.pk, event=VARIANTS_PURGED, actor=actor,
+                    details={"variants": forgotten.count, "bytes": forgotten.bytes, "kept": forgotten.kept},
+                    message=f"{forgotten.count} variant(s) purged").save()
+    return forgotten

@@ -14,6 +14,7 @@ from .. import hooks, waiting
 from ..models import Attachment, Status, TransitionLog
 from ..naming import parse_key
 from . import quotas
+from .variant_purge import variants_forget
 
 log = logging.getLogger("airlock.transitions")
 
@@ -67,8 +68,6 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
     if from_status == Status.READY and attachment.status != Status.READY:
         # Variants are served only while ready: a takedown, a rescan hit, a reprocess or a lost
         # original drops them (made again from what is served once the file is ready again).
-        from .variant_purge import variants_forget
-
         variants_forget(attachment.pk)
     waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
     TransitionLog.objects.bulk_create([*audit, TransitionLog(

@@ -4,7 +4,7 @@ Variants are a cache of what `download` serves, made again on the next request:
 dropping them loses nothing. They are dropped when a file stops being `ready`
 (a takedown, a rescan hit, a reprocess, a lost original: transitions.py calls
 `variants_forget` on the locked row), when reconcile finds a variant row whose
-object is gone, and when staff purge them from the admin (audited).
+object is gone, and when staff purge them from the admin (audited, services/moderation.py).
 
 Objects are deleted after the transaction commits, and only while the sweeper's
 brakes are off: under the killswitch or dry run they stay, rowless, and
@@ -22,8 +22,6 @@ from django.db import transaction
 
 from ..models import Derivative, VariantClaim
 from ..storage import get_gateway
-from .audit import VARIANTS_PURGED, audit_entry
-from .transitions import lock_attachment
 
 log = logging.getLogger("airlock.variants")
 
@@ -78,16 +76,3 @@ def variants_forget(attachment_id: uuid.UUID, *, keys_only: list[str] | None = N
     else:
         transaction.on_commit(lambda: _delete_objects(keys))
     return ForgottenVariants(len(found), sum(size for _, _, size in found), brake)
-
-
-def attachment_variants_purge(*, attachment_id: uuid.UUID, actor: str) -> ForgottenVariants:
-    """Staff drop a file's variants (the next request makes them again); audited on the file's timeline."""
-    with transaction.atomic():
-        attachment = lock_attachment(attachment_id)
-        if attachment is None:
-            return ForgottenVariants(0, 0)
-        forgotten = variants_forget(attachment.pk)
-        audit_entry(attachment.pk, event=VARIANTS_PURGED, actor=actor,
-                    details={"variants": forgotten.count, "bytes": forgotten.bytes, "kept": forgotten.kept},
-                    message=f"{forgotten.count} variant(s) purged").save()
-    return forgotten

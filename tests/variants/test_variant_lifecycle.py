@@ -14,7 +14,7 @@ from attachments.models import Attachment, Derivative, OutboxMessage, Transition
 from attachments.services.moderation import attachment_take_down
 from attachments.services.quotas import tenant_usage
 from attachments.services.rescan import attachment_rescan_reject
-from attachments.services.variant_purge import attachment_variants_purge
+from attachments.services.moderation import attachment_variants_purge
 from attachments.storage import get_gateway
 from sweeper.control import sweeper_control_set
 from sweeper.reconcile import reconcile_storage
