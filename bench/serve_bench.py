@@ -111,9 +111,29 @@ def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | No
     return ServerProcess(argv[name], env, tmp / f"{name}.log", port, timeout=60)
 
 
-def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives: bool = False) -> dict:
+def GunicornThreads(env: dict[str, str], tmp: Path) -> ServerProcess:
+    """Plain gunicorn gthread (-w 2 --threads 4) on config.wsgi: the worker class serve builds on, without serve's layer."""
+    port = free_port()
+    return ServerProcess([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2",
+                          "-k", "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+                         env, tmp / "gunicorn-gthread.log", port, timeout=60)
+
+
+# serve without one of its HTTP tricks (ops/httpserver.py reads AIRLOCK_BENCH_SERVE_WITHOUT): what each buys.
+TRICKS = ("linger", "balance")
+
+
+def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: bool, alternatives: bool = False,
+                tricks: bool = False) -> dict:
+    """Status reads/s of serve beside plain gunicorn on the same database and settings, paired rounds.
+
+    On db (PostgreSQL when it answers, else SQLite, the embedded default). With
+    `tricks`, serve also runs without each of its HTTP tricks, side by side.
+    """
     # Paired rounds, alternating which side goes first; the figure is the median of the per-round ratios.
     runs, seconds = (5, 3.0) if quick else (7, 8.0)
+    if tricks:
+        runs = max(runs, 8)
     env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
                        REDIS_URL=REDIS if redis else None, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}")
     setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -125,6 +145,11 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives:
     sides: dict[str, ServerProcess] = {"gunicorn": Gunicorn(env, tmp),
                                        "serve": serve(env, tmp, "--no-worker", "--no-scheduler")}
     missing = []
+    if tricks:
+        sides["gunicorn_gthread"] = GunicornThreads(env, tmp)
+        for trick in TRICKS:
+            sides[f"serve_without_{trick}"] = serve({**env, "AIRLOCK_BENCH_SERVE_WITHOUT": trick}, tmp,
+                                                    "--no-worker", "--no-scheduler")
     if alternatives:
         for name in ("granian", "waitress"):
             server = alternative(name, env, tmp)
@@ -151,8 +176,8 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives:
         for server in sides.values():
             server.stop()
 
-    def versus(name: str) -> list[float]:
-        return [a["rps"] / b["rps"] for a, b in zip(samples[name], samples["gunicorn"])]
+    def versus(name: str, base: str = "gunicorn", key: str = "rps") -> list[float]:
+        return [a[key] / b[key] for a, b in zip(samples[name], samples[base])]
 
     def side(name: str) -> dict:
         return {"rps": r(median(x["rps"] for x in samples[name]), 1),
@@ -160,11 +185,24 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives:
                 "server_cpu_ms_per_request": r(median(x["cpu_ms"] for x in samples[name]), 3),
                 "errors": sum(x["errors"] for x in samples[name])}
 
-    result = {"serve_vs_gunicorn_status_ratio": r(median(versus("serve"))),
-              "serve_vs_gunicorn": {"serve": side("serve"), "gunicorn": side("gunicorn"),
-                                    "ratio_runs": [r(x) for x in versus("serve")],
-                                    "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
-                                             f"{seconds:g}s x {runs} paired runs"}}
+    name = "serve_vs_gunicorn_status_ratio" if db.pg else "serve_vs_gunicorn_embedded_ratio"
+    result = {name: r(median(versus("serve"))),
+              "serve_vs_gunicorn" if db.pg else "serve_vs_gunicorn_embedded": {
+                  "serve": side("serve"), "gunicorn": side("gunicorn"), "ratio_runs": [r(x) for x in versus("serve")],
+                  "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
+                           f"{seconds:g}s x {runs} paired runs; serve --no-worker --no-scheduler"}}
+    if tricks:
+        # With ÷ without, per round: > 1 means the trick buys that much (for CPU per request, < 1 does).
+        result[f"serve_tricks_{'postgresql' if db.pg else 'embedded'}"] = {
+            "gunicorn_gthread": {**side("gunicorn_gthread"),
+                                 "serve_vs_gthread_rps": r(median(versus("serve", "gunicorn_gthread")))},
+            **{trick: {"without": side(f"serve_without_{trick}"),
+                       "with_vs_without_rps": r(median(versus("serve", f"serve_without_{trick}"))),
+                       "with_vs_without_cpu_per_request": r(median(
+                           versus("serve", f"serve_without_{trick}", key="cpu_ms"))),
+                       "rounds_rps": [r(x) for x in versus("serve", f"serve_without_{trick}")]}
+               for trick in TRICKS},
+            "serve": side("serve")}
     if alternatives:
         result["servers"] = {name: {**side(name), "vs_gunicorn_sync": r(median(versus(name)))} for name in sides}
         result["servers_not_installed"] = missing
@@ -314,23 +352,42 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
                                  f"redis={redis}; 100 waiters (5 users x 20) on pending intents"}}
 
 
+class SqliteDatabase:
+    """The embedded default's database (SQLite in tmp), beside bench.api.Database's PostgreSQL one."""
+
+    pg = False
+
+    def __init__(self, tmp: Path) -> None:
+        self.url = f"sqlite:///{tmp / 'bench.sqlite3'}"
+
+    def drop(self) -> None:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="ratio,soak,waiters",
-                        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed)")
+                        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed),"
+                             " tricks (ratio plus serve without each HTTP trick, and plain gunicorn gthread)")
     args = parser.parse_args()
     chosen = args.only.split(",")
     redis = redis_ok()
     result: dict = {}
-    for name in ("ratio", "servers", "soak", "waiters"):
+    for name in ("ratio", "servers", "tricks", "soak", "waiters"):
         if name not in chosen:
             continue
         tmp = scratch_dir(f"airlock-bench-serve-{name}-")
         db = Database(tmp)
         try:
-            if name in ("ratio", "servers"):
-                result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers"))
+            if name in ("ratio", "servers", "tricks"):
+                # On PostgreSQL (when it answers) and on the embedded default (SQLite, the in-process broker).
+                result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers",
+                                          tricks=name == "tricks"))
+                if db.pg:
+                    embedded = scratch_dir(f"airlock-bench-serve-{name}-embedded-")
+                    result.update(bench_ratio(embedded, SqliteDatabase(embedded), False, args.quick,
+                                              tricks=name == "tricks"))
             elif name == "soak":
                 if not (db.pg and redis):
                     raise RuntimeError("the soak needs PostgreSQL and Redis")

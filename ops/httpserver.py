@@ -154,6 +154,7 @@ class AirlockThreadWorker(ThreadWorker):
     """gthread: requests gathered before a thread takes them, per-address limits, JSON refusals, balanced accepts."""
 
     shares: ConnectionShares | None = None  # set in the arbiter (AirlockServer), inherited across the fork
+    linger = True  # off: AIRLOCK_BENCH_SERVE_WITHOUT=linger (bench/serve_bench.py --only tricks)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -366,7 +367,7 @@ class AirlockThreadWorker(ThreadWorker):
                 keep = super().handle(conn)
             finally:
                 self._reading_headers.pop(threading.get_ident(), None)
-            if not (keep is True and self.alive and self._next_request_soon(conn)):
+            if not (keep is True and self.alive and self.linger and self._next_request_soon(conn)):
                 return keep
 
     def _next_request_soon(self, conn) -> bool:
@@ -428,7 +429,11 @@ class AirlockServer(BaseApplication):
     def load_config(self) -> None:
         for key, value in self.options.items():
             self.cfg.set(key, value)
-        AirlockThreadWorker.shares = ConnectionShares(self.cfg.workers) if self.cfg.workers > 1 else None
+        # Bench switches: the same server without a trick, to measure what it buys (bench/serve_bench.py --only tricks).
+        without = os.environ.get("AIRLOCK_BENCH_SERVE_WITHOUT", "").split(",")
+        AirlockThreadWorker.linger = "linger" not in without
+        balance = self.cfg.workers > 1 and "balance" not in without
+        AirlockThreadWorker.shares = ConnectionShares(self.cfg.workers) if balance else None
 
     def load(self):
         return BodyDeadlineApp(self.application)
