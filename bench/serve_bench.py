@@ -7,8 +7,11 @@ PostgreSQL (a scratch database) and Redis when they answer, like bench/api.py.
   ratio    serve --no-worker --no-scheduler vs `gunicorn config.wsgi -w 2 -k sync`, both up at
            once on the same database and settings, GET /api/v1/attachments/{id} with
            bench/loadgen.py (8 keep-alive connections), paired runs alternating which goes first;
-           serve_vs_gunicorn_status_ratio = median of requests/s serve ÷ gunicorn per pair. Each
-           side's server CPU per request (its process tree) is reported too.
+           serve_vs_gunicorn_status_ratio = median of requests/s serve ÷ gunicorn per pair, on
+           PostgreSQL; serve_vs_gunicorn_embedded_ratio the same on SQLite (the embedded
+           default), run after it. Each side's server CPU per request (its process tree) too.
+  variants (not in the default set) ratio plus plain `gunicorn -w 2 -k gthread --threads 4` and
+           serve in one web process (as it ran on SQLite before), in the same paired rounds.
   servers  (not in the default set) ratio plus granian and waitress on config.wsgi, where installed
            (`pip install granian waitress`): the measurement behind serve's choice of server.
   soak     serve (web + job process) on PostgreSQL + Redis; N clients for T seconds each
@@ -112,27 +115,28 @@ def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | No
 
 
 def GunicornThreads(env: dict[str, str], tmp: Path) -> ServerProcess:
-    """Plain gunicorn gthread (-w 2 --threads 4) on config.wsgi: the worker class serve builds on, without serve's layer."""
+    """Plain `gunicorn -w 2 -k gthread --threads 4` on config.wsgi: the worker class serve builds on, alone."""
     port = free_port()
     return ServerProcess([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2",
                           "-k", "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
                          env, tmp / "gunicorn-gthread.log", port, timeout=60)
 
 
-# serve without one of its HTTP tricks (ops/httpserver.py reads AIRLOCK_BENCH_SERVE_WITHOUT): what each buys.
-TRICKS = ("linger", "balance")
+# serve without something, side by side with itself (--only variants): the environment that takes it away.
+# The keep-alive linger and the accept balancer were measured this way and went (README, How `serve` serves).
+VARIANTS = {"second_process": {"AIRLOCK_WEB_PROCESSES": "1"}}  # one web process, as serve ran on SQLite before
 
 
 def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: bool, alternatives: bool = False,
-                tricks: bool = False) -> dict:
+                variants: bool = False) -> dict:
     """Status reads/s of serve beside plain gunicorn on the same database and settings, paired rounds.
 
     On db (PostgreSQL when it answers, else SQLite, the embedded default). With
-    `tricks`, serve also runs without each of its HTTP tricks, side by side.
+    `variants`, serve also runs without each of VARIANTS, and plain gunicorn gthread, side by side.
     """
     # Paired rounds, alternating which side goes first; the figure is the median of the per-round ratios.
     runs, seconds = (5, 3.0) if quick else (7, 8.0)
-    if tricks:
+    if variants:
         runs = max(runs, 8)
     env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
                        REDIS_URL=REDIS if redis else None, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}")
@@ -145,11 +149,10 @@ def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: 
     sides: dict[str, ServerProcess] = {"gunicorn": Gunicorn(env, tmp),
                                        "serve": serve(env, tmp, "--no-worker", "--no-scheduler")}
     missing = []
-    if tricks:
+    if variants:
         sides["gunicorn_gthread"] = GunicornThreads(env, tmp)
-        for trick in TRICKS:
-            sides[f"serve_without_{trick}"] = serve({**env, "AIRLOCK_BENCH_SERVE_WITHOUT": trick}, tmp,
-                                                    "--no-worker", "--no-scheduler")
+        for variant, without in VARIANTS.items():
+            sides[f"serve_without_{variant}"] = serve({**env, **without}, tmp, "--no-worker", "--no-scheduler")
     if alternatives:
         for name in ("granian", "waitress"):
             server = alternative(name, env, tmp)
@@ -191,17 +194,17 @@ def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: 
                   "serve": side("serve"), "gunicorn": side("gunicorn"), "ratio_runs": [r(x) for x in versus("serve")],
                   "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
                            f"{seconds:g}s x {runs} paired runs; serve --no-worker --no-scheduler"}}
-    if tricks:
-        # With ÷ without, per round: > 1 means the trick buys that much (for CPU per request, < 1 does).
-        result[f"serve_tricks_{'postgresql' if db.pg else 'embedded'}"] = {
+    if variants:
+        # With ÷ without, per round: > 1 means it buys that much (for CPU per request, < 1 does).
+        result[f"serve_variants_{'postgresql' if db.pg else 'embedded'}"] = {
             "gunicorn_gthread": {**side("gunicorn_gthread"),
                                  "serve_vs_gthread_rps": r(median(versus("serve", "gunicorn_gthread")))},
-            **{trick: {"without": side(f"serve_without_{trick}"),
-                       "with_vs_without_rps": r(median(versus("serve", f"serve_without_{trick}"))),
-                       "with_vs_without_cpu_per_request": r(median(
-                           versus("serve", f"serve_without_{trick}", key="cpu_ms"))),
-                       "rounds_rps": [r(x) for x in versus("serve", f"serve_without_{trick}")]}
-               for trick in TRICKS},
+            **{variant: {"without": side(f"serve_without_{variant}"),
+                         "with_vs_without_rps": r(median(versus("serve", f"serve_without_{variant}"))),
+                         "with_vs_without_cpu_per_request": r(median(
+                             versus("serve", f"serve_without_{variant}", key="cpu_ms"))),
+                         "rounds_rps": [r(x) for x in versus("serve", f"serve_without_{variant}")]}
+               for variant in VARIANTS},
             "serve": side("serve")}
     if alternatives:
         result["servers"] = {name: {**side(name), "vs_gunicorn_sync": r(median(versus(name)))} for name in sides}
@@ -369,25 +372,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="ratio,soak,waiters",
                         help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed),"
-                             " tricks (ratio plus serve without each HTTP trick, and plain gunicorn gthread)")
+                             " variants (ratio plus serve in one web process, and plain gunicorn gthread)")
     args = parser.parse_args()
     chosen = args.only.split(",")
     redis = redis_ok()
     result: dict = {}
-    for name in ("ratio", "servers", "tricks", "soak", "waiters"):
+    for name in ("ratio", "servers", "variants", "soak", "waiters"):
         if name not in chosen:
             continue
         tmp = scratch_dir(f"airlock-bench-serve-{name}-")
         db = Database(tmp)
         try:
-            if name in ("ratio", "servers", "tricks"):
+            if name in ("ratio", "servers", "variants"):
                 # On PostgreSQL (when it answers) and on the embedded default (SQLite, the in-process broker).
                 result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers",
-                                          tricks=name == "tricks"))
+                                          variants=name == "variants"))
                 if db.pg:
                     embedded = scratch_dir(f"airlock-bench-serve-{name}-embedded-")
                     result.update(bench_ratio(embedded, SqliteDatabase(embedded), False, args.quick,
-                                              tricks=name == "tricks"))
+                                              variants=name == "variants"))
             elif name == "soak":
                 if not (db.pg and redis):
                     raise RuntimeError("the soak needs PostgreSQL and Redis")
