@@ -7,8 +7,11 @@ PostgreSQL (a scratch database) and Redis when they answer, like bench/api.py.
   ratio    serve --no-worker --no-scheduler vs `gunicorn config.wsgi -w 2 -k sync`, both up at
            once on the same database and settings, GET /api/v1/attachments/{id} with
            bench/loadgen.py (8 keep-alive connections), paired runs alternating which goes first;
-           serve_vs_gunicorn_status_ratio = median of requests/s serve ÷ gunicorn per pair. Each
-           side's server CPU per request (its process tree) is reported too.
+           serve_vs_gunicorn_status_ratio = median of requests/s serve ÷ gunicorn per pair, on
+           PostgreSQL; serve_vs_gunicorn_embedded_ratio the same on SQLite (the embedded
+           default), run after it. Each side's server CPU per request (its process tree) too.
+  variants (not in the default set) ratio plus plain `gunicorn -w 2 -k gthread --threads 4` and
+           serve in one web process (as it ran on SQLite before), in the same paired rounds.
   servers  (not in the default set) ratio plus granian and waitress on config.wsgi, where installed
            (`pip install granian waitress`): the measurement behind serve's choice of server.
   soak     serve (web + job process) on PostgreSQL + Redis; N clients for T seconds each
@@ -111,9 +114,30 @@ def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | No
     return ServerProcess(argv[name], env, tmp / f"{name}.log", port, timeout=60)
 
 
-def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives: bool = False) -> dict:
+def GunicornThreads(env: dict[str, str], tmp: Path) -> ServerProcess:
+    """Plain `gunicorn -w 2 -k gthread --threads 4` on config.wsgi: the worker class serve builds on, alone."""
+    port = free_port()
+    return ServerProcess([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2",
+                          "-k", "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+                         env, tmp / "gunicorn-gthread.log", port, timeout=60)
+
+
+# serve without something, side by side with itself (--only variants): the environment that takes it away.
+# The keep-alive linger and the accept balancer were measured this way and went (README, How `serve` serves).
+VARIANTS = {"second_process": {"AIRLOCK_WEB_PROCESSES": "1"}}  # one web process, as serve ran on SQLite before
+
+
+def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: bool, alternatives: bool = False,
+                variants: bool = False) -> dict:
+    """Status reads/s of serve beside plain gunicorn on the same database and settings, paired rounds.
+
+    On db (PostgreSQL when it answers, else SQLite, the embedded default). With
+    `variants`, serve also runs without each of VARIANTS, and plain gunicorn gthread, side by side.
+    """
     # Paired rounds, alternating which side goes first; the figure is the median of the per-round ratios.
     runs, seconds = (5, 3.0) if quick else (7, 8.0)
+    if variants:
+        runs = max(runs, 8)
     env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
                        REDIS_URL=REDIS if redis else None, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}")
     setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -125,6 +149,10 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives:
     sides: dict[str, ServerProcess] = {"gunicorn": Gunicorn(env, tmp),
                                        "serve": serve(env, tmp, "--no-worker", "--no-scheduler")}
     missing = []
+    if variants:
+        sides["gunicorn_gthread"] = GunicornThreads(env, tmp)
+        for variant, without in VARIANTS.items():
+            sides[f"serve_without_{variant}"] = serve({**env, **without}, tmp, "--no-worker", "--no-scheduler")
     if alternatives:
         for name in ("granian", "waitress"):
             server = alternative(name, env, tmp)
@@ -151,8 +179,8 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives:
         for server in sides.values():
             server.stop()
 
-    def versus(name: str) -> list[float]:
-        return [a["rps"] / b["rps"] for a, b in zip(samples[name], samples["gunicorn"])]
+    def versus(name: str, base: str = "gunicorn", key: str = "rps") -> list[float]:
+        return [a[key] / b[key] for a, b in zip(samples[name], samples[base])]
 
     def side(name: str) -> dict:
         return {"rps": r(median(x["rps"] for x in samples[name]), 1),
@@ -160,11 +188,24 @@ def bench_ratio(tmp: Path, db: Database, redis: bool, quick: bool, alternatives:
                 "server_cpu_ms_per_request": r(median(x["cpu_ms"] for x in samples[name]), 3),
                 "errors": sum(x["errors"] for x in samples[name])}
 
-    result = {"serve_vs_gunicorn_status_ratio": r(median(versus("serve"))),
-              "serve_vs_gunicorn": {"serve": side("serve"), "gunicorn": side("gunicorn"),
-                                    "ratio_runs": [r(x) for x in versus("serve")],
-                                    "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
-                                             f"{seconds:g}s x {runs} paired runs"}}
+    name = "serve_vs_gunicorn_status_ratio" if db.pg else "serve_vs_gunicorn_embedded_ratio"
+    result = {name: r(median(versus("serve"))),
+              "serve_vs_gunicorn" if db.pg else "serve_vs_gunicorn_embedded": {
+                  "serve": side("serve"), "gunicorn": side("gunicorn"), "ratio_runs": [r(x) for x in versus("serve")],
+                  "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
+                           f"{seconds:g}s x {runs} paired runs; serve --no-worker --no-scheduler"}}
+    if variants:
+        # With ÷ without, per round: > 1 means it buys that much (for CPU per request, < 1 does).
+        result[f"serve_variants_{'postgresql' if db.pg else 'embedded'}"] = {
+            "gunicorn_gthread": {**side("gunicorn_gthread"),
+                                 "serve_vs_gthread_rps": r(median(versus("serve", "gunicorn_gthread")))},
+            **{variant: {"without": side(f"serve_without_{variant}"),
+                         "with_vs_without_rps": r(median(versus("serve", f"serve_without_{variant}"))),
+                         "with_vs_without_cpu_per_request": r(median(
+                             versus("serve", f"serve_without_{variant}", key="cpu_ms"))),
+                         "rounds_rps": [r(x) for x in versus("serve", f"serve_without_{variant}")]}
+               for variant in VARIANTS},
+            "serve": side("serve")}
     if alternatives:
         result["servers"] = {name: {**side(name), "vs_gunicorn_sync": r(median(versus(name)))} for name in sides}
         result["servers_not_installed"] = missing
@@ -314,23 +355,42 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
                                  f"redis={redis}; 100 waiters (5 users x 20) on pending intents"}}
 
 
+class SqliteDatabase:
+    """The embedded default's database (SQLite in tmp), beside bench.api.Database's PostgreSQL one."""
+
+    pg = False
+
+    def __init__(self, tmp: Path) -> None:
+        self.url = f"sqlite:///{tmp / 'bench.sqlite3'}"
+
+    def drop(self) -> None:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="ratio,soak,waiters",
-                        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed)")
+                        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed),"
+                             " variants (ratio plus serve in one web process, and plain gunicorn gthread)")
     args = parser.parse_args()
     chosen = args.only.split(",")
     redis = redis_ok()
     result: dict = {}
-    for name in ("ratio", "servers", "soak", "waiters"):
+    for name in ("ratio", "servers", "variants", "soak", "waiters"):
         if name not in chosen:
             continue
         tmp = scratch_dir(f"airlock-bench-serve-{name}-")
         db = Database(tmp)
         try:
-            if name in ("ratio", "servers"):
-                result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers"))
+            if name in ("ratio", "servers", "variants"):
+                # On PostgreSQL (when it answers) and on the embedded default (SQLite, the in-process broker).
+                result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers",
+                                          variants=name == "variants"))
+                if db.pg:
+                    embedded = scratch_dir(f"airlock-bench-serve-{name}-embedded-")
+                    result.update(bench_ratio(embedded, SqliteDatabase(embedded), False, args.quick,
+                                              variants=name == "variants"))
             elif name == "soak":
                 if not (db.pg and redis):
                     raise RuntimeError("the soak needs PostgreSQL and Redis")

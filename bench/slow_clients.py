@@ -4,8 +4,8 @@
     .venv/bin/python bench/slow_clients.py [--quick] [--clients N] [--seconds S]
 
 Starts `manage.py serve --no-worker --no-scheduler` on the environment it is given
-(bench/run.py: the embedded defaults, one web process of AIRLOCK_WEB_THREADS
-threads) with its default deadlines and limits, and opens N sockets on the
+(bench/run.py: the embedded defaults, AIRLOCK_WEB_PROCESSES web processes of
+AIRLOCK_WEB_THREADS threads; one before serve ran several on SQLite) with its default deadlines and limits, and opens N sockets on the
 loopback that send a byte each per second:
   - 40 %: headers, never finished (cut after AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS);
   - 50 %: complete headers of an intent, then its 200-byte JSON body;

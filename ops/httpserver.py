@@ -12,21 +12,18 @@ top of gunicorn:
     connections (429 beyond) and AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS threads
     (further complete requests wait in the selector for one of them);
   - gunicorn's own refusals (400, 414, 431, 501...) in the JSON error shape;
-  - a client's next request on a kept-alive connection, if it comes within
-    KEEPALIVE_LINGER_SECONDS, is served by the same thread;
-  - new connections go to the process holding the fewest (ConnectionShares);
   - graceful stop: SIGTERM stops accepting, wakes `?wait=` requests so they
     answer at once, lets in-flight requests finish (AIRLOCK_GRACEFUL_TIMEOUT_SECONDS),
     then the process's job runtime (if any) hands its leases back.
+A kept-alive client's next request goes back through gthread's selector, and
+the web processes race for new connections, as in plain gthread: a thread that
+lingered for the next request and a shared-memory accept balancer bought less
+than 15 % side by side (bench/serve_bench.py) and went.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import multiprocessing
-import os
-import select
 import selectors
 import socket
 import threading
@@ -44,66 +41,6 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from ops import httperrors
 from ops.bodydeadline import DEADLINES, BodyDeadlineApp
 from ops.httpintake import Intake
-
-
-# How long the thread that answered a kept-alive request waits for that client's next one.
-KEEPALIVE_LINGER_SECONDS = 0.005
-# How long a process holding more connections than a sibling leaves a new one to that sibling.
-ACCEPT_DEFER_SECONDS = 0.001
-
-
-class ConnectionShares:
-    """How many connections each web process holds, in memory the processes share (made before the fork).
-
-    A kept-alive connection stays with the process that accepted it, and the
-    processes race for each new one. Left to the race, 2 keep-alive clients
-    landed in the same process in 3 rounds of 4: that process queued both on
-    its one GIL (212 status reads/s, 4.3 ms of CPU each) while its sibling
-    idled (411/s, 3.6 ms, when they were split). A process that holds more
-    connections than its least-loaded sibling waits ACCEPT_DEFER_SECONDS
-    before accepting, so the sibling takes the connection; if the sibling does
-    not, this process does (nginx's accept_disabled, with a view of the siblings).
-    """
-
-    def __init__(self, processes: int) -> None:
-        slots = processes + 2  # room for a replacement starting before a crashed process's slot is reused
-        self._pids = multiprocessing.RawArray(ctypes.c_int, slots)
-        self._counts = multiprocessing.RawArray(ctypes.c_int, slots)
-        self._lock = multiprocessing.Lock()
-        self.slot = -1
-
-    def claim(self) -> None:
-        """Take a slot for this process: a free one, or one whose process is gone."""
-        with self._lock:
-            for i, pid in enumerate(self._pids):
-                if pid == 0 or not _alive(pid):
-                    self._pids[i], self._counts[i], self.slot = os.getpid(), 0, i
-                    return
-
-    def release(self) -> None:
-        if self.slot >= 0:
-            with self._lock:
-                self._pids[self.slot] = self._counts[self.slot] = 0
-            self.slot = -1
-
-    def publish(self, connections: int) -> None:
-        if self.slot >= 0:
-            self._counts[self.slot] = connections
-
-    def sibling_holds_fewer(self, connections: int) -> bool:
-        mine = self.slot
-        return mine >= 0 and any(pid and i != mine and self._counts[i] < connections
-                                 for i, pid in enumerate(self._pids))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # someone else's process: alive
-    return True
 
 
 class AirlockConn(TConn):
@@ -151,9 +88,7 @@ def _head_limit(cfg) -> int:
 
 
 class AirlockThreadWorker(ThreadWorker):
-    """gthread: requests gathered before a thread takes them, per-address limits, JSON refusals, balanced accepts."""
-
-    shares: ConnectionShares | None = None  # set in the arbiter (AirlockServer), inherited across the fork
+    """gthread: requests gathered before a thread takes them, per-address limits, JSON refusals."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -168,24 +103,9 @@ class AirlockThreadWorker(ThreadWorker):
         self._head_limit = _head_limit(self.cfg)
         self._next_deadline_check = 0.0
 
-    def init_process(self):
-        if self.shares is not None:
-            self.shares.claim()
-        super().init_process()
-
-    def run(self):
-        try:
-            super().run()
-        finally:
-            if self.shares is not None:
-                self.shares.release()
-
     # --- main thread: accepting, gathering, handing to threads -------------------
 
     def accept(self, listener):
-        shares = self.shares
-        if shares is not None and shares.sibling_holds_fewer(self.nr_conns):
-            time.sleep(ACCEPT_DEFER_SECONDS)  # the listener is non-blocking: if the sibling took it, nothing happens
         try:
             sock, client = listener.accept()
         except OSError as e:
@@ -200,8 +120,6 @@ class AirlockThreadWorker(ThreadWorker):
             self.nr_conns += 1
             self.enqueue_req(AirlockConn(self.cfg, sock, client, listener.getsockname(), address,
                                          self._open_per_address))
-        if shares is not None:
-            shares.publish(self.nr_conns)
 
     def enqueue_req(self, conn):
         """A connection with a request coming: gather it in the selector first (gthread hands it to a thread)."""
@@ -325,8 +243,6 @@ class AirlockThreadWorker(ThreadWorker):
 
     def murder_pending(self):
         super().murder_pending()
-        if self.shares is not None:  # once per pass of the event loop: connections closed since count too
-            self.shares.publish(self.nr_conns)
         now = time.monotonic()
         limit = settings.AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS
         for ident, entry in list(self._reading_headers.items()):
@@ -360,39 +276,11 @@ class AirlockThreadWorker(ThreadWorker):
             conn.sock.setblocking(True)
             conn.init()
             conn.parser.unreader.unread(gathered)
-        while True:
-            self._reading_headers[threading.get_ident()] = (time.monotonic(), conn)
-            try:
-                keep = super().handle(conn)
-            finally:
-                self._reading_headers.pop(threading.get_ident(), None)
-            if not (keep is True and self.alive and self._next_request_soon(conn)):
-                return keep
-
-    def _next_request_soon(self, conn) -> bool:
-        """Whether the client's next request arrived whole within KEEPALIVE_LINGER_SECONDS (then this thread serves it).
-
-        Back through gthread's selector, a kept-alive request costs a pipe write,
-        two thread wake-ups and two epoll registrations: 0.5-0.8 ms of CPU per
-        status read on this 2-core machine. Served by the thread that answered
-        the last one, `serve` answered 510-560 status reads/s instead of 375-380
-        (bench/serve_bench.py --only ratio, 8 keep-alive clients). Only a request
-        that is all there (looked at, not read): one still arriving is gathered
-        in the selector like any other, without holding this thread.
-        """
-        if conn.parser.unreader.buf.getvalue():
-            return False  # read-ahead bytes: gthread's own path handles them
+        self._reading_headers[threading.get_ident()] = (time.monotonic(), conn)
         try:
-            readable, _, _ = select.select([conn.sock], [], [], KEEPALIVE_LINGER_SECONDS)
-            if not readable:
-                return False
-            arrived = conn.sock.recv(65536, socket.MSG_PEEK)
-        except (OSError, ValueError):
-            return False
-        if not arrived:
-            return True  # the client closed: the parser sees it at once
-        now = time.monotonic()
-        return Intake(conn, self._head_limit, now).feed(arrived, now)
+            return super().handle(conn)
+        finally:
+            self._reading_headers.pop(threading.get_ident(), None)
 
     def handle_request(self, req, conn):
         # The headers are in: from here on only the body's deadlines apply.
@@ -428,7 +316,6 @@ class AirlockServer(BaseApplication):
     def load_config(self) -> None:
         for key, value in self.options.items():
             self.cfg.set(key, value)
-        AirlockThreadWorker.shares = ConnectionShares(self.cfg.workers) if self.cfg.workers > 1 else None
 
     def load(self):
         return BodyDeadlineApp(self.application)

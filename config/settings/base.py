@@ -437,8 +437,8 @@ AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0
 AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = env_float("AIRLOCK_ADMIN_BANNER_CACHE_SECONDS", 5.0)
 
 # --- Web serving (manage.py serve) ---------------------------------------------------
-# Web processes when the database and broker are shared services (PostgreSQL +
-# Redis/RabbitMQ); with SQLite or the in-process broker serve runs one.
+# Web processes (SQLite or PostgreSQL); serve runs one when it also runs the worker
+# or scheduler of the in-process broker (the embedded default), whose messages live there.
 AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2)
 AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128)  # per process; idle ones are not created
 AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5)

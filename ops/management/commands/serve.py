@@ -1,12 +1,16 @@
 """Run Airlock: gunicorn web processes, the Dramatiq worker and the scheduler ticks, under one command.
 
 Two shapes, chosen from the configuration:
-  - embedded (SQLite or the in-process broker): one web process that also runs
-    the worker threads and the scheduler. The in-process broker's messages only
+  - the in-process broker (the embedded default) with the worker or the
+    scheduler: one web process that also runs them. The broker's messages only
     exist in that process, so the worker has to live there.
-  - shared services (PostgreSQL + Redis/RabbitMQ): AIRLOCK_WEB_PROCESSES web
-    processes, and the worker + scheduler in one more process of their own,
-    which serve starts, restarts if it dies and stops with itself.
+  - otherwise (a shared broker, or web only: --no-worker --no-scheduler):
+    AIRLOCK_WEB_PROCESSES web processes, on SQLite as on PostgreSQL (one
+    process's requests queue on its GIL; processes share neither), and the
+    worker + scheduler, if wanted, in one more process of their own, which serve
+    starts, restarts if it dies and stops with itself. Web-only processes on the
+    in-process broker leave their jobs in the outbox for the `serve` that runs
+    the worker (attachments/services/handoff.py), as a management command does.
 SIGTERM stops gracefully: no new connections, in-flight requests finish,
 in-flight jobs' leases go back to pending.
 """
@@ -63,7 +67,11 @@ class Command(BaseCommand):
         _close_connections()  # nothing database-related may cross the fork into web processes
 
         want_jobs = not (opts["no_worker"] and opts["no_scheduler"])
-        single = single_process()
+        single = single_process(jobs_here=want_jobs)
+        if not want_jobs and broker_is_in_process():
+            from attachments.services import outbox
+
+            outbox.relay_elsewhere()  # this process's broker has no consumer: the worker's serve relays them
         host, port = opts["host"], opts["port"]
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -108,13 +116,19 @@ def settings_value(name: str):
     return getattr(settings, name)
 
 
-def single_process() -> bool:
-    """One web process when the database is SQLite or the broker lives in this process."""
-    from django.db import connection
+def single_process(*, jobs_here: bool) -> bool:
+    """One web process only when the jobs run in it: the in-process broker's messages exist nowhere else.
 
-    from ops.runtime import broker_is_in_process
+    Not for SQLite as such: several processes read it side by side (WAL) where
+    one process's threads queue on its GIL (bench/serve_bench.py, embedded ratio).
+    """
+    return jobs_here and broker_is_in_process()
 
-    return connection.vendor == "sqlite" or broker_is_in_process()
+
+def broker_is_in_process() -> bool:
+    from ops.runtime import broker_is_in_process as in_process
+
+    return in_process()
 
 
 def _close_connections() -> None:
