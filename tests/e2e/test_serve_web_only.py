@@ -9,7 +9,6 @@ worker instead of going to a broker nobody reads.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -21,9 +20,14 @@ from tests.support.processes import Server
 
 from .test_serve import _upload, _wait
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    os.environ.get("DATABASE_URL", "").startswith("postgres") or os.environ.get("REDIS_URL"),
-    reason="the embedded default's shape (SQLite, in-process broker): run with scripts/test --embedded")]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def embedded_default(monkeypatch):
+    """The embedded default's shape (SQLite, in-process broker) in every suite mode: the servers get no services."""
+    for name in ("DATABASE_URL", "REDIS_URL", "RABBITMQ_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def _web_processes(master: int, expected: int) -> list[int]:
