@@ -2,13 +2,16 @@
 """Run every benchmark, write bench/results.json and print a short table.
 
     .venv/bin/python bench/run.py [--quick] [--only pipeline,thumbnails,...]
+    .venv/bin/python bench/run.py --scaling [--quick] [--max-processes N]
 
 Each benchmark runs in its own process with its own scratch directory (see
 the docstring at the top of each module). The machine is shared and noisy:
 every figure is a median of several runs, and each speed figure is a ratio
 against a baseline measured in the same run, interleaved with it.
 
-  pipeline     bench/pipeline_overhead.py   pipeline time per file ÷ bare step time per file (+ serial)
+  pipeline     bench/pipeline_overhead.py   pipeline time per file ÷ bare step time per file (+ serial),
+                                            embedded (serve's worker) and again with rundramatiq -p 2 on
+                                            PostgreSQL + Redis (keys ending _redis)
   thumbnails   bench/thumbnails.py          our image step vs plain Pillow and pyvips
   heic         bench/heic_bench.py          sandboxed HEIC photo vs the same pillow-heif calls in-process
   media        bench/media_bench.py         sandboxed video probe + poster vs the same PyAV calls in-process
@@ -26,6 +29,10 @@ against a baseline measured in the same run, interleaved with it.
   burst        bench/burst_s3.py            200 S3 uploads at once while CPU hogs load both cores: share answered, p99
   fair         bench/fair_bench.py          tenant B's time to ready while tenant A has 1,000 files queued (embedded, Redis)
   rescan       bench/rescan_bench.py        rescan_one files/s, the background walk's rate vs its budget, status reads during it
+
+--scaling runs only the scaling curve: the pipeline on PostgreSQL + Redis with
+1, 2, … N rundramatiq processes (N = cores), files/s and efficiency per k
+(scaling_* keys), so the curve can be taken on a bigger machine with one command.
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -49,12 +56,16 @@ from bench.common import REPO, embedded_env, machine  # noqa: E402
 
 RESULTS = REPO / "bench" / "results.json"
 PG = "postgres://postgres@127.0.0.1:5432"
+REDIS = "redis://127.0.0.1:6379/0"
 
 # key, goal text, predicate on the value
 GOALS: list[tuple[str, str, object]] = [
     ("pipeline_overhead_ratio", "<= 1.2", lambda v: v <= 1.2),
     ("pipeline_serial_overhead_ratio", "(info)", None),
     ("pipeline_vs_bare_parallel_ratio", "(info)", None),
+    ("pipeline_serial_overhead_ratio_redis", "(info: rundramatiq -p 2, PostgreSQL + Redis)", None),
+    ("pipeline_vs_bare_parallel_ratio_redis", "(info: rundramatiq -p 2, PostgreSQL + Redis)", None),
+    ("pipeline_overhead_ratio_redis", "(info)", None),
     ("thumbnail_vs_pillow_plain_ratio", ">= 1.0", lambda v: v >= 1.0),
     ("thumbnail_vs_pyvips_ratio", ">= 1.0", lambda v: v >= 1.0),
     ("thumbnail_inprocess_vs_pillow_plain_ratio", "(info)", None),
@@ -159,9 +170,41 @@ def run_child(args: list[str], env: dict[str, str], timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
+def redis_env(data_dir: Path) -> tuple[dict[str, str], object]:
+    """A child's environment on a scratch PostgreSQL database and Redis (its own queue namespace)."""
+    from bench.api import Database
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(data_dir)
+    if not db.pg:
+        raise RuntimeError("PostgreSQL is not answering")
+    env = embedded_env(data_dir, DATABASE_URL=db.url, REDIS_URL=os.environ.get("REDIS_URL", REDIS),
+                       DJANGO_SETTINGS_MODULE="config.settings.base",
+                       AIRLOCK_KEY_PREFIX=f"bench-{os.getpid()}-{data_dir.name}")
+    return env, db
+
+
 def bench_pipeline(quick: bool, tmp: Path) -> dict:
-    return run_child(["bench/pipeline_overhead.py", *(["--quick"] if quick else [])],
-                     embedded_env(tmp / "pipeline"), 900)
+    results = run_child(["bench/pipeline_overhead.py", *(["--quick"] if quick else [])],
+                        embedded_env(tmp / "pipeline"), 900)
+    env, db = redis_env(tmp / "pipeline_redis")
+    try:
+        redis = run_child(["bench/pipeline_overhead.py", "--redis", "--processes", "2",
+                           *(["--quick"] if quick else [])], env, 1200)
+    finally:
+        db.drop()  # type: ignore[attr-defined]
+    results.update({f"{key}_redis": value for key, value in redis.items()})
+    return results
+
+
+def bench_scaling(quick: bool, tmp: Path, most: int = 0) -> dict:
+    env, db = redis_env(tmp / "scaling")
+    try:
+        return run_child(["bench/pipeline_overhead.py", "--redis", "--scaling",
+                          *(["--max-processes", str(most)] if most else []), *(["--quick"] if quick else [])],
+                         env, 3600)
+    finally:
+        db.drop()  # type: ignore[attr-defined]
 
 
 def bench_thumbnails(quick: bool, tmp: Path) -> dict:
@@ -292,7 +335,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer files, rows and runs (< 5 minutes)")
     parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(BENCHES))
+    parser.add_argument("--scaling", action="store_true",
+                        help="only the scaling curve: 1..N rundramatiq processes on PostgreSQL + Redis")
+    parser.add_argument("--max-processes", type=int, default=0, help="N for --scaling (default: cores)")
     args = parser.parse_args()
+    if args.scaling:
+        BENCHES["scaling"] = lambda quick, tmp: bench_scaling(quick, tmp, args.max_processes)
+        args.only = "scaling"
     chosen = [name for name in BENCHES if not args.only or name in args.only.split(",")]
 
     started = time.monotonic()
@@ -328,6 +377,9 @@ def main() -> None:
         results = previous
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     print(table(results))
+    if args.scaling:
+        for key in sorted(k for k in results if k.startswith("scaling_")):
+            print(f"{key}: {results[key]}")
     print(f"\n{results['machine']}, {results['date']}, {results['mode']} run, {results['seconds.total']}s; "
           f"written to {RESULTS.relative_to(REPO)}")
 

@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""Per file kind: CPU-ms and database statements of each phase, for the capacity model (docs/capacity.md).
+
+    python bench/capacity.py [--quick] [--kinds photo,heic,pdf,zip,video] [--profile photo]
+
+On the embedded default (SQLite, in-process broker) or, with DATABASE_URL and
+REDIS_URL set, on PostgreSQL + Redis (bench/run.py's redis_env makes scratch ones).
+Each file goes through the pipeline one at a time, every phase called inline in
+this thread as its actor would (intent and PUT as the views call them, then
+intake and each step): so every statement is this thread's and is counted with
+connection.execute_wrapper, and CPU is this process's plus its descendants'
+(the sandbox's fork server and its jobs: /proc utime + stime, children
+included), per phase. No queue wait and no concurrency: this is the work per
+file, not latency under load. Every file must end ready.
+
+--profile KIND also runs cProfile over that kind's phases (one more file) and
+reports, per phase, the functions with the most own time.
+Prints one JSON line. The machine is shared: CPU-ms include cache and scheduler
+effects of whatever else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import resource
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import bench_django, emit, make_user, median, photo_jpeg, r, scratch_dir, text_pdf  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds of this process and every live descendant, each with its reaped children's."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2:].split()
+        # after the command: state ppid … utime(11) stime(12) cutime(13) cstime(14), 0-based from state
+        stats[int(entry)] = (int(fields[1]), sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # This process to the microsecond; its descendants in clock ticks (/proc has nothing finer).
+    total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+    mine, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        if pid != os.getpid():
+            total += stats.get(pid, (0, 0.0))[1]
+        children = [p for p, (ppid, _) in stats.items() if ppid == pid and p not in mine]
+        mine.update(children)
+        frontier += children
+    return total
+
+
+def make_files(directory: Path, quick: bool) -> dict[str, dict]:
+    """One file per kind: what a user sends."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[str, dict] = {}
+
+    def add(kind: str, name: str, data: bytes | None, profile: str, content_type: str) -> None:
+        path = directory / name
+        if data is not None:
+            path.write_bytes(data)
+        files[kind] = {"path": path, "profile": profile, "content_type": content_type, "kind": kind}
+
+    add("photo", "photo.jpg", photo_jpeg(7), "image", "image/jpeg")  # 4000 x 3000: 12 MP
+    from bench.heic_bench import heic_photo
+
+    add("heic", "photo.heic", heic_photo(8, (4000, 3000)), "image", "image/heic")
+    add("pdf", "report.pdf", text_pdf(20, seed=9), "document", "application/pdf")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for i in range(20):
+            archive.writestr(f"notes/{i}.txt", ("line %d of a plain text file\n" % i) * 400)
+        archive.writestr("photo.jpg", photo_jpeg(10, (1600, 1200)))
+    add("zip", "bundle.zip", buf.getvalue(), "archive", "application/zip")
+    from bench.media_bench import phone_clip
+
+    seconds = 10 if quick else 60
+    phone_clip(directory / "clip.mp4", 11, seconds)
+    add("video", "clip.mp4", None, "media", "video/mp4")
+    files["video"]["seconds"] = seconds
+    return files
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 files per kind, a 10-second clip")
+    parser.add_argument("--kinds", default="photo,heic,pdf,zip,video")
+    parser.add_argument("--profile", default="", help="cProfile one more file of this kind, per phase")
+    args = parser.parse_args()
+    bench_django()
+
+    from django.db import connection
+
+    from attachments.models import Attachment
+    from attachments.services.intents import upload_intent_create
+    from attachments.services.uploads import upload_content_receive
+    from attachments.signing import upload_token
+    from processing import pipeline
+    from processing.sandbox import shutdown
+
+    tmp = scratch_dir("airlock-bench-capacity-")
+    files = make_files(tmp / "files", args.quick)
+    user = make_user()
+    reps = 3 if args.quick else 8
+    statements: list[str] = []
+
+    def counting(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    def one_file(item: dict, observe: Callable[[str, Callable[[], object]], None]) -> None:
+        data = item["path"].read_bytes()
+        holder: dict = {}
+
+        def intent() -> None:
+            holder["pk"] = upload_intent_create(user=user, profile_name=item["profile"], filename=item["path"].name,
+                                                size=len(data), content_type=item["content_type"]).attachment.pk
+
+        observe("intent", intent)
+        pk = holder["pk"]
+        observe("put", lambda: upload_content_receive(
+            attachment_id=pk, token=upload_token(pk), chunks=lambda: (data[i:i + 65536] for i in range(0, len(data), 65536)),
+            content_length=len(data)))
+        observe("intake", lambda: pipeline.start_and_intake(pk))
+        for _ in range(6):
+            row = Attachment.objects.only("status", "lease_token", "step").get(pk=pk)
+            if row.status != "processing":
+                break
+            observe(row.step, lambda: pipeline.run_step(pk, row.lease_token, row.step))
+        status, reason = Attachment.objects.filter(pk=pk).values_list("status", "reason_code").get()
+        assert status == "ready", (item["kind"], status, reason)
+
+    def flush_broker() -> None:
+        import dramatiq
+
+        dramatiq.get_broker().flush_all()  # no worker consumes the doorbells: every step ran inline
+
+    results: dict[str, dict] = {}
+    for kind in args.kinds.split(","):
+        item = files[kind]
+        one_file(item, lambda name, fn: fn())  # warm-up: imports, the sandbox's fork server, scanner rules
+        per_phase: dict[str, dict[str, list[float]]] = {}
+
+        def measure(name: str, fn: Callable[[], object]) -> None:
+            before_n, cpu, wall = len(statements), _tree_cpu_s(), time.perf_counter()
+            fn()
+            got = per_phase.setdefault(name, {"cpu_ms": [], "wall_ms": [], "statements": []})
+            got["cpu_ms"].append((_tree_cpu_s() - cpu) * 1000)
+            got["wall_ms"].append((time.perf_counter() - wall) * 1000)
+            got["statements"].append(len(statements) - before_n)
+
+        with connection.execute_wrapper(counting):
+            for _ in range(reps):
+                one_file(item, measure)
+        flush_broker()
+        phases = {name: {k: r(median(v), 1) for k, v in got.items()} for name, got in per_phase.items()}
+        worker = [p for p in phases if p not in ("intent", "put")]
+        results[kind] = {
+            "bytes": item["path"].stat().st_size,
+            **({"video_seconds": item["seconds"]} if "seconds" in item else {}),
+            "phases": phases,
+            "worker_cpu_ms": r(sum(phases[p]["cpu_ms"] for p in worker), 1),
+            "worker_statements": sum(int(phases[p]["statements"]) for p in worker),
+            "upload_cpu_ms": r(sum(phases[p]["cpu_ms"] for p in ("intent", "put")), 1),
+            "upload_statements": sum(int(phases[p]["statements"]) for p in ("intent", "put")),
+        }
+
+    profiles: dict[str, list[str]] = {}
+    if args.profile:
+        def profiled(name: str, fn: Callable[[], object]) -> None:
+            profiler = cProfile.Profile()
+            profiler.runcall(fn)
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+            lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+            profiles[name] = lines[lines.index(next(x for x in lines if x.lstrip().startswith("ncalls"))):]
+
+        one_file(files[args.profile], profiled)
+        flush_broker()
+    shutdown()
+    emit({
+        "capacity_by_kind": results,
+        "capacity_profile_kind": args.profile or None,
+        "capacity_profile": profiles,
+        "capacity_database": connection.vendor,
+        "capacity_broker": type(__import__("dramatiq").get_broker()).__name__,
+        "capacity_reps": reps,
+        "capacity_cores": os.cpu_count(),
+        "capacity_mode": ("every phase inline in one thread, one file at a time (no queue, no concurrency); "
+                          "CPU = this process + the sandbox's processes; statements = this connection's"),
+    })
+
+
+if __name__ == "__main__":
+    main()
