@@ -68,7 +68,7 @@ def _tree_cpu_s() -> float:
     return total
 
 
-def make_files(directory: Path, quick: bool) -> dict[str, dict]:
+def make_files(directory: Path, video_seconds: int) -> dict[str, dict]:
     """One file per kind: what a user sends."""
     directory.mkdir(parents=True, exist_ok=True)
     files: dict[str, dict] = {}
@@ -92,7 +92,7 @@ def make_files(directory: Path, quick: bool) -> dict[str, dict]:
     add("zip", "bundle.zip", buf.getvalue(), "archive", "application/zip")
     from bench.media_bench import phone_clip
 
-    seconds = 10 if quick else 60
+    seconds = video_seconds
     phone_clip(directory / "clip.mp4", 11, seconds)
     add("video", "clip.mp4", None, "media", "video/mp4")
     files["video"]["seconds"] = seconds
@@ -103,6 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 files per kind, a 10-second clip")
     parser.add_argument("--kinds", default="photo,heic,pdf,zip,video")
+    parser.add_argument("--video-seconds", type=int, default=0, help="length of the clip (default 60; 10 with --quick)")
     parser.add_argument("--profile", default="", help="cProfile one more file of this kind, per phase")
     args = parser.parse_args()
     bench_django()
@@ -117,7 +118,7 @@ def main() -> None:
     from processing.sandbox import shutdown
 
     tmp = scratch_dir("airlock-bench-capacity-")
-    files = make_files(tmp / "files", args.quick)
+    files = make_files(tmp / "files", args.video_seconds or (10 if args.quick else 60))
     user = make_user()
     reps = 3 if args.quick else 8
     statements: list[str] = []

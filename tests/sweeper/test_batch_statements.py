@@ -76,3 +76,27 @@ def test_the_jobs_of_a_batch_are_marked_sent_in_one_statement(alice, endpoints, 
     writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
     assert len(writes) == 1 and "attachments_outboxmessage" in writes[0]
     assert OutboxMessage.objects.filter(actor_name="webhook_deliver", sent_at__isnull=True).count() == 0
+
+
+def test_jobs_the_broker_refused_stay_in_the_outbox_counted_for_the_relay(alice, endpoints, monkeypatch,
+                                                                           django_capture_on_commit_callbacks):
+    """A broker that is down when the batch commits: every job stays unsent, each attempt counted once."""
+    import dramatiq
+
+    for _ in range(3):
+        make_attachment(alice, files=False)
+    with django_capture_on_commit_callbacks() as callbacks, ThreadPoolExecutor(max_workers=2) as pool:
+        reap_batch(now=LATER, after=None, size=100, gateway=CountingGateway(), pool=pool, workers=2)
+
+    broker = dramatiq.get_broker()
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(broker.get_actor("webhook_deliver"), "send_with_options", broker_down)
+    for callback in callbacks:
+        callback()
+
+    jobs = OutboxMessage.objects.filter(actor_name="webhook_deliver")
+    assert jobs.count() == 6
+    assert set(jobs.values_list("sent_at", "send_attempts")) == {(None, 1)}
