@@ -40,8 +40,13 @@ from bench.common import bench_django, emit, make_user, median, photo_jpeg, r, s
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _tree_cpu_s() -> float:
-    """CPU seconds of this process and every live descendant, each with its reaped children's."""
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds of a process (default: this one) and every live descendant, each with its reaped children's.
+
+    This process's own share to the microsecond (getrusage); others' in clock ticks (/proc has nothing finer).
+    """
+    me = os.getpid()
+    root = root or me
     stats: dict[int, tuple[int, float]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -53,17 +58,17 @@ def _tree_cpu_s() -> float:
         fields = raw[raw.rindex(")") + 2:].split()
         # after the command: state ppid … utime(11) stime(12) cutime(13) cstime(14), 0-based from state
         stats[int(entry)] = (int(fields[1]), sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK)
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # This process to the microsecond; its descendants in clock ticks (/proc has nothing finer).
-    total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
-    mine, frontier = {os.getpid()}, [os.getpid()]
+    total = 0.0
+    if root == me:
+        own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+    seen, frontier = {root}, [root]
     while frontier:
         pid = frontier.pop()
-        if pid != os.getpid():
+        if pid != me:
             total += stats.get(pid, (0, 0.0))[1]
-        children = [p for p, (ppid, _) in stats.items() if ppid == pid and p not in mine]
-        mine.update(children)
+        children = [p for p, (ppid, _) in stats.items() if ppid == pid and p not in seen]
+        seen.update(children)
         frontier += children
     return total
 
@@ -161,10 +166,10 @@ def main() -> None:
         per_phase: dict[str, dict[str, list[float]]] = {}
 
         def measure(name: str, fn: Callable[[], object]) -> None:
-            before_n, cpu, wall = len(statements), _tree_cpu_s(), time.perf_counter()
+            before_n, cpu, wall = len(statements), tree_cpu_s(), time.perf_counter()
             fn()
             got = per_phase.setdefault(name, {"cpu_ms": [], "wall_ms": [], "statements": []})
-            got["cpu_ms"].append((_tree_cpu_s() - cpu) * 1000)
+            got["cpu_ms"].append((tree_cpu_s() - cpu) * 1000)
             got["wall_ms"].append((time.perf_counter() - wall) * 1000)
             got["statements"].append(len(statements) - before_n)
 

@@ -141,18 +141,40 @@ def scaling(service_batch, *, threads: int, log: Path, rounds: int, most: int, f
     """files/s with 1, 2, … `most` rundramatiq processes; efficiency against k × the one-process rate."""
     from django.conf import settings
 
+    import redis
+
+    server = redis.Redis.from_url(settings.REDIS_URL)
+
+    def commands() -> int:
+        return int(server.info("stats")["total_commands_processed"])
+
+    from bench.capacity import tree_cpu_s
+
     per_k: dict[int, float] = {}
+    worker_cpu_ms: dict[int, list[float]] = {}
+    redis_per_file: list[float] = []
     for k in range(1, most + 1):
         worker = RedisWorker(k, threads, log)
         try:
             service_batch()  # warm-up: the processes start, import, connect, fork their sandboxes
-            per_k[k] = median(service_batch() for _ in range(rounds))
+            runs = []
+            for _ in range(rounds):
+                before, cpu = commands(), tree_cpu_s(worker.proc.pid)
+                runs.append(service_batch())
+                redis_per_file.append((commands() - before - 2) / files)  # less the two INFO calls
+                worker_cpu_ms.setdefault(k, []).append((tree_cpu_s(worker.proc.pid) - cpu) * 1000 / files)
+            per_k[k] = median(runs)
         finally:
             worker.stop()
     one = per_k[1]
     return {
+        # The whole Redis server's count: on a shared Redis it includes everyone else's commands.
+        "scaling_redis_commands_per_file_median": r(median(redis_per_file), 1),
+        "scaling_redis_commands_per_file_min": r(min(redis_per_file), 1),
         "scaling_files_per_s": {str(k): r(v) for k, v in per_k.items()},
         "scaling_efficiency": {str(k): r(v / (k * one)) for k, v in per_k.items()},
+        # rundramatiq's processes and their sandboxes, per file: the worker fleet's cost under real concurrency.
+        "scaling_worker_cpu_ms_per_file": {str(k): r(median(v), 1) for k, v in worker_cpu_ms.items()},
         "scaling_files_per_s_per_process": {str(k): r(v / k) for k, v in per_k.items()},
         "scaling_threads_per_process": threads,
         "scaling_batch_files": files,
