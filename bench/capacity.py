@@ -13,8 +13,9 @@ connection.execute_wrapper, and CPU is this process's plus its descendants'
 included), per phase. No queue wait and no concurrency: this is the work per
 file, not latency under load. Every file must end ready.
 
---profile KIND also runs cProfile over that kind's phases (one more file) and
-reports, per phase, the functions with the most own time.
+--profile KIND also runs cProfile over that kind's phases (--profile-files more
+files, summed per phase) and reports, per phase, the functions with the most own
+and cumulative time.
 Prints one JSON line. The machine is shared: CPU-ms include cache and scheduler
 effects of whatever else runs.
 """
@@ -109,7 +110,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 files per kind, a 10-second clip")
     parser.add_argument("--kinds", default="photo,heic,pdf,zip,video")
     parser.add_argument("--video-seconds", type=int, default=0, help="length of the clip (default 60; 10 with --quick)")
-    parser.add_argument("--profile", default="", help="cProfile one more file of this kind, per phase")
+    parser.add_argument("--profile", default="", help="cProfile more files of this kind, one profile per phase")
+    parser.add_argument("--profile-files", type=int, default=5, help="files of that kind profiled (summed)")
     args = parser.parse_args()
     bench_django()
 
@@ -189,18 +191,27 @@ def main() -> None:
             "upload_statements": sum(int(phases[p]["statements"]) for p in ("intent", "put")),
         }
 
-    profiles: dict[str, list[str]] = {}
+    profiles: dict[str, dict[str, list[str]]] = {}
     if args.profile:
-        def profiled(name: str, fn: Callable[[], object]) -> None:
-            profiler = cProfile.Profile()
-            profiler.runcall(fn)
-            out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
-            lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
-            profiles[name] = lines[lines.index(next(x for x in lines if x.lstrip().startswith("ncalls"))):]
+        # One profiler per phase, over several files: one file's profile on a loaded machine is mostly
+        # whoever else had the core (a 60 ms quote_name() in one sample).
+        profilers: dict[str, cProfile.Profile] = {}
 
-        one_file(files[args.profile], profiled)
+        def profiled(name: str, fn: Callable[[], object]) -> None:
+            profilers.setdefault(name, cProfile.Profile()).runcall(fn)
+
+        for _ in range(args.profile_files):
+            one_file(files[args.profile], profiled)
         flush_broker()
+        for name, profiler in profilers.items():
+            profiles[name] = {}
+            for order in ("tottime", "cumulative"):
+                out = io.StringIO()
+                stats = pstats.Stats(profiler, stream=out)
+                stats.strip_dirs().sort_stats(order).print_stats(15)
+                lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+                start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
+                profiles[name][order] = lines[start:]
     shutdown()
     emit({
         "capacity_by_kind": results,
