@@ -30,6 +30,9 @@ against a baseline measured in the same run, interleaved with it.
   fair         bench/fair_bench.py          tenant B's time to ready while tenant A has 1,000 files queued (embedded, Redis)
   rescan       bench/rescan_bench.py        rescan_one files/s, the background walk's rate vs its budget, status reads during it
 
+bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
+requests and bytes per file kind, the inputs of docs/capacity.md.
+
 --scaling runs only the scaling curve: the pipeline on PostgreSQL + Redis with
 1, 2, … N rundramatiq processes (N = cores), files/s and efficiency per k
 (scaling_* keys), so the curve can be taken on a bigger machine with one command.
