@@ -173,6 +173,10 @@ def main() -> None:
     parser.add_argument("--profile-files", type=int, default=5, help="files of that kind profiled (summed)")
     args = parser.parse_args()
     moto = start_moto() if args.s3 else None
+    if moto is not None:
+        import atexit
+
+        atexit.register(moto.kill)  # also when the run fails half-way
     bench_django()
 
     from django.db import connection
