@@ -25,6 +25,15 @@ Two more views of the same files, for honesty about where the time goes:
   time of every phase; this is latency, not throughput.
 - same parallelism (`pipeline_vs_bare_parallel_ratio`): the bare steps in as
   many processes as the machine has cores, against the pipeline above.
+
+With --redis (bench/run.py's `pipeline` runs it after the embedded run, keys
+suffixed `_redis`): DATABASE_URL and REDIS_URL point at a scratch PostgreSQL
+database and Redis, and the service side is `manage.py rundramatiq --processes
+2` (--processes, --threads) in its own processes instead of serve's in-process
+worker; the bare sides and the serial view are the same.
+With --redis --scaling: only the service side, with 1, 2, … N worker processes
+(N = cores, or --max-processes), files/s and efficiency (files/s ÷ (k × the
+one-process files/s)) per k.
 Prints one JSON line.
 """
 
@@ -33,6 +42,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -48,6 +58,27 @@ from bench.common import (  # noqa: E402
 
 
 _BARE: dict = {}
+REPO = Path(__file__).resolve().parent.parent
+
+
+class RedisWorker:
+    """`manage.py rundramatiq` in its own processes (the PostgreSQL + Redis deployment's worker)."""
+
+    def __init__(self, processes: int, threads: int, log: Path) -> None:
+        self.log = open(log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "rundramatiq", "--processes", str(processes), "--threads", str(threads)],
+            cwd=REPO, env=os.environ.copy(), stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
 
 
 def _bare_worker_init() -> None:
@@ -85,10 +116,90 @@ def bare_steps(path: Path, profile: str, scratch: Path, scanners=None, bounds=No
     (image_decoder if profile == "image" else pdf_decoder).process(path, work, bounds)
 
 
+def make_service_batch(submit, payloads: list, reps: int):
+    """One batch through the running worker: submit every file back to back, wait until all are ready; files/s."""
+
+    def service_batch() -> float:
+        from attachments.models import Attachment
+
+        started = time.perf_counter()
+        pks = [submit(item, data) for _ in range(reps) for item, data in payloads]
+        deadline = time.monotonic() + 300
+        while Attachment.objects.filter(pk__in=pks, status__in=("pending", "processing")).exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the pipeline did not finish the batch in 300 s")
+            time.sleep(0.005)
+        took = time.perf_counter() - started
+        statuses = set(Attachment.objects.filter(pk__in=pks).values_list("status", flat=True))
+        assert statuses == {"ready"}, statuses
+        return len(pks) / took
+
+    return service_batch
+
+
+def scaling(service_batch, *, threads: int, log: Path, rounds: int, most: int, files: int) -> dict:
+    """files/s with 1, 2, … `most` rundramatiq processes; efficiency against k × the one-process rate."""
+    from django.conf import settings
+
+    import redis
+
+    server = redis.Redis.from_url(settings.REDIS_URL)
+
+    def commands() -> int:
+        return int(server.info("stats")["total_commands_processed"])
+
+    from bench.capacity import tree_cpu_s
+
+    per_k: dict[int, float] = {}
+    worker_cpu_ms: dict[int, list[float]] = {}
+    redis_per_file: list[float] = []
+    for k in range(1, most + 1):
+        worker = RedisWorker(k, threads, log)
+        try:
+            service_batch()  # warm-up: the processes start, import, connect, fork their sandboxes
+            runs = []
+            for _ in range(rounds):
+                before, cpu = commands(), tree_cpu_s(worker.proc.pid)
+                runs.append(service_batch())
+                redis_per_file.append((commands() - before - 2) / files)  # less the two INFO calls
+                worker_cpu_ms.setdefault(k, []).append((tree_cpu_s(worker.proc.pid) - cpu) * 1000 / files)
+            per_k[k] = median(runs)
+        finally:
+            worker.stop()
+    one = per_k[1]
+    return {
+        # The whole Redis server's count: on a shared Redis it includes everyone else's commands.
+        "scaling_redis_commands_per_file_median": r(median(redis_per_file), 1),
+        "scaling_redis_commands_per_file_min": r(min(redis_per_file), 1),
+        "scaling_files_per_s": {str(k): r(v) for k, v in per_k.items()},
+        "scaling_efficiency": {str(k): r(v / (k * one)) for k, v in per_k.items()},
+        # rundramatiq's processes and their sandboxes, per file: the worker fleet's cost under real concurrency.
+        "scaling_worker_cpu_ms_per_file": {str(k): r(median(v), 1) for k, v in worker_cpu_ms.items()},
+        "scaling_files_per_s_per_process": {str(k): r(v / k) for k, v in per_k.items()},
+        "scaling_threads_per_process": threads,
+        "scaling_batch_files": files,
+        "scaling_rounds": rounds,
+        "scaling_cores": os.cpu_count(),
+        "scaling_database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
+        "scaling_mode": ("rundramatiq --processes k on PostgreSQL + Redis; files submitted back to back through "
+                         "the intent and PUT services from this process; median of rounds after a warm-up batch"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--redis", action="store_true",
+                        help="service side = rundramatiq processes on PostgreSQL + Redis (DATABASE_URL, REDIS_URL)")
+    parser.add_argument("--processes", type=int, default=2, help="rundramatiq --processes (with --redis)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="rundramatiq --threads (with --redis; default AIRLOCK_WORKER_THREADS)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="with --redis: only the service side, 1..N worker processes, files/s and efficiency")
+    parser.add_argument("--max-processes", type=int, default=0, help="N for --scaling (default: cores)")
     args = parser.parse_args()
+    if (args.redis or args.scaling) and not (os.environ.get("REDIS_URL") and os.environ.get("DATABASE_URL")):
+        parser.error("--redis and --scaling need DATABASE_URL (PostgreSQL) and REDIS_URL")
     inflate_like_the_sandbox()  # the bare steps decode with the sandbox's zlib
     bench_django()
 
@@ -126,6 +237,14 @@ def main() -> None:
                                chunks=lambda: (data[i:i + 65536] for i in range(0, len(data), 65536)),
                                content_length=len(data))
         return pk
+
+    threads = args.threads or settings.AIRLOCK_WORKER_THREADS
+    worker_log = tmp / "rundramatiq.log"
+    if args.scaling:
+        emit(scaling(make_service_batch(submit, payloads, batch_reps), threads=threads, log=worker_log,
+                     rounds=rounds, most=args.max_processes or os.cpu_count() or 1,
+                     files=batch_reps * len(payloads)))
+        return
 
     # --- serial: one file at a time, each step called inline (latency per phase) ---
     phases: dict[str, list[float]] = {}
@@ -192,20 +311,8 @@ def main() -> None:
     sandbox_config.run_sandboxed = real_sandboxed
 
     # --- service: the worker's threads take the files as they arrive (throughput) ---
-    worker = start_worker()
-
-    def service_batch() -> float:
-        started = time.perf_counter()
-        pks = [submit(item, data) for _ in range(batch_reps) for item, data in payloads]
-        deadline = time.monotonic() + 300
-        while Attachment.objects.filter(pk__in=pks, status__in=("pending", "processing")).exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the pipeline did not finish the batch in 300 s")
-            time.sleep(0.005)
-        took = time.perf_counter() - started
-        statuses = set(Attachment.objects.filter(pk__in=pks).values_list("status", flat=True))
-        assert statuses == {"ready"}, statuses
-        return len(pks) / took
+    worker = RedisWorker(args.processes, threads, worker_log) if args.redis else start_worker()
+    service_batch = make_service_batch(submit, payloads, batch_reps)
 
     def bare_batch() -> float:
         files = [item for _ in range(batch_reps) for item, _ in payloads]
@@ -263,7 +370,9 @@ def main() -> None:
         },
         "pipeline_serial_phase_ms_median": {k: r(median(v) * 1000, 1) for k, v in phases.items()},
         "pipeline_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
-        "pipeline_mode": (f"manage.py serve's worker in-process ({settings.AIRLOCK_WORKER_THREADS} threads, in-process "
+        "pipeline_mode": (f"rundramatiq --processes {args.processes} --threads {threads} on PostgreSQL + Redis, "
+                          "files submitted back to back through the intent and PUT services; bare = same steps, "
+                          "one process, one file at a time") if args.redis else (f"manage.py serve's worker in-process ({settings.AIRLOCK_WORKER_THREADS} threads, in-process "
                           "broker, per-tenant cap), files submitted back to back through the intent and PUT "
                           "services; embedded SQLite + local storage in a scratch dir; bare = same steps, one "
                           "process, one file at a time"),

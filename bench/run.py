@@ -2,13 +2,16 @@
 """Run every benchmark, write bench/results.json and print a short table.
 
     .venv/bin/python bench/run.py [--quick] [--only pipeline,thumbnails,...]
+    .venv/bin/python bench/run.py --scaling [--quick] [--max-processes N]
 
 Each benchmark runs in its own process with its own scratch directory (see
 the docstring at the top of each module). The machine is shared and noisy:
 every figure is a median of several runs, and each speed figure is a ratio
 against a baseline measured in the same run, interleaved with it.
 
-  pipeline     bench/pipeline_overhead.py   pipeline time per file ÷ bare step time per file (+ serial)
+  pipeline     bench/pipeline_overhead.py   pipeline time per file ÷ bare step time per file (+ serial),
+                                            embedded (serve's worker) and again with rundramatiq -p 2 on
+                                            PostgreSQL + Redis (keys ending _redis)
   thumbnails   bench/thumbnails.py          our image step vs plain Pillow and pyvips
   heic         bench/heic_bench.py          sandboxed HEIC photo vs the same pillow-heif calls in-process
   media        bench/media_bench.py         sandboxed video probe + poster vs the same PyAV calls in-process
@@ -16,7 +19,7 @@ against a baseline measured in the same run, interleaved with it.
   video1g_s3   bench/video1g_bench.py --s3  the same with serve's storage on moto's S3 (multipart plan + complete)
   ttr          bench/time_to_ready.py       upload complete → ready over HTTP, idle and 2x overload
   api          bench/api.py                 gunicorn + wrk, ours vs bare DRF views; queries per request
-  sweeper      bench/sweeper_throughput.py  rows/s reaped on PostgreSQL, EXPLAIN of the batch query
+  sweeper      bench/sweeper_throughput.py  sweep vs plain DELETE of the same rows and objects on PostgreSQL, EXPLAIN
   memory       bench/memory.py              peak RSS of the worker and the sandbox over the hostile corpus
   serve        bench/serve_bench.py         serve vs gunicorn -w 2 (status; PostgreSQL, SQLite), a soak on PostgreSQL + Redis, waiters' CPU
   webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
@@ -27,6 +30,13 @@ against a baseline measured in the same run, interleaved with it.
   fair         bench/fair_bench.py          tenant B's time to ready while tenant A has 1,000 files queued (embedded, Redis)
   rescan       bench/rescan_bench.py        rescan_one files/s, the background walk's rate vs its budget, status reads during it
   variants     bench/variant_bench.py       a 12 MP photo's cold medium variant, warm variant vs download, single flight (serve)
+
+bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
+requests and bytes per file kind, the inputs of docs/capacity.md.
+
+--scaling runs only the scaling curve: the pipeline on PostgreSQL + Redis with
+1, 2, … N rundramatiq processes (N = cores), files/s and efficiency per k
+(scaling_* keys), so the curve can be taken on a bigger machine with one command.
 
 results.json is one flat object: nested figures are flattened to dotted keys.
 A benchmark that fails leaves its keys null and its error under "errors.<name>".
@@ -50,12 +60,16 @@ from bench.common import REPO, embedded_env, machine  # noqa: E402
 
 RESULTS = REPO / "bench" / "results.json"
 PG = "postgres://postgres@127.0.0.1:5432"
+REDIS = "redis://127.0.0.1:6379/0"
 
 # key, goal text, predicate on the value
 GOALS: list[tuple[str, str, object]] = [
     ("pipeline_overhead_ratio", "<= 1.2", lambda v: v <= 1.2),
     ("pipeline_serial_overhead_ratio", "(info)", None),
     ("pipeline_vs_bare_parallel_ratio", "(info)", None),
+    ("pipeline_serial_overhead_ratio_redis", "(info: rundramatiq -p 2, PostgreSQL + Redis)", None),
+    ("pipeline_vs_bare_parallel_ratio_redis", "(info: rundramatiq -p 2, PostgreSQL + Redis)", None),
+    ("pipeline_overhead_ratio_redis", "(info)", None),
     ("thumbnail_vs_pillow_plain_ratio", ">= 1.0", lambda v: v >= 1.0),
     ("thumbnail_vs_pyvips_ratio", ">= 1.0", lambda v: v >= 1.0),
     ("thumbnail_inprocess_vs_pillow_plain_ratio", "(info)", None),
@@ -91,7 +105,9 @@ GOALS: list[tuple[str, str, object]] = [
     ("quota_intent_on_vs_off_ratio", ">= 0.9", lambda v: v >= 0.9),
     ("quota_usage_sum_alternative.sum_ms", "(info: the SUM a counter avoids)", None),
     ("quota_usage_sum_alternative.counter_update_ms", "(info)", None),
-    ("sweeper_rows_per_s", ">= 5000", lambda v: v >= 5000),
+    ("sweeper_vs_bare_delete_ratio", ">= 0.5 (same rows and storage deletes; PostgreSQL)", lambda v: v >= 0.5),
+    ("sweeper_vs_bare_delete_ratio_with_webhooks", "(info: one endpoint, an event per delete)", None),
+    ("sweeper_rows_per_s", "(info: absolute, load-dependent)", None),
     ("sweeper_index_used", "true", lambda v: v is True),
     ("webhook_delivery_events_per_s", ">= 200", lambda v: v >= 200),
     ("webhook_emit_events_per_s", "(info)", None),
@@ -118,7 +134,7 @@ GOALS: list[tuple[str, str, object]] = [
 ]
 REQUIRED = ["pipeline_overhead_ratio", "thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio",
             "time_to_ready_p50_s", "time_to_ready_p99_s", "api_intent_vs_bare_insert_ratio",
-            "api_status_vs_bare_select_ratio", "sweeper_rows_per_s", "worker_peak_rss_mb", "sandbox_peak_rss_mb"]
+            "api_status_vs_bare_select_ratio", "sweeper_vs_bare_delete_ratio", "worker_peak_rss_mb", "sandbox_peak_rss_mb"]
 OWN_KEYS = {
     "pipeline": ["pipeline_overhead_ratio"],
     "thumbnails": ["thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio"],
@@ -128,7 +144,7 @@ OWN_KEYS = {
     "video1g_s3": ["video_1gib_pipeline_vs_bare_steps_ratio_s3", "video_1gib_worker_rss_growth_mb_s3"],
     "ttr": ["time_to_ready_p50_s", "time_to_ready_p99_s"],
     "api": ["api_intent_vs_bare_insert_ratio", "api_status_vs_bare_select_ratio"],
-    "sweeper": ["sweeper_rows_per_s"],
+    "sweeper": ["sweeper_vs_bare_delete_ratio", "sweeper_rows_per_s"],
     "memory": ["worker_peak_rss_mb", "sandbox_peak_rss_mb"],
     "serve": ["serve_vs_gunicorn_status_ratio", "serve_vs_gunicorn_embedded_ratio", "soak.responses_5xx",
               "soak.pg_connections_within_bound",
@@ -166,9 +182,45 @@ def run_child(args: list[str], env: dict[str, str], timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
+def redis_env(data_dir: Path) -> tuple[dict[str, str], object]:
+    """A child's environment on a scratch PostgreSQL database and Redis (its own queue namespace)."""
+    from bench.api import Database
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(data_dir)
+    if not db.pg:
+        raise RuntimeError("PostgreSQL is not answering")
+    env = embedded_env(data_dir, DATABASE_URL=db.url, REDIS_URL=os.environ.get("REDIS_URL", REDIS),
+                       DJANGO_SETTINGS_MODULE="config.settings.base",
+                       AIRLOCK_KEY_PREFIX=f"bench-{os.getpid()}-{data_dir.name}")
+    return env, db
+
+
 def bench_pipeline(quick: bool, tmp: Path) -> dict:
-    return run_child(["bench/pipeline_overhead.py", *(["--quick"] if quick else [])],
-                     embedded_env(tmp / "pipeline"), 900)
+    results = run_child(["bench/pipeline_overhead.py", *(["--quick"] if quick else [])],
+                        embedded_env(tmp / "pipeline"), 900)
+    try:  # the embedded figures stand even when PostgreSQL or Redis is missing
+        env, db = redis_env(tmp / "pipeline_redis")
+        try:
+            redis = run_child(["bench/pipeline_overhead.py", "--redis", "--processes", "2",
+                               *(["--quick"] if quick else [])], env, 1200)
+        finally:
+            db.drop()  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001
+        results["errors.pipeline_redis"] = f"{type(exc).__name__}: {exc}"[-2000:]
+        return results
+    results.update({f"{key}_redis": value for key, value in redis.items()})
+    return results
+
+
+def bench_scaling(quick: bool, tmp: Path, most: int = 0) -> dict:
+    env, db = redis_env(tmp / "scaling")
+    try:
+        return run_child(["bench/pipeline_overhead.py", "--redis", "--scaling",
+                          *(["--max-processes", str(most)] if most else []), *(["--quick"] if quick else [])],
+                         env, 3600)
+    finally:
+        db.drop()  # type: ignore[attr-defined]
 
 
 def bench_thumbnails(quick: bool, tmp: Path) -> dict:
@@ -213,8 +265,14 @@ def bench_sweeper(quick: bool, tmp: Path) -> dict:
     env = embedded_env(tmp / "sweeper", DATABASE_URL=f"{PG}/airlock_sweepbench_{os.getpid()}",
                        DJANGO_SETTINGS_MODULE="config.settings.base")
     data = run_child([str(script), "--n", str(n)], env, 3600)
+    hooked = run_child([str(script), "--n", str(n // 2), "--noise", "0", "--endpoints", "1"], env, 3600)
     return {
+        "sweeper_vs_bare_delete_ratio": data.get("sweep_vs_bare_delete_ratio"),
+        "sweeper_vs_bare_delete_ratio_with_webhooks": hooked.get("sweep_vs_bare_delete_ratio"),
         "sweeper_rows_per_s": data.get("rows_per_s"),
+        "sweeper_bare_rows_per_s": data.get("bare_rows_per_s"),
+        "sweeper_bare_phase_seconds": data.get("bare_phase_seconds"),
+        "sweeper_storage_deletes": data.get("storage_deletes"),
         "sweeper_expired_rows": data.get("expired_rows"),
         "sweeper_other_rows": data.get("other_rows"),
         "sweeper_reaped": data.get("reaped"),
@@ -298,7 +356,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer files, rows and runs (< 5 minutes)")
     parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(BENCHES))
+    parser.add_argument("--scaling", action="store_true",
+                        help="only the scaling curve: 1..N rundramatiq processes on PostgreSQL + Redis")
+    parser.add_argument("--max-processes", type=int, default=0, help="N for --scaling (default: cores)")
     args = parser.parse_args()
+    if args.scaling:
+        BENCHES["scaling"] = lambda quick, tmp: bench_scaling(quick, tmp, args.max_processes)
+        args.only = "scaling"
     chosen = [name for name in BENCHES if not args.only or name in args.only.split(",")]
 
     started = time.monotonic()
@@ -334,6 +398,9 @@ def main() -> None:
         results = previous
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     print(table(results))
+    if args.scaling:
+        for key in sorted(k for k in results if k.startswith("scaling_")):
+            print(f"{key}: {results[key]}")
     print(f"\n{results['machine']}, {results['date']}, {results['mode']} run, {results['seconds.total']}s; "
           f"written to {RESULTS.relative_to(REPO)}")
 

@@ -1,12 +1,19 @@
 #!/usr/bin/env python
-"""Sweep throughput: rows/s reaped at 100,000 expired rows, with the EXPLAIN of the batch query.
+"""Sweep vs a bare delete: the same rows and storage deletes, timed in one run, with the EXPLAIN of the batch query.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/airlock .venv/bin/python bench/sweeper_throughput.py [--n 100000]
 
 Runs in a scratch database (created and dropped like a test database, never
-the real one) and deletes from a counting in-memory storage gateway, so the
-figure is about the database work: lock a batch, read its keys, one UPDATE.
-Prints one JSON line on stdout. Target on PostgreSQL: >= 5,000 rows/s.
+the real one) and deletes from a counting in-memory storage gateway. Two
+tenants get the same expired rows (original + served copy + thumbnail each).
+The bare side deletes one tenant's rows the plainest way that is still
+correct: per batch one SELECT of the keys, the same storage deletes on the
+same thread pool, then a plain DELETE of the derivatives and of the rows.
+The sweep reaps the other tenant's rows with everything it guarantees (lock,
+brakes, legal holds, audit, usage, webhook events and their outbox jobs with
+--endpoints). The two alternate in rounds (a later expiry per round), so
+machine load falls on both. `sweep_vs_bare_delete_ratio` is the sweep's
+rows/s over the bare side's; goal >= 0.5. Prints one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -155,11 +162,48 @@ def explain_batch(now: datetime, batch: int, *, after_first: bool = False) -> st
         return batch_query(now, cursor, batch, lock=True).explain()
 
 
+def bare_delete(tenant: Tenant, gateway: MemoryGateway, *, batch: int, workers: int,
+                phases: dict[str, float]) -> int:
+    """The plainest correct delete of a tenant's rows: SELECT keys, delete the objects, plain DELETEs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sweeper.reaping import delete_objects
+
+    rows_table, derivatives_table = Attachment._meta.db_table, Derivative._meta.db_table
+    deleted = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while True:
+            mark = time.monotonic()
+            with transaction.atomic():
+                rows = list(Attachment.objects.filter(tenant=tenant).order_by("pk")
+                            .values_list("pk", "storage_key", "served_key")[:batch])
+                if not rows:
+                    return deleted
+                ids = [row[0] for row in rows]
+                keys = [k for row in rows for k in row[1:] if k]
+                keys += list(Derivative.objects.filter(attachment_id__in=ids).values_list("storage_key", flat=True))
+                phases["select"] += time.monotonic() - mark
+                mark = time.monotonic()
+                delete_objects(gateway, keys, pool, workers)
+                phases["storage"] += time.monotonic() - mark
+                mark = time.monotonic()
+                marks = ", ".join(["%s"] * len(ids))
+                values = [Attachment._meta.pk.get_db_prep_value(pk, connection) for pk in ids]
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DELETE FROM {derivatives_table} WHERE attachment_id IN ({marks})", values)
+                    cursor.execute(f"DELETE FROM {rows_table} WHERE id IN ({marks})", values)
+                    deleted += cursor.rowcount
+            phases["delete_and_commit"] += time.monotonic() - mark
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=100_000, help="expired rows to reap")
+    parser.add_argument("--n", type=int, default=100_000, help="expired rows per side (sweep, bare)")
+    parser.add_argument("--rounds", type=int, default=2, help="sweep and bare alternate this many times")
     parser.add_argument("--noise", type=float, default=1.0,
                         help="committed and live staged rows per expired row (the index must skip them)")
+    parser.add_argument("--endpoints", type=int, default=0,
+                        help="webhook endpoints listening on the swept tenant (each delete becomes an event)")
     args = parser.parse_args()
     quiet_logs()
 
@@ -170,11 +214,26 @@ def main() -> None:
 
     with scratch_database():
         tenant, (owner,) = make_owner()
+        if args.endpoints:
+            from webhooks.models import WebhookEndpoint
+
+            WebhookEndpoint.objects.bulk_create([
+                WebhookEndpoint(tenant=tenant, url=f"https://hooks{i}.example.com/airlock", event_types=[])
+                for i in range(args.endpoints)])
         gateway = MemoryGateway()
-        now = T0 + timedelta(days=30)
+        per_round = args.n // args.rounds
+        expiry = [T0 + timedelta(days=7 + 10 * r) for r in range(args.rounds)]
+        now = expiry[-1] + timedelta(days=1)
         build_started = time.monotonic()
-        build_rows(tenant, owner, args.n, created_at=T0, expires_at=T0 + timedelta(days=7),
-                   lifecycle=Lifecycle.STAGED, gateway=gateway)
+        bare_tenants = []
+        for r in range(args.rounds):
+            build_rows(tenant, owner, per_round, created_at=T0, expires_at=expiry[r],
+                       lifecycle=Lifecycle.STAGED, gateway=gateway)
+            # The bare side's rows: the same shape and objects, committed so the sweep never sees them.
+            bare_tenant, (bare_owner,) = make_owner(f"bare{r}")
+            build_rows(bare_tenant, bare_owner, per_round, created_at=T0, expires_at=None,
+                       lifecycle=Lifecycle.COMMITTED, gateway=gateway)
+            bare_tenants.append(bare_tenant)
         noise = int(args.n * args.noise)
         build_rows(tenant, owner, noise, created_at=T0, expires_at=None, lifecycle=Lifecycle.COMMITTED,
                    gateway=None)
@@ -187,29 +246,59 @@ def main() -> None:
         plan = explain_batch(now, settings.AIRLOCK_SWEEP_BATCH)
         plan_next = explain_batch(now, settings.AIRLOCK_SWEEP_BATCH, after_first=True)
 
-        started = time.monotonic()
-        # The database lease, not Redis: a shared Redis may be flushed under us (cache.clear()).
-        report = sweep_expired(now=now, gateway=gateway, lock=DatabaseLock("sweep-bench"))
-        seconds = time.monotonic() - started
+        sweep_seconds = bare_seconds = 0.0
+        reaped = bare_deleted = objects_deleted = 0
+        stopped = []
+        bare_calls = sweep_calls = 0
+        bare_phases = {"select": 0.0, "storage": 0.0, "delete_and_commit": 0.0}
+        for r in range(args.rounds):
+            sides = ["bare", "sweep"] if r % 2 == 0 else ["sweep", "bare"]
+            for side in sides:
+                calls_before = gateway.delete_calls
+                started = time.monotonic()
+                if side == "sweep":
+                    # The database lease, not Redis: a shared Redis may be flushed under us (cache.clear()).
+                    report = sweep_expired(now=expiry[r] + timedelta(days=1), gateway=gateway,
+                                           lock=DatabaseLock("sweep-bench"))
+                    sweep_seconds += time.monotonic() - started
+                    reaped += report.deleted
+                    objects_deleted += report.objects_deleted
+                    stopped.append(report.stopped)
+                    sweep_calls += gateway.delete_calls - calls_before
+                else:
+                    bare_deleted += bare_delete(bare_tenants[r], gateway, batch=settings.AIRLOCK_SWEEP_BATCH,
+                                                workers=settings.AIRLOCK_SWEEP_CONCURRENCY, phases=bare_phases)
+                    bare_seconds += time.monotonic() - started
+                    bare_calls += gateway.delete_calls - calls_before
 
         left = Attachment.objects.filter(lifecycle__in=[Lifecycle.STAGED, Lifecycle.DISCARDED],
                                          expires_at__lte=now).count()
         committed_intact = Attachment.objects.filter(lifecycle=Lifecycle.COMMITTED).count() == noise
+        sweep_rate = reaped / sweep_seconds if sweep_seconds else None
+        bare_rate = bare_deleted / bare_seconds if bare_seconds else None
         result = {
             "bench": "sweeper_throughput",
             "database": connection.vendor,
-            "expired_rows": args.n,
+            "expired_rows": per_round * args.rounds,
             "other_rows": noise + noise // 2,
+            "rounds": args.rounds,
+            "endpoints": args.endpoints,
             "batch": settings.AIRLOCK_SWEEP_BATCH,
             "concurrency": settings.AIRLOCK_SWEEP_CONCURRENCY,
-            "reaped": report.deleted,
-            "objects_deleted": report.objects_deleted,
+            "reaped": reaped,
+            "bare_deleted": bare_deleted,
+            "objects_deleted": objects_deleted,
+            "storage_deletes": {"sweep": sweep_calls, "bare": bare_calls},
             "left_behind": left,
-            "stopped": report.stopped,
+            "stopped": stopped,
             "committed_intact": committed_intact,
-            "seconds": round(seconds, 3),
-            "rows_per_s": round(report.deleted / seconds, 1) if seconds else None,
-            "target_rows_per_s": 5000,
+            "seconds": round(sweep_seconds, 3),
+            "bare_seconds": round(bare_seconds, 3),
+            "bare_phase_seconds": {k: round(v, 3) for k, v in bare_phases.items()},
+            "rows_per_s": round(sweep_rate, 1) if sweep_rate else None,
+            "bare_rows_per_s": round(bare_rate, 1) if bare_rate else None,
+            "sweep_vs_bare_delete_ratio": round(sweep_rate / bare_rate, 3) if sweep_rate and bare_rate else None,
+            "target_ratio": 0.5,
             "index_used": "att_sweep_expiry" in plan and "att_sweep_expiry" in plan_next,
             "explain": plan,
             "explain_next_batch": plan_next,

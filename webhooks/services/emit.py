@@ -73,6 +73,6 @@ def emit(*, event_type: str, attachment_ids: Sequence[Any], endpoints=None,
         return []
     WebhookEvent.objects.bulk_create(events)
     WebhookDelivery.objects.bulk_create(deliveries)
-    for delivery in deliveries:
-        outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id)
+    # One INSERT for all their jobs: a sweep batch reports hundreds of deletes at once.
+    outbox.enqueue_many(DELIVER_ACTOR, [(delivery.pk, delivery.endpoint_id) for delivery in deliveries])
     return events
