@@ -15,10 +15,10 @@ ms per request, median over rounds; gain % = (off - on) / on.
   status   GET  /api/v1/attachments/{id}        (a ready image, the owner)
   list     GET  /api/v1/attachments             (20 ready images)
 
-sandbox: two fork servers live at once, one with the spare prewarm off
-(AIRLOCK_BENCH_DISABLE=spare_prewarm). steady: one 1920x1080 JPEG job at a time,
-0.3 s apart (the spare has time to warm, as between uploads); first: a fresh
-server, then one job at once (time to ready of the first file after start).
+sandbox: two fork servers live at once, one without the server's decoder warm-up
+(AIRLOCK_BENCH_DISABLE=server_warm_up, processing/sandbox/warmup.py). steady: one
+1920x1080 JPEG job at a time, 0.3 s apart, job time per round (job_ms); first: a
+fresh server, then one job at once (time to ready of the first file after start).
 Prints one JSON line.
 """
 
@@ -189,7 +189,7 @@ def sandbox_bench(rounds: int, jobs: int) -> dict:
         result = runner.run_job("image", src, work)
         assert result.outcome == "ok", result
 
-    servers = {"on": server(""), "-spare_prewarm": server("spare_prewarm"), "-server_warm_up": server("server_warm_up")}
+    servers = {"on": server(""), "-server_warm_up": server("server_warm_up")}
 
     def steady(name: str) -> Callable[[], int]:
         def run() -> int:
@@ -220,8 +220,7 @@ def sandbox_bench(rounds: int, jobs: int) -> dict:
             return 1
         return run
 
-    first_result = paired({"on": first(""), "-spare_prewarm": first("spare_prewarm"),
-                           "-server_warm_up": first("server_warm_up")}, rounds)
+    first_result = paired({"on": first(""), "-server_warm_up": first("server_warm_up")}, rounds)
     return {"steady_job": {"variants": result, "gain_pct": gains(result),
                            "job_ms": {n: round(statistics.median(t[1:]), 2) for n, t in steady_times.items()},
                            "job_ms_runs": {n: [round(x, 2) for x in t[1:]] for n, t in steady_times.items()},
