@@ -1,4 +1,4 @@
-"""The API's one serializer fast path: one built instance per serializer class, shared by every request.
+"""The API's serializer fast path: one built instance per serializer class, shared by requests.
 
 DRF builds a serializer per request: `Serializer.fields` -> `get_fields()` deep-copies
 and binds every declared field. SharedSerializer.validate_body/render call DRF's own
@@ -38,11 +38,15 @@ def _instance(serializer_class: type[serializers.Serializer]) -> serializers.Ser
 
 
 class SharedSerializer(serializers.Serializer):
-    # (A comment, not a docstring: drf-spectacular would publish a docstring as every component's description.)
+    # A comment, not a docstring: drf-spectacular would publish a docstring
+    # as every component's description.
 
     @classmethod
     def validate_body(cls, data: object) -> dict[str, Any]:
-        """`cls(data=data).is_valid(raise_exception=True)`'s validated_data; a non-object body is a 400 too."""
+        """`cls(data=data).is_valid(raise_exception=True)`'s validated_data.
+
+        A body that is not a JSON object is a 400 too.
+        """
         if not isinstance(data, dict):
             raise ValidationFailed("The body must be a JSON object.",
                                    details={"non_field_errors": ["Expected an object."]})

@@ -1,4 +1,4 @@
-"""The intent's fast path on PostgreSQL: the row, its room in the tenant's counter and its audit entry in ONE statement.
+"""The intent on PostgreSQL: row, room in the tenant's counter and audit entry in ONE statement.
 
 As a transaction (BEGIN, UPDATE the counter, INSERT the row, INSERT the audit
 entry, COMMIT) an intent makes five round trips; this makes one. Measured with
@@ -30,10 +30,12 @@ from .quotas import counter_with_room, room_taken
 
 
 def _insert_sql(row: Model, *, with_pk: bool) -> tuple[str, str, tuple] | None:
-    """(`INSERT INTO t (cols)`, `values`, params) of the row's compiled INSERT; None if not of the expected shape."""
+    """(`INSERT INTO t (cols)`, `values`, params) of the row's compiled INSERT.
+
+    None when it is not of the shape `… VALUES (…)`.
+    """
     meta = row._meta
-    fields = meta.local_concrete_fields if with_pk else [f for f in meta.local_concrete_fields
-                                                         if f is not meta.auto_field]
+    fields = [f for f in meta.local_concrete_fields if with_pk or f is not meta.auto_field]
     query = InsertQuery(type(row))
     query.insert_values(fields, [row])
     [(sql, params)] = query.get_compiler(connection.alias).as_sql()
@@ -44,16 +46,21 @@ def _insert_sql(row: Model, *, with_pk: bool) -> tuple[str, str, tuple] | None:
 
 
 def attachment_insert_reserving(attachment: Attachment, audit: Model) -> bool:
-    """Insert a new row, take its room in the counter and insert `audit`, in one statement; False = not done."""
+    """Insert a new row, take its room in the counter and insert `audit`: one statement.
+
+    False = not done (the caller takes the transaction path).
+    """
     if connection.vendor != "postgresql" or not trick_on("insert_reserving"):
         return False
-    update = cast(UpdateQuery, counter_with_room(attachment.tenant, attachment.declared_size).query.chain(UpdateQuery))
+    counter = counter_with_room(attachment.tenant, attachment.declared_size)
+    update = cast(UpdateQuery, counter.query.chain(UpdateQuery))
     update.add_update_values(room_taken(attachment.declared_size))
     update_sql, update_params = update.get_compiler(connection.alias).as_sql()
     row, entry = _insert_sql(attachment, with_pk=True), _insert_sql(audit, with_pk=False)
     if row is None or entry is None:
-        return False  # an INSERT we cannot rewrite (the test fails first): the transaction path works
-    sql = (f"WITH room AS ({update_sql} RETURNING 1), made AS ({row[0]} SELECT {row[1]} FROM room RETURNING 1) "
+        return False  # an INSERT we cannot rewrite (the test fails first): the transaction works
+    sql = (f"WITH room AS ({update_sql} RETURNING 1), "
+           f"made AS ({row[0]} SELECT {row[1]} FROM room RETURNING 1) "
            f"{entry[0]} SELECT {entry[1]} FROM made")
     with connection.cursor() as cursor:
         cursor.execute(sql, (*update_params, *row[2], *entry[2]))

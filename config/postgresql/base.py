@@ -35,7 +35,10 @@ from . import deadline
 
 
 class DeadlinePool(ConnectionPool):
-    """A request waits for a busy pool until its deadline; a wait that saw connections fail is an outage."""
+    """A request waits for a busy pool until its deadline.
+
+    A wait that saw connections fail is an outage.
+    """
 
     _TROUBLE = ("connections_errors", "connections_lost", "returns_bad")
 

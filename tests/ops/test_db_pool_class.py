@@ -1,4 +1,4 @@
-"""The pool property of config/postgresql is Django 5.2's own with DeadlinePool: it must follow Django's.
+"""config/postgresql's pool property is Django 5.2's own with DeadlinePool: it follows Django's.
 
 Django's `DatabaseWrapper.pool` hard-codes psycopg_pool.ConnectionPool and passes
 `check=` itself (so even a `check` in OPTIONS["pool"] is a TypeError before Django
@@ -27,7 +27,7 @@ DJANGO_POOL_SOURCE_SHA256 = "e5c2654fdf2d50900fec9db41948d0b026da988e24d0eba1b4b
 
 
 def test_django_pool_property_is_the_one_we_copied():
-    assert django.VERSION[:2] == (5, 2), "pyproject pins Django 5.2; re-check config/postgresql/base.py"
+    assert django.VERSION[:2] == (5, 2), "pyproject pins Django 5.2; re-check config/postgresql"
     source = inspect.getsource(django_base.DatabaseWrapper.pool.fget)
     assert hashlib.sha256(source.encode()).hexdigest() == DJANGO_POOL_SOURCE_SHA256, (
         "Django's DatabaseWrapper.pool changed: copy it again into config/postgresql/base.py "
@@ -41,7 +41,7 @@ def test_django_pool_property_is_the_one_we_copied():
 def test_the_backend_pools_with_the_deadline_pool_and_psycopgs_own_check():
     assert connection.pool is not None, "the real settings pool PostgreSQL connections"
     assert isinstance(connection.pool, DeadlinePool)
-    assert connection.pool._check is ConnectionPool.check_connection  # what Django's own property passes
+    assert connection.pool._check is ConnectionPool.check_connection  # as Django's own property
 
 
 def _pooled_backend_pid() -> int:

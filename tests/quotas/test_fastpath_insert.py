@@ -1,4 +1,6 @@
-"""The intent's one-statement INSERT (services/fastpath_insert.py) still applies on this Django, and answers as the transaction does.
+"""The intent's one-statement INSERT (services/fastpath_insert.py) still applies on this Django.
+
+With and without it an intent counts the same.
 
 The rewrite splits Django's compiled INSERT at " VALUES (" and silently falls back to
 the transaction when the shape differs: these fail loudly instead, so a Django
@@ -21,13 +23,14 @@ pytestmark = pytest.mark.django_db
 
 
 def test_django_is_the_major_the_rewrite_was_tested_on():
-    assert django.VERSION[:2] == (5, 2), "pyproject pins Django 5.2; re-check services/fastpath_insert.py"
+    assert django.VERSION[:2] == (5, 2), "pyproject pins Django 5.2; re-check fastpath_insert.py"
 
 
 def test_compiled_inserts_have_the_shape_the_rewrite_splits(alice):
     row = Attachment(tenant=alice.membership.tenant, owner=alice, profile="image", filename="a.jpg",
                      declared_size=1, declared_type="image/jpeg", storage_key="k/a")
-    for model_row, with_pk in ((row, True), (TransitionLog(attachment_id=row.pk, transition="intent"), False)):
+    entry = TransitionLog(attachment_id=row.pk, transition="intent")
+    for model_row, with_pk in ((row, True), (entry, False)):
         parts = _insert_sql(model_row, with_pk=with_pk)
         assert parts is not None, "Django's compiled INSERT no longer splits at ' VALUES ('"
         head, values, params = parts

@@ -1,4 +1,4 @@
-"""Delivery bookkeeping (webhooks/services/fastpath_commit.py) commits without waiting for the WAL flush, that transaction only."""
+"""Delivery bookkeeping (services/fastpath_commit.py) commits without the WAL flush, only there."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_bookkeeping_commits_asynchronously_and_nothing_else_does():
     with bookkeeping():
         assert _synchronous_commit() == "off"
     with transaction.atomic():
-        assert _synchronous_commit() == "on"  # SET LOCAL: the next transaction waits for the disk again
+        assert _synchronous_commit() == "on"  # SET LOCAL: the next transaction waits for the disk
 
 
 def test_the_bench_switch_turns_it_off(monkeypatch):

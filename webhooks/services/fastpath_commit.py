@@ -1,4 +1,4 @@
-"""Delivery bookkeeping commits without waiting for the disk (PostgreSQL's synchronous_commit off, per transaction).
+"""Delivery bookkeeping commits without waiting for the disk (synchronous_commit off).
 
 A delivery writes twice around its HTTP request: the claim (lease, attempts) and
 the outcome (attempt row, status, the retry's outbox job). Each waited for a WAL
@@ -33,7 +33,7 @@ from attachments.benchswitch import trick_on
 
 @contextmanager
 def bookkeeping() -> Iterator[None]:
-    """A transaction for a delivery's claim or outcome, committed without waiting for the WAL flush."""
+    """A delivery's claim or outcome, in a transaction whose commit does not wait for the disk."""
     with transaction.atomic():
         if connection.vendor == "postgresql" and trick_on("webhook_async_commit"):
             with connection.cursor() as cursor:
