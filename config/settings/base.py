@@ -122,7 +122,7 @@ def _database() -> dict[str, Any]:
         dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60)))
     if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
-        # Django's backend, with a pool check that costs no round trip while the server is up.
+        # Django's backend with DeadlinePool (a request queues for a busy pool until its deadline).
         config["ENGINE"] = "config.postgresql"
         config["CONN_HEALTH_CHECKS"] = True  # the pool checks a connection before handing it out
         config.setdefault("OPTIONS", {}).update(_pool(AIRLOCK_DB_POOL_MAX))
