@@ -256,6 +256,8 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--s3", action="store_true", help="storage on moto's S3 server; figures get _s3")
+    parser.add_argument("--keep-logs", type=Path, default=None,
+                        help="copy serve's (and moto's) log into this directory before the scratch dir goes")
     args = parser.parse_args()
     target = (args.mib or (256 if args.quick else 1000)) * MIB
     rounds = args.rounds or (3 if args.quick else 5)
@@ -344,6 +346,10 @@ def main() -> None:
             server.stop()
         if moto is not None:
             moto.stop()
+        if args.keep_logs is not None:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in tmp.glob("*.log"):
+                shutil.copy(log, args.keep_logs / log.name)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
