@@ -13,6 +13,7 @@ error.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import tempfile
@@ -250,15 +251,34 @@ class S3Gateway:
     # --- writes ------------------------------------------------------------------
 
     def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
-        """Spool, then upload: if the iterable raises (body too large), nothing is written."""
+        """Spool, then upload: if the iterable raises (body too large), nothing is written.
+
+        Up to _SPOOL_BYTES stays in memory (one PUT); a larger body goes to a temp file
+        that write_file() uploads part by part, never whole in memory.
+        """
         validate_key(key)
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-            written = 0
+        held: list[bytes] = []
+        written = 0
+        spool: Any = None
+        try:
             for chunk in chunks:
-                spool.write(chunk)
                 written += len(chunk)
-            spool.seek(0)
-            self._save(key, spool, content_type)
+                if spool is None and written <= _SPOOL_BYTES:
+                    held.append(bytes(chunk))
+                    continue
+                if spool is None:
+                    spool = tempfile.NamedTemporaryFile(prefix="airlock-put-")
+                    spool.writelines(held)
+                    held.clear()
+                spool.write(chunk)
+            if spool is None:
+                self._save(key, io.BytesIO(b"".join(held)), content_type)
+            else:
+                spool.flush()
+                self.write_file(key, Path(spool.name), content_type=content_type)
+        finally:
+            if spool is not None:
+                spool.close()  # NamedTemporaryFile deletes itself on close
         return written
 
     def write_file(self, key: str, path: Path, *, content_type: str = "") -> int:
