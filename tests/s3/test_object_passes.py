@@ -59,8 +59,12 @@ def _copies(calls: list[tuple[str, dict]]) -> list[str]:
     return [op for op, _ in calls if op in ("CopyObject", "UploadPartCopy")]
 
 
-def _multipart_upload(client, data: bytes) -> tuple[dict, Attachment]:
-    created = intent(client, data, profile="media", filename="clip.mp4", content_type="video/mp4")
+def _multipart_upload(client, data: bytes, *, sha256: str = "") -> tuple[dict, Attachment]:
+    response = client.post("/api/v1/uploads", {"profile": "media", "filename": "clip.mp4", "size": len(data),
+                                               "content_type": "video/mp4", **({"sha256": sha256} if sha256 else {})},
+                           format="json")
+    assert response.status_code == 201, response.content
+    created = response.json()
     upload = created["upload"]
     etags = []
     for part in upload["parts"]:
@@ -89,6 +93,16 @@ def test_a_multipart_upload_is_read_in_place_and_downloaded_once(multipart, alic
     assert not multipart.exists(f"tenants/acme/derivatives/{row.pk}/original.bin")
     # Scanned (by every configured scanner) and decoded from one download.
     assert _full_reads(s3_calls, row.storage_key) == 1
+
+
+def test_a_declared_digest_is_checked_over_the_same_one_download(multipart, alice, api, s3_calls):
+    import hashlib
+
+    data = mp4_bytes(11 * MIB)
+    _upload, row = _multipart_upload(api(alice), data, sha256=hashlib.sha256(data).hexdigest())
+    assert run_pipeline(row.pk) == "ready"
+    row.refresh_from_db()
+    assert _full_reads(s3_calls, row.working_key) == 1  # intake's digest, the scanners, derive
 
 
 def test_a_presigned_post_is_still_snapshotted_and_the_snapshot_downloaded_once(s3, alice, api, s3_calls):
