@@ -43,11 +43,24 @@ complete call answered, so on top of the bare steps it holds the service's readi
 object back from the bucket and writing the derivatives into it. The bare side is unchanged
 (the same local file). Figures: the names above with an `_s3` suffix, details under
 video_1gib_s3.
-On moto_server (one Python process) the time is mostly moto's: in the 986 MiB run of
-2026-12-04 the snapshot's server-side copy (UploadPartCopy into derivatives/.../original.bin)
-took 66-79 s of 82-102 s in each of the first three rounds (moto.log timestamps; the other two
-were not read), so the _s3 ratio measures
-the service against moto, not against a real S3.
+
+What crosses the wire in S3 mode (processing/spool.py, attachments/storage/s3.py): the upload
+is a multipart plan the server completes, so its key is sealed and read in place (no
+snapshot copy); the worker downloads it once (the scanners, probe, poster and remux read that
+copy) and uploads the remux (`served`, the size of the original) and the two small images.
+The download and that upload are storage IO no implementation avoids, and on moto_server
+(one Python process) the upload alone is 34-63 s for 986 MiB. So, beside the goal ratio, two
+labelled ratios: ours against the bare steps plus a bare download and upload of the same
+bytes against the same moto, in this process (`bare_transfer`, after each bare run), and ours
+minus that transfer against the bare steps:
+
+  video_1gib_pipeline_vs_bare_steps_plus_transfer_ratio_s3   ours / (bare + transfer)
+  video_1gib_pipeline_minus_transfer_vs_bare_steps_ratio_s3  (ours - transfer) / bare
+  video_1gib_s3.bare_download_s / bare_upload_s               the transfer runs
+
+Before this (a snapshot CopyObject of every upload, as 8 MiB UploadPartCopy calls, then one
+download per scanner and one for derive), moto's part copies alone took 126 s and 223 s of
+the first two rounds of 2026-12-04 (a third failed after 5.5 min and was retried).
 
 The figure names keep "1gib" with --quick; video_1gib.file_mib says what was used.
 Prints one JSON line.
@@ -298,7 +311,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--s3", action="store_true", help="storage on moto's S3 server; figures get _s3")
-    parser.add_argument("--keep-logs", type=Path, default=None,
+    parser.add_argument("--keep-logs", type=Path, default=None,  # moto.log's request times: where time went
                         help="copy serve's (and moto's) log into this directory before the scratch dir goes")
     args = parser.parse_args()
     target = (args.mib or (256 if args.quick else 1000)) * MIB
