@@ -152,6 +152,8 @@ def wake_behind_expired_slots() -> int:
                 woken += _send_again(payload)
     except Exception as exc:  # Redis is away: the next tick tries again, the lease re-drive still runs
         log.warning("could not wake jobs parked behind expired slots", extra={"error": str(exc)[:300]})
+    if woken:  # a release was lost: worth seeing
+        log.info("jobs parked behind expired slots sent again", extra={"count": woken})
     return woken
 
 
