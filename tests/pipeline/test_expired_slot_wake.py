@@ -28,20 +28,21 @@ def slots(request, settings, monkeypatch):
         backend: tenant_slots.SlotsBackend = tenant_slots.MemorySlots()
     else:
         assert settings.REDIS_URL, "the redis-marked tests run with REDIS_URL (scripts/test)"
-        backend = tenant_slots.RedisSlots(settings.REDIS_URL,
-                                          f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+        backend = tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
     monkeypatch.setattr(tenant_slots, "_backend", backend)
     return backend
 
 
 def _hold(slots, key: str, *, ttl_ms: int, stage: str = "tenant") -> None:
-    assert slots.acquire_or_park(key, uuid.uuid4().hex, "unused", limit=99, ttl_ms=ttl_ms, park_ttl_ms=LIVE,
-                                 stage=stage)
+    assert slots.acquire_or_park(
+        key, uuid.uuid4().hex, "unused", limit=99, ttl_ms=ttl_ms, park_ttl_ms=LIVE, stage=stage
+    )
 
 
 def _park(slots, key: str, args: tuple, *, stage: str = "tenant") -> None:
-    assert not slots.acquire_or_park(key, uuid.uuid4().hex, tenant_slots.encode(args), limit=1, ttl_ms=LIVE,
-                                     park_ttl_ms=LIVE, stage=stage)
+    assert not slots.acquire_or_park(
+        key, uuid.uuid4().hex, tenant_slots.encode(args), limit=1, ttl_ms=LIVE, park_ttl_ms=LIVE, stage=stage
+    )
 
 
 def _sent(actor_name: str, *args: str) -> int:
