@@ -36,7 +36,8 @@ endpoints' deliveries.
 
 Crash safety: a holder is named after its file (or delivery) and its worker;
 a worker that stops beating has every slot it held released, and the jobs parked
-behind them sent again (processing/recovery.py); holders also expire (`ttl_ms`).
+behind them sent again (processing/recovery.py); holders also expire (`ttl_ms`),
+and the scheduler tick sends again the jobs parked behind a holder that expired.
 A parked job lost with its process or with Redis is a lost message like any
 other: a pending file is re-driven, a lease runs out, a delivery is re-driven
 by the webhook tick. Every job is idempotent (a lease, or a claim, decides),
@@ -83,6 +84,11 @@ def stage_is_capped(stage: str) -> bool:
 
 def _limit(stage: str) -> int:
     return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY if stage == WEBHOOK else settings.AIRLOCK_TENANT_CONCURRENCY
+
+
+def pool_limit(pool: str) -> int:
+    """The cap acquire puts on a pool: a tenant's jobs across its stages, or an endpoint's deliveries."""
+    return _limit(pool)
 
 
 def _holder_ttl_ms(stage: str) -> int:

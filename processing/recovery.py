@@ -19,7 +19,7 @@ from attachments.services.processing import (
     attachments_touch_parked,
 )
 
-from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
+from .fairness import ACTOR_OF_STAGE, parked_job, pool_limit, pool_of
 from .liveness import registry
 from .stages import INTAKE, STAGES
 
@@ -34,6 +34,7 @@ class RecoveryReport:
     silent_uploads: int = 0
     lost_workers: int = 0
     redriven_after_loss: int = 0
+    woken_after_expiry: int = 0
 
 
 def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
@@ -133,11 +134,39 @@ def _free_slots_of_worker(worker_id: str) -> int:
 
 def _release_and_wake(slots, pool: str, key: str, holder: str) -> None:
     """Release a slot as a finishing job does: the job parked next is sent again (through the outbox)."""
-    parked = parked_job(slots.release(key, holder, stage=pool))
-    if parked is not None:
-        stage, args = parked
-        with transaction.atomic():
-            outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
+    _send_again(slots.release(key, holder, stage=pool))
+
+
+def _send_again(payload: str | None) -> bool:
+    parked = parked_job(payload)
+    if parked is None:
+        return False
+    stage, args = parked
+    with transaction.atomic():
+        outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
+    return True
+
+
+def wake_behind_expired_slots() -> int:
+    """Jobs parked behind a holder that expired (its release was lost) are sent again now.
+
+    Nothing else would send them before the lease re-drive: no release hands
+    their freed slot over. Each pool with parked jobs drops its expired holders
+    and gives up one parked job per free slot, atomically (tenant_slots.py).
+    """
+    from . import tenant_slots
+
+    slots = tenant_slots.backend()
+    woken = 0
+    try:
+        for pool, key in slots.pools_with_parked():
+            for payload in slots.wake_free(key, limit=pool_limit(pool), stage=pool):
+                woken += _send_again(payload)
+    except Exception as exc:  # Redis is away: the next tick tries again, the lease re-drive still runs
+        log.warning("could not wake jobs parked behind expired slots", extra={"error": str(exc)[:300]})
+    if woken:  # a release was lost: worth seeing
+        log.info("jobs parked behind expired slots sent again", extra={"count": woken})
+    return woken
 
 
 def redrive_pending(
@@ -284,6 +313,8 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
 def recover(*, now: datetime | None = None) -> RecoveryReport:
     report = RecoveryReport(expired_leases=expire_leases(now=now), redriven=redrive_pending(now=now))
     report.lost_workers, report.redriven_after_loss = redrive_after_lost_workers(now=now)
+    # After the two above, which read the waiting rooms to tell a parked job from a lost one.
+    report.woken_after_expiry = wake_behind_expired_slots()
     report.relayed = outbox.relay_pending()
     report.silent_uploads = pick_up_silent_uploads(now=now)
     return report

@@ -13,6 +13,14 @@ lock in-process), so a job cannot be parked just after the last holder looked
 for waiters. A worker killed mid-job has its slots released by the reconciler
 once it stops beating (processing/liveness.py), which sends the jobs parked
 behind them again; holders also carry an expiry (`ttl_ms`) as the last resort.
+A slot freed by expiry has no release to hand it over, so every scheduler tick
+looks at the waiting rooms itself (processing/recovery.py): in each pool with
+parked jobs it drops the expired holders and, in the same atomic step
+(`wake_free`), pops as many parked jobs as the pool's limit (the one acquire
+uses) leaves free; they are sent again as a release sends its one. A pool at
+its limit with live holders is left alone. A job woken while another is already
+on its way to the same free slot (a release's, or another scheduler's) is only
+parked again, at the back: one message more, nothing else.
 A parked job lost with its process (in-process backend) or with Redis is
 re-driven by the lease reconciler like any job lost in a broker.
 """
@@ -32,7 +40,11 @@ local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  -- Only ever lengthened: stages' holders live for different times, and the key's
+  -- expiry must not drop a longer-lived holder along with a shorter one.
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  end
   return 1
 end
 redis.call('RPUSH', KEYS[2], ARGV[5])
@@ -43,6 +55,19 @@ return 0
 _RELEASE_AND_POP = """
 redis.call('ZREM', KEYS[1], ARGV[1])
 return redis.call('LPOP', KEYS[2])
+"""
+
+_DROP_EXPIRED_AND_POP = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]))
+local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])
+local woken = {}
+while free > 0 do
+  local parked = redis.call('LPOP', KEYS[2])
+  if not parked then break end
+  woken[#woken + 1] = parked
+  free = free - 1
+end
+return woken
 """
 
 
@@ -65,6 +90,10 @@ class SlotsBackend(Protocol):
     def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]: ...
 
     def parked_files(self, tenant: str, *, stage: str = DERIVE) -> set[str]: ...
+
+    def pools_with_parked(self) -> list[tuple[str, str]]: ...
+
+    def wake_free(self, tenant: str, *, limit: int, stage: str = DERIVE) -> list[str]: ...
 
 
 def holder_name(attachment_id: object) -> str:
@@ -115,6 +144,25 @@ class MemorySlots:
         with self._lock:
             return _files(self._waiting.get((stage, tenant), ()))
 
+    def pools_with_parked(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return [pool for pool, waiting in self._waiting.items() if waiting]
+
+    def wake_free(self, tenant: str, *, limit: int, stage: str = DERIVE) -> list[str]:
+        """Drop expired holders, then pop as many parked jobs as slots are free (none at the limit)."""
+        now = time.monotonic()
+        with self._lock:
+            holders = self._holders.get((stage, tenant), {})
+            for stale in [h for h, expires in holders.items() if expires <= now]:
+                del holders[stale]
+            waiting = self._waiting.get((stage, tenant))
+            if not waiting:
+                return []
+            woken = [waiting.popleft() for _ in range(min(len(waiting), max(0, limit - len(holders))))]
+            if not waiting:
+                del self._waiting[(stage, tenant)]
+            return woken
+
     def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int:
         with self._lock:
             holders = self._holders.get((stage, tenant), {})
@@ -147,6 +195,7 @@ class RedisSlots:
         self._prefix = prefix
         self._acquire = self._client.register_script(_ACQUIRE_OR_PARK)
         self._release = self._client.register_script(_RELEASE_AND_POP)
+        self._wake = self._client.register_script(_DROP_EXPIRED_AND_POP)
 
     def _keys(self, tenant: str, stage: str) -> list[str]:
         return [f"{self._prefix}-{stage}-slots-{tenant}", f"{self._prefix}-{stage}-waiting-{tenant}"]
@@ -166,6 +215,15 @@ class RedisSlots:
     def parked_files(self, tenant: str, *, stage: str = DERIVE) -> set[str]:
         return _files(_text(raw) for raw in self._client.lrange(self._keys(tenant, stage)[1], 0, -1))
 
+    def pools_with_parked(self) -> list[tuple[str, str]]:
+        """Every waiting room, looked through (a scan per tick; an empty list has no key)."""
+        return self._scan_pools("waiting")
+
+    def wake_free(self, tenant: str, *, limit: int, stage: str = DERIVE) -> list[str]:
+        """Drop expired holders, then pop as many parked jobs as slots are free (none at the limit)."""
+        now_ms = int(time.time() * 1000)
+        return [_text(raw) for raw in self._wake(keys=self._keys(tenant, stage), args=[now_ms, limit])]
+
     def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int:
         key = self._keys(tenant, stage)[0]
         # Holder names are "<attachment id>/<hex>": a uuid and hex have no glob characters.
@@ -182,16 +240,24 @@ class RedisSlots:
 
     def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]:
         """Every stage's and tenant's slots, looked through (a lost worker is rare; slots held are few)."""
-        prefix = f"{self._prefix}-"
         found = []
-        for key in map(_text, self._client.scan_iter(match=f"{prefix}*-slots-*", count=500)):
-            stage, _, tenant = key[len(prefix) :].partition("-slots-")
-            if not stage or "-" in stage:
-                continue  # another install's keys under a longer prefix that starts like ours
+        for stage, tenant in self._scan_pools("slots"):
             found += [
-                (stage, tenant, m) for m in map(_text, self._client.zrange(key, 0, -1)) if m.endswith(f"@{worker_id}")
+                (stage, tenant, m)
+                for m in map(_text, self._client.zrange(self._keys(tenant, stage)[0], 0, -1))
+                if m.endswith(f"@{worker_id}")
             ]
         return found
+
+    def _scan_pools(self, kind: str) -> list[tuple[str, str]]:
+        """(stage, tenant) of every `<prefix>-<stage>-<kind>-<tenant>` key."""
+        prefix = f"{self._prefix}-"
+        pools: dict[tuple[str, str], None] = {}  # a scan may return a key twice: each pool once
+        for key in map(_text, self._client.scan_iter(match=f"{prefix}*-{kind}-*", count=500)):
+            stage, _, tenant = key[len(prefix) :].partition(f"-{kind}-")
+            if stage and "-" not in stage:  # else another install's key, under a longer prefix that starts like ours
+                pools[(stage, tenant)] = None
+        return list(pools)
 
 
 _backend: SlotsBackend | None = None

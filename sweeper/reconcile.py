@@ -51,7 +51,12 @@ from attachments.services.holds import held_q_expression
 from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageGateway, move
-from processing.recovery import expire_leases, redrive_after_lost_workers, redrive_pending
+from processing.recovery import (
+    expire_leases,
+    redrive_after_lost_workers,
+    redrive_pending,
+    wake_behind_expired_slots,
+)
 
 from . import metrics
 from .control import delete_brake
@@ -410,6 +415,7 @@ def reconcile_storage(
         report.redriven = redrive_pending(now=now, dry_run=dry_run)
         if not dry_run:  # a deployment that runs ticks from cron gets the lost-worker re-drive too
             report.redriven += redrive_after_lost_workers(now=now)[1]
+            wake_behind_expired_slots()  # jobs, not pending files: logged, not counted here
         try:
             reconciler.run(_listing(reconciler.gateway))
             if reconciler.keep_going():

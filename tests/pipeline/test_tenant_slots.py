@@ -44,6 +44,16 @@ def test_a_holder_that_never_releases_frees_its_slot_after_the_ttl(slots):
     assert slots.acquire_or_park("t", "h3", "c", ttl_ms=50, **opts)
 
 
+def test_a_short_lived_holder_does_not_take_a_longer_lived_ones_slot_with_it(slots):
+    """Stages sharing a pool hold slots for different times (on Redis the key's expiry was the last holder's)."""
+    opts = {"limit": 2, "park_ttl_ms": 60_000}
+    assert slots.acquire_or_park("t", "long", "a", ttl_ms=60_000, **opts)
+    assert slots.acquire_or_park("t", "short", "b", ttl_ms=50, **opts)
+    time.sleep(0.12)
+    assert slots.acquire_or_park("t", "next", "c", ttl_ms=60_000, **opts)
+    assert not slots.acquire_or_park("t", "over", "d", ttl_ms=60_000, **opts)  # "long" still holds its slot
+
+
 def test_no_lost_wakeup_under_racing_threads(slots):
     """Every job is either run or parked and later popped: none is left waiting with no holder."""
     opts = {"limit": 2, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
@@ -184,3 +194,18 @@ def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, a
     assert (parked.status, parked.lease_token, parked.attempts) == ("processing", parked_token, 0)
     assert parked.lease_expires_at > later  # renewed, so the next tick leaves it alone too
     assert (lost.status, lost.attempts) == ("pending", 1)
+
+
+def test_an_expired_holders_slot_gives_up_the_jobs_parked_behind_it_and_a_full_pool_none(slots):
+    opts = {"limit": 2, "park_ttl_ms": 60_000}
+    assert slots.acquire_or_park("t", "alive", "unused", ttl_ms=60_000, **opts)
+    assert slots.acquire_or_park("t", "release-lost", "unused", ttl_ms=50, **opts)
+    for job in ("job-1", "job-2"):
+        assert not slots.acquire_or_park("t", f"h-{job}", job, ttl_ms=60_000, **opts)
+    assert slots.pools_with_parked() == [("tenant", "t")]
+    assert slots.wake_free("t", limit=2) == []  # both holders are live: nothing is freed
+    time.sleep(0.12)
+    assert slots.wake_free("t", limit=2) == ["job-1"]  # one slot free: the first parked job, one only
+    assert slots.parked_files("t") == set() and slots.pools_with_parked() == [("tenant", "t")]
+    assert slots.wake_free("t", limit=3) == ["job-2"]  # the limit given is the one counted against
+    assert slots.pools_with_parked() == []

@@ -175,6 +175,30 @@ def test_pending_rows_whose_job_went_missing_are_redriven(alice):
     assert OutboxMessage.objects.filter(actor_name="intake", args__0=str(forgotten.pk)).exists()
 
 
+def test_a_job_parked_behind_an_expired_slot_is_sent_again_when_ticks_run_from_cron(monkeypatch, settings):
+    """`reconcile` stands in for the scheduler tick there (tests/pipeline/test_expired_slot_wake.py)."""
+    import time
+
+    from processing import tenant_slots
+
+    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    slots = tenant_slots.MemorySlots()
+    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    opts = {"limit": 1, "park_ttl_ms": 60_000}
+    assert slots.acquire_or_park("7", "release-lost", "unused", ttl_ms=50, **opts)
+    file_id, token = str(uuid.uuid4()), str(uuid.uuid4())
+    assert not slots.acquire_or_park(
+        "7", "h", tenant_slots.encode((file_id, token, "7", "derive")), ttl_ms=60_000, **opts
+    )
+    time.sleep(0.12)
+
+    reconcile_storage(dry_run=True)
+    assert slots.parked_files("7") == {file_id}  # a dry run changes nothing
+    reconcile_storage()
+    assert OutboxMessage.objects.filter(actor_name="derive", args=[file_id, token, "7"]).count() == 1
+    assert slots.parked_files("7") == set()
+
+
 def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, settings):
     grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
     now = timezone.now()

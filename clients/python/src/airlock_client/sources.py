@@ -53,11 +53,11 @@ class Source:
             size += len(chunk)
         spool.seek(0)
         return cls(
-            spool,  # type: ignore[arg-type]
+            spool,
             start=0,
             size=size,
             filename=filename,
-            owned=True,
+            owned=True,  # type: ignore[arg-type]
             sha256=digest.hexdigest(),
         )
 
