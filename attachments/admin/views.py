@@ -18,7 +18,7 @@ from .actions import staff_actor
 from .media import is_media
 from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
-from ..serving import file_response
+from ..serving import download_name, file_response
 from ..errors import NotFound, Unavailable
 from ..services.audit import attachment_staff_download_record
 from ..services.variants import page_preview_obtain
@@ -157,7 +157,7 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
         log.info("staff media playback", extra={"attachment_id": str(attachment.pk),
                                                 "actor": staff_actor(request), "range": byte_range})
     return file_response(request, key=key, size=size, content_type=attachment.content_type,
-                         filename=attachment.filename, inline=True)
+                         filename=download_name(attachment.filename, attachment.content_type), inline=True)
 
 
 def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpResponseBase:
@@ -184,4 +184,4 @@ def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:
     key, size = served
     attachment_staff_download_record(attachment_id=attachment.pk, actor=staff_actor(request), size=size)
     return file_response(request, key=key, size=size, content_type=attachment.content_type,
-                         filename=attachment.filename, inline=False)
+                         filename=download_name(attachment.filename, attachment.content_type), inline=False)
