@@ -292,3 +292,15 @@ def test_a_webm_whose_codec_only_matroska_takes_downloads_as_mkv(alice, api, tmp
     assert row.content_type == "video/x-matroska" and doc_type in served[:64]
     assert [c for _, c in _facts(path)["codecs"]] == ["h264"]
     assert _disposition_name(client, row) == "clip.mkv"
+
+
+def test_every_type_a_served_copy_may_have_has_a_download_extension():
+    # The step's list of served types and the download's naming table are kept apart (the
+    # attachments app never imports processing); a type added to one and not the other
+    # would download under the upload's extension again.
+    from attachments.serving import download_name
+    from processing.steps.media import SERVED_EXT
+
+    for content_type, ext in SERVED_EXT.items():
+        assert download_name("clip.heic", content_type) == f"clip.{ext}", content_type
+        assert download_name(f"clip.{ext.upper()}", content_type) == f"clip.{ext.upper()}", content_type
