@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import os
-import time
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 
-from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 from processing.sandbox.kinds import TEST_KINDS_ENV
+from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 from tests.support.processes import PrivateClamd
 
 # The fork server loads the tests' misbehaving job kinds (tests/sandbox/jobkinds.py) at
@@ -134,7 +131,7 @@ def live_worker(transactional_db):
     """A real Dramatiq worker on the configured broker (Redis in CI), plus the outbox relay."""
     import dramatiq
 
-    from ops.runtime import QUEUES, start_worker
+    from ops.runtime import start_worker
 
     broker = dramatiq.get_broker()
     broker.flush_all()

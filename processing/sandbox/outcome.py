@@ -7,8 +7,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
-REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "archive_uninspectable", "corrupt", "timeout",
-                          "malware", "duration_limit", "codec_not_allowed", "stream_limit"})
+REASON_CODES = frozenset(
+    {
+        "pixel_limit",
+        "page_limit",
+        "archive_limit",
+        "archive_uninspectable",
+        "corrupt",
+        "timeout",
+        "malware",
+        "duration_limit",
+        "codec_not_allowed",
+        "stream_limit",
+    }
+)
 
 
 # What a job can run into because of the host as much as because of its bytes: a busy host

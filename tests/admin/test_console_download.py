@@ -17,8 +17,7 @@ def _body(response) -> bytes:
     return b"".join(response.streaming_content) if response.streaming else response.content
 
 
-def test_a_ready_file_downloads_and_the_download_is_audited_with_the_staff_member(moderator, ready_image,
-                                                                                   browser_for):
+def test_a_ready_file_downloads_and_the_download_is_audited_with_the_staff_member(moderator, ready_image, browser_for):
     client = browser_for(moderator)
     page = client.get(f"{CHANGELIST}{ready_image}/change/").content.decode()
     url = f"{CHANGELIST}{ready_image}/download/"
@@ -65,6 +64,7 @@ def test_a_video_whose_copy_is_a_mov_downloads_named_mov(moderator, alice, brows
         video, audio = media._video(c, "libx264"), media._audio(c, "pcm_s16le", 8000)
         media._write_video(c, video, 10)
         media._write_audio(c, audio, 1)
+
     data = media._made("mov", build, brand="isom")
     attachment_id = upload(client_for(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")
     assert run_pipeline(attachment_id) == "ready"
