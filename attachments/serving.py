@@ -22,6 +22,39 @@ def content_disposition(kind: str, filename: str) -> str:
     return f"{kind}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
+# Content type -> the extensions that name it, the first the one a renamed download takes.
+# Only the types a served file may have where it is not the upload as it came: a HEIC/HEIF/AVIF's
+# display rendition, and the stream copy of a video or audio file (processing/steps/media.py).
+_EXTENSIONS: dict[str, tuple[str, ...]] = {
+    "image/jpeg": ("jpg", "jpeg", "jpe"),
+    "image/webp": ("webp",),
+    "image/heic": ("heic",),
+    "image/heif": ("heif", "hif"),
+    "image/avif": ("avif",),
+    "video/mp4": ("mp4", "m4v"),
+    "video/quicktime": ("mov", "qt"),
+    "video/webm": ("webm",),
+    "video/x-matroska": ("mkv",),
+    "audio/mp4": ("m4a", "m4b", "mp4"),
+    "audio/mpeg": ("mp3",),
+    "audio/ogg": ("ogg", "oga", "opus"),
+    "audio/x-wav": ("wav",),
+}
+_KNOWN = frozenset(ext for exts in _EXTENSIONS.values() for ext in exts)
+
+
+def download_name(filename: str, content_type: str | None) -> str:
+    """The name the served file is handed out under: the upload's, its extension changed when it names
+    another type than the one served (`IMG_0001.HEIC` served as JPEG is `IMG_0001.jpg`; `clip.mp4`
+    whose copy is a MOV is `clip.mov`) so a player or OS going by the name opens it as what it is.
+    A name without an extension, or with one not in the table, is left as it is."""
+    stem, dot, ext = filename.rpartition(".")
+    served = _EXTENSIONS.get(content_type or "")
+    if dot and stem and served and ext.lower() in _KNOWN and ext.lower() not in served:
+        return f"{stem}.{served[0]}"
+    return filename
+
+
 def _security_headers(response: _Response) -> _Response:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = CSP

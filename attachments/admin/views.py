@@ -17,7 +17,7 @@ from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..services.audit import attachment_staff_download_record
 from ..services.variants import page_preview_obtain
-from ..serving import file_response
+from ..serving import download_name, file_response
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 from . import charts
 from .actions import staff_actor
@@ -173,7 +173,12 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
             extra={"attachment_id": str(attachment.pk), "actor": staff_actor(request), "range": byte_range},
         )
     return file_response(
-        request, key=key, size=size, content_type=attachment.content_type, filename=attachment.filename, inline=True
+        request,
+        key=key,
+        size=size,
+        content_type=attachment.content_type,
+        filename=download_name(attachment.filename, attachment.content_type),
+        inline=True,
     )
 
 
@@ -207,5 +212,10 @@ def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:
     key, size = served
     attachment_staff_download_record(attachment_id=attachment.pk, actor=staff_actor(request), size=size)
     return file_response(
-        request, key=key, size=size, content_type=attachment.content_type, filename=attachment.filename, inline=False
+        request,
+        key=key,
+        size=size,
+        content_type=attachment.content_type,
+        filename=download_name(attachment.filename, attachment.content_type),
+        inline=False,
     )

@@ -44,7 +44,7 @@ from ..selectors import (
 )
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
-from ..serving import file_response, served_object
+from ..serving import download_name, file_response, served_object
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
@@ -378,21 +378,9 @@ class AttachmentDownloadApi(FileApi):
             key=key,
             size=size,
             content_type=attachment.content_type,
-            filename=download_name(attachment),
+            filename=download_name(attachment.filename, attachment.content_type),
             inline=False,
         )
-
-
-_RENDITION_EXT = {"image/jpeg": "jpg", "image/webp": "webp"}
-_HEIF_EXT = ("heic", "heif", "hif", "avif")
-
-
-def download_name(attachment) -> str:
-    """The upload's name; a HEIC/HEIF/AVIF's is renamed for the JPEG/WebP rendition served instead."""
-    stem, dot, ext = attachment.filename.rpartition(".")
-    if dot and stem and ext.lower() in _HEIF_EXT and attachment.content_type in _RENDITION_EXT:
-        return f"{stem}.{_RENDITION_EXT[attachment.content_type]}"
-    return attachment.filename
 
 
 class AttachmentThumbnailApi(FileApi):

@@ -52,3 +52,27 @@ def test_another_tenants_moderator_cannot_download(make_user, ready_image, brows
 def test_staff_without_the_view_permission_cannot_download(make_user, ready_image, browser_for):
     plain = make_user("plain-staff", tenant="acme", staff=True)
     assert browser_for(plain).get(f"{CHANGELIST}{ready_image}/download/").status_code in (302, 403)
+
+
+def test_a_video_whose_copy_is_a_mov_downloads_named_mov(moderator, alice, browser_for):
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.corpus import make_media as media
+
+    # PCM audio in an MP4: the served copy is a MOV, and the staff download is named for it.
+    def build(c):
+        video, audio = media._video(c, "libx264"), media._audio(c, "pcm_s16le", 8000)
+        media._write_video(c, video, 10)
+        media._write_audio(c, audio, 1)
+
+    data = media._made("mov", build, brand="isom")
+    attachment_id = upload(client_for(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")
+    assert run_pipeline(attachment_id) == "ready"
+    assert Attachment.objects.get(pk=attachment_id).content_type == "video/quicktime"
+    response = browser_for(moderator).get(f"{CHANGELIST}{attachment_id}/download/")
+    if response.status_code == 302:  # object storage: the disposition rides in the signed link
+        [disposition] = parse_qs(urlsplit(response["Location"]).query)["response-content-disposition"]
+    else:
+        assert response.status_code == 200
+        disposition = response["Content-Disposition"]
+    assert disposition == "attachment; filename=\"clip.mov\"; filename*=UTF-8''clip.mov"

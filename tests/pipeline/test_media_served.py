@@ -235,9 +235,36 @@ def test_a_pcm_track_mp4_muxers_refuse_is_served_as_quicktime(alice, api, tmp_pa
         media._write_audio(c, audio, 1)
 
     data = media._made("mov", build, brand="isom")
-    row, served, path = _served(api(alice), tmp_path, data, "clip.mp4", "video/mp4")
+    client = api(alice)
+    row, served, path = _served(client, tmp_path, data, "clip.mp4", "video/mp4")
     assert row.content_type == "video/quicktime" and served[8:12] == b"qt  "
     assert [c for _, c in _facts(path)["codecs"]] == ["h264", "pcm_s16le"]
+    with av.open(str(path), format="mov") as container:  # QuickTime's own demuxer reads it back
+        assert [s.type for s in container.streams] == ["video", "audio"]
+    # Named for what it is: a player or an OS going by the name expects a MOV.
+    assert _disposition_name(client, row) == "clip.mov"
+    assert row.filename == "clip.mp4"  # the resource keeps the uploaded name
+
+
+def _disposition_name(client, row: Attachment) -> str:
+    disposition = client.get(f"/api/v1/attachments/{row.pk}/download")["Content-Disposition"]
+    kind, ascii_part, utf8_part = (part.strip() for part in disposition.split(";"))
+    assert kind == "attachment"
+    name = ascii_part.removeprefix('filename="').removesuffix('"')
+    assert utf8_part == f"filename*=UTF-8''{name}"
+    return name
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("clip.mp4", "clip.mp4"), ("Clip.MP4", "Clip.MP4"), ("clip.m4v", "clip.m4v"), ("clip", "clip")],
+)
+def test_an_ordinary_mp4_keeps_its_name(alice, api, tmp_path, name, expected):
+    client = api(alice)
+    data = (GENERATED / "video_h264_aac.mp4").read_bytes()
+    row, served, _ = _served(client, tmp_path, data, name, "video/mp4")
+    assert row.content_type == "video/mp4" and served[4:8] == b"ftyp" and served[8:12] != b"qt  "
+    assert _disposition_name(client, row) == expected
 
 
 def test_packets_past_the_duration_bound_are_refused_whatever_the_header_says(alice, api, settings):
@@ -272,3 +299,34 @@ def test_a_media_job_may_write_about_its_inputs_size_and_no_other_job_may(tmp_pa
     media_bound = limits_for("media", big).max_output_bytes
     assert (1 << 30) < media_bound <= (1 << 30) * 9 // 8 + (16 << 20)
     assert limits_for("media", GENERATED / "audio.mp3").max_output_bytes == default
+
+
+def test_a_webm_whose_codec_only_matroska_takes_downloads_as_mkv(alice, api, tmp_path):
+    # H.264 in a file that says it is WebM (its EBML DocType): the webm muxer refuses H.264,
+    # so the copy is Matroska. FFmpeg writes "matroska"; the DocType is rewritten in place
+    # to "webm" plus a 4-byte Void element, so no size around it changes.
+    # No B-frames: Matroska stores no DTS, and one guessed for reordered frames is another matter.
+    def build(c):
+        media._write_video(c, media._video(c, "libx264", bf="0"), 10)
+
+    made = media._made("matroska", build)
+    doc_type = b"\x42\x82\x88matroska"
+    assert made.count(doc_type) == 1
+    data = made.replace(doc_type, b"\x42\x82\x84webm" + b"\xec\x82\x00\x00")
+    client = api(alice)
+    row, served, path = _served(client, tmp_path, data, "clip.webm", "video/webm")
+    assert row.content_type == "video/x-matroska" and doc_type in served[:64]
+    assert [c for _, c in _facts(path)["codecs"]] == ["h264"]
+    assert _disposition_name(client, row) == "clip.mkv"
+
+
+def test_every_type_a_served_copy_may_have_has_a_download_extension():
+    # The step's list of served types and the download's naming table are kept apart (the
+    # attachments app never imports processing); a type added to one and not the other
+    # would download under the upload's extension again.
+    from attachments.serving import download_name
+    from processing.steps.media import SERVED_EXT
+
+    for content_type, ext in SERVED_EXT.items():
+        assert download_name("clip.heic", content_type) == f"clip.{ext}", content_type
+        assert download_name(f"clip.{ext.upper()}", content_type) == f"clip.{ext.upper()}", content_type
