@@ -145,7 +145,8 @@ def main() -> None:
         rates.append(n / elapsed)
         sides[side].append(n / elapsed)
         print(
-            f"round {round_no} ({side} {args.switch or 'tricks'}): {n / elapsed:.0f} events/s delivered, emitted at {emit_rates[-1]:.0f}/s",
+            f"round {round_no} ({side} {args.switch or 'tricks'}): {n / elapsed:.0f} events/s delivered, "
+            f"emitted at {emit_rates[-1]:.0f}/s",
             file=sys.stderr,
         )
     dead = WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).count()

@@ -137,6 +137,38 @@ def _release_and_wake(slots, pool: str, key: str, holder: str) -> None:
     _send_again(slots.release(key, holder, stage=pool))
 
 
+def _send_again(payload: str | None) -> bool:
+    parked = parked_job(payload)
+    if parked is None:
+        return False
+    stage, args = parked
+    with transaction.atomic():
+        outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
+    return True
+
+
+def wake_behind_expired_slots() -> int:
+    """Jobs parked behind a holder that expired (its release was lost) are sent again now.
+
+    Nothing else would send them before the lease re-drive: no release hands
+    their freed slot over. Each pool with parked jobs drops its expired holders
+    and gives up one parked job per free slot, atomically (tenant_slots.py).
+    """
+    from . import tenant_slots
+
+    slots = tenant_slots.backend()
+    woken = 0
+    try:
+        for pool, key in slots.pools_with_parked():
+            for payload in slots.wake_free(key, limit=pool_limit(pool), stage=pool):
+                woken += _send_again(payload)
+    except Exception as exc:  # Redis is away: the next tick tries again, the lease re-drive still runs
+        log.warning("could not wake jobs parked behind expired slots", extra={"error": str(exc)[:300]})
+    if woken:  # a release was lost: worth seeing
+        log.info("jobs parked behind expired slots sent again", extra={"count": woken})
+    return woken
+
+
 def redrive_pending(
     *, now: datetime | None = None, older_than_seconds: float | None = None, dry_run: bool = False
 ) -> int:

@@ -241,12 +241,11 @@ class RedisSlots:
     def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]:
         """Every stage's and tenant's slots, looked through (a lost worker is rare; slots held are few)."""
         found = []
-        for key in map(_text, self._client.scan_iter(match=f"{prefix}*-slots-*", count=500)):
-            stage, _, tenant = key[len(prefix) :].partition("-slots-")
-            if not stage or "-" in stage:
-                continue  # another install's keys under a longer prefix that starts like ours
+        for stage, tenant in self._scan_pools("slots"):
             found += [
-                (stage, tenant, m) for m in map(_text, self._client.zrange(key, 0, -1)) if m.endswith(f"@{worker_id}")
+                (stage, tenant, m)
+                for m in map(_text, self._client.zrange(self._keys(tenant, stage)[0], 0, -1))
+                if m.endswith(f"@{worker_id}")
             ]
         return found
 

@@ -68,7 +68,8 @@ def attachment_rederive_request(*, attachment_id: uuid.UUID, working_key: str) -
 def attachment_derivatives_restore(
     *, attachment_id: uuid.UUID, working_key: str, derivatives: list[dict[str, Any]], facts: FileFacts
 ) -> bool:
-    """Record derivatives made again from `working_key` (one row per kind, replaced), and the served rendition's facts."""
+    """Record derivatives made again from `working_key` (one row per kind, replaced), and the served rendition's
+    facts."""
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
         if attachment is None or not _still_the_same_ready_file(attachment, working_key):

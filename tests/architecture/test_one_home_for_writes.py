@@ -102,7 +102,8 @@ def test_the_scan_finds_transition_calls_and_leaves_threads_alone():
     assert len(caught) == 8, caught
     assert (
         transition_calls(
-            "thread.start()\nself.fail('invalid')\nserver.start()\nmatch.start()\nworker.finish()\nslots.release(t, h)\n"
+            "thread.start()\nself.fail('invalid')\nserver.start()\nmatch.start()\n"
+            "worker.finish()\nslots.release(t, h)\n"
         )
         == []
     )

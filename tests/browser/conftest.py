@@ -134,7 +134,8 @@ def watch_csp(page) -> list[str]:
     page.expose_function("airlockCspViolation", lambda text: violations.append(text))
     page.add_init_script(
         "document.addEventListener('securitypolicyviolation', e => "
-        "window.airlockCspViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' + e.lineNumber))"
+        "window.airlockCspViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' "
+        "+ e.lineNumber))"
     )
     return violations
 

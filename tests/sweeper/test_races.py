@@ -207,10 +207,10 @@ def test_commits_racing_sweeps_never_lose_a_committed_file(alice):
         return run
 
     gateway = CountingGateway()
-    sweeper = lambda: [
-        sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=NoLock(), batch_size=3)  # noqa: E731
-        for _ in range(8)
-    ]
+
+    def sweeper():
+        return [sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=NoLock(), batch_size=3) for _ in range(8)]
+
     results = _run_threads(committer(order[0::2]), committer(order[1::2]), sweeper, sweeper)
     assert all(kind == "ok" for kind, _ in results), results
 
