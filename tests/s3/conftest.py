@@ -88,3 +88,14 @@ def s3(moto_endpoint, settings, storage_root) -> Iterator[S3Env]:
 def events_token(settings) -> str:
     settings.AIRLOCK_STORAGE_EVENTS_TOKEN = "storage-events-test-token"
     return settings.AIRLOCK_STORAGE_EVENTS_TOKEN
+
+
+@pytest.fixture
+def multipart(s3, settings) -> S3Env:
+    """S3 with a 5 MiB multipart threshold and part size (S3's smallest part), so tests stay small."""
+    from attachments.storage import reset_gateway
+
+    settings.AIRLOCK_S3_MULTIPART_THRESHOLD = 5 << 20
+    settings.AIRLOCK_S3_PART_SIZE = 5 << 20
+    reset_gateway()
+    return s3

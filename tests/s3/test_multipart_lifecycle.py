@@ -19,16 +19,6 @@ pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 MIB = 1024 * 1024
 
 
-@pytest.fixture
-def multipart(s3, settings):
-    from attachments.storage import reset_gateway
-
-    settings.AIRLOCK_S3_MULTIPART_THRESHOLD = 5 * MIB
-    settings.AIRLOCK_S3_PART_SIZE = 5 * MIB
-    reset_gateway()
-    return s3
-
-
 def _in_progress(s3) -> set[str]:
     """Upload ids S3 still holds parts for."""
     listed = s3.client.list_multipart_uploads(Bucket=s3.bucket)

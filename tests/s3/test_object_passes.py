@@ -25,16 +25,6 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture
-def multipart(s3, settings):
-    from attachments.storage import reset_gateway
-
-    settings.AIRLOCK_S3_MULTIPART_THRESHOLD = 5 * MIB
-    settings.AIRLOCK_S3_PART_SIZE = 5 * MIB
-    reset_gateway()
-    return s3
-
-
-@pytest.fixture
 def s3_calls(s3) -> Iterator[list[tuple[str, dict]]]:
     """Every S3 operation the gateway's client sends, with its parameters, while the test runs."""
     from attachments.storage import get_gateway
