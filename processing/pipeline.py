@@ -181,7 +181,7 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *,
         _log(context, started, outcome, error=error[:300])
         return outcome
     advanced = attachment_advance(attachment_id=attachment_id, token=token, step=stage, facts=result.facts,
-                                  next_step=next_stage, derivatives=result.derivatives)
+                                  next_step=next_stage, derivatives=result.derivatives, read=attachment)
     outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
         # A committed avatar that just became ready takes its owner's slot.
