@@ -13,7 +13,8 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -91,11 +92,34 @@ def intake(attachment: Attachment) -> StageResult:
 
 
 def scan(attachment: Attachment) -> StageResult:
+    with _scanned_bytes(attachment) as chunks:
+        given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
+                          content_type=attachment.content_type, chunks=chunks)
+        return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
+
+
+@contextmanager
+def _scanned_bytes(attachment: Attachment) -> Iterator[Callable[[], Iterator[bytes]]]:
+    """What each scanner reads: a fresh iterator over the object's bytes per call.
+
+    Storage with its own files is read as it is. Remote storage is downloaded
+    once (bounded like derive's copy) and every scanner reads that copy: one GET
+    per scan instead of one per scanner.
+    """
     gateway = get_gateway()
-    given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
-                      content_type=attachment.content_type,
-                      chunks=lambda: gateway.iter_chunks(attachment.working_key))
-    return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
+    key = attachment.working_key
+    if gateway.local_path(key) is not None:
+        yield lambda: gateway.iter_chunks(key)
+        return
+    with tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp:
+        copy = _original_file(attachment, Path(tmp))
+        yield lambda: _file_chunks(copy)
+
+
+def _file_chunks(path: Path, chunk_size: int = 65536) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(chunk_size):
+            yield chunk
 
 
 def derive(attachment: Attachment) -> StageResult:
