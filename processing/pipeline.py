@@ -28,7 +28,7 @@ from attachments.naming import derivative_key
 from attachments.profiles import get_profile
 from attachments.reasons import ReasonCode
 from attachments.storage import get_gateway
-from attachments.storage.base import StorageError
+from attachments.storage.base import ObjectInfo, StorageError
 
 from attachments.services.missing_objects import attachment_derivatives_restore
 from attachments.services.processing import (
@@ -79,9 +79,11 @@ def intake(attachment: Attachment) -> StageResult:
     """Read what intake looks at (size, first bytes) from storage and run the intake steps."""
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
+    info = None
     if gateway.rewritable_uploads and not attachment.content_key:
-        _snapshot(attachment)
-    info = gateway.head(attachment.working_key)
+        info = _snapshot(attachment)  # what it verified the copy with: the object intake reads
+    if info is None:
+        info = gateway.head(attachment.working_key)
     if info is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
@@ -328,8 +330,8 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
 
 
 # ---------------------------------------------------------------- storage IO for the steps
-def _snapshot(attachment: Attachment) -> None:
-    """Move the upload to a key only the server writes, before anything looks at it.
+def _snapshot(attachment: Attachment) -> ObjectInfo:
+    """Move the upload to a key only the server writes, before anything looks at it; return the copy's info.
 
     Everything after this reads the snapshot, so bytes replayed onto the upload
     key later are never scanned-then-swapped; the replay itself is deleted when
@@ -341,7 +343,8 @@ def _snapshot(attachment: Attachment) -> None:
     target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original",
                             ext="bin")
     gateway.copy(attachment.storage_key, target)
-    if gateway.head(target) is None:
+    info = gateway.head(target)
+    if info is None:
         raise TransientError("snapshot copy did not verify")
     token = attachment.lease_token
     if token is None or not attachment_snapshot_record(attachment_id=attachment.pk, token=token,
@@ -350,6 +353,7 @@ def _snapshot(attachment: Attachment) -> None:
         raise TransientError("lost the lease while taking the snapshot")
     attachment.content_key = target
     gateway.delete(attachment.storage_key)
+    return info
 
 
 def _original_file(attachment: Attachment, tmp: Path) -> Path:

@@ -1,4 +1,9 @@
-"""The scan reads remote storage once, whatever the number of scanners; each scanner still sees every byte."""
+"""What the pipeline asks remote storage for.
+
+The scan reads the object once, whatever the number of scanners (each scanner
+still sees every byte); intake reads the snapshot's size from the HEAD that
+verified it.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +22,17 @@ pytestmark = pytest.mark.django_db
 
 
 class RemoteLike:
-    """The configured gateway as remote storage looks to the pipeline: no files of its own; whole reads counted."""
+    """The configured gateway as remote storage looks to the pipeline: no files of its own; reads and HEADs counted."""
 
-    def __init__(self, real) -> None:
+    def __init__(self, real, *, rewritable_uploads: bool = False) -> None:
         self.real = real
+        self.rewritable_uploads = rewritable_uploads  # S3 with presigned POSTs: the upload key can be written again
         self.reads: list[str] = []
+        self.heads: list[str] = []
+
+    def head(self, key):
+        self.heads.append(key)
+        return self.real.head(key)
 
     def __getattr__(self, name):
         return getattr(self.real, name)
@@ -93,3 +104,15 @@ def test_malware_is_found_in_the_shared_download(alice, api, monkeypatch, two_sc
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "malware" and row.reason_message == "recording: Marker"
     assert len(remote.reads) == 1 and two_scanners.seen == [data]
+
+
+def test_intake_heads_the_upload_and_its_snapshot_once_each(alice, api, monkeypatch):
+    data = jpeg_bytes((64, 48))
+    attachment_id = upload(api(alice), data)
+    upload_key = Attachment.objects.get(pk=attachment_id).storage_key
+    remote = RemoteLike(get_gateway(), rewritable_uploads=True)
+    monkeypatch.setattr(pipeline, "get_gateway", lambda: remote)
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.content_key and row.content_key != upload_key and row.stored_size == len(data)
+    assert remote.heads == [upload_key, row.content_key]  # the copy's verifying HEAD gives intake its size
