@@ -127,8 +127,8 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         """
         return self.select_related("tenant").only(
             "tenant__slug", "owner", "profile", "lease_token", "step", "uploaded_at", "lifecycle",
-            "storage_key", "content_key", "stored_size", "content_type", "metadata", "declared_size",
-            "declared_sha256")
+            "storage_key", "content_key", "upload_sealed", "stored_size", "content_type", "metadata",
+            "declared_size", "declared_sha256")
 
     def for_upload(self) -> AttachmentQuerySet:
         """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
@@ -198,6 +198,10 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # copies them to a key only the server writes, so what was scanned is what
     # is served. Empty when the upload key itself is immutable.
     content_key = models.CharField(max_length=512, blank=True, default="")
+    # The server itself assembled the object at storage_key (S3 CompleteMultipartUpload
+    # of a multipart intent): the upload id is spent, no URL a client holds can write
+    # that key again, so intake reads it in place, with no snapshot copy.
+    upload_sealed = models.BooleanField(default=False)
     quarantine_key = models.CharField(max_length=512, blank=True, default="")
     stored_size = models.BigIntegerField(null=True, blank=True)
     size = models.BigIntegerField(null=True, blank=True)

@@ -43,11 +43,24 @@ complete call answered, so on top of the bare steps it holds the service's readi
 object back from the bucket and writing the derivatives into it. The bare side is unchanged
 (the same local file). Figures: the names above with an `_s3` suffix, details under
 video_1gib_s3.
-On moto_server (one Python process) the time is mostly moto's: in the 986 MiB run of
-2026-12-04 the snapshot's server-side copy (UploadPartCopy into derivatives/.../original.bin)
-took 66-79 s of 82-102 s in each of the first three rounds (moto.log timestamps; the other two
-were not read), so the _s3 ratio measures
-the service against moto, not against a real S3.
+
+What crosses the wire in S3 mode (processing/spool.py, attachments/storage/s3.py): the upload
+is a multipart plan the server completes, so its key is sealed and read in place (no
+snapshot copy); the worker downloads it once (the scanners, probe, poster and remux read that
+copy) and uploads the remux (`served`, the size of the original) and the two small images.
+The download and that upload are storage IO no implementation avoids, and on moto_server
+(one Python process) the upload alone is 34-63 s for 986 MiB. So, beside the goal ratio, two
+labelled ratios: ours against the bare steps plus a bare download and upload of the same
+bytes against the same moto, in this process (`bare_transfer`, after each bare run), and ours
+minus that transfer against the bare steps:
+
+  video_1gib_pipeline_vs_bare_steps_plus_transfer_ratio_s3   ours / (bare + transfer)
+  video_1gib_pipeline_minus_transfer_vs_bare_steps_ratio_s3  (ours - transfer) / bare
+  video_1gib_s3.bare_download_s / bare_upload_s               the transfer runs
+
+Before this (a snapshot CopyObject of every upload, as 8 MiB UploadPartCopy calls, then one
+download per scanner and one for derive), moto's part copies alone took 126 s and 223 s of
+the first two rounds of 2026-12-04 (a third failed after 5.5 min and was retried).
 
 The figure names keep "1gib" with --quick; video_1gib.file_mib says what was used.
 Prints one JSON line.
@@ -159,6 +172,48 @@ def bare(path: Path, work: Path) -> float:
     return elapsed
 
 
+# The service's defaults for its own uploads (AIRLOCK_S3_TRANSFER_CHUNK_BYTES, AIRLOCK_S3_TRANSFER_THREADS).
+TRANSFER_CHUNK, TRANSFER_THREADS = 16 * MIB, 4
+
+
+def bare_transfer(moto, path: Path, work: Path) -> dict[str, float]:
+    """The storage IO any implementation does for this file, bare: one download, one upload of its size.
+
+    In this process, against the same moto server, as the worker does it: the object read
+    in 1 MiB chunks into a local file (the service's one download, processing/spool.py),
+    then a file of the remux's size (the original itself: the remux keeps every packet)
+    uploaded with the service's part size and threads (the `served` derivative).
+    """
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+
+    from bench.common import AWS_BENCH_KEYS
+
+    client = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1",
+                          aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"])
+    config = TransferConfig(multipart_threshold=TRANSFER_CHUNK, multipart_chunksize=TRANSFER_CHUNK,
+                            max_concurrency=TRANSFER_THREADS)
+    source = "bare/original.mp4"
+    try:
+        client.head_object(Bucket=moto.bucket, Key=source)
+    except client.exceptions.ClientError:
+        client.upload_file(str(path), moto.bucket, source, Config=config)  # once, not timed
+    work.mkdir(parents=True)
+    os.sync()
+    started = time.perf_counter()
+    body = client.get_object(Bucket=moto.bucket, Key=source)["Body"]
+    with open(work / "original", "wb") as out:
+        for chunk in body.iter_chunks(CHUNK):
+            out.write(chunk)
+    downloaded = time.perf_counter()
+    client.upload_file(str(path), moto.bucket, "bare/served.mp4", Config=config)
+    uploaded = time.perf_counter()
+    client.delete_object(Bucket=moto.bucket, Key="bare/served.mp4")
+    shutil.rmtree(work, ignore_errors=True)
+    return {"download_s": downloaded - started, "upload_s": uploaded - downloaded}
+
+
 def sha256_file(path: Path) -> str:
     import hashlib
 
@@ -256,6 +311,8 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--s3", action="store_true", help="storage on moto's S3 server; figures get _s3")
+    parser.add_argument("--keep-logs", type=Path, default=None,  # moto.log's request times: where time went
+                        help="copy serve's (and moto's) log into this directory before the scratch dir goes")
     args = parser.parse_args()
     target = (args.mib or (256 if args.quick else 1000)) * MIB
     rounds = args.rounds or (3 if args.quick else 5)
@@ -290,6 +347,8 @@ def main() -> None:
         wait_ready(server.base, token, send(server.base, token, clip)[0])  # warm-up: the same path, small
         # bare, ours, bare, ours, ..., bare: each of ours against the mean of the bare runs around it.
         bares = [bare(video, tmp / "bare-0")]
+        # S3: the bare download + upload of the same bytes, after each bare run (none in embedded mode).
+        transfers = [bare_transfer(moto, video, tmp / "transfer-0")] if moto is not None else []
         ours_s, growths, starts, ratios = [], [], [], []
         for n in range(rounds):
             os.sync()  # as before a bare run; the PUT's own writeback stays in the time, it is the service's
@@ -305,6 +364,8 @@ def main() -> None:
             ours_s.append(datetime.fromisoformat(body["ready_at"].replace("Z", "+00:00")).timestamp() - put_done)
             bares.append(bare(video, tmp / f"bare-{n + 1}"))
             ratios.append(ours_s[-1] / ((bares[-2] + bares[-1]) / 2))
+            if moto is not None:
+                transfers.append(bare_transfer(moto, video, tmp / f"transfer-{n + 1}"))
         server.stop()
         server = None
         if moto is not None:
@@ -316,11 +377,23 @@ def main() -> None:
         sha_s = timed(lambda: sha256_file(video))
 
         suffix = "_s3" if args.s3 else ""
+        storage_io: dict = {}
+        if transfers:
+            # Paired like the ratio: each of ours against the bare steps + bare transfers around it.
+            moved = [t["download_s"] + t["upload_s"] for t in transfers]
+            with_io = [ours_s[n] / ((bares[n] + moved[n] + bares[n + 1] + moved[n + 1]) / 2) for n in range(rounds)]
+            without_io = [(ours_s[n] - (moved[n] + moved[n + 1]) / 2) / ((bares[n] + bares[n + 1]) / 2)
+                          for n in range(rounds)]
+            storage_io = {
+                f"video_1gib_pipeline_vs_bare_steps_plus_transfer_ratio{suffix}": r(median(with_io)),
+                f"video_1gib_pipeline_minus_transfer_vs_bare_steps_ratio{suffix}": r(median(without_io)),
+            }
         mode = ("S3 on moto_server (multipart plan + complete, by airlock_client), SQLite, in-process broker"
                 if args.s3 else "embedded (SQLite, in-process broker, local storage)")
         emit({
             f"video_1gib_pipeline_vs_bare_steps_ratio{suffix}": r(median(ratios)),
             f"video_1gib_worker_rss_growth_mb{suffix}": r(max(growths), 1),
+            **storage_io,
             f"video_1gib{suffix}": {
                 "file_bytes": facts["bytes"], "file_mib": r(facts["bytes"] / MIB, 1),
                 "video_seconds": facts["seconds"], "packets": facts["packets"],
@@ -332,6 +405,9 @@ def main() -> None:
                 "bare_scan_probe_poster_remux_s": r(median(bares), 2),
                 "bare_runs_s": [r(x, 2) for x in bares],
                 "sha256_pass_s": r(sha_s, 2),
+                **({"bare_download_s": [r(t["download_s"], 2) for t in transfers],
+                    "bare_upload_s": [r(t["upload_s"], 2) for t in transfers],
+                    "transfer_part_mib_threads": [TRANSFER_CHUNK // MIB, TRANSFER_THREADS]} if transfers else {}),
                 "worker_rss_growth_runs_mb": [r(x, 1) for x in growths],
                 "worker_rss_anon_start_mb": r(min(starts), 1),
                 "file_made_s": r(make_s, 1),
@@ -344,6 +420,10 @@ def main() -> None:
             server.stop()
         if moto is not None:
             moto.stop()
+        if args.keep_logs is not None:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in tmp.glob("*.log"):
+                shutil.copy(log, args.keep_logs / log.name)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

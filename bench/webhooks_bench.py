@@ -62,9 +62,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--events", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--switch", default="", help="a trick (attachments/benchswitch.py): rounds alternate "
+                                                     "with and without it (ABBA), each side's median reported")
     args = parser.parse_args()
     n = args.events or (600 if args.quick else 2000)
     rounds = 3 if args.quick else 5
+    if args.switch:
+        rounds *= 2
     os.environ["AIRLOCK_WEBHOOK_ALLOW_PRIVATE"] = "1"
 
     count = multiprocessing.Value("i", 0)
@@ -91,7 +95,13 @@ def main() -> None:
     WebhookEndpoint.objects.create(tenant_id=user.membership.tenant_id, url=f"http://127.0.0.1:{port}/hook")
     now = timezone.now()
     rates, emit_rates = [], []
+    sides: dict[str, list[float]] = {"with": [], "without": []}
     for round_no in range(rounds):
+        side = "without" if args.switch and round_no % 4 in (1, 2) else "with"  # ABBA: drift hits both
+        if side == "without":
+            os.environ["AIRLOCK_BENCH_DISABLE"] = args.switch
+        else:
+            os.environ.pop("AIRLOCK_BENCH_DISABLE", None)
         files = [Attachment(tenant_id=user.membership.tenant_id, owner=user, profile="image", filename=f"{i}.jpg",
                             declared_size=1, declared_type="image/jpeg", storage_key=f"bench/{round_no}/{i}",
                             created_at=now, expires_at=now) for i in range(n)]
@@ -118,11 +128,18 @@ def main() -> None:
         worker.stop(timeout=5000)
         connection.close()
         rates.append(n / elapsed)
-        print(f"round {round_no}: {n / elapsed:.0f} events/s delivered, emitted at {emit_rates[-1]:.0f}/s",
+        sides[side].append(n / elapsed)
+        print(f"round {round_no} ({side} {args.switch or 'tricks'}): {n / elapsed:.0f} events/s delivered, emitted at {emit_rates[-1]:.0f}/s",
               file=sys.stderr)
     dead = WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).count()
     broker = type(dramatiq.get_broker()).__name__
     receiver.kill()
+    os.environ.pop("AIRLOCK_BENCH_DISABLE", None)
+    if args.switch:
+        emit({"switch": args.switch, "database": connection.vendor,
+              **{f"events_per_s_{k}": round(median(v), 1) for k, v in sides.items()},
+              **{f"rounds_{k}": [round(x, 1) for x in v] for k, v in sides.items()}})
+        return
     emit({
         "webhook_delivery_events_per_s": round(median(rates), 1),
         "webhook_delivery_rounds": [round(r, 1) for r in rates],

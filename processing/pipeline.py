@@ -13,8 +13,7 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from . import fairness, inflight
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY, record_scan_error
 from .scanners import ScannerError
+from .spool import file_chunks, get_spool
 from .stages import DERIVE, INTAKE, SCAN, STAGES
 from .steps import StepInput, StepResult
 from .steps.digest import sha256_file
@@ -80,7 +80,7 @@ def intake(attachment: Attachment) -> StageResult:
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
     info = None
-    if gateway.rewritable_uploads and not attachment.content_key:
+    if gateway.rewritable_uploads and not attachment.content_key and not attachment.upload_sealed:
         info = _snapshot(attachment)  # what it verified the copy with: the object intake reads
     if info is None:
         info = gateway.head(attachment.working_key)
@@ -90,38 +90,21 @@ def intake(attachment: Attachment) -> StageResult:
     given = StepInput(profile=profile, size=info.size, head=head,
                       declared_size=attachment.declared_size, declared_sha256=attachment.declared_sha256,
                       chunks=lambda: gateway.iter_chunks(attachment.working_key))
+    if attachment.declared_sha256 and info.size == attachment.declared_size and info.size <= profile.max_bytes:
+        # The declared digest is checked over every byte: over the copy scan and derive read next.
+        with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True) as path:
+            given = replace(given, chunks=lambda: file_chunks(path))
+            return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
     return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
 
 
 def scan(attachment: Attachment) -> StageResult:
-    with _scanned_bytes(attachment) as chunks:
-        given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
-                          content_type=attachment.content_type, chunks=chunks)
-        return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
-
-
-@contextmanager
-def _scanned_bytes(attachment: Attachment) -> Iterator[Callable[[], Iterator[bytes]]]:
-    """What each scanner reads: a fresh iterator over the object's bytes per call.
-
-    Storage with its own files is read as it is. Remote storage is downloaded
-    once (bounded like derive's copy) and every scanner reads that copy: one GET
-    per scan instead of one per scanner.
-    """
+    """Scan one local copy of the bytes (every scanner reads it); kept for derive when clean."""
     gateway = get_gateway()
-    key = attachment.working_key
-    if gateway.local_path(key) is not None:
-        yield lambda: gateway.iter_chunks(key)
-        return
-    with tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp:
-        copy = _original_file(attachment, Path(tmp))
-        yield lambda: _file_chunks(copy)
-
-
-def _file_chunks(path: Path, chunk_size: int = 65536) -> Iterator[bytes]:
-    with open(path, "rb") as fh:
-        while chunk := fh.read(chunk_size):
-            yield chunk
+    with get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=True) as path:
+        given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
+                          content_type=attachment.content_type, chunks=lambda: file_chunks(path))
+        return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
 
 
 def derive(attachment: Attachment) -> StageResult:
@@ -129,8 +112,8 @@ def derive(attachment: Attachment) -> StageResult:
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
     # On the storage's own filesystem when it has one, so derivatives are renamed into place, not copied.
-    with tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp:
-        original = _original_file(attachment, Path(tmp))
+    with (tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp,
+          get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=False) as original):
         if original.stat().st_size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
         work = Path(tmp) / "work"
@@ -356,22 +339,11 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     return info
 
 
-def _original_file(attachment: Attachment, tmp: Path) -> Path:
-    """A local path holding the bytes: storage's own file when it has one, else a bounded download."""
-    gateway = get_gateway()
-    local = gateway.local_path(attachment.working_key)
-    if local is not None:
-        return local  # upload keys are write-once locally: no copy needed
-    path = tmp / "original"
-    limit = attachment.stored_size if attachment.stored_size is not None else get_profile(attachment.profile).max_bytes
-    size = 0
-    with open(path, "wb") as out:
-        for chunk in gateway.iter_chunks(attachment.working_key, chunk_size=1 << 20):
-            size += len(chunk)
-            if size > limit:
-                raise TransientError("the object changed size during processing")
-            out.write(chunk)
-    return path
+def _size_limit(attachment: Attachment) -> int:
+    """No read takes more than intake measured (or, before it did, the profile's limit)."""
+    if attachment.stored_size is not None:
+        return attachment.stored_size
+    return get_profile(attachment.profile).max_bytes
 
 
 def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims: dict) -> dict[str, Any]:

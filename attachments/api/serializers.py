@@ -1,4 +1,6 @@
-"""What every API module shares: strict input fields, the one rendering fast path, errors, the attachment resource.
+"""What every API module shares: strict input fields, errors, the attachment resource.
+
+SharedSerializer (every API serializer's base) is the rendering fast path, in fastpath_serializer.py.
 
 Each view declares its own InputSerializer/OutputSerializer next to itself;
 the OpenAPI schema is generated from them (schema.py keeps only what cannot be
@@ -7,100 +9,21 @@ derived).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
-from rest_framework import validators as drf_validators
 from rest_framework.fields import SkipField
 
-from ..errors import ValidationFailed
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..selectors import is_held
 from ..signing import delivery_expiry, delivery_query
 from ..variants import signed_name, variant_sizes
+from .fastpath_serializer import SharedSerializer
 from .links import absolute_url
-
-
-# --- the one fast path ------------------------------------------------------------------
-
-
-# THE FAST PATH (issue #17 item 3: a trick that pays more than 10 % lives in one named place, with
-# its number). Everything that makes validating and rendering cheap is in this section.
-#
-# 1. One instance per class, built once (`_shared`): DRF's own run_validation and to_representation
-#    without the per-request build, in which a serializer deep-copies and binds every declared field
-#    (`Serializer.fields` -> `get_fields()` -> `copy.deepcopy`).
-# 2. Frozen field lists (`_readable_fields`, `_writable_fields`): DRF re-walks the BindingDict
-#    through the Mapping ABC for every value; a built instance's fields never change.
-# 3. DRF's surrogate check skipped for ASCII text (`_ProhibitSurrogates`): it walks every character
-#    in Python, a quarter of validating an intent; ASCII cannot hold a surrogate.
-# 4. Timestamps written straight as the contract's UTC `Z` form (`UtcDateTimeField`), without DRF's
-#    per-value look-ups of the output format and the current time zone.
-#
-# Per call, in bytecodes executed (deterministic; the VM's CPU clock is too noisy for 3 %):
-#                      fresh DRF serializer   shared (1-4)   the hand-built dict it replaced
-#   intent body              5,336                1,465           254
-#   intent response         13,249                1,460           153
-#   ready resource          21,063                2,568           495
-# In CPU, fresh serializers cost +0.33 ms per intent (~3.9 ms, +8 %) and +0.38 ms per status read
-# (~2.3 ms, +16 %): the previous attempt's took bench/api.py's intent ratio from 0.78 to 0.48.
-# Whole requests in-process under callgrind (instructions per request, hand-built dicts -> this):
-# intent 9.80 M -> 9.91 M (+1.1 %), status read 7.28 M -> 7.46 M (+2.5 %).
-#
-# Shared means read-only: no `data=`, `instance=` or `context` is ever given to a shared instance
-# and no field stores anything per call, so it is safe under the gthread workers of `serve`;
-# whatever depends on the request travels inside the value rendered (AttachmentResource).
-# tests/api/test_resource_fast_path.py pins that it answers exactly as fresh serializers do.
-# (A comment, not a docstring: drf-spectacular would publish a docstring as every component's description.)
-
-@functools.cache
-def _shared(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
-    serializer = serializer_class()
-    serializer.fields  # noqa: B018 - built and bound here, once, never again per request
-    return serializer
-
-
-class SharedSerializer(serializers.Serializer):
-    # (2) above.
-    @property
-    def _readable_fields(self):
-        readable = self.__dict__.get("_readable_tuple")
-        if readable is None:
-            readable = self.__dict__["_readable_tuple"] = tuple(f for f in self.fields.values() if not f.write_only)
-        return readable
-
-    @property
-    def _writable_fields(self):
-        writable = self.__dict__.get("_writable_tuple")
-        if writable is None:
-            writable = self.__dict__["_writable_tuple"] = tuple(f for f in self.fields.values() if not f.read_only)
-        return writable
-
-    @classmethod
-    def validate_body(cls, data: object) -> dict[str, Any]:
-        """`cls(data=data).is_valid(raise_exception=True)`'s validated_data; a non-object body is a 400 too."""
-        if not isinstance(data, dict):
-            raise ValidationFailed("The body must be a JSON object.",
-                                   details={"non_field_errors": ["Expected an object."]})
-        return _shared(cls).run_validation(data)
-
-    @classmethod
-    def render(cls, value: object) -> dict[str, Any]:
-        """`cls(value).data`, as a plain dict."""
-        return _shared(cls).to_representation(value)
-
-
-class _ProhibitSurrogates(drf_validators.ProhibitSurrogateCharactersValidator):
-    """(3) above: DRF's check, for text that can hold a surrogate."""
-
-    def __call__(self, value):
-        if not str(value).isascii():
-            super().__call__(value)
 
 
 # --- strict input fields ---------------------------------------------------------------
@@ -116,11 +39,6 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictCharField(serializers.CharField):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.validators = [_ProhibitSurrogates() if type(v) is drf_validators.ProhibitSurrogateCharactersValidator
-                           else v for v in self.validators]
-
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
@@ -128,11 +46,10 @@ class StrictCharField(serializers.CharField):
 
 
 class UtcDateTimeField(serializers.DateTimeField):
-    """ISO 8601 in UTC with a `Z`: the contract's one format (docs/api.md)."""
+    """ISO 8601 in UTC with a `Z`: the contract's one format (docs/api.md), whatever TIME_ZONE says."""
 
-    def to_representation(self, value):
-        # (4) in the fast path above: DRF's answer for the aware datetimes the models hold.
-        return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    def __init__(self, **kwargs):
+        super().__init__(default_timezone=UTC, **kwargs)
 
 
 # --- errors -------------------------------------------------------------------------------

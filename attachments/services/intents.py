@@ -23,7 +23,8 @@ from ..tenancy import tenant_of
 from .audit import INTENT, audit_entry
 from .backlog import refuse_when_behind
 from .connections import give_connection_back
-from .quotas import attachment_insert_reserving, quota_reserve
+from .fastpath_insert import attachment_insert_reserving
+from .quotas import quota_reserve
 from .ratelimits import check_intent_rate
 from .transitions import user_actor
 

@@ -11,7 +11,7 @@ transaction as every change that starts or stops a file counting:
 
 * an intent (or upload-through, or tus creation) reserves room with one
   conditional ``UPDATE … WHERE bytes_used <= limit - size`` (``quota_reserve``;
-  on PostgreSQL folded into the INSERT's statement, ``attachment_insert_reserving``):
+  on PostgreSQL folded into the INSERT's statement, fastpath_insert.py):
   the row lock it takes serialises a tenant's intents until commit, and
   PostgreSQL re-checks the condition on the newest row version, so two
   intents can never both take the last room;
@@ -33,13 +33,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Model, Q, QuerySet, Sum
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
-from django.db.models.sql import InsertQuery, UpdateQuery
 
 from ..errors import QuotaExceeded
 from ..models import Attachment, Lifecycle, Status, Tenant, TenantUsage
@@ -80,9 +79,11 @@ def tenant_limits(tenant: Tenant) -> tuple[int | None, int | None]:
 
 def tenant_usage(*, tenant: Tenant) -> Usage:
     """The tenant's usage and limits (GET /usage, the admin)."""
-    cached = tenant._state.fields_cache.get("usage")  # select_related("usage") (the admin's list)
-    row = (cached.bytes_used, cached.files_used) if cached is not None else \
-        TenantUsage.objects.filter(tenant_id=tenant.pk).values_list("bytes_used", "files_used").first()
+    try:
+        counter = tenant.usage  # one query, none after select_related("usage") (the admin's list)
+        row: tuple[int, int] | None = (counter.bytes_used, counter.files_used)
+    except TenantUsage.DoesNotExist:
+        row = None
     if row is None:
         row = _counter_create(tenant.pk) or (0, 0)  # without created_only it returns the counter
     limit_bytes, limit_files = tenant_limits(tenant)
@@ -98,7 +99,7 @@ def usage_recounted(tenant_id: Any) -> tuple[int, int]:
 
 # --- the intent's check ----------------------------------------------------------------
 
-def _room(tenant: Tenant, size: int) -> QuerySet[TenantUsage]:
+def counter_with_room(tenant: Tenant, size: int) -> QuerySet[TenantUsage]:
     """The tenant's counter row, if it has room for one more file of `size` bytes."""
     limit_bytes, limit_files = tenant_limits(tenant)
     rows = TenantUsage.objects.filter(tenant_id=tenant.pk)
@@ -109,56 +110,8 @@ def _room(tenant: Tenant, size: int) -> QuerySet[TenantUsage]:
     return rows
 
 
-def _taken(size: int) -> dict[str, Any]:
+def room_taken(size: int) -> dict[str, Any]:
     return {"bytes_used": F("bytes_used") + size, "files_used": F("files_used") + 1}
-
-
-def attachment_insert_reserving(attachment: Attachment, audit: Model | None = None) -> bool:
-    """PostgreSQL: insert a new row and take its room in the counter in ONE statement; False = not done.
-
-    `audit`: a row (the intent's audit entry) inserted by the same statement, only if the attachment was.
-
-    The intent's one measured trick. As a transaction (BEGIN, UPDATE, INSERT,
-    COMMIT) an intent made four round trips where the bare INSERT makes one and
-    ran at 0.68 of it (bench/api.py, goal >= 0.7; 0.78-0.90 without the
-    counter). Here the ORM compiles both halves from the models and only the
-    `WITH room AS (UPDATE … RETURNING 1) INSERT … SELECT … FROM room` around
-    them is ours: the row is inserted only if the conditional UPDATE took the
-    room, atomically. False (no room, no counter yet, not PostgreSQL) sends the
-    caller to `quota_reserve` in a transaction, which says why.
-    """
-    if connection.vendor != "postgresql":
-        return False
-    update = cast(UpdateQuery, _room(attachment.tenant, attachment.declared_size).query.chain(UpdateQuery))
-    update.add_update_values(_taken(attachment.declared_size))
-    update_sql, update_params = update.get_compiler(connection.alias).as_sql()
-    insert = InsertQuery(Attachment)
-    insert.insert_values(Attachment._meta.local_concrete_fields, [attachment])
-    [(insert_sql, insert_params)] = insert.get_compiler(connection.alias).as_sql()
-    head, found, values = insert_sql.partition(" VALUES (")
-    if not found or not values.endswith(")"):
-        return False  # an INSERT we cannot rewrite (never expected): the transaction path works
-    sql, params = f"WITH room AS ({update_sql} RETURNING 1) {head} SELECT {values[:-1]} FROM room", \
-        (*update_params, *insert_params)
-    if audit is not None:
-        # One more CTE, still one round trip: the audit row goes in only if the attachment did.
-        meta = audit._meta
-        also = InsertQuery(type(audit))
-        also.insert_values([f for f in meta.local_concrete_fields if f is not meta.auto_field], [audit])
-        [(also_sql, also_params)] = also.get_compiler(connection.alias).as_sql()
-        also_head, found, also_values = also_sql.partition(" VALUES (")
-        if not found or not also_values.endswith(")"):
-            return False
-        sql = (f"WITH room AS ({update_sql} RETURNING 1), made AS ({head} SELECT {values[:-1]} FROM room "
-               f"RETURNING 1) {also_head} SELECT {also_values[:-1]} FROM made")
-        params = (*params, *also_params)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        inserted = cursor.rowcount == 1
-    if inserted:
-        attachment._state.adding = False
-        attachment._state.db = connection.alias
-    return inserted
 
 
 def quota_reserve(*, tenant: Tenant, size: int) -> None:
@@ -172,7 +125,7 @@ def quota_reserve(*, tenant: Tenant, size: int) -> None:
         raise RuntimeError("quota_reserve runs in the transaction that inserts the attachment")
     limit_bytes, limit_files = tenant_limits(tenant)
     while True:
-        if _room(tenant, size).update(**_taken(size)):
+        if counter_with_room(tenant, size).update(**room_taken(size)):
             return
         # Refused, or no counter yet. Read it under its lock: what we read stays true until we answer.
         current = TenantUsage.objects.select_for_update().filter(tenant_id=tenant.pk).values_list(
@@ -196,8 +149,13 @@ def quota_reserve(*, tenant: Tenant, size: int) -> None:
 
 def usage_snapshot(attachment: Attachment) -> dict[str, Any]:
     """The usage columns as loaded on this instance (the `before` of usage_delta)."""
-    values = attachment.__dict__
-    return {name: values[name] for name in USAGE_FIELDS if name in values}
+    return _loaded(attachment)
+
+
+def _loaded(attachment: Attachment) -> dict[str, Any]:
+    """The usage columns this instance holds (read or set; a deferred one is neither), without a query."""
+    deferred = attachment.get_deferred_fields()
+    return {name: getattr(attachment, name) for name in USAGE_FIELDS if name not in deferred}
 
 
 _UNKNOWN = object()
@@ -209,7 +167,7 @@ def usage_delta(attachment: Attachment, *, before: Mapping[str, Any]) -> tuple[i
     Call it before the save: a column set on the instance without having been
     read (so not in `before`) is read from the row, which still holds the old value.
     """
-    values = attachment.__dict__
+    values = _loaded(attachment)
     blind = [name for name in USAGE_FIELDS if name not in before and name in values]
     old: dict[str, Any] = dict(before)
     if blind:

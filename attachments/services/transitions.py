@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
-from django_fsm import TransitionNotAllowed
+from django_fsm import FSMField, TransitionNotAllowed
 
 from .. import hooks, waiting
 from ..models import Attachment, Status, TransitionLog
@@ -28,10 +29,11 @@ def lock_attachment(attachment_id: Any) -> Attachment | None:
     return Attachment.objects.for_transition().select_for_update().by_pk(attachment_id)
 
 
+@functools.cache
 def transition_writes(name: str) -> tuple[str, ...]:
     """The columns the named transition sets besides the status (declared on the model)."""
-    meta = getattr(Attachment, name)._django_fsm
-    return next(iter(meta.transitions.values())).custom["writes"]
+    status = cast(FSMField, Attachment._meta.get_field("status"))
+    return next(tuple(t.custom["writes"]) for t in status.get_all_transitions(Attachment) if t.name == name)
 
 
 def save_fields(attachment: Attachment, names: Iterable[str], *, usage_before: Mapping[str, Any]) -> None:
@@ -127,7 +129,7 @@ def user_actor(user: Any) -> str:
 
 def _tenant_slug(attachment: Attachment) -> str:
     """The tenant's slug for logs, without a query: keys are minted as tenants/<slug>/…."""
-    if "tenant" in attachment._state.fields_cache:
+    if Attachment._meta.get_field("tenant").is_cached(attachment):
         return attachment.tenant.slug
     parsed = parse_key(attachment.storage_key)
     return parsed.tenant_slug if parsed else str(attachment.tenant_id)

@@ -196,8 +196,10 @@ def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]
         except PartsInvalid as exc:
             raise ValidationFailed("The parts do not match the uploaded parts.",
                                    details={"parts": [str(exc)[:300]]}) from exc
+        # Assembled by us: the upload id is spent, so the key is write-once from here on.
         attachment.multipart_upload_id = None
-        attachment.save(update_fields=["multipart_upload_id"])
+        attachment.upload_sealed = True
+        attachment.save(update_fields=["multipart_upload_id", "upload_sealed"])
 
 
 @dataclass(frozen=True)

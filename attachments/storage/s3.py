@@ -13,6 +13,7 @@ error.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import tempfile
@@ -21,6 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from boto3.exceptions import Boto3Error
+from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -34,6 +37,7 @@ from .base import MultipartUploadInfo, ObjectInfo, PartsInvalid, StorageError, U
 MIB = 1024 * 1024
 MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
 MAX_PARTS = 10_000  # S3's maximum number of parts
+MAX_COPY_BYTES = 5 * 1024 * MIB  # S3's largest single CopyObject
 _SPOOL_BYTES = 8 * MIB  # writes up to this size stay in memory before the upload
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
 _PARTS_INVALID_CODES = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "MalformedXML", "InvalidRequest"}
@@ -68,7 +72,8 @@ class S3Gateway:
 
     def __init__(self, *, bucket: str, endpoint_url: str | None = None, region: str | None = None,
                  upload_method: str = "POST", multipart_threshold: int = 100 * MIB,
-                 part_size: int = 16 * MIB) -> None:
+                 part_size: int = 16 * MIB, transfer_chunk_bytes: int = 16 * MIB,
+                 transfer_threads: int = 4) -> None:
         if not bucket:
             raise StorageError("AIRLOCK_S3_BUCKET is not set")
         method = (upload_method or "POST").upper()
@@ -81,6 +86,16 @@ class S3Gateway:
         self.rewritable_uploads = method == "POST"
         self.multipart_threshold = multipart_threshold
         self.part_size = part_size
+        # The server's own uploads: explicit part size and concurrency, not boto3's
+        # defaults (8 MiB x 10 threads, each part a buffer in memory for a file object).
+        chunk = max(transfer_chunk_bytes, MIN_PART_SIZE)
+        threads = max(transfer_threads, 1)
+        self.transfer_config = TransferConfig(multipart_threshold=chunk, multipart_chunksize=chunk,
+                                              max_concurrency=threads, use_threads=threads > 1)
+        # Copies stay one server-side CopyObject up to S3's 5 GiB limit: no part copies to
+        # schedule (a 1 GiB snapshot was 128 UploadPartCopy calls with the defaults).
+        self.copy_config = TransferConfig(multipart_threshold=MAX_COPY_BYTES, multipart_chunksize=MAX_COPY_BYTES,
+                                          max_concurrency=threads, use_threads=threads > 1)
         # Path-style addressing for custom endpoints (MinIO, moto, most self-hosted
         # S3s need it; R2 accepts it); AWS itself picks virtual-hosted style.
         config = Config(
@@ -102,6 +117,7 @@ class S3Gateway:
             default_acl=None,  # private: nothing in the bucket is public
             querystring_auth=True,
             location="",
+            transfer_config=self.transfer_config,
         )
         self._client_lock = threading.Lock()
         self._client: tuple[int, Any] = (0, None)  # (pid that made it, client)
@@ -115,6 +131,8 @@ class S3Gateway:
             upload_method=settings.AIRLOCK_S3_UPLOAD_METHOD,
             multipart_threshold=settings.AIRLOCK_S3_MULTIPART_THRESHOLD,
             part_size=settings.AIRLOCK_S3_PART_SIZE,
+            transfer_chunk_bytes=settings.AIRLOCK_S3_TRANSFER_CHUNK_BYTES,
+            transfer_threads=settings.AIRLOCK_S3_TRANSFER_THREADS,
         )
 
     @property
@@ -233,22 +251,50 @@ class S3Gateway:
     # --- writes ------------------------------------------------------------------
 
     def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
-        """Spool, then upload: if the iterable raises (body too large), nothing is written."""
+        """Spool, then upload: if the iterable raises (body too large), nothing is written.
+
+        Up to _SPOOL_BYTES stays in memory (one PUT); a larger body goes to a temp file
+        that write_file() uploads part by part, never whole in memory.
+        """
         validate_key(key)
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-            written = 0
+        held: list[bytes] = []
+        written = 0
+        spool: Any = None
+        try:
             for chunk in chunks:
-                spool.write(chunk)
                 written += len(chunk)
-            spool.seek(0)
-            self._save(key, spool, content_type)
+                if spool is None and written <= _SPOOL_BYTES:
+                    held.append(bytes(chunk))
+                    continue
+                if spool is None:
+                    spool = tempfile.NamedTemporaryFile(prefix="airlock-put-")
+                    spool.writelines(held)
+                    held.clear()
+                spool.write(chunk)
+            if spool is None:
+                self._save(key, io.BytesIO(b"".join(held)), content_type)
+            else:
+                spool.flush()
+                self.write_file(key, Path(spool.name), content_type=content_type)
+        finally:
+            if spool is not None:
+                spool.close()  # NamedTemporaryFile deletes itself on close
         return written
 
     def write_file(self, key: str, path: Path, *, content_type: str = "") -> int:
+        """Upload a local file; boto3 reads each part from the file as it sends it.
+
+        Not django-storages' save(): that hands boto3 a file object, whose parts
+        boto3 reads into memory before sending (up to ten at a time).
+        """
         validate_key(key)
-        with open(path, "rb") as fh:
-            self._save(key, fh, content_type)
-        return Path(path).stat().st_size
+        size = Path(path).stat().st_size
+        try:
+            self.client.upload_file(str(path), self.bucket, key, Config=self.transfer_config,
+                                    ExtraArgs={"ContentType": content_type or "application/octet-stream"})
+        except (ClientError, BotoCoreError, Boto3Error) as exc:  # a failed part: S3UploadFailedError
+            raise StorageError(f"PUT {key}: {exc}") from exc
+        return size
 
     def _save(self, key: str, fh: Any, content_type: str) -> None:
         content = File(fh, name=key)
@@ -265,9 +311,8 @@ class S3Gateway:
         validate_key(src)
         validate_key(dst)
         try:
-            # The managed copy switches to multipart copy past 5 GB by itself.
-            self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst,
-                             Config=self.storage.transfer_config)
+            # One CopyObject up to 5 GiB; the managed copy splits only what S3 cannot copy at once.
+            self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst, Config=self.copy_config)
         except ClientError as exc:
             if _is_missing(exc):
                 raise StorageError(f"object {src} is missing") from exc

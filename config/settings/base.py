@@ -122,7 +122,7 @@ def _database() -> dict[str, Any]:
         dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60)))
     if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
-        # Django's backend, with a pool check that costs no round trip while the server is up.
+        # Django's backend with DeadlinePool (a request queues for a busy pool until its deadline).
         config["ENGINE"] = "config.postgresql"
         config["CONN_HEALTH_CHECKS"] = True  # the pool checks a connection before handing it out
         config.setdefault("OPTIONS", {}).update(_pool(AIRLOCK_DB_POOL_MAX))
@@ -212,6 +212,15 @@ AIRLOCK_S3_REGION = env_str("AIRLOCK_S3_REGION", "us-east-1")
 AIRLOCK_S3_UPLOAD_METHOD = env_str("AIRLOCK_S3_UPLOAD_METHOD", "POST")
 AIRLOCK_S3_MULTIPART_THRESHOLD = env_int("AIRLOCK_S3_MULTIPART_THRESHOLD", 100 * 1024 * 1024)
 AIRLOCK_S3_PART_SIZE = env_int("AIRLOCK_S3_PART_SIZE", 16 * 1024 * 1024)
+# The server's own writes to the bucket (derivatives, the remux of a 1 GiB video): parts of
+# this size, this many in flight. Parts are read from the file as they are sent, so the
+# worker's memory does not grow with either (boto3's default is 8 MiB x 10 threads).
+AIRLOCK_S3_TRANSFER_CHUNK_BYTES = env_int("AIRLOCK_S3_TRANSFER_CHUNK_BYTES", 16 * 1024 * 1024)
+AIRLOCK_S3_TRANSFER_THREADS = env_int("AIRLOCK_S3_TRANSFER_THREADS", 4)
+# A worker downloads an object it processes once (processing/spool.py) and keeps the copy
+# for its next stage; at most this many idle copies, none longer than this.
+AIRLOCK_SPOOL_KEEP = env_int("AIRLOCK_SPOOL_KEEP", 2)
+AIRLOCK_SPOOL_IDLE_SECONDS = env_int("AIRLOCK_SPOOL_IDLE_SECONDS", 600)
 AIRLOCK_DOWNLOAD_URL_SECONDS = env_int("AIRLOCK_DOWNLOAD_URL_SECONDS", 60)
 AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60)
 # Signed delivery links (docs/api.md, "Signed links"): how long a link in the resource

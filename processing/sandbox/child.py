@@ -3,8 +3,7 @@
 The server keeps one *spare* forked ahead of time, so fork and the request-independent
 part of the confinement (own process group, parent-death signal, every inherited fd
 closed, stdio to /dev/null, environment scrubbed, and the layers of confine.py: uid,
-no-new-privs, RLIMIT_NPROC, seccomp) and the page-fault warm-up of prewarm.py are off
-the critical path. When a request arrives on fd 0 (a socket: the server passes the
+no-new-privs, RLIMIT_NPROC, seccomp) are off the critical path. When a request arrives on fd 0 (a socket: the server passes the
 input file and the work dir as fds with it), `spare_main` enters the work dir, confines
 itself to it with Landlock, applies the kernel limits, runs one decoder on the input
 fd, writes one length-prefixed JSON document to fd 3 (a pipe the worker reads) and
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import confine, prewarm
+from . import confine
 from .kinds import KINDS, TEST_KINDS, TEST_PREFIX
 from .limits import Bounds, Limits, apply_limits, from_dict, remaining_cpu_seconds
 from .outcome import Rejected, short_repr
@@ -124,7 +123,6 @@ def _prepare(request_fd: int, result_fd: int) -> None:
         confine.private_root(conf.new_root, conf.mount_roots)
     else:
         _confine_process(conf)
-    prewarm.prepare(REQUEST_FD)  # our own samples only; stops once a request is waiting
 
 
 def _confine_process(conf: Confinement) -> None:

@@ -99,7 +99,7 @@ class _ForkServer:
         if member_rules is not None:
             env["AIRLOCK_SANDBOX_YARA_RULES"] = str(member_rules)  # compiled once, by the server
         for name in (confine.CONFINE_ENV, confine.ACCEPT_ENV, confine.UID_ENV, confine.GID_ENV,
-                     "AIRLOCK_SANDBOX_NPROC", TEST_KINDS_ENV):
+                     "AIRLOCK_SANDBOX_NPROC", TEST_KINDS_ENV, "AIRLOCK_BENCH_DISABLE"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         try:

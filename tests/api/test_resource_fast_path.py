@@ -1,9 +1,10 @@
-"""The shared-serializer fast path (serializers.SharedSerializer) answers exactly as DRF's per-request serializers.
+"""The shared-serializer fast path (fastpath_serializer.SharedSerializer) answers exactly as DRF's per-request serializers.
 
 Validation and rendering go through one bound instance per class; these tests
 pin that it validates and renders what a fresh instance would, that the hot
 paths build no serializer per request, that the shared instances never hold
-request state, and that concurrent renders do not see each other's values.
+request state, and that concurrent renders do not see each other's values:
+what the fast path leans on in DRF, so a DRF that changes it fails here.
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import rest_framework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework import serializers
 
 from attachments import signing
+from attachments.api.fastpath_serializer import SharedSerializer, _shared
 from attachments.api.lifecycle import CommitApi, HeartbeatApi
-from attachments.api.serializers import (
-    AttachmentOutputSerializer,
-    AttachmentResource,
-    SharedSerializer,
-    _shared,
-)
+from attachments.api.serializers import AttachmentOutputSerializer, AttachmentResource
 from attachments.api.uploads import UploadCompleteApi, UploadIntentApi
 from attachments.errors import ValidationFailed
 from attachments.models import Attachment, Lifecycle, Status
@@ -258,6 +256,10 @@ def test_shared_instances_hold_no_request_state(alice, api):
         assert shared.instance is None and shared._context == {}
         assert not hasattr(shared, "initial_data") and not hasattr(shared, "_validated_data")
         assert not hasattr(shared, "_errors") and not hasattr(shared, "_data")
+
+
+def test_drf_is_the_major_the_fast_path_was_measured_on():
+    assert rest_framework.VERSION.split(".")[0] == "3", "pyproject pins DRF 3; re-measure fastpath_serializer.py"
 
 
 def test_each_class_is_built_once_and_reused():
