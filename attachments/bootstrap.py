@@ -49,7 +49,8 @@ def require_migrated(command: str) -> None:
         shown = ", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3 else "")
         raise CommandError(
             f"{command}: the database has {len(pending)} unapplied migration(s) ({shown}). "
-            f"Run `python manage.py migrate` first (see docs/deployment.md); nothing was changed.")
+            f"Run `python manage.py migrate` first (see docs/deployment.md); nothing was changed."
+        )
 
 
 def migrate_on_first_run() -> None:
@@ -65,7 +66,9 @@ def migrate_on_first_run() -> None:
         from .private_files import private_dir
 
         private_dir(settings.AIRLOCK_DATA_DIR)
-    log.warning("first run: applying migrations (only serve does this, and only on the embedded default or "
-                "a new database; otherwise run `manage.py migrate`)",
-                extra={"migrations": len(pending), "database": connection.vendor})
+    log.warning(
+        "first run: applying migrations (only serve does this, and only on the embedded default or "
+        "a new database; otherwise run `manage.py migrate`)",
+        extra={"migrations": len(pending), "database": connection.vendor},
+    )
     call_command("migrate", interactive=False, verbosity=0)

@@ -21,7 +21,7 @@ def register_delete_brake(reader: Callable[[], str]) -> None:
 
 
 def delete_brake() -> str:
-    """"killswitch", "dry_run", or "" (go ahead): see sweeper.control.delete_brake."""
+    """ "killswitch", "dry_run", or "" (go ahead): see sweeper.control.delete_brake."""
     if _reader is None:  # never delete when nobody can say whether the brakes are on
         raise ImproperlyConfigured("no delete brake registered: is the sweeper app installed?")
     return _reader()

@@ -31,8 +31,9 @@ def parse_sha256(value: object) -> str:
     except (binascii.Error, ValueError):
         raw = b""
     if len(raw) != 32:
-        raise ValidationFailed("sha256 is not a SHA-256 digest.",
-                               details={"sha256": ["64 hex digits or 44 characters of base64."]})
+        raise ValidationFailed(
+            "sha256 is not a SHA-256 digest.", details={"sha256": ["64 hex digits or 44 characters of base64."]}
+        )
     return raw.hex()
 
 

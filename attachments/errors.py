@@ -10,8 +10,13 @@ class AirlockError(Exception):
     status = 400
     default_message = "Request failed."
 
-    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.message = message or self.default_message
         self.details = details or {}
         self.headers = headers or {}
@@ -31,7 +36,11 @@ class TypeNotAllowed(AirlockError):
 
 
 class NotAuthenticated(AirlockError):
-    code, status, default_message = "NOT_AUTHENTICATED", 401, "Authentication credentials were not provided or are invalid."
+    code, status, default_message = (
+        "NOT_AUTHENTICATED",
+        401,
+        "Authentication credentials were not provided or are invalid.",
+    )
 
 
 class UploadTokenInvalid(AirlockError):
@@ -39,8 +48,11 @@ class UploadTokenInvalid(AirlockError):
 
 
 class SignatureInvalid(AirlockError):
-    code, status, default_message = ("SIGNATURE_INVALID", 403,
-                                     "The signed URL is malformed, tampered with, or signed with a retired key.")
+    code, status, default_message = (
+        "SIGNATURE_INVALID",
+        403,
+        "The signed URL is malformed, tampered with, or signed with a retired key.",
+    )
 
 
 class UrlExpired(AirlockError):

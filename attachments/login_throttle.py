@@ -30,8 +30,7 @@ from django.http import HttpRequest
 def client_ip(request: HttpRequest) -> str | None:
     hops = settings.AIRLOCK_TRUSTED_PROXY_HOPS
     if hops > 0:
-        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")
-                     if part.strip()]
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
         if len(forwarded) >= hops:
             return forwarded[-hops]
     return request.META.get("REMOTE_ADDR")

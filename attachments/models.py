@@ -19,9 +19,11 @@ class Tenant(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Overrides of AIRLOCK_TENANT_QUOTA_BYTES / _FILES; empty = the global default.
     quota_bytes = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_BYTES.")
+        null=True, blank=True, help_text="Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_BYTES."
+    )
     quota_files = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_FILES.")
+        null=True, blank=True, help_text="Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_FILES."
+    )
 
     def __str__(self) -> str:
         return self.slug
@@ -116,9 +118,22 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
     def for_transition(self) -> AttachmentQuerySet:
         """What a service reads under the row lock: the lease check, the transitions, the audit rows (the
         arrival's verified digest), and the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
-        return self.only("tenant", "lease_token", "step", "lifecycle", "uploaded_at", "attempts",
-                         "storage_key", "reason_code", "reason_message", "multipart_upload_id", "stored_size",
-                         "declared_size", "declared_sha256", "scan_signatures")
+        return self.only(
+            "tenant",
+            "lease_token",
+            "step",
+            "lifecycle",
+            "uploaded_at",
+            "attempts",
+            "storage_key",
+            "reason_code",
+            "reason_message",
+            "multipart_upload_id",
+            "stored_size",
+            "declared_size",
+            "declared_sha256",
+            "scan_signatures",
+        )
 
     def for_step(self) -> AttachmentQuerySet:
         """What a pipeline step reads (never the extracted text), with its tenant.
@@ -126,16 +141,46 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         Of the client's claims, only the size and digest intake compares with the bytes.
         """
         return self.select_related("tenant").only(
-            "tenant__slug", "owner", "profile", "lease_token", "step", "uploaded_at", "lifecycle",
-            "storage_key", "content_key", "upload_sealed", "stored_size", "content_type", "metadata",
-            "declared_size", "declared_sha256")
+            "tenant__slug",
+            "owner",
+            "profile",
+            "lease_token",
+            "step",
+            "uploaded_at",
+            "lifecycle",
+            "storage_key",
+            "content_key",
+            "upload_sealed",
+            "stored_size",
+            "content_type",
+            "metadata",
+            "declared_size",
+            "declared_sha256",
+        )
 
     def for_upload(self) -> AttachmentQuerySet:
         """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
-        return self.only("profile", "filename", "declared_size", "declared_type", "declared_sha256",
-                         "storage_key", "size",
-                         "content_type", "sha256", "metadata", "reason_code", "reason_message", "uploaded_at",
-                         "lifecycle", "created_at", "ready_at", "expires_at", "ref", "legal_hold")
+        return self.only(
+            "profile",
+            "filename",
+            "declared_size",
+            "declared_type",
+            "declared_sha256",
+            "storage_key",
+            "size",
+            "content_type",
+            "sha256",
+            "metadata",
+            "reason_code",
+            "reason_message",
+            "uploaded_at",
+            "lifecycle",
+            "created_at",
+            "ready_at",
+            "expires_at",
+            "ref",
+            "legal_hold",
+        )
 
     def by_pk(self, pk: object) -> Attachment | None:
         """The row with this primary key, or None; a slice, so no ORDER BY is built (first() adds one)."""
@@ -149,21 +194,40 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         row (tests/api/test_hot_paths.py catches a deferred field being touched).
         """
         return self.only(
-            "id", "tenant_id", "owner_id", "profile", "status", "filename", "size", "content_type", "sha256",
-            "metadata", "reason_code", "reason_message", "lifecycle", "created_at", "ready_at", "expires_at", "ref",
-            "served_key", "content_key", "storage_key", "legal_hold", *also,
+            "id",
+            "tenant_id",
+            "owner_id",
+            "profile",
+            "status",
+            "filename",
+            "size",
+            "content_type",
+            "sha256",
+            "metadata",
+            "reason_code",
+            "reason_message",
+            "lifecycle",
+            "created_at",
+            "ready_at",
+            "expires_at",
+            "ref",
+            "served_key",
+            "content_key",
+            "storage_key",
+            "legal_hold",
+            *also,
         )
 
     def outstanding_uploads(self, *, owner, now) -> AttachmentQuerySet:
         """The owner's intents whose bytes never came and that have not expired (index att_pending_owner)."""
-        return self.filter(owner=owner, status=Status.PENDING, lifecycle=Lifecycle.STAGED,
-                           uploaded_at__isnull=True, expires_at__gt=now)
+        return self.filter(
+            owner=owner, status=Status.PENDING, lifecycle=Lifecycle.STAGED, uploaded_at__isnull=True, expires_at__gt=now
+        )
 
 
 def ref_held_exists() -> Exists:
     """True for a row whose (tenant, ref) has an active RefHold: one probe of refhold_active_unique."""
-    return Exists(RefHold.objects.filter(tenant_id=OuterRef("tenant_id"), ref=OuterRef("ref"),
-                                         cleared_at__isnull=True))
+    return Exists(RefHold.objects.filter(tenant_id=OuterRef("tenant_id"), ref=OuterRef("ref"), cleared_at__isnull=True))
 
 
 def _taken_down_by_moderator(instance: models.Model) -> bool:
@@ -178,8 +242,9 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # index on PostgreSQL, for LIKE queries nobody makes. See migration 0007.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="attachments", db_index=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments",
-                              db_index=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments", db_index=False
+    )
     profile = models.CharField(max_length=32)
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
 
@@ -291,16 +356,23 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # `writes` names the columns each one sets besides the status: the service saves
     # exactly those (tests/pipeline/test_state_machine.py checks every transition).
 
-    @transition(field=status, source=Status.PENDING, target=Status.PROCESSING,
-                custom={"writes": ("lease_token", "lease_expires_at", "step")})
+    @transition(
+        field=status,
+        source=Status.PENDING,
+        target=Status.PROCESSING,
+        custom={"writes": ("lease_token", "lease_expires_at", "step")},
+    )
     def start(self, *, lease_token: uuid.UUID, lease_expires_at, step: str = "intake") -> None:
         self.lease_token = lease_token
         self.lease_expires_at = lease_expires_at
         self.step = step
 
-    @transition(field=status, source=Status.PROCESSING, target=Status.READY,
-                custom={"writes": ("ready_at", "lease_token", "lease_expires_at", "step", "reason_code",
-                                   "reason_message")})
+    @transition(
+        field=status,
+        source=Status.PROCESSING,
+        target=Status.READY,
+        custom={"writes": ("ready_at", "lease_token", "lease_expires_at", "step", "reason_code", "reason_message")},
+    )
     def finish(self, *, now) -> None:
         self.ready_at = now
         self.lease_token = None
@@ -309,8 +381,12 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.reason_code = ""
         self.reason_message = ""
 
-    @transition(field=status, source=[Status.PENDING, Status.PROCESSING], target=Status.REJECTED,
-                custom={"writes": _ENDS_LEASE_WITH_REASON})
+    @transition(
+        field=status,
+        source=[Status.PENDING, Status.PROCESSING],
+        target=Status.REJECTED,
+        custom={"writes": _ENDS_LEASE_WITH_REASON},
+    )
     def reject(self, *, code: ReasonCode | str, message: str) -> None:
         self.reason_code = ReasonCode(code)  # an unknown code fails here, before anything is written
         self.reason_message = message[:500]
@@ -318,7 +394,9 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=Status.PROCESSING, target=Status.FAILED, custom={"writes": _ENDS_LEASE_WITH_REASON})
+    @transition(
+        field=status, source=Status.PROCESSING, target=Status.FAILED, custom={"writes": _ENDS_LEASE_WITH_REASON}
+    )
     def fail(self, *, message: str) -> None:
         self.reason_code = ReasonCode.INFRASTRUCTURE
         self.reason_message = message[:500]
@@ -326,16 +404,21 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=Status.READY, target=Status.FAILED,
-                custom={"writes": ("reason_code", "reason_message")})
+    @transition(
+        field=status, source=Status.READY, target=Status.FAILED, custom={"writes": ("reason_code", "reason_message")}
+    )
     def lose(self, *, message: str) -> None:
         # Reconcile found the stored original gone: not the file's fault (failed, not
         # rejected), and nothing left to serve. A restored object comes back by `retry`.
         self.reason_code = ReasonCode.OBJECT_MISSING
         self.reason_message = message[:500]
 
-    @transition(field=status, source=[Status.PROCESSING, Status.FAILED], target=Status.PENDING,
-                custom={"writes": ("attempts", *_ENDS_LEASE)})
+    @transition(
+        field=status,
+        source=[Status.PROCESSING, Status.FAILED],
+        target=Status.PENDING,
+        custom={"writes": ("attempts", *_ENDS_LEASE)},
+    )
     def retry(self, *, reset_attempts: bool = False) -> None:
         # Staff requeueing a dead-lettered file give it a fresh set of attempts.
         self.attempts = 0 if reset_attempts else self.attempts + 1
@@ -350,8 +433,12 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
         self.step = ""
 
-    @transition(field=status, source=[Status.PENDING, Status.PROCESSING, Status.READY], target=Status.REJECTED,
-                custom={"writes": _ENDS_LEASE_WITH_REASON})
+    @transition(
+        field=status,
+        source=[Status.PENDING, Status.PROCESSING, Status.READY],
+        target=Status.REJECTED,
+        custom={"writes": _ENDS_LEASE_WITH_REASON},
+    )
     def take_down(self, *, message: str) -> None:
         self.reason_code = ReasonCode.MODERATOR
         self.reason_message = message[:500]
@@ -371,8 +458,12 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         self.reason_message = ""
         self.attempts = 0
 
-    @transition(field=status, source=Status.READY, target=Status.REJECTED,
-                custom={"writes": ("reason_code", "reason_message", "scan_signatures", "scanned_at")})
+    @transition(
+        field=status,
+        source=Status.READY,
+        target=Status.REJECTED,
+        custom={"writes": ("reason_code", "reason_message", "scan_signatures", "scanned_at")},
+    )
     def reject_on_rescan(self, *, code: ReasonCode | str, message: str, signatures: str, now) -> None:
         # A ready file that newer signatures find: taken down without ever leaving `ready` before.
         self.reason_code = ReasonCode(code)
@@ -403,8 +494,11 @@ class RefHold(models.Model):
 
     class Meta:
         # Also the index of the delete paths' NOT EXISTS probe: (tenant, ref) among active holds.
-        constraints = [models.UniqueConstraint(fields=["tenant", "ref"], condition=Q(cleared_at__isnull=True),
-                                               name="refhold_active_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "ref"], condition=Q(cleared_at__isnull=True), name="refhold_active_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.tenant_id}:{self.ref}" + (" (cleared)" if self.cleared_at else "")
@@ -596,7 +690,9 @@ class DeadLetter(models.Model):
         SWEEP = "sweep"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    attachment = models.ForeignKey(Attachment, null=True, blank=True, on_delete=models.SET_NULL, related_name="dead_letters")
+    attachment = models.ForeignKey(
+        Attachment, null=True, blank=True, on_delete=models.SET_NULL, related_name="dead_letters"
+    )
     storage_key = models.CharField(max_length=1024, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
     history = models.JSONField(default=list, blank=True)

@@ -43,8 +43,13 @@ def parse_key(key: str) -> ParsedKey | None:
     attachment_id = _canonical_uuid(raw_id)
     if attachment_id is None:
         return None
-    return ParsedKey(tenant_slug=parts[1], attachment_id=attachment_id, derivative=derivative,
-                     profile=profile, quarantined=quarantined)
+    return ParsedKey(
+        tenant_slug=parts[1],
+        attachment_id=attachment_id,
+        derivative=derivative,
+        profile=profile,
+        quarantined=quarantined,
+    )
 
 
 def _canonical_uuid(text: str) -> uuid.UUID | None:

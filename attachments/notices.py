@@ -29,13 +29,17 @@ def uploads_paused(*, tenant_id: int | None = None) -> list[Notice]:
     paused = backlog.paused_tenants()
     if tenant_id is not None:
         paused = [row for row in paused if row["tenant_id"] == tenant_id]
-    return [Notice("uploads_paused",
-                   f"New uploads are paused for tenant {row['tenant']}: {row['late_files']} uploaded files have "
-                   f"waited for processing longer than {row['max_backlog_seconds']:g} s.",
-                   "admin:attachments_attachment_changelist",
-                   # The files that pause it (not "stuck over 30 minutes": the limit is usually far shorter).
-                   f"question=late&tenant__id__exact={row['tenant_id']}")
-            for row in paused]
+    return [
+        Notice(
+            "uploads_paused",
+            f"New uploads are paused for tenant {row['tenant']}: {row['late_files']} uploaded files have "
+            f"waited for processing longer than {row['max_backlog_seconds']:g} s.",
+            "admin:attachments_attachment_changelist",
+            # The files that pause it (not "stuck over 30 minutes": the limit is usually far shorter).
+            f"question=late&tenant__id__exact={row['tenant_id']}",
+        )
+        for row in paused
+    ]
 
 
 _BRAKE_MESSAGES = {
@@ -60,8 +64,14 @@ def dead_letters_waiting(*, tenant_id: int | None = None) -> list[Notice]:
     count = letters.count()
     if not count:
         return []
-    return [Notice("dead_letters", f"{count} dead letter(s) wait for a decision (requeue or resolve).",
-                   "admin:attachments_deadletter_changelist", "state=open")]
+    return [
+        Notice(
+            "dead_letters",
+            f"{count} dead letter(s) wait for a decision (requeue or resolve).",
+            "admin:attachments_deadletter_changelist",
+            "state=open",
+        )
+    ]
 
 
 def service_notices(*, tenant_id: int | None = None, staff: bool = False) -> list[Notice]:

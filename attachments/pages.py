@@ -11,11 +11,10 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-
-from .notices import service_notices
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from .notices import service_notices
 
 UPPY_LOCALES_DIR = Path(__file__).resolve().parent / "static" / "airlock" / "vendor" / "uppy" / "locales"
 
@@ -46,19 +45,23 @@ def upload_page(request: HttpRequest) -> HttpResponse:
     """Serve the page; everything else happens through /api/v1 with the session cookie."""
     membership = getattr(request.user, "membership", None)
     s3 = settings.AIRLOCK_STORAGE == "s3"
-    response = render(request, "upload.html", {
-        "tenant": membership.tenant.slug if membership else None,
-        # Local storage: Uppy's Tus plugin. S3: Uppy's AwsS3 plugin on our intents; over this size
-        # an intent is a multipart plan of parts this large (Uppy must cut the file the same way).
-        "storage": "s3" if s3 else "local",
-        "multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if s3 else "",
-        "part_size": settings.AIRLOCK_S3_PART_SIZE if s3 else "",
-        "uppy_locales": " ".join(uppy_locales()),
-        # The variants' long edges per profile: the page gives each thumbnail a srcset over them.
-        "variant_edges": json.dumps(settings.AIRLOCK_VARIANTS, sort_keys=True),
-        # Paused uploads (this tenant's) and active brakes, as a banner: a refused upload is no surprise.
-        "notices": service_notices(tenant_id=membership.tenant_id if membership else None),
-    })
+    response = render(
+        request,
+        "upload.html",
+        {
+            "tenant": membership.tenant.slug if membership else None,
+            # Local storage: Uppy's Tus plugin. S3: Uppy's AwsS3 plugin on our intents; over this size
+            # an intent is a multipart plan of parts this large (Uppy must cut the file the same way).
+            "storage": "s3" if s3 else "local",
+            "multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if s3 else "",
+            "part_size": settings.AIRLOCK_S3_PART_SIZE if s3 else "",
+            "uppy_locales": " ".join(uppy_locales()),
+            # The variants' long edges per profile: the page gives each thumbnail a srcset over them.
+            "variant_edges": json.dumps(settings.AIRLOCK_VARIANTS, sort_keys=True),
+            # Paused uploads (this tenant's) and active brakes, as a banner: a refused upload is no surprise.
+            "notices": service_notices(tenant_id=membership.tenant_id if membership else None),
+        },
+    )
     # The page loads only its own scripts (Uppy's bundle and locale are static files here) and
     # styles; thumbnails and their variants are signed links here (redirected to S3 on S3), posters
     # and Uppy's previews blob: URLs, Uppy's stylesheet draws its icons from data: URLs. Uppy styles

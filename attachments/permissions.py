@@ -6,11 +6,20 @@ from django.contrib.auth.models import Group, Permission
 
 MODERATOR_GROUP = "moderator"
 MODERATOR_CODENAMES = (
-    "view_attachment", "change_attachment", "moderate_attachment",
-    "view_transitionlog", "view_tombstone", "view_deadletter", "change_deadletter", "view_derivative",
+    "view_attachment",
+    "change_attachment",
+    "moderate_attachment",
+    "view_transitionlog",
+    "view_tombstone",
+    "view_deadletter",
+    "change_deadletter",
+    "view_derivative",
     # The sweeper's brakes (killswitch, dry run) are an operational control that
     # moderators must be able to pull; Django users and settings stay out of reach.
-    "view_sweepercontrol", "change_sweepercontrol", "view_sweeprun", "view_reconcilerun",
+    "view_sweepercontrol",
+    "change_sweepercontrol",
+    "view_sweeprun",
+    "view_reconcilerun",
 )
 
 

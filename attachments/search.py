@@ -48,8 +48,16 @@ def search_documents(*, user, query: str) -> list[dict]:
         rows = (
             qs.annotate(document=vector)
             .filter(document=search)
-            .annotate(snippet=Func(Value("simple"), F("text"), search, Value(_HEADLINE_OPTIONS),
-                                   function="ts_headline", output_field=TextField()))
+            .annotate(
+                snippet=Func(
+                    Value("simple"),
+                    F("text"),
+                    search,
+                    Value(_HEADLINE_OPTIONS),
+                    function="ts_headline",
+                    output_field=TextField(),
+                )
+            )
             .order_by("-ready_at")
             .values("id", "filename", "snippet")[:MAX_RESULTS]
         )
@@ -62,6 +70,7 @@ def search_documents(*, user, query: str) -> list[dict]:
         text = row["text"]
         at = text.lower().find(terms[0].lower()) if terms else 0
         start = max(0, at - 80)
-        results.append({"id": str(row["id"]), "filename": row["filename"],
-                        "snippet": _plain(text[start:start + 240])})
+        results.append(
+            {"id": str(row["id"]), "filename": row["filename"], "snippet": _plain(text[start : start + 240])}
+        )
     return results

@@ -30,8 +30,9 @@ def _parse(attachment_id: object) -> uuid.UUID:
 def _gone(attachment: Attachment, now: datetime) -> bool:
     if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED):
         return True
-    return attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None \
-        and attachment.expires_at <= now
+    return (
+        attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None and attachment.expires_at <= now
+    )
 
 
 def attachment_visible(*, user, attachment_id: object) -> Attachment:
@@ -64,8 +65,9 @@ def _servable_to_tenant(attachment: Attachment, now: datetime) -> bool:
 
 
 def attachment_owned(*, user, attachment_id: object) -> Attachment:
-    attachment = Attachment.objects.filter(pk=_parse(attachment_id), owner=user).exclude(
-        lifecycle=Lifecycle.DELETED).first()
+    attachment = (
+        Attachment.objects.filter(pk=_parse(attachment_id), owner=user).exclude(lifecycle=Lifecycle.DELETED).first()
+    )
     if attachment is None:
         raise NotFound()
     return attachment
@@ -91,8 +93,9 @@ def attachment_for_download(*, user, attachment_id: object) -> Attachment:
     return attachment
 
 
-def attachment_for_signed_read(*, attachment_id: object, name: str, exp: object, kid: object, sig: object,
-                               now: datetime | None = None) -> Attachment:
+def attachment_for_signed_read(
+    *, attachment_id: object, name: str, exp: object, kid: object, sig: object, now: datetime | None = None
+) -> Attachment:
     """The attachment a signed link names, when its signature holds and the file may be served now.
 
     A valid signature stands for the tenant's read, never for the owner's: it
@@ -106,8 +109,15 @@ def attachment_for_signed_read(*, attachment_id: object, name: str, exp: object,
         attachment = Attachment.objects.for_resource().get(pk=uuid.UUID(str(attachment_id)))
     except (ValueError, Attachment.DoesNotExist):
         raise SignatureInvalid() from None
-    delivery_check(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name, exp=exp, kid=kid,
-                   sig=sig, now=now.timestamp())
+    delivery_check(
+        tenant_id=attachment.tenant_id,
+        attachment_id=attachment.pk,
+        name=name,
+        exp=exp,
+        kid=kid,
+        sig=sig,
+        now=now.timestamp(),
+    )
     if not _servable_to_tenant(attachment, now):  # deleted, discarded, released: gone
         raise NotFound()
     return attachment
@@ -136,10 +146,15 @@ def derivative_of(attachment: Attachment, kind: str) -> Derivative | None:
     return next((d for d in attachment.derivatives.all() if d.kind == kind), None)
 
 
-def attachments_of_owner(*, user, status: str | None = None, profile: str | None = None,
-                         committed: bool | None = None,
-                         before: tuple[datetime, uuid.UUID] | None = None,
-                         ids: Collection[uuid.UUID] | None = None) -> QuerySet[Attachment]:
+def attachments_of_owner(
+    *,
+    user,
+    status: str | None = None,
+    profile: str | None = None,
+    committed: bool | None = None,
+    before: tuple[datetime, uuid.UUID] | None = None,
+    ids: Collection[uuid.UUID] | None = None,
+) -> QuerySet[Attachment]:
     """The owner's attachments, newest first; `before` continues after a (created_at, id) cursor."""
     qs = Attachment.objects.for_resource().filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
     if ids is not None:
@@ -161,7 +176,8 @@ def attachments_of_owner(*, user, status: str | None = None, profile: str | None
 def ready_files_in_storage(*, now: datetime) -> QuerySet[Attachment]:
     """Ready files whose objects must be in storage: not discarded or deleted, staged or released ones unexpired."""
     return Attachment.objects.filter(
-        status=Status.READY, lifecycle__in=(Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED),
+        status=Status.READY,
+        lifecycle__in=(Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED),
     ).exclude(lifecycle__in=(Lifecycle.STAGED, Lifecycle.RELEASED), expires_at__lte=now)
 
 
@@ -194,8 +210,7 @@ def active_ref_holds(tenant_id: int) -> frozenset[str]:
     cached = _ref_holds.get(tenant_id)
     if cached is not None and now - cached[0] < settings.AIRLOCK_HOLD_CACHE_SECONDS:
         return cached[1]
-    refs = frozenset(RefHold.objects.filter(tenant_id=tenant_id, cleared_at__isnull=True)
-                     .values_list("ref", flat=True))
+    refs = frozenset(RefHold.objects.filter(tenant_id=tenant_id, cleared_at__isnull=True).values_list("ref", flat=True))
     with _ref_holds_lock:
         _ref_holds[tenant_id] = (now, refs)
     return refs

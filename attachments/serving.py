@@ -63,13 +63,13 @@ def served_object(attachment) -> tuple[str, int] | None:
     return None if info is None else (attachment.working_key, info.size)
 
 
-def file_response(request, *, key: str, size: int, content_type: str, filename: str,
-                  inline: bool) -> HttpResponseBase:
+def file_response(request, *, key: str, size: int, content_type: str, filename: str, inline: bool) -> HttpResponseBase:
     disposition = content_disposition("inline" if inline else "attachment", filename)
     content_type = content_type or "application/octet-stream"
     gateway = get_gateway()
-    url = gateway.presign_download(key, content_type=content_type, disposition=disposition,
-                                   expires_in=settings.AIRLOCK_DOWNLOAD_URL_SECONDS)
+    url = gateway.presign_download(
+        key, content_type=content_type, disposition=disposition, expires_in=settings.AIRLOCK_DOWNLOAD_URL_SECONDS
+    )
     if url is not None:
         return _security_headers(HttpResponseRedirect(url))
     response: HttpResponse | StreamingHttpResponse
@@ -86,8 +86,9 @@ def file_response(request, *, key: str, size: int, content_type: str, filename: 
             response["Content-Length"] = str(size)
         else:
             start, end = byte_range
-            response = StreamingHttpResponse(gateway.iter_chunks(key, start=start, end=end), status=206,
-                                             content_type=content_type)
+            response = StreamingHttpResponse(
+                gateway.iter_chunks(key, start=start, end=end), status=206, content_type=content_type
+            )
             response["Content-Range"] = f"bytes {start}-{end}/{size}"
             response["Content-Length"] = str(end - start + 1)
     response["Accept-Ranges"] = "bytes"

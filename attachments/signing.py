@@ -119,11 +119,27 @@ def delivery_signed(query: object) -> bool:
     return "sig" in query  # type: ignore[operator]
 
 
-def delivery_check(*, tenant_id: object, attachment_id: object, name: str, exp: object, kid: object,
-                   sig: object, now: float | None = None) -> None:
+def delivery_check(
+    *,
+    tenant_id: object,
+    attachment_id: object,
+    name: str,
+    exp: object,
+    kid: object,
+    sig: object,
+    now: float | None = None,
+) -> None:
     """Raise SignatureInvalid or UrlExpired unless the signature is ours, for this very link, and current."""
-    if not (isinstance(exp, str) and exp.isascii() and exp.isdigit() and len(exp) <= 12
-            and isinstance(kid, str) and _KID.match(kid) and isinstance(sig, str) and _SIG.match(sig)):
+    if not (
+        isinstance(exp, str)
+        and exp.isascii()
+        and exp.isdigit()
+        and len(exp) <= 12
+        and isinstance(kid, str)
+        and _KID.match(kid)
+        and isinstance(sig, str)
+        and _SIG.match(sig)
+    ):
         raise SignatureInvalid("The signed URL is malformed: it needs `exp`, `kid` and `sig` as issued.")
     key = _accepted_keys().get(kid)
     if key is None:
@@ -137,5 +153,6 @@ def delivery_check(*, tenant_id: object, attachment_id: object, name: str, exp: 
     if int(exp) > now + settings.AIRLOCK_DELIVERY_URL_SECONDS + _step():
         # Minted under a longer lifetime than the one configured now: shortening the
         # setting (after a leak, say) shortens the links already out there too.
-        raise UrlExpired("The signed URL outlives the current AIRLOCK_DELIVERY_URL_SECONDS; read the resource "
-                         "for a fresh link.")
+        raise UrlExpired(
+            "The signed URL outlives the current AIRLOCK_DELIVERY_URL_SECONDS; read the resource for a fresh link."
+        )

@@ -124,6 +124,7 @@ hub = Hub()
 
 # --- announcing changes --------------------------------------------------------------
 
+
 def changed(attachment_id: object) -> None:
     """Announce a committed change of one attachment (call inside the transaction that makes it)."""
     key = str(attachment_id)
@@ -190,8 +191,7 @@ def ensure_listener(timeout: float = 2.0) -> bool:
                 _stopping.clear()
                 _connected.clear()
                 target = _listen_redis if kind == "redis" else _listen_postgresql
-                _listener = threading.Thread(target=_forever, args=(target,), name=f"airlock-wait-{kind}",
-                                             daemon=True)
+                _listener = threading.Thread(target=_forever, args=(target,), name=f"airlock-wait-{kind}", daemon=True)
                 _listener.start()
     return _connected.wait(timeout)
 
@@ -226,8 +226,7 @@ def _listen_redis(on_connected: Callable[[], None]) -> None:
     url = settings.REDIS_URL
     if not url:
         raise RuntimeError("REDIS_URL is not set")
-    client = redis.Redis.from_url(url, socket_timeout=None, socket_connect_timeout=2,
-                                  health_check_interval=30)
+    client = redis.Redis.from_url(url, socket_timeout=None, socket_connect_timeout=2, health_check_interval=30)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:
         pubsub.subscribe(_redis_channel())
@@ -261,8 +260,15 @@ def _listen_postgresql(on_connected: Callable[[], None]) -> None:
 
 # --- waiting -----------------------------------------------------------------------------
 
-def wait_until(*, user_id: int, attachment_ids: Collection[str], seconds: float, read: Callable[[], T],
-               settled: Callable[[T], bool]) -> Waited[T]:
+
+def wait_until(
+    *,
+    user_id: int,
+    attachment_ids: Collection[str],
+    seconds: float,
+    read: Callable[[], T],
+    settled: Callable[[T], bool],
+) -> Waited[T]:
     """read() until settled(value) or `seconds` pass, sleeping until one of `attachment_ids` changes (no polling).
 
     Past a waiter cap it reads once and says why it did not wait: a read never

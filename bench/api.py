@@ -92,8 +92,12 @@ def parse_wrk(text: str) -> dict:
     total = int(errors.group(1)) if errors else 0
     if socket_errors:
         total += sum(int(x) for x in socket_errors.groups())
-    return {"rps": rps, "p99_ms": float(p99.group(1)) * _UNITS[p99.group(2)] if p99 else None,
-            "errors": total, "tool": "wrk"}
+    return {
+        "rps": rps,
+        "p99_ms": float(p99.group(1)) * _UNITS[p99.group(2)] if p99 else None,
+        "errors": total,
+        "tool": "wrk",
+    }
 
 
 def lua_script(tmp: Path, *, method: str, tokens: list[str], paths: list[str], body: dict | None) -> Path:
@@ -118,30 +122,42 @@ def lua_script(tmp: Path, *, method: str, tokens: list[str], paths: list[str], b
     return path
 
 
-def drive(base: str, tmp: Path, *, method: str, tokens: list[str], paths: list[str], body: dict | None,
-          seconds: float) -> dict:
+def drive(
+    base: str, tmp: Path, *, method: str, tokens: list[str], paths: list[str], body: dict | None, seconds: float
+) -> dict:
     if shutil.which("wrk"):
         script = lua_script(tmp, method=method, tokens=tokens, paths=paths, body=body)
-        out = subprocess.run(["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "--latency", "-s", str(script),
-                              base + paths[0]], capture_output=True, text=True, timeout=seconds + 60)
+        out = subprocess.run(
+            ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "--latency", "-s", str(script), base + paths[0]],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+        )
         return parse_wrk(out.stdout)
-    return loadgen.run(base + paths[0], method=method, paths=paths, connections=CONNECTIONS, seconds=seconds,
-                       bodies=[json.dumps(body).encode()] if body else None,
-                       headers_list=[{"Authorization": f"Token {t}", "Content-Type": "application/json"}
-                                     for t in tokens])
+    return loadgen.run(
+        base + paths[0],
+        method=method,
+        paths=paths,
+        connections=CONNECTIONS,
+        seconds=seconds,
+        bodies=[json.dumps(body).encode()] if body else None,
+        headers_list=[{"Authorization": f"Token {t}", "Content-Type": "application/json"} for t in tokens],
+    )
 
 
 def scratch_database(tmp: Path, **extra: str | None) -> tuple[Database, dict[str, str]]:
     """The API bench's scratch database and the environment that serves it (bench.settings)."""
     db = Database(tmp)
-    return db, embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
-                            AIRLOCK_DB_CONN_MAX_AGE="600", **extra)
+    return db, embedded_env(
+        tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings", AIRLOCK_DB_CONN_MAX_AGE="600", **extra
+    )
 
 
 def prepare(env: dict[str, str]) -> dict:
     """Run bench/api_setup.py in env's database; its facts (tokens, read_ids, ...); sets BENCH_TENANT_ID in env."""
-    setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=600)
+    setup = subprocess.run(
+        [sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
     if setup.returncode != 0:
         raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
     facts = json.loads(setup.stdout.strip().splitlines()[-1])
@@ -152,10 +168,10 @@ def prepare(env: dict[str, str]) -> dict:
 def status_pair(facts: dict) -> tuple[dict, dict]:
     """The status read, ours against the bare SELECT: the owner reads its own ready attachments."""
     owner = facts["tokens"][:1]
-    return (dict(method="GET", tokens=owner, paths=[f"/api/v1/attachments/{i}" for i in facts["read_ids"]],
-                 body=None),
-            dict(method="GET", tokens=owner, paths=[f"/bench/bare/select/{i}" for i in facts["read_ids"]],
-                 body=None))
+    return (
+        dict(method="GET", tokens=owner, paths=[f"/api/v1/attachments/{i}" for i in facts["read_ids"]], body=None),
+        dict(method="GET", tokens=owner, paths=[f"/bench/bare/select/{i}" for i in facts["read_ids"]], body=None),
+    )
 
 
 def main() -> None:
@@ -176,13 +192,17 @@ def main() -> None:
         tokens = facts["tokens"]
         owner = tokens[:1]  # reads are the owner's own attachments
         pairs = {
-            "intent": (dict(method="POST", tokens=tokens, paths=["/api/v1/uploads"], body=INTENT_BODY),
-                       dict(method="POST", tokens=tokens, paths=["/bench/bare/insert"], body=BARE_BODY)),
+            "intent": (
+                dict(method="POST", tokens=tokens, paths=["/api/v1/uploads"], body=INTENT_BODY),
+                dict(method="POST", tokens=tokens, paths=["/bench/bare/insert"], body=BARE_BODY),
+            ),
             "status": status_pair(facts),
-            "download": (dict(method="GET", tokens=owner, paths=[f"/api/v1/attachments/{facts['ready_id']}/download"],
-                              body=None),
-                         dict(method="GET", tokens=owner, paths=[f"/bench/bare/file/{facts['ready_id']}"],
-                              body=None)),
+            "download": (
+                dict(
+                    method="GET", tokens=owner, paths=[f"/api/v1/attachments/{facts['ready_id']}/download"], body=None
+                ),
+                dict(method="GET", tokens=owner, paths=[f"/bench/bare/file/{facts['ready_id']}"], body=None),
+            ),
         }
         for ours, bare in pairs.values():  # warm-up: connections, imports, caches in both workers
             drive(base, tmp, seconds=1, **ours)
@@ -194,10 +214,15 @@ def main() -> None:
                 for side, spec in order:
                     samples[name][side].append(drive(base, tmp, seconds=seconds, **spec))
                     # An intent writes its audit entry (TransitionLog) beside the row: that goes first.
-                    for table, column in (("attachments_transitionlog", "attachment_id"),
-                                          ("attachments_attachment", "id")):
-                        db.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT id FROM attachments_attachment "
-                                   "WHERE filename IN (%s, %s))", ("bench-intent.jpg", "bench-bare.jpg"))
+                    for table, column in (
+                        ("attachments_transitionlog", "attachment_id"),
+                        ("attachments_attachment", "id"),
+                    ):
+                        db.execute(
+                            f"DELETE FROM {table} WHERE {column} IN (SELECT id FROM attachments_attachment "
+                            "WHERE filename IN (%s, %s))",
+                            ("bench-intent.jpg", "bench-bare.jpg"),
+                        )
         tool = samples["intent"]["ours"][0]["tool"]
     finally:
         if gunicorn is not None:
@@ -209,25 +234,37 @@ def main() -> None:
 
     def side(name: str, which: str) -> dict:
         runs_ = samples[name][which]
-        return {"rps": r(median(x["rps"] for x in runs_), 1),
-                "p99_ms": r(median(x["p99_ms"] for x in runs_ if x["p99_ms"] is not None), 2),
-                "errors": sum(x["errors"] for x in runs_)}
+        return {
+            "rps": r(median(x["rps"] for x in runs_), 1),
+            "p99_ms": r(median(x["p99_ms"] for x in runs_ if x["p99_ms"] is not None), 2),
+            "errors": sum(x["errors"] for x in runs_),
+        }
 
     queries = facts["queries"]
-    emit({
-        "api_intent_vs_bare_insert_ratio": r(ratio("intent")),
-        "api_status_vs_bare_select_ratio": r(ratio("status")),
-        "api_download_vs_bare_file_ratio": r(ratio("download")),
-        "api": {name: {"ours": side(name, "ours"), "bare": side(name, "bare"),
-                       "ratio_runs": [r(o["rps"] / b["rps"]) for o, b in zip(samples[name]["ours"],
-                                                                             samples[name]["bare"])]}
-                for name in samples},
-        "api_queries_per_request": queries,
-        "api_list_queries_constant": queries["list_1"] == queries["list_20"],
-        "api_setup": (f"gunicorn 2 sync workers, loopback, {tool} with {CONNECTIONS} connections, "
-                      f"{seconds:g}s x {runs} runs per side, database {facts['database']}, persistent connections; "
-                      "bare views use the same DRF stack and token auth, then one query"),
-    })
+    emit(
+        {
+            "api_intent_vs_bare_insert_ratio": r(ratio("intent")),
+            "api_status_vs_bare_select_ratio": r(ratio("status")),
+            "api_download_vs_bare_file_ratio": r(ratio("download")),
+            "api": {
+                name: {
+                    "ours": side(name, "ours"),
+                    "bare": side(name, "bare"),
+                    "ratio_runs": [
+                        r(o["rps"] / b["rps"]) for o, b in zip(samples[name]["ours"], samples[name]["bare"])
+                    ],
+                }
+                for name in samples
+            },
+            "api_queries_per_request": queries,
+            "api_list_queries_constant": queries["list_1"] == queries["list_20"],
+            "api_setup": (
+                f"gunicorn 2 sync workers, loopback, {tool} with {CONNECTIONS} connections, "
+                f"{seconds:g}s x {runs} runs per side, database {facts['database']}, persistent connections; "
+                "bare views use the same DRF stack and token auth, then one query"
+            ),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -47,15 +47,34 @@ def main() -> None:
         for i in range(n):
             pk = uuid.uuid4()
             row = Attachment.objects.create(
-                id=pk, tenant=ready.tenant, owner=user, profile="image", status=Status.READY,
-                filename=f"read-{i}.jpg", declared_size=ready.declared_size, declared_type="image/jpeg",
-                storage_key=f"bench/read/{pk}", served_key=ready.served_key, size=ready.size,
-                content_type="image/jpeg", sha256=ready.sha256, metadata=ready.metadata,
-                created_at=now - timedelta(seconds=i), uploaded_at=now, ready_at=now,
+                id=pk,
+                tenant=ready.tenant,
+                owner=user,
+                profile="image",
+                status=Status.READY,
+                filename=f"read-{i}.jpg",
+                declared_size=ready.declared_size,
+                declared_type="image/jpeg",
+                storage_key=f"bench/read/{pk}",
+                served_key=ready.served_key,
+                size=ready.size,
+                content_type="image/jpeg",
+                sha256=ready.sha256,
+                metadata=ready.metadata,
+                created_at=now - timedelta(seconds=i),
+                uploaded_at=now,
+                ready_at=now,
                 expires_at=now + timedelta(days=7),
             )
-            Derivative.objects.create(attachment=row, kind="thumbnail", storage_key=f"bench/read/{pk}/t.webp",
-                                      content_type="image/webp", size=100, width=256, height=192)
+            Derivative.objects.create(
+                attachment=row,
+                kind="thumbnail",
+                storage_key=f"bench/read/{pk}/t.webp",
+                content_type="image/webp",
+                size=100,
+                width=256,
+                height=192,
+            )
             ids.append(str(pk))
         return ids
 
@@ -89,8 +108,16 @@ def main() -> None:
         "bare_file": count(owner, "get", f"/bench/bare/file/{ready_id}"),
     }
     Attachment.objects.filter(filename__in=["bench-intent.jpg", "bench-bare.jpg"]).delete()
-    emit({"tokens": [u.api_token for u in users], "tenant_id": ready.tenant_id, "ready_id": ready_id,
-          "read_ids": read_ids, "queries": queries, "database": connection.vendor})
+    emit(
+        {
+            "tokens": [u.api_token for u in users],
+            "tenant_id": ready.tenant_id,
+            "ready_id": ready_id,
+            "read_ids": read_ids,
+            "queries": queries,
+            "database": connection.vendor,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -28,10 +28,16 @@ class BareInsertApi(APIView):
         pk = uuid.uuid4()
         now = timezone.now()
         Attachment.objects.create(
-            id=pk, tenant_id=int(os.environ["BENCH_TENANT_ID"]), owner_id=request.user.pk, profile="image",
-            filename=str(data.get("filename", "bench-bare.jpg"))[:255], declared_size=int(data.get("size", 0)),
-            declared_type=str(data.get("content_type", ""))[:127], storage_key=f"bench/bare/{pk}",
-            created_at=now, expires_at=now,
+            id=pk,
+            tenant_id=int(os.environ["BENCH_TENANT_ID"]),
+            owner_id=request.user.pk,
+            profile="image",
+            filename=str(data.get("filename", "bench-bare.jpg"))[:255],
+            declared_size=int(data.get("size", 0)),
+            declared_type=str(data.get("content_type", ""))[:127],
+            storage_key=f"bench/bare/{pk}",
+            created_at=now,
+            expires_at=now,
         )
         return Response({"id": str(pk), "status": "pending"}, status=201)
 

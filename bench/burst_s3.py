@@ -25,7 +25,6 @@ import argparse
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -33,11 +32,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import Database  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO, MotoServer, createuser, embedded_env, emit, percentile, r, scratch_dir, serve,
+    REPO,
+    MotoServer,
+    createuser,
+    embedded_env,
+    emit,
+    percentile,
+    r,
+    scratch_dir,
+    serve,
 )
 from bench.serve_bench import REDIS, pg_connections, redis_ok  # noqa: E402
 from tests.s3.support import cpu_hogs, stop_all, upload_burst  # noqa: E402
 from tests.support import jpeg_bytes  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -54,11 +62,15 @@ def main() -> None:
     server = None
     hogs: list[subprocess.Popen] = []
     try:
-        env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="config.settings.base",
-                           REDIS_URL=REDIS, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-                           **moto.s3_env())
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True,
-                       timeout=600)
+        env = embedded_env(
+            tmp,
+            DATABASE_URL=db.url,
+            DJANGO_SETTINGS_MODULE="config.settings.base",
+            REDIS_URL=REDIS,
+            AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+            **moto.s3_env(),
+        )
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
         tokens = [createuser(env, f"guest{i}") for i in range(10)]
         server = serve(env, tmp)
         peak = [0]
@@ -83,14 +95,24 @@ def main() -> None:
         moto.stop()
         db.drop()
     refusals = sum(n for step, n in burst.statuses.items() if step.endswith(" 503"))
-    emit({"burst_s3_200_clients_ok_ratio": r(len(burst.durations) / args.clients, 4),
-          "burst_s3_200_clients_p99_s": r(percentile(burst.durations, 99), 2) if burst.durations else None,
-          "burst_s3": {"clients": args.clients, "cpu_hogs": args.hogs, "seconds": r(burst.seconds, 1),
-                       "p50_s": r(percentile(burst.durations, 50), 2) if burst.durations else None,
-                       "responses_503": refusals, "pg_connections_peak": peak[0], "statuses": burst.statuses,
-                       "failures_sample": burst.failures[:3],
-                       "setup": "serve defaults on PostgreSQL + Redis + clamd, S3 on moto_server; "
-                                "intent -> POST to the bucket -> complete -> status per client"}})
+    emit(
+        {
+            "burst_s3_200_clients_ok_ratio": r(len(burst.durations) / args.clients, 4),
+            "burst_s3_200_clients_p99_s": r(percentile(burst.durations, 99), 2) if burst.durations else None,
+            "burst_s3": {
+                "clients": args.clients,
+                "cpu_hogs": args.hogs,
+                "seconds": r(burst.seconds, 1),
+                "p50_s": r(percentile(burst.durations, 50), 2) if burst.durations else None,
+                "responses_503": refusals,
+                "pg_connections_peak": peak[0],
+                "statuses": burst.statuses,
+                "failures_sample": burst.failures[:3],
+                "setup": "serve defaults on PostgreSQL + Redis + clamd, S3 on moto_server; "
+                "intent -> POST to the bucket -> complete -> status per client",
+            },
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def tree_cpu_s(root: int | None = None) -> float:
             raw = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = raw[raw.rindex(")") + 2:].split()
+        fields = raw[raw.rindex(")") + 2 :].split()
         # after the command: state ppid … utime(11) stime(12) cutime(13) cstime(14), 0-based from state
         stats[int(entry)] = (int(fields[1]), sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK)
     total = 0.0
@@ -91,12 +91,21 @@ def start_moto() -> subprocess.Popen:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench-secret", AWS_DEFAULT_REGION="us-east-1",
-                      AIRLOCK_STORAGE="s3", AIRLOCK_S3_ENDPOINT_URL=endpoint, AIRLOCK_S3_REGION="us-east-1",
-                      AIRLOCK_S3_BUCKET="airlock-capacity")
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench-secret",
+        AWS_DEFAULT_REGION="us-east-1",
+        AIRLOCK_STORAGE="s3",
+        AIRLOCK_S3_ENDPOINT_URL=endpoint,
+        AIRLOCK_S3_REGION="us-east-1",
+        AIRLOCK_S3_BUCKET="airlock-capacity",
+    )
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         os.environ.pop(name, None)
     deadline = time.monotonic() + 60
@@ -208,8 +217,13 @@ def main() -> None:
         holder: dict = {}
 
         def intent() -> None:
-            made = upload_intent_create(user=user, profile_name=item["profile"], filename=item["path"].name,
-                                        size=len(data), content_type=item["content_type"])
+            made = upload_intent_create(
+                user=user,
+                profile_name=item["profile"],
+                filename=item["path"].name,
+                size=len(data),
+                content_type=item["content_type"],
+            )
             holder["pk"], holder["upload"] = made.attachment.pk, made.upload
 
         observe("intent", intent)
@@ -227,9 +241,15 @@ def main() -> None:
             response.raise_for_status()
             observe("complete", lambda: upload_complete(attachment=Attachment.objects.get(pk=pk)))
         else:
-            observe("put", lambda: upload_content_receive(
-                attachment_id=pk, token=upload_token(pk),
-                chunks=lambda: (data[i:i + 65536] for i in range(0, len(data), 65536)), content_length=len(data)))
+            observe(
+                "put",
+                lambda: upload_content_receive(
+                    attachment_id=pk,
+                    token=upload_token(pk),
+                    chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
+                    content_length=len(data),
+                ),
+            )
         observe("intake", lambda: pipeline.start_and_intake(pk))
         for _ in range(6):
             row = Attachment.objects.only("status", "lease_token", "step").get(pk=pk)
@@ -260,8 +280,9 @@ def main() -> None:
             got["wall_ms"].append((time.perf_counter() - wall) * 1000)
             got["statements"].append(len(statements) - before_n)
             if traffic:
-                for label, after, before in zip(("s3_requests", "s3_bytes_sent", "s3_bytes_received"),
-                                                traffic.total(), s3_before):
+                for label, after, before in zip(
+                    ("s3_requests", "s3_bytes_sent", "s3_bytes_received"), traffic.total(), s3_before
+                ):
                     got.setdefault(label, []).append(after - before)
 
         requests_before = dict(traffic.requests) if traffic else {}
@@ -282,8 +303,12 @@ def main() -> None:
                 "service_s3_bytes_sent_per_file": sum(phases[p].get("s3_bytes_sent", 0) for p in phases),
                 "service_s3_bytes_received_per_file": sum(phases[p].get("s3_bytes_received", 0) for p in phases),
                 "service_s3_operations_per_file": {
-                    op: r((n - requests_before.get(op, 0)) / reps, 2) for op, n in traffic.requests.items()
-                    if n - requests_before.get(op, 0)} if traffic else {},
+                    op: r((n - requests_before.get(op, 0)) / reps, 2)
+                    for op, n in traffic.requests.items()
+                    if n - requests_before.get(op, 0)
+                }
+                if traffic
+                else {},
                 "worker_statements": sum(int(phases[p]["statements"]) for p in worker),
                 "upload_statements": sum(int(phases[p]["statements"]) for p in upload_side),
             }
@@ -323,18 +348,22 @@ def main() -> None:
     if moto is not None:
         moto.terminate()
         moto.wait(timeout=30)
-    emit({
-        "capacity_by_kind": results,
-        "capacity_profile_kind": args.profile or None,
-        "capacity_profile": profiles,
-        "capacity_database": connection.vendor,
-        "capacity_storage": "s3 (moto_server)" if args.s3 else "local",
-        "capacity_broker": type(__import__("dramatiq").get_broker()).__name__,
-        "capacity_reps": reps,
-        "capacity_cores": os.cpu_count(),
-        "capacity_mode": ("every phase inline in one thread, one file at a time (no queue, no concurrency); "
-                          "CPU = this process + the sandbox's processes; statements = this connection's"),
-    })
+    emit(
+        {
+            "capacity_by_kind": results,
+            "capacity_profile_kind": args.profile or None,
+            "capacity_profile": profiles,
+            "capacity_database": connection.vendor,
+            "capacity_storage": "s3 (moto_server)" if args.s3 else "local",
+            "capacity_broker": type(__import__("dramatiq").get_broker()).__name__,
+            "capacity_reps": reps,
+            "capacity_cores": os.cpu_count(),
+            "capacity_mode": (
+                "every phase inline in one thread, one file at a time (no queue, no concurrency); "
+                "CPU = this process + the sandbox's processes; statements = this connection's"
+            ),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 
 # --- statistics ----------------------------------------------------------------
 
+
 def median(values: Iterable[float]) -> float:
     return float(statistics.median(list(values)))
 
@@ -51,8 +52,14 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def paired_rounds(methods: dict[str, Callable[[Path], object]], inputs: list[Path], rounds: int, *,
-                  settle: float = 0.02, seed: int = 27) -> dict[str, list[float]]:
+def paired_rounds(
+    methods: dict[str, Callable[[Path], object]],
+    inputs: list[Path],
+    rounds: int,
+    *,
+    settle: float = 0.02,
+    seed: int = 27,
+) -> dict[str, list[float]]:
     """Mean seconds per input of each method, per round; the methods run in shuffled order on each input.
 
     Shuffled and interleaved so a noisy neighbour hits every method alike: the ratios stay fair.
@@ -80,6 +87,7 @@ def r(value: float | None, digits: int = 3) -> float | None:
 
 
 # --- machine -------------------------------------------------------------------
+
 
 def inflate_like_the_sandbox() -> None:
     """Re-exec this process so it loads the zlib the sandbox's decoders load.
@@ -119,8 +127,12 @@ def machine() -> dict[str, object]:
         load = os.getloadavg()
     except OSError:
         load = (0.0, 0.0, 0.0)
-    return {"cores": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
-            "loadavg_at_start": [round(x, 2) for x in load]}
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "loadavg_at_start": [round(x, 2) for x in load],
+    }
 
 
 def clamd_socket() -> str | None:
@@ -138,17 +150,30 @@ def clamd_socket() -> str | None:
 
 def embedded_env(data_dir: Path, **extra: str | None) -> dict[str, str]:
     """Environment for a child process on the embedded defaults in data_dir (SQLite, in-process broker)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "RABBITMQ_URL", "CLAMD_SOCKET", "CLAMD_HOST", "CLAMD_PORT",
-                        "DJANGO_SETTINGS_MODULE")}
-    env.update({
-        "AIRLOCK_DATA_DIR": str(data_dir),
-        "AIRLOCK_STORAGE_ROOT": str(data_dir / "storage"),
-        "AIRLOCK_LOG_LEVEL": "WARNING",
-        "AIRLOCK_INTENTS_PER_MINUTE": str(10**9),
-        "AIRLOCK_MAX_PENDING_PER_USER": str(10**9),
-        "PYTHONPATH": str(REPO),
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DATABASE_URL",
+            "REDIS_URL",
+            "RABBITMQ_URL",
+            "CLAMD_SOCKET",
+            "CLAMD_HOST",
+            "CLAMD_PORT",
+            "DJANGO_SETTINGS_MODULE",
+        )
+    }
+    env.update(
+        {
+            "AIRLOCK_DATA_DIR": str(data_dir),
+            "AIRLOCK_STORAGE_ROOT": str(data_dir / "storage"),
+            "AIRLOCK_LOG_LEVEL": "WARNING",
+            "AIRLOCK_INTENTS_PER_MINUTE": str(10**9),
+            "AIRLOCK_MAX_PENDING_PER_USER": str(10**9),
+            "PYTHONPATH": str(REPO),
+        }
+    )
     sock = clamd_socket()
     if sock:
         env["CLAMD_SOCKET"] = sock
@@ -222,14 +247,18 @@ class ServerProcess:
 def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
     """`manage.py serve` on a free loopback port with `args`, its log in tmp: the one way a bench starts it."""
     port = free_port()
-    return ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), *args], env,
-                         tmp / f"serve-{port}.log", port)
+    return ServerProcess(
+        [sys.executable, "manage.py", "serve", "--port", str(port), *args], env, tmp / f"serve-{port}.log", port
+    )
 
 
 # --- S3 on moto (tests/s3 uses the same server in-process) ---------------------
 
-AWS_BENCH_KEYS = {"AWS_ACCESS_KEY_ID": "airlock-bench", "AWS_SECRET_ACCESS_KEY": "airlock-bench-secret",
-                  "AWS_DEFAULT_REGION": "us-east-1"}
+AWS_BENCH_KEYS = {
+    "AWS_ACCESS_KEY_ID": "airlock-bench",
+    "AWS_SECRET_ACCESS_KEY": "airlock-bench-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 class MotoServer:
@@ -243,13 +272,20 @@ class MotoServer:
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
         self.log = open(tmp / "moto.log", "wb")
-        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
-                                      "-p", str(port)], cwd=REPO,
-                                     env={**os.environ, **AWS_BENCH_KEYS, "TMPDIR": str(tmp)},
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                              aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"])
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+            cwd=REPO,
+            env={**os.environ, **AWS_BENCH_KEYS, "TMPDIR": str(tmp)},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -265,8 +301,13 @@ class MotoServer:
 
     def s3_env(self) -> dict[str, str]:
         """What `serve` needs to keep its objects in this bucket (AIRLOCK_STORAGE=s3)."""
-        return {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": self.bucket, "AIRLOCK_S3_ENDPOINT_URL": self.endpoint,
-                "AIRLOCK_S3_REGION": "us-east-1", **AWS_BENCH_KEYS}
+        return {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": self.bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": self.endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+            **AWS_BENCH_KEYS,
+        }
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -279,17 +320,39 @@ class MotoServer:
 
 def createuser(env: dict[str, str], name: str, tenant: str = "bench") -> str:
     """A user of `tenant` made by `manage.py createuser` in env's database; returns its API token."""
-    out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "createuser", name, "--tenant", tenant],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
 def Gunicorn(env: dict[str, str], tmp: Path, workers: int = 2) -> ServerProcess:
     """gunicorn (sync workers) serving config.wsgi on a free loopback port, its log in tmp: the baselines' server."""
     port = free_port()
-    return ServerProcess([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", str(workers),
-                          "-k", "sync", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-                         env, tmp / "gunicorn.log", port, timeout=60)
+    return ServerProcess(
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "config.wsgi:application",
+            "-w",
+            str(workers),
+            "-k",
+            "sync",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        env,
+        tmp / "gunicorn.log",
+        port,
+        timeout=60,
+    )
 
 
 def emit(result: dict) -> None:
@@ -297,6 +360,7 @@ def emit(result: dict) -> None:
 
 
 # --- realistic sample files ---------------------------------------------------------
+
 
 def photo_jpeg(seed: int, size: tuple[int, int] = (4000, 3000), quality: int = 88) -> bytes:
     """A 12 MP camera-like JPEG: smooth gradients, shapes and sensor noise (compresses like a photo)."""
@@ -358,9 +422,11 @@ def screenshot_png(seed: int, size: tuple[int, int] = (1920, 1080)) -> bytes:
 def text_pdf(pages: int = 20, seed: int = 0) -> bytes:
     """A text PDF (Helvetica, about 40 lines of prose a page), like an exported report."""
     rng = random.Random(seed)
-    words = ("airlock upload storage scanner thumbnail lifecycle committed staged sweeper reconciler "
-             "attachment profile derivative status pending processing ready rejected failed tenant "
-             "quarantine signature lease outbox broker worker sandbox bounds pixels pages archive").split()
+    words = (
+        "airlock upload storage scanner thumbnail lifecycle committed staged sweeper reconciler "
+        "attachment profile derivative status pending processing ready rejected failed tenant "
+        "quarantine signature lease outbox broker worker sandbox bounds pixels pages archive"
+    ).split()
     objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
     font_id = 3
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
@@ -373,8 +439,10 @@ def text_pdf(pages: int = 20, seed: int = 0) -> bytes:
         content = "\n".join(lines).encode()
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
         content_id = len(objects)
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R "
-                       f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode())
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R "
+            f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode()
+        )
         page_ids.append(len(objects))
     kids = " ".join(f"{pid} 0 R" for pid in page_ids)
     objects[1] = f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode()

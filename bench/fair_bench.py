@@ -33,7 +33,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO, ServerProcess, createuser, embedded_env, emit, free_port, percentile, r, scratch_dir, small_jpeg,
+    REPO,
+    ServerProcess,
+    createuser,
+    embedded_env,
+    emit,
+    free_port,
+    percentile,
+    r,
+    scratch_dir,
+    small_jpeg,
 )
 from bench.time_to_ready import Client  # noqa: E402
 
@@ -55,8 +64,11 @@ class Stack:
 
     def __init__(self, mode: str, tmp: Path, fair_stages: str) -> None:
         self.mode, self.tmp = mode, tmp
-        extra = {"AIRLOCK_TENANT_FAIR_STAGES": fair_stages, "AIRLOCK_WORKER_THREADS": "4",
-                 "AIRLOCK_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:8]}"}
+        extra = {
+            "AIRLOCK_TENANT_FAIR_STAGES": fair_stages,
+            "AIRLOCK_WORKER_THREADS": "4",
+            "AIRLOCK_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:8]}",
+        }
         self.db = None
         if mode == "redis":
             from bench.api import Database
@@ -73,15 +85,26 @@ class Stack:
     def start(self) -> None:
         port = free_port()
         if self.mode == "redis":
-            subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=self.env, check=True,
-                           timeout=600)
-            self.worker = subprocess.Popen([sys.executable, "manage.py", "rundramatiq", "-p", "1", "-t", "4"],
-                                           cwd=REPO, env=self.env, stdout=self.worker_log, stderr=subprocess.STDOUT)
-            self.server = ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
-                                        self.env, self.tmp / "serve.log", port)
+            subprocess.run(
+                [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=self.env, check=True, timeout=600
+            )
+            self.worker = subprocess.Popen(
+                [sys.executable, "manage.py", "rundramatiq", "-p", "1", "-t", "4"],
+                cwd=REPO,
+                env=self.env,
+                stdout=self.worker_log,
+                stderr=subprocess.STDOUT,
+            )
+            self.server = ServerProcess(
+                [sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
+                self.env,
+                self.tmp / "serve.log",
+                port,
+            )
         else:  # serve migrates a new SQLite database itself
-            self.server = ServerProcess([sys.executable, "manage.py", "serve", "--port", str(port)], self.env,
-                                        self.tmp / "serve.log", port)
+            self.server = ServerProcess(
+                [sys.executable, "manage.py", "serve", "--port", str(port)], self.env, self.tmp / "serve.log", port
+            )
 
     def stop(self) -> None:
         if self.server is not None:
@@ -138,11 +161,21 @@ def run_once(mode: str, fair_stages: str, burst: int) -> dict:
             b_sent.append(sent)
             time.sleep(B_SPACING_S)
         b_ttr = [max(0.0, b.wait_ready(attachment_id, timeout=600) - done) for attachment_id, done in b_sent]
-        a_unready = sum(1 for pk in a_ids if Client(base, a_token).session.get(
-            f"{base}/api/v1/attachments/{pk}", timeout=30).json()["status"] not in ("ready", "rejected", "failed"))
-        return {"p99_s": r(percentile(b_ttr, 99)), "p50_s": r(percentile(b_ttr, 50)), "max_s": r(max(b_ttr)),
-                "a_files": burst, "a_upload_seconds": r(burst_seconds, 1), "a_unready_at_end": a_unready,
-                "fair_stages": fair_stages or "(none)"}
+        a_unready = sum(
+            1
+            for pk in a_ids
+            if Client(base, a_token).session.get(f"{base}/api/v1/attachments/{pk}", timeout=30).json()["status"]
+            not in ("ready", "rejected", "failed")
+        )
+        return {
+            "p99_s": r(percentile(b_ttr, 99)),
+            "p50_s": r(percentile(b_ttr, 50)),
+            "max_s": r(max(b_ttr)),
+            "a_files": burst,
+            "a_upload_seconds": r(burst_seconds, 1),
+            "a_unready_at_end": a_unready,
+            "fair_stages": fair_stages or "(none)",
+        }
     finally:
         stack.stop()
 
@@ -164,9 +197,11 @@ def main() -> None:
         result[f"ttr_p99_other_tenant_under_burst{suffix}_s"] = after["p99_s"]
         result[f"ttr_p99_other_tenant_under_burst{suffix}_derive_only_s"] = before["p99_s"]
         result[f"fair_{mode}"] = {"every_stage": after, "derive_only": before}
-    result["fair_setup"] = (f"tenant A: {args.burst} 160x120 JPEGs from {SENDERS} senders, then tenant B: "
-                            f"{B_FILES} files {B_SPACING_S}s apart; 4 worker threads; "
-                            "AIRLOCK_TENANT_CONCURRENCY=2 per tenant (all stages)")
+    result["fair_setup"] = (
+        f"tenant A: {args.burst} 160x120 JPEGs from {SENDERS} senders, then tenant B: "
+        f"{B_FILES} files {B_SPACING_S}s apart; 4 worker threads; "
+        "AIRLOCK_TENANT_CONCURRENCY=2 per tenant (all stages)"
+    )
     emit(result)
 
 

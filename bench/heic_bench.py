@@ -91,12 +91,14 @@ def main() -> None:
     def ratio(ours: str, base: str) -> float | None:
         return r(median(a / b for a, b in zip(per_round[ours], per_round[base])))
 
-    emit({
-        "heic_thumbnail_vs_bare_ratio": ratio("run_job", "bare"),
-        "heic_inprocess_vs_bare_ratio": ratio("in_process", "bare"),
-        "heic_ms_per_photo": {name: r(median(v) * 1000, 1) for name, v in per_round.items()},
-        "heic_photo": {"size": list(size), "photos": len(photos), "rounds": rounds},
-    })
+    emit(
+        {
+            "heic_thumbnail_vs_bare_ratio": ratio("run_job", "bare"),
+            "heic_inprocess_vs_bare_ratio": ratio("in_process", "bare"),
+            "heic_ms_per_photo": {name: r(median(v) * 1000, 1) for name, v in per_round.items()},
+            "heic_photo": {"size": list(size), "photos": len(photos), "rounds": rounds},
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,17 @@ import time
 from urllib.parse import urlsplit
 
 
-def run(url: str, *, method: str = "GET", bodies: list[bytes] | None = None, headers_list: list[dict] | None = None,
-        paths: list[str] | None = None, connections: int = 8, seconds: float = 3.0,
-        max_requests: int = 200_000) -> dict:
+def run(
+    url: str,
+    *,
+    method: str = "GET",
+    bodies: list[bytes] | None = None,
+    headers_list: list[dict] | None = None,
+    paths: list[str] | None = None,
+    connections: int = 8,
+    seconds: float = 3.0,
+    max_requests: int = 200_000,
+) -> dict:
     """Hammer url (or the rotating paths) for `seconds`; bounded by time and by max_requests."""
     parts = urlsplit(url)
     latencies: list[float] = []
@@ -59,5 +67,10 @@ def run(url: str, *, method: str = "GET", bodies: list[bytes] | None = None, hea
     elapsed = time.monotonic() - started
     latencies.sort()
     p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)] if latencies else None
-    return {"rps": len(latencies) / elapsed, "p99_ms": None if p99 is None else p99 * 1000,
-            "requests": len(latencies), "errors": errors[0], "tool": "python http.client threads"}
+    return {
+        "rps": len(latencies) / elapsed,
+        "p99_ms": None if p99 is None else p99 * 1000,
+        "requests": len(latencies),
+        "errors": errors[0],
+        "tool": "python http.client threads",
+    }

@@ -75,11 +75,18 @@ def bare(path: Path) -> None:
     with av.open(str(path), format="mov", options={"threads": "1", "skip_frame": "all"}) as container:
         facts = {"duration": container.duration, "bit_rate": container.bit_rate, "streams": len(container.streams)}
         for stream in container.streams.video:
-            facts[stream.index] = (stream.codec_context.name, stream.codec_context.width,
-                                   stream.codec_context.height, stream.average_rate)
+            facts[stream.index] = (
+                stream.codec_context.name,
+                stream.codec_context.width,
+                stream.codec_context.height,
+                stream.average_rate,
+            )
         for stream in container.streams.audio:
-            facts[stream.index] = (stream.codec_context.name, stream.codec_context.channels,
-                                   stream.codec_context.sample_rate)
+            facts[stream.index] = (
+                stream.codec_context.name,
+                stream.codec_context.channels,
+                stream.codec_context.sample_rate,
+            )
         video = container.streams.video[0]
         video.codec_context.thread_count = 1
         container.seek(1_000_000, backward=True, any_frame=False)
@@ -133,13 +140,21 @@ def main() -> None:
     def ratio(ours: str, base: str) -> float | None:
         return r(median(a / b for a, b in zip(per_round[ours], per_round[base])))
 
-    emit({
-        "media_probe_poster_vs_bare_pyav_ratio": ratio("run_job", "bare"),
-        "media_inprocess_vs_bare_pyav_ratio": ratio("in_process", "bare"),
-        "media_ms_per_clip": {name: r(median(v) * 1000, 1) for name, v in per_round.items()},
-        "media_clip": {"size": list(SIZE), "fps": FPS, "seconds": seconds, "bytes": clip_bytes,
-                       "clips": len(clips), "rounds": rounds},
-    })
+    emit(
+        {
+            "media_probe_poster_vs_bare_pyav_ratio": ratio("run_job", "bare"),
+            "media_inprocess_vs_bare_pyav_ratio": ratio("in_process", "bare"),
+            "media_ms_per_clip": {name: r(median(v) * 1000, 1) for name, v in per_round.items()},
+            "media_clip": {
+                "size": list(SIZE),
+                "fps": FPS,
+                "seconds": seconds,
+                "bytes": clip_bytes,
+                "clips": len(clips),
+                "rounds": rounds,
+            },
+        }
+    )
 
 
 if __name__ == "__main__":

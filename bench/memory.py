@@ -79,9 +79,16 @@ def main() -> None:
         key = original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=pk)
         now = timezone.now()
         Attachment.objects.create(
-            id=pk, tenant=tenant, owner=user, profile=profile.name, filename=path.name[:200],
-            declared_size=path.stat().st_size, declared_type=profile.allowed_types[0], storage_key=key,
-            created_at=now, expires_at=now + timedelta(days=7),
+            id=pk,
+            tenant=tenant,
+            owner=user,
+            profile=profile.name,
+            filename=path.name[:200],
+            declared_size=path.stat().st_size,
+            declared_type=profile.allowed_types[0],
+            storage_key=key,
+            created_at=now,
+            expires_at=now + timedelta(days=7),
         )
         data = path.read_bytes()
         get_gateway().write_chunks(key, [data])
@@ -96,8 +103,11 @@ def main() -> None:
         att = Attachment.objects.get(pk=pk)
         got = att.status if att.status != "rejected" else f"rejected:{att.reason_code}"
         expected = row["expected"]
-        ok = got == expected or (expected.startswith("rejected:") and got.startswith("rejected:")
-                                 and got.split(":", 1)[1] in expected.split(":", 1)[1].split(","))
+        ok = got == expected or (
+            expected.startswith("rejected:")
+            and got.startswith("rejected:")
+            and got.split(":", 1)[1] in expected.split(":", 1)[1].split(",")
+        )
         outcomes.append({"path": row["path"], "expected": expected, "got": got, "match": ok})
     worker_peak_kb = vm_hwm_kb()
     sandbox.shutdown()  # the fork server exits; its rusage (max over every job it reaped) becomes ours
@@ -105,20 +115,22 @@ def main() -> None:
     job_peak_kb, job_peak_path = max(jobs) if jobs else (0, "")
     limit = settings.AIRLOCK_SANDBOX_MEMORY_BYTES
     sandbox_peak_kb = max(job_peak_kb, children_kb)
-    emit({
-        "worker_peak_rss_mb": r(worker_peak_kb / 1024, 1),
-        "worker_rss_before_corpus_mb": r(hwm_before / 1024, 1),
-        "sandbox_peak_rss_mb": r(sandbox_peak_kb / 1024, 1),
-        "sandbox_peak_job_rss_mb": r(job_peak_kb / 1024, 1),
-        "sandbox_peak_file": job_peak_path,
-        "sandbox_children_maxrss_mb": r(children_kb / 1024, 1),
-        "sandbox_memory_limit_mb": r(limit / 1048576, 1),
-        "memory_under_limits": sandbox_peak_kb * 1024 < limit and worker_peak_kb * 1024 < limit,
-        "corpus_files": len(outcomes),
-        "corpus_outcomes_matching_manifest": sum(o["match"] for o in outcomes),
-        "corpus_mismatches": [o for o in outcomes if not o["match"]][:20],
-        "sandbox_jobs": len(jobs),
-    })
+    emit(
+        {
+            "worker_peak_rss_mb": r(worker_peak_kb / 1024, 1),
+            "worker_rss_before_corpus_mb": r(hwm_before / 1024, 1),
+            "sandbox_peak_rss_mb": r(sandbox_peak_kb / 1024, 1),
+            "sandbox_peak_job_rss_mb": r(job_peak_kb / 1024, 1),
+            "sandbox_peak_file": job_peak_path,
+            "sandbox_children_maxrss_mb": r(children_kb / 1024, 1),
+            "sandbox_memory_limit_mb": r(limit / 1048576, 1),
+            "memory_under_limits": sandbox_peak_kb * 1024 < limit and worker_peak_kb * 1024 < limit,
+            "corpus_files": len(outcomes),
+            "corpus_outcomes_matching_manifest": sum(o["match"] for o in outcomes),
+            "corpus_mismatches": [o for o in outcomes if not o["match"]][:20],
+            "sandbox_jobs": len(jobs),
+        }
+    )
 
 
 if __name__ == "__main__":

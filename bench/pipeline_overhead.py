@@ -52,10 +52,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    bench_django, emit, inflate_like_the_sandbox, make_user, median, r, sample_mix, scratch_dir, timed,
+    bench_django,
+    emit,
+    inflate_like_the_sandbox,
+    make_user,
+    median,
+    r,
+    sample_mix,
+    scratch_dir,
+    timed,
     zlib_versions,
 )
-
 
 _BARE: dict = {}
 REPO = Path(__file__).resolve().parent.parent
@@ -68,7 +75,11 @@ class RedisWorker:
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "rundramatiq", "--processes", str(processes), "--threads", str(threads)],
-            cwd=REPO, env=os.environ.copy(), stdout=self.log, stderr=subprocess.STDOUT)
+            cwd=REPO,
+            env=os.environ.copy(),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -90,8 +101,11 @@ def _bare_worker_init() -> None:
     from processing.scanners import scanners_from_settings
 
     _BARE["scanners"] = scanners_from_settings()
-    _BARE["bounds"] = Bounds(max_pixels=settings.AIRLOCK_MAX_PIXELS, max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
-                             max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS)
+    _BARE["bounds"] = Bounds(
+        max_pixels=settings.AIRLOCK_MAX_PIXELS,
+        max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
+        max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS,
+    )
 
 
 def bare_steps(path: Path, profile: str, scratch: Path, scanners=None, bounds=None) -> None:
@@ -139,9 +153,8 @@ def make_service_batch(submit, payloads: list, reps: int):
 
 def scaling(service_batch, *, threads: int, log: Path, rounds: int, most: int, files: int) -> dict:
     """files/s with 1, 2, … `most` rundramatiq processes; efficiency against k × the one-process rate."""
-    from django.conf import settings
-
     import redis
+    from django.conf import settings
 
     server = redis.Redis.from_url(settings.REDIS_URL)
 
@@ -181,21 +194,30 @@ def scaling(service_batch, *, threads: int, log: Path, rounds: int, most: int, f
         "scaling_rounds": rounds,
         "scaling_cores": os.cpu_count(),
         "scaling_database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
-        "scaling_mode": ("rundramatiq --processes k on PostgreSQL + Redis; files submitted back to back through "
-                         "the intent and PUT services from this process; median of rounds after a warm-up batch"),
+        "scaling_mode": (
+            "rundramatiq --processes k on PostgreSQL + Redis; files submitted back to back through "
+            "the intent and PUT services from this process; median of rounds after a warm-up batch"
+        ),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--redis", action="store_true",
-                        help="service side = rundramatiq processes on PostgreSQL + Redis (DATABASE_URL, REDIS_URL)")
+    parser.add_argument(
+        "--redis",
+        action="store_true",
+        help="service side = rundramatiq processes on PostgreSQL + Redis (DATABASE_URL, REDIS_URL)",
+    )
     parser.add_argument("--processes", type=int, default=2, help="rundramatiq --processes (with --redis)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="rundramatiq --threads (with --redis; default AIRLOCK_WORKER_THREADS)")
-    parser.add_argument("--scaling", action="store_true",
-                        help="with --redis: only the service side, 1..N worker processes, files/s and efficiency")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="rundramatiq --threads (with --redis; default AIRLOCK_WORKER_THREADS)"
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="with --redis: only the service side, 1..N worker processes, files/s and efficiency",
+    )
     parser.add_argument("--max-processes", type=int, default=0, help="N for --scaling (default: cores)")
     args = parser.parse_args()
     if (args.redis or args.scaling) and not (os.environ.get("REDIS_URL") and os.environ.get("DATABASE_URL")):
@@ -209,41 +231,60 @@ def main() -> None:
     from attachments.services.intents import upload_intent_create
     from attachments.services.uploads import upload_content_receive
     from attachments.signing import upload_token
-    from processing import pipeline
     from ops.runtime import start_worker
+    from processing import pipeline
     from processing.sandbox import Bounds, shutdown
     from processing.scanners import scanners_from_settings
 
     rounds = 3 if args.quick else 5
     batch_reps = 4 if args.quick else 6  # files per batch = reps x mix
     tmp = scratch_dir("airlock-bench-pipe-")
-    mix = sample_mix(tmp / "mix", photos=2 if args.quick else 4, screenshots=2 if args.quick else 4,
-                     pdfs=1 if args.quick else 2)
+    mix = sample_mix(
+        tmp / "mix", photos=2 if args.quick else 4, screenshots=2 if args.quick else 4, pdfs=1 if args.quick else 2
+    )
     payloads = [(item, item["path"].read_bytes()) for item in mix]
     user = make_user()
     scanners = scanners_from_settings()
-    bounds = Bounds(max_pixels=settings.AIRLOCK_MAX_PIXELS, max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
-                    max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS)
+    bounds = Bounds(
+        max_pixels=settings.AIRLOCK_MAX_PIXELS,
+        max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
+        max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS,
+    )
 
     def bare(item: dict) -> None:
         bare_steps(item["path"], item["profile"], tmp / "bare", scanners, bounds)
 
     def submit(item: dict, data: bytes):
         """What the intent view and the signed-PUT view do for one file."""
-        intent = upload_intent_create(user=user, profile_name=item["profile"], filename=item["path"].name,
-                                      size=len(data), content_type=item["content_type"])
+        intent = upload_intent_create(
+            user=user,
+            profile_name=item["profile"],
+            filename=item["path"].name,
+            size=len(data),
+            content_type=item["content_type"],
+        )
         pk = intent.attachment.pk
-        upload_content_receive(attachment_id=pk, token=upload_token(pk),
-                               chunks=lambda: (data[i:i + 65536] for i in range(0, len(data), 65536)),
-                               content_length=len(data))
+        upload_content_receive(
+            attachment_id=pk,
+            token=upload_token(pk),
+            chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
+            content_length=len(data),
+        )
         return pk
 
     threads = args.threads or settings.AIRLOCK_WORKER_THREADS
     worker_log = tmp / "rundramatiq.log"
     if args.scaling:
-        emit(scaling(make_service_batch(submit, payloads, batch_reps), threads=threads, log=worker_log,
-                     rounds=rounds, most=args.max_processes or os.cpu_count() or 1,
-                     files=batch_reps * len(payloads)))
+        emit(
+            scaling(
+                make_service_batch(submit, payloads, batch_reps),
+                threads=threads,
+                log=worker_log,
+                rounds=rounds,
+                most=args.max_processes or os.cpu_count() or 1,
+                files=batch_reps * len(payloads),
+            )
+        )
         return
 
     # --- serial: one file at a time, each step called inline (latency per phase) ---
@@ -267,13 +308,21 @@ def main() -> None:
 
     def serial_pipeline(item: dict, data: bytes) -> None:
         t = time.perf_counter()
-        intent = upload_intent_create(user=user, profile_name=item["profile"], filename=item["path"].name,
-                                      size=len(data), content_type=item["content_type"])
+        intent = upload_intent_create(
+            user=user,
+            profile_name=item["profile"],
+            filename=item["path"].name,
+            size=len(data),
+            content_type=item["content_type"],
+        )
         pk = intent.attachment.pk
         t = mark("intent", t)
-        upload_content_receive(attachment_id=pk, token=upload_token(pk),
-                               chunks=lambda: (data[i:i + 65536] for i in range(0, len(data), 65536)),
-                               content_length=len(data))
+        upload_content_receive(
+            attachment_id=pk,
+            token=upload_token(pk),
+            chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
+            content_length=len(data),
+        )
         t = mark("put", t)
         pipeline.start_and_intake(pk)
         t = mark("intake", t)
@@ -301,7 +350,7 @@ def main() -> None:
     per_kind: dict[str, dict[str, list[float]]] = {}
     for n in range(rounds):
         times = {"pipeline": 0.0, "bare": 0.0}
-        for side in (("pipeline", "bare") if n % 2 == 0 else ("bare", "pipeline")):
+        for side in ("pipeline", "bare") if n % 2 == 0 else ("bare", "pipeline"):
             for item, data in payloads:
                 took = timed(lambda: serial_pipeline(item, data) if side == "pipeline" else bare(item))
                 times[side] += took
@@ -321,8 +370,9 @@ def main() -> None:
     cores = os.cpu_count() or 1
     # Spawned, not forked: a fork of this process (worker threads, open SQLite connections)
     # inherited a held SQLite lock and hung in its first query.
-    pool = ProcessPoolExecutor(max_workers=cores, initializer=_bare_worker_init,
-                               mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(
+        max_workers=cores, initializer=_bare_worker_init, mp_context=multiprocessing.get_context("spawn")
+    )
 
     def bare_parallel_batch() -> float:
         files = [item for _ in range(batch_reps) for item, _ in payloads]
@@ -340,8 +390,10 @@ def main() -> None:
         sides = ["service", "bare", "parallel"]
         if n % 2:
             sides.reverse()
-        got = {side: {"service": service_batch, "bare": bare_batch, "parallel": bare_parallel_batch}[side]()
-               for side in sides}
+        got = {
+            side: {"service": service_batch, "bare": bare_batch, "parallel": bare_parallel_batch}[side]()
+            for side in sides
+        }
         service_fps.append(got["service"])
         bare_fps.append(got["bare"])
         parallel_fps.append(got["parallel"])
@@ -350,36 +402,47 @@ def main() -> None:
     worker.stop()
     pool.shutdown()
     shutdown()
-    emit({
-        "pipeline_overhead_ratio": r(median(ratios)),
-        "pipeline_overhead_ratio_runs": [r(x) for x in ratios],
-        "pipeline_files_per_s": r(median(service_fps)),
-        "bare_steps_files_per_s": r(median(bare_fps)),
-        "pipeline_vs_bare_parallel_ratio": r(median(parallel_ratios)),
-        "bare_steps_parallel_files_per_s": r(median(parallel_fps)),
-        "bare_steps_parallel_processes": cores,
-        "pipeline_batch_files": batch_reps * len(mix),
-        "pipeline_worker_threads": settings.AIRLOCK_WORKER_THREADS,
-        "pipeline_tenant_concurrency": settings.AIRLOCK_TENANT_CONCURRENCY,
-        "pipeline_serial_overhead_ratio": r(median(serial_ratios)),
-        "pipeline_serial_overhead_ratio_runs": [r(x) for x in serial_ratios],
-        "pipeline_serial_by_kind": {
-            kind: {"pipeline_ms": r(median(v["pipeline"]) * 1000, 1), "bare_ms": r(median(v["bare"]) * 1000, 1),
-                   "ratio": r(median(v["pipeline"]) / median(v["bare"]))}
-            for kind, v in per_kind.items()
-        },
-        "pipeline_serial_phase_ms_median": {k: r(median(v) * 1000, 1) for k, v in phases.items()},
-        "pipeline_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
-        "pipeline_mode": (f"rundramatiq --processes {args.processes} --threads {threads} on PostgreSQL + Redis, "
-                          "files submitted back to back through the intent and PUT services; bare = same steps, "
-                          "one process, one file at a time") if args.redis else (f"manage.py serve's worker in-process ({settings.AIRLOCK_WORKER_THREADS} threads, in-process "
-                          "broker, per-tenant cap), files submitted back to back through the intent and PUT "
-                          "services; embedded SQLite + local storage in a scratch dir; bare = same steps, one "
-                          "process, one file at a time"),
-        "pipeline_scanners": [s.name for s in scanners],
-        "pipeline_rounds": rounds,
-        "pipeline_zlib": zlib_versions(),
-    })
+    emit(
+        {
+            "pipeline_overhead_ratio": r(median(ratios)),
+            "pipeline_overhead_ratio_runs": [r(x) for x in ratios],
+            "pipeline_files_per_s": r(median(service_fps)),
+            "bare_steps_files_per_s": r(median(bare_fps)),
+            "pipeline_vs_bare_parallel_ratio": r(median(parallel_ratios)),
+            "bare_steps_parallel_files_per_s": r(median(parallel_fps)),
+            "bare_steps_parallel_processes": cores,
+            "pipeline_batch_files": batch_reps * len(mix),
+            "pipeline_worker_threads": settings.AIRLOCK_WORKER_THREADS,
+            "pipeline_tenant_concurrency": settings.AIRLOCK_TENANT_CONCURRENCY,
+            "pipeline_serial_overhead_ratio": r(median(serial_ratios)),
+            "pipeline_serial_overhead_ratio_runs": [r(x) for x in serial_ratios],
+            "pipeline_serial_by_kind": {
+                kind: {
+                    "pipeline_ms": r(median(v["pipeline"]) * 1000, 1),
+                    "bare_ms": r(median(v["bare"]) * 1000, 1),
+                    "ratio": r(median(v["pipeline"]) / median(v["bare"])),
+                }
+                for kind, v in per_kind.items()
+            },
+            "pipeline_serial_phase_ms_median": {k: r(median(v) * 1000, 1) for k, v in phases.items()},
+            "pipeline_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
+            "pipeline_mode": (
+                f"rundramatiq --processes {args.processes} --threads {threads} on PostgreSQL + Redis, "
+                "files submitted back to back through the intent and PUT services; bare = same steps, "
+                "one process, one file at a time"
+            )
+            if args.redis
+            else (
+                f"manage.py serve's worker in-process ({settings.AIRLOCK_WORKER_THREADS} threads, in-process "
+                "broker, per-tenant cap), files submitted back to back through the intent and PUT "
+                "services; embedded SQLite + local storage in a scratch dir; bare = same steps, one "
+                "process, one file at a time"
+            ),
+            "pipeline_scanners": [s.name for s in scanners],
+            "pipeline_rounds": rounds,
+            "pipeline_zlib": zlib_versions(),
+        }
+    )
 
 
 if __name__ == "__main__":

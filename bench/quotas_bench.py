@@ -56,8 +56,9 @@ def sum_vs_counter(db: Database, files: int, rounds: int) -> dict:
 
     with psycopg.connect(db.url, autocommit=True) as conn:
         tenant_id = conn.execute("SELECT id FROM attachments_tenant WHERE slug = 'quota-off'").fetchone()[0]
-        owner_id = conn.execute("SELECT user_id FROM attachments_membership WHERE tenant_id = %s LIMIT 1",
-                                (tenant_id,)).fetchone()[0]
+        owner_id = conn.execute(
+            "SELECT user_id FROM attachments_membership WHERE tenant_id = %s LIMIT 1", (tenant_id,)
+        ).fetchone()[0]
         # Rows as intents and the pipeline leave them: mostly ready and committed, some pending.
         conn.execute(
             """INSERT INTO attachments_attachment (id, tenant_id, owner_id, profile, status, filename, declared_size,
@@ -69,13 +70,18 @@ def sum_vs_counter(db: Database, files: int, rounds: int) -> dict:
                    CASE WHEN g %% 10 = 0 THEN NULL ELSE 1000 + g %% 5000 END, NULL, 'image/jpeg', '', '{}', '',
                    '', '', 0, '', CASE WHEN g %% 3 = 0 THEN 'staged' ELSE 'committed' END, now(), now(), 0, '', ''
                FROM generate_series(1, %s) g""",
-            (tenant_id, owner_id, files))
+            (tenant_id, owner_id, files),
+        )
         conn.execute("VACUUM ANALYZE attachments_attachment")
-        sum_sql = ("SELECT COUNT(*), SUM(COALESCE(stored_size, declared_size)) FROM attachments_attachment "
-                   "WHERE tenant_id = %s AND status IN ('pending', 'processing', 'ready') "
-                   "AND lifecycle IN ('staged', 'committed')")
-        update_sql = ("UPDATE attachments_tenantusage SET bytes_used = bytes_used + 0, files_used = files_used + 0 "
-                      "WHERE tenant_id = %s AND bytes_used <= %s AND files_used <= %s")
+        sum_sql = (
+            "SELECT COUNT(*), SUM(COALESCE(stored_size, declared_size)) FROM attachments_attachment "
+            "WHERE tenant_id = %s AND status IN ('pending', 'processing', 'ready') "
+            "AND lifecycle IN ('staged', 'committed')"
+        )
+        update_sql = (
+            "UPDATE attachments_tenantusage SET bytes_used = bytes_used + 0, files_used = files_used + 0 "
+            "WHERE tenant_id = %s AND bytes_used <= %s AND files_used <= %s"
+        )
 
         def timed_ms(sql: str, params: tuple) -> float:
             """The statement alone, inside a transaction rolled back after it: the commit an intent
@@ -114,25 +120,38 @@ def main() -> None:
 
     tmp = scratch_dir("airlock-bench-quotas-")
     db = Database(tmp)
-    env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
-                       AIRLOCK_DB_CONN_MAX_AGE="600", AIRLOCK_INTENTS_PER_MINUTE="1000000",
-                       AIRLOCK_MAX_PENDING_PER_USER="1000000")
+    env = embedded_env(
+        tmp,
+        DATABASE_URL=db.url,
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        AIRLOCK_DB_CONN_MAX_AGE="600",
+        AIRLOCK_INTENTS_PER_MINUTE="1000000",
+        AIRLOCK_MAX_PENDING_PER_USER="1000000",
+    )
     gunicorn = None
     samples: dict[str, list[dict]] = {"on": [], "off": []}
     try:
-        made = subprocess.run([sys.executable, "bench/quotas_bench.py", "--setup"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=600)
+        made = subprocess.run(
+            [sys.executable, "bench/quotas_bench.py", "--setup"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if made.returncode != 0:
             raise RuntimeError(f"setup failed: {made.stderr[-2000:]}")
         tokens = json.loads(made.stdout.strip().splitlines()[-1])
         gunicorn = Gunicorn(env, tmp)
         base = gunicorn.base
-        specs = {side: dict(method="POST", tokens=tokens[side], paths=["/api/v1/uploads"], body=BODY)
-                 for side in ("on", "off")}
+        specs = {
+            side: dict(method="POST", tokens=tokens[side], paths=["/api/v1/uploads"], body=BODY)
+            for side in ("on", "off")
+        }
         for spec in specs.values():  # warm-up: connections, imports, caches in both workers
             drive(base, tmp, seconds=1, **spec)
         for n in range(runs):
-            for side in (("on", "off") if n % 2 == 0 else ("off", "on")):
+            for side in ("on", "off") if n % 2 == 0 else ("off", "on"):
                 samples[side].append(drive(base, tmp, seconds=seconds, **specs[side]))
                 # Rows (and their reservations) go between runs, so both sides insert into the same table size.
                 db.execute("DELETE FROM attachments_attachment WHERE filename = %s", (BODY["filename"],))
@@ -146,19 +165,25 @@ def main() -> None:
 
     def side(which: str) -> dict:
         runs_ = samples[which]
-        return {"rps": r(median(x["rps"] for x in runs_), 1),
-                "p99_ms": r(median(x["p99_ms"] for x in runs_ if x["p99_ms"] is not None), 2),
-                "errors": sum(x["errors"] for x in runs_)}
+        return {
+            "rps": r(median(x["rps"] for x in runs_), 1),
+            "p99_ms": r(median(x["p99_ms"] for x in runs_ if x["p99_ms"] is not None), 2),
+            "errors": sum(x["errors"] for x in runs_),
+        }
 
     ratios = [on["rps"] / off["rps"] for on, off in zip(samples["on"], samples["off"])]
-    emit({
-        "quota_intent_on_vs_off_ratio": r(median(ratios)),
-        "quota_intent": {"on": side("on"), "off": side("off"), "ratio_runs": [r(x) for x in ratios]},
-        "quota_usage_sum_alternative": alternative,
-        "quota_setup": (f"gunicorn 2 sync workers, loopback, {tool} with {CONNECTIONS} connections, "
-                        f"{seconds:g}s x {runs} runs per side, database {'postgresql' if db.pg else 'sqlite'}; "
-                        f"{USERS} users per tenant; on = byte and file quota (never reached), off = none"),
-    })
+    emit(
+        {
+            "quota_intent_on_vs_off_ratio": r(median(ratios)),
+            "quota_intent": {"on": side("on"), "off": side("off"), "ratio_runs": [r(x) for x in ratios]},
+            "quota_usage_sum_alternative": alternative,
+            "quota_setup": (
+                f"gunicorn 2 sync workers, loopback, {tool} with {CONNECTIONS} connections, "
+                f"{seconds:g}s x {runs} runs per side, database {'postgresql' if db.pg else 'sqlite'}; "
+                f"{USERS} users per tenant; on = byte and file quota (never reached), off = none"
+            ),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -63,25 +63,50 @@ def setup(n: int) -> None:
         pk = uuid.uuid4()
         key = f"bench/rescan/{pk}"
         gateway.write_chunks(key, [photo], content_type="image/jpeg")
-        rows.append(Attachment(
-            id=pk, tenant=tenant, owner=owner, profile="image", status=Status.READY, filename=f"rescan-{i}.jpg",
-            declared_size=len(photo), declared_type="image/jpeg", storage_key=key, served_key=key, size=len(photo),
-            content_type="image/jpeg", created_at=now - timedelta(days=1, seconds=i), uploaded_at=now,
-            ready_at=now, scanned_at=now, scan_signatures=OUTDATED, expires_at=now + timedelta(days=7)))
+        rows.append(
+            Attachment(
+                id=pk,
+                tenant=tenant,
+                owner=owner,
+                profile="image",
+                status=Status.READY,
+                filename=f"rescan-{i}.jpg",
+                declared_size=len(photo),
+                declared_type="image/jpeg",
+                storage_key=key,
+                served_key=key,
+                size=len(photo),
+                content_type="image/jpeg",
+                created_at=now - timedelta(days=1, seconds=i),
+                uploaded_at=now,
+                ready_at=now,
+                scanned_at=now,
+                scan_signatures=OUTDATED,
+                expires_at=now + timedelta(days=7),
+            )
+        )
     Attachment.objects.bulk_create(rows, batch_size=500)
     ids = [row.pk for row in rows]
     # The API bench's rows have no objects: current, so the walk rescans only the files made here.
     Attachment.objects.exclude(pk__in=ids).update(scan_signatures=signatures_in_force())
 
-    timed = ids[:min(TIMED_SLICE, n)]
+    timed = ids[: min(TIMED_SLICE, n)]
     start = time.perf_counter()
     outcomes = [rescan_one(pk) for pk in timed]
     seconds = time.perf_counter() - start
     if set(outcomes) != {"clean"}:
         raise RuntimeError(f"rescan_one outcomes: {sorted(set(outcomes))}")
     Attachment.objects.filter(pk__in=timed).update(scan_signatures=OUTDATED)  # outdated again, for the walk
-    emit({"files": n, "timed_files": len(timed), "timed_seconds": seconds, "signatures": signatures_in_force(),
-          "photo_bytes": len(photo), "database": connection.vendor})
+    emit(
+        {
+            "files": n,
+            "timed_files": len(timed),
+            "timed_seconds": seconds,
+            "signatures": signatures_in_force(),
+            "photo_bytes": len(photo),
+            "database": connection.vendor,
+        }
+    )
 
 
 def walk(stop_file: Path) -> None:
@@ -102,14 +127,21 @@ def walk(stop_file: Path) -> None:
     finally:
         runtime.stop()
     checkpoint = RescanCheckpoint.objects.get(pk=RescanCheckpoint.SINGLETON_PK)
-    done = TransitionLog.objects.filter(transition="rescan", created_at__gte=checkpoint.started_at,
-                                        created_at__lte=stopped)
+    done = TransitionLog.objects.filter(
+        transition="rescan", created_at__gte=checkpoint.started_at, created_at__lte=stopped
+    )
     last = done.order_by("-created_at").values_list("created_at", flat=True).first()
     finished = checkpoint.finished_at is not None and checkpoint.finished_at <= stopped
     end = last if finished and last else stopped
-    emit({"rescanned": done.count(), "walk_seconds": (end - checkpoint.started_at).total_seconds(),
-          "walk_finished_before_stop": finished, "queued": checkpoint.queued,
-          "outdated_left": Attachment.objects.filter(scan_signatures=OUTDATED).count()})
+    emit(
+        {
+            "rescanned": done.count(),
+            "walk_seconds": (end - checkpoint.started_at).total_seconds(),
+            "walk_finished_before_stop": finished,
+            "queued": checkpoint.queued,
+            "outdated_left": Attachment.objects.filter(scan_signatures=OUTDATED).count(),
+        }
+    )
 
 
 def alternate(base: str, tmp: Path, pair: tuple[dict, dict], *, runs: int, seconds: float) -> list[float]:
@@ -126,8 +158,9 @@ def alternate(base: str, tmp: Path, pair: tuple[dict, dict], *, runs: int, secon
 
 
 def child(args: list[str], env: dict[str, str], timeout: float) -> dict:
-    proc = subprocess.run([sys.executable, __file__, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{args[0]} failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -151,8 +184,9 @@ def main() -> None:
 
     tmp = scratch_dir("airlock-bench-rescan-")
     # YARA only: clamd would be a second scanner, shared with every other bench and test on the machine.
-    db, env = scratch_database(tmp, CLAMD_SOCKET=None, AIRLOCK_RESCAN_FILES_PER_MINUTE="0",
-                               AIRLOCK_TICK_SECONDS=TICK_SECONDS)
+    db, env = scratch_database(
+        tmp, CLAMD_SOCKET=None, AIRLOCK_RESCAN_FILES_PER_MINUTE="0", AIRLOCK_TICK_SECONDS=TICK_SECONDS
+    )
     gunicorn = walker = None
     try:
         facts = prepare(env)
@@ -165,8 +199,14 @@ def main() -> None:
 
         stop_file = tmp / "stop-walk"
         walk_env = {**env, "AIRLOCK_RESCAN_FILES_PER_MINUTE": str(args.budget)}
-        walker = subprocess.Popen([sys.executable, __file__, "--walk", str(stop_file)], cwd=REPO, env=walk_env,
-                                  stdout=subprocess.PIPE, stderr=open(tmp / "walk.log", "wb"), text=True)
+        walker = subprocess.Popen(
+            [sys.executable, __file__, "--walk", str(stop_file)],
+            cwd=REPO,
+            env=walk_env,
+            stdout=subprocess.PIPE,
+            stderr=open(tmp / "walk.log", "wb"),
+            text=True,
+        )
         if not any(line.strip() == "walking" for line in walker.stdout):  # type: ignore[union-attr]
             raise RuntimeError(f"the walk did not start: {(tmp / 'walk.log').read_text()[-2000:]}")
         time.sleep(3 * float(TICK_SECONDS))  # the first tick notices the new version, the next ones queue
@@ -184,22 +224,32 @@ def main() -> None:
         db.drop()
 
     achieved = walked["rescanned"] / walked["walk_seconds"] * 60
-    emit({
-        "rescan_files_per_s": r(made["timed_files"] / made["timed_seconds"], 1),
-        "rescan_budget_files_per_min": args.budget,
-        "rescan_budget_files_per_min_achieved": r(achieved, 1),
-        "rescan_budget_achieved_ratio": r(achieved / args.budget),
-        "api_status_vs_bare_select_ratio_during_rescan": r(median(during)),
-        "api_status_vs_bare_select_ratio_idle": r(median(idle)),
-        "rescan": {"ratio_runs_during": [r(x) for x in during], "ratio_runs_idle": [r(x) for x in idle],
-                   "walk_running_throughout": not walked["walk_finished_before_stop"], **walked,
-                   "files": made["files"], "database": made["database"], "signatures": made["signatures"]},
-        "rescan_setup": (f"{made['files']} ready {made['photo_bytes'] // 1024} KiB JPEGs, YARA only; "
-                         f"rescan_one timed on {made['timed_files']} back to back; the walk: JobRuntime "
-                         f"(ticks every {TICK_SECONDS}s, in-process broker) at "
-                         f"AIRLOCK_RESCAN_FILES_PER_MINUTE={args.budget}; status reads as in bench/api.py, "
-                         f"{seconds:g}s x {runs} runs per side, idle then during the walk"),
-    })
+    emit(
+        {
+            "rescan_files_per_s": r(made["timed_files"] / made["timed_seconds"], 1),
+            "rescan_budget_files_per_min": args.budget,
+            "rescan_budget_files_per_min_achieved": r(achieved, 1),
+            "rescan_budget_achieved_ratio": r(achieved / args.budget),
+            "api_status_vs_bare_select_ratio_during_rescan": r(median(during)),
+            "api_status_vs_bare_select_ratio_idle": r(median(idle)),
+            "rescan": {
+                "ratio_runs_during": [r(x) for x in during],
+                "ratio_runs_idle": [r(x) for x in idle],
+                "walk_running_throughout": not walked["walk_finished_before_stop"],
+                **walked,
+                "files": made["files"],
+                "database": made["database"],
+                "signatures": made["signatures"],
+            },
+            "rescan_setup": (
+                f"{made['files']} ready {made['photo_bytes'] // 1024} KiB JPEGs, YARA only; "
+                f"rescan_one timed on {made['timed_files']} back to back; the walk: JobRuntime "
+                f"(ticks every {TICK_SECONDS}s, in-process broker) at "
+                f"AIRLOCK_RESCAN_FILES_PER_MINUTE={args.budget}; status reads as in bench/api.py, "
+                f"{seconds:g}s x {runs} runs per side, idle then during the walk"
+            ),
+        }
+    )
 
 
 if __name__ == "__main__":

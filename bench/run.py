@@ -132,9 +132,18 @@ GOALS: list[tuple[str, str, object]] = [
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
-REQUIRED = ["pipeline_overhead_ratio", "thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio",
-            "time_to_ready_p50_s", "time_to_ready_p99_s", "api_intent_vs_bare_insert_ratio",
-            "api_status_vs_bare_select_ratio", "sweeper_vs_bare_delete_ratio", "worker_peak_rss_mb", "sandbox_peak_rss_mb"]
+REQUIRED = [
+    "pipeline_overhead_ratio",
+    "thumbnail_vs_pillow_plain_ratio",
+    "thumbnail_vs_pyvips_ratio",
+    "time_to_ready_p50_s",
+    "time_to_ready_p99_s",
+    "api_intent_vs_bare_insert_ratio",
+    "api_status_vs_bare_select_ratio",
+    "sweeper_vs_bare_delete_ratio",
+    "worker_peak_rss_mb",
+    "sandbox_peak_rss_mb",
+]
 OWN_KEYS = {
     "pipeline": ["pipeline_overhead_ratio"],
     "thumbnails": ["thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio"],
@@ -146,17 +155,26 @@ OWN_KEYS = {
     "api": ["api_intent_vs_bare_insert_ratio", "api_status_vs_bare_select_ratio"],
     "sweeper": ["sweeper_vs_bare_delete_ratio", "sweeper_rows_per_s"],
     "memory": ["worker_peak_rss_mb", "sandbox_peak_rss_mb"],
-    "serve": ["serve_vs_gunicorn_status_ratio", "serve_vs_gunicorn_embedded_ratio", "soak.responses_5xx",
-              "soak.pg_connections_within_bound",
-              "soak.rss_growth_pct", "waiters_cpu_s_per_100x30s"],
+    "serve": [
+        "serve_vs_gunicorn_status_ratio",
+        "serve_vs_gunicorn_embedded_ratio",
+        "soak.responses_5xx",
+        "soak.pg_connections_within_bound",
+        "soak.rss_growth_pct",
+        "waiters_cpu_s_per_100x30s",
+    ],
     "webhooks": ["webhook_delivery_events_per_s"],
     "tus": ["tus_vs_put_throughput_ratio"],
     "quotas": ["quota_intent_on_vs_off_ratio"],
     "slow": ["slow_clients_healthz_p99_s", "slow_clients_auth_get_p99_s", "slow_clients_failures"],
     "burst": ["burst_s3_200_clients_ok_ratio", "burst_s3_200_clients_p99_s"],
     "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s"],
-    "rescan": ["rescan_files_per_s", "rescan_budget_files_per_min_achieved", "rescan_budget_achieved_ratio",
-               "api_status_vs_bare_select_ratio_during_rescan"],
+    "rescan": [
+        "rescan_files_per_s",
+        "rescan_budget_files_per_min_achieved",
+        "rescan_budget_achieved_ratio",
+        "api_status_vs_bare_select_ratio_during_rescan",
+    ],
     "variants": ["variant_cold_p99_s", "variant_warm_vs_download_ratio", "variant_single_flight_generations"],
 }
 
@@ -174,8 +192,7 @@ def flatten(value: object, prefix: str = "") -> dict[str, object]:
 
 def run_child(args: list[str], env: dict[str, str], timeout: float) -> dict:
     env = {**env, "BENCH_TMP": str(Path(env["AIRLOCK_DATA_DIR"]).parent / "scratch")}
-    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in proc.stdout.strip().splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"exit {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
@@ -190,20 +207,28 @@ def redis_env(data_dir: Path) -> tuple[dict[str, str], object]:
     db = Database(data_dir)
     if not db.pg:
         raise RuntimeError("PostgreSQL is not answering")
-    env = embedded_env(data_dir, DATABASE_URL=db.url, REDIS_URL=os.environ.get("REDIS_URL", REDIS),
-                       DJANGO_SETTINGS_MODULE="config.settings.base",
-                       AIRLOCK_KEY_PREFIX=f"bench-{os.getpid()}-{data_dir.name}")
+    env = embedded_env(
+        data_dir,
+        DATABASE_URL=db.url,
+        REDIS_URL=os.environ.get("REDIS_URL", REDIS),
+        DJANGO_SETTINGS_MODULE="config.settings.base",
+        AIRLOCK_KEY_PREFIX=f"bench-{os.getpid()}-{data_dir.name}",
+    )
     return env, db
 
 
 def bench_pipeline(quick: bool, tmp: Path) -> dict:
-    results = run_child(["bench/pipeline_overhead.py", *(["--quick"] if quick else [])],
-                        embedded_env(tmp / "pipeline"), 900)
+    results = run_child(
+        ["bench/pipeline_overhead.py", *(["--quick"] if quick else [])], embedded_env(tmp / "pipeline"), 900
+    )
     try:  # the embedded figures stand even when PostgreSQL or Redis is missing
         env, db = redis_env(tmp / "pipeline_redis")
         try:
-            redis = run_child(["bench/pipeline_overhead.py", "--redis", "--processes", "2",
-                               *(["--quick"] if quick else [])], env, 1200)
+            redis = run_child(
+                ["bench/pipeline_overhead.py", "--redis", "--processes", "2", *(["--quick"] if quick else [])],
+                env,
+                1200,
+            )
         finally:
             db.drop()  # type: ignore[attr-defined]
     except Exception as exc:  # noqa: BLE001
@@ -216,9 +241,17 @@ def bench_pipeline(quick: bool, tmp: Path) -> dict:
 def bench_scaling(quick: bool, tmp: Path, most: int = 0) -> dict:
     env, db = redis_env(tmp / "scaling")
     try:
-        return run_child(["bench/pipeline_overhead.py", "--redis", "--scaling",
-                          *(["--max-processes", str(most)] if most else []), *(["--quick"] if quick else [])],
-                         env, 3600)
+        return run_child(
+            [
+                "bench/pipeline_overhead.py",
+                "--redis",
+                "--scaling",
+                *(["--max-processes", str(most)] if most else []),
+                *(["--quick"] if quick else []),
+            ],
+            env,
+            3600,
+        )
     finally:
         db.drop()  # type: ignore[attr-defined]
 
@@ -236,13 +269,13 @@ def bench_media(quick: bool, tmp: Path) -> dict:
 
 
 def bench_video1g(quick: bool, tmp: Path) -> dict:
-    return run_child(["bench/video1g_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "video1g"),
-                     2400)
+    return run_child(["bench/video1g_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "video1g"), 2400)
 
 
 def bench_video1g_s3(quick: bool, tmp: Path) -> dict:
-    return run_child(["bench/video1g_bench.py", "--s3", *(["--quick"] if quick else [])],
-                     embedded_env(tmp / "video1g_s3"), 2400)
+    return run_child(
+        ["bench/video1g_bench.py", "--s3", *(["--quick"] if quick else [])], embedded_env(tmp / "video1g_s3"), 2400
+    )
 
 
 def bench_ttr(quick: bool, tmp: Path) -> dict:
@@ -262,8 +295,11 @@ def bench_sweeper(quick: bool, tmp: Path) -> dict:
     if not script.exists():
         raise RuntimeError("bench/sweeper_throughput.py does not exist yet")
     n = 10_000 if quick else 100_000
-    env = embedded_env(tmp / "sweeper", DATABASE_URL=f"{PG}/airlock_sweepbench_{os.getpid()}",
-                       DJANGO_SETTINGS_MODULE="config.settings.base")
+    env = embedded_env(
+        tmp / "sweeper",
+        DATABASE_URL=f"{PG}/airlock_sweepbench_{os.getpid()}",
+        DJANGO_SETTINGS_MODULE="config.settings.base",
+    )
     data = run_child([str(script), "--n", str(n)], env, 3600)
     hooked = run_child([str(script), "--n", str(n // 2), "--noise", "0", "--endpoints", "1"], env, 3600)
     return {
@@ -294,8 +330,7 @@ def bench_serve(quick: bool, tmp: Path) -> dict:
 
 
 def bench_webhooks(quick: bool, tmp: Path) -> dict:
-    return run_child(["bench/webhooks_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "webhooks"),
-                     1200)
+    return run_child(["bench/webhooks_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "webhooks"), 1200)
 
 
 def bench_tus(quick: bool, tmp: Path) -> dict:
@@ -319,16 +354,30 @@ def bench_rescan(quick: bool, tmp: Path) -> dict:
 
 
 def bench_variants(quick: bool, tmp: Path) -> dict:
-    return run_child(["bench/variant_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "variants"),
-                     1800)
+    return run_child(["bench/variant_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "variants"), 1800)
 
 
-BENCHES = {"pipeline": bench_pipeline, "thumbnails": bench_thumbnails, "heic": bench_heic, "media": bench_media,
-           "video1g": bench_video1g, "video1g_s3": bench_video1g_s3,
-           "ttr": bench_ttr, "api": bench_api,
-           "sweeper": bench_sweeper, "memory": bench_memory, "serve": bench_serve, "webhooks": bench_webhooks,
-           "tus": bench_tus, "quotas": bench_quotas, "slow": bench_slow, "burst": bench_burst,
-           "fair": bench_fair, "rescan": bench_rescan, "variants": bench_variants}
+BENCHES = {
+    "pipeline": bench_pipeline,
+    "thumbnails": bench_thumbnails,
+    "heic": bench_heic,
+    "media": bench_media,
+    "video1g": bench_video1g,
+    "video1g_s3": bench_video1g_s3,
+    "ttr": bench_ttr,
+    "api": bench_api,
+    "sweeper": bench_sweeper,
+    "memory": bench_memory,
+    "serve": bench_serve,
+    "webhooks": bench_webhooks,
+    "tus": bench_tus,
+    "quotas": bench_quotas,
+    "slow": bench_slow,
+    "burst": bench_burst,
+    "fair": bench_fair,
+    "rescan": bench_rescan,
+    "variants": bench_variants,
+}
 
 
 def fmt(value: object) -> str:
@@ -356,8 +405,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer files, rows and runs (< 5 minutes)")
     parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(BENCHES))
-    parser.add_argument("--scaling", action="store_true",
-                        help="only the scaling curve: 1..N rundramatiq processes on PostgreSQL + Redis")
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="only the scaling curve: 1..N rundramatiq processes on PostgreSQL + Redis",
+    )
     parser.add_argument("--max-processes", type=int, default=0, help="N for --scaling (default: cores)")
     args = parser.parse_args()
     if args.scaling:
@@ -401,8 +453,10 @@ def main() -> None:
     if args.scaling:
         for key in sorted(k for k in results if k.startswith("scaling_")):
             print(f"{key}: {results[key]}")
-    print(f"\n{results['machine']}, {results['date']}, {results['mode']} run, {results['seconds.total']}s; "
-          f"written to {RESULTS.relative_to(REPO)}")
+    print(
+        f"\n{results['machine']}, {results['date']}, {results['mode']} run, {results['seconds.total']}s; "
+        f"written to {RESULTS.relative_to(REPO)}"
+    )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import loadgen  # noqa: E402
 from bench.api import Database  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO, Gunicorn, ServerProcess, createuser, embedded_env, emit, free_port, median, r, scratch_dir, serve,
+    REPO,
+    Gunicorn,
+    ServerProcess,
+    createuser,
+    embedded_env,
+    emit,
+    free_port,
+    median,
+    r,
+    scratch_dir,
+    serve,
     small_jpeg,
 )
 
@@ -108,18 +118,51 @@ def alternative(name: str, env: dict[str, str], tmp: Path) -> ServerProcess | No
     if not binary.exists():
         return None
     port = free_port()
-    argv = {"granian": [str(binary), "--interface", "wsgi", "config.wsgi:application", "--workers", "2",
-                        "--blocking-threads", "2", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-            "waitress": [str(binary), "--listen", f"127.0.0.1:{port}", "--threads", "8", "config.wsgi:application"]}
+    argv = {
+        "granian": [
+            str(binary),
+            "--interface",
+            "wsgi",
+            "config.wsgi:application",
+            "--workers",
+            "2",
+            "--blocking-threads",
+            "2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        "waitress": [str(binary), "--listen", f"127.0.0.1:{port}", "--threads", "8", "config.wsgi:application"],
+    }
     return ServerProcess(argv[name], env, tmp / f"{name}.log", port, timeout=60)
 
 
 def GunicornThreads(env: dict[str, str], tmp: Path) -> ServerProcess:
     """Plain `gunicorn -w 2 -k gthread --threads 4` on config.wsgi: the worker class serve builds on, alone."""
     port = free_port()
-    return ServerProcess([str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "-w", "2",
-                          "-k", "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-                         env, tmp / "gunicorn-gthread.log", port, timeout=60)
+    return ServerProcess(
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "config.wsgi:application",
+            "-w",
+            "2",
+            "-k",
+            "gthread",
+            "--threads",
+            "4",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        env,
+        tmp / "gunicorn-gthread.log",
+        port,
+        timeout=60,
+    )
 
 
 # serve without something, side by side with itself (--only variants): the environment that takes it away.
@@ -127,8 +170,14 @@ def GunicornThreads(env: dict[str, str], tmp: Path) -> ServerProcess:
 VARIANTS = {"second_process": {"AIRLOCK_WEB_PROCESSES": "1"}}  # one web process, as serve ran on SQLite before
 
 
-def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: bool, alternatives: bool = False,
-                variants: bool = False) -> dict:
+def bench_ratio(
+    tmp: Path,
+    db: Database | SqliteDatabase,
+    redis: bool,
+    quick: bool,
+    alternatives: bool = False,
+    variants: bool = False,
+) -> dict:
     """Status reads/s of serve beside plain gunicorn on the same database and settings, paired rounds.
 
     On db (PostgreSQL when it answers, else SQLite, the embedded default). With
@@ -138,16 +187,24 @@ def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: 
     runs, seconds = (5, 3.0) if quick else (7, 8.0)
     if variants:
         runs = max(runs, 8)
-    env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings",
-                       REDIS_URL=REDIS if redis else None, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}")
-    setup = subprocess.run([sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=600)
+    env = embedded_env(
+        tmp,
+        DATABASE_URL=db.url,
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        REDIS_URL=REDIS if redis else None,
+        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+    )
+    setup = subprocess.run(
+        [sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
     if setup.returncode != 0:
         raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
     facts = json.loads(setup.stdout.strip().splitlines()[-1])
     env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
-    sides: dict[str, ServerProcess] = {"gunicorn": Gunicorn(env, tmp),
-                                       "serve": serve(env, tmp, "--no-worker", "--no-scheduler")}
+    sides: dict[str, ServerProcess] = {
+        "gunicorn": Gunicorn(env, tmp),
+        "serve": serve(env, tmp, "--no-worker", "--no-scheduler"),
+    }
     missing = []
     if variants:
         sides["gunicorn_gthread"] = GunicornThreads(env, tmp)
@@ -170,8 +227,9 @@ def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: 
             order = list(sides.items()) if n % 2 == 0 else list(sides.items())[::-1]
             for name, server in order:
                 before = cpu_seconds(server.proc.pid)
-                sample = loadgen.run(server.base + paths[0], paths=paths, headers_list=headers,
-                                     connections=8, seconds=seconds)
+                sample = loadgen.run(
+                    server.base + paths[0], paths=paths, headers_list=headers, connections=8, seconds=seconds
+                )
                 # The server's own CPU per answer (its whole process tree): steadier than req/s on a shared machine.
                 sample["cpu_ms"] = (cpu_seconds(server.proc.pid) - before) * 1000 / max(1, sample["requests"])
                 samples[name].append(sample)
@@ -183,29 +241,44 @@ def bench_ratio(tmp: Path, db: "Database | SqliteDatabase", redis: bool, quick: 
         return [a[key] / b[key] for a, b in zip(samples[name], samples[base])]
 
     def side(name: str) -> dict:
-        return {"rps": r(median(x["rps"] for x in samples[name]), 1),
-                "p99_ms": r(median(x["p99_ms"] for x in samples[name] if x.get("p99_ms") is not None), 2),
-                "server_cpu_ms_per_request": r(median(x["cpu_ms"] for x in samples[name]), 3),
-                "errors": sum(x["errors"] for x in samples[name])}
+        return {
+            "rps": r(median(x["rps"] for x in samples[name]), 1),
+            "p99_ms": r(median(x["p99_ms"] for x in samples[name] if x.get("p99_ms") is not None), 2),
+            "server_cpu_ms_per_request": r(median(x["cpu_ms"] for x in samples[name]), 3),
+            "errors": sum(x["errors"] for x in samples[name]),
+        }
 
     name = "serve_vs_gunicorn_status_ratio" if db.pg else "serve_vs_gunicorn_embedded_ratio"
-    result = {name: r(median(versus("serve"))),
-              "serve_vs_gunicorn" if db.pg else "serve_vs_gunicorn_embedded": {
-                  "serve": side("serve"), "gunicorn": side("gunicorn"), "ratio_runs": [r(x) for x in versus("serve")],
-                  "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
-                           f"{seconds:g}s x {runs} paired runs; serve --no-worker --no-scheduler"}}
+    result = {
+        name: r(median(versus("serve"))),
+        "serve_vs_gunicorn" if db.pg else "serve_vs_gunicorn_embedded": {
+            "serve": side("serve"),
+            "gunicorn": side("gunicorn"),
+            "ratio_runs": [r(x) for x in versus("serve")],
+            "setup": f"{facts['database']}, redis={redis}, loadgen 8 connections, "
+            f"{seconds:g}s x {runs} paired runs; serve --no-worker --no-scheduler",
+        },
+    }
     if variants:
         # With ÷ without, per round: > 1 means it buys that much (for CPU per request, < 1 does).
         result[f"serve_variants_{'postgresql' if db.pg else 'embedded'}"] = {
-            "gunicorn_gthread": {**side("gunicorn_gthread"),
-                                 "serve_vs_gthread_rps": r(median(versus("serve", "gunicorn_gthread")))},
-            **{variant: {"without": side(f"serve_without_{variant}"),
-                         "with_vs_without_rps": r(median(versus("serve", f"serve_without_{variant}"))),
-                         "with_vs_without_cpu_per_request": r(median(
-                             versus("serve", f"serve_without_{variant}", key="cpu_ms"))),
-                         "rounds_rps": [r(x) for x in versus("serve", f"serve_without_{variant}")]}
-               for variant in VARIANTS},
-            "serve": side("serve")}
+            "gunicorn_gthread": {
+                **side("gunicorn_gthread"),
+                "serve_vs_gthread_rps": r(median(versus("serve", "gunicorn_gthread"))),
+            },
+            **{
+                variant: {
+                    "without": side(f"serve_without_{variant}"),
+                    "with_vs_without_rps": r(median(versus("serve", f"serve_without_{variant}"))),
+                    "with_vs_without_cpu_per_request": r(
+                        median(versus("serve", f"serve_without_{variant}", key="cpu_ms"))
+                    ),
+                    "rounds_rps": [r(x) for x in versus("serve", f"serve_without_{variant}")],
+                }
+                for variant in VARIANTS
+            },
+            "serve": side("serve"),
+        }
     if alternatives:
         result["servers"] = {name: {**side(name), "vs_gunicorn_sync": r(median(versus(name)))} for name in sides}
         result["servers_not_installed"] = missing
@@ -224,9 +297,15 @@ def bench_soak(tmp: Path, db: Database, quick: bool) -> dict:
 
     clients, seconds, warmup = (50, 15.0, 5.0) if quick else (200, 60.0, 15.0)
     pool_max, processes = 8, 2
-    env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="config.settings.base", REDIS_URL=REDIS,
-                       AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}", AIRLOCK_DB_POOL_MAX=str(pool_max),
-                       AIRLOCK_WEB_PROCESSES=str(processes))
+    env = embedded_env(
+        tmp,
+        DATABASE_URL=db.url,
+        DJANGO_SETTINGS_MODULE="config.settings.base",
+        REDIS_URL=REDIS,
+        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+        AIRLOCK_DB_POOL_MAX=str(pool_max),
+        AIRLOCK_WEB_PROCESSES=str(processes),
+    )
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
     tokens = [createuser(env, f"soak{i}") for i in range(10)]
     server = serve(env, tmp)
@@ -246,15 +325,19 @@ def bench_soak(tmp: Path, db: Database, quick: bool) -> dict:
         session.headers["Authorization"] = f"Token {tokens[n % len(tokens)]}"
         while not stop.is_set():
             try:
-                intent = session.post(f"{server.base}/api/v1/uploads", timeout=60, json={
-                    "profile": "image", "filename": "s.jpg", "size": len(image), "content_type": "image/jpeg"})
+                intent = session.post(
+                    f"{server.base}/api/v1/uploads",
+                    timeout=60,
+                    json={"profile": "image", "filename": "s.jpg", "size": len(image), "content_type": "image/jpeg"},
+                )
                 count(intent.status_code)
                 if intent.status_code != 201:
                     time.sleep(1.0)
                     continue
                 body = intent.json()
-                put = requests.put(body["upload"]["url"], data=image, headers={"Content-Type": "image/jpeg"},
-                                   timeout=60)
+                put = requests.put(
+                    body["upload"]["url"], data=image, headers={"Content-Type": "image/jpeg"}, timeout=60
+                )
                 count(put.status_code)
                 url = f"{server.base}/api/v1/attachments/{body['id']}"
                 count(session.get(url, timeout=60).status_code)
@@ -294,23 +377,37 @@ def bench_soak(tmp: Path, db: Database, quick: bool) -> dict:
     growth = (sum(rss[-quarter:]) / quarter) / (sum(rss[:quarter]) / quarter) - 1
     bound = processes * (pool_max + 1) + pool_max
     bad = sum(n for status, n in statuses.items() if status >= 500 or status == 0)
-    return {"soak": {"responses_5xx": bad, "responses": sum(statuses.values()),
-                     "statuses": {str(k): v for k, v in sorted(statuses.items())},
-                     "pg_connections_peak": max(conns), "pg_connections_bound": bound,
-                     "pg_connections_within_bound": max(conns) <= bound,
-                     "rss_growth_pct": r(growth * 100, 1), "rss_mb_first_quarter": r(sum(rss[:quarter]) / quarter, 1),
-                     "rss_mb_last_quarter": r(sum(rss[-quarter:]) / quarter, 1),
-                     "clients": clients, "seconds": seconds, "warmup_seconds": warmup,
-                     "setup": f"serve on PostgreSQL + Redis, {processes} web processes + job process, "
-                              f"AIRLOCK_DB_POOL_MAX={pool_max}"}}
+    return {
+        "soak": {
+            "responses_5xx": bad,
+            "responses": sum(statuses.values()),
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "pg_connections_peak": max(conns),
+            "pg_connections_bound": bound,
+            "pg_connections_within_bound": max(conns) <= bound,
+            "rss_growth_pct": r(growth * 100, 1),
+            "rss_mb_first_quarter": r(sum(rss[:quarter]) / quarter, 1),
+            "rss_mb_last_quarter": r(sum(rss[-quarter:]) / quarter, 1),
+            "clients": clients,
+            "seconds": seconds,
+            "warmup_seconds": warmup,
+            "setup": f"serve on PostgreSQL + Redis, {processes} web processes + job process, "
+            f"AIRLOCK_DB_POOL_MAX={pool_max}",
+        }
+    }
 
 
 def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
     import requests
 
     wait = 30  # the figure's own definition, in --quick too
-    env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="config.settings.base",
-                       REDIS_URL=REDIS if redis else None, AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}")
+    env = embedded_env(
+        tmp,
+        DATABASE_URL=db.url,
+        DJANGO_SETTINGS_MODULE="config.settings.base",
+        REDIS_URL=REDIS if redis else None,
+        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+    )
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
     tokens = [createuser(env, f"waiter{i}") for i in range(5)]
     server = serve(env, tmp)
@@ -318,9 +415,12 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
         pending = []
         for token in tokens:
             for _ in range(20):
-                got = requests.post(f"{server.base}/api/v1/uploads", headers={"Authorization": f"Token {token}"},
-                                    timeout=30, json={"profile": "image", "filename": "w.jpg", "size": 10,
-                                                      "content_type": "image/jpeg"})
+                got = requests.post(
+                    f"{server.base}/api/v1/uploads",
+                    headers={"Authorization": f"Token {token}"},
+                    timeout=30,
+                    json={"profile": "image", "filename": "w.jpg", "size": 10, "content_type": "image/jpeg"},
+                )
                 pending.append((token, got.json()["id"]))
         time.sleep(2.0)  # let start-up work settle
         # What the server spends with nobody waiting (scheduler ticks, idle consumers), per second.
@@ -331,8 +431,11 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
         statuses: list[int] = []
 
         def waiter(token: str, pk: str) -> None:
-            got = requests.get(f"{server.base}/api/v1/attachments/{pk}?wait={wait}",
-                               headers={"Authorization": f"Token {token}"}, timeout=wait + 30)
+            got = requests.get(
+                f"{server.base}/api/v1/attachments/{pk}?wait={wait}",
+                headers={"Authorization": f"Token {token}"},
+                timeout=wait + 30,
+            )
             statuses.append(got.status_code)
 
         before = cpu_seconds(server.proc.pid)
@@ -347,12 +450,19 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
     finally:
         server.stop()
     on_waiters = max(0.0, spent - idle_rate * elapsed)
-    return {"waiters_cpu_s_per_100x30s": r(on_waiters * 30.0 / elapsed, 2),
-            "waiters": {"cpu_s_total": r(spent, 2), "cpu_s_idle_same_time": r(idle_rate * elapsed, 2),
-                        "seconds": r(elapsed, 1), "wait": wait,
-                        "answered_200": statuses.count(200), "statuses": sorted(set(statuses)),
-                        "setup": f"serve (web + worker + scheduler), {'PostgreSQL' if db.pg else 'SQLite'}, "
-                                 f"redis={redis}; 100 waiters (5 users x 20) on pending intents"}}
+    return {
+        "waiters_cpu_s_per_100x30s": r(on_waiters * 30.0 / elapsed, 2),
+        "waiters": {
+            "cpu_s_total": r(spent, 2),
+            "cpu_s_idle_same_time": r(idle_rate * elapsed, 2),
+            "seconds": r(elapsed, 1),
+            "wait": wait,
+            "answered_200": statuses.count(200),
+            "statuses": sorted(set(statuses)),
+            "setup": f"serve (web + worker + scheduler), {'PostgreSQL' if db.pg else 'SQLite'}, "
+            f"redis={redis}; 100 waiters (5 users x 20) on pending intents",
+        },
+    }
 
 
 class SqliteDatabase:
@@ -370,9 +480,12 @@ class SqliteDatabase:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", default="ratio,soak,waiters",
-                        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed),"
-                             " variants (ratio plus serve in one web process, and plain gunicorn gthread)")
+    parser.add_argument(
+        "--only",
+        default="ratio,soak,waiters",
+        help="any of ratio, soak, waiters, servers (ratio plus granian and waitress, when installed),"
+        " variants (ratio plus serve in one web process, and plain gunicorn gthread)",
+    )
     args = parser.parse_args()
     chosen = args.only.split(",")
     redis = redis_ok()
@@ -385,12 +498,14 @@ def main() -> None:
         try:
             if name in ("ratio", "servers", "variants"):
                 # On PostgreSQL (when it answers) and on the embedded default (SQLite, the in-process broker).
-                result.update(bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers",
-                                          variants=name == "variants"))
+                result.update(
+                    bench_ratio(tmp, db, redis, args.quick, alternatives=name == "servers", variants=name == "variants")
+                )
                 if db.pg:
                     embedded = scratch_dir(f"airlock-bench-serve-{name}-embedded-")
-                    result.update(bench_ratio(embedded, SqliteDatabase(embedded), False, args.quick,
-                                              variants=name == "variants"))
+                    result.update(
+                        bench_ratio(embedded, SqliteDatabase(embedded), False, args.quick, variants=name == "variants")
+                    )
             elif name == "soak":
                 if not (db.pg and redis):
                     raise RuntimeError("the soak needs PostgreSQL and Redis")

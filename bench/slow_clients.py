@@ -5,7 +5,8 @@
 
 Starts `manage.py serve --no-worker --no-scheduler` on the environment it is given
 (bench/run.py: the embedded defaults, AIRLOCK_WEB_PROCESSES web processes of
-AIRLOCK_WEB_THREADS threads; one before serve ran several on SQLite) with its default deadlines and limits, and opens N sockets on the
+AIRLOCK_WEB_THREADS threads; one before serve ran several on SQLite) with its default deadlines and limits, and
+opens N sockets on the
 loopback that send a byte each per second:
   - 40 %: headers, never finished (cut after AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS);
   - 50 %: complete headers of an intent, then its 200-byte JSON body;
@@ -61,12 +62,16 @@ class SlowClients:
         if kind < 4:
             return f"POST /api/v1/uploads HTTP/1.1\r\n{host}X-Slow: ".encode()
         if kind < 9:
-            return (f"POST /api/v1/uploads HTTP/1.1\r\n{host}Authorization: Token {self.token}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{").encode()
+            return (
+                f"POST /api/v1/uploads HTTP/1.1\r\n{host}Authorization: Token {self.token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{"
+            ).encode()
         path = self.tus_paths[(i // 10) % len(self.tus_paths)]
-        return (f"PATCH {path} HTTP/1.1\r\n{host}Authorization: Token {self.token}\r\nTus-Resumable: 1.0.0\r\n"
-                f"Upload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\n"
-                f"Content-Length: {3 * MIB}\r\n\r\n").encode()
+        return (
+            f"PATCH {path} HTTP/1.1\r\n{host}Authorization: Token {self.token}\r\nTus-Resumable: 1.0.0\r\n"
+            f"Upload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\n"
+            f"Content-Length: {3 * MIB}\r\n\r\n"
+        ).encode()
 
     def _open(self, i: int) -> None:
         try:
@@ -149,8 +154,12 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
 
     tmp = scratch_dir("slow-clients-bench-")
-    env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp / "data"), "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-           "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base")}
+    env = {
+        **os.environ,
+        "AIRLOCK_DATA_DIR": str(tmp / "data"),
+        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
+    }
     server = serve(env, tmp, "--no-worker", "--no-scheduler")
     base, port = server.base, server.port
     slow = None
@@ -158,13 +167,22 @@ def main() -> None:
         import requests
 
         token = createuser(env, "bench")
-        metadata = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
-                            {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items())
+        metadata = ",".join(
+            f"{k} {base64.b64encode(v.encode()).decode()}"
+            for k, v in {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items()
+        )
         tus_paths = []
         for _ in range(max(1, args.clients // 10)):
-            created = requests.post(f"{base}/api/v1/tus/", timeout=30, headers={
-                "Authorization": f"Token {token}", "Tus-Resumable": "1.0.0", "Upload-Length": str(3 * MIB),
-                "Upload-Metadata": metadata})
+            created = requests.post(
+                f"{base}/api/v1/tus/",
+                timeout=30,
+                headers={
+                    "Authorization": f"Token {token}",
+                    "Tus-Resumable": "1.0.0",
+                    "Upload-Length": str(3 * MIB),
+                    "Upload-Metadata": metadata,
+                },
+            )
             created.raise_for_status()
             tus_paths.append(urlsplit(created.headers["Location"]).path)
 
@@ -175,22 +193,24 @@ def main() -> None:
         open_counts = list(slow.open_counts)
         replaced = slow.replaced
         alive = server.proc.poll() is None
-        emit({
-            "slow_clients_healthz_p99_s": r(percentile(health, 99)),
-            "slow_clients_healthz_p50_s": r(percentile(health, 50)),
-            "slow_clients_auth_get_p99_s": r(percentile(api, 99)),
-            "slow_clients_auth_get_p50_s": r(percentile(api, 50)),
-            "slow_clients_failures": failures,
-            "slow_clients_idle_healthz_p99_s": r(percentile(idle_health, 99)),
-            "slow_clients_idle_auth_get_p99_s": r(percentile(idle_api, 99)),
-            "slow_clients_idle_failures": idle_failures,
-            "slow_clients_open_min": min(open_counts) if open_counts else None,
-            "slow_clients_replaced": replaced,
-            "slow_clients_requests": len(health) + len(api),
-            "slow_clients_n": args.clients,
-            "slow_clients_seconds": seconds,
-            "slow_clients_server_alive": alive,
-        })
+        emit(
+            {
+                "slow_clients_healthz_p99_s": r(percentile(health, 99)),
+                "slow_clients_healthz_p50_s": r(percentile(health, 50)),
+                "slow_clients_auth_get_p99_s": r(percentile(api, 99)),
+                "slow_clients_auth_get_p50_s": r(percentile(api, 50)),
+                "slow_clients_failures": failures,
+                "slow_clients_idle_healthz_p99_s": r(percentile(idle_health, 99)),
+                "slow_clients_idle_auth_get_p99_s": r(percentile(idle_api, 99)),
+                "slow_clients_idle_failures": idle_failures,
+                "slow_clients_open_min": min(open_counts) if open_counts else None,
+                "slow_clients_replaced": replaced,
+                "slow_clients_requests": len(health) + len(api),
+                "slow_clients_n": args.clients,
+                "slow_clients_seconds": seconds,
+                "slow_clients_server_alive": alive,
+            }
+        )
     finally:
         if slow is not None:
             slow.close()

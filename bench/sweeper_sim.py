@@ -69,6 +69,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
+from sweeper_throughput import T0, MemoryGateway, make_owner, quiet_logs, scratch_database  # noqa: E402
 
 from attachments.errors import AttachmentInvalid, LegalHold, NotFound  # noqa: E402
 from attachments.models import (  # noqa: E402
@@ -81,19 +82,18 @@ from attachments.models import (  # noqa: E402
     TransitionLog,
 )
 from attachments.naming import derivative_key, original_key  # noqa: E402
+from attachments.services.erasure import erasure_subject_user  # noqa: E402
+from attachments.services.holds import attachment_hold_set, ref_hold_set  # noqa: E402
 from attachments.services.lifecycle import (  # noqa: E402
     attachment_discard,
     attachments_commit,
     attachments_heartbeat,
 )
-from attachments.services.erasure import erasure_subject_user  # noqa: E402
-from attachments.services.holds import attachment_hold_set, ref_hold_set  # noqa: E402
 from attachments.services.release import attachment_restore, attachments_release  # noqa: E402
 from sweeper.erasure import erase  # noqa: E402
 from sweeper.locks import DatabaseLock  # noqa: E402
 from sweeper.retention import RULES  # noqa: E402
 from sweeper.schedule import sweep_if_due  # noqa: E402
-from sweeper_throughput import T0, MemoryGateway, make_owner, quiet_logs, scratch_database  # noqa: E402
 from webhooks.models import WebhookAttempt, WebhookDelivery  # noqa: E402
 
 DAY = timedelta(days=1)
@@ -108,8 +108,11 @@ ROWS_PER_LIVE_LIMIT = 20.0
 OBJECTS_PER_LIVE_LIMIT = 3.0
 # Every table the retention phase purges (sweeper/retention.py RULES, by its model), plus the
 # webhook deliveries and attempts that go with their events.
-TABLES = {**{name: rule.rows(T0).model for name, rule in RULES.items()},
-          "webhook_deliveries": WebhookDelivery, "webhook_attempts": WebhookAttempt}
+TABLES = {
+    **{name: rule.rows(T0).model for name, rule in RULES.items()},
+    "webhook_deliveries": WebhookDelivery,
+    "webhook_attempts": WebhookAttempt,
+}
 
 
 class _Stamped:
@@ -124,18 +127,20 @@ class _Stamped:
     def __exit__(self, *exc: object) -> None:
         for model, name in self.FIELDS:
             model._meta.get_field(name).auto_now_add = True
+
+
 BEHAVIOURS = {  # share of forms
-    "commit": 0.26,          # commits within 0–9 days, no heartbeat: late ones find it expired
-    "edit": 0.06,            # commits within a day, then edits the ad down by one file (commit replace)
-    "delete": 0.04,          # commits within a day, then deletes the ad (release its ref)
-    "delete_undo": 0.02,     # deletes the ad, then undoes it within the grace (restore)
+    "commit": 0.26,  # commits within 0–9 days, no heartbeat: late ones find it expired
+    "edit": 0.06,  # commits within a day, then edits the ad down by one file (commit replace)
+    "delete": 0.04,  # commits within a day, then deletes the ad (release its ref)
+    "delete_undo": 0.02,  # deletes the ad, then undoes it within the grace (restore)
     "partial_commit": 0.05,  # removes one file, commits the rest
-    "late_commit": 0.05,     # heartbeats daily, commits after 7–14.5 days
-    "discard": 0.15,         # discards every file
-    "draft": 0.10,           # heartbeats daily forever, never commits
-    "abandon": 0.24,         # closes the tab
-    "held_delete": 0.02,     # commits; staff hold the ad's ref; the owner's delete of the ad is refused
-    "held_abandon": 0.01,    # staff hold the draft's files at once; the owner closes the tab
+    "late_commit": 0.05,  # heartbeats daily, commits after 7–14.5 days
+    "discard": 0.15,  # discards every file
+    "draft": 0.10,  # heartbeats daily forever, never commits
+    "abandon": 0.24,  # closes the tab
+    "held_delete": 0.02,  # commits; staff hold the ad's ref; the owner's delete of the ad is refused
+    "held_abandon": 0.01,  # staff hold the draft's files at once; the owner closes the tab
 }
 
 
@@ -174,8 +179,7 @@ class Tally:
 
 
 class Simulation:
-    def __init__(self, *, n: int, days: int, drain_days: int, users: int, seed: int,
-                 progress: bool = False) -> None:
+    def __init__(self, *, n: int, days: int, drain_days: int, users: int, seed: int, progress: bool = False) -> None:
         self.rng = random.Random(seed)
         self.progress = progress
         self.n, self.days, self.drain_days = n, days, drain_days
@@ -216,8 +220,13 @@ class Simulation:
         while made < self.n:
             size = min(self.rng.randint(1, 4), self.n - made)
             created = T0 + timedelta(seconds=self.rng.uniform(0, self.days * 86400))
-            form = Form(self.tally.forms, self.rng.randrange(len(self.users)), created,
-                        [uuid.uuid4() for _ in range(size)], self.rng.choices(names, weights)[0])
+            form = Form(
+                self.tally.forms,
+                self.rng.randrange(len(self.users)),
+                created,
+                [uuid.uuid4() for _ in range(size)],
+                self.rng.choices(names, weights)[0],
+            )
             self.tally.forms += 1
             made += size
             self.push(created, "create", form)
@@ -243,8 +252,7 @@ class Simulation:
             else:
                 self.push(later, "release", form)
             if form.behaviour == "delete_undo":
-                self.push(later + timedelta(seconds=r.uniform(60, 0.9 * self.grace.total_seconds())), "restore",
-                          form)
+                self.push(later + timedelta(seconds=r.uniform(60, 0.9 * self.grace.total_seconds())), "restore", form)
         elif form.behaviour == "held_delete":
             committed = c + timedelta(seconds=r.uniform(60, 86400))
             self.push(committed, "commit", (form, form.ids))
@@ -258,23 +266,51 @@ class Simulation:
 
     # --- client actions, through the real services ------------------------------------------
 
-    def bookkeeping(self, pk: uuid.UUID, key: str, when: datetime, processed: bool,
-                    jobs: list, events: list, logs: list) -> None:
+    def bookkeeping(
+        self, pk: uuid.UUID, key: str, when: datetime, processed: bool, jobs: list, events: list, logs: list
+    ) -> None:
         """The rows the pipeline writes for one upload, as of `when`."""
-        events.append(StorageEvent(dedupe_key=f"sim:{key}", source="local", event_name="ObjectCreated:Put",
-                                   key=key, size=1, outcome="started", attachment_id=pk, received_at=when))
-        for step in ("intake", "scan", "derive")[:3 if processed else 1]:
-            jobs.append(OutboxMessage(actor_name=step, queue_name=step, args=[str(pk)], created_at=when,
-                                      sent_at=when))
-        logs.append(TransitionLog(attachment_id=pk, transition="intent", actor="user:sim", created_at=when,
-                                  details={"profile": "image", "declared_size": 1}))
+        events.append(
+            StorageEvent(
+                dedupe_key=f"sim:{key}",
+                source="local",
+                event_name="ObjectCreated:Put",
+                key=key,
+                size=1,
+                outcome="started",
+                attachment_id=pk,
+                received_at=when,
+            )
+        )
+        for step in ("intake", "scan", "derive")[: 3 if processed else 1]:
+            jobs.append(OutboxMessage(actor_name=step, queue_name=step, args=[str(pk)], created_at=when, sent_at=when))
+        logs.append(
+            TransitionLog(
+                attachment_id=pk,
+                transition="intent",
+                actor="user:sim",
+                created_at=when,
+                details={"profile": "image", "declared_size": 1},
+            )
+        )
         if processed:
-            logs += [TransitionLog(attachment_id=pk, transition=name, from_status=a, to_status=b,
-                                   actor="worker", created_at=when, details=details)
-                     for name, a, b, details in (("arrived", "", "", {"stored_size": 1}),
-                                                 ("start", "pending", "processing", {}),
-                                                 ("scan", "", "", {"duration_ms": 1.0}),
-                                                 ("finish", "processing", "ready", {}))]
+            logs += [
+                TransitionLog(
+                    attachment_id=pk,
+                    transition=name,
+                    from_status=a,
+                    to_status=b,
+                    actor="worker",
+                    created_at=when,
+                    details=details,
+                )
+                for name, a, b, details in (
+                    ("arrived", "", "", {"stored_size": 1}),
+                    ("start", "pending", "processing", {}),
+                    ("scan", "", "", {"duration_ms": 1.0}),
+                    ("finish", "processing", "ready", {}),
+                )
+            ]
 
     def create(self, forms: list[Form]) -> None:
         rows, derivatives, jobs, events, logs = [], [], [], [], []
@@ -283,20 +319,36 @@ class Simulation:
             for pk in form.ids:
                 key = original_key(tenant_slug=self.tenant.slug, profile="image", attachment_id=pk)
                 processed = self.rng.random() < 0.7
-                served = derivative_key(tenant_slug=self.tenant.slug, attachment_id=pk, kind="sanitized",
-                                        ext="jpg") if processed else ""
-                rows.append(Attachment(
-                    id=pk, tenant=self.tenant, owner=owner, profile="image", filename="f.jpg",
-                    status=Status.READY if processed else Status.PENDING, declared_size=1,
-                    declared_type="image/jpeg", storage_key=key, served_key=served, created_at=form.created,
-                    uploaded_at=form.created, expires_at=form.created + self.ttl,
-                ))
+                served = (
+                    derivative_key(tenant_slug=self.tenant.slug, attachment_id=pk, kind="sanitized", ext="jpg")
+                    if processed
+                    else ""
+                )
+                rows.append(
+                    Attachment(
+                        id=pk,
+                        tenant=self.tenant,
+                        owner=owner,
+                        profile="image",
+                        filename="f.jpg",
+                        status=Status.READY if processed else Status.PENDING,
+                        declared_size=1,
+                        declared_type="image/jpeg",
+                        storage_key=key,
+                        served_key=served,
+                        created_at=form.created,
+                        uploaded_at=form.created,
+                        expires_at=form.created + self.ttl,
+                    )
+                )
                 keys = [key]
                 if processed:
-                    thumb = derivative_key(tenant_slug=self.tenant.slug, attachment_id=pk, kind="thumbnail",
-                                           ext="webp")
-                    derivatives.append(Derivative(attachment_id=pk, kind="thumbnail", storage_key=thumb,
-                                                  content_type="image/webp", size=1))
+                    thumb = derivative_key(tenant_slug=self.tenant.slug, attachment_id=pk, kind="thumbnail", ext="webp")
+                    derivatives.append(
+                        Derivative(
+                            attachment_id=pk, kind="thumbnail", storage_key=thumb, content_type="image/webp", size=1
+                        )
+                    )
                     keys += [served, thumb]
                 self.bookkeeping(pk, key, form.created, processed, jobs, events, logs)
                 self.gateway.put(keys, form.created)
@@ -334,8 +386,7 @@ class Simulation:
         kept = [i for i in ids if i in self.committed]
         dropped = [i for i in form.ids if i in self.committed and i not in kept]
         if kept:
-            attachments_commit(owner=self.users[form.user], ids=kept, ref=f"form:{form.index}", now=when,
-                               replace=True)
+            attachments_commit(owner=self.users[form.user], ids=kept, ref=f"form:{form.index}", now=when, replace=True)
         elif dropped:
             attachments_release(user=self.users[form.user], ref=f"form:{form.index}", now=when)
         self.mark_released(when, dropped)
@@ -390,8 +441,12 @@ class Simulation:
         self.gateway.clock = when
         # What is still stored now (a file swept before the erasure is not the erasure's)
         present = [pk for pk in self.owned[user] if pk in self.created_at and self.original[pk] in self.gateway.objects]
-        report = erase(erasure_subject_user(self.users[user].get_username()), actor="command:erase_user:sim",
-                       now=when, gateway=self.gateway)
+        report = erase(
+            erasure_subject_user(self.users[user].get_username()),
+            actor="command:erase_user:sim",
+            now=when,
+            gateway=self.gateway,
+        )
         self.erased.add(user)
         self.tally.erased_users += 1
         self.tally.erased_files += report.files_removed
@@ -408,7 +463,7 @@ class Simulation:
         ids = sorted(self.heartbeating[user])
         for start in range(0, len(ids), 1000):
             self.tally.heartbeat_calls += 1
-            result = attachments_heartbeat(user=self.users[user], ids=ids[start:start + 1000], now=when)
+            result = attachments_heartbeat(user=self.users[user], ids=ids[start : start + 1000], now=when)
             self.heartbeating[user].difference_update(uuid.UUID(m) for m in result.missing)
         self.push(when + DAY, "heartbeat", user)
 
@@ -421,8 +476,11 @@ class Simulation:
             batch: list[Form] = []
             while self.events and self.events[0][0] <= now:
                 when, _seq, kind, payload = heapq.heappop(self.events)
-                user = payload if isinstance(payload, int) else getattr(
-                    payload[0] if isinstance(payload, tuple) else payload, "user", None)
+                user = (
+                    payload
+                    if isinstance(payload, int)
+                    else getattr(payload[0] if isinstance(payload, tuple) else payload, "user", None)
+                )
                 if user in self.erased:
                     continue  # an erased user's client is gone
                 if kind == "create":
@@ -457,9 +515,13 @@ class Simulation:
             now += self.interval
             if self.progress and (now - T0) % DAY < self.interval:
                 day = (now - T0) // DAY
-                print(f"\rday {day}/{self.days + self.drain_days}: {self.tally.uploads} uploads, "
-                      f"{self.tally.committed} committed, {self.tally.reaped} reaped", end="",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"\rday {day}/{self.days + self.drain_days}: {self.tally.uploads} uploads, "
+                    f"{self.tally.committed} committed, {self.tally.reaped} reaped",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if self.progress:
             print(file=sys.stderr)
         self.end = end
@@ -469,10 +531,13 @@ class Simulation:
         """Rows of each bookkeeping table, and per live (not deleted) attachment."""
         live = Attachment.objects.exclude(lifecycle=Lifecycle.DELETED).count()
         rows = {name: model.objects.count() for name, model in TABLES.items()}
-        return {"live_attachments": live, "rows": rows,
-                "per_live": {name: round(n / max(live, 1), 3) for name, n in rows.items()},
-                "stored_objects": len(self.gateway.objects),
-                "objects_per_live": round(len(self.gateway.objects) / max(live, 1), 3)}
+        return {
+            "live_attachments": live,
+            "rows": rows,
+            "per_live": {name: round(n / max(live, 1), 3) for name, n in rows.items()},
+            "stored_objects": len(self.gateway.objects),
+            "objects_per_live": round(len(self.gateway.objects) / max(live, 1), 3),
+        }
 
     def tick(self, now: datetime) -> None:
         self.gateway.clock = now
@@ -506,8 +571,11 @@ class Simulation:
                 released_late += 1
         held_deleted = sum(1 for pk in self.held if any(k in deleted_at for k in self.keys[pk]))
         erased_left = sum(1 for pk in self.erased_at if any(k in self.gateway.objects for k in self.keys[pk]))
-        erase_lags = [(deleted_at[self.original[pk]] - when).total_seconds()
-                      for pk, when in self.erased_at.items() if self.original[pk] in deleted_at]
+        erase_lags = [
+            (deleted_at[self.original[pk]] - when).total_seconds()
+            for pk, when in self.erased_at.items()
+            if self.original[pk] in deleted_at
+        ]
         for pk, created in self.created_at.items():
             if pk in self.committed or pk in self.released_at or pk in self.held or pk in self.erased_at:
                 continue
@@ -522,10 +590,13 @@ class Simulation:
         max_age = max(orphan_ages, default=0.0)
         t = self.tally
         idle = sorted(secs for rows, secs in t.runs if rows == 0)
-        bounded = all(ratio <= ROWS_PER_LIVE_LIMIT for sizes in self.table_sizes.values()
-                      for ratio in sizes["per_live"].values())  # type: ignore[union-attr]
-        objects_stable = all(sizes["objects_per_live"] <= OBJECTS_PER_LIVE_LIMIT  # type: ignore[operator]
-                             for sizes in self.table_sizes.values())
+        bounded = all(
+            ratio <= ROWS_PER_LIVE_LIMIT for sizes in self.table_sizes.values() for ratio in sizes["per_live"].values()
+        )  # type: ignore[union-attr]
+        objects_stable = all(
+            sizes["objects_per_live"] <= OBJECTS_PER_LIVE_LIMIT  # type: ignore[operator]
+            for sizes in self.table_sizes.values()
+        )
         return {
             "bench": "sweeper_sim",
             "database": connection.vendor,
@@ -563,8 +634,7 @@ class Simulation:
             "sweep_rows_per_s": round(t.reaped / t.reap_seconds, 1) if t.reap_seconds else None,
             # Everything a run costs, divided by the rows it reaped: most runs reap a few dozen rows,
             # so this is dominated by the fixed cost of a run (brakes, lock, run record, purge query).
-            "sweep_rows_per_s_incl_run_overhead": round(t.reaped / t.sweep_seconds, 1) if t.sweep_seconds
-            else None,
+            "sweep_rows_per_s_incl_run_overhead": round(t.reaped / t.sweep_seconds, 1) if t.sweep_seconds else None,
             "sweep_run_overhead_ms_median": round(1000 * idle[len(idle) // 2], 2) if idle else None,
             "purge_seconds_total": round(t.purge_seconds, 2),
             "max_rows_in_one_run": max((r for r, _ in t.runs), default=0),
@@ -585,8 +655,15 @@ class Simulation:
             "table_sizes": self.table_sizes,
             "rows_per_live_limit": ROWS_PER_LIVE_LIMIT,
             "tables_bounded": bounded,
-            "ok": max_age <= limit and lost == 0 and overdue == 0 and bounded and released_early == 0
-            and released_late == 0 and held_deleted == 0 and erased_left == 0 and objects_stable
+            "ok": max_age <= limit
+            and lost == 0
+            and overdue == 0
+            and bounded
+            and released_early == 0
+            and released_late == 0
+            and held_deleted == 0
+            and erased_left == 0
+            and objects_stable
             and max(erase_lags, default=0.0) <= self.interval.total_seconds(),
         }
 
@@ -595,8 +672,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="attachments uploaded over the simulation")
     parser.add_argument("--days", type=int, default=30, help="days during which uploads arrive")
-    parser.add_argument("--drain-days", type=int, default=16,
-                        help="days simulated after the last upload, so every upload's fate plays out")
+    parser.add_argument(
+        "--drain-days",
+        type=int,
+        default=16,
+        help="days simulated after the last upload, so every upload's fate plays out",
+    )
     parser.add_argument("--users", type=int, default=None, help="default: n // 500, at least 10")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--erase-share", type=float, default=0.05, help="share of users erased during the days")
@@ -605,8 +686,14 @@ def main() -> None:
     quiet_logs()
     started = time.monotonic()
     with scratch_database():
-        sim = Simulation(n=args.n, days=args.days, drain_days=args.drain_days,
-                         users=args.users or max(10, args.n // 500), seed=args.seed, progress=not args.quiet)
+        sim = Simulation(
+            n=args.n,
+            days=args.days,
+            drain_days=args.drain_days,
+            users=args.users or max(10, args.n // 500),
+            seed=args.seed,
+            progress=not args.quiet,
+        )
         sim.plan(erase_share=args.erase_share)
         sim.run()
         result = sim.results()

@@ -121,8 +121,16 @@ def make_owner(slug: str = "bench", users: int = 1) -> tuple[Tenant, list]:
     return tenant, people
 
 
-def build_rows(tenant: Tenant, owner: Any, n: int, *, created_at: datetime, expires_at: datetime | None,
-               lifecycle: str, gateway: MemoryGateway | None) -> None:
+def build_rows(
+    tenant: Tenant,
+    owner: Any,
+    n: int,
+    *,
+    created_at: datetime,
+    expires_at: datetime | None,
+    lifecycle: str,
+    gateway: MemoryGateway | None,
+) -> None:
     """n rows like the pipeline leaves them: original + sanitized served copy + thumbnail."""
     for start in range(0, n, CHUNK):
         rows, derivatives, keys = [], [], []
@@ -132,15 +140,28 @@ def build_rows(tenant: Tenant, owner: Any, n: int, *, created_at: datetime, expi
             served = derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="sanitized", ext="jpg")
             thumb = derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="thumbnail", ext="webp")
             when = created_at + timedelta(milliseconds=i)
-            rows.append(Attachment(
-                id=pk, tenant=tenant, owner=owner, profile="image", status=Status.READY, filename="x.jpg",
-                declared_size=1, declared_type="image/jpeg", storage_key=key, served_key=served,
-                created_at=when, uploaded_at=when, lifecycle=lifecycle,
-                expires_at=None if expires_at is None else expires_at + timedelta(milliseconds=i),
-                committed_at=when if lifecycle == Lifecycle.COMMITTED else None,
-            ))
-            derivatives.append(Derivative(attachment_id=pk, kind="thumbnail", storage_key=thumb,
-                                          content_type="image/webp", size=1))
+            rows.append(
+                Attachment(
+                    id=pk,
+                    tenant=tenant,
+                    owner=owner,
+                    profile="image",
+                    status=Status.READY,
+                    filename="x.jpg",
+                    declared_size=1,
+                    declared_type="image/jpeg",
+                    storage_key=key,
+                    served_key=served,
+                    created_at=when,
+                    uploaded_at=when,
+                    lifecycle=lifecycle,
+                    expires_at=None if expires_at is None else expires_at + timedelta(milliseconds=i),
+                    committed_at=when if lifecycle == Lifecycle.COMMITTED else None,
+                )
+            )
+            derivatives.append(
+                Derivative(attachment_id=pk, kind="thumbnail", storage_key=thumb, content_type="image/webp", size=1)
+            )
             keys += [key, served, thumb]
         with transaction.atomic():
             Attachment.objects.bulk_create(rows)
@@ -155,15 +176,17 @@ def explain_batch(now: datetime, batch: int, *, after_first: bool = False) -> st
 
     cursor = None
     if after_first:
-        pk, expires_at = Attachment.objects.filter(lifecycle=Lifecycle.STAGED, expires_at__lte=now).order_by(
-            "expires_at", "pk").values_list("pk", "expires_at")[batch]
+        pk, expires_at = (
+            Attachment.objects.filter(lifecycle=Lifecycle.STAGED, expires_at__lte=now)
+            .order_by("expires_at", "pk")
+            .values_list("pk", "expires_at")[batch]
+        )
         cursor = Cursor(expires_at, pk)
     with transaction.atomic():  # SELECT … FOR UPDATE only compiles inside a transaction
         return batch_query(now, cursor, batch, lock=True).explain()
 
 
-def bare_delete(tenant: Tenant, gateway: MemoryGateway, *, batch: int, workers: int,
-                phases: dict[str, float]) -> int:
+def bare_delete(tenant: Tenant, gateway: MemoryGateway, *, batch: int, workers: int, phases: dict[str, float]) -> int:
     """The plainest correct delete of a tenant's rows: SELECT keys, delete the objects, plain DELETEs."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -175,8 +198,11 @@ def bare_delete(tenant: Tenant, gateway: MemoryGateway, *, batch: int, workers: 
         while True:
             mark = time.monotonic()
             with transaction.atomic():
-                rows = list(Attachment.objects.filter(tenant=tenant).order_by("pk")
-                            .values_list("pk", "storage_key", "served_key")[:batch])
+                rows = list(
+                    Attachment.objects.filter(tenant=tenant)
+                    .order_by("pk")
+                    .values_list("pk", "storage_key", "served_key")[:batch]
+                )
                 if not rows:
                     return deleted
                 ids = [row[0] for row in rows]
@@ -200,10 +226,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="expired rows per side (sweep, bare)")
     parser.add_argument("--rounds", type=int, default=2, help="sweep and bare alternate this many times")
-    parser.add_argument("--noise", type=float, default=1.0,
-                        help="committed and live staged rows per expired row (the index must skip them)")
-    parser.add_argument("--endpoints", type=int, default=0,
-                        help="webhook endpoints listening on the swept tenant (each delete becomes an event)")
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=1.0,
+        help="committed and live staged rows per expired row (the index must skip them)",
+    )
+    parser.add_argument(
+        "--endpoints",
+        type=int,
+        default=0,
+        help="webhook endpoints listening on the swept tenant (each delete becomes an event)",
+    )
     args = parser.parse_args()
     quiet_logs()
 
@@ -217,9 +251,12 @@ def main() -> None:
         if args.endpoints:
             from webhooks.models import WebhookEndpoint
 
-            WebhookEndpoint.objects.bulk_create([
-                WebhookEndpoint(tenant=tenant, url=f"https://hooks{i}.example.com/airlock", event_types=[])
-                for i in range(args.endpoints)])
+            WebhookEndpoint.objects.bulk_create(
+                [
+                    WebhookEndpoint(tenant=tenant, url=f"https://hooks{i}.example.com/airlock", event_types=[])
+                    for i in range(args.endpoints)
+                ]
+            )
         gateway = MemoryGateway()
         per_round = args.n // args.rounds
         expiry = [T0 + timedelta(days=7 + 10 * r) for r in range(args.rounds)]
@@ -227,18 +264,38 @@ def main() -> None:
         build_started = time.monotonic()
         bare_tenants = []
         for r in range(args.rounds):
-            build_rows(tenant, owner, per_round, created_at=T0, expires_at=expiry[r],
-                       lifecycle=Lifecycle.STAGED, gateway=gateway)
+            build_rows(
+                tenant,
+                owner,
+                per_round,
+                created_at=T0,
+                expires_at=expiry[r],
+                lifecycle=Lifecycle.STAGED,
+                gateway=gateway,
+            )
             # The bare side's rows: the same shape and objects, committed so the sweep never sees them.
             bare_tenant, (bare_owner,) = make_owner(f"bare{r}")
-            build_rows(bare_tenant, bare_owner, per_round, created_at=T0, expires_at=None,
-                       lifecycle=Lifecycle.COMMITTED, gateway=gateway)
+            build_rows(
+                bare_tenant,
+                bare_owner,
+                per_round,
+                created_at=T0,
+                expires_at=None,
+                lifecycle=Lifecycle.COMMITTED,
+                gateway=gateway,
+            )
             bare_tenants.append(bare_tenant)
         noise = int(args.n * args.noise)
-        build_rows(tenant, owner, noise, created_at=T0, expires_at=None, lifecycle=Lifecycle.COMMITTED,
-                   gateway=None)
-        build_rows(tenant, owner, noise // 2, created_at=now, expires_at=now + timedelta(days=7),
-                   lifecycle=Lifecycle.STAGED, gateway=None)
+        build_rows(tenant, owner, noise, created_at=T0, expires_at=None, lifecycle=Lifecycle.COMMITTED, gateway=None)
+        build_rows(
+            tenant,
+            owner,
+            noise // 2,
+            created_at=now,
+            expires_at=now + timedelta(days=7),
+            lifecycle=Lifecycle.STAGED,
+            gateway=None,
+        )
         build_seconds = time.monotonic() - build_started
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
@@ -258,21 +315,28 @@ def main() -> None:
                 started = time.monotonic()
                 if side == "sweep":
                     # The database lease, not Redis: a shared Redis may be flushed under us (cache.clear()).
-                    report = sweep_expired(now=expiry[r] + timedelta(days=1), gateway=gateway,
-                                           lock=DatabaseLock("sweep-bench"))
+                    report = sweep_expired(
+                        now=expiry[r] + timedelta(days=1), gateway=gateway, lock=DatabaseLock("sweep-bench")
+                    )
                     sweep_seconds += time.monotonic() - started
                     reaped += report.deleted
                     objects_deleted += report.objects_deleted
                     stopped.append(report.stopped)
                     sweep_calls += gateway.delete_calls - calls_before
                 else:
-                    bare_deleted += bare_delete(bare_tenants[r], gateway, batch=settings.AIRLOCK_SWEEP_BATCH,
-                                                workers=settings.AIRLOCK_SWEEP_CONCURRENCY, phases=bare_phases)
+                    bare_deleted += bare_delete(
+                        bare_tenants[r],
+                        gateway,
+                        batch=settings.AIRLOCK_SWEEP_BATCH,
+                        workers=settings.AIRLOCK_SWEEP_CONCURRENCY,
+                        phases=bare_phases,
+                    )
                     bare_seconds += time.monotonic() - started
                     bare_calls += gateway.delete_calls - calls_before
 
-        left = Attachment.objects.filter(lifecycle__in=[Lifecycle.STAGED, Lifecycle.DISCARDED],
-                                         expires_at__lte=now).count()
+        left = Attachment.objects.filter(
+            lifecycle__in=[Lifecycle.STAGED, Lifecycle.DISCARDED], expires_at__lte=now
+        ).count()
         committed_intact = Attachment.objects.filter(lifecycle=Lifecycle.COMMITTED).count() == noise
         sweep_rate = reaped / sweep_seconds if sweep_seconds else None
         bare_rate = bare_deleted / bare_seconds if bare_seconds else None

@@ -45,7 +45,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import emit, median, r, sample_mix, scratch_dir, timed, zlib_versions  # noqa: E402
 
-
 SETTLE_SECONDS = 0.02  # before every timed call: see the module docstring
 
 
@@ -149,16 +148,18 @@ def main() -> None:
         "thumbnail_inprocess_vs_pyvips_ratio": ratio("in_process", "pyvips"),
         "thumbnail_vs_pyvips_1_thread_ratio": ratio("run_job", "pyvips_1_thread"),
         "thumbnail_images_per_s": {name: r(median(v), 2) for name, v in per_round.items()},
-        "thumbnail_ms_by_kind": {kind: {name: r(median(v) * 1000, 1) for name, v in by.items()}
-                                 for kind, by in per_kind.items()},
-        "thumbnail_cpu_ms_per_image": {name: r(total * 1000 / (rounds * len(mix)), 1)
-                                       for name, total in cpu.items()},
+        "thumbnail_ms_by_kind": {
+            kind: {name: r(median(v) * 1000, 1) for name, v in by.items()} for kind, by in per_kind.items()
+        },
+        "thumbnail_cpu_ms_per_image": {name: r(total * 1000 / (rounds * len(mix)), 1) for name, total in cpu.items()},
         "thumbnail_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
         "thumbnail_rounds": rounds,
         "thumbnail_zlib": zlibs,
-        "pyvips": None if pyvips_error else f"pyvips {pyvips.__version__}, libvips "
-                                            f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}, "
-                                            f"{default_threads} threads by default",
+        "pyvips": None
+        if pyvips_error
+        else f"pyvips {pyvips.__version__}, libvips "
+        f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}, "
+        f"{default_threads} threads by default",
     }
     if pyvips_error:
         result["pyvips_error"] = pyvips_error

@@ -34,9 +34,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO, ServerProcess, embedded_env, emit, free_port, median, percentile, r, scratch_dir, small_jpeg,
+    REPO,
+    ServerProcess,
+    embedded_env,
+    emit,
+    free_port,
+    median,
+    percentile,
+    r,
+    scratch_dir,
+    small_jpeg,
 )
-
 
 SHED_AFTER_S = 0.5  # AIRLOCK_MAX_BACKLOG_SECONDS of the overload phase
 
@@ -52,13 +60,21 @@ class Server:
         self.process: ServerProcess | None = None
 
     def createuser(self) -> str:
-        out = subprocess.run([sys.executable, "manage.py", "createuser", "bench", "--tenant", "bench"], cwd=REPO,
-                             env=self.env, capture_output=True, text=True, timeout=300, check=True)
+        out = subprocess.run(
+            [sys.executable, "manage.py", "createuser", "bench", "--tenant", "bench"],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
         return out.stdout.strip().splitlines()[-1].split()[-1]
 
     def start(self) -> None:
-        self.process = ServerProcess([sys.executable, "manage.py", "serve", "--port", str(self.port)], self.env,
-                                     self.log, self.port)
+        self.process = ServerProcess(
+            [sys.executable, "manage.py", "serve", "--port", str(self.port)], self.env, self.log, self.port
+        )
 
     def stop(self) -> None:
         if self.process is not None:
@@ -83,9 +99,11 @@ class Client:
         """Intent + PUT; returns (id, client time when the PUT returned)."""
         import requests
 
-        intent = self.session.post(f"{self.base}/api/v1/uploads", json={
-            "profile": "image", "filename": "small.jpg", "size": len(data), "content_type": "image/jpeg"},
-            timeout=30)
+        intent = self.session.post(
+            f"{self.base}/api/v1/uploads",
+            json={"profile": "image", "filename": "small.jpg", "size": len(data), "content_type": "image/jpeg"},
+            timeout=30,
+        )
         if intent.status_code == 503 and self.shed is not None:  # load shedding: counted, not sent
             assert intent.headers.get("Retry-After"), intent.headers
             self.shed.append(time.monotonic())
@@ -120,8 +138,13 @@ class Client:
 
 
 def summary(samples: list[float]) -> dict[str, float | None]:
-    return {"p50_s": r(percentile(samples, 50)), "p95_s": r(percentile(samples, 95)),
-            "p99_s": r(percentile(samples, 99)), "max_s": r(max(samples)), "n": len(samples)}
+    return {
+        "p50_s": r(percentile(samples, 50)),
+        "p95_s": r(percentile(samples, 95)),
+        "p99_s": r(percentile(samples, 99)),
+        "max_s": r(max(samples)),
+        "n": len(samples),
+    }
 
 
 def main() -> None:
@@ -191,8 +214,10 @@ def main() -> None:
             while not stop.wait(0.25):
                 ages.append(sampler.oldest_pending())
                 # The same age over every file not yet ready (pending *or* processing), read from the database.
-                oldest = db.execute("SELECT MIN(uploaded_at) FROM attachments_attachment "
-                                    "WHERE status IN ('pending', 'processing') AND uploaded_at IS NOT NULL").fetchone()[0]
+                oldest = db.execute(
+                    "SELECT MIN(uploaded_at) FROM attachments_attachment "
+                    "WHERE status IN ('pending', 'processing') AND uploaded_at IS NOT NULL"
+                ).fetchone()[0]
                 if oldest:
                     stamp = datetime.fromisoformat(str(oldest)).replace(tzinfo=UTC).timestamp()
                     unready_ages.append(max(0.0, time.time() - stamp))
@@ -227,39 +252,44 @@ def main() -> None:
         for thread in senders:
             thread.join()
         offered = (len(submitted) + len(shed)) / (time.monotonic() - overload_started)
-        under_load = [max(0.0, client.wait_ready(attachment_id, timeout=300) - done)
-                      for attachment_id, done in submitted]
+        under_load = [
+            max(0.0, client.wait_ready(attachment_id, timeout=300) - done) for attachment_id, done in submitted
+        ]
         stop.set()
         sampler.join(5)
     finally:
         server.stop()
 
     idle_summary = summary(idle)
-    emit({
-        "time_to_ready_p50_s": idle_summary["p50_s"],
-        "time_to_ready_p95_s": idle_summary["p95_s"],
-        "time_to_ready_p99_s": idle_summary["p99_s"],
-        "time_to_ready_idle": idle_summary,
-        "time_to_ready_capacity_files_per_s": r(capacity, 2),
-        "time_to_ready_overload": {
-            **summary(under_load),
-            "offered_files_per_s": r(offered, 2),
-            "target_files_per_s": r(rate, 2),
-            "seconds": overload_seconds,
-            "queue_age_max_s": r(max(ages) if ages else 0.0),
-            "queue_age_median_s": r(median(ages) if ages else 0.0),
-            "queue_age_samples": len(ages),
-            "unready_age_max_s": r(max(unready_ages) if unready_ages else 0.0),
-            "unready_age_median_s": r(median(unready_ages) if unready_ages else 0.0),
-            "put_non_202": len(put_errors),
-            "accepted": len(submitted),
-            "shed": len(shed),
-            "max_backlog_seconds": SHED_AFTER_S,
-        },
-        "time_to_ready_setup": (f"manage.py serve (in-process worker, {os.environ.get('AIRLOCK_WORKER_THREADS', '4')} "
-                                "threads, scheduler), SQLite + local storage in a scratch dir, 640x480 JPEG, "
-                                f"scanners: {'clamd+yara' if server.env.get('CLAMD_SOCKET') else 'yara'}"),
-    })
+    emit(
+        {
+            "time_to_ready_p50_s": idle_summary["p50_s"],
+            "time_to_ready_p95_s": idle_summary["p95_s"],
+            "time_to_ready_p99_s": idle_summary["p99_s"],
+            "time_to_ready_idle": idle_summary,
+            "time_to_ready_capacity_files_per_s": r(capacity, 2),
+            "time_to_ready_overload": {
+                **summary(under_load),
+                "offered_files_per_s": r(offered, 2),
+                "target_files_per_s": r(rate, 2),
+                "seconds": overload_seconds,
+                "queue_age_max_s": r(max(ages) if ages else 0.0),
+                "queue_age_median_s": r(median(ages) if ages else 0.0),
+                "queue_age_samples": len(ages),
+                "unready_age_max_s": r(max(unready_ages) if unready_ages else 0.0),
+                "unready_age_median_s": r(median(unready_ages) if unready_ages else 0.0),
+                "put_non_202": len(put_errors),
+                "accepted": len(submitted),
+                "shed": len(shed),
+                "max_backlog_seconds": SHED_AFTER_S,
+            },
+            "time_to_ready_setup": (
+                f"manage.py serve (in-process worker, {os.environ.get('AIRLOCK_WORKER_THREADS', '4')} "
+                "threads, scheduler), SQLite + local storage in a scratch dir, 640x480 JPEG, "
+                f"scanners: {'clamd+yara' if server.env.get('CLAMD_SOCKET') else 'yara'}"
+            ),
+        }
+    )
 
 
 if __name__ == "__main__":

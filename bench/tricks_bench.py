@@ -57,9 +57,14 @@ def paired(variants: dict[str, Callable[[], int]], rounds: int, seed: int = 33) 
             n = variants[name]()
             wall[name].append((time.perf_counter() - w0) * 1000 / n)
             cpu[name].append((time.process_time() - c0) * 1000 / n)
-    return {name: {"wall_ms": round(statistics.median(wall[name]), 3),
-                   "cpu_ms": round(statistics.median(cpu[name]), 3),
-                   "wall_runs": [round(x, 3) for x in wall[name]]} for name in variants}
+    return {
+        name: {
+            "wall_ms": round(statistics.median(wall[name]), 3),
+            "cpu_ms": round(statistics.median(cpu[name]), 3),
+            "wall_runs": [round(x, 3) for x in wall[name]],
+        }
+        for name in variants
+    }
 
 
 def with_switch(disabled: str, fn: Callable[[], int]) -> Callable[[], int]:
@@ -72,13 +77,17 @@ def with_switch(disabled: str, fn: Callable[[], int]) -> Callable[[], int]:
             return fn()
         finally:
             os.environ.pop(SWITCH, None)
+
     return run
 
 
 def gains(result: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     on = result["on"]
-    return {name: {k: round(100 * (v[k] - on[k]) / on[k], 1) for k in ("wall_ms", "cpu_ms")}
-            for name, v in result.items() if name != "on"}
+    return {
+        name: {k: round(100 * (v[k] - on[k]) / on[k], 1) for k in ("wall_ms", "cpu_ms")}
+        for name, v in result.items()
+        if name != "on"
+    }
 
 
 def api_bench(rounds: int, batch: int, only: set[str] | None = None) -> dict:
@@ -116,8 +125,10 @@ def api_bench(rounds: int, batch: int, only: set[str] | None = None) -> dict:
 
         def cleanup() -> None:
             with connection.cursor() as cursor:
-                cursor.execute("DELETE FROM attachments_transitionlog WHERE attachment_id IN "
-                               "(SELECT id FROM attachments_attachment WHERE filename = 'bench-intent.jpg')")
+                cursor.execute(
+                    "DELETE FROM attachments_transitionlog WHERE attachment_id IN "
+                    "(SELECT id FROM attachments_attachment WHERE filename = 'bench-intent.jpg')"
+                )
                 cursor.execute("DELETE FROM attachments_attachment WHERE filename = 'bench-intent.jpg'")
             connection.close()  # back to the pool, as at the end of a request
 
@@ -134,6 +145,7 @@ def api_bench(rounds: int, batch: int, only: set[str] | None = None) -> dict:
                     response = owner.get(path)
                     assert response.status_code == 200, response.content
                 return batch
+
             return run
 
         status_path = f"/api/v1/attachments/{facts['read_ids'][0]}"
@@ -157,8 +169,10 @@ def api_bench(rounds: int, batch: int, only: set[str] | None = None) -> dict:
             result = paired(variants, rounds)
             out[name] = {"variants": result, "gain_pct": gains(result)}
             print(name, out[name]["gain_pct"], file=sys.stderr)
-        out["setup"] = (f"in-process test client, PostgreSQL pool of 4, {batch} requests per batch, {rounds} rounds, "
-                        f"cache {'Redis' if os.environ.get('REDIS_URL') else 'local memory'}")
+        out["setup"] = (
+            f"in-process test client, PostgreSQL pool of 4, {batch} requests per batch, {rounds} rounds, "
+            f"cache {'Redis' if os.environ.get('REDIS_URL') else 'local memory'}"
+        )
         return out
     finally:
         from django.db import connections
@@ -201,6 +215,7 @@ def sandbox_bench(rounds: int, jobs: int) -> dict:
                 spent += time.perf_counter() - w0
             steady_times[name].append(1000 * spent / jobs)
             return jobs
+
         return run
 
     steady_times: dict[str, list[float]] = {name: [] for name in servers}
@@ -218,17 +233,25 @@ def sandbox_bench(rounds: int, jobs: int) -> dict:
                 runner._server = None
                 srv.stop()
             return 1
+
         return run
 
     first_result = paired({"on": first(""), "-server_warm_up": first("server_warm_up")}, rounds)
-    return {"steady_job": {"variants": result, "gain_pct": gains(result),
-                           "job_ms": {n: round(statistics.median(t[1:]), 2) for n, t in steady_times.items()},
-                           "job_ms_runs": {n: [round(x, 2) for x in t[1:]] for n, t in steady_times.items()},
-                           "job_gain_pct": {n: round(100 * (statistics.median(t[1:])
-                                                            / statistics.median(steady_times["on"][1:]) - 1), 1)
-                                            for n, t in steady_times.items() if n != "on"}},
-            "first_after_start": {"variants": first_result, "gain_pct": gains(first_result)},
-            "setup": f"1920x1080 JPEG, {jobs} jobs per batch 0.3 s apart, {rounds} rounds; first: server start + 1 job"}
+    return {
+        "steady_job": {
+            "variants": result,
+            "gain_pct": gains(result),
+            "job_ms": {n: round(statistics.median(t[1:]), 2) for n, t in steady_times.items()},
+            "job_ms_runs": {n: [round(x, 2) for x in t[1:]] for n, t in steady_times.items()},
+            "job_gain_pct": {
+                n: round(100 * (statistics.median(t[1:]) / statistics.median(steady_times["on"][1:]) - 1), 1)
+                for n, t in steady_times.items()
+                if n != "on"
+            },
+        },
+        "first_after_start": {"variants": first_result, "gain_pct": gains(first_result)},
+        "setup": f"1920x1080 JPEG, {jobs} jobs per batch 0.3 s apart, {rounds} rounds; first: server start + 1 job",
+    }
 
 
 def main() -> None:
@@ -246,8 +269,9 @@ def main() -> None:
     if "sandbox" in parts:
         out["sandbox"] = sandbox_bench(rounds, 4 if args.quick else 10)
     if "api" in parts:
-        out["api"] = api_bench(rounds, args.batch or (100 if args.quick else 300),
-                               set(args.tricks.split(",")) if args.tricks else None)
+        out["api"] = api_bench(
+            rounds, args.batch or (100 if args.quick else 300), set(args.tricks.split(",")) if args.tricks else None
+        )
     emit({"tricks": out})
 
 

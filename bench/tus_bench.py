@@ -37,8 +37,12 @@ def put_upload(base: str, token: str, data: bytes) -> float:
 
     auth = {"Authorization": f"Token {token}"}
     started = time.perf_counter()
-    intent = requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=60, json={
-        "profile": "media", "filename": "bench.mp4", "size": len(data), "content_type": "video/mp4"})
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers=auth,
+        timeout=60,
+        json={"profile": "media", "filename": "bench.mp4", "size": len(data), "content_type": "video/mp4"},
+    )
     intent.raise_for_status()
     upload = intent.json()["upload"]
     sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=600)
@@ -51,8 +55,9 @@ def tus_upload(base: str, token: str, path: Path, size: int) -> float:
 
     client = TusClient(f"{base}/api/v1/tus/", headers={"Authorization": f"Token {token}"})
     started = time.perf_counter()
-    uploader = client.uploader(str(path), chunk_size=CHUNK, metadata={
-        "profile": "media", "filename": "bench.mp4", "content_type": "video/mp4"})
+    uploader = client.uploader(
+        str(path), chunk_size=CHUNK, metadata={"profile": "media", "filename": "bench.mp4", "content_type": "video/mp4"}
+    )
     uploader.upload()
     elapsed = time.perf_counter() - started
     if uploader.offset != size:
@@ -70,8 +75,12 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 7)
 
     tmp = scratch_dir("tus-bench-")
-    env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp / "data"), "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-           "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base")}
+    env = {
+        **os.environ,
+        "AIRLOCK_DATA_DIR": str(tmp / "data"),
+        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
+    }
     server = serve(env, tmp, "--no-worker", "--no-scheduler")
     base = server.base
     try:
@@ -94,15 +103,17 @@ def main() -> None:
             puts.append(put_s)
             tuses.append(tus_s)
             ratios.append(put_s / tus_s)
-        emit({
-            "tus_vs_put_throughput_ratio": r(median(ratios)),
-            "tus_upload_mib_per_s": r(mib / median(tuses), 1),
-            "tus_put_mib_per_s": r(mib / median(puts), 1),
-            "tus_file_mib": mib,
-            "tus_chunk_mib": CHUNK // MIB,
-            "tus_rounds": rounds,
-            "tus_ratios": [r(x) for x in ratios],
-        })
+        emit(
+            {
+                "tus_vs_put_throughput_ratio": r(median(ratios)),
+                "tus_upload_mib_per_s": r(mib / median(tuses), 1),
+                "tus_put_mib_per_s": r(mib / median(puts), 1),
+                "tus_file_mib": mib,
+                "tus_chunk_mib": CHUNK // MIB,
+                "tus_rounds": rounds,
+                "tus_ratios": [r(x) for x in ratios],
+            }
+        )
     finally:
         server.stop()
 

@@ -62,11 +62,16 @@ def upload(base: str, token: str, data: bytes, *, profile: str, filename: str, c
     import requests
 
     auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=60, json={
-        "profile": profile, "filename": filename, "size": len(data), "content_type": content_type})
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers=auth,
+        timeout=60,
+        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
+    )
     intent.raise_for_status()
-    sent = requests.put(intent.json()["upload"]["url"], data=data, headers=intent.json()["upload"]["headers"],
-                        timeout=120)
+    sent = requests.put(
+        intent.json()["upload"]["url"], data=data, headers=intent.json()["upload"]["headers"], timeout=120
+    )
     sent.raise_for_status()
     return intent.json()["id"]
 
@@ -76,8 +81,11 @@ def wait_ready(base: str, token: str, attachment_id: str) -> dict:
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        body = requests.get(f"{base}/api/v1/attachments/{attachment_id}?wait=20",
-                            headers={"Authorization": f"Token {token}"}, timeout=40).json()
+        body = requests.get(
+            f"{base}/api/v1/attachments/{attachment_id}?wait=20",
+            headers={"Authorization": f"Token {token}"},
+            timeout=40,
+        ).json()
         if body["status"] in ("ready", "rejected", "failed"):
             if body["status"] != "ready":
                 raise RuntimeError(f"{attachment_id} ended {body['status']}: {body.get('reason')}")
@@ -87,6 +95,7 @@ def wait_ready(base: str, token: str, attachment_id: str) -> dict:
 
 def zip_of_size(size: int) -> bytes:
     """A ZIP of exactly `size` bytes: one stored entry of incompressible bytes."""
+
     def build(payload: int) -> bytes:
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as archive:
@@ -120,16 +129,24 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 9)
 
     tmp = scratch_dir("variant-bench-")
-    env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp / "data"), "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-           "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-           "AIRLOCK_METRICS_OPEN": "1"}  # the generations counter, read before and after the race
+    env = {
+        **os.environ,
+        "AIRLOCK_DATA_DIR": str(tmp / "data"),
+        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
+        "AIRLOCK_METRICS_OPEN": "1",
+    }  # the generations counter, read before and after the race
     server = serve(env, tmp)
     base = server.base
     try:
         token = createuser(env, "bench")
         auth = {"Authorization": f"Token {token}"}
-        ids = [upload(base, token, photo_jpeg(seed), profile="image", filename=f"photo-{seed}.jpg",
-                      content_type="image/jpeg") for seed in range(photos + 1)]
+        ids = [
+            upload(
+                base, token, photo_jpeg(seed), profile="image", filename=f"photo-{seed}.jpg", content_type="image/jpeg"
+            )
+            for seed in range(photos + 1)
+        ]
         bodies = [wait_ready(base, token, attachment_id) for attachment_id in ids]
         flight, bodies = bodies[-1], bodies[:-1]
 
@@ -146,8 +163,14 @@ def main() -> None:
         variant_bytes = len(got.content)
 
         # Warm vs a download of the same size.
-        archive = upload(base, token, zip_of_size(variant_bytes), profile="archive", filename="same-size.zip",
-                         content_type="application/zip")
+        archive = upload(
+            base,
+            token,
+            zip_of_size(variant_bytes),
+            profile="archive",
+            filename="same-size.zip",
+            content_type="application/zip",
+        )
         wait_ready(base, token, archive)
         variant_url = f"{base}/api/v1/attachments/{bodies[-1]['id']}/variants/medium"
         download_url = f"{base}/api/v1/attachments/{archive}/download"
@@ -158,9 +181,11 @@ def main() -> None:
             if len(got.content) != variant_bytes:
                 raise RuntimeError(f"{url}: {len(got.content)} bytes, not {variant_bytes}")
 
-        per_round = paired_rounds({"variant": lambda _: fetch(variant_url, WEBP),
-                                   "download": lambda _: fetch(download_url, "*/*")},
-                                  [Path("medium")] * 20, rounds)
+        per_round = paired_rounds(
+            {"variant": lambda _: fetch(variant_url, WEBP), "download": lambda _: fetch(download_url, "*/*")},
+            [Path("medium")] * 20,
+            rounds,
+        )
         ratios = [d / v for d, v in zip(per_round["download"], per_round["variant"], strict=True)]
 
         # Single flight: 50 connections released together on one cold variant (signed link, no header).
@@ -178,19 +203,21 @@ def main() -> None:
             answers = list(pool.map(racer, range(CONCURRENT)))
         made = generations(base) - before
 
-        emit({
-            "variant_cold_p99_s": r(percentile(cold, 99)),
-            "variant_cold_p50_s": r(median(cold)),
-            "variant_cold_photos": len(cold),
-            "variant_medium_bytes": variant_bytes,
-            "variant_warm_vs_download_ratio": r(median(ratios)),
-            "variant_warm_ms": r(median(per_round["variant"]) * 1000, 2),
-            "variant_download_ms": r(median(per_round["download"]) * 1000, 2),
-            "variant_warm_rounds": rounds,
-            "variant_single_flight_generations": int(made),
-            "variant_single_flight_statuses": sorted({status for status, _ in answers}),
-            "variant_single_flight_etags": len({etag for _, etag in answers}),
-        })
+        emit(
+            {
+                "variant_cold_p99_s": r(percentile(cold, 99)),
+                "variant_cold_p50_s": r(median(cold)),
+                "variant_cold_photos": len(cold),
+                "variant_medium_bytes": variant_bytes,
+                "variant_warm_vs_download_ratio": r(median(ratios)),
+                "variant_warm_ms": r(median(per_round["variant"]) * 1000, 2),
+                "variant_download_ms": r(median(per_round["download"]) * 1000, 2),
+                "variant_warm_rounds": rounds,
+                "variant_single_flight_generations": int(made),
+                "variant_single_flight_statuses": sorted({status for status, _ in answers}),
+                "variant_single_flight_etags": len({etag for _, etag in answers}),
+            }
+        )
     finally:
         server.stop()
 

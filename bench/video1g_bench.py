@@ -80,7 +80,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO, MotoServer, createuser, embedded_env, emit, median, r, scratch_dir, serve, timed,
+    REPO,
+    MotoServer,
+    createuser,
+    embedded_env,
+    emit,
+    median,
+    r,
+    scratch_dir,
+    serve,
+    timed,
 )
 
 MIB = 1 << 20
@@ -95,8 +104,9 @@ def noise_clip(path: Path) -> None:
     import av
 
     with av.open(str(path), "w", format="mp4") as container:
-        stream = container.add_stream("libx264", rate=FPS, options={
-            "preset": "ultrafast", "crf": "20", "g": str(FPS), "threads": "1"})
+        stream = container.add_stream(
+            "libx264", rate=FPS, options={"preset": "ultrafast", "crf": "20", "g": str(FPS), "threads": "1"}
+        )
         stream.width, stream.height, stream.pix_fmt = SIZE[0], SIZE[1], "yuv420p"
         for i in range(CLIP_SECONDS * FPS):
             frame = av.VideoFrame(SIZE[0], SIZE[1], "yuv420p")
@@ -189,11 +199,16 @@ def bare_transfer(moto, path: Path, work: Path) -> dict[str, float]:
 
     from bench.common import AWS_BENCH_KEYS
 
-    client = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1",
-                          aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"])
-    config = TransferConfig(multipart_threshold=TRANSFER_CHUNK, multipart_chunksize=TRANSFER_CHUNK,
-                            max_concurrency=TRANSFER_THREADS)
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
+    )
+    config = TransferConfig(
+        multipart_threshold=TRANSFER_CHUNK, multipart_chunksize=TRANSFER_CHUNK, max_concurrency=TRANSFER_THREADS
+    )
     source = "bare/original.mp4"
     try:
         client.head_object(Bucket=moto.bucket, Key=source)
@@ -268,8 +283,12 @@ def upload(base: str, token: str, path: Path) -> tuple[str, float]:
     import requests
 
     auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=60, json={
-        "profile": "media", "filename": path.name, "size": path.stat().st_size, "content_type": "video/mp4"})
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers=auth,
+        timeout=60,
+        json={"profile": "media", "filename": path.name, "size": path.stat().st_size, "content_type": "video/mp4"},
+    )
     assert intent.status_code == 201, intent.text[:300]
     body = intent.json()
     with open(path, "rb") as fh:
@@ -285,8 +304,7 @@ def upload_s3(base: str, token: str, path: Path) -> tuple[str, float]:
 
     with Client(base, token, timeout=1800) as client:
         # sha256=False: like the embedded PUT, no digest declared (it would be one more pass first).
-        attachment = client.upload(path, profile="media", content_type="video/mp4", sha256=False,
-                                   transport="intent")
+        attachment = client.upload(path, profile="media", content_type="video/mp4", sha256=False, transport="intent")
         done = time.time()
     return attachment["id"], done
 
@@ -296,8 +314,11 @@ def wait_ready(base: str, token: str, attachment_id: str, timeout: float = 1800)
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        body = requests.get(f"{base}/api/v1/attachments/{attachment_id}?wait=30",
-                            headers={"Authorization": f"Token {token}"}, timeout=40).json()
+        body = requests.get(
+            f"{base}/api/v1/attachments/{attachment_id}?wait=30",
+            headers={"Authorization": f"Token {token}"},
+            timeout=40,
+        ).json()
         if body["status"] == "ready":
             return body
         if body["status"] in ("rejected", "failed"):
@@ -311,8 +332,12 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--s3", action="store_true", help="storage on moto's S3 server; figures get _s3")
-    parser.add_argument("--keep-logs", type=Path, default=None,  # moto.log's request times: where time went
-                        help="copy serve's (and moto's) log into this directory before the scratch dir goes")
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,  # moto.log's request times: where time went
+        help="copy serve's (and moto's) log into this directory before the scratch dir goes",
+    )
     args = parser.parse_args()
     target = (args.mib or (256 if args.quick else 1000)) * MIB
     rounds = args.rounds or (3 if args.quick else 5)
@@ -333,8 +358,9 @@ def main() -> None:
         if args.s3:
             moto = MotoServer(tmp, "video1g")
             storage = moto.s3_env()
-        env = embedded_env(data, CLAMD_SOCKET=None, DJANGO_SETTINGS_MODULE="config.settings.base",
-                           TMPDIR=str(tmp), **storage)
+        env = embedded_env(
+            data, CLAMD_SOCKET=None, DJANGO_SETTINGS_MODULE="config.settings.base", TMPDIR=str(tmp), **storage
+        )
         from processing.sandbox.warmup import preload
 
         preload()
@@ -382,39 +408,53 @@ def main() -> None:
             # Paired like the ratio: each of ours against the bare steps + bare transfers around it.
             moved = [t["download_s"] + t["upload_s"] for t in transfers]
             with_io = [ours_s[n] / ((bares[n] + moved[n] + bares[n + 1] + moved[n + 1]) / 2) for n in range(rounds)]
-            without_io = [(ours_s[n] - (moved[n] + moved[n + 1]) / 2) / ((bares[n] + bares[n + 1]) / 2)
-                          for n in range(rounds)]
+            without_io = [
+                (ours_s[n] - (moved[n] + moved[n + 1]) / 2) / ((bares[n] + bares[n + 1]) / 2) for n in range(rounds)
+            ]
             storage_io = {
                 f"video_1gib_pipeline_vs_bare_steps_plus_transfer_ratio{suffix}": r(median(with_io)),
                 f"video_1gib_pipeline_minus_transfer_vs_bare_steps_ratio{suffix}": r(median(without_io)),
             }
-        mode = ("S3 on moto_server (multipart plan + complete, by airlock_client), SQLite, in-process broker"
-                if args.s3 else "embedded (SQLite, in-process broker, local storage)")
-        emit({
-            f"video_1gib_pipeline_vs_bare_steps_ratio{suffix}": r(median(ratios)),
-            f"video_1gib_worker_rss_growth_mb{suffix}": r(max(growths), 1),
-            **storage_io,
-            f"video_1gib{suffix}": {
-                "file_bytes": facts["bytes"], "file_mib": r(facts["bytes"] / MIB, 1),
-                "video_seconds": facts["seconds"], "packets": facts["packets"],
-                "frame": f"{SIZE[0]}x{SIZE[1]} H.264 noise {FPS} fps",
-                "rounds": rounds,
-                "ratios": [r(x) for x in ratios],
-                "pipeline_upload_complete_to_ready_s": r(median(ours_s), 2),
-                "pipeline_runs_s": [r(x, 2) for x in ours_s],
-                "bare_scan_probe_poster_remux_s": r(median(bares), 2),
-                "bare_runs_s": [r(x, 2) for x in bares],
-                "sha256_pass_s": r(sha_s, 2),
-                **({"bare_download_s": [r(t["download_s"], 2) for t in transfers],
-                    "bare_upload_s": [r(t["upload_s"], 2) for t in transfers],
-                    "transfer_part_mib_threads": [TRANSFER_CHUNK // MIB, TRANSFER_THREADS]} if transfers else {}),
-                "worker_rss_growth_runs_mb": [r(x, 1) for x in growths],
-                "worker_rss_anon_start_mb": r(min(starts), 1),
-                "file_made_s": r(make_s, 1),
-                "mode": f"{mode}, YARA only",
-                "quick": args.quick,
-            },
-        })
+        mode = (
+            "S3 on moto_server (multipart plan + complete, by airlock_client), SQLite, in-process broker"
+            if args.s3
+            else "embedded (SQLite, in-process broker, local storage)"
+        )
+        emit(
+            {
+                f"video_1gib_pipeline_vs_bare_steps_ratio{suffix}": r(median(ratios)),
+                f"video_1gib_worker_rss_growth_mb{suffix}": r(max(growths), 1),
+                **storage_io,
+                f"video_1gib{suffix}": {
+                    "file_bytes": facts["bytes"],
+                    "file_mib": r(facts["bytes"] / MIB, 1),
+                    "video_seconds": facts["seconds"],
+                    "packets": facts["packets"],
+                    "frame": f"{SIZE[0]}x{SIZE[1]} H.264 noise {FPS} fps",
+                    "rounds": rounds,
+                    "ratios": [r(x) for x in ratios],
+                    "pipeline_upload_complete_to_ready_s": r(median(ours_s), 2),
+                    "pipeline_runs_s": [r(x, 2) for x in ours_s],
+                    "bare_scan_probe_poster_remux_s": r(median(bares), 2),
+                    "bare_runs_s": [r(x, 2) for x in bares],
+                    "sha256_pass_s": r(sha_s, 2),
+                    **(
+                        {
+                            "bare_download_s": [r(t["download_s"], 2) for t in transfers],
+                            "bare_upload_s": [r(t["upload_s"], 2) for t in transfers],
+                            "transfer_part_mib_threads": [TRANSFER_CHUNK // MIB, TRANSFER_THREADS],
+                        }
+                        if transfers
+                        else {}
+                    ),
+                    "worker_rss_growth_runs_mb": [r(x, 1) for x in growths],
+                    "worker_rss_anon_start_mb": r(min(starts), 1),
+                    "file_made_s": r(make_s, 1),
+                    "mode": f"{mode}, YARA only",
+                    "quick": args.quick,
+                },
+            }
+        )
     finally:
         if server is not None:
             server.stop()

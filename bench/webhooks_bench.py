@@ -62,8 +62,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--events", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--switch", default="", help="a trick (attachments/benchswitch.py): rounds alternate "
-                                                     "with and without it (ABBA), each side's median reported")
+    parser.add_argument(
+        "--switch",
+        default="",
+        help="a trick (attachments/benchswitch.py): rounds alternate "
+        "with and without it (ABBA), each side's median reported",
+    )
     args = parser.parse_args()
     n = args.events or (600 if args.quick else 2000)
     rounds = 3 if args.quick else 5
@@ -102,16 +106,27 @@ def main() -> None:
             os.environ["AIRLOCK_BENCH_DISABLE"] = args.switch
         else:
             os.environ.pop("AIRLOCK_BENCH_DISABLE", None)
-        files = [Attachment(tenant_id=user.membership.tenant_id, owner=user, profile="image", filename=f"{i}.jpg",
-                            declared_size=1, declared_type="image/jpeg", storage_key=f"bench/{round_no}/{i}",
-                            created_at=now, expires_at=now) for i in range(n)]
+        files = [
+            Attachment(
+                tenant_id=user.membership.tenant_id,
+                owner=user,
+                profile="image",
+                filename=f"{i}.jpg",
+                declared_size=1,
+                declared_type="image/jpeg",
+                storage_key=f"bench/{round_no}/{i}",
+                created_at=now,
+                expires_at=now,
+            )
+            for i in range(n)
+        ]
         Attachment.objects.bulk_create(files)
         with count.get_lock():
             count.value = 0
         started = time.perf_counter()
         for i in range(0, n, 100):
             with transaction.atomic():
-                emit_events(event_type="attachment.ready", attachment_ids=[f.pk for f in files[i:i + 100]])
+                emit_events(event_type="attachment.ready", attachment_ids=[f.pk for f in files[i : i + 100]])
         emit_rates.append(n / (time.perf_counter() - started))
 
         worker = start_worker(threads=threads)
@@ -129,27 +144,37 @@ def main() -> None:
         connection.close()
         rates.append(n / elapsed)
         sides[side].append(n / elapsed)
-        print(f"round {round_no} ({side} {args.switch or 'tricks'}): {n / elapsed:.0f} events/s delivered, emitted at {emit_rates[-1]:.0f}/s",
-              file=sys.stderr)
+        print(
+            f"round {round_no} ({side} {args.switch or 'tricks'}): {n / elapsed:.0f} events/s delivered, "
+            f"emitted at {emit_rates[-1]:.0f}/s",
+            file=sys.stderr,
+        )
     dead = WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).count()
     broker = type(dramatiq.get_broker()).__name__
     receiver.kill()
     os.environ.pop("AIRLOCK_BENCH_DISABLE", None)
     if args.switch:
-        emit({"switch": args.switch, "database": connection.vendor,
-              **{f"events_per_s_{k}": round(median(v), 1) for k, v in sides.items()},
-              **{f"rounds_{k}": [round(x, 1) for x in v] for k, v in sides.items()}})
+        emit(
+            {
+                "switch": args.switch,
+                "database": connection.vendor,
+                **{f"events_per_s_{k}": round(median(v), 1) for k, v in sides.items()},
+                **{f"rounds_{k}": [round(x, 1) for x in v] for k, v in sides.items()},
+            }
+        )
         return
-    emit({
-        "webhook_delivery_events_per_s": round(median(rates), 1),
-        "webhook_delivery_rounds": [round(r, 1) for r in rates],
-        "webhook_emit_events_per_s": round(median(emit_rates), 1),
-        "webhook_delivery_events": n,
-        "webhook_delivery_threads": threads,
-        "webhook_delivery_not_delivered": dead,
-        "webhook_delivery_database": connection.vendor,
-        "webhook_delivery_broker": broker,
-    })
+    emit(
+        {
+            "webhook_delivery_events_per_s": round(median(rates), 1),
+            "webhook_delivery_rounds": [round(r, 1) for r in rates],
+            "webhook_emit_events_per_s": round(median(emit_rates), 1),
+            "webhook_delivery_events": n,
+            "webhook_delivery_threads": threads,
+            "webhook_delivery_not_delivered": dead,
+            "webhook_delivery_database": connection.vendor,
+            "webhook_delivery_broker": broker,
+        }
+    )
 
 
 if __name__ == "__main__":

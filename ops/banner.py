@@ -39,8 +39,11 @@ def dependency_notices() -> list[Notice]:
     try:
         health.check_scanners(timeout=PING_TIMEOUT_SECONDS)
     except Exception as exc:  # noqa: BLE001 - whatever stops the ping means "unavailable"
-        notices.append(Notice("scanner", f"The scanner is unavailable ({exc}): uploads wait, nothing is served "
-                                         "unscanned.", "readyz"))
+        notices.append(
+            Notice(
+                "scanner", f"The scanner is unavailable ({exc}): uploads wait, nothing is served unscanned.", "readyz"
+            )
+        )
     try:
         state = health.check_sandbox()["state"]
     except Exception as exc:  # noqa: BLE001 - refused (no decoder job runs) or misconfigured
@@ -68,8 +71,9 @@ def banner_notices(user) -> list[Notice]:
     tenant_id = None if platform else staff_tenant_id(user)
     if not platform and tenant_id is None:
         return []
-    tenant_part = _cached(f"airlock:banner:tenant:{tenant_id or 'all'}",
-                          lambda: service_notices(tenant_id=tenant_id, staff=True))
+    tenant_part = _cached(
+        f"airlock:banner:tenant:{tenant_id or 'all'}", lambda: service_notices(tenant_id=tenant_id, staff=True)
+    )
     return [*tenant_part, *_cached("airlock:banner:dependencies", dependency_notices)]
 
 

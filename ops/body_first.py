@@ -67,6 +67,9 @@ class BodyFirstMiddleware:
                 while isinstance(cause, UnreadablePostError):  # Django wraps the reader's error, twice
                     cause = cause.__cause__
                 # As anywhere else: stopped arriving is a 408, ended early a 400 (attachments/api/outages.py).
-                return outage_response(cause) or json_error(ValidationFailed(
-                    "The request body could not be read.", details={"Content-Length": ["The body is shorter."]}))
+                return outage_response(cause) or json_error(
+                    ValidationFailed(
+                        "The request body could not be read.", details={"Content-Length": ["The body is shorter."]}
+                    )
+                )
         return None

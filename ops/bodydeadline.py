@@ -107,8 +107,7 @@ class BodyDeadlines:
 
     def expire_overdue(self, now: float) -> None:
         with self._lock:
-            overdue = [body for body in self._inputs
-                       if not (body.expired or body.complete) and now > body.deadline()]
+            overdue = [body for body in self._inputs if not (body.expired or body.complete) and now > body.deadline()]
         for body in overdue:
             body.expire()
 

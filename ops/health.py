@@ -67,9 +67,12 @@ class Readiness:
 
     @property
     def degraded(self) -> list[str]:
-        """"<check>: <reason>" for every passing check that runs in a reduced mode."""
-        return [f"{name}: {str(check.details['state'])[len(DEGRADED):]}" for name, check in self.checks.items()
-                if check.ok and str(check.details.get("state", "")).startswith(DEGRADED)]
+        """ "<check>: <reason>" for every passing check that runs in a reduced mode."""
+        return [
+            f"{name}: {str(check.details['state'])[len(DEGRADED) :]}"
+            for name, check in self.checks.items()
+            if check.ok and str(check.details.get("state", "")).startswith(DEGRADED)
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -81,8 +84,7 @@ class Readiness:
 
 def timeout_seconds() -> float:
     return float(
-        getattr(settings, "AIRLOCK_READYZ_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)
-        or DEFAULT_TIMEOUT_SECONDS
+        getattr(settings, "AIRLOCK_READYZ_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS) or DEFAULT_TIMEOUT_SECONDS
     )
 
 
@@ -218,8 +220,12 @@ def check_sandbox() -> dict[str, Any]:
     from processing.sandbox import confine
 
     posture = confine.posture()  # ValueError on an unknown layer in either setting
-    details = {"confinement": confine.describe(posture.in_force), "missing": list(posture.missing),
-               "state": posture.state, "unprotected": posture.unprotected()}
+    details = {
+        "confinement": confine.describe(posture.in_force),
+        "missing": list(posture.missing),
+        "state": posture.state,
+        "unprotected": posture.unprotected(),
+    }
     if posture.refused:
         raise _SandboxRefused(posture.state, details)
     return details
@@ -233,8 +239,10 @@ def check_uploads() -> dict[str, Any]:
     paused = paused_tenants()
     if not paused:
         return {"state": "ok", "paused_tenants": []}
-    return {"state": DEGRADED + " ".join(notice.message for notice in uploads_paused()),
-            "paused_tenants": [row["tenant"] for row in paused]}
+    return {
+        "state": DEGRADED + " ".join(notice.message for notice in uploads_paused()),
+        "paused_tenants": [row["tenant"] for row in paused],
+    }
 
 
 def check_brakes() -> dict[str, Any]:
@@ -295,9 +303,7 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
     def result() -> CheckResult:
         remaining = timeout - (time.monotonic() - started)
         if not done.wait(max(0.0, remaining)):
-            return CheckResult(
-                ok=False, latency_ms=_ms(started), error=f"timed out after {timeout:g}s"
-            )
+            return CheckResult(ok=False, latency_ms=_ms(started), error=f"timed out after {timeout:g}s")
         error = outcome.get("error")
         value = outcome.get("value")
         details: dict[str, Any] = {}
@@ -312,8 +318,9 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
         return CheckResult(
             ok=error is None,
             latency_ms=outcome["latency_ms"],
-            error=(None if error is None else str(error) if isinstance(error, _SandboxRefused)
-                   else _describe(error)),  # a refusal is its own sentence (confine.Posture.state)
+            error=(
+                None if error is None else str(error) if isinstance(error, _SandboxRefused) else _describe(error)
+            ),  # a refusal is its own sentence (confine.Posture.state)
             details=details,
         )
 

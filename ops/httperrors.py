@@ -51,13 +51,19 @@ def refusal_for(exc: BaseException) -> bytes:
     return response(status, code, _MESSAGES[status], details)
 
 
-def response(status: int, code: str, message: str, details: dict | None = None,
-             headers: dict[str, str] | None = None) -> bytes:
+def response(
+    status: int, code: str, message: str, details: dict | None = None, headers: dict[str, str] | None = None
+) -> bytes:
     """A whole HTTP/1.1 response that closes the connection."""
     body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Connection: close",
-             "Content-Type: application/json", f"Content-Length: {len(body)}",
-             f"X-Request-ID: {uuid.uuid4().hex}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    lines = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        "Connection: close",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        f"X-Request-ID: {uuid.uuid4().hex}",
+        *(f"{k}: {v}" for k, v in (headers or {}).items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
@@ -66,5 +72,10 @@ def body_timeout() -> bytes:
 
 
 def too_many_connections(limit: int, retry_after: int) -> bytes:
-    return response(429, "RATE_LIMITED", "Too many connections from this address.",
-                    {"limit": limit}, {"Retry-After": str(retry_after)})
+    return response(
+        429,
+        "RATE_LIMITED",
+        "Too many connections from this address.",
+        {"limit": limit},
+        {"Retry-After": str(retry_after)},
+    )

@@ -31,8 +31,9 @@ _REQUEST_LINE = re.compile(rb"[!-~]+ [!-~]+ HTTP/\d\.\d")
 
 def body_allowance(length: int) -> float:
     """Seconds a body of `length` bytes may take in all: a fixed grace plus the time at the minimum rate."""
-    return (settings.AIRLOCK_HTTP_BODY_DEADLINE_SECONDS
-            + length / max(1, settings.AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND))
+    return settings.AIRLOCK_HTTP_BODY_DEADLINE_SECONDS + length / max(
+        1, settings.AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND
+    )
 
 
 def body_to_gather(head: bytes) -> int:
@@ -96,7 +97,7 @@ class Intake:
         return not sep or _REQUEST_LINE.fullmatch(line) is not None
 
     def expired(self, now: float) -> str | None:
-        """"headers" or "body" when that part is past its deadline, else None."""
+        """ "headers" or "body" when that part is past its deadline, else None."""
         if self.body_deadline is None:
             return "headers" if now > self.header_deadline else None
         if now > self.body_deadline or now - self.last_read > settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS:

@@ -118,8 +118,9 @@ class AirlockThreadWorker(ThreadWorker):
             self._answer_and_close(sock, httperrors.too_many_connections(limit, settings.AIRLOCK_RETRY_AFTER_SECONDS))
         else:
             self.nr_conns += 1
-            self.enqueue_req(AirlockConn(self.cfg, sock, client, listener.getsockname(), address,
-                                         self._open_per_address))
+            self.enqueue_req(
+                AirlockConn(self.cfg, sock, client, listener.getsockname(), address, self._open_per_address)
+            )
 
     def enqueue_req(self, conn):
         """A connection with a request coming: gather it in the selector first (gthread hands it to a thread)."""
@@ -321,10 +322,15 @@ class AirlockServer(BaseApplication):
         return BodyDeadlineApp(self.application)
 
 
-def options(*, bind: str, processes: int, on_ready: Callable[[], None],
-            post_worker_init: Callable[[object], None] | None = None,
-            worker_exit: Callable[[object], None] | None = None,
-            on_exit: Callable[[], None] | None = None) -> dict:
+def options(
+    *,
+    bind: str,
+    processes: int,
+    on_ready: Callable[[], None],
+    post_worker_init: Callable[[object], None] | None = None,
+    worker_exit: Callable[[object], None] | None = None,
+    on_exit: Callable[[], None] | None = None,
+) -> dict:
     return {
         "bind": [bind],
         "workers": processes,

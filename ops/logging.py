@@ -19,10 +19,12 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 # message, an argument, an extra field, a traceback) can carry one out.
 _QUERY_SECRET = re.compile(
     r"(?i)((?:[?&;]|%3F|%26)(?:token|access_token|sig|signature|x-amz-signature|x-amz-credential"
-    r"|x-amz-security-token)(?:=|%3D))[^&\s\"'#\\]+")
+    r"|x-amz-security-token)(?:=|%3D))[^&\s\"'#\\]+"
+)
 _AUTH_HEADER = re.compile(
     r"(?i)((?:authorization|x-amz-security-token)\\?[\"']?\s*[:=]\s*\\?[\"']?)"
-    r"(?:(token|bearer|basic|digest)\s+)?[^\"'\s,;}\\]+")
+    r"(?:(token|bearer|basic|digest)\s+)?[^\"'\s,;}\\]+"
+)
 REDACTED = "[redacted]"
 
 

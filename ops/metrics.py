@@ -63,9 +63,7 @@ class DatabaseCollector(Collector):
                 .annotate(n=Count("id"))
                 .order_by()
             )
-            stuck = Attachment.objects.filter(
-                status=Status.PROCESSING, lease_expires_at__lt=now
-            ).count()
+            stuck = Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now).count()
             oldest = (
                 Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False)
                 .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
@@ -79,8 +77,11 @@ class DatabaseCollector(Collector):
             )
             # One counter row per tenant (attachments/services/quotas.py): no sums at scrape time.
             # Tenant slugs and their usage are shown only when asked for (AIRLOCK_METRICS_TENANT_LABELS).
-            usage = (list(TenantUsage.objects.select_related("tenant").order_by("tenant__slug"))
-                     if settings.AIRLOCK_METRICS_TENANT_LABELS else None)
+            usage = (
+                list(TenantUsage.objects.select_related("tenant").order_by("tenant__slug"))
+                if settings.AIRLOCK_METRICS_TENANT_LABELS
+                else None
+            )
         except DatabaseError as exc:
             log.warning("metrics: database gauges unavailable", extra={"error": str(exc)[:300]})
             up.add_metric([], 0)
@@ -113,9 +114,7 @@ class DatabaseCollector(Collector):
             "Age of the oldest pending attachment whose bytes have arrived (0 when none waits).",
             value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
         )
-        letters = GaugeMetricFamily(
-            "airlock_dead_letters", "Unresolved dead letters, by kind.", labels=["kind"]
-        )
+        letters = GaugeMetricFamily("airlock_dead_letters", "Unresolved dead letters, by kind.", labels=["kind"])
         for kind in DeadLetter.Kind.values:
             letters.add_metric([kind], dead.get(kind, 0))
         yield letters
@@ -154,11 +153,7 @@ def _tenant_families(usage: list[TenantUsage]) -> Iterator[Metric]:
 
 
 def multiprocess_dir() -> str | None:
-    return (
-        os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-        or os.environ.get("prometheus_multiproc_dir")
-        or None
-    )
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
 
 
 class _Scrape:

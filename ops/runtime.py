@@ -119,8 +119,10 @@ class JobRuntime:
             self.scheduler = Scheduler(relays_for_commands=self.want_worker)
             self.scheduler.start()
             if self.want_worker:  # at once, not one tick later: a command started now can hand its jobs over
-                self._guard(lambda: handoff.jobs_heartbeat_beat(in_process_broker=broker_is_in_process()),
-                            "say the job side is running")
+                self._guard(
+                    lambda: handoff.jobs_heartbeat_beat(in_process_broker=broker_is_in_process()),
+                    "say the job side is running",
+                )
         close_old_connections()
 
     def stop(self, *, grace_ms: int = 2000) -> None:

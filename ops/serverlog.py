@@ -35,11 +35,14 @@ class ServerLogger(glogging.Logger):
         if not self.access_log_enabled:
             return
         seconds = request_time.seconds + request_time.microseconds / 1e6
-        self.access_log.info("request", extra={
-            "method": environ.get("REQUEST_METHOD", ""),
-            "path": environ.get("PATH_INFO", ""),
-            "status": getattr(resp, "status_code", None) or str(getattr(resp, "status", "")).split(" ", 1)[0],
-            "bytes": getattr(resp, "sent", None),
-            "duration_ms": round(seconds * 1000, 1),
-            "remote_addr": environ.get("REMOTE_ADDR", ""),
-        })
+        self.access_log.info(
+            "request",
+            extra={
+                "method": environ.get("REQUEST_METHOD", ""),
+                "path": environ.get("PATH_INFO", ""),
+                "status": getattr(resp, "status_code", None) or str(getattr(resp, "status", "")).split(" ", 1)[0],
+                "bytes": getattr(resp, "sent", None),
+                "duration_ms": round(seconds * 1000, 1),
+                "remote_addr": environ.get("REMOTE_ADDR", ""),
+            },
+        )

@@ -50,8 +50,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
     expected = settings.AIRLOCK_METRICS_TOKEN
     if not expected and not settings.AIRLOCK_METRICS_OPEN:
         # Closed: the series name every profile's traffic and the pipeline's health.
-        return JsonResponse(error_body("NOT_FOUND", "Not found: /metrics needs AIRLOCK_METRICS_TOKEN "
-                                                    "(or AIRLOCK_METRICS_OPEN=1)."), status=404)
+        return JsonResponse(
+            error_body("NOT_FOUND", "Not found: /metrics needs AIRLOCK_METRICS_TOKEN (or AIRLOCK_METRICS_OPEN=1)."),
+            status=404,
+        )
     if expected and not _metrics_authorized(request, expected):
         response = JsonResponse(
             error_body("NOT_AUTHENTICATED", "A valid bearer token is required for /metrics."),

@@ -34,8 +34,11 @@ def _dead_letter_message(actor: str, args: tuple) -> None:
     from attachments.models import DeadLetter
     from attachments.services.dead_letters import dead_letter_open
 
-    dead_letter_open(kind=DeadLetter.Kind.MESSAGE, last_error=f"malformed {actor} message",
-                     payload={"actor": actor, "args": [repr(a)[:200] for a in args]})
+    dead_letter_open(
+        kind=DeadLetter.Kind.MESSAGE,
+        last_error=f"malformed {actor} message",
+        payload={"actor": actor, "args": [repr(a)[:200] for a in args]},
+    )
     log.warning("malformed message dead-lettered", extra={"step": actor, "outcome": "dead_letter"})
 
 

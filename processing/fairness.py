@@ -8,7 +8,8 @@ intake, scan and derive jobs (a cap per stage let one tenant hold 3 × N
 threads: every thread of a 4-thread worker): a job of a tenant that already runs
 AIRLOCK_TENANT_CONCURRENCY jobs is *parked* — taken off the queue
 into the tenant's waiting room, without touching the database — and sent again,
-to the back of its queue, the moment one of that tenant's jobs finishes. A's backlog therefore sits in its waiting room, not in the queue: what
+to the back of its queue, the moment one of that tenant's jobs finishes. A's backlog therefore sits in its waiting
+room, not in the queue: what
 stands ahead of B's job in any queue is at most N jobs of each other tenant, so
 B's time to ready is a few job lengths whatever A's backlog.
 
@@ -100,8 +101,9 @@ def _park_ttl_ms(stage: str) -> int:
     return max(settings.AIRLOCK_LEASE_SECONDS, 3600) * 1000
 
 
-def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Callable[[], str],
-                resend: Callable[..., object]) -> str:
+def run_in_slot(
+    *, stage: str, key: str, job_id: object, args: tuple, run: Callable[[], str], resend: Callable[..., object]
+) -> str:
     """Run `run` in one of `key`'s slots at `stage`, or park `args` until one frees; "parked" then.
 
     `key` is the tenant id (the endpoint id for webhooks), `job_id` the file (or
@@ -113,8 +115,15 @@ def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Calla
     slots = tenant_slots.backend()
     holder = tenant_slots.holder_name(job_id)
     pool = pool_of(stage)
-    if not slots.acquire_or_park(key, holder, tenant_slots.encode((*args, stage)), limit=_limit(stage),
-                                 ttl_ms=_holder_ttl_ms(stage), park_ttl_ms=_park_ttl_ms(stage), stage=pool):
+    if not slots.acquire_or_park(
+        key,
+        holder,
+        tenant_slots.encode((*args, stage)),
+        limit=_limit(stage),
+        ttl_ms=_holder_ttl_ms(stage),
+        park_ttl_ms=_park_ttl_ms(stage),
+        stage=pool,
+    ):
         return "parked"  # sent again as soon as one of this key's jobs finishes
     try:
         return run()
@@ -122,8 +131,9 @@ def run_in_slot(*, stage: str, key: str, job_id: object, args: tuple, run: Calla
         _resend_next_parked(slots, pool, key, holder, stage, resend)
 
 
-def _resend_next_parked(slots: tenant_slots.SlotsBackend, pool: str, key: str, holder: str, stage: str,
-                        resend: Callable[..., object]) -> None:
+def _resend_next_parked(
+    slots: tenant_slots.SlotsBackend, pool: str, key: str, holder: str, stage: str, resend: Callable[..., object]
+) -> None:
     try:
         parked = parked_job(slots.release(key, holder, stage=pool))
     except Exception as exc:  # Redis is away: the holder expires, the parked job is re-driven

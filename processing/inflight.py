@@ -42,8 +42,9 @@ def release_all() -> int:
         try:
             released += attachment_release(attachment_id=attachment_id, token=token, actor="system:shutdown")
         except Exception as exc:  # the database is gone too: the lease expires on its own
-            log.warning("could not release a lease", extra={"attachment_id": str(attachment_id),
-                                                            "error": str(exc)[:300]})
+            log.warning(
+                "could not release a lease", extra={"attachment_id": str(attachment_id), "error": str(exc)[:300]}
+            )
     close_old_connections()
     return released
 

@@ -84,7 +84,8 @@ class RedisRegistry:
 
     def silent_for(self, seconds: float) -> list[tuple[str, float]]:
         found: list[tuple[bytes, float]] = self._client.zrangebyscore(
-            self._key, "-inf", f"({self._now() - seconds}", withscores=True)  # type: ignore[assignment]
+            self._key, "-inf", f"({self._now() - seconds}", withscores=True
+        )  # type: ignore[assignment]
         return [(member.decode(), float(score)) for member, score in found]
 
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-SCAN_RESULTS = Counter(
-    "airlock_scan_results_total", "Scanner verdicts by scanner and outcome.", ["scanner", "outcome"]
-)
+SCAN_RESULTS = Counter("airlock_scan_results_total", "Scanner verdicts by scanner and outcome.", ["scanner", "outcome"])
 STEP_SECONDS = Histogram(
-    "airlock_step_duration_seconds", "Duration of each pipeline step.", ["step"],
+    "airlock_step_duration_seconds",
+    "Duration of each pipeline step.",
+    ["step"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 TIME_TO_READY = Histogram(
-    "airlock_time_to_ready_seconds", "Time from bytes landing to ready.",
+    "airlock_time_to_ready_seconds",
+    "Time from bytes landing to ready.",
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
 )
 SANDBOX_KILLS = Counter("airlock_sandbox_kills_total", "Sandbox children killed, by reason.", ["reason"])

@@ -26,9 +26,6 @@ from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
 from attachments.reasons import ReasonCode
-from attachments.storage import get_gateway
-from attachments.storage.base import ObjectInfo, StorageError
-
 from attachments.services.missing_objects import attachment_derivatives_restore
 from attachments.services.processing import (
     attachment_advance,
@@ -39,6 +36,8 @@ from attachments.services.processing import (
     attachment_snapshot_record,
 )
 from attachments.services.single_slot import single_slot_settle
+from attachments.storage import get_gateway
+from attachments.storage.base import ObjectInfo, StorageError
 
 from . import fairness, inflight
 from .errors import ContentRejected, TransientError
@@ -87,9 +86,14 @@ def intake(attachment: Attachment) -> StageResult:
     if info is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
-    given = StepInput(profile=profile, size=info.size, head=head,
-                      declared_size=attachment.declared_size, declared_sha256=attachment.declared_sha256,
-                      chunks=lambda: gateway.iter_chunks(attachment.working_key))
+    given = StepInput(
+        profile=profile,
+        size=info.size,
+        head=head,
+        declared_size=attachment.declared_size,
+        declared_sha256=attachment.declared_sha256,
+        chunks=lambda: gateway.iter_chunks(attachment.working_key),
+    )
     if attachment.declared_sha256 and info.size == attachment.declared_size and info.size <= profile.max_bytes:
         # The declared digest is checked over every byte: over the copy scan and derive read next.
         with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True) as path:
@@ -102,8 +106,12 @@ def scan(attachment: Attachment) -> StageResult:
     """Scan one local copy of the bytes (every scanner reads it); kept for derive when clean."""
     gateway = get_gateway()
     with get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=True) as path:
-        given = StepInput(profile=get_profile(attachment.profile), size=attachment.stored_size,
-                          content_type=attachment.content_type, chunks=lambda: file_chunks(path))
+        given = StepInput(
+            profile=get_profile(attachment.profile),
+            size=attachment.stored_size,
+            content_type=attachment.content_type,
+            chunks=lambda: file_chunks(path),
+        )
         return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
 
 
@@ -112,30 +120,43 @@ def derive(attachment: Attachment) -> StageResult:
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
     # On the storage's own filesystem when it has one, so derivatives are renamed into place, not copied.
-    with (tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp,
-          get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=False) as original):
+    with (
+        tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp,
+        get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=False) as original,
+    ):
         if original.stat().st_size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
         work = Path(tmp) / "work"
         work.mkdir()
-        given = StepInput(profile=profile, size=attachment.stored_size, content_type=attachment.content_type,
-                          path=original, work_dir=work)
+        given = StepInput(
+            profile=profile,
+            size=attachment.stored_size,
+            content_type=attachment.content_type,
+            path=original,
+            work_dir=work,
+        )
         found = _run_steps(DERIVE.name, given)
         served = FileFacts(served_key=attachment.working_key)  # the original, unless a rendition is served
         result = StageResult(facts=served.merge(_with_metadata(attachment, found)))
         for made in found.files:
-            key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=made.kind,
-                                 ext=made.ext)
+            key = derivative_key(
+                tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=made.kind, ext=made.ext
+            )
             size, sha256 = made.size, made.sha256
             if made.served and (not sha256 or size != made.path.stat().st_size):
                 size, sha256 = sha256_file(made.path)
-            record = _store(gateway, key, made.path, made.content_type, kind=made.kind,
-                            dims={"width": made.width, "height": made.height})
+            record = _store(
+                gateway,
+                key,
+                made.path,
+                made.content_type,
+                kind=made.kind,
+                dims={"width": made.width, "height": made.height},
+            )
             result.derivatives.append(record)
             if made.served:
                 # content_type too: a HEIC's served rendition is a JPEG, and the download says so.
-                result.facts.merge(FileFacts(served_key=key, size=size, sha256=sha256,
-                                             content_type=made.content_type))
+                result.facts.merge(FileFacts(served_key=key, size=size, sha256=sha256, content_type=made.content_type))
         return result
 
 
@@ -151,8 +172,12 @@ def load(attachment_id: uuid.UUID) -> Attachment | None:
 def current(attachment_id: uuid.UUID, token: uuid.UUID, stage: str) -> Attachment | None:
     """The row, if this job's lease and stage are still the row's; None for a stale or duplicate job."""
     attachment = load(attachment_id)
-    if (attachment is None or attachment.status != Status.PROCESSING or attachment.lease_token != token
-            or attachment.step != stage):
+    if (
+        attachment is None
+        or attachment.status != Status.PROCESSING
+        or attachment.lease_token != token
+        or attachment.step != stage
+    ):
         return None
     return attachment
 
@@ -161,8 +186,7 @@ def _transient_types() -> tuple[type[BaseException], ...]:
     return (TransientError, StorageError, ScannerError, OSError)
 
 
-def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *,
-              attachment: Attachment | None = None) -> str:
+def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachment: Attachment | None = None) -> str:
     """Run one stage if this job still holds the lease; return what happened.
 
     `attachment` is the row as current() returned it, when the caller already
@@ -189,8 +213,15 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *,
         outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
         _log(context, started, outcome, error=error[:300])
         return outcome
-    advanced = attachment_advance(attachment_id=attachment_id, token=token, step=stage, facts=result.facts,
-                                  next_step=next_stage, derivatives=result.derivatives, read=attachment)
+    advanced = attachment_advance(
+        attachment_id=attachment_id,
+        token=token,
+        step=stage,
+        facts=result.facts,
+        next_step=next_stage,
+        derivatives=result.derivatives,
+        read=attachment,
+    )
     outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
         # A committed avatar that just became ready takes its owner's slot.
@@ -213,12 +244,19 @@ def intake_within_tenant_cap(attachment_id: uuid.UUID, tenant: str | None, *, re
         tenant = tenant_of(attachment_id)
         if tenant is None:
             return "skipped"
-    return fairness.run_in_slot(stage=INTAKE.name, key=tenant, job_id=attachment_id, args=(attachment_id, tenant),
-                                run=lambda: start_and_intake(attachment_id), resend=resend)
+    return fairness.run_in_slot(
+        stage=INTAKE.name,
+        key=tenant,
+        job_id=attachment_id,
+        args=(attachment_id, tenant),
+        run=lambda: start_and_intake(attachment_id),
+        resend=resend,
+    )
 
 
-def stage_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, tenant: str | None, *,
-                            resend: Callable[..., object]) -> str:
+def stage_within_tenant_cap(
+    attachment_id: uuid.UUID, token: uuid.UUID, stage: str, tenant: str | None, *, resend: Callable[..., object]
+) -> str:
     """Run scan or derive in one of its tenant's slots for that stage, or park it until one frees.
 
     With the tenant in the message, a job over its tenant's cap is parked without
@@ -232,9 +270,14 @@ def stage_within_tenant_cap(attachment_id: uuid.UUID, token: uuid.UUID, stage: s
         if attachment is None:
             return "stale"
         tenant = str(attachment.tenant_id)
-    return fairness.run_in_slot(stage=stage, key=tenant, job_id=attachment_id, args=(attachment_id, token, tenant),
-                                run=lambda: run_stage(attachment_id, token, stage, attachment=attachment),
-                                resend=resend)
+    return fairness.run_in_slot(
+        stage=stage,
+        key=tenant,
+        job_id=attachment_id,
+        args=(attachment_id, token, tenant),
+        run=lambda: run_stage(attachment_id, token, stage, attachment=attachment),
+        resend=resend,
+    )
 
 
 def rederive(attachment_id: uuid.UUID) -> str:
@@ -258,8 +301,9 @@ def rederive(attachment_id: uuid.UUID) -> str:
     except _transient_types() as exc:
         _log(context, started, "error", error=f"{type(exc).__name__}: {exc}"[:300])
         return "error"
-    restored = attachment_derivatives_restore(attachment_id=attachment_id, working_key=working_key,
-                                              derivatives=result.derivatives, facts=result.facts)
+    restored = attachment_derivatives_restore(
+        attachment_id=attachment_id, working_key=working_key, derivatives=result.derivatives, facts=result.facts
+    )
     outcome = "regenerated" if restored else "stale"
     _log(context, started, outcome)
     return outcome
@@ -323,15 +367,13 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     gateway = get_gateway()
     if gateway.head(attachment.storage_key) is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
-    target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original",
-                            ext="bin")
+    target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original", ext="bin")
     gateway.copy(attachment.storage_key, target)
     info = gateway.head(target)
     if info is None:
         raise TransientError("snapshot copy did not verify")
     token = attachment.lease_token
-    if token is None or not attachment_snapshot_record(attachment_id=attachment.pk, token=token,
-                                                       content_key=target):
+    if token is None or not attachment_snapshot_record(attachment_id=attachment.pk, token=token, content_key=target):
         gateway.delete(target)
         raise TransientError("lost the lease while taking the snapshot")
     attachment.content_key = target
@@ -352,5 +394,11 @@ def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims:
     info = gateway.head(key)
     if info is None or info.size != written:
         raise TransientError(f"derivative {kind} did not verify after writing")
-    return {"kind": kind, "storage_key": key, "content_type": content_type, "size": written,
-            "width": dims.get("width"), "height": dims.get("height")}
+    return {
+        "kind": kind,
+        "storage_key": key,
+        "content_type": content_type,
+        "size": written,
+        "width": dims.get("width"),
+        "height": dims.get("height"),
+    }

@@ -15,8 +15,8 @@ from attachments.services import outbox
 from attachments.services.processing import (
     attachment_lease_extend,
     attachment_requeue_intake,
-    attachments_touch_parked,
     attachment_retry_or_fail,
+    attachments_touch_parked,
 )
 
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_of
@@ -45,14 +45,18 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
     """
     now = now or timezone.now()
     stuck = list(
-        Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now)
-        .values_list("pk", "lease_token", "step", "tenant_id")[:1000]
+        Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now).values_list(
+            "pk", "lease_token", "step", "tenant_id"
+        )[:1000]
     )
     # A scan or derive job parked behind its tenant's cap is waiting, not lost: a long
     # one-tenant backlog must not turn into retries and, at the cap, failures.
     parked = _parked_files({(step, tenant_id) for _, _, step, tenant_id in stuck if step in _LEASED_STAGES})
-    waiting = {(pk, token) for pk, token, step, tenant_id in stuck
-               if step in _LEASED_STAGES and str(pk) in parked.get((step, tenant_id), ())}
+    waiting = {
+        (pk, token)
+        for pk, token, step, tenant_id in stuck
+        if step in _LEASED_STAGES and str(pk) in parked.get((step, tenant_id), ())
+    }
     if dry_run:
         return len(stuck) - len(waiting)
     for pk, token in waiting:
@@ -61,8 +65,13 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
     for pk, token, step, tenant_id in stuck:
         if (pk, token) in waiting:
             continue
-        if attachment_retry_or_fail(attachment_id=pk, token=token, error="lease expired (worker lost?)",
-                                    actor="system:reconciler", backoff=False):
+        if attachment_retry_or_fail(
+            attachment_id=pk,
+            token=token,
+            error="lease expired (worker lost?)",
+            actor="system:reconciler",
+            backoff=False,
+        ):
             done += 1
             if step:
                 _free_tenant_slot(step, tenant_id, pk)
@@ -81,8 +90,9 @@ def _parked_files(stages_and_tenants: set[tuple[str, int]]) -> dict[tuple[str, i
         try:
             found[(stage, tenant_id)] = tenant_slots.backend().parked_files(str(tenant_id), stage=pool_of(stage))
         except Exception as exc:  # cannot tell: treat its jobs as lost, the safe side
-            log.warning("could not read parked jobs", extra={"tenant": str(tenant_id), "step": stage,
-                                                             "error": str(exc)})
+            log.warning(
+                "could not read parked jobs", extra={"tenant": str(tenant_id), "step": stage, "error": str(exc)}
+            )
     return found
 
 
@@ -100,12 +110,14 @@ def _free_tenant_slot(stage: str, tenant_id: int, attachment_id: object) -> None
         for holder in slots.holders_of(str(tenant_id), str(attachment_id), stage=pool_of(stage)):
             _release_and_wake(slots, pool_of(stage), str(tenant_id), holder)
     except Exception as exc:  # the slot still expires on its own; a parked job's lease runs out
-        log.warning("could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id),
-                                                                       "error": str(exc)})
+        log.warning(
+            "could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id), "error": str(exc)}
+        )
 
 
 def _free_slots_of_worker(worker_id: str) -> int:
-    """Every slot a lost worker held, at every stage, whatever became of its files (a stale or duplicate job holds one too)."""
+    """Every slot a lost worker held, at every stage, whatever became of its files (a stale or duplicate job holds
+    one too)."""
     from . import tenant_slots
 
     slots = tenant_slots.backend()
@@ -128,8 +140,9 @@ def _release_and_wake(slots, pool: str, key: str, holder: str) -> None:
             outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
 
 
-def redrive_pending(*, now: datetime | None = None, older_than_seconds: float | None = None,
-                    dry_run: bool = False) -> int:
+def redrive_pending(
+    *, now: datetime | None = None, older_than_seconds: float | None = None, dry_run: bool = False
+) -> int:
     """Pending rows whose bytes arrived but whose job went missing get a new job."""
     now = now or timezone.now()
     if older_than_seconds is None:
@@ -175,8 +188,7 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
     redriven = 0
     if lost:
         redriven = _redrive_pending_before(now)
-        log.warning("workers stopped beating: their files re-driven",
-                    extra={"count": len(lost), "redriven": redriven})
+        log.warning("workers stopped beating: their files re-driven", extra={"count": len(lost), "redriven": redriven})
     for worker_id, _ in lost:
         _free_slots_of_worker(worker_id)
         try:
@@ -198,7 +210,8 @@ def _redrive_pending_before(now: datetime, batch: int = 1000) -> int:
         ids = list(
             Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False, updated_at__lt=now)
             .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-            .order_by("pk").values_list("pk", flat=True)[:batch]
+            .order_by("pk")
+            .values_list("pk", flat=True)[:batch]
         )
         for pk in ids:
             wait = due.get(str(pk))
@@ -215,8 +228,9 @@ def _retries_due_later(now: datetime) -> dict[str, datetime]:
 
     longest = timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5 + 60)  # backoff's jitter tops at 1.5×
     due: dict[str, datetime] = {}
-    delayed_intakes = OutboxMessage.objects.filter(actor_name=INTAKE.actor_name, delay_ms__gt=0,
-                                                   created_at__gte=now - longest)
+    delayed_intakes = OutboxMessage.objects.filter(
+        actor_name=INTAKE.actor_name, delay_ms__gt=0, created_at__gte=now - longest
+    )
     for args, created_at, delay_ms in delayed_intakes.order_by("pk").values_list("args", "created_at", "delay_ms"):
         at = created_at + timedelta(milliseconds=delay_ms)
         if args and at > now:
@@ -240,9 +254,14 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
     now = now or timezone.now()
     window = timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + 600)
     candidates = list(
-        Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=True, created_at__gte=now - window,
-                                  lifecycle__in=[Lifecycle.STAGED, Lifecycle.COMMITTED])
-        .order_by("-created_at").values_list("storage_key", flat=True)[:limit]
+        Attachment.objects.filter(
+            status=Status.PENDING,
+            uploaded_at__isnull=True,
+            created_at__gte=now - window,
+            lifecycle__in=[Lifecycle.STAGED, Lifecycle.COMMITTED],
+        )
+        .order_by("-created_at")
+        .values_list("storage_key", flat=True)[:limit]
     )
     found = 0
     for key in candidates:
@@ -251,9 +270,13 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
         except StorageError:
             continue
         if info is not None:
-            arrival = object_arrived(key=key, size=info.size, source="reconcile",
-                                     dedupe_key=f"poll:{key}:{info.etag or info.size}",
-                                     event_name="ObjectCreated:Poll")
+            arrival = object_arrived(
+                key=key,
+                size=info.size,
+                source="reconcile",
+                dedupe_key=f"poll:{key}:{info.etag or info.size}",
+                event_name="ObjectCreated:Poll",
+            )
             found += arrival.outcome == "started"
     return found
 

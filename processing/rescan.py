@@ -61,9 +61,11 @@ def signatures_in_force() -> str:
 
 def rescan_one(attachment_id: uuid.UUID) -> str:
     """Scan a ready file's stored object again; return clean, rejected, error, limit, current or skipped."""
-    attachment = (Attachment.objects.only("storage_key", "content_key", "lifecycle", "scan_signatures",
-                                          "rescan_requested_at")
-                  .filter(status=Status.READY).by_pk(attachment_id))
+    attachment = (
+        Attachment.objects.only("storage_key", "content_key", "lifecycle", "scan_signatures", "rescan_requested_at")
+        .filter(status=Status.READY)
+        .by_pk(attachment_id)
+    )
     if attachment is None or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
         return _outcome(attachment_id, "skipped")
     gateway = get_gateway()
@@ -99,9 +101,15 @@ def _outcome(attachment_id: uuid.UUID, outcome: str, **extra: object) -> str:
 
 def _uploads_waiting(now: datetime) -> bool:
     """Files whose bytes arrived a while ago and are not ready yet: the walk waits for them."""
-    return (Attachment.objects.filter(status__in=[Status.PENDING, Status.PROCESSING], attempts=0,
-                                      uploaded_at__lt=now - timedelta(seconds=UPLOADS_WAITING_SECONDS))
-            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]).exists())
+    return (
+        Attachment.objects.filter(
+            status__in=[Status.PENDING, Status.PROCESSING],
+            attempts=0,
+            uploaded_at__lt=now - timedelta(seconds=UPLOADS_WAITING_SECONDS),
+        )
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .exists()
+    )
 
 
 def rescan_tick(*, now: datetime | None = None) -> int:
@@ -118,8 +126,10 @@ def rescan_tick(*, now: datetime | None = None) -> int:
     with transaction.atomic():
         checkpoint = rescan_checkpoint_locked()
         if checkpoint.version != version:
-            log.warning("signatures changed: background rescan starts",
-                        extra={"step": "rescan", "from_version": checkpoint.version, "to_version": version})
+            log.warning(
+                "signatures changed: background rescan starts",
+                extra={"step": "rescan", "from_version": checkpoint.version, "to_version": version},
+            )
             _restart(checkpoint, now, version=version)
         elif checkpoint.finished_at is not None:
             if now - checkpoint.finished_at < RESTART_AFTER and not _requested_since(checkpoint.finished_at):
@@ -141,8 +151,10 @@ def rescan_tick(*, now: datetime | None = None) -> int:
             return 0
         candidates = rescan_candidates(version).order_by("-created_at", "-id")
         if checkpoint.cursor_created_at is not None:
-            candidates = candidates.filter(Q(created_at__lt=checkpoint.cursor_created_at)
-                                           | Q(created_at=checkpoint.cursor_created_at, id__lt=checkpoint.cursor_id))
+            candidates = candidates.filter(
+                Q(created_at__lt=checkpoint.cursor_created_at)
+                | Q(created_at=checkpoint.cursor_created_at, id__lt=checkpoint.cursor_id)
+            )
         picked = list(candidates.values_list("pk", "created_at")[:allowance])
         for pk, _ in picked:
             outbox.enqueue(ACTOR_NAME, pk)
@@ -176,11 +188,12 @@ def note_signatures_at_boot() -> str | None:
         version = signatures_in_force()
     except (ScannerError, ImproperlyConfigured):
         return None
-    walked = (RescanCheckpoint.objects.filter(pk=RescanCheckpoint.SINGLETON_PK)
-              .values_list("version", flat=True).first())
+    walked = RescanCheckpoint.objects.filter(pk=RescanCheckpoint.SINGLETON_PK).values_list("version", flat=True).first()
     if walked != version:
-        log.warning("signatures in force differ from the last rescan walk's: the scheduler's next tick rescans",
-                    extra={"step": "rescan", "to_version": version, "from_version": walked})
+        log.warning(
+            "signatures in force differ from the last rescan walk's: the scheduler's next tick rescans",
+            extra={"step": "rescan", "to_version": version, "from_version": walked},
+        )
     else:
         log.info("signatures in force", extra={"step": "rescan", "to_version": version})
     return version

@@ -61,14 +61,21 @@ def limits_for(kind: str, input_path: Path):
     if job_kind is None or not job_kind.copies_input:
         return limits
     size = input_path.stat().st_size
-    return replace(limits, max_output_bytes=max(limits.max_output_bytes,
-                                                size + size // COPY_SLACK_DIVISOR + COPY_SLACK_BYTES))
+    return replace(
+        limits, max_output_bytes=max(limits.max_output_bytes, size + size // COPY_SLACK_DIVISOR + COPY_SLACK_BYTES)
+    )
 
 
 def run_sandboxed(kind: str, input_path: Path, work_dir: Path, *, bounds=None):
     try:
-        result = run_job(kind, input_path, work_dir, limits=limits_for(kind, input_path),
-                         bounds=bounds or bounds_from_settings(), member_rules=member_rules_dir())
+        result = run_job(
+            kind,
+            input_path,
+            work_dir,
+            limits=limits_for(kind, input_path),
+            bounds=bounds or bounds_from_settings(),
+            member_rules=member_rules_dir(),
+        )
     except SandboxUnavailable as exc:
         raise TransientError(f"sandbox unavailable: {exc}") from exc
     record_sandbox(kind, result)

@@ -52,8 +52,9 @@ DERIVE = "tenant"
 
 
 class SlotsBackend(Protocol):
-    def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
-                        park_ttl_ms: int, stage: str = DERIVE) -> bool: ...
+    def acquire_or_park(
+        self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int, park_ttl_ms: int, stage: str = DERIVE
+    ) -> bool: ...
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None: ...
 
@@ -85,8 +86,9 @@ class MemorySlots:
         self._holders: dict[tuple[str, str], dict[str, float]] = {}  # (stage, tenant) -> holder -> expiry
         self._waiting: dict[tuple[str, str], deque[str]] = {}
 
-    def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
-                        park_ttl_ms: int, stage: str = DERIVE) -> bool:
+    def acquire_or_park(
+        self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int, park_ttl_ms: int, stage: str = DERIVE
+    ) -> bool:
         now = time.monotonic()
         with self._lock:
             holders = self._holders.setdefault((stage, tenant), {})
@@ -127,8 +129,12 @@ class MemorySlots:
 
     def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]:
         with self._lock:
-            return [(stage, tenant, h) for (stage, tenant), holders in self._holders.items() for h in holders
-                    if h.endswith(f"@{worker_id}")]
+            return [
+                (stage, tenant, h)
+                for (stage, tenant), holders in self._holders.items()
+                for h in holders
+                if h.endswith(f"@{worker_id}")
+            ]
 
 
 class RedisSlots:
@@ -145,11 +151,13 @@ class RedisSlots:
     def _keys(self, tenant: str, stage: str) -> list[str]:
         return [f"{self._prefix}-{stage}-slots-{tenant}", f"{self._prefix}-{stage}-waiting-{tenant}"]
 
-    def acquire_or_park(self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int,
-                        park_ttl_ms: int, stage: str = DERIVE) -> bool:
+    def acquire_or_park(
+        self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int, park_ttl_ms: int, stage: str = DERIVE
+    ) -> bool:
         now_ms = int(time.time() * 1000)
-        return bool(self._acquire(keys=self._keys(tenant, stage),
-                                  args=[now_ms, holder, limit, ttl_ms, parked, park_ttl_ms]))
+        return bool(
+            self._acquire(keys=self._keys(tenant, stage), args=[now_ms, holder, limit, ttl_ms, parked, park_ttl_ms])
+        )
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None:
         popped = self._release(keys=self._keys(tenant, stage), args=[holder])
@@ -166,19 +174,23 @@ class RedisSlots:
         return int(self._client.zrem(key, *mine)) if mine else 0
 
     def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]:
-        return [m for m in map(_text, self._client.zrange(self._keys(tenant, stage)[0], 0, -1))
-                if m.startswith(f"{attachment_id}/")]
+        return [
+            m
+            for m in map(_text, self._client.zrange(self._keys(tenant, stage)[0], 0, -1))
+            if m.startswith(f"{attachment_id}/")
+        ]
 
     def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]:
         """Every stage's and tenant's slots, looked through (a lost worker is rare; slots held are few)."""
         prefix = f"{self._prefix}-"
         found = []
         for key in map(_text, self._client.scan_iter(match=f"{prefix}*-slots-*", count=500)):
-            stage, _, tenant = key[len(prefix):].partition("-slots-")
+            stage, _, tenant = key[len(prefix) :].partition("-slots-")
             if not stage or "-" in stage:
                 continue  # another install's keys under a longer prefix that starts like ours
-            found += [(stage, tenant, m) for m in map(_text, self._client.zrange(key, 0, -1))
-                      if m.endswith(f"@{worker_id}")]
+            found += [
+                (stage, tenant, m) for m in map(_text, self._client.zrange(key, 0, -1)) if m.endswith(f"@{worker_id}")
+            ]
         return found
 
 

@@ -18,8 +18,7 @@ def render_variant(source: Path, work_dir: Path, size: int, fmt: str, page: int 
 
     `page` (1-based) renders that page of a PDF instead (the console's page previews).
     """
-    bounds = replace(sandbox_config.bounds_from_settings(), variant_size=size, variant_format=fmt,
-                     variant_page=page)
+    bounds = replace(sandbox_config.bounds_from_settings(), variant_size=size, variant_format=fmt, variant_page=page)
     try:
         result = sandbox_config.run_sandboxed(KIND, source, work_dir, bounds=bounds)
     except TransientError as exc:
@@ -28,6 +27,9 @@ def render_variant(source: Path, work_dir: Path, size: int, fmt: str, page: int 
     if result.outcome != "ok" or made is None:
         raise RenderFailed(f"{result.reason_code or 'corrupt'}: {result.message or 'no variant made'}")
     width, height = result.data.get("width"), result.data.get("height")
-    return RenderedVariant(path=Path(made), content_type="image/jpeg" if fmt == "jpeg" else "image/webp",
-                           width=width if isinstance(width, int) else None,
-                           height=height if isinstance(height, int) else None)
+    return RenderedVariant(
+        path=Path(made),
+        content_type="image/jpeg" if fmt == "jpeg" else "image/webp",
+        width=width if isinstance(width, int) else None,
+        height=height if isinstance(height, int) else None,
+    )

@@ -25,8 +25,12 @@ def log_sandbox_confinement() -> str:
     # refused: no decoder job will run here (confine.py: confinement fails closed)
     complete = posture.state.startswith("complete")
     level = log.error if posture.refused else log.info if complete else log.warning
-    level("sandbox confinement %s (%s)", described, posture.state,
-          extra={"confinement": described, "confinement_state": posture.state})
+    level(
+        "sandbox confinement %s (%s)",
+        described,
+        posture.state,
+        extra={"confinement": described, "confinement_state": posture.state},
+    )
     return described
 
 
@@ -46,7 +50,9 @@ class SignaturesAtBoot(dramatiq.Middleware):
         try:
             note_signatures_at_boot()
         except Exception as exc:  # noqa: BLE001 - the database may be down at boot: the scheduler's tick catches up
-            log.warning("could not compare the signatures in force with the rescan walk's", extra={"error": str(exc)[:300]})
+            log.warning(
+                "could not compare the signatures in force with the rescan walk's", extra={"error": str(exc)[:300]}
+            )
         finally:
             close_old_connections()
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Regenerate the README screenshots: docs/dashboard.png, docs/upload-page.png, docs/console-list.png, docs/console-video.png.
+"""Regenerate the README screenshots: docs/dashboard.png, docs/upload-page.png, docs/console-list.png,
+docs/console-video.png.
 
 Runs the embedded defaults in a throwaway data directory (fresh SQLite, local
 storage, in-process broker and worker, YARA only), serves Airlock on a free
@@ -30,8 +31,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 PASSWORD = "screenshots-only-password"
 PICTURES = ("dashboard.png", "upload-page.png", "console-list.png", "console-video.png")
@@ -39,8 +46,15 @@ PICTURES = ("dashboard.png", "upload-page.png", "console-list.png", "console-vid
 
 def configure(data_dir: Path) -> None:
     """Embedded defaults in `data_dir`; must run before Django is imported."""
-    for name in ("DATABASE_URL", "REDIS_URL", "RABBITMQ_URL", "CLAMD_SOCKET", "CLAMD_HOST",
-                 "AIRLOCK_STORAGE", "AIRLOCK_PUBLIC_URL"):
+    for name in (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "RABBITMQ_URL",
+        "CLAMD_SOCKET",
+        "CLAMD_HOST",
+        "AIRLOCK_STORAGE",
+        "AIRLOCK_PUBLIC_URL",
+    ):
         os.environ.pop(name, None)
     os.environ["AIRLOCK_DATA_DIR"] = str(data_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
@@ -51,6 +65,7 @@ def configure(data_dir: Path) -> None:
 
 
 # --- sample files ---------------------------------------------------------------
+
 
 def photo(width: int, height: int, seed: int) -> bytes:
     """A small 'photo': a two-colour gradient with a sun and hills, as JPEG."""
@@ -70,9 +85,17 @@ def photo(width: int, height: int, seed: int) -> bytes:
     for i in range(3):
         base = height - i * height // 8
         shade = tuple(max(0, c - 60 - i * 20) for c in bottom)
-        draw.polygon([(0, height), (0, base - height // 5), (width // 3, base - height // 3),
-                      (2 * width // 3, base - height // 6), (width, base - height // 4), (width, height)],
-                     fill=shade)
+        draw.polygon(
+            [
+                (0, height),
+                (0, base - height // 5),
+                (width // 3, base - height // 3),
+                (2 * width // 3, base - height // 6),
+                (width, base - height // 4),
+                (width, height),
+            ],
+            fill=shade,
+        )
     buf = io.BytesIO()
     image.save(buf, "JPEG", quality=85)
     return buf.getvalue()
@@ -121,6 +144,7 @@ def clip(width: int, height: int, frames: int = 60) -> bytes:
 
 # --- the server ------------------------------------------------------------------
 
+
 def start_server():
     from django.contrib.staticfiles.handlers import StaticFilesHandler
     from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
@@ -142,8 +166,9 @@ def create_user(name: str, tenant: str, *, moderator: bool = False) -> str:
     from django.core.management import call_command
 
     out = io.StringIO()
-    call_command("createuser", name, tenant=tenant, moderator=moderator, platform=moderator, password=PASSWORD,
-                 stdout=out)  # the dashboard picture shows every tenant
+    call_command(
+        "createuser", name, tenant=tenant, moderator=moderator, platform=moderator, password=PASSWORD, stdout=out
+    )  # the dashboard picture shows every tenant
     return out.getvalue().strip().splitlines()[-1]
 
 
@@ -184,16 +209,19 @@ def seed(base_url: str, token: str) -> None:
     rng = random.Random(7)
     samples: list[tuple[str, str, bytes, str]] = []
     for i in range(36):
-        samples.append(("image", f"IMG_{4100 + i}.jpg", photo(rng.randint(300, 900), rng.randint(300, 700), i),
-                        "image/jpeg"))
+        samples.append(
+            ("image", f"IMG_{4100 + i}.jpg", photo(rng.randint(300, 900), rng.randint(300, 700), i), "image/jpeg")
+        )
     for i in range(5):
         samples.append(("image", f"screenshot-{i}.jpg", b"<html>not an image</html>" * 20, "image/jpeg"))
     samples.append(("image", "scanner-timeout.jpg", photo(200, 200, 99), "image/jpeg"))
     samples.append(("media", "first-dance.mp4", clip(640, 360), "video/mp4"))
     ids = []
     for profile, filename, data, content_type in samples:
-        intent = session.post(f"{base_url}/api/v1/uploads", json={
-            "profile": profile, "filename": filename, "size": len(data), "content_type": content_type}).json()
+        intent = session.post(
+            f"{base_url}/api/v1/uploads",
+            json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
+        ).json()
         upload = intent["upload"]
         response = requests.put(upload["url"], data=data, headers=upload["headers"])
         response.raise_for_status()
@@ -218,18 +246,24 @@ def seed(base_url: str, token: str) -> None:
         for log in TransitionLog.objects.filter(attachment=attachment):
             TransitionLog.objects.filter(pk=log.pk).update(created_at=log.created_at - shift)
     # The wedding a support ticket names: the video and a few photos share its ref (the console's pictures).
-    wedding = [a.pk for a in rows if a.filename == "first-dance.mp4" or a.filename in ("IMG_4101.jpg", "IMG_4102.jpg",
-                                                                                          "IMG_4103.jpg")]
+    wedding = [
+        a.pk
+        for a in rows
+        if a.filename == "first-dance.mp4" or a.filename in ("IMG_4101.jpg", "IMG_4102.jpg", "IMG_4103.jpg")
+    ]
     Attachment.objects.filter(pk__in=wedding).update(ref="wedding:smith-2026")
     Attachment.objects.filter(pk__in=[a.pk for a in rows if a.filename == "IMG_4104.jpg"]).update(
-        ref="wedding:smithers-2024")
+        ref="wedding:smithers-2024"
+    )
     # One upload whose worker vanished mid-way: stuck past its lease.
     stuck = rows[0]
     Attachment.objects.filter(pk=stuck.pk).update(
-        status="processing", step="derive", lease_expires_at=now - timedelta(minutes=12))
+        status="processing", step="derive", lease_expires_at=now - timedelta(minutes=12)
+    )
 
 
 # --- the pictures ----------------------------------------------------------------
+
 
 def sign_in(page, base_url: str, username: str, next_url: str) -> None:
     page.goto(f"{base_url}/admin/login/?next={next_url}")
@@ -257,8 +291,11 @@ def shoot(base_url: str, out: Path) -> None:
 
         # The console as support uses it: one search by the ticket's ref, then the video's page.
         page.goto(f"{base_url}/admin/attachments/attachment/?q=ref%3Awedding%3Asmith")
-        page.wait_for_function("() => [...document.querySelectorAll('img.airlock-list-thumb')]"
-                               ".every(img => img.complete && img.naturalWidth > 0)", timeout=30_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('img.airlock-list-thumb')]"
+            ".every(img => img.complete && img.naturalWidth > 0)",
+            timeout=30_000,
+        )
         page.screenshot(path=str(out / "console-list.png"), full_page=True)
         page.click("#result_list a:text('first-dance.mp4')")
         page.wait_for_selector(".field-preview video")
@@ -273,18 +310,25 @@ def shoot(base_url: str, out: Path) -> None:
         sign_in(page, base_url, "dana", "/")
         page.wait_for_selector("#profile:enabled")
         page.select_option("#profile", "auto")  # each file to the profile for its type
-        page.set_input_files("#dashboard input.uppy-Dashboard-input >> nth=0", [
-            {"name": "lake-at-dawn.jpg", "mimeType": "image/jpeg", "buffer": photo(1600, 1200, 3)},
-            {"name": "floor-plan.png", "mimeType": "image/png", "buffer": diagram_png(900, 600)},
-            {"name": "holiday.jpg", "mimeType": "image/jpeg", "buffer": photo(1200, 900, 11)},
-            {"name": "totally-a-photo.jpg", "mimeType": "image/jpeg", "buffer": b"MZ\x90\x00 not an image" * 40},
-        ])
+        page.set_input_files(
+            "#dashboard input.uppy-Dashboard-input >> nth=0",
+            [
+                {"name": "lake-at-dawn.jpg", "mimeType": "image/jpeg", "buffer": photo(1600, 1200, 3)},
+                {"name": "floor-plan.png", "mimeType": "image/png", "buffer": diagram_png(900, 600)},
+                {"name": "holiday.jpg", "mimeType": "image/jpeg", "buffer": photo(1200, 900, 11)},
+                {"name": "totally-a-photo.jpg", "mimeType": "image/jpeg", "buffer": b"MZ\x90\x00 not an image" * 40},
+            ],
+        )
         page.wait_for_function(
             "() => [...document.querySelectorAll('#items li.item')].every("
-            "li => ['ready', 'rejected', 'failed', 'error'].includes(li.dataset.status))", timeout=90_000)
+            "li => ['ready', 'rejected', 'failed', 'error'].includes(li.dataset.status))",
+            timeout=90_000,
+        )
         page.wait_for_function(
             "() => [...document.querySelectorAll('#items li.item[data-status=ready] .thumb img')]"
-            ".every(img => img.complete && img.naturalWidth > 0)", timeout=30_000)
+            ".every(img => img.complete && img.naturalWidth > 0)",
+            timeout=30_000,
+        )
         page.fill("#ref", "listing:42")
         page.screenshot(path=str(out / "upload-page.png"), full_page=True)
         context.close()

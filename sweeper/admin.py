@@ -38,13 +38,13 @@ from attachments.services.transitions import TransitionConflict
 from attachments.staff_scope import PlatformStaffOnly, scoped
 
 from .control import sweeper_control_get, sweeper_control_set
-from .erasure import erase
 from .dead_letters import (
     DeadLetterRefused,
     sweep_dead_letter_abandon,
     sweep_dead_letter_resolve,
     sweep_dead_letter_retry,
 )
+from .erasure import erase
 from .models import ReconcileRun, SweeperControl, SweepRun
 
 RECENT_RUNS = 15
@@ -95,24 +95,31 @@ class SweeperControlAdmin(PlatformStaffOnly, admin.ModelAdmin):  # brakes for ev
         """There is one control object: go straight to it."""
         if not self.has_view_or_change_permission(request):
             return super().changelist_view(request, extra_context)
-        return HttpResponseRedirect(reverse("admin:sweeper_sweepercontrol_change",
-                                            args=[SweeperControl.SINGLETON_PK]))
+        return HttpResponseRedirect(reverse("admin:sweeper_sweepercontrol_change", args=[SweeperControl.SINGLETON_PK]))
 
     def save_model(self, request: HttpRequest, obj: SweeperControl, form, change) -> None:
         actor = f"staff:{request.user.get_username()}"
-        state = sweeper_control_set(killswitch=form.cleaned_data["killswitch"],
-                                    dry_run=form.cleaned_data["dry_run"], actor=actor)
+        state = sweeper_control_set(
+            killswitch=form.cleaned_data["killswitch"], dry_run=form.cleaned_data["dry_run"], actor=actor
+        )
         obj.refresh_from_db()
         for name, source in (("killswitch", state.killswitch_source), ("dry_run", state.dry_run_source)):
             if source == "settings" and getattr(state, name) != form.cleaned_data[name]:
                 self.message_user(
-                    request, f"{name} is pinned by AIRLOCK_SWEEPER_{name.upper()} in the environment: "
-                             f"the stored value changed, the effective one did not.", messages.WARNING)
+                    request,
+                    f"{name} is pinned by AIRLOCK_SWEEPER_{name.upper()} in the environment: "
+                    f"the stored value changed, the effective one did not.",
+                    messages.WARNING,
+                )
 
     def response_change(self, request, obj):
         state = sweeper_control_get()
-        self.message_user(request, f"Sweeper brakes: killswitch {'ON' if state.killswitch else 'off'}, "
-                                   f"dry run {'ON' if state.dry_run else 'off'}.", messages.SUCCESS)
+        self.message_user(
+            request,
+            f"Sweeper brakes: killswitch {'ON' if state.killswitch else 'off'}, "
+            f"dry run {'ON' if state.dry_run else 'off'}.",
+            messages.SUCCESS,
+        )
         return HttpResponseRedirect(request.path)
 
     @admin.display(description="in effect now")
@@ -120,8 +127,10 @@ class SweeperControlAdmin(PlatformStaffOnly, admin.ModelAdmin):  # brakes for ev
         state = sweeper_control_get()
         return format_html(
             "killswitch <strong>{}</strong> ({}) · dry run <strong>{}</strong> ({})",
-            "ON" if state.killswitch else "off", state.killswitch_source,
-            "ON" if state.dry_run else "off", state.dry_run_source,
+            "ON" if state.killswitch else "off",
+            state.killswitch_source,
+            "ON" if state.dry_run else "off",
+            state.dry_run_source,
         )
 
     @admin.display(description="sweep runs")
@@ -130,15 +139,29 @@ class SweeperControlAdmin(PlatformStaffOnly, admin.ModelAdmin):  # brakes for ev
         if not runs:
             return "No sweep has run yet."
         table = _runs_table(
-            "sweeprun", runs,
+            "sweeprun",
+            runs,
             ("trigger", "selected", "deleted", "objects deleted", "errors", "dead-lettered", "would delete"),
-            lambda run: (run.trigger, run.selected, run.deleted, run.objects_deleted, run.errors,
-                         run.dead_lettered,
-                         f"{len(_keys(run))} keys" if run.mode == SweepRun.Mode.DRY_RUN else ""))
+            lambda run: (
+                run.trigger,
+                run.selected,
+                run.deleted,
+                run.objects_deleted,
+                run.errors,
+                run.dead_lettered,
+                f"{len(_keys(run))} keys" if run.mode == SweepRun.Mode.DRY_RUN else "",
+            ),
+        )
         dry = next((run for run in runs if run.mode == SweepRun.Mode.DRY_RUN), None)
-        would = (format_html("<p>Would delete, latest dry run ({}):</p>{}",
-                             dry.started_at.strftime("%Y-%m-%d %H:%M:%S"), _keys_list(_keys(dry)))
-                 if dry is not None else "")
+        would = (
+            format_html(
+                "<p>Would delete, latest dry run ({}):</p>{}",
+                dry.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                _keys_list(_keys(dry)),
+            )
+            if dry is not None
+            else ""
+        )
         return format_html("{}{}", table, would)
 
     @admin.display(description="reconcile runs")
@@ -147,21 +170,33 @@ class SweeperControlAdmin(PlatformStaffOnly, admin.ModelAdmin):  # brakes for ev
         if not runs:
             return "No reconcile has run yet."
         return _runs_table(
-            "reconcilerun", runs, ("scanned", "objects deleted", "would delete", "errors", "note"),
-            lambda run: (run.scanned, run.objects_deleted, len(_keys(run)), run.errors, run.note))
+            "reconcilerun",
+            runs,
+            ("scanned", "objects deleted", "would delete", "errors", "note"),
+            lambda run: (run.scanned, run.objects_deleted, len(_keys(run)), run.errors, run.note),
+        )
 
 
 def _runs_table(model: str, runs: list, headers: tuple[str, ...], cells) -> str:
     """Recent runs as a table: started (linked to the run), mode, then the given columns (escaped)."""
     head = format_html_join("", "<th>{}</th>", ((h,) for h in ("started", "mode", *headers)))
-    rows = format_html_join("", "<tr>{}</tr>", (
-        (format_html('<td><a href="{}">{}</a></td><td>{}</td>{}',
-                     reverse(f"admin:sweeper_{model}_change", args=[run.pk]),
-                     run.started_at.strftime("%Y-%m-%d %H:%M:%S"), run.mode,
-                     format_html_join("", "<td>{}</td>", ((c,) for c in cells(run)))),)
-        for run in runs))
-    return format_html('<table class="airlock-runs"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
-                       head, rows)
+    rows = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        (
+            (
+                format_html(
+                    '<td><a href="{}">{}</a></td><td>{}</td>{}',
+                    reverse(f"admin:sweeper_{model}_change", args=[run.pk]),
+                    run.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                    run.mode,
+                    format_html_join("", "<td>{}</td>", ((c,) for c in cells(run))),
+                ),
+            )
+            for run in runs
+        ),
+    )
+    return format_html('<table class="airlock-runs"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, rows)
 
 
 class _RunAdmin(PlatformStaffOnly, ReadOnlyModelAdmin):
@@ -175,20 +210,69 @@ class _RunAdmin(PlatformStaffOnly, ReadOnlyModelAdmin):
 
 @admin.register(ReconcileRun)
 class ReconcileRunAdmin(_RunAdmin):
-    list_display = ("started_at", "finished_at", "mode", "trigger", "scanned", "objects_deleted", "kept",
-                    "expired_leases", "redriven", "errors", "note")
-    fields = ("started_at", "finished_at", "mode", "trigger", "note", "scanned", "counts", "objects_deleted",
-              "kept", "expired_leases", "redriven", "errors", "errors_text", "would_delete_keys")
+    list_display = (
+        "started_at",
+        "finished_at",
+        "mode",
+        "trigger",
+        "scanned",
+        "objects_deleted",
+        "kept",
+        "expired_leases",
+        "redriven",
+        "errors",
+        "note",
+    )
+    fields = (
+        "started_at",
+        "finished_at",
+        "mode",
+        "trigger",
+        "note",
+        "scanned",
+        "counts",
+        "objects_deleted",
+        "kept",
+        "expired_leases",
+        "redriven",
+        "errors",
+        "errors_text",
+        "would_delete_keys",
+    )
     readonly_fields = fields
 
 
 @admin.register(SweepRun)
 class SweepRunAdmin(_RunAdmin):
-    list_display = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
-                    "errors", "dead_lettered", "hard_deleted", "would_delete_count")
-    fields = ("started_at", "finished_at", "mode", "trigger", "selected", "deleted", "objects_deleted",
-              "errors", "dead_lettered", "hard_deleted", "purged", "never_uploaded", "errors_pretty",
-              "would_delete_keys")
+    list_display = (
+        "started_at",
+        "finished_at",
+        "mode",
+        "trigger",
+        "selected",
+        "deleted",
+        "objects_deleted",
+        "errors",
+        "dead_lettered",
+        "hard_deleted",
+        "would_delete_count",
+    )
+    fields = (
+        "started_at",
+        "finished_at",
+        "mode",
+        "trigger",
+        "selected",
+        "deleted",
+        "objects_deleted",
+        "errors",
+        "dead_lettered",
+        "hard_deleted",
+        "purged",
+        "never_uploaded",
+        "errors_pretty",
+        "would_delete_keys",
+    )
     readonly_fields = fields
 
     @admin.display(description="would delete")
@@ -203,6 +287,7 @@ class SweepRunAdmin(_RunAdmin):
 
 
 # --- dead letters --------------------------------------------------------------------
+
 
 class OpenFilter(admin.SimpleListFilter):
     title = "state"
@@ -248,42 +333,67 @@ def _resolve(letter: DeadLetter, actor: str, note: str) -> None:
 
 
 DEAD_LETTER_REQUEUE = ModerationAction(
-    "requeue", "Requeue",
+    "requeue",
+    "Requeue",
     "The failed attachment of each dead letter goes back to pending with fresh attempts and is enqueued "
     "again; the dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
     _requeue,
 )
 DEAD_LETTER_RESOLVE = ModerationAction(
-    "resolve", "Resolve",
+    "resolve",
+    "Resolve",
     "The dead letters are marked resolved (by you, now); nothing is retried. A sweep dead letter is "
     "resolved only once storage confirms its objects are gone (or they were abandoned).",
     _resolve,
 )
 DEAD_LETTER_RETRY_DELETE = ModerationAction(
-    "retry_delete", "Retry the delete",
+    "retry_delete",
+    "Retry the delete",
     "The objects of each sweep dead letter are deleted now (unless a sweeper brake is on). When every "
     "one is gone the row is marked deleted and the letter resolved; otherwise you are told which failed.",
-    _retry_delete, dangerous=True,
+    _retry_delete,
+    dangerous=True,
 )
 DEAD_LETTER_ABANDON = ModerationAction(
-    "abandon", "Abandon the objects",
+    "abandon",
+    "Abandon the objects",
     "Give up deleting the objects of each sweep dead letter: the row is marked deleted and the letter "
     "resolved, with your reason in the audit trail. Reconcile keeps trying the leftovers.",
-    _abandon, needs_note=True, dangerous=True,
+    _abandon,
+    needs_note=True,
+    dangerous=True,
 )
 
 
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ReadOnlyModelAdmin):
-    list_display = ("id", "kind", "attachment_link", "storage_key", "short_error", "created_at",
-                    "resolved_at", "resolved_by")
+    list_display = (
+        "id",
+        "kind",
+        "attachment_link",
+        "storage_key",
+        "short_error",
+        "created_at",
+        "resolved_at",
+        "resolved_by",
+    )
     list_filter = (OpenFilter, "kind")
     search_fields = ("storage_key", "last_error")
     list_select_related = ("attachment",)
     ordering = ("-created_at",)
     actions = ("requeue_dead_letters", "retry_sweep_dead_letters", "abandon_sweep_objects", "resolve_dead_letters")
-    fields = ("kind", "attachment_link", "attachment_status", "storage_key", "error", "attempt_history",
-              "payload_pretty", "created_at", "resolved_at", "resolved_by")
+    fields = (
+        "kind",
+        "attachment_link",
+        "attachment_status",
+        "storage_key",
+        "error",
+        "attempt_history",
+        "payload_pretty",
+        "created_at",
+        "resolved_at",
+        "resolved_by",
+    )
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -318,11 +428,15 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         if not rows:
             return "—"
         body = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
             ((r.get("attempt", ""), r.get("at", ""), r.get("error", "")) for r in rows),
         )
-        return format_html('<table class="airlock-history"><thead><tr><th>attempt</th><th>at</th>'
-                           "<th>error</th></tr></thead><tbody>{}</tbody></table>", body)
+        return format_html(
+            '<table class="airlock-history"><thead><tr><th>attempt</th><th>at</th>'
+            "<th>error</th></tr></thead><tbody>{}</tbody></table>",
+            body,
+        )
 
     @admin.display(description="payload")
     def payload_pretty(self, obj: DeadLetter) -> str:
@@ -332,11 +446,22 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str):
         letters = list(queryset.select_related("attachment__tenant"))  # the confirmation names tenants
-        form, valid, note = (note_form(request, action) if request.POST.get("post") == "yes"
-                             else (ModerationNoteForm() if action.needs_note else None, False, ""))
+        form, valid, note = (
+            note_form(request, action)
+            if request.POST.get("post") == "yes"
+            else (ModerationNoteForm() if action.needs_note else None, False, "")
+        )
         if not valid:
-            return confirmation_page(self, request, action=action, objects=letters, form=form, bulk=True,
-                                     action_name=action_name, object_label="dead letter")
+            return confirmation_page(
+                self,
+                request,
+                action=action,
+                objects=letters,
+                form=form,
+                bulk=True,
+                action_name=action_name,
+                object_label="dead letter",
+            )
         actor = staff_actor(request)
         done, problems = 0, []
         for letter in letters:
@@ -357,13 +482,13 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     def requeue_dead_letters(self, request, queryset):
         return self._confirm_or_run(request, queryset, DEAD_LETTER_REQUEUE, "requeue_dead_letters")
 
-    @admin.action(description="Retry deleting the objects of selected sweep dead letters…",
-                  permissions=["resolve"])
+    @admin.action(description="Retry deleting the objects of selected sweep dead letters…", permissions=["resolve"])
     def retry_sweep_dead_letters(self, request, queryset):
         return self._confirm_or_run(request, queryset, DEAD_LETTER_RETRY_DELETE, "retry_sweep_dead_letters")
 
-    @admin.action(description="Abandon the objects of selected sweep dead letters (with a reason)…",
-                  permissions=["resolve"])
+    @admin.action(
+        description="Abandon the objects of selected sweep dead letters (with a reason)…", permissions=["resolve"]
+    )
     def abandon_sweep_objects(self, request, queryset):
         return self._confirm_or_run(request, queryset, DEAD_LETTER_ABANDON, "abandon_sweep_objects")
 
@@ -375,11 +500,14 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 # --- erasure of users (platform staff) ------------------------------------------------------
 
 ERASE_ACTION = ModerationAction(
-    "erase", "Erase",
+    "erase",
+    "Erase",
     "Platform staff only. Everything each user owns (staged and committed, every status) is let go and its "
     "objects removed now, without the release grace; their API tokens are revoked; each removed file sends "
     "attachment.deleted. Files under a legal hold are skipped. This cannot be undone. What it would do now:",
-    lambda user, actor, note: None, dangerous=True, platform_only=True,
+    lambda user, actor, note: None,
+    dangerous=True,
+    platform_only=True,
 )
 
 
@@ -409,10 +537,17 @@ class ErasableUserAdmin(UserAdmin):
                     self.message_user(request, line, level)
             return None
         for user in users:
-            user.erasure_plan = erase(erasure_subject_user(user.get_username()), actor=actor,
-                                      dry_run=True).summary()
-        return confirmation_page(self, request, action=ERASE_ACTION, objects=users, form=None, bulk=True,
-                                 action_name="erase_users", object_label="user")
+            user.erasure_plan = erase(erasure_subject_user(user.get_username()), actor=actor, dry_run=True).summary()
+        return confirmation_page(
+            self,
+            request,
+            action=ERASE_ACTION,
+            objects=users,
+            form=None,
+            bulk=True,
+            action_name="erase_users",
+            object_label="user",
+        )
 
 
 User = get_user_model()

@@ -47,8 +47,12 @@ class Selection:
     rescan: bool = False
 
     def params(self) -> dict[str, object]:
-        return {"status": self.status, "profile": self.profile,
-                "since": self.since.isoformat() if self.since else None, "rescan": self.rescan}
+        return {
+            "status": self.status,
+            "profile": self.profile,
+            "since": self.since.isoformat() if self.since else None,
+            "rescan": self.rescan,
+        }
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.params(), sort_keys=True).encode()).hexdigest()[:64]
@@ -74,7 +78,7 @@ class BackfillReport:
         verb = "would re-process" if self.dry_run else "re-processed"
         resumed = f" (resumed after {self.resumed_after})" if self.resumed_after else ""
         state = "finished" if self.finished else "not finished: run again to resume"
-        return (f"backfill{resumed}: {verb} {self.processed} of {self.total}, skipped {self.skipped}; {state}")
+        return f"backfill{resumed}: {verb} {self.processed} of {self.total}, skipped {self.skipped}; {state}"
 
 
 def _missing_something() -> Q:
@@ -95,9 +99,11 @@ def _missing_something() -> Q:
 def backfill_queryset(selection: Selection, *, now: datetime) -> QuerySet[Attachment]:
     if selection.status not in REPROCESS_TRANSITIONS:
         raise ValueError(f"backfill handles statuses {sorted(REPROCESS_TRANSITIONS)}, not {selection.status!r}")
-    qs = Attachment.objects.filter(status=selection.status).exclude(
-        lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]
-    ).exclude(lifecycle=Lifecycle.STAGED, expires_at__lte=now)
+    qs = (
+        Attachment.objects.filter(status=selection.status)
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .exclude(lifecycle=Lifecycle.STAGED, expires_at__lte=now)
+    )
     if selection.profile:
         qs = qs.filter(profile=selection.profile)
     if selection.since:
@@ -119,8 +125,9 @@ def _checkpoint(selection: Selection, *, restart: bool, now: datetime) -> Backfi
     return checkpoint
 
 
-def _process_batch(selection: Selection, checkpoint: BackfillCheckpoint, *, now: datetime,
-                   size: int) -> tuple[int, int, uuid.UUID | None]:
+def _process_batch(
+    selection: Selection, checkpoint: BackfillCheckpoint, *, now: datetime, size: int
+) -> tuple[int, int, uuid.UUID | None]:
     """Transition and enqueue one batch, and move the checkpoint, in one transaction."""
     with transaction.atomic():
         qs = backfill_queryset(selection, now=now).order_by("pk")
@@ -133,13 +140,13 @@ def _process_batch(selection: Selection, checkpoint: BackfillCheckpoint, *, now:
         done = attachments_reprocess(ids=ids, status=selection.status, actor=ACTOR, note="backfill")
         skipped = len(ids) - done
         BackfillCheckpoint.objects.filter(pk=checkpoint.pk).update(
-            last_id=ids[-1], processed=checkpoint.processed + done, updated_at=timezone.now())
+            last_id=ids[-1], processed=checkpoint.processed + done, updated_at=timezone.now()
+        )
         checkpoint.last_id, checkpoint.processed = ids[-1], checkpoint.processed + done
     return done, skipped, ids[-1]
 
 
-def _flag_for_rescan(selection: Selection, report: BackfillReport, *, dry_run: bool,
-                     now: datetime) -> BackfillReport:
+def _flag_for_rescan(selection: Selection, report: BackfillReport, *, dry_run: bool, now: datetime) -> BackfillReport:
     """`--rescan`: the files stay ready; the background rescan scans them (no status change, no checkpoint here)."""
     if selection.status != Status.READY:
         raise ValueError("--rescan applies to ready files only (failed ones are retried without it)")
@@ -152,9 +159,16 @@ def _flag_for_rescan(selection: Selection, report: BackfillReport, *, dry_run: b
     return report
 
 
-def backfill_run(selection: Selection, *, limit: int | None = None, batch_size: int = 100,
-                 dry_run: bool = False, restart: bool = False, progress: Progress | None = None,
-                 now: datetime | None = None) -> BackfillReport:
+def backfill_run(
+    selection: Selection,
+    *,
+    limit: int | None = None,
+    batch_size: int = 100,
+    dry_run: bool = False,
+    restart: bool = False,
+    progress: Progress | None = None,
+    now: datetime | None = None,
+) -> BackfillReport:
     """Re-run processing for the selection, resuming from its checkpoint unless told to restart."""
     now = now or timezone.now()
     report = BackfillReport(selection=selection.params(), dry_run=dry_run)

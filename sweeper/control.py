@@ -88,8 +88,7 @@ def delete_brake() -> str:
     return "dry_run" if state.dry_run else ""
 
 
-def sweeper_control_set(*, killswitch: bool | None = None, dry_run: bool | None = None,
-                        actor: str) -> ControlState:
+def sweeper_control_set(*, killswitch: bool | None = None, dry_run: bool | None = None, actor: str) -> ControlState:
     """Toggle the stored brakes; None leaves a brake as it is."""
     if not actor:
         raise ValueError("actor is required: every change to the brakes says who made it")
@@ -104,6 +103,5 @@ def sweeper_control_set(*, killswitch: bool | None = None, dry_run: bool | None 
         row.changed_at = timezone.now()
         row.save()
     state = _state(row)
-    log.warning("sweeper brakes changed", extra={"actor": actor, "killswitch": row.killswitch,
-                                                  "dry_run": row.dry_run})
+    log.warning("sweeper brakes changed", extra={"actor": actor, "killswitch": row.killswitch, "dry_run": row.dry_run})
     return state

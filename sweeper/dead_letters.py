@@ -45,8 +45,11 @@ class RetryResult:
 
 
 def _open_sweep_letter(dead_letter_id: int) -> DeadLetter:
-    letter = DeadLetter.objects.select_for_update().filter(
-        pk=dead_letter_id, kind=DeadLetter.Kind.SWEEP, resolved_at__isnull=True).first()
+    letter = (
+        DeadLetter.objects.select_for_update()
+        .filter(pk=dead_letter_id, kind=DeadLetter.Kind.SWEEP, resolved_at__isnull=True)
+        .first()
+    )
     if letter is None:
         raise DeadLetterRefused("not an open sweep dead letter")
     return letter
@@ -55,8 +58,13 @@ def _open_sweep_letter(dead_letter_id: int) -> DeadLetter:
 def _keys(letter: DeadLetter) -> list[str]:
     """The letter's keys and every key its row still stores (never derived from a URL)."""
     keys = [str(k) for k in (letter.payload or {}).get("keys", [])]
-    row = Attachment.objects.filter(pk=letter.attachment_id).values_list(
-        "storage_key", "content_key", "served_key", "quarantine_key").first() if letter.attachment_id else None
+    row = (
+        Attachment.objects.filter(pk=letter.attachment_id)
+        .values_list("storage_key", "content_key", "served_key", "quarantine_key")
+        .first()
+        if letter.attachment_id
+        else None
+    )
     keys += [k for k in (row or ()) if k]
     if letter.attachment_id:
         keys += Derivative.objects.filter(attachment_id=letter.attachment_id).values_list("storage_key", flat=True)
@@ -66,12 +74,19 @@ def _keys(letter: DeadLetter) -> list[str]:
 def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra: object) -> None:
     """Mark the row deleted (its objects are gone or abandoned) and resolve the letter."""
     if letter.attachment_id is not None:
-        before = Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE).values_list(
-            "lifecycle", flat=True).first()
+        before = (
+            Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE)
+            .values_list("lifecycle", flat=True)
+            .first()
+        )
         if before is not None:
-            attachments_mark_deleted(before={letter.attachment_id: before}, now=now, actor=actor,
-                                     event="abandon" if action == "abandon" else "sweep_delete",
-                                     message=f"dead letter #{letter.pk}: {action}")
+            attachments_mark_deleted(
+                before={letter.attachment_id: before},
+                now=now,
+                actor=actor,
+                event="abandon" if action == "abandon" else "sweep_delete",
+                message=f"dead letter #{letter.pk}: {action}",
+            )
     letter.resolved_at, letter.resolved_by = now, actor[:150]
     _note(letter, actor=actor, now=now, action=action, **extra)
 
@@ -81,8 +96,9 @@ def _note(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra
     letter.save(update_fields=["resolved_at", "resolved_by", "history", "payload", "last_error"])
 
 
-def sweep_dead_letter_retry(*, dead_letter_id: int, actor: str, gateway: StorageGateway | None = None,
-                            now: datetime | None = None) -> RetryResult:
+def sweep_dead_letter_retry(
+    *, dead_letter_id: int, actor: str, gateway: StorageGateway | None = None, now: datetime | None = None
+) -> RetryResult:
     """Delete the letter's objects now; close it when every key is gone, else report which failed."""
     if not actor:
         raise ValueError("actor is required")
@@ -93,8 +109,9 @@ def sweep_dead_letter_retry(*, dead_letter_id: int, actor: str, gateway: Storage
         letter = _open_sweep_letter(dead_letter_id)
         brake = delete_brake()
         if brake:
-            result.reason = ("killswitch on: nothing deleted" if brake == "killswitch"
-                             else "sweeper dry run on: nothing deleted")
+            result.reason = (
+                "killswitch on: nothing deleted" if brake == "killswitch" else "sweeper dry run on: nothing deleted"
+            )
             _note(letter, actor=actor, now=now, action="retry", result=result.reason)
             return result
         # The row stays locked while its objects go, as in a sweep batch.
@@ -119,8 +136,9 @@ def sweep_dead_letter_retry(*, dead_letter_id: int, actor: str, gateway: Storage
     return result
 
 
-def sweep_dead_letter_resolve(*, dead_letter_id: int, actor: str, gateway: StorageGateway | None = None,
-                              now: datetime | None = None) -> None:
+def sweep_dead_letter_resolve(
+    *, dead_letter_id: int, actor: str, gateway: StorageGateway | None = None, now: datetime | None = None
+) -> None:
     """Close the letter once storage confirms every object is gone (or they were abandoned)."""
     if not actor:
         raise ValueError("actor is required")
@@ -133,12 +151,12 @@ def sweep_dead_letter_resolve(*, dead_letter_id: int, actor: str, gateway: Stora
             if remaining:
                 raise DeadLetterRefused(
                     f"{len(remaining)} object(s) still stored ({', '.join(remaining[:3])}): retry the delete, "
-                    "or abandon the objects with a reason")
+                    "or abandon the objects with a reason"
+                )
         _close(letter, actor=actor, now=now, action="resolve", result="verified gone")
 
 
-def sweep_dead_letter_abandon(*, dead_letter_id: int, actor: str, reason: str,
-                              now: datetime | None = None) -> None:
+def sweep_dead_letter_abandon(*, dead_letter_id: int, actor: str, reason: str, now: datetime | None = None) -> None:
     """Give up on deleting the objects, saying why: audited, then the letter is closed."""
     if not actor:
         raise ValueError("actor is required")
@@ -149,8 +167,12 @@ def sweep_dead_letter_abandon(*, dead_letter_id: int, actor: str, reason: str,
     with transaction.atomic():
         letter = _open_sweep_letter(dead_letter_id)
         keys = _keys(letter)
-        letter.payload = {**(letter.payload or {}),
-                          "abandoned": {"by": actor[:150], "at": now.isoformat(), "reason": reason[:500]}}
+        letter.payload = {
+            **(letter.payload or {}),
+            "abandoned": {"by": actor[:150], "at": now.isoformat(), "reason": reason[:500]},
+        }
         _close(letter, actor=actor, now=now, action="abandon", reason=reason[:500], keys=keys)
-    log.warning("sweep dead letter: objects abandoned", extra={
-        "dead_letter": dead_letter_id, "actor": actor, "reason": reason[:500], "keys": keys[:20]})
+    log.warning(
+        "sweep dead letter: objects abandoned",
+        extra={"dead_letter": dead_letter_id, "actor": actor, "reason": reason[:500], "keys": keys[:20]},
+    )

@@ -52,31 +52,52 @@ class ErasureReport:
 
     def summary(self) -> list[str]:
         verb = "would let go" if self.dry_run else "let go"
-        lines = [f"{self.subject}: {verb} {self.files} files "
-                 f"({', '.join(f'{n} {k}' for k, n in sorted(self.by_lifecycle.items())) or 'none'}), "
-                 f"{self.objects} objects, {self.bytes} bytes; "
-                 f"{'would revoke' if self.dry_run else 'revoked'} {self.tokens_revoked} API tokens"]
+        lines = [
+            f"{self.subject}: {verb} {self.files} files "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(self.by_lifecycle.items())) or 'none'}), "
+            f"{self.objects} objects, {self.bytes} bytes; "
+            f"{'would revoke' if self.dry_run else 'revoked'} {self.tokens_revoked} API tokens"
+        ]
         if self.held_skipped:
-            lines.append(f"  skipped {len(self.held_skipped)} held files (legal hold): "
-                         + ", ".join(self.held_skipped[:20]) + (" …" if len(self.held_skipped) > 20 else ""))
+            lines.append(
+                f"  skipped {len(self.held_skipped)} held files (legal hold): "
+                + ", ".join(self.held_skipped[:20])
+                + (" …" if len(self.held_skipped) > 20 else "")
+            )
         if not self.dry_run:
-            lines.append(f"  removed {self.objects_removed} objects ({self.bytes_removed} bytes) of "
-                         f"{self.files_removed} files")
+            lines.append(
+                f"  removed {self.objects_removed} objects ({self.bytes_removed} bytes) of {self.files_removed} files"
+            )
         if self.deferred:
-            lines.append(f"  sweeper {self.deferred} is on: the files are due and the first sweep after it is "
-                         "lifted removes them")
+            lines.append(
+                f"  sweeper {self.deferred} is on: the files are due and the first sweep after it is "
+                "lifted removes them"
+            )
         lines += [f"  error: {e}" for e in self.errors]
         return lines
 
 
 def _report(plan: ErasurePlan, *, dry_run: bool) -> ErasureReport:
-    return ErasureReport(subject=plan.subject, dry_run=dry_run, files=plan.files, by_lifecycle=plan.by_lifecycle,
-                         objects=plan.objects, bytes=plan.bytes, held_skipped=plan.held,
-                         tokens_revoked=plan.tokens)
+    return ErasureReport(
+        subject=plan.subject,
+        dry_run=dry_run,
+        files=plan.files,
+        by_lifecycle=plan.by_lifecycle,
+        objects=plan.objects,
+        bytes=plan.bytes,
+        held_skipped=plan.held,
+        tokens_revoked=plan.tokens,
+    )
 
 
-def erase(subject: ErasureSubject, *, actor: str, dry_run: bool = False, now: datetime | None = None,
-          gateway: ObjectDeleter | None = None) -> ErasureReport:
+def erase(
+    subject: ErasureSubject,
+    *,
+    actor: str,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    gateway: ObjectDeleter | None = None,
+) -> ErasureReport:
     """Erase `subject` (dry run: report only, change nothing)."""
     if not actor:
         raise ValueError("actor is required: an erasure says who ran it")
@@ -87,27 +108,42 @@ def erase(subject: ErasureSubject, *, actor: str, dry_run: bool = False, now: da
     report.deferred = delete_brake()
     if not report.deferred:
         _remove(report, subject, now=now, actor=actor, gateway=gateway or get_gateway())
-    log.warning("erasure", extra={k: v for k, v in report.to_dict().items() if k != "held_skipped"}
-                | {"actor": actor, "held": len(report.held_skipped)})
+    log.warning(
+        "erasure",
+        extra={k: v for k, v in report.to_dict().items() if k != "held_skipped"}
+        | {"actor": actor, "held": len(report.held_skipped)},
+    )
     return report
 
 
-def _remove(report: ErasureReport, subject: ErasureSubject, *, now: datetime, actor: str,
-            gateway: ObjectDeleter) -> None:
+def _remove(
+    report: ErasureReport, subject: ErasureSubject, *, now: datetime, actor: str, gateway: ObjectDeleter
+) -> None:
     """Reap the subject's due files now, batch by batch (each its own transaction, like a sweep)."""
     size = settings.AIRLOCK_SWEEP_BATCH
     workers = settings.AIRLOCK_SWEEP_CONCURRENCY
     cursor: Cursor | None = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="erase-delete") as pool:
         while True:
-            batch = reap_batch(now=now, after=cursor, size=size, gateway=gateway, pool=pool, workers=workers,
-                               only=subject.files, actor=actor)
+            batch = reap_batch(
+                now=now,
+                after=cursor,
+                size=size,
+                gateway=gateway,
+                pool=pool,
+                workers=workers,
+                only=subject.files,
+                actor=actor,
+            )
             report.objects_removed += batch.objects_deleted
             report.errors += batch.error_messages
             if batch.selected < size:
                 break
             cursor = batch.cursor
-    removed = list(Attachment.objects.filter(subject.files, lifecycle=Lifecycle.DELETED, deleted_at=now)
-                   .values_list("pk", flat=True))
+    removed = list(
+        Attachment.objects.filter(subject.files, lifecycle=Lifecycle.DELETED, deleted_at=now).values_list(
+            "pk", flat=True
+        )
+    )
     report.files_removed = len(removed)
     _objects, report.bytes_removed = stored_footprint(removed)

@@ -111,8 +111,9 @@ class DatabaseLock:
             with transaction.atomic():
                 lease = SweeperLease.objects.select_for_update().filter(name=self.name).first()
                 if lease is None:
-                    SweeperLease.objects.create(name=self.name, token=self.token, holder=_holder(),
-                                                expires_at=now + self.ttl)
+                    SweeperLease.objects.create(
+                        name=self.name, token=self.token, holder=_holder(), expires_at=now + self.ttl
+                    )
                     return True
                 if lease.token and lease.token != self.token and lease.expires_at > now:
                     return False
@@ -124,13 +125,13 @@ class DatabaseLock:
 
     def renew(self) -> bool:
         return bool(
-            SweeperLease.objects.filter(name=self.name, token=self.token)
-            .update(expires_at=timezone.now() + self.ttl)
+            SweeperLease.objects.filter(name=self.name, token=self.token).update(expires_at=timezone.now() + self.ttl)
         )
 
     def release(self) -> None:
-        SweeperLease.objects.filter(name=self.name, token=self.token).update(token="", holder="",
-                                                                            expires_at=timezone.now())
+        SweeperLease.objects.filter(name=self.name, token=self.token).update(
+            token="", holder="", expires_at=timezone.now()
+        )
 
 
 class NoLock:

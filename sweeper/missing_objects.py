@@ -102,15 +102,15 @@ def ready_batches(*, now: datetime, batch_size: int | None = None) -> Iterator[l
         derived: dict[uuid.UUID, list[str]] = {}
         variants: dict[uuid.UUID, list[str]] = {}
         for attachment_id, key, kind in Derivative.objects.filter(
-                attachment_id__in=[row[0] for row in batch]).values_list("attachment_id", "storage_key", "kind"):
+            attachment_id__in=[row[0] for row in batch]
+        ).values_list("attachment_id", "storage_key", "kind"):
             (variants if kind.startswith(VARIANT_KIND_PREFIX) else derived).setdefault(attachment_id, []).append(key)
         expected = []
         for pk, storage_key, content_key, served_key in batch:
             original = content_key or storage_key
             # A served rendition (a HEIC's JPEG, a sanitized image) is a derivative key; else it is the original.
             others = {*derived.get(pk, ()), served_key} - {original, ""}
-            expected.append(ExpectedObjects(pk, original, tuple(sorted(others)),
-                                            tuple(sorted(variants.get(pk, ())))))
+            expected.append(ExpectedObjects(pk, original, tuple(sorted(others)), tuple(sorted(variants.get(pk, ())))))
         yield expected
         last = batch[-1][0]
 

@@ -30,15 +30,20 @@ BATCH_SIZE = 1000
 def _owned(upload_ids: list[str]) -> set[str]:
     """The upload ids a live intent or a staging tus upload holds."""
     intents = Attachment.objects.filter(
-        multipart_upload_id__in=upload_ids, status=Status.PENDING, uploaded_at__isnull=True,
-        lifecycle__in=(Lifecycle.STAGED, Lifecycle.COMMITTED)).values_list("multipart_upload_id", flat=True)
-    tus = TusUpload.objects.filter(s3_upload_id__in=upload_ids, staged=True,
-                                   state=TusUpload.State.ACTIVE).values_list("s3_upload_id", flat=True)
+        multipart_upload_id__in=upload_ids,
+        status=Status.PENDING,
+        uploaded_at__isnull=True,
+        lifecycle__in=(Lifecycle.STAGED, Lifecycle.COMMITTED),
+    ).values_list("multipart_upload_id", flat=True)
+    tus = TusUpload.objects.filter(s3_upload_id__in=upload_ids, staged=True, state=TusUpload.State.ACTIVE).values_list(
+        "s3_upload_id", flat=True
+    )
     return {*intents, *tus} - {None, ""}
 
 
-def orphan_uploads(gateway: MultipartGateway, *, now: datetime,
-                   batch_size: int = BATCH_SIZE) -> Iterator[list[MultipartUploadInfo]]:
+def orphan_uploads(
+    gateway: MultipartGateway, *, now: datetime, batch_size: int = BATCH_SIZE
+) -> Iterator[list[MultipartUploadInfo]]:
     """Batches of the orphan multipart uploads under the upload prefix."""
     cutoff = now - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS)
     listing = gateway.list_multipart_uploads(TENANTS_PREFIX)

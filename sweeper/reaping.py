@@ -19,20 +19,29 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.contrib.postgres.expressions import ArraySubquery
+from django.db import connection, transaction
 from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative
-from attachments.services.holds import not_held_q
 from attachments.services.dead_letters import dead_letter_open
+from attachments.services.holds import not_held_q
 from attachments.services.removal import REAPABLE, attachment_delete_failed, attachments_mark_deleted
 
 log = logging.getLogger("airlock.sweeper")
 
 _SLICES_PER_WORKER = 4
-_COLUMNS = ("pk", "expires_at", "storage_key", "served_key", "quarantine_key", "delete_attempts",
-            "content_key", "multipart_upload_id", "lifecycle")
+_COLUMNS = (
+    "pk",
+    "expires_at",
+    "storage_key",
+    "served_key",
+    "quarantine_key",
+    "delete_attempts",
+    "content_key",
+    "multipart_upload_id",
+    "lifecycle",
+)
 _UPLOAD_ID = _COLUMNS.index("multipart_upload_id")
 _LIFECYCLE = _COLUMNS.index("lifecycle")
 
@@ -70,7 +79,9 @@ def reapable(now: datetime) -> QuerySet[Attachment]:
     the hold test is a column and one probe of the active ref holds per row.
     """
     return Attachment.objects.filter(
-        not_held_q(), lifecycle__in=REAPABLE, expires_at__lte=now,
+        not_held_q(),
+        lifecycle__in=REAPABLE,
+        expires_at__lte=now,
         delete_attempts__lt=settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS,
     )
 
@@ -81,8 +92,10 @@ def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool, o
     if only is not None:
         qs = qs.filter(only)
     if after is not None:
-        qs = qs.filter(Q(expires_at__gt=after.expires_at) | Q(expires_at=after.expires_at, pk__gt=after.pk),
-                       expires_at__gte=after.expires_at)
+        qs = qs.filter(
+            Q(expires_at__gt=after.expires_at) | Q(expires_at=after.expires_at, pk__gt=after.pk),
+            expires_at__gte=after.expires_at,
+        )
     if lock:
         qs = qs.select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
     columns: tuple[str, ...] = _COLUMNS
@@ -92,8 +105,9 @@ def batch_query(now: datetime, after: Cursor | None, size: int, *, lock: bool, o
         # sees the statement's snapshot: a derivative committed between it and the row
         # lock (processing still running on an expiring upload) is missed here and
         # removed by reconciliation as a deleted row's leftover.
-        qs = qs.annotate(derivative_keys=ArraySubquery(
-            Derivative.objects.filter(attachment=OuterRef("pk")).values("storage_key")))
+        qs = qs.annotate(
+            derivative_keys=ArraySubquery(Derivative.objects.filter(attachment=OuterRef("pk")).values("storage_key"))
+        )
         columns = (*_COLUMNS, "derivative_keys")
     return qs.order_by("expires_at", "pk").values_list(*columns)[:size]
 
@@ -123,23 +137,25 @@ def _delete_one(gateway: ObjectDeleter, key: str) -> tuple[str, bool, str]:
         return key, False, f"{type(exc).__name__}: {exc}"[:300]
 
 
-def delete_objects(gateway: ObjectDeleter, keys: Sequence[str], pool: Executor,
-                   workers: int) -> dict[str, tuple[bool, str]]:
+def delete_objects(
+    gateway: ObjectDeleter, keys: Sequence[str], pool: Executor, workers: int
+) -> dict[str, tuple[bool, str]]:
     """Delete keys with the pool's bounded concurrency; key → (removed, error or "").
 
     Keys go to the pool in a few slices per worker rather than one task each:
     a future per key costs more than an in-memory or local delete.
     """
     step = max(1, -(-len(keys) // (workers * _SLICES_PER_WORKER)))
-    slices = [keys[i:i + step] for i in range(0, len(keys), step)]
+    slices = [keys[i : i + step] for i in range(0, len(keys), step)]
     results: dict[str, tuple[bool, str]] = {}
     for done in pool.map(lambda part: [_delete_one(gateway, k) for k in part], slices):
         results.update((key, (removed, error)) for key, removed, error in done)
     return results
 
 
-def _record_failure(pk: uuid.UUID, attempts_before: int, keys: list[str], errors: dict[str, str],
-                    now: datetime) -> bool:
+def _record_failure(
+    pk: uuid.UUID, attempts_before: int, keys: list[str], errors: dict[str, str], now: datetime
+) -> bool:
     """Count a failed attempt; at the cap hand the row to a human. True when dead-lettered."""
     attempts = attempts_before + 1
     message = "; ".join(f"{key}: {error}" for key, error in errors.items())[:500]
@@ -147,13 +163,14 @@ def _record_failure(pk: uuid.UUID, attempts_before: int, keys: list[str], errors
     if attempts < settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS:
         return False
     dead_letter_open(
-        kind=DeadLetter.Kind.SWEEP, attachment_id=pk, storage_key=keys[0] if keys else "",
+        kind=DeadLetter.Kind.SWEEP,
+        attachment_id=pk,
+        storage_key=keys[0] if keys else "",
         last_error=message,
         history=[{"attempt": attempts, "at": now.isoformat(), "error": message}],
         payload={"keys": keys, "failed_keys": sorted(errors), "attempts": attempts},
     )
-    log.error("sweep delete dead-lettered", extra={"attachment_id": str(pk), "attempts": attempts,
-                                                   "error": message})
+    log.error("sweep delete dead-lettered", extra={"attachment_id": str(pk), "attempts": attempts, "error": message})
     return True
 
 
@@ -172,8 +189,17 @@ def abort_uploads(gateway: ObjectDeleter, uploads: dict[uuid.UUID, tuple[str, st
     return errors
 
 
-def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: ObjectDeleter,
-               pool: Executor, workers: int, only: Q | None = None, actor: str = "system:sweep") -> BatchResult:
+def reap_batch(
+    *,
+    now: datetime,
+    after: Cursor | None,
+    size: int,
+    gateway: ObjectDeleter,
+    pool: Executor,
+    workers: int,
+    only: Q | None = None,
+    actor: str = "system:sweep",
+) -> BatchResult:
     """Lock, delete and mark one batch (one transaction)."""
     result = BatchResult()
     with transaction.atomic():
@@ -201,8 +227,9 @@ def reap_batch(*, now: datetime, after: Cursor | None, size: int, gateway: Objec
         if done:
             # The rows are locked by this transaction: every one in `done` is marked.
             lifecycle = {row[0]: row[_LIFECYCLE] for row in rows}
-            result.deleted = attachments_mark_deleted(before={pk: lifecycle[pk] for pk in done}, now=now,
-                                                      actor=actor, event="sweep_delete")
+            result.deleted = attachments_mark_deleted(
+                before={pk: lifecycle[pk] for pk in done}, now=now, actor=actor, event="sweep_delete"
+            )
     return result
 
 

@@ -64,8 +64,16 @@ log = logging.getLogger("airlock.reconcile")
 
 PREFIXES = (TENANTS_PREFIX, QUARANTINE_PREFIX)
 _CHUNK = 1000
-KINDS = ("orphan", "deleted_leftover", "quarantine_expired", "arrived",
-         "missing_original", "missing_derivative", "missing_variant", "orphan_multipart")
+KINDS = (
+    "orphan",
+    "deleted_leftover",
+    "quarantine_expired",
+    "arrived",
+    "missing_original",
+    "missing_derivative",
+    "missing_variant",
+    "orphan_multipart",
+)
 _ROW_KINDS = ("missing_original", "missing_derivative", "missing_variant", "orphan_multipart")  # errors reported
 
 
@@ -99,12 +107,12 @@ class ReconcileReport:
 
     def counts(self) -> dict[str, int]:
         counts = Counter(f.kind for f in self.findings)
-        done = Counter(f.kind for f in self.findings
-                       if f.action in ("failed", "regenerating", "dropped", "aborted"))
+        done = Counter(f.kind for f in self.findings if f.action in ("failed", "regenerating", "dropped", "aborted"))
 
         def rows(kind: str, *actions: str) -> int:  # a row with two derivatives gone is one row
-            return len({f.attachment_id for f in self.findings
-                        if f.kind == kind and (not actions or f.action in actions)})
+            return len(
+                {f.attachment_id for f in self.findings if f.kind == kind and (not actions or f.action in actions)}
+            )
 
         return {
             **{kind: counts.get(kind, 0) for kind in ("orphan", "deleted_leftover", "quarantine_expired", "arrived")},
@@ -134,11 +142,14 @@ class ReconcileReport:
         elif self.brake == "dry_run":
             prefix += " (sweeper dry run on: nothing deleted, would-delete keys recorded)"
         counts = ", ".join(f"{kind} {n}" for kind, n in self.counts().items())
-        lines = [(f"{prefix}: scanned {self.scanned} objects, {self.rows_checked} ready rows; {counts}; "
-                  f"expired leases {self.expired_leases}; re-driven pending {self.redriven}; "
-                  f"errors {len(self.errors)}")]
-        lines += [f"  {f.kind}: {f.key} → {f.action}" + (f" ({f.detail})" if f.detail else "")
-                  for f in self.findings]
+        lines = [
+            (
+                f"{prefix}: scanned {self.scanned} objects, {self.rows_checked} ready rows; {counts}; "
+                f"expired leases {self.expired_leases}; re-driven pending {self.redriven}; "
+                f"errors {len(self.errors)}"
+            )
+        ]
+        lines += [f"  {f.kind}: {f.key} → {f.action}" + (f" ({f.detail})" if f.detail else "") for f in self.findings]
         lines += [f"  error: {e}" for e in self.errors]
         return lines
 
@@ -165,13 +176,26 @@ def _rows_for(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, _Row]:
     ids = list(set(ids))
     derived: dict[uuid.UUID, set[str]] = {}
     for attachment_id, key in Derivative.objects.filter(attachment_id__in=ids).values_list(
-            "attachment_id", "storage_key"):
+        "attachment_id", "storage_key"
+    ):
         derived.setdefault(attachment_id, set()).add(key)
     rows = {}
-    for pk, lifecycle, status, uploaded_at, expires_at, sk, ck, served, qk, held in Attachment.objects.filter(
-            pk__in=ids).annotate(held=held_q_expression()).values_list(
-            "pk", "lifecycle", "status", "uploaded_at", "expires_at", "storage_key", "content_key", "served_key",
-            "quarantine_key", "held"):
+    for pk, lifecycle, status, uploaded_at, expires_at, sk, ck, served, qk, held in (
+        Attachment.objects.filter(pk__in=ids)
+        .annotate(held=held_q_expression())
+        .values_list(
+            "pk",
+            "lifecycle",
+            "status",
+            "uploaded_at",
+            "expires_at",
+            "storage_key",
+            "content_key",
+            "served_key",
+            "quarantine_key",
+            "held",
+        )
+    ):
         keys = frozenset(k for k in (sk, ck, served, qk, *derived.get(pk, ())) if k)
         rows[pk] = _Row(pk, lifecycle, status, uploaded_at, expires_at, sk, keys, bool(held))
     return rows
@@ -183,8 +207,16 @@ def _older_than(info: ObjectInfo, cutoff: datetime) -> bool:
 
 
 class _Reconciler:
-    def __init__(self, *, now: datetime, dry_run: bool, quarantine_orphans: bool,
-                 gateway: StorageGateway, report: ReconcileReport, lock: SweepLock | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        now: datetime,
+        dry_run: bool,
+        quarantine_orphans: bool,
+        gateway: StorageGateway,
+        report: ReconcileReport,
+        lock: SweepLock | None = None,
+    ) -> None:
         self.now, self.dry_run, self.quarantine_orphans = now, dry_run, quarantine_orphans
         self.gateway, self.report = gateway, report
         self.lock: SweepLock = lock or NoLock()
@@ -297,9 +329,13 @@ class _Reconciler:
     def arrive(self, info: ObjectInfo, row: _Row) -> None:
         if self.dry_run:
             return self.note("arrived", info, "would_enqueue", row)
-        arrival = object_arrived(key=info.key, size=info.size, source="reconcile",
-                                 dedupe_key=f"reconcile:{info.key}:{info.etag or info.size}",
-                                 event_name="ObjectCreated:Reconcile")
+        arrival = object_arrived(
+            key=info.key,
+            size=info.size,
+            source="reconcile",
+            dedupe_key=f"reconcile:{info.key}:{info.etag or info.size}",
+            event_name="ObjectCreated:Reconcile",
+        )
         self.note("arrived", info, "enqueued" if arrival.outcome == "started" else arrival.outcome, row)
 
 
@@ -326,18 +362,25 @@ def _record(report: ReconcileReport, trigger: str, run: ReconcileRun | None = No
     run.objects_deleted = sum(1 for f in report.findings if f.action in ("deleted", "quarantined"))
     run.kept = sum(1 for f in report.findings if f.action == "kept")
     run.errors, run.errors_text = len(report.errors), "\n".join(report.errors[:200])
-    run.note = {"killswitch": "killswitch on: nothing deleted",
-                "dry_run": "dry run: nothing deleted, would-delete keys recorded"}.get(
-        "dry_run" if report.dry_run else report.brake, "")
+    run.note = {
+        "killswitch": "killswitch on: nothing deleted",
+        "dry_run": "dry run: nothing deleted, would-delete keys recorded",
+    }.get("dry_run" if report.dry_run else report.brake, "")
     run.would_delete = report.would_delete
     run.save()
     report.run_id = run.pk
     return run
 
 
-def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, quarantine_orphans: bool = False,
-                      gateway: StorageGateway | None = None, lock: SweepLock | None = None,
-                      trigger: str = "command") -> ReconcileReport:
+def reconcile_storage(
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    quarantine_orphans: bool = False,
+    gateway: StorageGateway | None = None,
+    lock: SweepLock | None = None,
+    trigger: str = "command",
+) -> ReconcileReport:
     """Compare storage with the rows and repair each class of drift; return what was found and done."""
     now = now or timezone.now()
     started = time.monotonic()
@@ -353,8 +396,14 @@ def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, qua
         _record(report, trigger)
         return report
     try:
-        reconciler = _Reconciler(now=now, dry_run=dry_run, quarantine_orphans=quarantine_orphans,
-                                 gateway=gateway or get_gateway(), report=report, lock=lock)
+        reconciler = _Reconciler(
+            now=now,
+            dry_run=dry_run,
+            quarantine_orphans=quarantine_orphans,
+            gateway=gateway or get_gateway(),
+            report=report,
+            lock=lock,
+        )
         reconciler.check_brakes()
         run = _record(report, trigger)
         report.expired_leases = expire_leases(now=now, dry_run=dry_run)
@@ -372,6 +421,14 @@ def reconcile_storage(*, now: datetime | None = None, dry_run: bool = False, qua
             _record(report, trigger, run)
     finally:
         lock.release()
-    log.info("reconcile finished", extra={"counts": report.counts(), "dry_run": dry_run, "mode": report.mode,
-                                          "scanned": report.scanned, "errors": len(report.errors)})
+    log.info(
+        "reconcile finished",
+        extra={
+            "counts": report.counts(),
+            "dry_run": dry_run,
+            "mode": report.mode,
+            "scanned": report.scanned,
+            "errors": len(report.errors),
+        },
+    )
     return report

@@ -41,18 +41,26 @@ class RescanReport:
         if self.dry_run:
             return f"rescan: would flag {self.selected} ready files (they stay ready and served)"
         minutes = self.flagged / self.files_per_minute if self.files_per_minute else 0
-        where = ("serve's scheduler rescans them" if self.serve_running
-                 else "no serve is running: the rescan starts when `manage.py serve` runs")
-        return (f"rescan: flagged {self.flagged} ready files; they stay ready and served while "
-                f"{where}, newest first, at {self.files_per_minute} a minute (about {minutes:.0f} min)")
+        where = (
+            "serve's scheduler rescans them"
+            if self.serve_running
+            else "no serve is running: the rescan starts when `manage.py serve` runs"
+        )
+        return (
+            f"rescan: flagged {self.flagged} ready files; they stay ready and served while "
+            f"{where}, newest first, at {self.files_per_minute} a minute (about {minutes:.0f} min)"
+        )
 
 
-def rescan_selection(*, profile: str | None = None, since: datetime | None = None,
-                     now: datetime | None = None) -> QuerySet[Attachment]:
+def rescan_selection(
+    *, profile: str | None = None, since: datetime | None = None, now: datetime | None = None
+) -> QuerySet[Attachment]:
     """Ready files (not discarded, deleted or expired uncommitted), optionally of one profile and created since."""
-    qs = Attachment.objects.filter(status=Status.READY).exclude(
-        lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]).exclude(
-        lifecycle=Lifecycle.STAGED, expires_at__lte=now or timezone.now())
+    qs = (
+        Attachment.objects.filter(status=Status.READY)
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .exclude(lifecycle=Lifecycle.STAGED, expires_at__lte=now or timezone.now())
+    )
     if profile:
         qs = qs.filter(profile=profile)
     if since:
@@ -64,12 +72,18 @@ class RescansOff(Exception):
     """Background rescans are switched off: flagged files would never be rescanned."""
 
 
-def rescan_request(*, profile: str | None = None, since: datetime | None = None, dry_run: bool = False,
-                   now: datetime | None = None) -> RescanReport:
+def rescan_request(
+    *, profile: str | None = None, since: datetime | None = None, dry_run: bool = False, now: datetime | None = None
+) -> RescanReport:
     """Flag the selection for a rescan (or count it); the files stay ready throughout."""
     rate = int(settings.AIRLOCK_RESCAN_FILES_PER_MINUTE)
-    report = RescanReport(dry_run=dry_run, files_per_minute=rate, since=since.isoformat() if since else None,
-                          profile=profile, serve_running=serve_running(now=now) is not None)
+    report = RescanReport(
+        dry_run=dry_run,
+        files_per_minute=rate,
+        since=since.isoformat() if since else None,
+        profile=profile,
+        serve_running=serve_running(now=now) is not None,
+    )
     selection = rescan_selection(profile=profile, since=since, now=now)
     report.selected = selection.count()
     if dry_run:

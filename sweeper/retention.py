@@ -30,6 +30,7 @@ from webhooks.models import DeliveryStatus, WebhookEvent
 from .control import delete_brake
 from .models import BackfillCheckpoint, ReconcileRun, SweepRun
 
+
 def _older(days_setting: str, now: datetime) -> datetime:
     return now - timedelta(days=getattr(settings, days_setting))
 
@@ -52,38 +53,55 @@ class Rule:
 
 RULES: dict[str, Rule] = {
     # Unsent rows are never purged: the relay still owes them to the broker.
-    "outbox_sent": Rule(lambda cutoff: OutboxMessage.objects.filter(sent_at__isnull=False), "created_at",
-                        "AIRLOCK_OUTBOX_RETENTION_DAYS"),
-    "storage_events": Rule(lambda cutoff: StorageEvent.objects.all(), "received_at",
-                           "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"),
+    "outbox_sent": Rule(
+        lambda cutoff: OutboxMessage.objects.filter(sent_at__isnull=False),
+        "created_at",
+        "AIRLOCK_OUTBOX_RETENTION_DAYS",
+    ),
+    "storage_events": Rule(
+        lambda cutoff: StorageEvent.objects.all(), "received_at", "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"
+    ),
     # The audit timeline: status transitions, lifecycle changes and events (attachments/services/audit.py).
-    "transition_logs": Rule(lambda cutoff: TransitionLog.objects.all(), "created_at",
-                            "AIRLOCK_TRANSITION_LOG_RETENTION_DAYS"),
+    "transition_logs": Rule(
+        lambda cutoff: TransitionLog.objects.all(), "created_at", "AIRLOCK_TRANSITION_LOG_RETENTION_DAYS"
+    ),
     "tombstones": Rule(lambda cutoff: Tombstone.objects.all(), "purged_at", "AIRLOCK_TOMBSTONE_RETENTION_DAYS"),
     "sweep_runs": Rule(lambda cutoff: _runs(SweepRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
     "reconcile_runs": Rule(lambda cutoff: _runs(ReconcileRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
     # Open dead letters wait for a human, whatever their age; resolved ones go a window after resolution.
-    "dead_letters": Rule(lambda cutoff: DeadLetter.objects.filter(resolved_at__lt=cutoff), "created_at",
-                         "AIRLOCK_DEAD_LETTER_RETENTION_DAYS"),
+    "dead_letters": Rule(
+        lambda cutoff: DeadLetter.objects.filter(resolved_at__lt=cutoff),
+        "created_at",
+        "AIRLOCK_DEAD_LETTER_RETENTION_DAYS",
+    ),
     # An unfinished backfill resumes from its checkpoint; a finished one's is history.
-    "backfill_checkpoints": Rule(lambda cutoff: BackfillCheckpoint.objects.filter(finished_at__lt=cutoff),
-                                 "started_at", "AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS"),
-    "admin_log_entries": Rule(lambda cutoff: LogEntry.objects.all(), "action_time",
-                              "AIRLOCK_ADMIN_LOG_RETENTION_DAYS"),
+    "backfill_checkpoints": Rule(
+        lambda cutoff: BackfillCheckpoint.objects.filter(finished_at__lt=cutoff),
+        "started_at",
+        "AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS",
+    ),
+    "admin_log_entries": Rule(lambda cutoff: LogEntry.objects.all(), "action_time", "AIRLOCK_ADMIN_LOG_RETENTION_DAYS"),
     # django-axes: the lockout counters (an attempt older than the window no longer locks anyone
     # out, even with a permanent lockout) and its logs of logins and failures.
-    "login_attempts": Rule(lambda cutoff: AccessAttempt.objects.all(), "attempt_time",
-                           "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    "login_attempts": Rule(
+        lambda cutoff: AccessAttempt.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"
+    ),
     "login_logs": Rule(lambda cutoff: AccessLog.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
-    "login_failure_logs": Rule(lambda cutoff: AccessFailureLog.objects.all(), "attempt_time",
-                               "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    "login_failure_logs": Rule(
+        lambda cutoff: AccessFailureLog.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"
+    ),
     # Signed-in browsers' sessions (admin, upload page): gone once expired plus the window;
     # Django leaves expired rows in place until someone runs clearsessions.
-    "sessions": Rule(lambda cutoff: Session.objects.all(), "expire_date", "AIRLOCK_SESSION_RETENTION_DAYS",
-                     by_stamp=True),
+    "sessions": Rule(
+        lambda cutoff: Session.objects.all(), "expire_date", "AIRLOCK_SESSION_RETENTION_DAYS", by_stamp=True
+    ),
     # Webhook history: an event goes with its deliveries and their attempts, once nothing is owed.
-    "webhook_events": Rule(lambda cutoff: WebhookEvent.objects.exclude(deliveries__status=DeliveryStatus.PENDING),
-                           "created_at", "AIRLOCK_WEBHOOK_RETENTION_DAYS", by_stamp=True),
+    "webhook_events": Rule(
+        lambda cutoff: WebhookEvent.objects.exclude(deliveries__status=DeliveryStatus.PENDING),
+        "created_at",
+        "AIRLOCK_WEBHOOK_RETENTION_DAYS",
+        by_stamp=True,
+    ),
 }
 
 
@@ -102,9 +120,12 @@ def _purge(rule: Rule, *, now: datetime, batch_size: int, cap: int, dry_run: boo
         head = rule.rows(cutoff).order_by(*order)
         if after is not None:
             pk, stamp = after
-            head = head.filter(Q(**{f"{rule.stamp}__gt": stamp}) | Q(**{rule.stamp: stamp, "pk__gt": pk})
-                               if rule.by_stamp else Q(pk__gt=pk))
-        rows = list(head.values_list("pk", rule.stamp)[:min(size, cap - total)])
+            head = head.filter(
+                Q(**{f"{rule.stamp}__gt": stamp}) | Q(**{rule.stamp: stamp, "pk__gt": pk})
+                if rule.by_stamp
+                else Q(pk__gt=pk)
+            )
+        rows = list(head.values_list("pk", rule.stamp)[: min(size, cap - total)])
         size = batch_size
         due = [pk for pk, stamp in rows if stamp is not None and stamp < cutoff]
         if due and not dry_run:
@@ -122,5 +143,6 @@ def _purge(rule: Rule, *, now: datetime, batch_size: int, cap: int, dry_run: boo
 def purge_retention(*, now: datetime, batch_size: int, dry_run: bool = False) -> dict[str, int]:
     """Delete (or, in a dry run, count) the rows past each table's window; rows purged per table."""
     cap = settings.AIRLOCK_RETENTION_ROWS_PER_RUN
-    return {table: _purge(rule, now=now, batch_size=batch_size, cap=cap, dry_run=dry_run)
-            for table, rule in RULES.items()}
+    return {
+        table: _purge(rule, now=now, batch_size=batch_size, cap=cap, dry_run=dry_run) for table, rule in RULES.items()
+    }

@@ -25,8 +25,9 @@ def sweep_due(now: datetime) -> bool:
     return last is None or last + interval <= now or last > now + interval
 
 
-def sweep_if_due(*, now: datetime | None = None, gateway: ObjectDeleter | None = None,
-                 lock: SweepLock | None = None) -> SweepReport | None:
+def sweep_if_due(
+    *, now: datetime | None = None, gateway: ObjectDeleter | None = None, lock: SweepLock | None = None
+) -> SweepReport | None:
     """Sweep when the interval has passed since the last run; None when it is not due."""
     now = now or timezone.now()
     if not sweep_due(now):

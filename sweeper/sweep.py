@@ -22,8 +22,8 @@ from .control import sweeper_control_get
 from .locks import LockUnavailable, SweepLock, make_lock
 from .models import SweepRun
 from .purge import purge_deleted
-from .retention import purge_retention
 from .reaping import BatchResult, Cursor, ObjectDeleter, preview_batch, reap_batch
+from .retention import purge_retention
 
 log = logging.getLogger("airlock.sweeper")
 
@@ -70,26 +70,38 @@ class SweepReport:
 
     def summary(self) -> str:
         if self.mode in (Mode.KILLSWITCH, Mode.LOCK_BUSY):
-            return f"sweep {self.mode}: nothing deleted" + (f" ({self.error_messages[0]})"
-                                                            if self.error_messages else "")
+            return f"sweep {self.mode}: nothing deleted" + (
+                f" ({self.error_messages[0]})" if self.error_messages else ""
+            )
         verb = "would delete" if self.mode == Mode.DRY_RUN else "deleted"
         count = len(self.would_delete) if self.mode == Mode.DRY_RUN else self.objects_deleted
-        return (f"sweep {self.mode}: {self.selected} selected, {self.deleted} rows marked deleted, "
-                f"{verb} {count} objects, {self.errors} errors, {self.dead_lettered} dead-lettered, "
-                f"{self.hard_deleted} rows {'would be ' if self.mode == Mode.DRY_RUN else ''}hard-deleted, "
-                f"{sum(self.purged.values())} past retention {'would be ' if self.mode == Mode.DRY_RUN else ''}"
-                "purged, "
-                f"{self.never_uploaded} committed intents {'would be ' if self.mode == Mode.DRY_RUN else ''}"
-                "ended as never uploaded"
-                + (f", stopped: {self.stopped}" if self.stopped else "") + f" in {self.seconds:.2f}s")
+        return (
+            f"sweep {self.mode}: {self.selected} selected, {self.deleted} rows marked deleted, "
+            f"{verb} {count} objects, {self.errors} errors, {self.dead_lettered} dead-lettered, "
+            f"{self.hard_deleted} rows {'would be ' if self.mode == Mode.DRY_RUN else ''}hard-deleted, "
+            f"{sum(self.purged.values())} past retention {'would be ' if self.mode == Mode.DRY_RUN else ''}"
+            "purged, "
+            f"{self.never_uploaded} committed intents {'would be ' if self.mode == Mode.DRY_RUN else ''}"
+            "ended as never uploaded"
+            + (f", stopped: {self.stopped}" if self.stopped else "")
+            + f" in {self.seconds:.2f}s"
+        )
 
 
 def _record(report: SweepReport, trigger: str, run: SweepRun | None = None) -> SweepRun:
     run = run or SweepRun(started_at=report.started_at, trigger=trigger)
     run.mode = report.mode
     run.finished_at = report.finished_at
-    for name in ("selected", "deleted", "objects_deleted", "errors", "dead_lettered", "hard_deleted", "purged",
-                 "never_uploaded"):
+    for name in (
+        "selected",
+        "deleted",
+        "objects_deleted",
+        "errors",
+        "dead_lettered",
+        "hard_deleted",
+        "purged",
+        "never_uploaded",
+    ):
         setattr(run, name, getattr(report, name))
     run.errors_text = "\n".join(report.error_messages[:_MAX_ERROR_LINES])
     run.would_delete = report.would_delete
@@ -123,8 +135,16 @@ def _brake_engaged(dry_run: bool) -> str:
     return ""
 
 
-def _reap(report: SweepReport, *, now: datetime, limit: int | None, gateway: ObjectDeleter,
-          lock: SweepLock, batch_size: int, concurrency: int) -> None:
+def _reap(
+    report: SweepReport,
+    *,
+    now: datetime,
+    limit: int | None,
+    gateway: ObjectDeleter,
+    lock: SweepLock,
+    batch_size: int,
+    concurrency: int,
+) -> None:
     dry_run = report.mode == Mode.DRY_RUN
     cursor: Cursor | None = None
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sweep-delete") as pool:
@@ -136,8 +156,7 @@ def _reap(report: SweepReport, *, now: datetime, limit: int | None, gateway: Obj
             if dry_run:
                 batch = preview_batch(now=now, after=cursor, size=size)
             else:
-                batch = reap_batch(now=now, after=cursor, size=size, gateway=gateway, pool=pool,
-                                   workers=concurrency)
+                batch = reap_batch(now=now, after=cursor, size=size, gateway=gateway, pool=pool, workers=concurrency)
             report.add(batch)
             if batch.selected < size:
                 return
@@ -150,10 +169,17 @@ def _reap(report: SweepReport, *, now: datetime, limit: int | None, gateway: Obj
                 return
 
 
-def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_run: bool = False,
-                  trigger: str = "command", gateway: ObjectDeleter | None = None,
-                  lock: SweepLock | None = None, batch_size: int | None = None,
-                  concurrency: int | None = None) -> SweepReport:
+def sweep_expired(
+    *,
+    now: datetime | None = None,
+    limit: int | None = None,
+    dry_run: bool = False,
+    trigger: str = "command",
+    gateway: ObjectDeleter | None = None,
+    lock: SweepLock | None = None,
+    batch_size: int | None = None,
+    concurrency: int | None = None,
+) -> SweepReport:
     """Reap expired and discarded uploads, then hard-delete rows past the audit window."""
     now = now or timezone.now()
     started = time.monotonic()
@@ -183,9 +209,15 @@ def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_
     try:
         run = _record(report, trigger)  # visible at once: the schedule sees a run has started
         try:
-            _run_phases(report, now=now, limit=limit, gateway=gateway or get_gateway(), lock=lock,
-                        batch_size=batch_size or settings.AIRLOCK_SWEEP_BATCH,
-                        concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY)
+            _run_phases(
+                report,
+                now=now,
+                limit=limit,
+                gateway=gateway or get_gateway(),
+                lock=lock,
+                batch_size=batch_size or settings.AIRLOCK_SWEEP_BATCH,
+                concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY,
+            )
         except Exception as exc:
             # What finished before stays finished (each batch is its own transaction); say why it stopped.
             report.stopped = "error"
@@ -200,20 +232,29 @@ def sweep_expired(*, now: datetime | None = None, limit: int | None = None, dry_
     return report
 
 
-def _run_phases(report: SweepReport, *, now: datetime, limit: int | None, gateway: ObjectDeleter,
-                lock: SweepLock, batch_size: int, concurrency: int) -> None:
+def _run_phases(
+    report: SweepReport,
+    *,
+    now: datetime,
+    limit: int | None,
+    gateway: ObjectDeleter,
+    lock: SweepLock,
+    batch_size: int,
+    concurrency: int,
+) -> None:
     # Not a delete, but it needs storage's word (HEAD): the sweep's gateway, once per interval.
     head = cast(StorageGateway, gateway) if hasattr(gateway, "head") else get_gateway()
-    report.never_uploaded = len(intents_never_uploaded_reject(
-        now=now, actor="system:sweep", gateway=head, dry_run=report.mode == Mode.DRY_RUN))
+    report.never_uploaded = len(
+        intents_never_uploaded_reject(now=now, actor="system:sweep", gateway=head, dry_run=report.mode == Mode.DRY_RUN)
+    )
     report.tus_expired = len(tus_uploads_expire(now=now, dry_run=report.mode == Mode.DRY_RUN))
     phase = time.monotonic()
-    _reap(report, now=now, limit=limit, gateway=gateway, lock=lock, batch_size=batch_size,
-          concurrency=concurrency)
+    _reap(report, now=now, limit=limit, gateway=gateway, lock=lock, batch_size=batch_size, concurrency=concurrency)
     report.reap_seconds = time.monotonic() - phase
     if report.stopped in ("", "limit"):
         phase = time.monotonic()
-        report.hard_deleted = purge_deleted(now=now, batch_size=batch_size, limit=limit,
-                                            dry_run=report.mode == Mode.DRY_RUN)
+        report.hard_deleted = purge_deleted(
+            now=now, batch_size=batch_size, limit=limit, dry_run=report.mode == Mode.DRY_RUN
+        )
         report.purged = purge_retention(now=now, batch_size=batch_size, dry_run=report.mode == Mode.DRY_RUN)
         report.purge_seconds = time.monotonic() - phase

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import os
-import time
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 
-from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 from processing.sandbox.kinds import TEST_KINDS_ENV
+from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 from tests.support.processes import PrivateClamd
 
 # The fork server loads the tests' misbehaving job kinds (tests/sandbox/jobkinds.py) at
@@ -35,7 +32,8 @@ def storage_root(tmp_path, settings):
 
 @pytest.fixture(autouse=True)
 def _jobs_sent_by_this_process():
-    """A command run in a test may leave its jobs for serve's relay (attachments/services/handoff.py): not the next test's."""
+    """A command run in a test may leave its jobs for serve's relay (attachments/services/handoff.py): not the next
+    test's."""
     from attachments.services import outbox
 
     yield
@@ -134,7 +132,7 @@ def live_worker(transactional_db):
     """A real Dramatiq worker on the configured broker (Redis in CI), plus the outbox relay."""
     import dramatiq
 
-    from ops.runtime import QUEUES, start_worker
+    from ops.runtime import start_worker
 
     broker = dramatiq.get_broker()
     broker.flush_all()

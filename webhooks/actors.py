@@ -8,6 +8,7 @@ import dramatiq
 
 log = logging.getLogger("airlock.webhooks")
 
+
 # The request timeout bounds an attempt; the time limit is only a backstop.
 @dramatiq.actor(actor_name="webhook_deliver", queue_name="webhooks", max_retries=0, time_limit=5 * 60 * 1000)
 def deliver(*args: object) -> None:
@@ -30,9 +31,14 @@ def deliver(*args: object) -> None:
         endpoint_id = delivery_endpoint_id(delivery_id)
         if endpoint_id is None:
             return
-    fairness.run_in_slot(stage=fairness.WEBHOOK, key=str(endpoint_id), job_id=delivery_id,
-                         args=(delivery_id, endpoint_id), run=lambda: delivery_attempt(delivery_id) or "skipped",
-                         resend=deliver.send)
+    fairness.run_in_slot(
+        stage=fairness.WEBHOOK,
+        key=str(endpoint_id),
+        job_id=delivery_id,
+        args=(delivery_id, endpoint_id),
+        run=lambda: delivery_attempt(delivery_id) or "skipped",
+        resend=deliver.send,
+    )
 
 
 def _parse(args: tuple) -> tuple[int, int | None] | None:

@@ -21,8 +21,11 @@ from .services.endpoints import endpoint_disable, endpoint_enable, endpoint_rota
 
 class EndpointForm(forms.ModelForm):
     event_types = forms.MultipleChoiceField(
-        choices=[(t, t) for t in EVENT_TYPES], required=False, widget=forms.CheckboxSelectMultiple,
-        help_text="None checked: every event type.")
+        choices=[(t, t) for t in EVENT_TYPES],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None checked: every event type.",
+    )
 
     class Meta:
         model = WebhookEndpoint
@@ -45,13 +48,28 @@ class EndpointForm(forms.ModelForm):
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(PlatformStaffOnly, admin.ModelAdmin):
     form = EndpointForm
-    list_display = ("__str__", "enabled", "events", "failing_since", "consecutive_failures", "disabled_reason",
-                    "last_success_at")
+    list_display = (
+        "__str__",
+        "enabled",
+        "events",
+        "failing_since",
+        "consecutive_failures",
+        "disabled_reason",
+        "last_success_at",
+    )
     list_filter = ("enabled", "is_global")
     search_fields = ("url", "tenant__slug", "description")
     actions = ("rotate_secret", "enable", "disable", "replay_dead")
-    readonly_fields = ("secret_shown", "rotation", "failing_since", "consecutive_failures", "disabled_at",
-                       "disabled_reason", "last_success_at", "created_at")
+    readonly_fields = (
+        "secret_shown",
+        "rotation",
+        "failing_since",
+        "consecutive_failures",
+        "disabled_at",
+        "disabled_reason",
+        "last_success_at",
+        "created_at",
+    )
 
     def get_fields(self, request, obj=None):
         if obj is not None and obj.is_global:
@@ -69,21 +87,29 @@ class WebhookEndpointAdmin(PlatformStaffOnly, admin.ModelAdmin):
 
     @admin.display(description="URL")
     def url_from_settings(self, obj: WebhookEndpoint) -> str:
-        return format_html("{} <br><small>from AIRLOCK_WEBHOOK_URL; the secret is AIRLOCK_WEBHOOK_SECRET "
-                           "(several, space-separated, while rotating)</small>", obj.url)
+        return format_html(
+            "{} <br><small>from AIRLOCK_WEBHOOK_URL; the secret is AIRLOCK_WEBHOOK_SECRET "
+            "(several, space-separated, while rotating)</small>",
+            obj.url,
+        )
 
     @admin.display(description="signing secret")
     def secret_shown(self, obj: WebhookEndpoint) -> str:
         if not obj.pk:
             return "made when the endpoint is saved"
-        return format_html("<code>{}</code><br><small>give it to the receiver; verify with any Standard Webhooks "
-                           "library</small>", obj.secret)
+        return format_html(
+            "<code>{}</code><br><small>give it to the receiver; verify with any Standard Webhooks library</small>",
+            obj.secret,
+        )
 
     @admin.display(description="rotation")
     def rotation(self, obj: WebhookEndpoint) -> str:
         if obj.previous_secret and obj.previous_secret_expires_at:
-            return format_html("previous secret <code>{}</code> also signs until {} UTC", obj.previous_secret,
-                               obj.previous_secret_expires_at.strftime("%Y-%m-%d %H:%M:%S"))
+            return format_html(
+                "previous secret <code>{}</code> also signs until {} UTC",
+                obj.previous_secret,
+                obj.previous_secret_expires_at.strftime("%Y-%m-%d %H:%M:%S"),
+            )
         return "—"
 
     @admin.action(description="Rotate the signing secret (the old one signs too during the overlap)")
@@ -92,8 +118,9 @@ class WebhookEndpointAdmin(PlatformStaffOnly, admin.ModelAdmin):
         for endpoint in queryset.filter(is_global=False):
             endpoint_rotate_secret(endpoint_id=endpoint.pk)
             done += 1
-        self.message_user(request, f"Rotated {done} secret(s); the global endpoint's is AIRLOCK_WEBHOOK_SECRET.",
-                          messages.SUCCESS)
+        self.message_user(
+            request, f"Rotated {done} secret(s); the global endpoint's is AIRLOCK_WEBHOOK_SECRET.", messages.SUCCESS
+        )
 
     @admin.action(description="Enable")
     def enable(self, request, queryset):
@@ -105,16 +132,23 @@ class WebhookEndpointAdmin(PlatformStaffOnly, admin.ModelAdmin):
     def disable(self, request, queryset):
         actor = f"staff:{request.user.get_username()}"
         dropped = sum(endpoint_disable(endpoint_id=e.pk, reason=f"disabled by {actor}") for e in queryset)
-        self.message_user(request, f"Disabled {queryset.count()} endpoint(s); {dropped} deliveries dead-lettered.",
-                          messages.SUCCESS)
+        self.message_user(
+            request, f"Disabled {queryset.count()} endpoint(s); {dropped} deliveries dead-lettered.", messages.SUCCESS
+        )
 
     @admin.action(description="Replay their dead-lettered deliveries")
     def replay_dead(self, request, queryset):
-        ids = list(WebhookDelivery.objects.filter(endpoint__in=queryset, status=DeliveryStatus.DEAD)
-                   .values_list("pk", flat=True)[:10_000])
+        ids = list(
+            WebhookDelivery.objects.filter(endpoint__in=queryset, status=DeliveryStatus.DEAD).values_list(
+                "pk", flat=True
+            )[:10_000]
+        )
         replayed, refused = delivery_replay(delivery_ids=ids)
-        self.message_user(request, f"Replaying {replayed} deliveries; {refused} refused (endpoint disabled).",
-                          messages.SUCCESS if not refused else messages.WARNING)
+        self.message_user(
+            request,
+            f"Replaying {replayed} deliveries; {refused} refused (endpoint disabled).",
+            messages.SUCCESS if not refused else messages.WARNING,
+        )
 
 
 class AttemptInline(admin.TabularInline):
@@ -131,13 +165,35 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(PlatformStaffOnly, ReadOnlyModelAdmin):
-    list_display = ("event_type", "attachment", "endpoint", "status", "attempts", "last_status_code", "last_error",
-                    "created_at", "next_attempt_at", "delivered_at")
+    list_display = (
+        "event_type",
+        "attachment",
+        "endpoint",
+        "status",
+        "attempts",
+        "last_status_code",
+        "last_error",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
     list_filter = ("status", "event__type", "endpoint")
     search_fields = ("event__id", "=event__attachment_id")
     list_select_related = ("event", "endpoint", "endpoint__tenant")
-    fields = ("webhook_id", "event_type", "attachment", "endpoint", "status", "attempts", "created_at",
-              "next_attempt_at", "delivered_at", "last_status_code", "last_error", "body")
+    fields = (
+        "webhook_id",
+        "event_type",
+        "attachment",
+        "endpoint",
+        "status",
+        "attempts",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
+        "last_status_code",
+        "last_error",
+        "body",
+    )
     readonly_fields = fields
     inlines = (AttemptInline,)
     actions = ("replay",)
@@ -165,5 +221,8 @@ class WebhookDeliveryAdmin(PlatformStaffOnly, ReadOnlyModelAdmin):
     @admin.action(description="Replay (send again with the same webhook-id)")
     def replay(self, request, queryset):
         replayed, refused = delivery_replay(delivery_ids=list(queryset.values_list("pk", flat=True)))
-        self.message_user(request, f"Replaying {replayed} deliveries; {refused} refused (endpoint disabled).",
-                          messages.SUCCESS if not refused else messages.WARNING)
+        self.message_user(
+            request,
+            f"Replaying {replayed} deliveries; {refused} refused (endpoint disabled).",
+            messages.SUCCESS if not refused else messages.WARNING,
+        )

@@ -9,8 +9,10 @@ class WebhooksConfig(AppConfig):
     def ready(self) -> None:
         from attachments import hooks
 
-        from . import actors  # noqa: F401  (registers the delivery actor with the broker)
-        from . import signals  # noqa: F401  (endpoint changes refresh this process's endpoint cache)
+        from . import (
+            actors,  # noqa: F401  (registers the delivery actor with the broker)
+            signals,  # noqa: F401  (endpoint changes refresh this process's endpoint cache)
+        )
         from .metrics import WebhookCollector
         from .services import emit, tick
 

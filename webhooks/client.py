@@ -46,9 +46,16 @@ def _pool(target: Target, address: str) -> urllib3.HTTPConnectionPool:
                     old.close()
                 _pools.clear()
             if target.scheme == "https":
-                pool = urllib3.HTTPSConnectionPool(address, target.port, server_hostname=target.host,
-                                                   assert_hostname=target.host, cert_reqs="CERT_REQUIRED",
-                                                   maxsize=16, block=False, retries=False)
+                pool = urllib3.HTTPSConnectionPool(
+                    address,
+                    target.port,
+                    server_hostname=target.host,
+                    assert_hostname=target.host,
+                    cert_reqs="CERT_REQUIRED",
+                    maxsize=16,
+                    block=False,
+                    retries=False,
+                )
             else:
                 pool = urllib3.HTTPConnectionPool(address, target.port, maxsize=16, block=False, retries=False)
             _pools[key] = pool
@@ -77,9 +84,17 @@ def post(target: Target, *, body: bytes, headers: dict[str, str], timeout: float
     for address in target.addresses[:3]:
         pool = _pool(target, address)
         try:
-            response = pool.urlopen("POST", target.path, body=body, headers=request_headers, redirect=False,
-                                    retries=False, timeout=urllib3.Timeout(total=timeout),
-                                    preload_content=False, assert_same_host=False)
+            response = pool.urlopen(
+                "POST",
+                target.path,
+                body=body,
+                headers=request_headers,
+                redirect=False,
+                retries=False,
+                timeout=urllib3.Timeout(total=timeout),
+                preload_content=False,
+                assert_same_host=False,
+            )
         except urllib3.exceptions.NewConnectionError as exc:
             last = exc
             continue
@@ -95,8 +110,11 @@ def post(target: Target, *, body: bytes, headers: dict[str, str], timeout: float
             response.release_conn()
         else:
             response.close()
-        return Answer(status=response.status, snippet=data[:SNIPPET_BYTES].decode("utf-8", "replace"),
-                      retry_after=_retry_after(response.headers.get("Retry-After")))
+        return Answer(
+            status=response.status,
+            snippet=data[:SNIPPET_BYTES].decode("utf-8", "replace"),
+            retry_after=_retry_after(response.headers.get("Retry-After")),
+        )
     raise TransportError(_describe(last) if last else "no address to connect to")
 
 

@@ -18,10 +18,13 @@ log = logging.getLogger("airlock.metrics")
 # outcome: delivered (2xx), retry (failed, another attempt is scheduled), dead (failed for the
 # last time, or its endpoint is disabled).
 DELIVERIES = Counter(
-    "airlock_webhook_deliveries_total", "Webhook delivery attempts by event type and outcome.", ["event", "outcome"],
+    "airlock_webhook_deliveries_total",
+    "Webhook delivery attempts by event type and outcome.",
+    ["event", "outcome"],
 )
 DELIVERY_SECONDS = Histogram(
-    "airlock_webhook_delivery_seconds", "Duration of each webhook HTTP request (connect to response).",
+    "airlock_webhook_delivery_seconds",
+    "Duration of each webhook HTTP request (connect to response).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 
@@ -37,8 +40,9 @@ class WebhookCollector(Collector):
 
         now = self._now or timezone.now()
         try:
-            oldest = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).aggregate(
-                oldest=Min("created_at"))["oldest"]
+            oldest = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).aggregate(oldest=Min("created_at"))[
+                "oldest"
+            ]
             disabled = WebhookEndpoint.objects.filter(enabled=False).count()
         except DatabaseError as exc:
             log.warning("metrics: webhook gauges unavailable", extra={"error": str(exc)[:300]})
@@ -49,6 +53,7 @@ class WebhookCollector(Collector):
             value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
         )
         yield GaugeMetricFamily(
-            "airlock_webhook_endpoints_disabled", "Webhook endpoints that are disabled (by staff or for failing).",
+            "airlock_webhook_endpoints_disabled",
+            "Webhook endpoints that are disabled (by staff or for failing).",
             value=disabled,
         )

@@ -43,8 +43,9 @@ class WebhookEndpoint(models.Model):
     `is_global`) only holds its health: enabled, failing since, disabled why.
     """
 
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE,
-                               related_name="webhook_endpoints")
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="webhook_endpoints"
+    )
     is_global = models.BooleanField(default=False, editable=False)
     url = models.CharField(max_length=2000)
     description = models.CharField(max_length=200, blank=True, default="")
@@ -66,10 +67,12 @@ class WebhookEndpoint(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["is_global"], condition=Q(is_global=True),
-                                    name="webhookendpoint_one_global"),
-            models.CheckConstraint(condition=Q(is_global=True) | Q(tenant__isnull=False),
-                                   name="webhookendpoint_tenant_or_global"),
+            models.UniqueConstraint(
+                fields=["is_global"], condition=Q(is_global=True), name="webhookendpoint_one_global"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_global=True) | Q(tenant__isnull=False), name="webhookendpoint_tenant_or_global"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -130,8 +133,7 @@ class WebhookDelivery(models.Model):
         constraints = [models.UniqueConstraint(fields=["event", "endpoint"], name="webhookdelivery_once")]
         indexes = [
             # Due and stuck deliveries (the tick), and the oldest undelivered (metrics).
-            models.Index(fields=["next_attempt_at"], name="webhookdelivery_pending",
-                         condition=Q(status="pending")),
+            models.Index(fields=["next_attempt_at"], name="webhookdelivery_pending", condition=Q(status="pending")),
         ]
 
     def __str__(self) -> str:

@@ -32,7 +32,7 @@ def secret_key(secret: str) -> bytes:
     if not isinstance(secret, str) or not secret.startswith(PREFIX):
         raise InvalidSecret("a webhook secret starts with whsec_")
     try:
-        key = base64.b64decode(secret[len(PREFIX):], validate=True)
+        key = base64.b64decode(secret[len(PREFIX) :], validate=True)
     except (binascii.Error, ValueError):
         raise InvalidSecret("a webhook secret is whsec_ followed by base64") from None
     if not MIN_KEY_BYTES <= len(key) <= MAX_KEY_BYTES:

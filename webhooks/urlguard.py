@@ -33,9 +33,15 @@ from django.conf import settings
 
 # Instance metadata services (AWS, GCP, Azure: 169.254.169.254; AWS IPv6; ECS task
 # credentials; Alibaba Cloud). Never a webhook target, whatever the flag says.
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "fd00:ec2::254", "169.254.170.2", "100.100.100.200",
-))
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",
+        "fd00:ec2::254",
+        "169.254.170.2",
+        "100.100.100.200",
+    )
+)
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
 # Never a webhook target: 6to4 (RFC 3056, deprecated by RFC 7526), IPv4-compatible
 # (RFC 4291, deprecated) and local-use NAT64 (RFC 8215). :: and ::1 lie in ::/96 but

@@ -22,6 +22,7 @@ from django.template.response import TemplateResponse
 from ..errors import AirlockError, NotRestorable
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
+from ..selectors import is_held
 from ..services.holds import attachment_hold_clear, attachment_hold_set
 from ..services.lifecycle import attachment_discard
 from ..services.moderation import (
@@ -30,20 +31,21 @@ from ..services.moderation import (
     attachment_rescan,
     attachment_restore,
     attachment_take_down,
+    attachment_variants_purge,
 )
-from ..selectors import is_held
 from ..services.release import attachment_restore as attachment_restore_released
 from ..services.transitions import TransitionConflict
-from ..services.moderation import attachment_variants_purge
 from ..staff_scope import is_platform_staff, staff_tenant_id
 
 MODERATE_PERMISSION = "attachments.moderate_attachment"
+
 
 def staff_actor(request: HttpRequest) -> str:
     return f"staff:{request.user.get_username()}"
 
 
 # --- moderation actions ----------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ModerationAction:
@@ -70,8 +72,9 @@ def _discard(attachment: Attachment, actor: str, note: str) -> None:
 def _restore_released(attachment: Attachment, actor: str, note: str) -> None:
     # A hold freezes the file as it was released (the evidence): platform staff clear it first.
     if is_held(attachment):
-        raise NotRestorable("The file is under a legal hold: platform staff must clear the hold before it "
-                            "can be restored.")
+        raise NotRestorable(
+            "The file is under a legal hold: platform staff must clear the hold before it can be restored."
+        )
     # The release service acts for the owner (as the API's moderator route does), the staff member as actor.
     attachment_restore_released(user=attachment.owner, attachment_id=attachment.pk, actor=actor)
 
@@ -80,43 +83,50 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
     action.name: action
     for action in (
         ModerationAction(
-            "requeue", "Requeue",
+            "requeue",
+            "Requeue",
             "Failed (dead-lettered) or stuck attachments go back to pending with fresh attempts "
             "and are enqueued again; their open dead letters are resolved.",
             lambda a, actor, note: attachment_requeue(attachment_id=a.pk, actor=actor),
             offered=lambda a: a.status in (Status.FAILED, Status.PROCESSING),
         ),
         ModerationAction(
-            "rescan", "Rescan",
+            "rescan",
+            "Rescan",
             "Ready attachments are scanned again now with the signatures in force. They stay "
             "ready and served meanwhile; only a new hit takes one down (rejected, malware).",
             lambda a, actor, note: attachment_rescan(attachment_id=a.pk, actor=actor),
             offered=lambda a: a.status == Status.READY,
         ),
         ModerationAction(
-            "reprocess", "Reprocess",
+            "reprocess",
+            "Reprocess",
             "Ready attachments go back to pending and through the whole pipeline again "
             "(new derivatives). They are not served until ready again.",
             lambda a, actor, note: attachment_reprocess(attachment_id=a.pk, actor=actor),
             offered=lambda a: a.status == Status.READY,
         ),
         ModerationAction(
-            "take_down", "Take down",
+            "take_down",
+            "Take down",
             "The attachments become rejected with reason “moderator”: serving stops at once, "
             "for everyone, the owner included.",
             lambda a, actor, note: attachment_take_down(attachment_id=a.pk, actor=actor, note=note),
-            needs_note=True, dangerous=True,
+            needs_note=True,
+            dangerous=True,
             offered=lambda a: a.status in (Status.PENDING, Status.PROCESSING, Status.READY),
         ),
         ModerationAction(
-            "restore", "Restore takedown",
+            "restore",
+            "Restore takedown",
             "Attachments taken down by a moderator go back to pending and through the pipeline "
             "before anything is served again.",
             lambda a, actor, note: attachment_restore(attachment_id=a.pk, actor=actor),
             offered=lambda a: a.status == Status.REJECTED and a.reason_code == ReasonCode.MODERATOR,
         ),
         ModerationAction(
-            "restore_released", "Restore released file",
+            "restore_released",
+            "Restore released file",
             "Released files (let go by their owner or a moderator, waiting for the sweeper) are "
             "committed again to their ref and served again, while their grace lasts. After the grace, "
             "or for a file under a legal hold, never released or already deleted, nothing is done.",
@@ -124,24 +134,29 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             offered=lambda a: a.lifecycle == Lifecycle.RELEASED,
         ),
         ModerationAction(
-            "legal_hold", "Place legal hold",
+            "legal_hold",
+            "Place legal hold",
             "Platform staff only. The attachments are kept from every delete path (discard, DELETE, release, "
             "commit replace, the sweeper, reconciliation, erasure) until the hold is cleared; the API answers "
             "409 LEGAL_HOLD and shows legal_hold: true.",
             lambda a, actor, note: attachment_hold_set(attachment_ids=[a.pk], actor=actor, reason=note),
-            needs_note=True, platform_only=True,
+            needs_note=True,
+            platform_only=True,
             offered=lambda a: not a.legal_hold and a.lifecycle != Lifecycle.DELETED,
         ),
         ModerationAction(
-            "clear_legal_hold", "Clear legal hold",
+            "clear_legal_hold",
+            "Clear legal hold",
             "Platform staff only. The attachments' own holds are lifted (a hold on their ref stays): "
             "an expired, discarded or released file is then due to the sweeper again.",
             lambda a, actor, note: attachment_hold_clear(attachment_ids=[a.pk], actor=actor, reason=note),
-            needs_note=True, platform_only=True,
+            needs_note=True,
+            platform_only=True,
             offered=lambda a: a.legal_hold,
         ),
         ModerationAction(
-            "purge_variants", "Purge variants",
+            "purge_variants",
+            "Purge variants",
             "The attachments' named variants (the sizes made on request for galleries) are deleted; "
             "the next request for one makes it again. The files themselves do not change. Deletes wait "
             "while a sweeper brake is on (reconcile removes the objects later).",
@@ -150,10 +165,12 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             offered=lambda a: False,
         ),
         ModerationAction(
-            "discard", "Discard",
+            "discard",
+            "Discard",
             "Staged attachments are marked discarded: the sweeper deletes their files on its next "
             "run. Committed attachments cannot be discarded.",
-            _discard, dangerous=True,
+            _discard,
+            dangerous=True,
             offered=lambda a: a.lifecycle == Lifecycle.STAGED,
         ),
     )
@@ -162,7 +179,9 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
 
 class ModerationNoteForm(forms.Form):
     note = forms.CharField(
-        label="Note (shown as the reason, kept in the audit log)", max_length=500, required=False,
+        label="Note (shown as the reason, kept in the audit log)",
+        max_length=500,
+        required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
     )
 
@@ -173,8 +192,13 @@ def error_text(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def perform_moderation(modeladmin: admin.ModelAdmin, request: HttpRequest, action: ModerationAction,
-                       attachments: Iterable[Attachment], note: str) -> tuple[int, list[str]]:
+def perform_moderation(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    action: ModerationAction,
+    attachments: Iterable[Attachment],
+    note: str,
+) -> tuple[int, list[str]]:
     """Run one action on each attachment; return how many worked and what failed."""
     if not action.allowed(request):
         raise PermissionDenied
@@ -198,9 +222,17 @@ def report(modeladmin: admin.ModelAdmin, request: HttpRequest, label: str, done:
         modeladmin.message_user(request, f"{label} refused for {problem}", messages.ERROR)
 
 
-def confirmation_page(modeladmin: admin.ModelAdmin, request: HttpRequest, *, action: ModerationAction,
-                      objects: list, form: ModerationNoteForm | None, bulk: bool, action_name: str = "",
-                      object_label: str = "attachment") -> TemplateResponse:
+def confirmation_page(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    *,
+    action: ModerationAction,
+    objects: list,
+    form: ModerationNoteForm | None,
+    bulk: bool,
+    action_name: str = "",
+    object_label: str = "attachment",
+) -> TemplateResponse:
     opts = modeladmin.model._meta
     # Which tenants the set touches, said before anything runs (dead letters reach it through their file).
     tenants = sorted({slug for slug in (_tenant_slug(obj) for obj in objects) if slug})
@@ -240,8 +272,10 @@ def cross_tenant_refusal(request: HttpRequest, objects: list[Attachment]) -> str
     selected = set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
     missing = len(selected - {str(obj.pk) for obj in objects}) if request.POST.get("select_across") != "1" else 0
     if foreign or missing:
-        return (f"{len(foreign) + missing} selected attachment(s) belong to another tenant than yours or are "
-                "not yours to moderate: nothing was done. Select files of your tenant only.")
+        return (
+            f"{len(foreign) + missing} selected attachment(s) belong to another tenant than yours or are "
+            "not yours to moderate: nothing was done. Select files of your tenant only."
+        )
     return ""
 
 
@@ -277,8 +311,9 @@ def bulk_action(name: str):
                 return None
         else:
             form = ModerationNoteForm() if action.needs_note else None
-        return confirmation_page(modeladmin, request, action=action, objects=objects, form=form, bulk=True,
-                                 action_name=f"moderate_{name}")
+        return confirmation_page(
+            modeladmin, request, action=action, objects=objects, form=form, bulk=True, action_name=f"moderate_{name}"
+        )
 
     run.__name__ = f"moderate_{name}"
     return run

@@ -61,12 +61,12 @@ def _nice_max(value: int) -> int:
     return 10 * magnitude
 
 
-def stacked_bars(buckets: list[tuple[datetime, dict[str, int]]], *, label_format: str,
-                 width: int = 760, height: int = 240) -> Chart:
+def stacked_bars(
+    buckets: list[tuple[datetime, dict[str, int]]], *, label_format: str, width: int = 760, height: int = 240
+) -> Chart:
     """One stacked bar per bucket, one segment per status."""
     left, right, top, bottom = 44, 10, 10, 28
-    chart = Chart(width=width, height=height, plot_left=left, plot_right=width - right,
-                  plot_bottom=height - bottom)
+    chart = Chart(width=width, height=height, plot_left=left, plot_right=width - right, plot_bottom=height - bottom)
     chart.legend = list(STATUS_COLORS.items())
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = _nice_max(max((sum(c.values()) for _, c in buckets), default=0))
@@ -88,8 +88,16 @@ def stacked_bars(buckets: list[tuple[datetime, dict[str, int]]], *, label_format
                 continue
             h = plot_h * count / peak
             y -= h
-            chart.rects.append(Rect(x=round(x, 1), y=round(y, 1), width=round(bar_w, 1), height=round(h, 1),
-                                    color=color, title=f"{stamp}: {count} → {status}"))
+            chart.rects.append(
+                Rect(
+                    x=round(x, 1),
+                    y=round(y, 1),
+                    width=round(bar_w, 1),
+                    height=round(h, 1),
+                    color=color,
+                    title=f"{stamp}: {count} → {status}",
+                )
+            )
         if index % label_every == 0:
             chart.labels.append(Label(x=round(x + bar_w / 2, 1), y=height - 10, text=stamp))
     return chart
@@ -104,8 +112,16 @@ def horizontal_bars(counts: dict[str, int], *, width: int = 360, row: int = 26) 
     for index, (status, count) in enumerate(counts.items()):
         y = 4 + row * index
         w = (width - left - right) * count / peak
-        chart.rects.append(Rect(x=left, y=y + 3, width=round(max(w, 1 if count else 0), 1), height=row - 8,
-                                color=STATUS_COLORS.get(status, "#666"), title=f"{status}: {count}"))
+        chart.rects.append(
+            Rect(
+                x=left,
+                y=y + 3,
+                width=round(max(w, 1 if count else 0), 1),
+                height=row - 8,
+                color=STATUS_COLORS.get(status, "#666"),
+                title=f"{status}: {count}",
+            )
+        )
         chart.labels.append(Label(x=left - 6, y=y + row / 2 + 2, text=status))
         chart.gridlines.append(Label(x=round(left + w + 6, 1), y=y + row / 2 + 2, text=str(count)))
     return chart

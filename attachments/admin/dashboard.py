@@ -36,8 +36,7 @@ def status_distribution(*, tenant_id: int | None = None) -> dict[str, int]:
     """How many live (not deleted) attachments are in each status right now."""
     counts = dict.fromkeys(STATUS_ORDER, 0)
     rows = (
-        _attachments(tenant_id).exclude(lifecycle=Lifecycle.DELETED)
-        .values("status").annotate(n=Count("id")).order_by()
+        _attachments(tenant_id).exclude(lifecycle=Lifecycle.DELETED).values("status").annotate(n=Count("id")).order_by()
     )
     for row in rows:
         counts[row["status"]] = row["n"]
@@ -68,8 +67,7 @@ def _floor(moment: datetime, size: timedelta) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def status_timeline(*, now: datetime | None = None, period: str = "24h",
-                    tenant_id: int | None = None) -> list[Bucket]:
+def status_timeline(*, now: datetime | None = None, period: str = "24h", tenant_id: int | None = None) -> list[Bucket]:
     """Transitions into each status per hour (24h) or per day (14d), oldest bucket first."""
     now = now or timezone.now()
     size, count, trunc = PERIODS[period]
@@ -79,8 +77,10 @@ def status_timeline(*, now: datetime | None = None, period: str = "24h",
     rows = (
         _by_attachment_tenant(TransitionLog.objects.all(), tenant_id)
         .filter(created_at__gte=first, created_at__lte=now)
-        .annotate(bucket=trunc("created_at")).values("bucket", "to_status")
-        .annotate(n=Count("id")).order_by()
+        .annotate(bucket=trunc("created_at"))
+        .values("bucket", "to_status")
+        .annotate(n=Count("id"))
+        .order_by()
     )
     for row in rows:
         bucket = buckets.get(_floor(row["bucket"], size))
@@ -119,12 +119,21 @@ def time_to_ready(*, now: datetime | None = None, tenant_id: int | None = None) 
     result = []
     for label, window in TIME_TO_READY_WINDOWS.items():
         pairs = (
-            _attachments(tenant_id).filter(ready_at__gt=now - window, ready_at__lte=now, uploaded_at__isnull=False)
-            .order_by("-ready_at").values_list("uploaded_at", "ready_at")[:_LATENCY_SAMPLE_CAP]
+            _attachments(tenant_id)
+            .filter(ready_at__gt=now - window, ready_at__lte=now, uploaded_at__isnull=False)
+            .order_by("-ready_at")
+            .values_list("uploaded_at", "ready_at")[:_LATENCY_SAMPLE_CAP]
         )
         seconds = sorted(max(0.0, (ready - uploaded).total_seconds()) for uploaded, ready in pairs)
-        result.append(Latency(window=label, count=len(seconds), p50=percentile(seconds, 50),
-                              p95=percentile(seconds, 95), p99=percentile(seconds, 99)))
+        result.append(
+            Latency(
+                window=label,
+                count=len(seconds),
+                p50=percentile(seconds, 50),
+                p95=percentile(seconds, 95),
+                p99=percentile(seconds, 99),
+            )
+        )
     return result
 
 
@@ -138,7 +147,9 @@ class ScannerOutcomes:
 def scanner_outcomes(*, since: datetime | None = None, tenant_id: int | None = None) -> ScannerOutcomes:
     """Clean (passed scanning: ready), infected (rejected/malware), error (scan retries)."""
     attachments = _attachments(tenant_id)
-    logs = _by_attachment_tenant(TransitionLog.objects.all(), tenant_id).filter(transition="retry", message__startswith="scan:")
+    logs = _by_attachment_tenant(TransitionLog.objects.all(), tenant_id).filter(
+        transition="retry", message__startswith="scan:"
+    )
     if since is not None:
         attachments = attachments.filter(updated_at__gte=since)
         logs = logs.filter(created_at__gte=since)
@@ -153,8 +164,10 @@ def stuck_in_processing(*, now: datetime | None = None, tenant_id: int | None = 
     """Attachments still processing after their lease ran out (a worker died or hangs)."""
     now = now or timezone.now()
     return (
-        _attachments(tenant_id).filter(status=Status.PROCESSING, lease_expires_at__lt=now)
-        .select_related("owner", "tenant").order_by("lease_expires_at")
+        _attachments(tenant_id)
+        .filter(status=Status.PROCESSING, lease_expires_at__lt=now)
+        .select_related("owner", "tenant")
+        .order_by("lease_expires_at")
     )
 
 
@@ -162,7 +175,8 @@ def oldest_pending_age(*, now: datetime | None = None, tenant_id: int | None = N
     """How long the oldest pending upload whose bytes arrived has waited for processing."""
     now = now or timezone.now()
     oldest = (
-        _attachments(tenant_id).filter(status=Status.PENDING, uploaded_at__isnull=False)
+        _attachments(tenant_id)
+        .filter(status=Status.PENDING, uploaded_at__isnull=False)
         .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
         .aggregate(oldest=Min("uploaded_at"))["oldest"]
     )
@@ -188,8 +202,7 @@ class Dashboard:
     notices: list[Notice] = field(default_factory=list)  # paused uploads, active brakes: the banner
 
 
-def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h",
-                       tenant_id: int | None = None) -> Dashboard:
+def dashboard_snapshot(*, now: datetime | None = None, period: str = "24h", tenant_id: int | None = None) -> Dashboard:
     now = now or timezone.now()
     if period not in PERIODS:
         period = "24h"

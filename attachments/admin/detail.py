@@ -40,14 +40,20 @@ def status_summary(attachment: Attachment) -> str:
     words = _STATUS_WORDS.get(Status(attachment.status), attachment.status)
     reason = ""
     if attachment.reason_code:
-        reason = format_html('<p class="airlock-summary-reason">Reason: <strong>{}</strong>{}</p>',
-                             attachment.reason_code,
-                             f" — {attachment.reason_message}" if attachment.reason_message else "")
+        reason = format_html(
+            '<p class="airlock-summary-reason">Reason: <strong>{}</strong>{}</p>',
+            attachment.reason_code,
+            f" — {attachment.reason_message}" if attachment.reason_message else "",
+        )
     lifecycle = _LIFECYCLE_WORDS.get(Lifecycle(attachment.lifecycle), attachment.lifecycle)
     return format_html(
         '<div class="airlock-summary airlock-summary-{}" id="airlock-summary" role="status">'
         '<p class="airlock-summary-status">{}</p>{}<p class="airlock-quiet">This file is {}.</p></div>',
-        attachment.status, words, reason, lifecycle)
+        attachment.status,
+        words,
+        reason,
+        lifecycle,
+    )
 
 
 def _cell(value: Any) -> str:
@@ -78,16 +84,31 @@ def facts_table(metadata: dict | None) -> str:
         return "—"
     body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", _rows(metadata))
     raw = json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    return format_html('<table class="airlock-facts">{}</table>'
-                       '<details class="airlock-raw"><summary>raw JSON</summary>'
-                       '<pre class="airlock-pre">{}</pre></details>', body, raw)
+    return format_html(
+        '<table class="airlock-facts">{}</table>'
+        '<details class="airlock-raw"><summary>raw JSON</summary>'
+        '<pre class="airlock-pre">{}</pre></details>',
+        body,
+        raw,
+    )
 
 
 def _event_rows(events: list[TransitionLog]) -> str:
     return format_html_join(
-        "", "<tr><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td><td>{}</td></tr>",
-        ((timezone.localtime(e.created_at).strftime("%Y-%m-%d %H:%M:%S"), e.transition, e.from_status, e.to_status,
-          e.actor, " ".join(p for p in (e.reason_code, e.message) if p)) for e in events))
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                timezone.localtime(e.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+                e.transition,
+                e.from_status,
+                e.to_status,
+                e.actor,
+                " ".join(p for p in (e.reason_code, e.message) if p),
+            )
+            for e in events
+        ),
+    )
 
 
 def timeline(attachment: Attachment) -> str:
@@ -96,10 +117,18 @@ def timeline(attachment: Attachment) -> str:
     if not events:
         return "—"
     head = "<tr><th>at</th><th>event</th><th>from → to</th><th>actor</th><th>reason, message</th></tr>"
-    last = format_html('<table class="airlock-timeline airlock-timeline-last"><thead>{}</thead><tbody>{}</tbody>'
-                       '</table>', format_html(head), _event_rows(events[-TIMELINE_LAST:]))
+    last = format_html(
+        '<table class="airlock-timeline airlock-timeline-last"><thead>{}</thead><tbody>{}</tbody></table>',
+        format_html(head),
+        _event_rows(events[-TIMELINE_LAST:]),
+    )
     if len(events) <= TIMELINE_LAST:
         return last
-    return format_html('{}<details class="airlock-timeline-all"><summary>Show all {} events</summary>'
-                       '<table class="airlock-timeline"><thead>{}</thead><tbody>{}</tbody></table></details>',
-                       last, len(events), format_html(head), _event_rows(events))
+    return format_html(
+        '{}<details class="airlock-timeline-all"><summary>Show all {} events</summary>'
+        '<table class="airlock-timeline"><thead>{}</thead><tbody>{}</tbody></table></details>',
+        last,
+        len(events),
+        format_html(head),
+        _event_rows(events),
+    )

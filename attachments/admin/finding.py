@@ -29,11 +29,16 @@ def search_query(term: str) -> Q | None:
     if not term:
         return None
     if term.lower().startswith(REF_PREFIX):
-        ref = term[len(REF_PREFIX):].strip()
+        ref = term[len(REF_PREFIX) :].strip()
         # `ref__startswith` is a range scan on an index where one exists; exact refs are their own prefix.
         return Q(ref__startswith=ref) if ref else Q(ref__isnull=False)
-    query = (Q(ref__startswith=term) | Q(filename__icontains=term) | Q(owner__username__icontains=term)
-             | Q(tenant__slug__iexact=term) | Q(sha256=term.lower()))
+    query = (
+        Q(ref__startswith=term)
+        | Q(filename__icontains=term)
+        | Q(owner__username__icontains=term)
+        | Q(tenant__slug__iexact=term)
+        | Q(sha256=term.lower())
+    )
     try:
         query |= Q(pk=uuid.UUID(term))
     except ValueError:
@@ -63,15 +68,17 @@ class SavedQuestionFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         now = timezone.now()
         if self.value() == "stuck":
-            return queryset.filter(status__in=(Status.PENDING, Status.PROCESSING),
-                                   uploaded_at__lt=now - timedelta(minutes=STUCK_MINUTES))
+            return queryset.filter(
+                status__in=(Status.PENDING, Status.PROCESSING), uploaded_at__lt=now - timedelta(minutes=STUCK_MINUTES)
+            )
         if self.value() == "late":
             return backlog.late_uploads(queryset)
         if self.value() == "rejected_today":
             today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
             # Rejected today by the timeline, not updated_at (a later heartbeat or commit moves that).
-            rejected = TransitionLog.objects.filter(attachment=OuterRef("pk"), to_status=Status.REJECTED,
-                                                    created_at__gte=today)
+            rejected = TransitionLog.objects.filter(
+                attachment=OuterRef("pk"), to_status=Status.REJECTED, created_at__gte=today
+            )
             return queryset.filter(Exists(rejected), status=Status.REJECTED)
         if self.value() == "dead_letters":
             return with_open_dead_letter(queryset)

@@ -74,7 +74,7 @@ def media_facts_html(metadata: Mapping[str, Any]) -> str:
     rows = media_facts(metadata)
     if not rows:
         return "—"
-    body = format_html_join("", "<tr><th scope=\"row\">{}</th><td>{}</td></tr>", rows)
+    body = format_html_join("", '<tr><th scope="row">{}</th><td>{}</td></tr>', rows)
     return format_html('<table class="airlock-media-facts"><tbody>{}</tbody></table>', body)
 
 
@@ -83,6 +83,9 @@ def player_html(*, content_type: str, src: str, poster: str | None) -> str:
     if content_type.startswith("audio/"):
         return format_html('<audio class="airlock-player" controls preload="none" src="{}"></audio>', src)
     if poster:
-        return format_html('<video class="airlock-player" controls preload="none" playsinline poster="{}" src="{}">'
-                           "</video>", poster, src)
+        return format_html(
+            '<video class="airlock-player" controls preload="none" playsinline poster="{}" src="{}"></video>',
+            poster,
+            src,
+        )
     return format_html('<video class="airlock-player" controls preload="none" playsinline src="{}"></video>', src)

@@ -14,29 +14,15 @@ from django.contrib import admin, messages
 from django.contrib.admin.exceptions import NotRegistered
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
-from django.db.models import Exists, OuterRef
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from . import detail, media, previews, views
-from . import variants as admin_variants
-from .finding import SavedQuestionFilter, search_query
-from .actions import (
-    MODERATE_PERMISSION,
-    MODERATION_ACTIONS,
-    ModerationNoteForm,
-    bulk_action,
-    confirmation_page,
-    error_text,
-    note_form,
-    perform_moderation,
-    report,
-    staff_actor,
-)
+from ..errors import AirlockError
 from ..models import (
     ApiToken,
     Attachment,
@@ -51,12 +37,26 @@ from ..models import (
     TransitionLog,
     ref_held_exists,
 )
-from ..errors import AirlockError
 from ..reasons import ReasonCode
 from ..selectors import is_held
 from ..services.holds import ref_hold_clear, ref_hold_set
 from ..services.quotas import tenant_usage
 from ..staff_scope import is_platform_staff, scoped
+from . import detail, media, previews, views
+from . import variants as admin_variants
+from .actions import (
+    MODERATE_PERMISSION,
+    MODERATION_ACTIONS,
+    ModerationNoteForm,
+    bulk_action,
+    confirmation_page,
+    error_text,
+    note_form,
+    perform_moderation,
+    report,
+    staff_actor,
+)
+from .finding import SavedQuestionFilter, search_query
 
 TEXT_PREVIEW_CHARS = 2000
 
@@ -69,9 +69,8 @@ admin.site.site_title = "Airlock"
 admin.site.index_title = "Moderation console"
 
 
-
-
 # --- filters -----------------------------------------------------------------------
+
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
     """Rows are changed by services (through actions), never by editing them in a form."""
@@ -150,6 +149,7 @@ class ProfileFilter(admin.SimpleListFilter):
 
 # --- read-only inlines ---------------------------------------------------------------
 
+
 class ReadOnlyInline(admin.TabularInline):
     extra = 0
     max_num = 0
@@ -194,6 +194,7 @@ class DerivativeInline(ReadOnlyInline):
 
 # --- attachments ---------------------------------------------------------------------
 
+
 def _is_uuid(value: object) -> bool:
     try:
         uuid.UUID(str(value))
@@ -210,16 +211,26 @@ def _pre(text: str) -> str:
 class AttachmentAdmin(ReadOnlyModelAdmin):
     # Eight columns fit beside both sidebars at 1280 px: status carries its reason, owner its tenant;
     # lifecycle and committed are filters, not columns (#32).
-    list_display = ("small_preview", "filename", "status_reason", "owner_tenant", "ref", "size_human",
-                    "created")
+    list_display = ("small_preview", "filename", "status_reason", "owner_tenant", "ref", "size_human", "created")
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).
-    list_filter = (SavedQuestionFilter, "status", ProfileFilter, ("tenant", admin.RelatedOnlyFieldListFilter),
-                   "lifecycle", ReasonCodeFilter, CommittedFilter, StorageFilter,
-                   ("created_at", admin.DateFieldListFilter), ("ready_at", admin.DateFieldListFilter))
+    list_filter = (
+        SavedQuestionFilter,
+        "status",
+        ProfileFilter,
+        ("tenant", admin.RelatedOnlyFieldListFilter),
+        "lifecycle",
+        ReasonCodeFilter,
+        CommittedFilter,
+        StorageFilter,
+        ("created_at", admin.DateFieldListFilter),
+        ("ready_at", admin.DateFieldListFilter),
+    )
     search_fields = ("filename",)  # get_search_results builds the whole query (finding.search_query)
-    search_help_text = ("Search by ref (ref:wedding:smith for refs starting so; a plain term matches ref "
-                        "prefixes too), owner username, tenant slug, filename, id or sha256.")
+    search_help_text = (
+        "Search by ref (ref:wedding:smith for refs starting so; a plain term matches ref "
+        "prefixes too), owner username, tenant slug, filename, id or sha256."
+    )
     list_select_related = ("owner", "tenant")
     ordering = ("-created_at",)
     date_hierarchy = None
@@ -230,15 +241,58 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     actions = [bulk_action(name) for name in MODERATION_ACTIONS]
     change_form_template = "admin/attachments/attachment/change_form.html"
     fieldsets = (
-        (None, {"fields": ("id", "filename", "preview", "owner", "tenant", "profile", "status", "reason",
-                           "lifecycle", "same_ref", "held", "hold_detail")}),
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "filename",
+                    "preview",
+                    "owner",
+                    "tenant",
+                    "profile",
+                    "status",
+                    "reason",
+                    "lifecycle",
+                    "same_ref",
+                    "held",
+                    "hold_detail",
+                )
+            },
+        ),
         ("Timeline", {"fields": ("timeline",)}),
-        ("Bytes", {"fields": ("size", "content_type", "sha256", "declared_size", "declared_type",
-                              "storage_key", "served_key", "quarantine_key")}),
+        (
+            "Bytes",
+            {
+                "fields": (
+                    "size",
+                    "content_type",
+                    "sha256",
+                    "declared_size",
+                    "declared_type",
+                    "storage_key",
+                    "served_key",
+                    "quarantine_key",
+                )
+            },
+        ),
         ("Metadata", {"fields": ("metadata_pretty", "extracted_text")}),
         ("Processing", {"fields": ("attempts", "step", "lease_expires_at", "uploaded_at", "ready_at")}),
-        ("Lifecycle", {"fields": ("created_at", "updated_at", "expires_at", "committed_at", "discarded_at",
-                                  "deleted_at", "delete_attempts", "delete_error")}),
+        (
+            "Lifecycle",
+            {
+                "fields": (
+                    "created_at",
+                    "updated_at",
+                    "expires_at",
+                    "committed_at",
+                    "discarded_at",
+                    "deleted_at",
+                    "delete_attempts",
+                    "delete_error",
+                )
+            },
+        ),
     )
     # Shown only for video and audio (get_fieldsets).
     media_fieldset = ("Media", {"fields": ("media_facts",)})
@@ -250,7 +304,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         return queryset.annotate(
             has_thumbnail=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="thumbnail")),
             has_poster=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="poster")),
-            ref_held=ref_held_exists())
+            ref_held=ref_held_exists(),
+        )
 
     def get_actions(self, request):
         actions = super().get_actions(request)
@@ -268,13 +323,17 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         parts = []
         if obj.legal_hold:
             entry = obj.transitions.filter(transition="legal_hold").order_by("-created_at", "-id").first()
-            parts.append(f"file held by {entry.actor} on {entry.created_at:%Y-%m-%d %H:%M}: {entry.message}"
-                         if entry else "file held")
+            parts.append(
+                f"file held by {entry.actor} on {entry.created_at:%Y-%m-%d %H:%M}: {entry.message}"
+                if entry
+                else "file held"
+            )
         if obj.ref:
             hold = RefHold.objects.filter(tenant_id=obj.tenant_id, ref=obj.ref, cleared_at__isnull=True).first()
             if hold is not None:
-                parts.append(f"ref {hold.ref} held by {hold.created_by} on {hold.created_at:%Y-%m-%d %H:%M}: "
-                             f"{hold.reason}")
+                parts.append(
+                    f"ref {hold.ref} held by {hold.created_by} on {hold.created_at:%Y-%m-%d %H:%M}: {hold.reason}"
+                )
         return "; ".join(parts) or "—"
 
     def get_search_results(self, request, queryset, search_term):
@@ -288,13 +347,17 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         # The staff preview endpoints gate again (scope, deleted files); this only spares a broken image.
         if obj.lifecycle == Lifecycle.DELETED:
             return ""
-        kind = "thumbnail" if getattr(obj, "has_thumbnail", False) else (
-            "poster" if getattr(obj, "has_poster", False) else None)
+        kind = (
+            "thumbnail"
+            if getattr(obj, "has_thumbnail", False)
+            else ("poster" if getattr(obj, "has_poster", False) else None)
+        )
         if kind is None:
             return ""
         url = reverse(f"admin:attachments_attachment_{kind}", args=[obj.pk])
-        return format_html('<img class="airlock-list-thumb" src="{}" alt="{}" loading="lazy" width="48" '
-                           'height="48">', url, kind)
+        return format_html(
+            '<img class="airlock-list-thumb" src="{}" alt="{}" loading="lazy" width="48" height="48">', url, kind
+        )
 
     @admin.display(description="status", ordering="status")
     def status_reason(self, obj: Attachment) -> str:
@@ -312,8 +375,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     def created(self, obj: Attachment) -> str:
         # Date over time, in the admin's time zone: a third the width of "Dec. 4, 2026, 2:45 p.m.".
         at = timezone.localtime(obj.created_at)
-        return format_html('<time datetime="{}">{}<br>{}</time>', at.isoformat(), at.strftime("%Y-%m-%d"),
-                           at.strftime("%H:%M"))
+        return format_html(
+            '<time datetime="{}">{}<br>{}</time>', at.isoformat(), at.strftime("%Y-%m-%d"), at.strftime("%H:%M")
+        )
 
     @admin.display(description="size", ordering="size")
     def size_human(self, obj: Attachment) -> str:
@@ -350,7 +414,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             return media.player_html(
                 content_type=obj.content_type,
                 src=reverse("admin:attachments_attachment_media", args=[obj.pk]),
-                poster=reverse("admin:attachments_attachment_poster", args=[obj.pk]) if poster else None)
+                poster=reverse("admin:attachments_attachment_poster", args=[obj.pk]) if poster else None,
+            )
         thumbnail = views.staff_thumbnail_of(obj)
         if thumbnail is None:
             return "no thumbnail (only a sandbox-rendered thumbnail is ever shown here)"
@@ -381,20 +446,35 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         extra = [
-            path("<uuid:object_id>/thumbnail/", self.admin_site.admin_view(views.staff_thumbnail),
-                 name="%s_%s_thumbnail" % info),
-            path("<uuid:object_id>/poster/", self.admin_site.admin_view(views.staff_poster),
-                 name="%s_%s_poster" % info),
-            path("<uuid:object_id>/media/", self.admin_site.admin_view(views.staff_media),
-                 name="%s_%s_media" % info),
-            path("<uuid:object_id>/download/", self.admin_site.admin_view(views.staff_download),
-                 name="%s_%s_download" % info),
-            path("<uuid:object_id>/page/<int:number>/", self.admin_site.admin_view(views.staff_page),
-                 name="%s_%s_page" % info),
-            path("<uuid:object_id>/variant/<slug:name>/", self.admin_site.admin_view(admin_variants.staff_variant),
-                 name="%s_%s_variant" % info),
-            path("<uuid:object_id>/moderate/<slug:action_name>/", self.admin_site.admin_view(self.moderate_view),
-                 name="%s_%s_moderate" % info),
+            path(
+                "<uuid:object_id>/thumbnail/",
+                self.admin_site.admin_view(views.staff_thumbnail),
+                name="%s_%s_thumbnail" % info,
+            ),
+            path(
+                "<uuid:object_id>/poster/", self.admin_site.admin_view(views.staff_poster), name="%s_%s_poster" % info
+            ),
+            path("<uuid:object_id>/media/", self.admin_site.admin_view(views.staff_media), name="%s_%s_media" % info),
+            path(
+                "<uuid:object_id>/download/",
+                self.admin_site.admin_view(views.staff_download),
+                name="%s_%s_download" % info,
+            ),
+            path(
+                "<uuid:object_id>/page/<int:number>/",
+                self.admin_site.admin_view(views.staff_page),
+                name="%s_%s_page" % info,
+            ),
+            path(
+                "<uuid:object_id>/variant/<slug:name>/",
+                self.admin_site.admin_view(admin_variants.staff_variant),
+                name="%s_%s_variant" % info,
+            ),
+            path(
+                "<uuid:object_id>/moderate/<slug:action_name>/",
+                self.admin_site.admin_view(self.moderate_view),
+                name="%s_%s_moderate" % info,
+            ),
         ]
         return extra + super().get_urls()
 
@@ -407,7 +487,8 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         if attachment is None:
             # A private ModelAdmin helper (not in django-stubs): the admin's own "no such object" redirect.
             return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]
-                request, self.opts, str(object_id))
+                request, self.opts, str(object_id)
+            )
         form = ModerationNoteForm() if action.needs_note else None
         if request.method == "POST":
             form, valid, note = note_form(request, action)
@@ -428,8 +509,11 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             "airlock_page_count": (attachment.metadata or {}).get("page_count") if attachment is not None else None,
             "airlock_archive": previews.archive_listing(attachment.metadata) if attachment is not None else None,
             "can_moderate": self.has_moderate_permission(request),
-            "moderation_actions": [a for a in MODERATION_ACTIONS.values()
-                                   if attachment is not None and a.allowed(request) and a.offered(attachment)],
+            "moderation_actions": [
+                a
+                for a in MODERATION_ACTIONS.values()
+                if attachment is not None and a.allowed(request) and a.offered(attachment)
+            ],
             **admin_variants.change_context(attachment),
         }
         return super().change_view(request, object_id, form_url, extra_context)
@@ -437,10 +521,19 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
 
 # --- audit and tenancy ---------------------------------------------------------------
 
+
 @admin.register(TransitionLog)
 class TransitionLogAdmin(ReadOnlyModelAdmin):
-    list_display = ("created_at", "attachment_id", "transition", "from_status", "to_status", "actor",
-                    "reason_code", "message")
+    list_display = (
+        "created_at",
+        "attachment_id",
+        "transition",
+        "from_status",
+        "to_status",
+        "actor",
+        "reason_code",
+        "message",
+    )
     list_filter = ("transition", "to_status", "reason_code")
     search_fields = ("actor", "message")
     ordering = ("-created_at", "-id")
@@ -454,8 +547,17 @@ class TransitionLogAdmin(ReadOnlyModelAdmin):
 class TombstoneAdmin(ReadOnlyModelAdmin):
     """What stays of hard-deleted attachments (AIRLOCK_TOMBSTONE_RETENTION_DAYS): search by attachment id."""
 
-    list_display = ("purged_at", "attachment_id", "tenant_slug", "status", "reason_code", "lifecycle", "sha256",
-                    "created_at", "deleted_at")
+    list_display = (
+        "purged_at",
+        "attachment_id",
+        "tenant_slug",
+        "status",
+        "reason_code",
+        "lifecycle",
+        "sha256",
+        "created_at",
+        "deleted_at",
+    )
     list_filter = ("status", "reason_code")
     search_fields = ("=attachment_id", "=sha256", "storage_key")
     ordering = ("-purged_at", "-id")
@@ -537,6 +639,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 # --- legal holds on refs ------------------------------------------------------------------
 
+
 class RefHoldForm(forms.ModelForm):
     tenant_slug = forms.SlugField(label="tenant")
 
@@ -566,8 +669,9 @@ class RefHoldAdmin(admin.ModelAdmin):
         return super().get_form(request, obj, change, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("tenant", "ref", "reason", "created_by", "created_at", "cleared_by",
-                                       "cleared_at")
+        return (
+            () if obj is None else ("tenant", "ref", "reason", "created_by", "created_at", "cleared_by", "cleared_at")
+        )
 
     def has_module_permission(self, request):
         return is_platform_staff(request.user)
@@ -588,14 +692,17 @@ class RefHoldAdmin(admin.ModelAdmin):
         if change:
             return
         try:
-            hold = ref_hold_set(tenant=form.cleaned_data["tenant_slug"], ref=obj.ref, reason=obj.reason,
-                                actor=staff_actor(request))
+            hold = ref_hold_set(
+                tenant=form.cleaned_data["tenant_slug"], ref=obj.ref, reason=obj.reason, actor=staff_actor(request)
+            )
         except AirlockError as exc:
             raise PermissionDenied(error_text(exc)) from exc
         obj.pk = hold.pk
 
     @admin.action(description="Clear the selected holds", permissions=["change"])
     def clear_holds(self, request: HttpRequest, queryset):
-        cleared = sum(ref_hold_clear(tenant=h.tenant.slug, ref=h.ref, actor=staff_actor(request))
-                      for h in queryset.filter(cleared_at__isnull=True).select_related("tenant"))
+        cleared = sum(
+            ref_hold_clear(tenant=h.tenant.slug, ref=h.ref, actor=staff_actor(request))
+            for h in queryset.filter(cleared_at__isnull=True).select_related("tenant")
+        )
         self.message_user(request, f"Cleared {cleared} hold(s).", messages.SUCCESS)

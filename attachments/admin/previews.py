@@ -34,9 +34,15 @@ def archive_listing(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
     if not metadata or "entries" not in metadata:
         return None
     listing = metadata.get("listing") or []
-    rows = [{"name": str(name), "size": filesizeformat(size) if isinstance(size, int) else "—"}
-            for name, size in (entry for entry in listing if isinstance(entry, list) and len(entry) == 2)]
+    rows = [
+        {"name": str(name), "size": filesizeformat(size) if isinstance(size, int) else "—"}
+        for name, size in (entry for entry in listing if isinstance(entry, list) and len(entry) == 2)
+    ]
     entries = metadata.get("entries")
-    return {"rows": rows, "entries": entries, "total": filesizeformat(metadata.get("total_bytes") or 0),
-            "more": entries - len(rows) if isinstance(entries, int) and entries > len(rows) else 0,
-            "recorded": "listing" in metadata}
+    return {
+        "rows": rows,
+        "entries": entries,
+        "total": filesizeformat(metadata.get("total_bytes") or 0),
+        "more": entries - len(rows) if isinstance(entries, int) and entries > len(rows) else 0,
+        "recorded": "listing" in metadata,
+    }

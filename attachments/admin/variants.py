@@ -21,9 +21,9 @@ from django.utils.html import format_html
 from ..errors import AirlockError
 from ..models import Attachment, Derivative
 from ..selectors import servable_now
-from ..serving import file_response
 from ..services.variant_purge import VARIANT_KIND_PREFIX
 from ..services.variants import variant_obtain
+from ..serving import file_response
 from ..variants import FORMATS, negotiated_format, variant_sizes, variant_widths
 from .views import _staff_attachment
 
@@ -31,12 +31,21 @@ from .views import _staff_attachment
 def existing_variants(attachment: Attachment) -> list[dict[str, Any]]:
     """The variants stored for this file: name, format, size, dimensions, when made."""
     rows = Derivative.objects.filter(attachment=attachment, kind__startswith=VARIANT_KIND_PREFIX).order_by(
-        "created_at", "kind")
+        "created_at", "kind"
+    )
     made = []
     for row in rows:
         _, name, fmt = row.kind.split(":", 2)
-        made.append({"name": name, "format": fmt, "size": row.size, "width": row.width, "height": row.height,
-                     "created_at": row.created_at})
+        made.append(
+            {
+                "name": name,
+                "format": fmt,
+                "size": row.size,
+                "width": row.width,
+                "height": row.height,
+                "created_at": row.created_at,
+            }
+        )
     return made
 
 
@@ -45,8 +54,12 @@ def change_context(attachment: Attachment | None) -> dict[str, Any]:
     if attachment is None or not variant_sizes(attachment.profile):
         return {"variants_box": False}
     made = existing_variants(attachment)
-    return {"variants_box": True, "variants": made, "variants_bytes": sum(v["size"] for v in made),
-            "variant_sizes": sorted(variant_sizes(attachment.profile).items(), key=lambda item: item[1])}
+    return {
+        "variants_box": True,
+        "variants": made,
+        "variants_bytes": sum(v["size"] for v in made),
+        "variant_sizes": sorted(variant_sizes(attachment.profile).items(), key=lambda item: item[1]),
+    }
 
 
 def preview_srcset(attachment: Attachment, thumbnail: Derivative) -> str:
@@ -57,18 +70,29 @@ def preview_srcset(attachment: Attachment, thumbnail: Derivative) -> str:
     candidates = [f"{thumb_url} {thumbnail.width}w"] + [
         f"{reverse('admin:attachments_attachment_variant', args=[attachment.pk, name])} {width}w"
         for name, width in variant_widths(attachment.profile, attachment.metadata).items()
-        if width > thumbnail.width]
+        if width > thumbnail.width
+    ]
     return ", ".join(candidates) if len(candidates) > 1 else ""
 
 
 def preview_img(attachment: Attachment, thumbnail: Derivative, url: str) -> str:
     srcset = preview_srcset(attachment, thumbnail)
     if not srcset:
-        return format_html('<img class="airlock-thumb" src="{}" alt="thumbnail" width="{}" height="{}">',
-                           url, thumbnail.width or "", thumbnail.height or "")
+        return format_html(
+            '<img class="airlock-thumb" src="{}" alt="thumbnail" width="{}" height="{}">',
+            url,
+            thumbnail.width or "",
+            thumbnail.height or "",
+        )
     # Shown at the thumbnail's size: a high-density screen takes a variant instead of blurring it.
-    return format_html('<img class="airlock-thumb" src="{}" srcset="{}" sizes="{}px" alt="thumbnail" width="{}" '
-                       'height="{}">', url, srcset, thumbnail.width, thumbnail.width, thumbnail.height or "")
+    return format_html(
+        '<img class="airlock-thumb" src="{}" srcset="{}" sizes="{}px" alt="thumbnail" width="{}" height="{}">',
+        url,
+        srcset,
+        thumbnail.width,
+        thumbnail.width,
+        thumbnail.height or "",
+    )
 
 
 def staff_variant(request: HttpRequest, object_id: str, name: str) -> HttpResponseBase:
@@ -85,8 +109,13 @@ def staff_variant(request: HttpRequest, object_id: str, name: str) -> HttpRespon
             refused[header] = value
         return refused
     stem = attachment.filename.rsplit(".", 1)[0] or "variant"
-    response = file_response(request, key=variant.storage_key, size=variant.size,
-                             content_type=variant.content_type, filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
-                             inline=True)
+    response = file_response(
+        request,
+        key=variant.storage_key,
+        size=variant.size,
+        content_type=variant.content_type,
+        filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
+        inline=True,
+    )
     patch_vary_headers(response, ["Accept"])  # the format follows Accept
     return response

@@ -12,17 +12,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 
-from . import charts
-from .dashboard import dashboard_snapshot
-from .actions import staff_actor
-from .media import is_media
+from ..errors import NotFound, Unavailable
 from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
-from ..serving import file_response
-from ..errors import NotFound, Unavailable
 from ..services.audit import attachment_staff_download_record
 from ..services.variants import page_preview_obtain
+from ..serving import file_response
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
+from . import charts
+from .actions import staff_actor
+from .dashboard import dashboard_snapshot
+from .media import is_media
 
 VIEW_PERMISSION = "attachments.view_attachment"
 log = logging.getLogger("airlock.admin")
@@ -50,8 +50,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied  # staff bound to no tenant and not platform staff: nothing to show
     snapshot = dashboard_snapshot(period=period, tenant_id=tenant_id)
     label_format = "%H:%M" if snapshot.period == "24h" else "%b %d"
-    timeline_chart = charts.stacked_bars([(b.start, b.counts) for b in snapshot.timeline],
-                                         label_format=label_format)
+    timeline_chart = charts.stacked_bars([(b.start, b.counts) for b in snapshot.timeline], label_format=label_format)
     context = {
         **admin.site.each_context(request),
         "title": "Pipeline dashboard" + (f" — tenant {_tenant_slug(request)}" if tenant_id else ""),
@@ -60,12 +59,18 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "timeline_total": sum(b.total for b in snapshot.timeline),
         "distribution_chart": charts.horizontal_bars(snapshot.distribution),
         "latencies": [
-            {"window": lat.window, "count": lat.count, "p50": _format_seconds(lat.p50),
-             "p95": _format_seconds(lat.p95), "p99": _format_seconds(lat.p99)}
+            {
+                "window": lat.window,
+                "count": lat.count,
+                "p50": _format_seconds(lat.p50),
+                "p95": _format_seconds(lat.p95),
+                "p99": _format_seconds(lat.p99),
+            }
             for lat in snapshot.latencies
         ],
-        "oldest_pending": (_format_seconds(snapshot.oldest_pending.total_seconds())
-                           if snapshot.oldest_pending is not None else "none"),
+        "oldest_pending": (
+            _format_seconds(snapshot.oldest_pending.total_seconds()) if snapshot.oldest_pending is not None else "none"
+        ),
         "periods": [("24h", "last 24 hours, hourly"), ("14d", "last 14 days, daily")],
     }
     return TemplateResponse(request, "admin/attachments/dashboard.html", context)
@@ -109,8 +114,11 @@ def staff_served_of(attachment: Attachment) -> tuple[str, int] | None:
     """
     if attachment.lifecycle == Lifecycle.DELETED:
         return None
-    taken_down = (attachment.status == Status.REJECTED and attachment.reason_code == ReasonCode.MODERATOR
-                  and attachment.ready_at is not None)
+    taken_down = (
+        attachment.status == Status.REJECTED
+        and attachment.reason_code == ReasonCode.MODERATOR
+        and attachment.ready_at is not None
+    )
     if attachment.status != Status.READY and not taken_down:
         return None
     if not attachment.served_key or attachment.size is None:
@@ -130,8 +138,14 @@ def _staff_derivative(request: HttpRequest, object_id: str, kind: str) -> HttpRe
     if attachment is None or derivative is None:
         raise Http404(f"no {kind}")
     stem = attachment.filename.rsplit(".", 1)[0] or kind
-    return file_response(request, key=derivative.storage_key, size=derivative.size,
-                         content_type=derivative.content_type, filename=f"{stem}.webp", inline=True)
+    return file_response(
+        request,
+        key=derivative.storage_key,
+        size=derivative.size,
+        content_type=derivative.content_type,
+        filename=f"{stem}.webp",
+        inline=True,
+    )
 
 
 def staff_thumbnail(request: HttpRequest, object_id: str) -> HttpResponseBase:
@@ -154,10 +168,13 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
     byte_range = request.headers.get("Range", "")
     if not byte_range or byte_range.replace(" ", "").startswith("bytes=0-"):
         # Who watched what: once per playback (its first request), not once per seek.
-        log.info("staff media playback", extra={"attachment_id": str(attachment.pk),
-                                                "actor": staff_actor(request), "range": byte_range})
-    return file_response(request, key=key, size=size, content_type=attachment.content_type,
-                         filename=attachment.filename, inline=True)
+        log.info(
+            "staff media playback",
+            extra={"attachment_id": str(attachment.pk), "actor": staff_actor(request), "range": byte_range},
+        )
+    return file_response(
+        request, key=key, size=size, content_type=attachment.content_type, filename=attachment.filename, inline=True
+    )
 
 
 def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpResponseBase:
@@ -171,8 +188,14 @@ def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpRespons
         raise Http404("no such page") from None
     except Unavailable as exc:  # being made by another request, failed lately, or the sandbox is down
         return HttpResponse(exc.message, status=503, content_type="text/plain", headers=exc.headers)
-    return file_response(request, key=page.storage_key, size=page.size, content_type=page.content_type,
-                         filename=f"page-{number}.webp", inline=True)
+    return file_response(
+        request,
+        key=page.storage_key,
+        size=page.size,
+        content_type=page.content_type,
+        filename=f"page-{number}.webp",
+        inline=True,
+    )
 
 
 def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:
@@ -183,5 +206,6 @@ def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:
         raise Http404("nothing to download")
     key, size = served
     attachment_staff_download_record(attachment_id=attachment.pk, actor=staff_actor(request), size=size)
-    return file_response(request, key=key, size=size, content_type=attachment.content_type,
-                         filename=attachment.filename, inline=False)
+    return file_response(
+        request, key=key, size=size, content_type=attachment.content_type, filename=attachment.filename, inline=False
+    )

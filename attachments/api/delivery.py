@@ -47,17 +47,27 @@ def readable_attachment(request, *, attachment_id: object, name: str) -> Attachm
             if not signed:
                 raise
     query = request.query_params
-    return attachment_for_signed_read(attachment_id=attachment_id, name=name, exp=query.get("exp"),
-                                      kid=query.get("kid"), sig=query.get("sig"))
+    return attachment_for_signed_read(
+        attachment_id=attachment_id, name=name, exp=query.get("exp"), kid=query.get("kid"), sig=query.get("sig")
+    )
 
 
 SIGNED_LINK_PARAMETERS = [
-    OpenApiParameter("exp", OpenApiTypes.INT, OpenApiParameter.QUERY,
-                     description="Signed link: when it expires (Unix seconds), as in the resource's `links`."),
-    OpenApiParameter("kid", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                     description="Signed link: the id of the key that signed it."),
-    OpenApiParameter("sig", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                     description="Signed link: the signature. With `exp` and `kid`, the credential of a request "
-                     "that sends no `Authorization` (an `<img src>`): 403 `SIGNATURE_INVALID` or `URL_EXPIRED` "
-                     "when it does not hold and the request's own credential does not allow the read either."),
+    OpenApiParameter(
+        "exp",
+        OpenApiTypes.INT,
+        OpenApiParameter.QUERY,
+        description="Signed link: when it expires (Unix seconds), as in the resource's `links`.",
+    ),
+    OpenApiParameter(
+        "kid", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Signed link: the id of the key that signed it."
+    ),
+    OpenApiParameter(
+        "sig",
+        OpenApiTypes.STR,
+        OpenApiParameter.QUERY,
+        description="Signed link: the signature. With `exp` and `kid`, the credential of a request "
+        "that sends no `Authorization` (an `<img src>`): 403 `SIGNATURE_INVALID` or `URL_EXPIRED` "
+        "when it does not hold and the request's own credential does not allow the read either.",
+    ),
 ]

@@ -62,8 +62,12 @@ def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):
         # A JSON body over DATA_UPLOAD_MAX_MEMORY_SIZE: Django refuses before reading it.
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return Response(error_body("TOO_LARGE", f"The request body is larger than the {limit} bytes allowed.",
-                                   {"max_bytes": limit}), status=413)
+        return Response(
+            error_body(
+                "TOO_LARGE", f"The request body is larger than the {limit} bytes allowed.", {"max_bytes": limit}
+            ),
+            status=413,
+        )
     if isinstance(exc, SuspiciousOperation):  # too many fields or files, malformed multipart
         return Response(error_body("VALIDATION_ERROR", "The request could not be read."), status=400)
     outage = outage_response(exc)

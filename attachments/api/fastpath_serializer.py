@@ -48,8 +48,9 @@ class SharedSerializer(serializers.Serializer):
         A body that is not a JSON object is a 400 too.
         """
         if not isinstance(data, dict):
-            raise ValidationFailed("The body must be a JSON object.",
-                                   details={"non_field_errors": ["Expected an object."]})
+            raise ValidationFailed(
+                "The body must be a JSON object.", details={"non_field_errors": ["Expected an object."]}
+            )
         return _instance(cls).run_validation(data)
 
     @classmethod

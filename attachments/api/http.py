@@ -21,6 +21,7 @@ def content_length(request: HttpRequest) -> int | None:
     if raw in (None, ""):
         return None
     if not (raw.isascii() and raw.isdigit()):
-        raise ValidationFailed("Content-Length must be a non-negative integer.",
-                               details={"Content-Length": ["A non-negative integer."]})
+        raise ValidationFailed(
+            "Content-Length must be a non-negative integer.", details={"Content-Length": ["A non-negative integer."]}
+        )
     return int(raw) if len(raw) <= 18 else 10**18  # larger than any limit; int() refuses > 4300 digits

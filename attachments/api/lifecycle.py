@@ -32,8 +32,13 @@ _TAGS = ["lifecycle"]
 
 def _ids(*, required: bool = True):
     # allow_empty keeps DRF's "may not be empty" message; min_length is what the schema shows.
-    return serializers.ListField(child=StrictCharField(max_length=64, allow_blank=True), max_length=MAX_IDS,
-                                 min_length=1, allow_empty=False, required=required)
+    return serializers.ListField(
+        child=StrictCharField(max_length=64, allow_blank=True),
+        max_length=MAX_IDS,
+        min_length=1,
+        allow_empty=False,
+        required=required,
+    )
 
 
 @extend_schema_serializer(component_name="HeartbeatEntry")
@@ -50,32 +55,45 @@ class HeartbeatApi(APIView):
     @extend_schema_serializer(component_name="HeartbeatResponse")
     class OutputSerializer(SharedSerializer):
         attachments = HeartbeatEntrySerializer(many=True)
-        missing = serializers.ListField(child=serializers.CharField(),
-                                        help_text="Unknown, not yours, discarded or expired (no distinction).")
+        missing = serializers.ListField(
+            child=serializers.CharField(), help_text="Unknown, not yours, discarded or expired (no distinction)."
+        )
 
     @extend_schema(
-        operation_id="attachments_heartbeat", tags=_TAGS, summary="Keep staged attachments alive",
+        operation_id="attachments_heartbeat",
+        tags=_TAGS,
+        summary="Keep staged attachments alive",
         request=InputSerializer,
-        responses={200: OpenApiResponse(OutputSerializer, description="New expiries, and the ids that are gone."),
-                   **errors(ValidationFailed, NotAuthenticated, TooLarge, TOO_LARGE=JSON_TOO_LARGE)},
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="New expiries, and the ids that are gone."),
+            **errors(ValidationFailed, NotAuthenticated, TooLarge, TOO_LARGE=JSON_TOO_LARGE),
+        },
     )
     def post(self, request):
         data = self.InputSerializer.validate_body(request.data)
         result = attachments_heartbeat(user=request.user, ids=data["ids"])
-        return Response(self.OutputSerializer.render({
-            "attachments": [{"id": pk, "expires_at": expires_at} for pk, expires_at in result.attachments],
-            "missing": result.missing,
-        }))
+        return Response(
+            self.OutputSerializer.render(
+                {
+                    "attachments": [{"id": pk, "expires_at": expires_at} for pk, expires_at in result.attachments],
+                    "missing": result.missing,
+                }
+            )
+        )
 
 
 class DiscardApi(APIView):
     @extend_schema(
-        operation_id="attachments_discard", tags=_TAGS, summary="Discard one attachment",
+        operation_id="attachments_discard",
+        tags=_TAGS,
+        summary="Discard one attachment",
         description="Idempotent; the sweeper reaps it on its next tick.",
         parameters=[ATTACHMENT_ID],
         request=None,
-        responses={204: OpenApiResponse(description="Discarded."),
-                   **errors(NotAuthenticated, NotFound, AlreadyCommitted)},
+        responses={
+            204: OpenApiResponse(description="Discarded."),
+            **errors(NotAuthenticated, NotFound, AlreadyCommitted),
+        },
     )
     def post(self, request, attachment_id):
         attachment_discard(user=request.user, attachment_id=attachment_id)
@@ -88,11 +106,14 @@ class DiscardAllApi(APIView):
         discarded = serializers.IntegerField(min_value=0)
 
     @extend_schema(
-        operation_id="attachments_discard_all", tags=_TAGS,
+        operation_id="attachments_discard_all",
+        tags=_TAGS,
         summary="Discard every staged, uncommitted attachment of yours",
         request=None,
-        responses={200: OpenApiResponse(OutputSerializer, description="How many were discarded."),
-                   **errors(NotAuthenticated)},
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="How many were discarded."),
+            **errors(NotAuthenticated),
+        },
     )
     def post(self, request):
         return Response(self.OutputSerializer.render({"discarded": attachments_discard_all(user=request.user)}))
@@ -104,7 +125,8 @@ class CommitApi(APIView):
         ids = _ids()
         ref = StrictCharField(max_length=200)
         replace = serializers.BooleanField(
-            default=False, help_text="Make `ids` the ref's whole set: your other files committed to it are released.")
+            default=False, help_text="Make `ids` the ref's whole set: your other files committed to it are released."
+        )
 
     @extend_schema_serializer(component_name="CommitResponse")
     class OutputSerializer(SharedSerializer):
@@ -112,14 +134,18 @@ class CommitApi(APIView):
         ref = serializers.CharField()
 
     @extend_schema(
-        operation_id="attachments_commit", tags=_TAGS, summary="Commit attachments to a reference",
+        operation_id="attachments_commit",
+        tags=_TAGS,
+        summary="Commit attachments to a reference",
         description="All or nothing. Re-committing to the same ref is a no-op. With `replace`, the ids become the "
         "ref's whole set and your other files committed to it are released in the same transaction. "
         "`ATTACHMENT_INVALID` details map each bad id to not_found, expired, discarded, released, "
         "already_committed, rejected or failed.",
         request=InputSerializer,
-        responses={200: OpenApiResponse(OutputSerializer, description="All committed."),
-                   **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE)},
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="All committed."),
+            **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE),
+        },
     )
     def post(self, request):
         data = self.InputSerializer.validate_body(request.data)
@@ -140,17 +166,22 @@ class ReleaseApi(APIView):
 
     @extend_schema_serializer(component_name="ReleaseResponse")
     class OutputSerializer(SharedSerializer):
-        released = serializers.ListField(child=serializers.CharField(),
-                                         help_text="Every file now released, including those released before.")
+        released = serializers.ListField(
+            child=serializers.CharField(), help_text="Every file now released, including those released before."
+        )
 
     @extend_schema(
-        operation_id="attachments_release", tags=_TAGS, summary="Release committed attachments",
+        operation_id="attachments_release",
+        tags=_TAGS,
+        summary="Release committed attachments",
         description="By `ref` (every file committed to it) or by `ids` (all or nothing; `ATTACHMENT_INVALID` "
         "details map each bad id to not_found or not_committed). Released files are no longer served and are "
         "removed by the sweeper after the grace (`expires_at`); until then `restore` brings one back. Idempotent.",
         request=InputSerializer,
-        responses={200: OpenApiResponse(OutputSerializer, description="Released."),
-                   **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE)},
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="Released."),
+            **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE),
+        },
     )
     def post(self, request):
         data = self.InputSerializer.validate_body(request.data)
@@ -160,13 +191,17 @@ class ReleaseApi(APIView):
 
 class RestoreApi(APIView):
     @extend_schema(
-        operation_id="attachments_restore", tags=_TAGS, summary="Restore a released attachment",
+        operation_id="attachments_restore",
+        tags=_TAGS,
+        summary="Restore a released attachment",
         description="Within the grace (`expires_at`): committed again to its ref. Restoring a committed file is a "
         "no-op; any other lifecycle, or a grace that is over, is `NOT_RESTORABLE`.",
         parameters=[ATTACHMENT_ID],
         request=None,
-        responses={204: OpenApiResponse(description="Committed again."),
-                   **errors(NotAuthenticated, NotFound, NotRestorable)},
+        responses={
+            204: OpenApiResponse(description="Committed again."),
+            **errors(NotAuthenticated, NotFound, NotRestorable),
+        },
     )
     def post(self, request, attachment_id):
         attachment_restore(user=request.user, attachment_id=attachment_id)
@@ -175,13 +210,14 @@ class RestoreApi(APIView):
 
 class AttachmentApi(views.AttachmentDetailApi):
     @extend_schema(
-        operation_id="attachments_destroy", tags=_TAGS, summary="Delete one attachment",
+        operation_id="attachments_destroy",
+        tags=_TAGS,
+        summary="Delete one attachment",
         description="A staged file is discarded (as `discard`); a committed one is released (as `release`, "
         "restorable within the grace). Idempotent.",
         parameters=[ATTACHMENT_ID],
         request=None,
-        responses={204: OpenApiResponse(description="Discarded or released."),
-                   **errors(NotAuthenticated, NotFound)},
+        responses={204: OpenApiResponse(description="Discarded or released."), **errors(NotAuthenticated, NotFound)},
     )
     def delete(self, request, attachment_id):
         attachment_delete(user=request.user, attachment_id=attachment_id)

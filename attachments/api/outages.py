@@ -24,8 +24,14 @@ def _outage_types() -> tuple[type[BaseException], ...]:
     from ..storage.base import StorageError
 
     broker = getattr(dramatiq.errors, "BrokerConnectionError", None) or dramatiq.errors.ConnectionError
-    found: list[type[BaseException]] = [DatabaseError, InterfaceError, StorageError, broker,
-                                        redis.exceptions.ConnectionError, redis.exceptions.TimeoutError]
+    found: list[type[BaseException]] = [
+        DatabaseError,
+        InterfaceError,
+        StorageError,
+        broker,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    ]
     try:
         from psycopg_pool import PoolTimeout
 
@@ -62,8 +68,9 @@ def outage_response(exc: BaseException | None) -> JsonResponse | None:
         return response
     ended, slow = _body_errors()
     if isinstance(exc, ended):
-        return JsonResponse(error_body("VALIDATION_ERROR", "The request body ended before its Content-Length."),
-                            status=400)
+        return JsonResponse(
+            error_body("VALIDATION_ERROR", "The request body ended before its Content-Length."), status=400
+        )
     if isinstance(exc, slow):
         response = JsonResponse(error_body("REQUEST_TIMEOUT", "The request body stopped arriving."), status=408)
         response["Connection"] = "close"

@@ -48,8 +48,10 @@ def error_texts(*raised: type[AirlockError], **texts: str) -> dict[int, str]:
 
 def errors(*raised: type[AirlockError], **texts: str) -> dict[int, OpenApiResponse]:
     """The error responses of an operation, from the AirlockError classes it can answer with."""
-    return {status: OpenApiResponse(ErrorSerializer, description=text)
-            for status, text in error_texts(*raised, **texts).items()}
+    return {
+        status: OpenApiResponse(ErrorSerializer, description=text)
+        for status, text in error_texts(*raised, **texts).items()
+    }
 
 
 JSON_TOO_LARGE = "the JSON body is over 2 MiB"  # DATA_UPLOAD_MAX_MEMORY_SIZE, answered by errors.exception_handler
@@ -66,7 +68,8 @@ def file_responses(media_type: str) -> dict[Any, OpenApiResponse]:
         (200, media_type): OpenApiResponse(
             OpenApiTypes.BINARY,
             description="The file (Range supported). `Content-Disposition` uses the RFC 5987 form; "
-            "`X-Content-Type-Options: nosniff`; `Content-Security-Policy: default-src 'none'; sandbox`."),
+            "`X-Content-Type-Options: nosniff`; `Content-Security-Policy: default-src 'none'; sandbox`.",
+        ),
         (206, media_type): OpenApiResponse(OpenApiTypes.BINARY, description="Partial content for a `Range` request."),
         302: OpenApiResponse(description="S3 backend: redirect to a short-lived presigned GET."),
         416: OpenApiResponse(description="The `Range` is outside the file."),
@@ -105,20 +108,42 @@ UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
     "server stops reading once the body passes the limit (413, nothing kept). A refused "
     "attempt does not use the URL up.",
     "tags": ["uploads"],
-    "parameters": [{"in": "path", "name": "attachment_id", "required": True,
-                    "schema": {"type": "string", "format": "uuid"}, "description": "The intent's attachment id."}],
-    "requestBody": {"required": True, "content": {media: {"schema": {"type": "string", "format": "binary"}}
-                                                  for media in ("application/octet-stream", "*/*")}},
+    "parameters": [
+        {
+            "in": "path",
+            "name": "attachment_id",
+            "required": True,
+            "schema": {"type": "string", "format": "uuid"},
+            "description": "The intent's attachment id.",
+        }
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {
+            media: {"schema": {"type": "string", "format": "binary"}} for media in ("application/octet-stream", "*/*")
+        },
+    },
     "security": [{"uploadToken": []}],
     "responses": {
-        "202": {"description": "Stored; processing starts.",
-                "content": {"application/json": {"schema": _ref("Attachment")}}},
-        **{str(status): _error_response(text) for status, text in error_texts(
-            ValidationFailed, UploadTokenInvalid, NotFound, AlreadyUploaded, TooLarge, BodyChecksumMismatch,
-            CHECKSUM_MISMATCH="the body's SHA-256 is not the intent's `sha256`; nothing kept, the URL not used up",
-            VALIDATION_ERROR="no Content-Length, a body shorter than it, or a body that could not be read",
-            NOT_FOUND="the intent no longer accepts uploads (discarded or expired)",
-            TOO_LARGE="the body is over the declared size or the profile's limit").items()},
+        "202": {
+            "description": "Stored; processing starts.",
+            "content": {"application/json": {"schema": _ref("Attachment")}},
+        },
+        **{
+            str(status): _error_response(text)
+            for status, text in error_texts(
+                ValidationFailed,
+                UploadTokenInvalid,
+                NotFound,
+                AlreadyUploaded,
+                TooLarge,
+                BodyChecksumMismatch,
+                CHECKSUM_MISMATCH="the body's SHA-256 is not the intent's `sha256`; nothing kept, the URL not used up",
+                VALIDATION_ERROR="no Content-Length, a body shorter than it, or a body that could not be read",
+                NOT_FOUND="the intent no longer accepts uploads (discarded or expired)",
+                TOO_LARGE="the body is over the declared size or the profile's limit",
+            ).items()
+        },
     },
 }
 
@@ -136,7 +161,8 @@ def _profile_enums(schemas: dict[str, Any]) -> None:
             props["profile"].update(enum=names, description="A configured profile (GET /profiles).")
         if "content_type" in props:
             props["content_type"].update(
-                enum=types, description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED).")
+                enum=types, description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED)."
+            )
 
 
 _ID = "$response.body#/id"
@@ -149,16 +175,22 @@ def _by_id(**operations: str) -> dict[str, Any]:
 # The stateful links schemathesis follows from a created attachment to what can be done with it.
 LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
     ("/api/v1/uploads", "post", "201"): {
-        **_by_id(GetAttachment="attachments_retrieve", CompleteUpload="uploads_complete",
-                 DiscardAttachment="attachments_discard"),
+        **_by_id(
+            GetAttachment="attachments_retrieve",
+            CompleteUpload="uploads_complete",
+            DiscardAttachment="attachments_discard",
+        ),
         "CommitAttachment": {"operationId": "attachments_commit", "requestBody": {"ids": [_ID], "ref": "fuzz:1"}},
         "HeartbeatAttachment": {"operationId": "attachments_heartbeat", "requestBody": {"ids": [_ID]}},
     },
     ("/api/v1/attachments", "post", "202"): _by_id(
-        GetAttachment="attachments_retrieve", DownloadAttachment="attachments_download",
-        ThumbnailAttachment="attachments_thumbnail", DisplayAttachment="attachments_display",
+        GetAttachment="attachments_retrieve",
+        DownloadAttachment="attachments_download",
+        ThumbnailAttachment="attachments_thumbnail",
+        DisplayAttachment="attachments_display",
         PosterAttachment="attachments_poster",
-        DiscardAttachment="attachments_discard"),
+        DiscardAttachment="attachments_discard",
+    ),
 }
 
 

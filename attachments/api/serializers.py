@@ -25,7 +25,6 @@ from ..variants import signed_name, variant_sizes
 from .fastpath_serializer import SharedSerializer
 from .links import absolute_url
 
-
 # --- strict input fields ---------------------------------------------------------------
 
 
@@ -58,13 +57,15 @@ class UtcDateTimeField(serializers.DateTimeField):
 @extend_schema_serializer(component_name="ErrorDetail")
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField(
-        help_text="Machine-readable; each operation's error responses name the codes it can answer with.")
+        help_text="Machine-readable; each operation's error responses name the codes it can answer with."
+    )
     message = serializers.CharField(help_text="Human-readable explanation.")
     details = serializers.DictField(
         child=serializers.JSONField(),
         help_text="Field → messages for VALIDATION_ERROR, id → reason for ATTACHMENT_INVALID, "
         "limits for TOO_LARGE and RATE_LIMITED, {quota, used, limit, requested} for QUOTA_EXCEEDED; "
-        "empty otherwise.")
+        "empty otherwise.",
+    )
 
 
 @extend_schema_serializer(component_name="Error")
@@ -156,14 +157,14 @@ class AttachmentResource:
             exp = delivery_expiry()
             attachment = self.attachment
             for name in names:
-                query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name,
-                                       exp=exp)
+                query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name, exp=exp)
                 links[name] = f"{self.url}/{name}?{query}"
             if self.status == Status.READY:  # made on first request, so listed before they exist
                 variants = {}
                 for name in variant_sizes(attachment.profile):
-                    query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk,
-                                           name=signed_name(name), exp=exp)
+                    query = delivery_query(
+                        tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=signed_name(name), exp=exp
+                    )
                     variants[name] = f"{self.url}/variants/{name}?{query}"
                 if variants:
                     links["variants"] = variants
@@ -210,18 +211,25 @@ class ReasonOutputSerializer(SharedSerializer):
 class LinksOutputSerializer(SharedSerializer):
     self = serializers.URLField()
     download = serializers.URLField(
-        required=False, help_text="Present only when the caller may read the file. Every file link is signed "
-        "(`?exp=…&kid=…&sig=…`): it works without `Authorization` until `exp`, and only while the file is served.")
+        required=False,
+        help_text="Present only when the caller may read the file. Every file link is signed "
+        "(`?exp=…&kid=…&sig=…`): it works without `Authorization` until `exp`, and only while the file is served.",
+    )
     thumbnail = serializers.URLField(required=False, help_text="Present only when a thumbnail may be read.")
     display = serializers.URLField(
-        required=False, help_text="HEIC/HEIF/AVIF only: the browser-viewable rendition, when it may be read.")
+        required=False, help_text="HEIC/HEIF/AVIF only: the browser-viewable rendition, when it may be read."
+    )
     poster = serializers.URLField(
-        required=False, help_text="Video only: one frame near 1 s (WebP, long edge at most 1280 px), when it may be read.")
+        required=False,
+        help_text="Video only: one frame near 1 s (WebP, long edge at most 1280 px), when it may be read.",
+    )
     variants = serializers.DictField(
-        child=serializers.URLField(), required=False,
+        child=serializers.URLField(),
+        required=False,
         help_text="Ready files of a profile with variants (AIRLOCK_VARIANTS), when they may be read: name → signed "
         "link, e.g. `small`, `medium`, `large` (fit within 640/1280/2048 px, never upscaled; WebP, or JPEG when "
-        "`Accept` lacks image/webp). Made on the first request.")
+        "`Accept` lacks image/webp). Made on the first request.",
+    )
 
 
 @extend_schema_serializer(component_name="AttachmentMetadata")
@@ -233,8 +241,11 @@ class MetadataOutputSerializer(SharedSerializer):
     total_bytes = _ArchivesOnly(allow_null=True, required=False, help_text="Archives only.")
     container = _MediaStr(allow_null=True, required=False, help_text="Video/audio only: FFmpeg's demuxer name.")
     duration_seconds = _MediaFloat(allow_null=True, required=False, help_text="Video/audio only, from the headers.")
-    rotation = _MediaInt(allow_null=True, required=False,
-                         help_text="Video only: degrees clockwise the stored frames are turned to be shown.")
+    rotation = _MediaInt(
+        allow_null=True,
+        required=False,
+        help_text="Video only: degrees clockwise the stored frames are turned to be shown.",
+    )
     video_codec = _MediaStr(allow_null=True, required=False, help_text="Video/audio only.")
     frame_rate = _MediaFloat(allow_null=True, required=False, help_text="Video/audio only: frames per second.")
     audio_codec = _MediaStr(allow_null=True, required=False, help_text="Video/audio only.")
@@ -258,19 +269,24 @@ class AttachmentOutputSerializer(SharedSerializer):
     sha256 = serializers.CharField(allow_null=True, help_text="Of the served bytes (null until ready).")
     created_at = UtcDateTimeField(source="attachment.created_at")
     ready_at = UtcDateTimeField(source="attachment.ready_at", allow_null=True)
-    expires_at = UtcDateTimeField(allow_null=True,
-                                  help_text="Null once committed; for a released file, the end of its grace.")
+    expires_at = UtcDateTimeField(
+        allow_null=True, help_text="Null once committed; for a released file, the end of its grace."
+    )
     committed = serializers.BooleanField()
     lifecycle = serializers.ChoiceField(
-        source="attachment.lifecycle", choices=Lifecycle.choices,
-        help_text="Where the file is in its life; `links` name only what is servable now.")
+        source="attachment.lifecycle",
+        choices=Lifecycle.choices,
+        help_text="Where the file is in its life; `links` name only what is servable now.",
+    )
     ref = serializers.CharField(source="attachment.ref", allow_null=True)
     legal_hold = serializers.BooleanField(
-        help_text="True while platform staff hold the file (or its ref): every delete answers 409 LEGAL_HOLD.")
+        help_text="True while platform staff hold the file (or its ref): every delete answers 409 LEGAL_HOLD."
+    )
     derivatives = serializers.DictField(
         child=serializers.JSONField(),
         help_text='Per kind, e.g. {"thumbnail": {"width": 256, "height": 192}}, "display" (HEIC/HEIF/AVIF), '
-                  '"poster" (video), "page_count", "entries".')
+        '"poster" (video), "page_count", "entries".',
+    )
     metadata = MetadataOutputSerializer()
     links = LinksOutputSerializer()
 

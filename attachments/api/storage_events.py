@@ -48,21 +48,31 @@ class StorageEventsApi(APIView):
         accepted = serializers.IntegerField(min_value=0, help_text="Records handled (duplicates included).")
 
     @extend_schema(
-        operation_id="storage_events_create", tags=["storage"], summary="Receive S3-compatible storage events",
+        operation_id="storage_events_create",
+        tags=["storage"],
+        summary="Receive S3-compatible storage events",
         description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
         "never issued are deleted, never processed.",
         # A security requirement object, as the schema needs it (drf-spectacular's hint says str).
         auth=[{"storageEventsBearer": []}],  # type: ignore[list-item]
         request={"application/json": _S3_EVENT},
-        responses={202: OpenApiResponse(OutputSerializer, description="Recorded."),
-                   **errors(ValidationFailed, NotAuthenticated, TooLarge,
-                            NOT_AUTHENTICATED="missing or wrong storage-events bearer token",
-                            TOO_LARGE="the event document is too large")},
+        responses={
+            202: OpenApiResponse(OutputSerializer, description="Recorded."),
+            **errors(
+                ValidationFailed,
+                NotAuthenticated,
+                TooLarge,
+                NOT_AUTHENTICATED="missing or wrong storage-events bearer token",
+                TOO_LARGE="the event document is too large",
+            ),
+        },
     )
     def post(self, request):
         if not _bearer_ok(request.META.get("HTTP_AUTHORIZATION", "")):
-            raise NotAuthenticated("A valid storage-events bearer token is required.",
-                                   headers={"WWW-Authenticate": 'Bearer realm="storage-events"'})
+            raise NotAuthenticated(
+                "A valid storage-events bearer token is required.",
+                headers={"WWW-Authenticate": 'Bearer realm="storage-events"'},
+            )
         try:
             body = request.body  # any content type: relays send text/plain as often as JSON
         except RequestDataTooBig:
@@ -71,7 +81,8 @@ class StorageEventsApi(APIView):
             payload = json.loads(body)
             parsed = parse_storage_events(payload)
         except (ValueError, RecursionError, MalformedEvent) as exc:  # JSONDecodeError, bad UTF-8; deep nesting
-            raise ValidationFailed("The body is not an S3 event document.",
-                                   details={"non_field_errors": [str(exc)[:200]]}) from None
+            raise ValidationFailed(
+                "The body is not an S3 event document.", details={"non_field_errors": [str(exc)[:200]]}
+            ) from None
         report = storage_events_record(parsed=parsed, source="webhook")
         return Response(self.OutputSerializer.render(report), status=202)

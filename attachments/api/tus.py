@@ -42,8 +42,11 @@ class TusVersionUnsupported(AirlockError):
 
 
 class UnsupportedMediaType(AirlockError):
-    code, status, default_message = ("UNSUPPORTED_MEDIA_TYPE", 415,
-                                     "A PATCH body must be sent as application/offset+octet-stream.")
+    code, status, default_message = (
+        "UNSUPPORTED_MEDIA_TYPE",
+        415,
+        "A PATCH body must be sent as application/offset+octet-stream.",
+    )
 
 
 def _header_int(request, name: str, *, required: bool = True) -> int | None:
@@ -68,8 +71,10 @@ def parse_metadata(raw: str | None) -> dict[str, str]:
         try:
             found[key] = base64.b64decode(value.strip(), validate=True).decode("utf-8") if value.strip() else ""
         except (binascii.Error, UnicodeDecodeError):
-            raise ValidationFailed("Upload-Metadata values must be base64 (UTF-8).",
-                                   details={"Upload-Metadata": [f"{key[:50]}: not base64 of UTF-8 text."]}) from None
+            raise ValidationFailed(
+                "Upload-Metadata values must be base64 (UTF-8).",
+                details={"Upload-Metadata": [f"{key[:50]}: not base64 of UTF-8 text."]},
+            ) from None
     return found
 
 
@@ -80,13 +85,15 @@ def parse_checksum(raw: str | None) -> tuple[str, bytes] | None:
     algorithm, _, digest = raw.strip().partition(" ")
     algorithm = algorithm.lower()
     if algorithm not in CHECKSUMS:
-        raise ValidationFailed("Unsupported checksum algorithm.",
-                               details={"Upload-Checksum": [f"One of: {', '.join(CHECKSUMS)}."]})
+        raise ValidationFailed(
+            "Unsupported checksum algorithm.", details={"Upload-Checksum": [f"One of: {', '.join(CHECKSUMS)}."]}
+        )
     try:
         return algorithm, base64.b64decode(digest.strip(), validate=True)
     except binascii.Error:
-        raise ValidationFailed("Upload-Checksum's digest must be base64.",
-                               details={"Upload-Checksum": ["Base64 digest."]}) from None
+        raise ValidationFailed(
+            "Upload-Checksum's digest must be base64.", details={"Upload-Checksum": ["Base64 digest."]}
+        ) from None
 
 
 def _body(request):
@@ -142,12 +149,15 @@ class TusApi(APIView):
         return response
 
     def options(self, request, *args, **kwargs):
-        return Response(status=204, headers={
-            "Tus-Version": TUS_VERSION,
-            "Tus-Max-Size": str(tus_max_size()),
-            "Tus-Extension": EXTENSIONS,
-            "Tus-Checksum-Algorithm": ",".join(CHECKSUMS),
-        })
+        return Response(
+            status=204,
+            headers={
+                "Tus-Version": TUS_VERSION,
+                "Tus-Max-Size": str(tus_max_size()),
+                "Tus-Extension": EXTENSIONS,
+                "Tus-Checksum-Algorithm": ",".join(CHECKSUMS),
+            },
+        )
 
 
 class TusCreateApi(TusApi):
@@ -155,32 +165,48 @@ class TusCreateApi(TusApi):
 
     def post(self, request):
         if request.headers.get("Upload-Defer-Length") is not None:
-            raise ValidationFailed("Deferred length is not offered: send Upload-Length.",
-                                   details={"Upload-Defer-Length": ["Not supported."]})
+            raise ValidationFailed(
+                "Deferred length is not offered: send Upload-Length.",
+                details={"Upload-Defer-Length": ["Not supported."]},
+            )
         length = _header_int(request, "Upload-Length")
         max_size = tus_max_size()
         metadata = parse_metadata(request.headers.get("Upload-Metadata"))
         profile = metadata.get("profile")
         filename = metadata.get("filename") or metadata.get("name") or "file"
-        content_type = (metadata.get("content_type") or metadata.get("filetype") or metadata.get("type") or "")
+        content_type = metadata.get("content_type") or metadata.get("filetype") or metadata.get("type") or ""
         content_type = content_type.split(";", 1)[0].strip().lower()
-        missing = {name: ["Required in Upload-Metadata."] for name, value in
-                   (("profile", profile), ("content_type", content_type)) if not value}
+        missing = {
+            name: ["Required in Upload-Metadata."]
+            for name, value in (("profile", profile), ("content_type", content_type))
+            if not value
+        }
         if missing:
             raise ValidationFailed("Upload-Metadata must name the profile and the content_type.", details=missing)
         if length > max_size:
-            raise TooLarge(f"Upload-Length is over the largest limit of {max_size} bytes.",
-                           details={"max_bytes": max_size})
-        upload = tus_upload_create(user=request.user, length=length, profile_name=profile,
-                                   filename=filename[:1024], content_type=content_type[:255])
+            raise TooLarge(
+                f"Upload-Length is over the largest limit of {max_size} bytes.", details={"max_bytes": max_size}
+            )
+        upload = tus_upload_create(
+            user=request.user,
+            length=length,
+            profile_name=profile,
+            filename=filename[:1024],
+            content_type=content_type[:255],
+        )
         location = absolute_url(request, reverse("tus-upload", kwargs={"attachment_id": upload.pk}))
         headers = {"Location": location}
         content_length = _header_int(request, "Content-Length", required=False) or 0
         if _media_type(request) == OFFSET_TYPE and content_length:
             try:
-                upload = tus_upload_append(user=request.user, attachment_id=upload.pk, offset=0,
-                                           chunks=_body(request), content_length=content_length,
-                                           checksum=parse_checksum(request.headers.get("Upload-Checksum")))
+                upload = tus_upload_append(
+                    user=request.user,
+                    attachment_id=upload.pk,
+                    offset=0,
+                    chunks=_body(request),
+                    content_length=content_length,
+                    checksum=parse_checksum(request.headers.get("Upload-Checksum")),
+                )
             except AirlockError as exc:
                 exc.headers.update(headers)  # the upload exists: the client may resume it
                 raise
@@ -193,13 +219,16 @@ class TusUploadApi(TusApi):
 
     def head(self, request, attachment_id):
         upload = tus_upload_recover(user=request.user, attachment_id=attachment_id)
-        return Response(status=200, headers={
-            "Upload-Offset": str(upload.offset),
-            "Upload-Length": str(upload.length),
-            "Cache-Control": "no-store",
-            "Upload-Metadata": _metadata(upload),
-            **_expires(upload),
-        })
+        return Response(
+            status=200,
+            headers={
+                "Upload-Offset": str(upload.offset),
+                "Upload-Length": str(upload.length),
+                "Cache-Control": "no-store",
+                "Upload-Metadata": _metadata(upload),
+                **_expires(upload),
+            },
+        )
 
     def patch(self, request, attachment_id):
         if _media_type(request) != OFFSET_TYPE:
@@ -208,11 +237,19 @@ class TusUploadApi(TusApi):
         content_length = _header_int(request, "Content-Length", required=False)
         if content_length is None:
             # Django cannot read a chunked body: without a length the bytes would be lost.
-            raise ValidationFailed("Content-Length is required (chunked bodies are not supported).",
-                                   details={"Content-Length": ["This header is required."]})
+            raise ValidationFailed(
+                "Content-Length is required (chunked bodies are not supported).",
+                details={"Content-Length": ["This header is required."]},
+            )
         checksum = parse_checksum(request.headers.get("Upload-Checksum"))
-        upload = tus_upload_append(user=request.user, attachment_id=attachment_id, offset=offset,
-                                   chunks=_body(request), content_length=content_length, checksum=checksum)
+        upload = tus_upload_append(
+            user=request.user,
+            attachment_id=attachment_id,
+            offset=offset,
+            chunks=_body(request),
+            content_length=content_length,
+            checksum=checksum,
+        )
         return Response(status=204, headers={"Upload-Offset": str(upload.offset), **_expires(upload)})
 
     def delete(self, request, attachment_id):

@@ -31,6 +31,7 @@ from ..services.intents import upload_intent_create
 from ..services.multipart import UploadNotInProgress, upload_parts_resign
 from ..services.uploads import upload_complete, upload_content_receive
 from .errors import json_error
+from .http import content_length
 from .links import absolute_url
 from .schema import ATTACHMENT_ID, JSON_TOO_LARGE, errors
 from .serializers import (
@@ -41,7 +42,6 @@ from .serializers import (
     UtcDateTimeField,
     attachment_resource,
 )
-from .http import content_length
 from .views import resource_for
 
 _TAGS = ["uploads"]
@@ -61,11 +61,13 @@ def _complete_url(request, attachment_id) -> str:
 class UploadInstructionSerializer(SharedSerializer):
     method = serializers.ChoiceField(choices=["PUT", "POST"])
     url = serializers.URLField()
-    headers = serializers.DictField(child=serializers.CharField(allow_blank=True),
-                                    help_text="Send exactly these headers (PUT).")
+    headers = serializers.DictField(
+        child=serializers.CharField(allow_blank=True), help_text="Send exactly these headers (PUT)."
+    )
     # DRF's metaclass takes declared fields out of the class: this does not shadow Serializer.fields.
     fields = serializers.DictField(  # type: ignore[assignment]
-        child=serializers.CharField(allow_blank=True), help_text="Form fields before `file` (POST).")
+        child=serializers.CharField(allow_blank=True), help_text="Form fields before `file` (POST)."
+    )
     expires_at = UtcDateTimeField()
     part_size = serializers.IntegerField(required=False, help_text="S3 multipart only.")
     parts = UploadPartOutputSerializer(many=True, required=False, help_text="S3 multipart only: PUT each part.")
@@ -79,10 +81,13 @@ class UploadIntentApi(APIView):
         filename = StrictCharField(max_length=1024, trim_whitespace=False)
         size = StrictIntegerField(min_value=0, max_value=2**62)
         content_type = StrictCharField(max_length=255)
-        sha256 = StrictCharField(required=False, max_length=64,
-                                 help_text="Optional SHA-256 of the bytes, 64 hex digits or base64. S3: send it as "
-                                 "`x-amz-checksum-sha256` (in `upload.headers`/`upload.fields`). Other bytes end "
-                                 "`rejected` with `checksum_mismatch`, or are refused while they stream.")
+        sha256 = StrictCharField(
+            required=False,
+            max_length=64,
+            help_text="Optional SHA-256 of the bytes, 64 hex digits or base64. S3: send it as "
+            "`x-amz-checksum-sha256` (in `upload.headers`/`upload.fields`). Other bytes end "
+            "`rejected` with `checksum_mismatch`, or are refused while they stream.",
+        )
 
     @extend_schema_serializer(component_name="IntentResponse")
     class OutputSerializer(SharedSerializer):
@@ -93,25 +98,40 @@ class UploadIntentApi(APIView):
         upload = UploadInstructionSerializer()
 
     @extend_schema(
-        operation_id="uploads_create", tags=_TAGS, summary="Create an upload intent",
+        operation_id="uploads_create",
+        tags=_TAGS,
+        summary="Create an upload intent",
         description="Validates the declared size and type against the profile, creates the pending attachment and "
         "returns where to send the bytes (PUT with `headers`, or multipart POST with `fields` then `file`). "
         "The URL is single-use and expires.",
         request=InputSerializer,
-        responses={201: OpenApiResponse(OutputSerializer, description="The pending attachment and where to send "
-                                        "its bytes."),
-                   **errors(ValidationFailed, UnknownProfile, TypeNotAllowed, NotAuthenticated, TooLarge,
-                            QuotaExceeded, RateLimited,
-                            TOO_LARGE="the declared size is over the profile's limit, or the body over 2 MiB",
-                            RATE_LIMITED="too many intents per minute or too many pending uploads "
-                            "(`Retry-After` is set)")},
+        responses={
+            201: OpenApiResponse(OutputSerializer, description="The pending attachment and where to send its bytes."),
+            **errors(
+                ValidationFailed,
+                UnknownProfile,
+                TypeNotAllowed,
+                NotAuthenticated,
+                TooLarge,
+                QuotaExceeded,
+                RateLimited,
+                TOO_LARGE="the declared size is over the profile's limit, or the body over 2 MiB",
+                RATE_LIMITED="too many intents per minute or too many pending uploads (`Retry-After` is set)",
+            ),
+        },
     )
     def post(self, request):
         data = self.InputSerializer.validate_body(request.data)
         # Media types are case-insensitive and may carry parameters ("image/jpeg; q=1").
         content_type = data["content_type"].split(";", 1)[0].strip().lower()
-        intent = upload_intent_create(user=request.user, profile_name=data["profile"], filename=data["filename"],
-                                      size=data["size"], content_type=content_type, sha256=data.get("sha256"))
+        intent = upload_intent_create(
+            user=request.user,
+            profile_name=data["profile"],
+            filename=data["filename"],
+            size=data["size"],
+            content_type=content_type,
+            sha256=data.get("sha256"),
+        )
         attachment = intent.attachment
         upload = {
             "method": intent.upload.method,
@@ -121,8 +141,11 @@ class UploadIntentApi(APIView):
             "expires_at": intent.upload_expires_at,
         }
         if intent.upload.parts:  # S3 multipart: PUT each part, then POST complete_url with the ETags
-            upload.update(part_size=intent.upload.part_size, parts=intent.upload.parts,
-                          complete_url=_complete_url(request, attachment.pk))
+            upload.update(
+                part_size=intent.upload.part_size,
+                parts=intent.upload.parts,
+                complete_url=_complete_url(request, attachment.pk),
+            )
         return Response(self.OutputSerializer.render({"attachment": attachment, "upload": upload}), status=201)
 
 
@@ -139,8 +162,10 @@ class UploadContentView(View):
             if length is None:
                 # Django's WSGI request cannot read a chunked body: without a length the
                 # bytes would be lost and the URL used up by an empty upload.
-                raise ValidationFailed("Content-Length is required (chunked uploads are not supported).",
-                                       details={"Content-Length": ["This header is required."]})
+                raise ValidationFailed(
+                    "Content-Length is required (chunked uploads are not supported).",
+                    details={"Content-Length": ["This header is required."]},
+                )
             attachment = upload_content_receive(
                 attachment_id=attachment_id,
                 token=request.GET.get("token"),
@@ -164,8 +189,12 @@ class UploadCompleteApi(APIView):
     @extend_schema_serializer(component_name="UploadComplete")
     class InputSerializer(SharedSerializer):
         parts: serializers.ListSerializer = serializers.ListSerializer(
-            child=UploadCompletePartSerializer(), min_length=1, max_length=10_000, required=False,
-            help_text="S3 multipart intents only; omit for the plain hint.")
+            child=UploadCompletePartSerializer(),
+            min_length=1,
+            max_length=10_000,
+            required=False,
+            help_text="S3 multipart intents only; omit for the plain hint.",
+        )
 
         def validate_parts(self, parts):
             if len({part["part_number"] for part in parts}) != len(parts):
@@ -173,13 +202,17 @@ class UploadCompleteApi(APIView):
             return parts
 
     @extend_schema(
-        operation_id="uploads_complete", tags=_TAGS, summary="Tell the server the bytes are in place",
+        operation_id="uploads_complete",
+        tags=_TAGS,
+        summary="Tell the server the bytes are in place",
         description="Optional hint for storage without event notifications; the server checks storage itself. "
         "Idempotent. For S3 multipart intents, send the parts' ETags.",
         parameters=[ATTACHMENT_ID],
         request=InputSerializer,
-        responses={202: OpenApiResponse(AttachmentOutputSerializer, description="The attachment resource."),
-                   **errors(ValidationFailed, NotAuthenticated, NotFound, TooLarge, TOO_LARGE=JSON_TOO_LARGE)},
+        responses={
+            202: OpenApiResponse(AttachmentOutputSerializer, description="The attachment resource."),
+            **errors(ValidationFailed, NotAuthenticated, NotFound, TooLarge, TOO_LARGE=JSON_TOO_LARGE),
+        },
     )
     def post(self, request, attachment_id):
         attachment = attachment_owned(user=request.user, attachment_id=attachment_id)
@@ -230,25 +263,33 @@ class UploadPartsApi(APIView):
         complete_url = serializers.URLField()
 
     @extend_schema(
-        operation_id="uploads_parts_resign", tags=_TAGS,
+        operation_id="uploads_parts_resign",
+        tags=_TAGS,
         summary="Re-sign the remaining part URLs of a multipart upload",
         description="For the caller's in-progress S3 multipart intent: fresh presigned URLs for every part not yet "
         "in storage, and the parts already uploaded (with their ETags), so an upload whose part URLs expired "
         "can resume. No body.",
         parameters=[ATTACHMENT_ID],
         request=None,
-        responses={200: OpenApiResponse(OutputSerializer, description="The remaining parts, re-signed."),
-                   **errors(NotAuthenticated, NotFound, UploadNotInProgress)},
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="The remaining parts, re-signed."),
+            **errors(NotAuthenticated, NotFound, UploadNotInProgress),
+        },
     )
     def post(self, request, attachment_id):
         plan = upload_parts_resign(user=request.user, attachment_id=attachment_id)
-        return Response(self.OutputSerializer.render({
-            "id": attachment_id,
-            "part_size": plan.part_size,
-            "expires_at": plan.expires_at,
-            "parts": plan.parts,
-            "uploaded_parts": [{"part_number": n, "etag": etag, "size": size}
-                               for n, (etag, size) in sorted(plan.uploaded.items())],
-            "complete_url": _complete_url(request, attachment_id),
-        }))
-
+        return Response(
+            self.OutputSerializer.render(
+                {
+                    "id": attachment_id,
+                    "part_size": plan.part_size,
+                    "expires_at": plan.expires_at,
+                    "parts": plan.parts,
+                    "uploaded_parts": [
+                        {"part_number": n, "etag": etag, "size": size}
+                        for n, (etag, size) in sorted(plan.uploaded.items())
+                    ],
+                    "complete_url": _complete_url(request, attachment_id),
+                }
+            )
+        )

@@ -20,14 +20,16 @@ urlpatterns = [
     path("attachments/release", lifecycle.ReleaseApi.as_view(), name="attachments-release"),
     path("attachments/<str:attachment_id>", lifecycle.AttachmentApi.as_view(), name="attachment"),
     path("attachments/<str:attachment_id>/download", views.AttachmentDownloadApi.as_view(), name="attachment-download"),
-    path("attachments/<str:attachment_id>/thumbnail", views.AttachmentThumbnailApi.as_view(),
-         name="attachment-thumbnail"),
-    path("attachments/<str:attachment_id>/display", views.AttachmentDisplayApi.as_view(),
-         name="attachment-display"),
-    path("attachments/<str:attachment_id>/poster", views.AttachmentPosterApi.as_view(),
-         name="attachment-poster"),
-    path("attachments/<str:attachment_id>/variants/<slug:name>", variants.AttachmentVariantApi.as_view(),
-         name="attachment-variant"),
+    path(
+        "attachments/<str:attachment_id>/thumbnail", views.AttachmentThumbnailApi.as_view(), name="attachment-thumbnail"
+    ),
+    path("attachments/<str:attachment_id>/display", views.AttachmentDisplayApi.as_view(), name="attachment-display"),
+    path("attachments/<str:attachment_id>/poster", views.AttachmentPosterApi.as_view(), name="attachment-poster"),
+    path(
+        "attachments/<str:attachment_id>/variants/<slug:name>",
+        variants.AttachmentVariantApi.as_view(),
+        name="attachment-variant",
+    ),
     path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
     path("attachments/<str:attachment_id>/restore", lifecycle.RestoreApi.as_view(), name="attachment-restore"),
 ]

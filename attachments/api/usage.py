@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ..services.quotas import tenant_usage
 from ..errors import NotAuthenticated
+from ..services.quotas import tenant_usage
 from ..tenancy import tenant_of
 from .schema import errors
 from .serializers import SharedSerializer
@@ -19,7 +19,8 @@ class UsageApi(APIView):
     class OutputSerializer(SharedSerializer):
         bytes_used = serializers.IntegerField(
             help_text="Declared sizes of pending uploads plus stored sizes of every other file not rejected, "
-            "failed, discarded or deleted.")
+            "failed, discarded or deleted."
+        )
         bytes_limit = serializers.IntegerField(allow_null=True, help_text="null: unlimited.")
         files_used = serializers.IntegerField(help_text="Files counted in bytes_used.")
         files_limit = serializers.IntegerField(allow_null=True, help_text="null: unlimited.")
@@ -28,8 +29,10 @@ class UsageApi(APIView):
         operation_id="usage_retrieve",
         tags=["usage"],
         summary="The caller's tenant usage and quotas",
-        responses={200: OpenApiResponse(OutputSerializer, description="Usage and limits of the caller's tenant."),
-                   **errors(NotAuthenticated)},
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="Usage and limits of the caller's tenant."),
+            **errors(NotAuthenticated),
+        },
     )
     def get(self, request):
         usage = tenant_usage(tenant=tenant_of(request.user))

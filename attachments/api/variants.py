@@ -10,15 +10,19 @@ from rest_framework.negotiation import DefaultContentNegotiation
 
 from ..errors import NotAuthenticated, NotFound, SignatureInvalid, UrlExpired
 from ..models import Status
-from ..serving import file_response
 from ..services.variants import VariantFailed, variant_obtain
+from ..serving import file_response
 from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
 from .delivery import SIGNED_LINK_PARAMETERS, readable_attachment
 from .schema import ATTACHMENT_ID, errors, file_responses
 from .views import FileApi
 
-VARIANT_NAME = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH,
-                                description="A variant of the file's profile (AIRLOCK_VARIANTS), e.g. `medium`.")
+VARIANT_NAME = OpenApiParameter(
+    "name",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="A variant of the file's profile (AIRLOCK_VARIANTS), e.g. `medium`.",
+)
 
 
 def _cache_headers(response, etag: str):
@@ -41,13 +45,17 @@ class _AcceptPicksTheImageFormat(DefaultContentNegotiation):
 
 class AttachmentVariantApi(FileApi):
     content_negotiation_class = _AcceptPicksTheImageFormat
+
     @extend_schema(
-        operation_id="attachments_variant", tags=["attachments"],
+        operation_id="attachments_variant",
+        tags=["attachments"],
         summary="Get a named variant (WebP, or JPEG without image/webp in Accept; gated; made on first request)",
         parameters=[ATTACHMENT_ID, VARIANT_NAME, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/webp"),
-                   304: OpenApiResponse(description="`If-None-Match` names the current `ETag`."),
-                   **errors(NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, VariantFailed)},
+        responses={
+            **file_responses("image/webp"),
+            304: OpenApiResponse(description="`If-None-Match` names the current `ETag`."),
+            **errors(NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, VariantFailed),
+        },
     )
     def get(self, request, attachment_id, name):
         attachment = readable_attachment(request, attachment_id=attachment_id, name=signed_name(name))
@@ -60,7 +68,12 @@ class AttachmentVariantApi(FileApi):
             return _cache_headers(HttpResponse(status=304), etag)
         variant = variant_obtain(attachment=attachment, name=name, fmt=fmt)
         stem = attachment.filename.rsplit(".", 1)[0] or "variant"
-        response = file_response(request, key=variant.storage_key, size=variant.size,
-                                 content_type=variant.content_type, filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
-                                 inline=True)
+        response = file_response(
+            request,
+            key=variant.storage_key,
+            size=variant.size,
+            content_type=variant.content_type,
+            filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
+            inline=True,
+        )
         return _cache_headers(response, etag)

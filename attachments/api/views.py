@@ -42,13 +42,13 @@ from ..selectors import (
     thumbnail_dims,
     thumbnail_of,
 )
-from ..serving import file_response, served_object
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
+from ..serving import file_response, served_object
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
-from .schema import ATTACHMENT_ID, file_responses, errors
+from .schema import ATTACHMENT_ID, errors, file_responses
 from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedSerializer
 
 _TAGS = ["attachments"]
@@ -82,9 +82,13 @@ class ProfilesApi(APIView):
         profiles = ProfileSerializer(many=True)
 
     @extend_schema(
-        operation_id="profiles_list", tags=["profiles"], summary="List the upload profiles",
-        responses={200: OpenApiResponse(OutputSerializer, description="The configured profiles."),
-                   **errors(NotAuthenticated)},
+        operation_id="profiles_list",
+        tags=["profiles"],
+        summary="List the upload profiles",
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="The configured profiles."),
+            **errors(NotAuthenticated),
+        },
     )
     def get(self, request):
         return Response(self.OutputSerializer.render({"profiles": all_profiles().values()}))
@@ -121,8 +125,11 @@ class AttachmentListApi(APIView):
         committed = serializers.ChoiceField(choices=["true", "false"], required=False)
         limit = serializers.IntegerField(required=False, help_text="Page size, 1–100 (default 50).")
         cursor = serializers.CharField(required=False, help_text="From a previous page's `next`.")
-        ids = serializers.CharField(required=False, help_text=f"Only these attachments: comma-separated ids, at most "
-                                    f"{MAX_LISTED_IDS}; the page size defaults to their number.")
+        ids = serializers.CharField(
+            required=False,
+            help_text=f"Only these attachments: comma-separated ids, at most "
+            f"{MAX_LISTED_IDS}; the page size defaults to their number.",
+        )
 
         def validate_ids(self, value: str) -> list[uuid.UUID]:
             parts = [part.strip() for part in value.split(",") if part.strip()]
@@ -141,15 +148,24 @@ class AttachmentListApi(APIView):
             return value
 
     @extend_schema(
-        operation_id="attachments_list", tags=_TAGS, summary="List your attachments",
+        operation_id="attachments_list",
+        tags=_TAGS,
+        summary="List your attachments",
         description="Newest first, cursor-paginated. With `ids` and `wait`, holds the request up to N seconds until "
         "one of the listed attachments changes status (or one is terminal): one request follows many files. Past "
         "the waiter caps it answers at once (`Airlock-Wait: skipped; reason=…`).",
-        parameters=[FilterSerializer,
-                    OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
-                                     description="With `ids`: seconds to wait for a change (0–30).")],
-        responses={200: OpenApiResponse(OutputSerializer, description="One page of your attachments."),
-                   **errors(ValidationFailed, NotAuthenticated)},
+        parameters=[
+            FilterSerializer,
+            OpenApiParameter(
+                "wait",
+                {"type": "number", "minimum": 0, "maximum": 30},
+                description="With `ids`: seconds to wait for a change (0–30).",
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="One page of your attachments."),
+            **errors(ValidationFailed, NotAuthenticated),
+        },
     )
     def get(self, request):
         filters = self.FilterSerializer.validate_body(request.query_params)
@@ -163,9 +179,14 @@ class AttachmentListApi(APIView):
         status, profile = filters.get("status"), filters.get("profile")
 
         def read() -> list[Attachment]:
-            qs = attachments_of_owner(user=request.user, status=status, profile=profile,
-                                      committed=None if committed is None else committed == "true",
-                                      before=_decode_cursor(cursor) if cursor else None, ids=ids)
+            qs = attachments_of_owner(
+                user=request.user,
+                status=status,
+                profile=profile,
+                committed=None if committed is None else committed == "true",
+                before=_decode_cursor(cursor) if cursor else None,
+                ids=ids,
+            )
             return list(qs.prefetch_related("derivatives")[: limit + 1])
 
         headers = {}
@@ -182,8 +203,13 @@ class AttachmentListApi(APIView):
 
             # One waiter for every listed id: woken by whichever changes first. A listed id
             # that is not the caller's is never in `rows`, so its changes cannot end the wait.
-            waited = waiting.wait_until(user_id=request.user.pk, attachment_ids=[str(pk) for pk in ids],
-                                        seconds=seconds, read=read, settled=settled)
+            waited = waiting.wait_until(
+                user_id=request.user.pk,
+                attachment_ids=[str(pk) for pk in ids],
+                seconds=seconds,
+                read=read,
+                settled=settled,
+            )
             page, headers = waited.value, _wait_headers(waited)
         else:
             page = read()
@@ -202,52 +228,81 @@ class AttachmentListApi(APIView):
         # Names are checked by the service (UNKNOWN_PROFILE), as for an intent: taken as sent.
         profile = serializers.CharField(allow_blank=True, trim_whitespace=False)
         file = serializers.FileField(allow_empty_file=True, use_url=False)
-        filename = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
-                                         help_text="Defaults to the uploaded file's name.")
-        sha256 = serializers.CharField(required=False, max_length=64,
-                                       help_text="Optional SHA-256 of the file, hex or base64: another body is "
-                                       "refused (`400 CHECKSUM_MISMATCH`) and nothing is kept.")
+        filename = serializers.CharField(
+            required=False, allow_blank=True, trim_whitespace=False, help_text="Defaults to the uploaded file's name."
+        )
+        sha256 = serializers.CharField(
+            required=False,
+            max_length=64,
+            help_text="Optional SHA-256 of the file, hex or base64: another body is "
+            "refused (`400 CHECKSUM_MISMATCH`) and nothing is kept.",
+        )
 
     @extend_schema(
-        operation_id="attachments_upload", tags=["uploads"], summary="Upload a small file through the API",
+        operation_id="attachments_upload",
+        tags=["uploads"],
+        summary="Upload a small file through the API",
         request={"multipart/form-data": UploadInputSerializer},
-        responses={202: OpenApiResponse(AttachmentOutputSerializer, description="Stored; status `pending`."),
-                   **errors(ValidationFailed, UnknownProfile, NotAuthenticated, TooLarge, QuotaExceeded,
-                            RateLimited, BodyChecksumMismatch,
-                            CHECKSUM_MISMATCH="the file's SHA-256 is not the declared `sha256`; nothing kept",
-                            TOO_LARGE="over the profile's (or the upload-through) body limit",
-                            RATE_LIMITED="too many intents per minute or too many pending uploads "
-                            "(`Retry-After` is set)")},
+        responses={
+            202: OpenApiResponse(AttachmentOutputSerializer, description="Stored; status `pending`."),
+            **errors(
+                ValidationFailed,
+                UnknownProfile,
+                NotAuthenticated,
+                TooLarge,
+                QuotaExceeded,
+                RateLimited,
+                BodyChecksumMismatch,
+                CHECKSUM_MISMATCH="the file's SHA-256 is not the declared `sha256`; nothing kept",
+                TOO_LARGE="over the profile's (or the upload-through) body limit",
+                RATE_LIMITED="too many intents per minute or too many pending uploads (`Retry-After` is set)",
+            ),
+        },
     )
     def post(self, request):
         # Refuse before the multipart parser spools anything: the form overhead is small.
         cap = settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES + 64 * 1024
         length = content_length(request._request)
         if length is not None and length > cap:
-            raise TooLarge(f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
-                           details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES})
+            raise TooLarge(
+                f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
+                details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES},
+            )
         give_connection_back()  # the multipart parser may wait on the client for long
         data = self.UploadInputSerializer.validate_body(request.data)
         upload = data["file"]
         attachment = upload_through(
-            user=request.user, profile_name=data["profile"], filename=data.get("filename") or upload.name or "file",
-            chunks=upload.chunks(64 * 1024), size_hint=upload.size or 0,
-            declared_type=(upload.content_type or "")[:127], sha256=data.get("sha256"),
+            user=request.user,
+            profile_name=data["profile"],
+            filename=data.get("filename") or upload.name or "file",
+            chunks=upload.chunks(64 * 1024),
+            size_hint=upload.size or 0,
+            declared_type=(upload.content_type or "")[:127],
+            sha256=data.get("sha256"),
         )
         return Response(resource_for(request, attachment), status=202)
 
 
 class AttachmentDetailApi(APIView):
     @extend_schema(
-        operation_id="attachments_retrieve", tags=_TAGS, summary="Get one attachment",
+        operation_id="attachments_retrieve",
+        tags=_TAGS,
+        summary="Get one attachment",
         description="The owner sees every state; others of the same tenant only `ready`. With `wait`, holds the "
         "request up to N seconds until the status is terminal; past the waiter caps it answers at once "
         "(`Airlock-Wait: skipped; reason=…`).",
-        parameters=[ATTACHMENT_ID,
-                    OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 30},
-                                     description="Seconds to wait for a terminal status (0–30).")],
-        responses={200: OpenApiResponse(AttachmentOutputSerializer, description="The attachment resource."),
-                   **errors(ValidationFailed, NotAuthenticated, NotFound)},
+        parameters=[
+            ATTACHMENT_ID,
+            OpenApiParameter(
+                "wait",
+                {"type": "number", "minimum": 0, "maximum": 30},
+                description="Seconds to wait for a terminal status (0–30).",
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(AttachmentOutputSerializer, description="The attachment resource."),
+            **errors(ValidationFailed, NotAuthenticated, NotFound),
+        },
     )
     def get(self, request, attachment_id):
         def read():
@@ -258,9 +313,13 @@ class AttachmentDetailApi(APIView):
         if seconds:
             # Sleeps until a transition of this attachment is announced (no polling); its
             # first read, made once it listens, is also the visibility check.
-            waited = waiting.wait_until(user_id=request.user.pk, attachment_ids=[str(attachment_id)],
-                                        seconds=seconds, read=read,
-                                        settled=lambda a: a.status in TERMINAL_STATUSES)
+            waited = waiting.wait_until(
+                user_id=request.user.pk,
+                attachment_ids=[str(attachment_id)],
+                seconds=seconds,
+                read=read,
+                settled=lambda a: a.status in TERMINAL_STATUSES,
+            )
             attachment, headers = waited.value, _wait_headers(waited)
         else:
             attachment = read()
@@ -301,7 +360,9 @@ class FileApi(APIView):
 
 class AttachmentDownloadApi(FileApi):
     @extend_schema(
-        operation_id="attachments_download", tags=_TAGS, summary="Download the file (gated)",
+        operation_id="attachments_download",
+        tags=_TAGS,
+        summary="Download the file (gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         # The detected type of the bytes (image/jpeg, application/pdf, …).
         responses={**file_responses("*/*"), **errors(*_FILE_ERRORS)},
@@ -312,8 +373,14 @@ class AttachmentDownloadApi(FileApi):
         if served is None:
             raise NotFound()
         key, size = served
-        return file_response(request, key=key, size=size, content_type=attachment.content_type,
-                             filename=download_name(attachment), inline=False)
+        return file_response(
+            request,
+            key=key,
+            size=size,
+            content_type=attachment.content_type,
+            filename=download_name(attachment),
+            inline=False,
+        )
 
 
 _RENDITION_EXT = {"image/jpeg": "jpg", "image/webp": "webp"}
@@ -330,7 +397,9 @@ def download_name(attachment) -> str:
 
 class AttachmentThumbnailApi(FileApi):
     @extend_schema(
-        operation_id="attachments_thumbnail", tags=_TAGS, summary="Get the thumbnail (WebP, gated)",
+        operation_id="attachments_thumbnail",
+        tags=_TAGS,
+        summary="Get the thumbnail (WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS)},
     )
@@ -340,13 +409,20 @@ class AttachmentThumbnailApi(FileApi):
         if thumbnail is None:
             raise NotFound()
         stem = attachment.filename.rsplit(".", 1)[0] or "thumbnail"
-        return file_response(request, key=thumbnail.storage_key, size=thumbnail.size,
-                             content_type=thumbnail.content_type, filename=f"{stem}.webp", inline=True)
+        return file_response(
+            request,
+            key=thumbnail.storage_key,
+            size=thumbnail.size,
+            content_type=thumbnail.content_type,
+            filename=f"{stem}.webp",
+            inline=True,
+        )
 
 
 class AttachmentDisplayApi(FileApi):
     @extend_schema(
-        operation_id="attachments_display", tags=_TAGS,
+        operation_id="attachments_display",
+        tags=_TAGS,
         summary="Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         responses={**file_responses("image/jpeg"), **errors(*_FILE_ERRORS)},
@@ -358,13 +434,20 @@ class AttachmentDisplayApi(FileApi):
             raise NotFound()
         stem = attachment.filename.rsplit(".", 1)[0] or "display"
         ext = "webp" if display.content_type == "image/webp" else "jpg"
-        return file_response(request, key=display.storage_key, size=display.size,
-                             content_type=display.content_type, filename=f"{stem}.{ext}", inline=True)
+        return file_response(
+            request,
+            key=display.storage_key,
+            size=display.size,
+            content_type=display.content_type,
+            filename=f"{stem}.{ext}",
+            inline=True,
+        )
 
 
 class AttachmentPosterApi(FileApi):
     @extend_schema(
-        operation_id="attachments_poster", tags=_TAGS,
+        operation_id="attachments_poster",
+        tags=_TAGS,
         summary="Get the poster frame of a video (WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS)},
@@ -375,8 +458,14 @@ class AttachmentPosterApi(FileApi):
         if poster is None:
             raise NotFound()
         stem = attachment.filename.rsplit(".", 1)[0] or "poster"
-        return file_response(request, key=poster.storage_key, size=poster.size,
-                             content_type=poster.content_type, filename=f"{stem}.webp", inline=True)
+        return file_response(
+            request,
+            key=poster.storage_key,
+            size=poster.size,
+            content_type=poster.content_type,
+            filename=f"{stem}.webp",
+            inline=True,
+        )
 
 
 @extend_schema_serializer(component_name="SearchResult")
@@ -392,11 +481,21 @@ class SearchApi(APIView):
         results = SearchResultSerializer(many=True, help_text="At most 50.")
 
     @extend_schema(
-        operation_id="search", tags=["search"], summary="Full-text search over document text",
-        parameters=[OpenApiParameter("q", {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
-                                     required=True, description="1–200 characters, not only spaces.")],
-        responses={200: OpenApiResponse(OutputSerializer, description="Matching documents you may read."),
-                   **errors(ValidationFailed, NotAuthenticated)},
+        operation_id="search",
+        tags=["search"],
+        summary="Full-text search over document text",
+        parameters=[
+            OpenApiParameter(
+                "q",
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                required=True,
+                description="1–200 characters, not only spaces.",
+            )
+        ],
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="Matching documents you may read."),
+            **errors(ValidationFailed, NotAuthenticated),
+        },
     )
     def get(self, request):
         from ..search import search_documents

@@ -26,22 +26,35 @@ HEARTBEAT_AUDIT_GRANULARITY = timedelta(hours=1)
 # What a pipeline stage's facts say about an event: stage → (event, the facts it keeps).
 _STAGE_EVENTS = {
     # Intake recorded its facts only if a declared digest matched the bytes: that digest is theirs.
-    "intake": (ARRIVED, lambda f, row: {"stored_size": f.get("stored_size"), "content_type": f.get("content_type"),
-                                         "sha256": row.declared_sha256}),
+    "intake": (
+        ARRIVED,
+        lambda f, row: {
+            "stored_size": f.get("stored_size"),
+            "content_type": f.get("content_type"),
+            "sha256": row.declared_sha256,
+        },
+    ),
     # Whatever the scan step reports in its metadata (today its duration; scanner
     # names and signature versions join here as the step starts reporting them).
     SCAN: (SCAN, lambda f, row: dict((f.get("metadata") or {}).get("scan") or {})),
 }
 
 
-def audit_entry(attachment_id: Any, *, event: str, actor: str, details: Mapping[str, Any] | None = None,
-                message: str = "") -> TransitionLog:
+def audit_entry(
+    attachment_id: Any, *, event: str, actor: str, details: Mapping[str, Any] | None = None, message: str = ""
+) -> TransitionLog:
     """An unsaved audit row for one event (callers save it with the change it records, or in bulk)."""
     if event not in AUDIT_EVENTS:
         raise ValueError(f"unknown audit event {event!r}")
-    return TransitionLog(attachment_id=attachment_id, transition=event, from_status="", to_status="",
-                         actor=actor[:150], message=message[:500],
-                         details={k: v for k, v in (details or {}).items() if v not in (None, "")})
+    return TransitionLog(
+        attachment_id=attachment_id,
+        transition=event,
+        from_status="",
+        to_status="",
+        actor=actor[:150],
+        message=message[:500],
+        details={k: v for k, v in (details or {}).items() if v not in (None, "")},
+    )
 
 
 def stage_entry(attachment: Attachment, *, stage: str, fields: Mapping[str, Any], actor: str) -> TransitionLog | None:
@@ -57,8 +70,12 @@ def heartbeat_entries(extended: Iterable[tuple[Any, datetime | None, datetime]],
     """Audit rows for heartbeat extensions (id, expiry before, expiry after) that gained a new hour."""
     step = HEARTBEAT_AUDIT_GRANULARITY.total_seconds()
     return [
-        audit_entry(pk, event=HEARTBEAT, actor=actor,
-                    details={"expires_at": after.isoformat(), "was": before.isoformat() if before else None})
+        audit_entry(
+            pk,
+            event=HEARTBEAT,
+            actor=actor,
+            details={"expires_at": after.isoformat(), "was": before.isoformat() if before else None},
+        )
         for pk, before, after in extended
         if before is None or before.timestamp() // step != after.timestamp() // step
     ]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import threading
 import time
-
 from datetime import timedelta
 
 from django.conf import settings
@@ -48,10 +47,14 @@ def backlog_seconds(tenant_id: int) -> float:
     if hit is not None and now - hit[0] < _CACHE_SECONDS:
         return hit[1]
     # (tenant, status) is indexed: only this tenant's unready rows are sorted.
-    found = list(Attachment.objects.filter(tenant_id=tenant_id, status__in=[Status.PENDING, Status.PROCESSING],
-                                           uploaded_at__isnull=False, attempts=0)
-                 .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-                 .order_by("uploaded_at").values_list("uploaded_at", flat=True)[QUEUE_DEPTH - 1:QUEUE_DEPTH])
+    found = list(
+        Attachment.objects.filter(
+            tenant_id=tenant_id, status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0
+        )
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .order_by("uploaded_at")
+        .values_list("uploaded_at", flat=True)[QUEUE_DEPTH - 1 : QUEUE_DEPTH]
+    )
     age = max(0.0, (timezone.now() - found[0]).total_seconds()) if found else 0.0
     with _lock:
         if len(_cached) >= _CACHE_TENANTS:
@@ -68,9 +71,11 @@ def refuse_when_behind(tenant_id: int) -> None:
     age = backlog_seconds(tenant_id)
     if age > limit:
         retry = max(2, min(30, int(age - limit) + 1))
-        raise Unavailable("Your processing backlog is too long; new uploads are paused. Retry later.",
-                          details={"backlog_seconds": round(age, 1), "max_backlog_seconds": limit},
-                          headers={"Retry-After": str(retry)})
+        raise Unavailable(
+            "Your processing backlog is too long; new uploads are paused. Retry later.",
+            details={"backlog_seconds": round(age, 1), "max_backlog_seconds": limit},
+            headers={"Retry-After": str(retry)},
+        )
 
 
 def paused_tenants(*, limit: int = 20) -> list[dict[str, object]]:
@@ -82,11 +87,22 @@ def paused_tenants(*, limit: int = 20) -> list[dict[str, object]]:
     limit_seconds = settings.AIRLOCK_MAX_BACKLOG_SECONDS
     if limit_seconds <= 0:
         return []
-    rows = (late_uploads(Attachment.objects.all())
-            .values("tenant_id", "tenant__slug").annotate(waiting=Count("pk")).filter(waiting__gte=QUEUE_DEPTH)
-            .order_by("-waiting")[:limit])
-    return [{"tenant_id": row["tenant_id"], "tenant": row["tenant__slug"], "late_files": row["waiting"],
-             "max_backlog_seconds": limit_seconds} for row in rows]
+    rows = (
+        late_uploads(Attachment.objects.all())
+        .values("tenant_id", "tenant__slug")
+        .annotate(waiting=Count("pk"))
+        .filter(waiting__gte=QUEUE_DEPTH)
+        .order_by("-waiting")[:limit]
+    )
+    return [
+        {
+            "tenant_id": row["tenant_id"],
+            "tenant": row["tenant__slug"],
+            "late_files": row["waiting"],
+            "max_backlog_seconds": limit_seconds,
+        }
+        for row in rows
+    ]
 
 
 def late_uploads(queryset: QuerySet[Attachment]) -> QuerySet[Attachment]:
@@ -98,9 +114,9 @@ def late_uploads(queryset: QuerySet[Attachment]) -> QuerySet[Attachment]:
     if limit_seconds <= 0:
         return queryset.none()
     cutoff = timezone.now() - timedelta(seconds=limit_seconds)
-    return (queryset.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0,
-                            uploaded_at__lt=cutoff)
-            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]))
+    return queryset.filter(
+        status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0, uploaded_at__lt=cutoff
+    ).exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
 
 
 def forget() -> None:

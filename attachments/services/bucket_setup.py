@@ -43,19 +43,33 @@ def wanted_cors_rule() -> dict[str, Any] | None:
     origins = list(settings.AIRLOCK_CORS_ALLOWED_ORIGINS)
     if not origins:
         return None
-    return {"ID": CORS_RULE_ID, "AllowedOrigins": origins, "AllowedMethods": CORS_METHODS,
-            "AllowedHeaders": ["*"], "ExposeHeaders": CORS_EXPOSE, "MaxAgeSeconds": CORS_MAX_AGE_SECONDS}
+    return {
+        "ID": CORS_RULE_ID,
+        "AllowedOrigins": origins,
+        "AllowedMethods": CORS_METHODS,
+        "AllowedHeaders": ["*"],
+        "ExposeHeaders": CORS_EXPOSE,
+        "MaxAgeSeconds": CORS_MAX_AGE_SECONDS,
+    }
 
 
 def wanted_lifecycle_rule() -> dict[str, Any]:
-    return {"ID": LIFECYCLE_RULE_ID, "Status": "Enabled", "Filter": {"Prefix": ""},
-            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": abort_after_days()}}
+    return {
+        "ID": LIFECYCLE_RULE_ID,
+        "Status": "Enabled",
+        "Filter": {"Prefix": ""},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": abort_after_days()},
+    }
 
 
 def _cors_shape(rule: dict[str, Any]) -> tuple:
-    return (sorted(rule.get("AllowedOrigins", [])), sorted(m.upper() for m in rule.get("AllowedMethods", [])),
-            sorted(h.lower() for h in rule.get("AllowedHeaders", [])),
-            sorted(h.lower() for h in rule.get("ExposeHeaders", [])), rule.get("MaxAgeSeconds"))
+    return (
+        sorted(rule.get("AllowedOrigins", [])),
+        sorted(m.upper() for m in rule.get("AllowedMethods", [])),
+        sorted(h.lower() for h in rule.get("AllowedHeaders", [])),
+        sorted(h.lower() for h in rule.get("ExposeHeaders", [])),
+        rule.get("MaxAgeSeconds"),
+    )
 
 
 def _lifecycle_shape(rule: dict[str, Any]) -> tuple:
@@ -65,8 +79,10 @@ def _lifecycle_shape(rule: dict[str, Any]) -> tuple:
 
 
 def _describe_cors(rule: dict[str, Any]) -> str:
-    return (f"origins {','.join(rule.get('AllowedOrigins', []))}; methods {','.join(rule.get('AllowedMethods', []))}; "
-            f"expose {','.join(rule.get('ExposeHeaders', [])) or '-'}; max age {rule.get('MaxAgeSeconds')}")
+    return (
+        f"origins {','.join(rule.get('AllowedOrigins', []))}; methods {','.join(rule.get('AllowedMethods', []))}; "
+        f"expose {','.join(rule.get('ExposeHeaders', [])) or '-'}; max age {rule.get('MaxAgeSeconds')}"
+    )
 
 
 @dataclass
@@ -115,12 +131,15 @@ def bucket_setup_plan(gateway: S3Gateway | None = None) -> BucketPlan:
     plan.lifecycle_rules = [rule for rule in current_lifecycle if rule.get("ID") != LIFECYCLE_RULE_ID] + [wanted_rule]
     days = abort_after_days()
     if not mine:
-        plan.lifecycle_drift.append(f"lifecycle rule {LIFECYCLE_RULE_ID}: missing, want AbortIncompleteMultipartUpload "
-                                    f"after {days} days")
+        plan.lifecycle_drift.append(
+            f"lifecycle rule {LIFECYCLE_RULE_ID}: missing, want AbortIncompleteMultipartUpload after {days} days"
+        )
     elif len(mine) > 1 or _lifecycle_shape(mine[0]) != _lifecycle_shape(wanted_rule):
         status, prefix, had = _lifecycle_shape(mine[0])
-        plan.lifecycle_drift.append(f"lifecycle rule {LIFECYCLE_RULE_ID}: {status}, prefix {prefix!r}, after {had} "
-                                    f"days; want Enabled, prefix '', after {days} days")
+        plan.lifecycle_drift.append(
+            f"lifecycle rule {LIFECYCLE_RULE_ID}: {status}, prefix {prefix!r}, after {had} "
+            f"days; want Enabled, prefix '', after {days} days"
+        )
     return plan
 
 

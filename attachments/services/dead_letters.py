@@ -17,10 +17,16 @@ from ..models import Attachment, DeadLetter
 LAST_ERROR_LIMIT = 5000
 
 
-def dead_letter_open(*, kind: str, last_error: str, attachment: Attachment | None = None,
-                     attachment_id: uuid.UUID | None = None, storage_key: str = "",
-                     history: list[dict[str, Any]] | None = None,
-                     payload: dict[str, Any] | None = None) -> DeadLetter:
+def dead_letter_open(
+    *,
+    kind: str,
+    last_error: str,
+    attachment: Attachment | None = None,
+    attachment_id: uuid.UUID | None = None,
+    storage_key: str = "",
+    history: list[dict[str, Any]] | None = None,
+    payload: dict[str, Any] | None = None,
+) -> DeadLetter:
     """A new open dead letter of `kind` (a DeadLetter.Kind); pass the attachment, or only its id."""
     if kind not in DeadLetter.Kind.values:
         raise ValueError(f"unknown dead letter kind {kind!r}")

@@ -89,9 +89,10 @@ def stored_footprint(ids: list[uuid.UUID]) -> tuple[int, int]:
     """
     objects = size = 0
     for chunk_start in range(0, len(ids), CHUNK):
-        chunk = ids[chunk_start:chunk_start + CHUNK]
+        chunk = ids[chunk_start : chunk_start + CHUNK]
         for sk, ck, served, qk, stored in Attachment.objects.filter(pk__in=chunk).values_list(
-                "storage_key", "content_key", "served_key", "quarantine_key", "stored_size"):
+            "storage_key", "content_key", "served_key", "quarantine_key", "stored_size"
+        ):
             objects += len({k for k in (sk, ck, served, qk) if k})
             size += (stored or 0) * (2 if ck and ck != sk else 1)
         derived = Derivative.objects.filter(attachment_id__in=chunk).aggregate(n=Count("pk"), b=Sum("size"))
@@ -103,8 +104,7 @@ def stored_footprint(ids: list[uuid.UUID]) -> tuple[int, int]:
 def erasure_plan(subject: ErasureSubject) -> ErasurePlan:
     """What erasing `subject` would do now; changes nothing."""
     plan = ErasurePlan(subject=f"{subject.kind} {subject.label}")
-    rows = list(_live(subject).annotate(held=held_q_expression()).order_by("pk")
-                .values_list("pk", "lifecycle", "held"))
+    rows = list(_live(subject).annotate(held=held_q_expression()).order_by("pk").values_list("pk", "lifecycle", "held"))
     kept = [pk for pk, lifecycle, held in rows if not held]
     plan.held = [str(pk) for pk, _lifecycle, held in rows if held]
     plan.files = len(kept)
@@ -152,17 +152,20 @@ def _let_go(rows: list[tuple[uuid.UUID, str]], *, now: datetime, actor: str, mes
     leaving = [pk for pk, lifecycle in rows if lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED)]
     if staged:
         usage_release(Attachment.objects.filter(pk__in=staged))  # a discarded file stops counting now
-        Attachment.objects.filter(pk__in=staged).update(lifecycle=Lifecycle.DISCARDED, discarded_at=now,
-                                                        expires_at=now, updated_at=now)
+        Attachment.objects.filter(pk__in=staged).update(
+            lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now
+        )
     if committed:
         # Still counted until the sweep removes the bytes, like any released file.
-        Attachment.objects.filter(pk__in=committed).update(lifecycle=Lifecycle.RELEASED, released_at=now,
-                                                           expires_at=now, updated_at=now)
+        Attachment.objects.filter(pk__in=committed).update(
+            lifecycle=Lifecycle.RELEASED, released_at=now, expires_at=now, updated_at=now
+        )
     if leaving:  # already on their way out: their remaining grace is skipped
         Attachment.objects.filter(pk__in=leaving, expires_at__gt=now).update(expires_at=now, updated_at=now)
     before = dict(rows)
     to = {Lifecycle.STAGED: Lifecycle.DISCARDED, Lifecycle.COMMITTED: Lifecycle.RELEASED}
     for source in (Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.DISCARDED, Lifecycle.RELEASED):
         ids = [pk for pk, lifecycle in before.items() if lifecycle == source]
-        lifecycle_audit([(pk, source) for pk in ids], event="erase", to=to.get(source, source), actor=actor,
-                        message=message)
+        lifecycle_audit(
+            [(pk, source) for pk in ids], event="erase", to=to.get(source, source), actor=actor, message=message
+        )

@@ -59,9 +59,11 @@ def attachment_insert_reserving(attachment: Attachment, audit: Model) -> bool:
     row, entry = _insert_sql(attachment, with_pk=True), _insert_sql(audit, with_pk=False)
     if row is None or entry is None:
         return False  # an INSERT we cannot rewrite (the test fails first): the transaction works
-    sql = (f"WITH room AS ({update_sql} RETURNING 1), "
-           f"made AS ({row[0]} SELECT {row[1]} FROM room RETURNING 1) "
-           f"{entry[0]} SELECT {entry[1]} FROM made")
+    sql = (
+        f"WITH room AS ({update_sql} RETURNING 1), "
+        f"made AS ({row[0]} SELECT {row[1]} FROM room RETURNING 1) "
+        f"{entry[0]} SELECT {entry[1]} FROM made"
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, (*update_params, *row[2], *entry[2]))
         inserted = cursor.rowcount == 1

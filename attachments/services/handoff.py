@@ -49,8 +49,13 @@ def stale_after() -> timedelta:
 def jobs_heartbeat_beat(*, in_process_broker: bool, now: datetime | None = None) -> None:
     """The running serve's job side is alive (its scheduler calls this every tick)."""
     JobsHeartbeat.objects.update_or_create(
-        name=SERVE, defaults={"beat_at": now or timezone.now(), "in_process_broker": in_process_broker,
-                              "holder": f"{socket.gethostname()}:{os.getpid()}"[:200]})
+        name=SERVE,
+        defaults={
+            "beat_at": now or timezone.now(),
+            "in_process_broker": in_process_broker,
+            "holder": f"{socket.gethostname()}:{os.getpid()}"[:200],
+        },
+    )
 
 
 def jobs_heartbeat_leave() -> None:
@@ -78,5 +83,6 @@ def command_enqueues(command: str, *, require_serve: bool, now: datetime | None 
         raise ServeNotRunning(
             f"{command}: no `manage.py serve` is running. On the embedded default (in-process broker) the jobs "
             f"this command queues are run by serve's worker, and files would wait until it starts. Start "
-            f"`manage.py serve` first (or use --dry-run to see what would be done).")
+            f"`manage.py serve` first (or use --dry-run to see what would be done)."
+        )
     return Handoff("outbox", "no serve is running: its jobs wait in the outbox until `manage.py serve` starts")

@@ -23,21 +23,41 @@ from ..models import Attachment, Tombstone, TransitionLog
 TOMBSTONE_HISTORY_LIMIT = 50
 _HISTORY_HEAD = 10
 
-_COLUMNS = ("id", "tenant_id", "tenant__slug", "owner_id", "profile", "storage_key", "sha256", "size", "status",
-            "reason_code", "reason_message", "lifecycle", "created_at", "ready_at", "committed_at", "deleted_at")
+_COLUMNS = (
+    "id",
+    "tenant_id",
+    "tenant__slug",
+    "owner_id",
+    "profile",
+    "storage_key",
+    "sha256",
+    "size",
+    "status",
+    "reason_code",
+    "reason_message",
+    "lifecycle",
+    "created_at",
+    "ready_at",
+    "committed_at",
+    "deleted_at",
+)
 
 
 def _summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if len(entries) <= TOMBSTONE_HISTORY_LIMIT:
         return entries
-    return entries[:_HISTORY_HEAD] + entries[len(entries) - (TOMBSTONE_HISTORY_LIMIT - _HISTORY_HEAD):]
+    return entries[:_HISTORY_HEAD] + entries[len(entries) - (TOMBSTONE_HISTORY_LIMIT - _HISTORY_HEAD) :]
 
 
 def _histories(ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
     found: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    rows = (TransitionLog.objects.filter(attachment_id__in=ids).order_by("attachment_id", "created_at", "id")
-            .values_list("attachment_id", "created_at", "transition", "from_status", "to_status", "actor",
-                         "reason_code", "details"))
+    rows = (
+        TransitionLog.objects.filter(attachment_id__in=ids)
+        .order_by("attachment_id", "created_at", "id")
+        .values_list(
+            "attachment_id", "created_at", "transition", "from_status", "to_status", "actor", "reason_code", "details"
+        )
+    )
     for pk, at, event, before, after, actor, reason, details in rows:
         entry: dict[str, Any] = {"at": at.isoformat(), "event": event, "from": before, "to": after, "actor": actor}
         if reason:
@@ -61,17 +81,32 @@ def attachments_hard_delete(*, rows: QuerySet[Attachment], actor: str, now: date
             return 0
         ids = [row["id"] for row in selected]
         histories = _histories(ids)
-        Tombstone.objects.bulk_create([
-            Tombstone(
-                attachment_id=row["id"], tenant_id=row["tenant_id"], tenant_slug=row["tenant__slug"],
-                owner_id=row["owner_id"], profile=row["profile"], storage_key=row["storage_key"],
-                sha256=row["sha256"], size=row["size"], status=row["status"], reason_code=row["reason_code"],
-                reason_message=row["reason_message"], lifecycle=row["lifecycle"], created_at=row["created_at"],
-                ready_at=row["ready_at"], committed_at=row["committed_at"], deleted_at=row["deleted_at"],
-                purged_at=now, purged_by=actor[:150], history=_summary(histories.get(row["id"], [])),
-                history_total=len(histories.get(row["id"], [])),
-            )
-            for row in selected
-        ])
+        Tombstone.objects.bulk_create(
+            [
+                Tombstone(
+                    attachment_id=row["id"],
+                    tenant_id=row["tenant_id"],
+                    tenant_slug=row["tenant__slug"],
+                    owner_id=row["owner_id"],
+                    profile=row["profile"],
+                    storage_key=row["storage_key"],
+                    sha256=row["sha256"],
+                    size=row["size"],
+                    status=row["status"],
+                    reason_code=row["reason_code"],
+                    reason_message=row["reason_message"],
+                    lifecycle=row["lifecycle"],
+                    created_at=row["created_at"],
+                    ready_at=row["ready_at"],
+                    committed_at=row["committed_at"],
+                    deleted_at=row["deleted_at"],
+                    purged_at=now,
+                    purged_by=actor[:150],
+                    history=_summary(histories.get(row["id"], [])),
+                    history_total=len(histories.get(row["id"], [])),
+                )
+                for row in selected
+            ]
+        )
         _count, per_model = Attachment.objects.filter(pk__in=ids).delete()
     return per_model.get(Attachment._meta.label, 0)

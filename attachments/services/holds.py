@@ -57,17 +57,29 @@ def refuse_held(ids: Iterable[uuid.UUID], *, what: str) -> None:
     """Raise LEGAL_HOLD (naming the held ids) when any of these is held; inside the caller's transaction."""
     held = held_ids(ids)
     if held:
-        raise LegalHold(f"{len(held)} file(s) are under a legal hold: they cannot be {what}.",
-                        details={str(pk): "legal_hold" for pk in sorted(held)})
+        raise LegalHold(
+            f"{len(held)} file(s) are under a legal hold: they cannot be {what}.",
+            details={str(pk): "legal_hold" for pk in sorted(held)},
+        )
 
 
 def _audit(ids: Iterable[uuid.UUID], *, event: str, actor: str, reason: str) -> None:
     # The same audit table as every lifecycle change, so the admin timeline shows the hold in order;
     # from/to hold the file's lifecycle, which a hold does not change.
     rows = Attachment.objects.filter(pk__in=list(ids)).values_list("pk", "lifecycle")
-    TransitionLog.objects.bulk_create([
-        TransitionLog(attachment_id=pk, transition=event, from_status=lifecycle, to_status=lifecycle,
-                      actor=actor[:150], message=reason[:500]) for pk, lifecycle in rows])
+    TransitionLog.objects.bulk_create(
+        [
+            TransitionLog(
+                attachment_id=pk,
+                transition=event,
+                from_status=lifecycle,
+                to_status=lifecycle,
+                actor=actor[:150],
+                message=reason[:500],
+            )
+            for pk, lifecycle in rows
+        ]
+    )
 
 
 def attachment_hold_set(*, attachment_ids: Iterable[object], actor: str, reason: str) -> list[str]:
@@ -76,8 +88,13 @@ def attachment_hold_set(*, attachment_ids: Iterable[object], actor: str, reason:
         raise ValidationFailed(details={"reason": ["Say why the file is held (kept in the audit log)."]})
     parsed, bad = parse_ids(attachment_ids)
     with transaction.atomic():
-        rows = list(Attachment.objects.select_for_update().filter(pk__in=parsed).exclude(lifecycle="deleted")
-                    .order_by("pk").values_list("pk", "legal_hold"))
+        rows = list(
+            Attachment.objects.select_for_update()
+            .filter(pk__in=parsed)
+            .exclude(lifecycle="deleted")
+            .order_by("pk")
+            .values_list("pk", "legal_hold")
+        )
         missing = [str(pk) for pk in parsed if pk not in {r[0] for r in rows}] + bad
         if missing:
             raise NotFound(details={pk: "not_found" for pk in missing})
@@ -91,8 +108,12 @@ def attachment_hold_clear(*, attachment_ids: Iterable[object], actor: str, reaso
     """Lift the files' own holds (a hold on their ref stays); returns the ids that changed."""
     parsed, _bad = parse_ids(attachment_ids)
     with transaction.atomic():
-        changed = list(Attachment.objects.select_for_update().filter(pk__in=parsed, legal_hold=True)
-                       .order_by("pk").values_list("pk", flat=True))
+        changed = list(
+            Attachment.objects.select_for_update()
+            .filter(pk__in=parsed, legal_hold=True)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
         Attachment.objects.filter(pk__in=changed).update(legal_hold=False, updated_at=timezone.now())
         _audit(changed, event="legal_hold_clear", actor=actor, reason=reason or "hold cleared")
     return [str(pk) for pk in changed]
@@ -119,12 +140,27 @@ def ref_hold_set(*, tenant: str, ref: str, actor: str, reason: str, now: datetim
         with transaction.atomic():
             # The ref's rows first: a sweep batch holding one finishes before the hold lands, and
             # skips (SKIP LOCKED) those this transaction holds, so none goes between its check and the hold.
-            list(Attachment.objects.select_for_update().filter(tenant=tenant_row, ref=ref).order_by("pk")
-                 .values_list("pk"))
-            hold = RefHold.objects.create(tenant=tenant_row, ref=ref, reason=reason[:500], created_by=actor[:150],
-                                          created_at=now or timezone.now())
-            _audit(Attachment.objects.filter(tenant=tenant_row, ref=ref).exclude(lifecycle="deleted")
-                   .values_list("pk", flat=True), event="legal_hold", actor=actor, reason=f"ref {ref}: {reason}")
+            list(
+                Attachment.objects.select_for_update()
+                .filter(tenant=tenant_row, ref=ref)
+                .order_by("pk")
+                .values_list("pk")
+            )
+            hold = RefHold.objects.create(
+                tenant=tenant_row,
+                ref=ref,
+                reason=reason[:500],
+                created_by=actor[:150],
+                created_at=now or timezone.now(),
+            )
+            _audit(
+                Attachment.objects.filter(tenant=tenant_row, ref=ref)
+                .exclude(lifecycle="deleted")
+                .values_list("pk", flat=True),
+                event="legal_hold",
+                actor=actor,
+                reason=f"ref {ref}: {reason}",
+            )
     except IntegrityError:  # another staff member held it at the same moment: theirs is the hold
         return RefHold.objects.get(tenant=tenant_row, ref=ref, cleared_at__isnull=True)
     _forget_now_and_on_commit()
@@ -135,15 +171,20 @@ def ref_hold_clear(*, tenant: str, ref: str, actor: str, now: datetime | None = 
     """Lift the ref's active hold (the record stays, with who cleared it); False when there was none."""
     tenant_row = _tenant(tenant)
     with transaction.atomic():
-        hold = RefHold.objects.select_for_update().filter(tenant=tenant_row, ref=ref,
-                                                          cleared_at__isnull=True).first()
+        hold = RefHold.objects.select_for_update().filter(tenant=tenant_row, ref=ref, cleared_at__isnull=True).first()
         if hold is None:
             return False
         hold.cleared_at = now or timezone.now()
         hold.cleared_by = actor[:150]
         hold.save(update_fields=["cleared_at", "cleared_by"])
-        _audit(Attachment.objects.filter(tenant=tenant_row, ref=ref).exclude(lifecycle="deleted")
-               .values_list("pk", flat=True), event="legal_hold_clear", actor=actor, reason=f"ref {ref} released")
+        _audit(
+            Attachment.objects.filter(tenant=tenant_row, ref=ref)
+            .exclude(lifecycle="deleted")
+            .values_list("pk", flat=True),
+            event="legal_hold_clear",
+            actor=actor,
+            reason=f"ref {ref} released",
+        )
         _forget_now_and_on_commit()
     return True
 
@@ -171,9 +212,12 @@ def holds_list(*, tenant: str | None = None) -> list[HoldRow]:
     if tenant is not None:
         refs, files = refs.filter(tenant__slug=tenant), files.filter(tenant__slug=tenant)
     rows = [HoldRow("ref", h.tenant.slug, h.ref, h.reason, h.created_by, h.created_at) for h in refs]
-    latest = {pk: (actor, message, at) for pk, actor, message, at in TransitionLog.objects.filter(
-        attachment__in=files, transition="legal_hold").order_by("created_at").values_list(
-        "attachment_id", "actor", "message", "created_at")}
+    latest = {
+        pk: (actor, message, at)
+        for pk, actor, message, at in TransitionLog.objects.filter(attachment__in=files, transition="legal_hold")
+        .order_by("created_at")
+        .values_list("attachment_id", "actor", "message", "created_at")
+    }
     for a in files.only("pk", "tenant__slug"):
         actor, message, at = latest.get(a.pk, ("", "", None))
         rows.append(HoldRow("file", a.tenant.slug, str(a.pk), message, actor, at))

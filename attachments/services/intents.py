@@ -51,8 +51,9 @@ def validate_claims(*, profile_name: object, content_type: str, size: int) -> Pr
     return profile
 
 
-def create_pending_row(*, user, profile: Profile, filename: str, size: int, content_type: str,
-                       now: datetime, sha256: str = "") -> Attachment:
+def create_pending_row(
+    *, user, profile: Profile, filename: str, size: int, content_type: str, now: datetime, sha256: str = ""
+) -> Attachment:
     """Reserve the declared size in the tenant's quota and insert the pending row, in one transaction.
 
     Every way of creating an upload (intent, upload-through, tus) comes here,
@@ -74,9 +75,17 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
         expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
     )
     # The intent's audit entry goes in with the row, in its statement (PostgreSQL) or its transaction.
-    entry = audit_entry(attachment_id, event=INTENT, actor=user_actor(user),
-                        details={"profile": profile.name, "declared_size": size, "declared_type": content_type[:127],
-                                 "declared_sha256": sha256})
+    entry = audit_entry(
+        attachment_id,
+        event=INTENT,
+        actor=user_actor(user),
+        details={
+            "profile": profile.name,
+            "declared_size": size,
+            "declared_type": content_type[:127],
+            "declared_sha256": sha256,
+        },
+    )
     if attachment_insert_reserving(attachment, entry):
         return attachment
     with transaction.atomic():
@@ -86,8 +95,17 @@ def create_pending_row(*, user, profile: Profile, filename: str, size: int, cont
     return attachment
 
 
-def upload_intent_create(*, user, profile_name: object, filename: str, size: int, content_type: str,
-                         now: datetime | None = None, presign: bool = True, sha256: object = None) -> Intent:
+def upload_intent_create(
+    *,
+    user,
+    profile_name: object,
+    filename: str,
+    size: int,
+    content_type: str,
+    now: datetime | None = None,
+    presign: bool = True,
+    sha256: object = None,
+) -> Intent:
     """Create a pending attachment and the single-use URL its bytes go to.
 
     presign=False: the row only, no URL (a tus upload receives its bytes itself).
@@ -99,15 +117,19 @@ def upload_intent_create(*, user, profile_name: object, filename: str, size: int
     digest = parse_sha256(sha256)
     refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
-    attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size,
-                                    content_type=content_type, now=now, sha256=digest)
+    attachment = create_pending_row(
+        user=user, profile=profile, filename=filename, size=size, content_type=content_type, now=now, sha256=digest
+    )
     expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
     if not presign:
         return Intent(attachment=attachment, upload=None, upload_expires_at=now + timedelta(seconds=expires_in))
     give_connection_back()  # signing is CPU, a multipart intent a call to storage: no pooled connection held
     upload = get_gateway().presign_upload(
-        attachment.storage_key, content_type=content_type, max_bytes=min(size, profile.max_bytes),
-        expires_in=expires_in, sha256=digest,
+        attachment.storage_key,
+        content_type=content_type,
+        max_bytes=min(size, profile.max_bytes),
+        expires_in=expires_in,
+        sha256=digest,
     )
     if upload is not None and upload.upload_id:
         # Multipart: the UploadId stays on the server; the complete call needs it.

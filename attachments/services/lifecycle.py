@@ -20,17 +20,15 @@ from .audit import heartbeat_entries
 from .holds import not_held_q, refuse_held
 from .ids import parse_ids
 from .multipart import abort_after_commit
-from .removal import release_locked
 from .quotas import usage_apply, usage_delta, usage_release, usage_snapshot
+from .removal import release_locked
 from .single_slot import lock_owner, single_slot_settle
 from .transitions import lifecycle_audit, user_actor
 
 
 def is_expired(attachment: Attachment, now: datetime) -> bool:
     return (
-        attachment.lifecycle == Lifecycle.STAGED
-        and attachment.expires_at is not None
-        and attachment.expires_at <= now
+        attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None and attachment.expires_at <= now
     )
 
 
@@ -40,8 +38,9 @@ class HeartbeatResult:
     missing: list[str] = field(default_factory=list)
 
 
-def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
-                          now: datetime | None = None) -> HeartbeatResult:
+def attachments_heartbeat(
+    *, user: AbstractBaseUser, ids: Sequence[object], now: datetime | None = None
+) -> HeartbeatResult:
     """Extend staged uploads: never earlier, never past the hard cap.
 
     One UPDATE for the whole request (clients heartbeat often, with many ids).
@@ -56,16 +55,20 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
     with transaction.atomic():
         rows = {
             a.pk: a
-            for a in Attachment.objects.select_for_update().filter(pk__in=parsed, owner=user).order_by("pk")
+            for a in Attachment.objects.select_for_update()
+            .filter(pk__in=parsed, owner=user)
+            .order_by("pk")
             .only("pk", "lifecycle", "expires_at", "created_at")
         }
         extended: dict[uuid.UUID, datetime] = {}
         before: dict[uuid.UUID, datetime | None] = {}
         for attachment_id in parsed:
             attachment = rows.get(attachment_id)
-            if attachment is None \
-                    or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED) \
-                    or is_expired(attachment, now):
+            if (
+                attachment is None
+                or attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED)
+                or is_expired(attachment, now)
+            ):
                 result.missing.append(str(attachment_id))
                 continue
             if attachment.lifecycle == Lifecycle.COMMITTED:
@@ -78,19 +81,20 @@ def attachments_heartbeat(*, user: AbstractBaseUser, ids: Sequence[object],
             result.attachments.append((str(attachment_id), attachment.expires_at))
         if extended:
             Attachment.objects.filter(pk__in=list(extended), lifecycle=Lifecycle.STAGED).update(
-                expires_at=Case(*(When(pk=pk, then=Value(at)) for pk, at in extended.items()),
-                                output_field=DateTimeField()),
+                expires_at=Case(
+                    *(When(pk=pk, then=Value(at)) for pk, at in extended.items()), output_field=DateTimeField()
+                ),
             )
             # One INSERT for the request's audit entries, at most one per file and hour gained.
-            entries = heartbeat_entries(((pk, before[pk], at) for pk, at in extended.items()),
-                                        actor=user_actor(user))
+            entries = heartbeat_entries(((pk, before[pk], at) for pk, at in extended.items()), actor=user_actor(user))
             if entries:
                 TransitionLog.objects.bulk_create(entries)
     return result
 
 
-def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None,
-                       actor: str | None = None) -> None:
+def attachment_discard(
+    *, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None, actor: str | None = None
+) -> None:
     """Mark an owned, uncommitted attachment for the sweeper's next tick (idempotent).
 
     `actor` is who asked (default the owner; a staff member discarding from the admin).
@@ -99,8 +103,10 @@ def attachment_discard(*, user: AbstractBaseUser, attachment_id: object, now: da
     parsed, _bad = parse_ids([attachment_id])
     with transaction.atomic():
         attachment = (
-            Attachment.objects.select_for_update().filter(pk__in=parsed, owner=user)
-            .exclude(lifecycle=Lifecycle.DELETED).first()
+            Attachment.objects.select_for_update()
+            .filter(pk__in=parsed, owner=user)
+            .exclude(lifecycle=Lifecycle.DELETED)
+            .first()
         )
         if attachment is None:
             raise NotFound()
@@ -136,17 +142,23 @@ def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = No
     with transaction.atomic():
         # A held draft stays (logging out is no reason to override a hold).
         staged = Attachment.objects.filter(not_held_q(), owner=user, lifecycle=Lifecycle.STAGED)
-        abort_after_commit(list(staged.filter(multipart_upload_id__isnull=False).values_list(
-            "storage_key", "multipart_upload_id")))
+        abort_after_commit(
+            list(staged.filter(multipart_upload_id__isnull=False).values_list("storage_key", "multipart_upload_id"))
+        )
         # The ids first (under lock): each discarded row gets its audit entry.
         ids = list(staged.select_for_update().order_by("pk").values_list("pk", flat=True))
-        lifecycle_audit([(pk, Lifecycle.STAGED) for pk in ids], event="discard_all", to=Lifecycle.DISCARDED,
-                        actor=user_actor(user))
+        lifecycle_audit(
+            [(pk, Lifecycle.STAGED) for pk in ids], event="discard_all", to=Lifecycle.DISCARDED, actor=user_actor(user)
+        )
         usage_release(Attachment.objects.filter(pk__in=ids, lifecycle=Lifecycle.STAGED))
         return Attachment.objects.filter(pk__in=ids, lifecycle=Lifecycle.STAGED).update(
-            lifecycle=Lifecycle.DISCARDED, discarded_at=now, updated_at=now,
-            expires_at=Least(Coalesce("expires_at", Value(now, output_field=DateTimeField())),
-                             Value(now, output_field=DateTimeField())),
+            lifecycle=Lifecycle.DISCARDED,
+            discarded_at=now,
+            updated_at=now,
+            expires_at=Least(
+                Coalesce("expires_at", Value(now, output_field=DateTimeField())),
+                Value(now, output_field=DateTimeField()),
+            ),
         )
 
 
@@ -176,8 +188,15 @@ def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> s
     return None
 
 
-def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: str, now: datetime | None = None,
-                       actor: str | None = None, replace: bool = False) -> list[str]:
+def attachments_commit(
+    *,
+    owner: AbstractBaseUser,
+    ids: Sequence[object],
+    ref: str,
+    now: datetime | None = None,
+    actor: str | None = None,
+    replace: bool = False,
+) -> list[str]:
     """Bind attachments to `ref`, all or nothing; re-committing to the same ref is a no-op.
 
     With `replace`, the ids become the ref's whole set: the owner's other files
@@ -210,15 +229,28 @@ def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: s
             raise AttachmentInvalid(details=problems)
         to_commit = [pk for pk, a in rows.items() if a.lifecycle != Lifecycle.COMMITTED]
         Attachment.objects.filter(pk__in=to_commit).update(
-            lifecycle=Lifecycle.COMMITTED, committed_at=now, ref=ref, expires_at=None, released_at=None,
+            lifecycle=Lifecycle.COMMITTED,
+            committed_at=now,
+            ref=ref,
+            expires_at=None,
+            released_at=None,
             updated_at=now,
         )
         actor = actor or user_actor(owner)
-        lifecycle_audit([(pk, rows[pk].lifecycle) for pk in to_commit], event="commit", to=Lifecycle.COMMITTED,
-                        actor=actor, message=f"ref {ref}")
+        lifecycle_audit(
+            [(pk, rows[pk].lifecycle) for pk in to_commit],
+            event="commit",
+            to=Lifecycle.COMMITTED,
+            actor=actor,
+            message=f"ref {ref}",
+        )
         if replace:
-            release_locked([a for pk, a in locked.items() if pk not in requested], now=now, actor=actor,
-                           message=f"ref {ref} replaced")
+            release_locked(
+                [a for pk, a in locked.items() if pk not in requested],
+                now=now,
+                actor=actor,
+                message=f"ref {ref} replaced",
+            )
         # Committing a ready avatar is the user's "use this one": the old one goes in
         # the same transaction, so a commit that fails (or loses to the sweeper) never touches it.
         for profile in {rows[pk].profile for pk in to_commit if rows[pk].status == Status.READY}:
@@ -226,8 +258,9 @@ def attachments_commit(*, owner: AbstractBaseUser, ids: Sequence[object], ref: s
     return [str(pk) for pk in dict.fromkeys(parsed)]
 
 
-def attachment_commit_to(*, instance: models.Model, attachments: Iterable[Attachment | uuid.UUID | str],
-                         owner: AbstractBaseUser) -> list[str]:
+def attachment_commit_to(
+    *, instance: models.Model, attachments: Iterable[Attachment | uuid.UUID | str], owner: AbstractBaseUser
+) -> list[str]:
     """Commit attachments to a host-app model instance (`app_label.model:pk` as the ref)."""
     ref = f"{instance._meta.label_lower}:{instance.pk}"
     ids = [a.pk if isinstance(a, Attachment) else a for a in attachments]

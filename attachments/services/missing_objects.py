@@ -35,12 +35,17 @@ _DERIVATIVE_UPDATE = ["storage_key", "content_type", "size", "width", "height", 
 
 def _still_the_same_ready_file(attachment: Attachment | None, working_key: str) -> bool:
     # Re-checked under the row lock: a rescan, a take-down or a discard since reconcile looked wins.
-    return (attachment is not None and attachment.status == Status.READY
-            and attachment.lifecycle in LIVE_LIFECYCLES and attachment.working_key == working_key)
+    return (
+        attachment is not None
+        and attachment.status == Status.READY
+        and attachment.lifecycle in LIVE_LIFECYCLES
+        and attachment.working_key == working_key
+    )
 
 
-def attachment_fail_missing(*, attachment_id: uuid.UUID, working_key: str, actor: str,
-                            message: str = MISSING_MESSAGE) -> bool:
+def attachment_fail_missing(
+    *, attachment_id: uuid.UUID, working_key: str, actor: str, message: str = MISSING_MESSAGE
+) -> bool:
     """ready → failed/object_missing, if the row still serves `working_key`; False when it moved on."""
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
@@ -60,9 +65,11 @@ def attachment_rederive_request(*, attachment_id: uuid.UUID, working_key: str) -
     return True
 
 
-def attachment_derivatives_restore(*, attachment_id: uuid.UUID, working_key: str,
-                                   derivatives: list[dict[str, Any]], facts: FileFacts) -> bool:
-    """Record derivatives made again from `working_key` (one row per kind, replaced), and the served rendition's facts."""
+def attachment_derivatives_restore(
+    *, attachment_id: uuid.UUID, working_key: str, derivatives: list[dict[str, Any]], facts: FileFacts
+) -> bool:
+    """Record derivatives made again from `working_key` (one row per kind, replaced), and the served rendition's
+    facts."""
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
         if attachment is None or not _still_the_same_ready_file(attachment, working_key):
@@ -70,7 +77,9 @@ def attachment_derivatives_restore(*, attachment_id: uuid.UUID, working_key: str
         if derivatives:
             Derivative.objects.bulk_create(
                 [Derivative(attachment=attachment, **record) for record in derivatives],
-                update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
+                update_conflicts=True,
+                unique_fields=["attachment", "kind"],
+                update_fields=_DERIVATIVE_UPDATE,
             )
         fields = facts_columns(facts)
         served = {name: fields[name] for name in _SERVED_FIELDS if name in fields}

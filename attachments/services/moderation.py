@@ -10,8 +10,8 @@ from django.utils import timezone
 from ..errors import NotFound
 from ..models import DeadLetter, Status, TransitionLog
 from . import outbox
-from .transitions import TransitionConflict, apply_transition, lock_attachment
 from .audit import VARIANTS_PURGED, audit_entry
+from .transitions import TransitionConflict, apply_transition, lock_attachment
 from .variant_purge import ForgottenVariants, variants_forget
 
 
@@ -24,7 +24,8 @@ def _locked(attachment_id: uuid.UUID | str):
 
 def _resolve_dead_letters(attachment, actor: str) -> None:
     DeadLetter.objects.filter(attachment=attachment, resolved_at__isnull=True).update(
-        resolved_at=timezone.now(), resolved_by=actor[:150])
+        resolved_at=timezone.now(), resolved_by=actor[:150]
+    )
 
 
 def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
@@ -50,9 +51,14 @@ def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:
             raise TransitionConflict(f"cannot rescan an attachment that is {attachment.status}")
         now = timezone.now()
         type(attachment).objects.filter(pk=attachment.pk).update(rescan_requested_at=now, updated_at=now)
-        TransitionLog.objects.create(attachment=attachment, transition="rescan", from_status=Status.READY,
-                                     to_status=Status.READY, actor=actor[:150],
-                                     message="rescan requested (the file stays served)")
+        TransitionLog.objects.create(
+            attachment=attachment,
+            transition="rescan",
+            from_status=Status.READY,
+            to_status=Status.READY,
+            actor=actor[:150],
+            message="rescan requested (the file stays served)",
+        )
         outbox.enqueue("rescan", attachment.pk)
 
 
@@ -81,7 +87,8 @@ def attachment_restore(*, attachment_id: uuid.UUID | str, actor: str) -> None:
 
 def dead_letter_resolve(*, dead_letter_id: int, actor: str) -> None:
     DeadLetter.objects.filter(pk=dead_letter_id, resolved_at__isnull=True).update(
-        resolved_at=timezone.now(), resolved_by=actor[:150])
+        resolved_at=timezone.now(), resolved_by=actor[:150]
+    )
 
 
 def attachment_variants_purge(*, attachment_id: uuid.UUID, actor: str) -> ForgottenVariants:
@@ -91,7 +98,11 @@ def attachment_variants_purge(*, attachment_id: uuid.UUID, actor: str) -> Forgot
         if attachment is None:
             return ForgottenVariants(0, 0)
         forgotten = variants_forget(attachment.pk)
-        audit_entry(attachment.pk, event=VARIANTS_PURGED, actor=actor,
-                    details={"variants": forgotten.count, "bytes": forgotten.bytes, "kept": forgotten.kept},
-                    message=f"{forgotten.count} variant(s) purged").save()
+        audit_entry(
+            attachment.pk,
+            event=VARIANTS_PURGED,
+            actor=actor,
+            details={"variants": forgotten.count, "bytes": forgotten.bytes, "kept": forgotten.kept},
+            message=f"{forgotten.count} variant(s) purged",
+        ).save()
     return forgotten

@@ -27,8 +27,7 @@ log = logging.getLogger("airlock.uploads")
 
 
 class UploadNotInProgress(AirlockError):
-    code, status, default_message = ("UPLOAD_NOT_IN_PROGRESS", 409,
-                                     "This intent has no multipart upload in progress.")
+    code, status, default_message = ("UPLOAD_NOT_IN_PROGRESS", 409, "This intent has no multipart upload in progress.")
 
 
 def _brake_on() -> bool:
@@ -50,6 +49,7 @@ def abort_after_commit(uploads: list[tuple[str, str]]) -> None:
 
     Failures are logged, not raised: the sweeper aborts what is left when it reaps the row.
     """
+
     def run() -> None:
         if _brake_on():
             return  # the sweep aborts them once the brakes are off
@@ -77,10 +77,15 @@ def upload_parts_resign(*, user, attachment_id: object, now: datetime | None = N
 
     now = now or timezone.now()
     attachment = attachment_owned(user=user, attachment_id=attachment_id)
-    expired = attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None \
-        and attachment.expires_at <= now
-    if (not attachment.multipart_upload_id or attachment.status != Status.PENDING or expired
-            or attachment.lifecycle not in (Lifecycle.STAGED, Lifecycle.COMMITTED)):
+    expired = (
+        attachment.lifecycle == Lifecycle.STAGED and attachment.expires_at is not None and attachment.expires_at <= now
+    )
+    if (
+        not attachment.multipart_upload_id
+        or attachment.status != Status.PENDING
+        or expired
+        or attachment.lifecycle not in (Lifecycle.STAGED, Lifecycle.COMMITTED)
+    ):
         raise UploadNotInProgress()
     gateway = get_gateway()
     if not isinstance(gateway, MultipartGateway):
@@ -91,9 +96,14 @@ def upload_parts_resign(*, user, attachment_id: object, now: datetime | None = N
     sizes = gateway.part_sizes(attachment.declared_size)
     remaining = {n: size for n, size in sizes.items() if uploaded.get(n, ("", -1))[1] != size}
     expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
-    parts = gateway.presign_parts(attachment.storage_key, upload_id=attachment.multipart_upload_id,
-                                  sizes=remaining, expires_in=expires_in)
+    parts = gateway.presign_parts(
+        attachment.storage_key, upload_id=attachment.multipart_upload_id, sizes=remaining, expires_in=expires_in
+    )
     # The never-uploaded rule counts from the last URL handed out, not the first.
     Attachment.objects.filter(pk=attachment.pk).update(updated_at=now)
-    return PartsPlan(parts=parts, uploaded={n: uploaded[n] for n in sizes if n not in remaining},
-                     part_size=sizes[1], expires_at=now + timedelta(seconds=expires_in))
+    return PartsPlan(
+        parts=parts,
+        uploaded={n: uploaded[n] for n in sizes if n not in remaining},
+        part_size=sizes[1],
+        expires_at=now + timedelta(seconds=expires_in),
+    )

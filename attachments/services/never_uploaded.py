@@ -29,12 +29,18 @@ MESSAGE = "No upload arrived before the upload URL expired."
 def never_uploaded(now: datetime):
     cutoff = now - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS)
     # updated_at: a commit or a re-signing of part URLs (multipart) restarts the clock.
-    return Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=True, lifecycle=Lifecycle.COMMITTED,
-                                     created_at__lt=cutoff, updated_at__lt=cutoff)
+    return Attachment.objects.filter(
+        status=Status.PENDING,
+        uploaded_at__isnull=True,
+        lifecycle=Lifecycle.COMMITTED,
+        created_at__lt=cutoff,
+        updated_at__lt=cutoff,
+    )
 
 
-def intents_never_uploaded_reject(*, now: datetime, actor: str, gateway: StorageGateway | None = None,
-                                  limit: int = 500, dry_run: bool = False) -> list[uuid.UUID]:
+def intents_never_uploaded_reject(
+    *, now: datetime, actor: str, gateway: StorageGateway | None = None, limit: int = 500, dry_run: bool = False
+) -> list[uuid.UUID]:
     """Reject committed intents whose upload can no longer come; return their ids (dry run: would reject)."""
     gateway = gateway or get_gateway()
     done = []

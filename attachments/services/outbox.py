@@ -67,11 +67,18 @@ def enqueue_many(actor_name: str, jobs: Sequence[Sequence[object]]) -> list[Outb
         return []
     actor = dramatiq.get_broker().get_actor(actor_name)
     request_id = current_request_id() or ""
-    messages = OutboxMessage.objects.bulk_create([
-        OutboxMessage(actor_name=actor_name, queue_name=actor.queue_name, args=[str(a) for a in args],
-                      delay_ms=0, request_id=request_id)
-        for args in jobs
-    ])
+    messages = OutboxMessage.objects.bulk_create(
+        [
+            OutboxMessage(
+                actor_name=actor_name,
+                queue_name=actor.queue_name,
+                args=[str(a) for a in args],
+                delay_ms=0,
+                request_id=request_id,
+            )
+            for args in jobs
+        ]
+    )
     if not _relay_elsewhere:
         transaction.on_commit(lambda: _send_many(messages))
     return messages

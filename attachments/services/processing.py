@@ -52,8 +52,12 @@ def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: 
 
 def attachment_is_startable(attachment: Attachment | None) -> TypeGuard[Attachment]:
     """Pending with its bytes in, and neither discarded nor deleted."""
-    return (attachment is not None and attachment.status == Status.PENDING and attachment.uploaded_at is not None
-            and attachment.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED))
+    return (
+        attachment is not None
+        and attachment.status == Status.PENDING
+        and attachment.uploaded_at is not None
+        and attachment.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED)
+    )
 
 
 def facts_columns(facts: FileFacts) -> dict[str, Any]:
@@ -72,8 +76,9 @@ def facts_columns(facts: FileFacts) -> dict[str, Any]:
     return {name: value for name, value in columns.items() if value is not None}
 
 
-def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
-                     intake_facts: FileFacts | None = None) -> uuid.UUID | None:
+def attachment_begin(
+    *, attachment_id: uuid.UUID, now: datetime | None = None, intake_facts: FileFacts | None = None
+) -> uuid.UUID | None:
     """pending → processing with a fresh lease; None when there is nothing to do.
 
     With `intake_facts` (intake already done, outside the lease, because it only
@@ -88,11 +93,17 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
         token = uuid.uuid4()
         fields = facts_columns(intake_facts) if intake_facts is not None else None
         # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
-        arrived = stage_entry(attachment, stage="intake", fields=fields, actor=WORKER) \
-            if fields is not None else None
-        apply_transition(attachment, "start", actor=WORKER, lease_token=token, lease_expires_at=_lease_deadline(now),
-                         step="intake" if fields is None else "scan", fields=fields,
-                         audit=[arrived] if arrived else ())
+        arrived = stage_entry(attachment, stage="intake", fields=fields, actor=WORKER) if fields is not None else None
+        apply_transition(
+            attachment,
+            "start",
+            actor=WORKER,
+            lease_token=token,
+            lease_expires_at=_lease_deadline(now),
+            step="intake" if fields is None else "scan",
+            fields=fields,
+            audit=[arrived] if arrived else (),
+        )
         if intake_facts is not None:
             outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id)
         return token
@@ -100,8 +111,11 @@ def attachment_begin(*, attachment_id: uuid.UUID, now: datetime | None = None,
 
 def attachment_lease_extend(*, attachment_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:
     """Renew a lease whose job is known to be waiting, not lost (parked behind its tenant's cap)."""
-    return bool(Attachment.objects.filter(pk=attachment_id, status=Status.PROCESSING, lease_token=token)
-                .update(lease_expires_at=_lease_deadline(now or timezone.now())))
+    return bool(
+        Attachment.objects.filter(pk=attachment_id, status=Status.PROCESSING, lease_token=token).update(
+            lease_expires_at=_lease_deadline(now or timezone.now())
+        )
+    )
 
 
 def attachment_snapshot_record(*, attachment_id: uuid.UUID, token: uuid.UUID, content_key: str) -> bool:
@@ -109,9 +123,17 @@ def attachment_snapshot_record(*, attachment_id: uuid.UUID, token: uuid.UUID, co
     return bool(Attachment.objects.filter(pk=attachment_id, lease_token=token).update(content_key=content_key))
 
 
-def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, facts: FileFacts,
-                       next_step: str | None, derivatives: list[dict[str, Any]] | None = None,
-                       now: datetime | None = None, read: Attachment | None = None) -> bool:
+def attachment_advance(
+    *,
+    attachment_id: uuid.UUID,
+    token: uuid.UUID,
+    step: str,
+    facts: FileFacts,
+    next_step: str | None,
+    derivatives: list[dict[str, Any]] | None = None,
+    now: datetime | None = None,
+    read: Attachment | None = None,
+) -> bool:
     """Record a stage's facts and hand over to the next stage, or flip to ready.
 
     `read` is the row as the stage read it before its work (unlocked). A plain
@@ -122,9 +144,13 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
     now = now or timezone.now()
     fields = facts_columns(facts)
     with transaction.atomic():
-        if (read is not None and next_step is not None and not derivatives
-                and not set(fields) & set(quotas.USAGE_FIELDS)
-                and _hand_over(read, token=token, step=step, fields=fields, next_step=next_step, now=now)):
+        if (
+            read is not None
+            and next_step is not None
+            and not derivatives
+            and not set(fields) & set(quotas.USAGE_FIELDS)
+            and _hand_over(read, token=token, step=step, fields=fields, next_step=next_step, now=now)
+        ):
             return True
         attachment = _locked_if_current(attachment_id, token, step)
         if attachment is None:
@@ -132,8 +158,9 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
         if attachment.lifecycle in (Lifecycle.DISCARDED, Lifecycle.DELETED):
             # Discarded (or already swept) while this job held it: no derivative rows,
             # no flip; its objects are the sweeper's (and reconcile's) to remove.
-            attachment_reject_missing(attachment=attachment, actor=WORKER,
-                                      message="Discarded while it was being processed.")
+            attachment_reject_missing(
+                attachment=attachment, actor=WORKER, message="Discarded while it was being processed."
+            )
             return False
         if derivatives:
             # One row per kind: a retried attempt (or a rescan) replaces what an earlier
@@ -141,15 +168,23 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
             # the count, instead of a DELETE and an INSERT.
             Derivative.objects.bulk_create(
                 [Derivative(attachment=attachment, **record) for record in derivatives],
-                update_conflicts=True, unique_fields=["attachment", "kind"], update_fields=_DERIVATIVE_UPDATE,
+                update_conflicts=True,
+                unique_fields=["attachment", "kind"],
+                update_fields=_DERIVATIVE_UPDATE,
             )
         entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
         if next_step is None:
             # The audit row says which signatures found it clean (the scan step recorded them).
             signatures = fields.get("scan_signatures") or attachment.scan_signatures
-            apply_transition(attachment, "finish", actor=WORKER, now=now, fields=fields,
-                             note=f"scanned clean with {signatures}" if signatures else "",
-                             audit=[entry] if entry else ())
+            apply_transition(
+                attachment,
+                "finish",
+                actor=WORKER,
+                now=now,
+                fields=fields,
+                note=f"scanned clean with {signatures}" if signatures else "",
+                audit=[entry] if entry else (),
+            )
         else:
             if entry is not None:
                 entry.save()
@@ -163,16 +198,19 @@ def attachment_advance(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str,
     return True
 
 
-def _hand_over(read: Attachment, *, token: uuid.UUID, step: str, fields: dict[str, Any], next_step: str,
-               now: datetime) -> bool:
+def _hand_over(
+    read: Attachment, *, token: uuid.UUID, step: str, fields: dict[str, Any], next_step: str, now: datetime
+) -> bool:
     """Move a row still leased by `token` at `step`, and not discarded, on to `next_step`; False if it moved on.
 
     The WHERE clause is _locked_if_current's check, made by the UPDATE itself
     (PostgreSQL re-checks it on the newest row version), so no lock read is needed.
     """
-    updated = (Attachment.objects.filter(pk=read.pk, status=Status.PROCESSING, lease_token=token, step=step)
-               .exclude(lifecycle__in=(Lifecycle.DISCARDED, Lifecycle.DELETED))
-               .update(**fields, step=next_step, lease_expires_at=_lease_deadline(now), updated_at=timezone.now()))
+    updated = (
+        Attachment.objects.filter(pk=read.pk, status=Status.PROCESSING, lease_token=token, step=step)
+        .exclude(lifecycle__in=(Lifecycle.DISCARDED, Lifecycle.DELETED))
+        .update(**fields, step=next_step, lease_expires_at=_lease_deadline(now), updated_at=timezone.now())
+    )
     if not updated:
         return False
     entry = stage_entry(read, stage=step, fields=fields, actor=WORKER)
@@ -182,8 +220,9 @@ def _hand_over(read: Attachment, *, token: uuid.UUID, step: str, fields: dict[st
     return True
 
 
-def attachment_reject(*, attachment_id: uuid.UUID, token: uuid.UUID | None, code: ReasonCode | str,
-                      message: str) -> bool:
+def attachment_reject(
+    *, attachment_id: uuid.UUID, token: uuid.UUID | None, code: ReasonCode | str, message: str
+) -> bool:
     """A content decision: terminal, never retried; the object goes to quarantine."""
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
@@ -200,8 +239,9 @@ def attachment_reject_missing(*, attachment: Attachment, actor: str, message: st
     apply_transition(attachment, "reject", actor=actor, code=ReasonCode.OBJECT_MISSING, message=message)
 
 
-def attachment_retry_or_fail(*, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str,
-                             actor: str = WORKER, backoff: bool = True) -> str | None:
+def attachment_retry_or_fail(
+    *, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str, actor: str = WORKER, backoff: bool = True
+) -> str | None:
     """Infrastructure trouble: back to pending with backoff, or failed + dead letter at the cap.
 
     Without `backoff` the new job goes out at once: a lease that ran out already
@@ -271,10 +311,7 @@ def backoff_seconds(attempts: int) -> float:
 
 def attempt_history(attachment: Attachment) -> list[dict[str, Any]]:
     rows = TransitionLog.objects.filter(attachment=attachment, transition="retry").order_by("created_at", "id")
-    return [
-        {"attempt": i + 1, "at": row.created_at.isoformat(), "error": row.message}
-        for i, row in enumerate(rows)
-    ]
+    return [{"attempt": i + 1, "at": row.created_at.isoformat(), "error": row.message} for i, row in enumerate(rows)]
 
 
 def attachment_quarantine(*, attachment_id: uuid.UUID) -> None:

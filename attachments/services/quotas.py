@@ -77,6 +77,7 @@ def tenant_limits(tenant: Tenant) -> tuple[int | None, int | None]:
 
 # --- reading ------------------------------------------------------------------------
 
+
 def tenant_usage(*, tenant: Tenant) -> Usage:
     """The tenant's usage and limits (GET /usage, the admin)."""
     try:
@@ -92,12 +93,12 @@ def tenant_usage(*, tenant: Tenant) -> Usage:
 
 def usage_recounted(tenant_id: Any) -> tuple[int, int]:
     """(bytes, files) summed from the attachment rows (as this transaction sees them)."""
-    totals = Attachment.objects.filter(counted_q(), tenant_id=tenant_id).aggregate(
-        b=Sum(_size_expr()), n=Count("pk"))
+    totals = Attachment.objects.filter(counted_q(), tenant_id=tenant_id).aggregate(b=Sum(_size_expr()), n=Count("pk"))
     return int(totals["b"] or 0), int(totals["n"] or 0)
 
 
 # --- the intent's check ----------------------------------------------------------------
+
 
 def counter_with_room(tenant: Tenant, size: int) -> QuerySet[TenantUsage]:
     """The tenant's counter row, if it has room for one more file of `size` bytes."""
@@ -128,8 +129,12 @@ def quota_reserve(*, tenant: Tenant, size: int) -> None:
         if counter_with_room(tenant, size).update(**room_taken(size)):
             return
         # Refused, or no counter yet. Read it under its lock: what we read stays true until we answer.
-        current = TenantUsage.objects.select_for_update().filter(tenant_id=tenant.pk).values_list(
-            "bytes_used", "files_used").first()
+        current = (
+            TenantUsage.objects.select_for_update()
+            .filter(tenant_id=tenant.pk)
+            .values_list("bytes_used", "files_used")
+            .first()
+        )
         if current is None:
             _counter_create(tenant.pk)  # a tenant from before quotas; then try again
             continue
@@ -137,15 +142,18 @@ def quota_reserve(*, tenant: Tenant, size: int) -> None:
         if limit_files is not None and used_files + 1 > limit_files:
             raise QuotaExceeded(
                 f"The tenant holds {used_files} of its {limit_files} files.",
-                details={"quota": "files", "used": used_files, "limit": limit_files, "requested": 1})
+                details={"quota": "files", "used": used_files, "limit": limit_files, "requested": 1},
+            )
         if limit_bytes is not None and used_bytes + size > limit_bytes:
             raise QuotaExceeded(
                 f"{size} more bytes would pass the tenant's {limit_bytes} bytes ({used_bytes} used).",
-                details={"quota": "bytes", "used": used_bytes, "limit": limit_bytes, "requested": size})
+                details={"quota": "bytes", "used": used_bytes, "limit": limit_bytes, "requested": size},
+            )
         # Room was freed between the UPDATE and the read (the lock is ours now): take it.
 
 
 # --- keeping the counter ---------------------------------------------------------------
+
 
 def usage_snapshot(attachment: Attachment) -> dict[str, Any]:
     """The usage columns as loaded on this instance (the `before` of usage_delta)."""
@@ -188,8 +196,9 @@ def usage_delta(attachment: Attachment, *, before: Mapping[str, Any]) -> tuple[i
 
     # The common case first, reading nothing more: a transition that neither starts nor
     # stops the file counting (pending → processing → ready), sizes and lifecycle untouched.
-    if (old_value("status") in COUNTED_STATUSES) == (new_value("status") in COUNTED_STATUSES) \
-            and not any(changed(name) for name in ("lifecycle", "stored_size", "declared_size")):
+    if (old_value("status") in COUNTED_STATUSES) == (new_value("status") in COUNTED_STATUSES) and not any(
+        changed(name) for name in ("lifecycle", "stored_size", "declared_size")
+    ):
         return 0, 0
     was = old_value("status") in COUNTED_STATUSES and old_value("lifecycle") in COUNTED_LIFECYCLES
     now = new_value("status") in COUNTED_STATUSES and new_value("lifecycle") in COUNTED_LIFECYCLES
@@ -209,7 +218,8 @@ def usage_apply(tenant_id: Any, delta: tuple[int, int], *, change_written: bool)
     if not moved_bytes and not moved_files:
         return
     updated = TenantUsage.objects.filter(tenant_id=tenant_id).update(
-        bytes_used=F("bytes_used") + moved_bytes, files_used=F("files_used") + moved_files)
+        bytes_used=F("bytes_used") + moved_bytes, files_used=F("files_used") + moved_files
+    )
     if updated:
         return
     # No counter yet (a tenant from before quotas): counting the rows includes
@@ -220,8 +230,7 @@ def usage_apply(tenant_id: Any, delta: tuple[int, int], *, change_written: bool)
 
 def usage_release(rows: QuerySet[Attachment]) -> None:
     """Stop counting `rows` (locked by the caller): call it just before the change that discards or deletes them."""
-    totals = (rows.filter(counted_q()).order_by().values_list("tenant_id")
-              .annotate(b=Sum(_size_expr()), n=Count("pk")))
+    totals = rows.filter(counted_q()).order_by().values_list("tenant_id").annotate(b=Sum(_size_expr()), n=Count("pk"))
     for tenant_id, moved_bytes, moved_files in sorted(totals, key=lambda t: t[0]):  # counters in one order
         usage_apply(tenant_id, (-int(moved_bytes or 0), -moved_files), change_written=False)
 
@@ -243,8 +252,11 @@ def _counter_create(tenant_id: Any, *, created_only: bool = False) -> tuple[int,
             with transaction.atomic():
                 TenantUsage.objects.create(tenant_id=tenant_id, bytes_used=used[0], files_used=used[1])
         except IntegrityError:
-            return None if created_only else TenantUsage.objects.filter(tenant_id=tenant_id).values_list(
-                "bytes_used", "files_used").get()
+            return (
+                None
+                if created_only
+                else TenantUsage.objects.filter(tenant_id=tenant_id).values_list("bytes_used", "files_used").get()
+            )
         return used
 
 
@@ -256,8 +268,12 @@ def tenant_usage_recount(*, tenant_id: Any) -> tuple[tuple[int, int], tuple[int,
     one not yet counted adds its delta after this commits.
     """
     with transaction.atomic():
-        row = TenantUsage.objects.select_for_update().filter(tenant_id=tenant_id).values_list(
-            "bytes_used", "files_used").first()
+        row = (
+            TenantUsage.objects.select_for_update()
+            .filter(tenant_id=tenant_id)
+            .values_list("bytes_used", "files_used")
+            .first()
+        )
         if row is None:
             created = _counter_create(tenant_id)
             return (0, 0), created or (0, 0)
@@ -265,6 +281,7 @@ def tenant_usage_recount(*, tenant_id: Any) -> tuple[tuple[int, int], tuple[int,
         used = usage_recounted(tenant_id)
         if used != before:
             TenantUsage.objects.filter(tenant_id=tenant_id).update(bytes_used=used[0], files_used=used[1])
-            log.warning("tenant usage recounted", extra={"tenant": str(tenant_id), "before": list(row),
-                                                        "after": list(used)})
+            log.warning(
+                "tenant usage recounted", extra={"tenant": str(tenant_id), "before": list(row), "after": list(used)}
+            )
         return before, used

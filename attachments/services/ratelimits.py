@@ -17,7 +17,7 @@ def pending_at_limit(*, user, now: datetime, limit: int) -> bool:
         return True
     # "Is there a limit-th row?" rather than COUNT(*): the database stops at the
     # limit, so a huge backlog costs no more than one at the cap.
-    return Attachment.objects.outstanding_uploads(owner=user, now=now)[limit - 1:limit].exists()
+    return Attachment.objects.outstanding_uploads(owner=user, now=now)[limit - 1 : limit].exists()
 
 
 def check_intent_rate(*, user, now: datetime) -> None:

@@ -14,8 +14,7 @@ single_slot.lock_owner), like every other lifecycle change.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -48,12 +47,17 @@ def actionable_q(user: AbstractBaseUser) -> Q:
 
 
 def _locked(query: Q) -> list[Attachment]:
-    return list(Attachment.objects.select_for_update().filter(query).order_by("pk")
-                .only("pk", "tenant_id", "owner_id", "lifecycle", "ref", "expires_at"))
+    return list(
+        Attachment.objects.select_for_update()
+        .filter(query)
+        .order_by("pk")
+        .only("pk", "tenant_id", "owner_id", "lifecycle", "ref", "expires_at")
+    )
 
 
-def attachments_release(*, user: AbstractBaseUser, ref: str | None = None, ids: Sequence[object] | None = None,
-                        now: datetime | None = None) -> list[str]:
+def attachments_release(
+    *, user: AbstractBaseUser, ref: str | None = None, ids: Sequence[object] | None = None, now: datetime | None = None
+) -> list[str]:
     """Release the caller's committed files of `ref`, or the given ids (all or nothing); idempotent.
 
     Returns every id that is released after the call, including those released before.
@@ -110,8 +114,9 @@ def attachment_delete(*, user: AbstractBaseUser, attachment_id: object, now: dat
         return Lifecycle.RELEASED if row.lifecycle == Lifecycle.COMMITTED else row.lifecycle
 
 
-def attachment_restore(*, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None,
-                       actor: str | None = None) -> None:
+def attachment_restore(
+    *, user: AbstractBaseUser, attachment_id: object, now: datetime | None = None, actor: str | None = None
+) -> None:
     """Bring a released file back to committed (same ref) while its grace lasts.
 
     `actor` is who asked (default the user; a staff member restoring from the admin acts as the owner).
@@ -130,7 +135,13 @@ def attachment_restore(*, user: AbstractBaseUser, attachment_id: object, now: da
             raise NotRestorable("The release grace is over: the file is being removed.")
         # A hold freezes the file as it was when held, released included, until platform staff clear it.
         refuse_held([row.pk], what="restored until the hold is cleared")
-        Attachment.objects.filter(pk=row.pk).update(lifecycle=Lifecycle.COMMITTED, released_at=None,
-                                                    expires_at=None, updated_at=now)
-        lifecycle_audit([(row.pk, Lifecycle.RELEASED)], event="restore", to=Lifecycle.COMMITTED,
-                        actor=actor or user_actor(user), message=f"ref {row.ref}")
+        Attachment.objects.filter(pk=row.pk).update(
+            lifecycle=Lifecycle.COMMITTED, released_at=None, expires_at=None, updated_at=now
+        )
+        lifecycle_audit(
+            [(row.pk, Lifecycle.RELEASED)],
+            event="restore",
+            to=Lifecycle.COMMITTED,
+            actor=actor or user_actor(user),
+            message=f"ref {row.ref}",
+        )

@@ -35,10 +35,12 @@ def release_locked(rows: Iterable[Attachment], *, now: datetime, actor: str, mes
     ids = [a.pk for a in committed]
     refuse_held(ids, what="released")  # all or nothing: the caller's transaction rolls back
     # Still counted (quotas.COUNTED_LIFECYCLES): the bytes stay until the sweep, which stops the count.
-    Attachment.objects.filter(pk__in=ids).update(lifecycle=Lifecycle.RELEASED, released_at=now,
-                                                 expires_at=now + grace(), updated_at=now)
-    lifecycle_audit([(pk, Lifecycle.COMMITTED) for pk in ids], event="release", to=Lifecycle.RELEASED,
-                    actor=actor, message=message)
+    Attachment.objects.filter(pk__in=ids).update(
+        lifecycle=Lifecycle.RELEASED, released_at=now, expires_at=now + grace(), updated_at=now
+    )
+    lifecycle_audit(
+        [(pk, Lifecycle.COMMITTED) for pk in ids], event="release", to=Lifecycle.RELEASED, actor=actor, message=message
+    )
     return ids
 
 
@@ -46,8 +48,9 @@ def release_locked(rows: Iterable[Attachment], *, now: datetime, actor: str, mes
 REAPABLE = (Lifecycle.STAGED, Lifecycle.DISCARDED, Lifecycle.RELEASED)
 
 
-def attachments_mark_deleted(*, before: Mapping[uuid.UUID, str], now: datetime, actor: str, event: str,
-                             message: str = "") -> int:
+def attachments_mark_deleted(
+    *, before: Mapping[uuid.UUID, str], now: datetime, actor: str, event: str, message: str = ""
+) -> int:
     """Mark the rows (id -> lifecycle they had) deleted, release their quota usage and audit it.
 
     The caller holds the rows' locks (or has just re-read them under its
@@ -64,5 +67,6 @@ def attachments_mark_deleted(*, before: Mapping[uuid.UUID, str], now: datetime, 
 
 def attachment_delete_failed(*, attachment_id: uuid.UUID, attempts: int, error: str, now: datetime) -> None:
     """Count a failed attempt to delete the row's objects (the sweeper retries, then dead-letters)."""
-    Attachment.objects.filter(pk=attachment_id).update(delete_attempts=attempts, delete_error=error[:500],
-                                                       updated_at=now)
+    Attachment.objects.filter(pk=attachment_id).update(
+        delete_attempts=attempts, delete_error=error[:500], updated_at=now
+    )

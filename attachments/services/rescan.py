@@ -30,9 +30,11 @@ def rescan_checkpoint_locked() -> RescanCheckpoint:
 
 def rescan_candidates(version: str) -> QuerySet[Attachment]:
     """Ready files (not discarded or deleted) whose verdict is not from `version`, or that an operator flagged."""
-    return (Attachment.objects.filter(status=Status.READY)
-            .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-            .filter(~Q(scan_signatures=version) | Q(rescan_requested_at__isnull=False)))
+    return (
+        Attachment.objects.filter(status=Status.READY)
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .filter(~Q(scan_signatures=version) | Q(rescan_requested_at__isnull=False))
+    )
 
 
 def attachment_rescan_clean(*, attachment_id: uuid.UUID, signatures: str, now: datetime | None = None) -> bool:
@@ -40,16 +42,23 @@ def attachment_rescan_clean(*, attachment_id: uuid.UUID, signatures: str, now: d
     now = now or timezone.now()
     with transaction.atomic():
         updated = Attachment.objects.filter(pk=attachment_id, status=Status.READY).update(
-            scan_signatures=signatures[:300], scanned_at=now, rescan_requested_at=None, updated_at=now)
+            scan_signatures=signatures[:300], scanned_at=now, rescan_requested_at=None, updated_at=now
+        )
         if updated:
-            TransitionLog.objects.create(attachment_id=attachment_id, transition="rescan", from_status=Status.READY,
-                                         to_status=Status.READY, actor=RESCAN_ACTOR,
-                                         message=f"rescanned clean with {signatures}"[:500])
+            TransitionLog.objects.create(
+                attachment_id=attachment_id,
+                transition="rescan",
+                from_status=Status.READY,
+                to_status=Status.READY,
+                actor=RESCAN_ACTOR,
+                message=f"rescanned clean with {signatures}"[:500],
+            )
     return bool(updated)
 
 
-def attachment_rescan_reject(*, attachment_id: uuid.UUID, signatures: str, message: str,
-                             now: datetime | None = None) -> bool:
+def attachment_rescan_reject(
+    *, attachment_id: uuid.UUID, signatures: str, message: str, now: datetime | None = None
+) -> bool:
     """A ready file that the signatures in force find: rejected/malware, quarantined, announced.
 
     The audit row names the rescan and the signatures; the `rejected` outcome
@@ -60,9 +69,16 @@ def attachment_rescan_reject(*, attachment_id: uuid.UUID, signatures: str, messa
         attachment = lock_attachment(attachment_id)
         if attachment is None or attachment.status != Status.READY:
             return False
-        apply_transition(attachment, "reject_on_rescan", actor=RESCAN_ACTOR,
-                         note=f"rescan with {signatures}: {message}", code=ReasonCode.MALWARE, message=message,
-                         signatures=signatures, now=now)
+        apply_transition(
+            attachment,
+            "reject_on_rescan",
+            actor=RESCAN_ACTOR,
+            note=f"rescan with {signatures}: {message}",
+            code=ReasonCode.MALWARE,
+            message=message,
+            signatures=signatures,
+            now=now,
+        )
     attachment_quarantine(attachment_id=attachment_id)
     return True
 
@@ -74,5 +90,6 @@ def attachments_request_rescan(*, queryset: QuerySet[Attachment], now: datetime 
         flagged = queryset.filter(status=Status.READY).update(rescan_requested_at=now)
         if flagged:  # the walk starts over from the newest file at its next tick
             RescanCheckpoint.objects.filter(pk=RescanCheckpoint.SINGLETON_PK).update(
-                cursor_created_at=None, cursor_id=None, finished_at=None)
+                cursor_created_at=None, cursor_id=None, finished_at=None
+            )
     return flagged

@@ -40,8 +40,9 @@ def lock_owner(owner_id: int) -> None:
     list(get_user_model().objects.select_for_update(no_key=True).filter(pk=owner_id).values_list("pk"))
 
 
-def single_slot_settle(*, owner_id: int, profile_name: str, now: datetime | None = None,
-                       actor: str = "system:pipeline") -> list[uuid.UUID]:
+def single_slot_settle(
+    *, owner_id: int, profile_name: str, now: datetime | None = None, actor: str = "system:pipeline"
+) -> list[uuid.UUID]:
     """Discard the owner's ready files the slot's winner replaces; return their ids.
 
     Call it inside the transaction that committed a file (after lock_owner) or
@@ -56,7 +57,8 @@ def single_slot_settle(*, owner_id: int, profile_name: str, now: datetime | None
         rows = list(
             Attachment.objects.select_for_update()
             .filter(owner_id=owner_id, profile=profile_name, status=Status.READY, lifecycle__in=_LIVE)
-            .order_by("pk").only("pk", "lifecycle", "created_at", "committed_at")
+            .order_by("pk")
+            .only("pk", "lifecycle", "created_at", "committed_at")
         )
         committed = [a for a in rows if a.lifecycle == Lifecycle.COMMITTED]
         if not committed:
@@ -64,15 +66,24 @@ def single_slot_settle(*, owner_id: int, profile_name: str, now: datetime | None
         winner = max(committed, key=lambda a: (a.committed_at, a.created_at, a.pk))
         # An older committed choice and older uncommitted candidates lose; a newer
         # candidate the user has not committed yet is left for the user to decide.
-        losers = [a for a in rows if a.pk != winner.pk
-                  and (a.lifecycle == Lifecycle.COMMITTED or a.created_at < winner.created_at)]
+        losers = [
+            a
+            for a in rows
+            if a.pk != winner.pk and (a.lifecycle == Lifecycle.COMMITTED or a.created_at < winner.created_at)
+        ]
         # A held file keeps its place: the new choice still wins the slot, the held one is not discarded.
         held = held_ids(a.pk for a in losers)
         losers = [a for a in losers if a.pk not in held]
         if losers:
             usage_release(Attachment.objects.filter(pk__in=[a.pk for a in losers]))
             Attachment.objects.filter(pk__in=[a.pk for a in losers]).update(
-                lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now)
-            lifecycle_audit([(a.pk, a.lifecycle) for a in losers], event="replace", to=Lifecycle.DISCARDED,
-                            actor=actor, message=f"replaced by {winner.pk}")
+                lifecycle=Lifecycle.DISCARDED, discarded_at=now, expires_at=now, updated_at=now
+            )
+            lifecycle_audit(
+                [(a.pk, a.lifecycle) for a in losers],
+                event="replace",
+                to=Lifecycle.DISCARDED,
+                actor=actor,
+                message=f"replaced by {winner.pk}",
+            )
     return [a.pk for a in losers]

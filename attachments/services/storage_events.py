@@ -148,8 +148,16 @@ def storage_events_record(*, parsed: ParsedEvents, source: str) -> EventsReport:
         outcome = _apply(record, source=source)
         report.accepted += 1
         report.outcomes[outcome] += 1
-        log.info("storage event", extra={"step": "storage_event", "event_name": record.event_name,
-                                         "key": record.key, "outcome": outcome, "source": source})
+        log.info(
+            "storage event",
+            extra={
+                "step": "storage_event",
+                "event_name": record.event_name,
+                "key": record.key,
+                "outcome": outcome,
+                "source": source,
+            },
+        )
     if parsed.test_event:
         report.outcomes["test_event"] += 1
     if parsed.skipped:
@@ -174,8 +182,14 @@ def _apply(record: EventRecord, *, source: str) -> str:
             # Nothing there (a forged or early event): ignored, and not recorded, so the
             # real event for the object, whatever its dedupe key, still starts intake.
             return "absent"
-        return object_arrived(key=record.key, size=record.size, source=source, dedupe_key=record.dedupe_key,
-                              event_name=record.event_name, bucket=record.bucket).outcome
+        return object_arrived(
+            key=record.key,
+            size=record.size,
+            source=source,
+            dedupe_key=record.dedupe_key,
+            event_name=record.event_name,
+            bucket=record.bucket,
+        ).outcome
     return _object_removed(record, source=source)
 
 
@@ -193,8 +207,12 @@ def _object_removed(record: EventRecord, *, source: str) -> str:
     try:
         with transaction.atomic():
             event = StorageEvent.objects.create(
-                dedupe_key=record.dedupe_key[:700], source=source, event_name=record.event_name[:64],
-                bucket=record.bucket[:255], key=record.key[:1024], size=record.size,
+                dedupe_key=record.dedupe_key[:700],
+                source=source,
+                event_name=record.event_name[:64],
+                bucket=record.bucket[:255],
+                key=record.key[:1024],
+                size=record.size,
             )
             attachment = Attachment.objects.select_for_update().filter(storage_key=record.key).first()
             event.attachment = attachment
@@ -211,19 +229,22 @@ def _removal_outcome(attachment: Attachment | None) -> str:
     if attachment.content_key:
         return "ignored"  # our own snapshot removed the upload key; the bytes live on
     in_flight = attachment.status == Status.PROCESSING or (
-        attachment.status == Status.PENDING and attachment.uploaded_at is not None)
+        attachment.status == Status.PENDING and attachment.uploaded_at is not None
+    )
     if not in_flight:
         # pending without bytes: the create may still come (and intake checks);
         # ready/rejected/failed: our own moves and deletes end here.
         return "ignored"
     if get_gateway().head(attachment.storage_key) is not None:
         return "still_present"  # out of order: a newer create replaced it
-    attachment_reject_missing(attachment=attachment, actor=ACTOR,
-                              message="The object was removed from storage before processing finished.")
+    attachment_reject_missing(
+        attachment=attachment, actor=ACTOR, message="The object was removed from storage before processing finished."
+    )
     return ReasonCode.OBJECT_MISSING.value  # the event's outcome names what it did to the row
 
 
 # --- SQS ------------------------------------------------------------------------
+
 
 @dataclass
 class ConsumeReport:
@@ -249,8 +270,9 @@ def sqs_client(*, region: str | None = None, endpoint_url: str | None = None) ->
     return boto3.client("sqs", region_name=region or settings.AIRLOCK_S3_REGION, endpoint_url=endpoint_url)
 
 
-def sqs_consume_batch(*, client: Any, queue_url: str, wait_seconds: int = 20, max_messages: int = 10,
-                      max_receives: int = 5) -> ConsumeReport:
+def sqs_consume_batch(
+    *, client: Any, queue_url: str, wait_seconds: int = 20, max_messages: int = 10, max_receives: int = 5
+) -> ConsumeReport:
     """Receive one batch (long poll) and handle each message; delete only what is recorded."""
     response = client.receive_message(
         QueueUrl=queue_url,
@@ -265,8 +287,7 @@ def sqs_consume_batch(*, client: Any, queue_url: str, wait_seconds: int = 20, ma
     return report
 
 
-def _handle_message(client: Any, queue_url: str, message: dict, report: ConsumeReport, *,
-                    max_receives: int) -> None:
+def _handle_message(client: Any, queue_url: str, message: dict, report: ConsumeReport, *, max_receives: int) -> None:
     body = message.get("Body", "")
     receipt = message["ReceiptHandle"]
     try:
@@ -283,12 +304,14 @@ def _handle_message(client: Any, queue_url: str, message: dict, report: ConsumeR
     except Exception as exc:  # DB or storage down: leave it for redelivery, but not forever
         receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1") or 1)
         if receives >= max_receives:
-            _dead_letter_and_delete(client, queue_url, message, report,
-                                    error=f"failed {receives} times: {type(exc).__name__}: {exc}")
+            _dead_letter_and_delete(
+                client, queue_url, message, report, error=f"failed {receives} times: {type(exc).__name__}: {exc}"
+            )
         else:
             report.left_for_retry += 1
-            log.warning("storage event message left for redelivery",
-                        extra={"error": str(exc)[:300], "receives": receives})
+            log.warning(
+                "storage event message left for redelivery", extra={"error": str(exc)[:300], "receives": receives}
+            )
         return
     report.records += outcome.accepted
     report.outcomes.update(outcome.outcomes)
@@ -303,13 +326,16 @@ def _dead_letter(message: dict, *, error: str, queue_url: str) -> DeadLetter:
     return dead_letter_open(
         kind=DeadLetter.Kind.MESSAGE,
         last_error=error,
-        payload={"source": "sqs", "queue_url": queue_url, "message_id": message.get("MessageId", ""),
-                 "body": str(message.get("Body", ""))[:100_000]},
+        payload={
+            "source": "sqs",
+            "queue_url": queue_url,
+            "message_id": message.get("MessageId", ""),
+            "body": str(message.get("Body", ""))[:100_000],
+        },
     )
 
 
-def _dead_letter_and_delete(client: Any, queue_url: str, message: dict, report: ConsumeReport, *,
-                            error: str) -> None:
+def _dead_letter_and_delete(client: Any, queue_url: str, message: dict, report: ConsumeReport, *, error: str) -> None:
     _dead_letter(message, error=error, queue_url=queue_url)  # if this raises, the message stays
     client.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
     report.dead_lettered += 1

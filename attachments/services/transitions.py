@@ -47,9 +47,16 @@ def save_fields(attachment: Attachment, names: Iterable[str], *, usage_before: M
     quotas.usage_apply(attachment.tenant_id, delta, change_written=True)
 
 
-def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str = "",
-                     fields: Mapping[str, Any] | None = None, audit: Sequence[TransitionLog] = (),
-                     **kwargs: Any) -> Attachment:
+def apply_transition(
+    attachment: Attachment,
+    name: str,
+    *,
+    actor: str,
+    note: str = "",
+    fields: Mapping[str, Any] | None = None,
+    audit: Sequence[TransitionLog] = (),
+    **kwargs: Any,
+) -> Attachment:
     """Set `fields` (a step's facts), run the transition, save those + the status + its declared writes, audit it.
 
     `audit`: entries recorded just before the transition's own (services/audit.py), in the same INSERT.
@@ -72,15 +79,22 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
         # original drops them (made again from what is served once the file is ready again).
         variants_forget(attachment.pk)
     waiting.changed(attachment.pk)  # wakes `?wait=` requests once this commits
-    TransitionLog.objects.bulk_create([*audit, TransitionLog(
-        attachment=attachment,
-        transition=name,
-        from_status=from_status,
-        to_status=attachment.status,
-        actor=actor[:150],
-        reason_code=attachment.reason_code if attachment.status in ("rejected", "failed") else "",
-        message=(note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[:500],
-    )])
+    TransitionLog.objects.bulk_create(
+        [
+            *audit,
+            TransitionLog(
+                attachment=attachment,
+                transition=name,
+                from_status=from_status,
+                to_status=attachment.status,
+                actor=actor[:150],
+                reason_code=attachment.reason_code if attachment.status in ("rejected", "failed") else "",
+                message=(note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[
+                    :500
+                ],
+            ),
+        ]
+    )
     outcome = hooks.outcome_of_transition(name, attachment.status)
     if outcome:
         hooks.announce(outcome, [attachment.pk])
@@ -96,7 +110,9 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
             "actor": actor,
             "reason_code": attachment.reason_code or None,
             # why, in the log line itself: a rejection is final, a retry says what went wrong
-            "reason_message": (note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[:300]
+            "reason_message": (
+                note or (attachment.reason_message if attachment.status in ("rejected", "failed") else "")
+            )[:300]
             or None,
         },
     )
@@ -106,16 +122,34 @@ def apply_transition(attachment: Attachment, name: str, *, actor: str, note: str
 # Lifecycle changes (orthogonal to status) go to the same audit table, so the admin
 # timeline shows them in order with the status transitions: their from/to columns
 # hold lifecycle states (staged, committed, discarded, released, deleted), never a status.
-LIFECYCLE_EVENTS = ("commit", "discard", "discard_all", "replace", "sweep_delete", "abandon", "release", "restore",
-                    "erase")
+LIFECYCLE_EVENTS = (
+    "commit",
+    "discard",
+    "discard_all",
+    "replace",
+    "sweep_delete",
+    "abandon",
+    "release",
+    "restore",
+    "erase",
+)
 
 
 def lifecycle_audit(rows: Iterable[tuple[Any, str]], *, event: str, to: str, actor: str, message: str = "") -> None:
     """Record one lifecycle change per (attachment id, lifecycle before) with its actor."""
     if event not in LIFECYCLE_EVENTS:
         raise ValueError(f"unknown lifecycle event {event!r}")
-    logs = [TransitionLog(attachment_id=pk, transition=event, from_status=before, to_status=to, actor=actor[:150],
-                          message=message[:500]) for pk, before in rows]
+    logs = [
+        TransitionLog(
+            attachment_id=pk,
+            transition=event,
+            from_status=before,
+            to_status=to,
+            actor=actor[:150],
+            message=message[:500],
+        )
+        for pk, before in rows
+    ]
     if logs:
         TransitionLog.objects.bulk_create(logs)
         outcome = hooks.outcome_of_lifecycle(event, to)

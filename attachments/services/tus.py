@@ -50,7 +50,7 @@ from .uploads import object_arrived
 log = logging.getLogger("airlock.tus")
 
 State = TusUpload.State
-CHECKSUMS: dict[str, Callable[[], "hashlib._Hash"]] = {"sha1": hashlib.sha1, "sha256": hashlib.sha256}
+CHECKSUMS: dict[str, Callable[[], hashlib._Hash]] = {"sha1": hashlib.sha1, "sha256": hashlib.sha256}
 _HEARTBEAT_SECONDS = 2.0
 
 
@@ -85,15 +85,24 @@ def _expiry(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS)
 
 
-def tus_upload_create(*, user, length: int, profile_name: object, filename: str, content_type: str,
-                      now: datetime | None = None) -> TusUpload:
+def tus_upload_create(
+    *, user, length: int, profile_name: object, filename: str, content_type: str, now: datetime | None = None
+) -> TusUpload:
     """Create the intent (as POST /uploads would) and the transfer that will fill it."""
     now = now or timezone.now()
     with transaction.atomic():
-        intent = upload_intent_create(user=user, profile_name=profile_name, filename=filename, size=length,
-                                      content_type=content_type, now=now, presign=False)
-        upload = TusUpload.objects.create(attachment=intent.attachment, length=length, created_at=now,
-                                          expires_at=intent.upload_expires_at)
+        intent = upload_intent_create(
+            user=user,
+            profile_name=profile_name,
+            filename=filename,
+            size=length,
+            content_type=content_type,
+            now=now,
+            presign=False,
+        )
+        upload = TusUpload.objects.create(
+            attachment=intent.attachment, length=length, created_at=now, expires_at=intent.upload_expires_at
+        )
     upload.attachment = intent.attachment
     if length == 0:  # nothing to wait for
         _complete(upload, token=None)
@@ -132,8 +141,9 @@ def tus_upload_recover(*, user, attachment_id: object, now: datetime | None = No
     try:
         with _held(upload.pk, now, create=False) as (token, fence):
             upload.refresh_from_db()
-            upload.attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
-                                                        "declared_type").get(pk=upload.pk)
+            upload.attachment = Attachment.objects.only(
+                "status", "uploaded_at", "lifecycle", "storage_key", "declared_type"
+            ).get(pk=upload.pk)
             if upload.state == State.ACTIVE and upload.offset == upload.length and _accepting(upload.attachment):
                 _complete(upload, token=token, fence=fence)
     except UploadLocked:
@@ -142,15 +152,20 @@ def tus_upload_recover(*, user, attachment_id: object, now: datetime | None = No
 
 
 def _accepting(attachment: Attachment) -> bool:
-    return (attachment.status == Status.PENDING and attachment.uploaded_at is None
-            and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED))
+    return (
+        attachment.status == Status.PENDING
+        and attachment.uploaded_at is None
+        and attachment.lifecycle in (Lifecycle.STAGED, Lifecycle.COMMITTED)
+    )
 
 
 def _claim(pk: uuid.UUID, now: datetime) -> uuid.UUID:
     token = uuid.uuid4()
-    claimed = TusUpload.objects.filter(pk=pk, state=State.ACTIVE).filter(
-        Q(lock_token__isnull=True) | Q(locked_at__lt=now - _lock_stale_after())
-    ).update(lock_token=token, locked_at=now)
+    claimed = (
+        TusUpload.objects.filter(pk=pk, state=State.ACTIVE)
+        .filter(Q(lock_token__isnull=True) | Q(locked_at__lt=now - _lock_stale_after()))
+        .update(lock_token=token, locked_at=now)
+    )
     if not claimed:
         if TusUpload.objects.filter(pk=pk, state=State.ACTIVE).exists():
             raise UploadLocked(headers={"Retry-After": "1"})
@@ -219,9 +234,16 @@ def _hasher(checksum: tuple[str, bytes] | None):
     return CHECKSUMS[checksum[0]]()
 
 
-def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Iterable[bytes],
-                      content_length: int, checksum: tuple[str, bytes] | None = None,
-                      now: datetime | None = None) -> TusUpload:
+def tus_upload_append(
+    *,
+    user,
+    attachment_id: object,
+    offset: int,
+    chunks: Iterable[bytes],
+    content_length: int,
+    checksum: tuple[str, bytes] | None = None,
+    now: datetime | None = None,
+) -> TusUpload:
     """Append one PATCH body at `offset` (the server's offset, else OffsetMismatch); complete on the last byte.
 
     Without a checksum, bytes received before the client went away are kept (it
@@ -237,8 +259,9 @@ def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Itera
         return upload
     with _held(upload.pk, now, create=True) as (token, fence):
         upload.refresh_from_db()
-        attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key",
-                                             "declared_type").get(pk=upload.pk)
+        attachment = Attachment.objects.only("status", "uploaded_at", "lifecycle", "storage_key", "declared_type").get(
+            pk=upload.pk
+        )
         upload.attachment = attachment
         if not _accepting(attachment):
             raise NotFound("This upload is no longer accepted.")
@@ -250,12 +273,15 @@ def tus_upload_append(*, user, attachment_id: object, offset: int, chunks: Itera
                 upload.offset = held
                 TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(offset=held)
         if offset != upload.offset:
-            raise OffsetMismatch(f"Upload-Offset is {offset}, the upload is at {upload.offset}.",
-                                 details={"offset": upload.offset})
+            raise OffsetMismatch(
+                f"Upload-Offset is {offset}, the upload is at {upload.offset}.", details={"offset": upload.offset}
+            )
         remaining = upload.length - upload.offset
         if content_length > remaining:
-            raise TooLarge(f"The chunk is {content_length} bytes; {remaining} remain of the declared Upload-Length.",
-                           details={"max_bytes": upload.length})
+            raise TooLarge(
+                f"The chunk is {content_length} bytes; {remaining} remain of the declared Upload-Length.",
+                details={"max_bytes": upload.length},
+            )
         give_connection_back()
         body = _heartbeat(chunks, upload.pk, token)
         if isinstance(staging, LocalStaging):
@@ -276,7 +302,8 @@ def _record(upload: TusUpload, token: uuid.UUID, now: datetime, **fields) -> boo
     expires = _expiry(timezone.now())
     upload.expires_at = expires
     saved = TusUpload.objects.filter(pk=upload.pk, lock_token=token, state=State.ACTIVE).update(
-        offset=upload.offset, expires_at=expires, **fields)
+        offset=upload.offset, expires_at=expires, **fields
+    )
     if saved:
         Attachment.objects.filter(pk=upload.pk).update(updated_at=timezone.now())
     return bool(saved)
@@ -286,8 +313,15 @@ def _verify(hasher, checksum: tuple[str, bytes] | None) -> bool:
     return hasher is None or checksum is None or hasher.digest() == checksum[1]
 
 
-def _append_local(upload: TusUpload, staging: LocalStaging, fence: StagingFence, body: Iterable[bytes],
-                  checksum: tuple[str, bytes] | None, token: uuid.UUID, now: datetime) -> None:
+def _append_local(
+    upload: TusUpload,
+    staging: LocalStaging,
+    fence: StagingFence,
+    body: Iterable[bytes],
+    checksum: tuple[str, bytes] | None,
+    token: uuid.UUID,
+    now: datetime,
+) -> None:
     start = upload.offset
     hasher = _hasher(checksum)
     written = 0
@@ -330,8 +364,14 @@ def _spooled(body: Iterable[bytes], hasher) -> Generator[bytes, None, None]:
         yield from iter(lambda: spool.read(1 << 20), b"")
 
 
-def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
-               checksum: tuple[str, bytes] | None, token: uuid.UUID, now: datetime) -> None:
+def _append_s3(
+    upload: TusUpload,
+    staging: S3Staging,
+    body: Iterable[bytes],
+    checksum: tuple[str, bytes] | None,
+    token: uuid.UUID,
+    now: datetime,
+) -> None:
     attachment = upload.attachment
     key = attachment.storage_key
     part_size = s3_part_size(upload.length)
@@ -355,7 +395,8 @@ def _append_s3(upload: TusUpload, staging: S3Staging, body: Iterable[bytes],
             upload_id = staging.create(key, content_type=attachment.declared_type)
             # Recorded at once: an expiry or termination must be able to abort it.
             if not TusUpload.objects.filter(pk=upload.pk, lock_token=token, s3_upload_id="").update(
-                    s3_upload_id=upload_id):
+                s3_upload_id=upload_id
+            ):
                 staging.abort(key, upload_id=upload_id)
                 raise UploadLocked(headers={"Retry-After": "1"})
             upload.s3_upload_id = upload_id
@@ -428,8 +469,9 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence
     log.info("tus upload complete", extra={"attachment_id": str(upload.pk), "size": size, "step": "arrival"})
 
 
-def _promote_local(recorded: TusUpload, staging: LocalStaging, fence: StagingFence | None, key: str,
-                   content_type: str) -> int:
+def _promote_local(
+    recorded: TusUpload, staging: LocalStaging, fence: StagingFence | None, key: str, content_type: str
+) -> int:
     if fence is None:
         raise UploadLocked(headers={"Retry-After": "1"})
     if fence.holds_file():
@@ -451,8 +493,9 @@ def _assemble_s3(recorded: TusUpload, staging: S3Staging, key: str, content_type
         return staging.write_whole(key, [tail], content_type=content_type)
     parts = list(recorded.parts)
     if tail or not parts:
-        etag = staging.upload_part(key, upload_id=recorded.s3_upload_id, number=len(parts) + 1,
-                                   body=io.BytesIO(tail), size=len(tail))
+        etag = staging.upload_part(
+            key, upload_id=recorded.s3_upload_id, number=len(parts) + 1, body=io.BytesIO(tail), size=len(tail)
+        )
         parts.append([len(parts) + 1, etag, len(tail)])
     if not staging.complete(key, upload_id=recorded.s3_upload_id, parts=parts):
         # Completed by an earlier attempt whose server died before recording it, or aborted.
@@ -533,12 +576,18 @@ def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, li
     killswitch, and under dry run it only reports). A transfer a writer holds is left alone.
     """
     now = now or timezone.now()
-    gone = Q(state=State.ACTIVE, expires_at__lte=now) | Q(
-        state=State.ACTIVE, attachment__lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED]) | Q(
-        state__in=[State.TERMINATED, State.EXPIRED])
+    gone = (
+        Q(state=State.ACTIVE, expires_at__lte=now)
+        | Q(state=State.ACTIVE, attachment__lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        | Q(state__in=[State.TERMINATED, State.EXPIRED])
+    )
     stale = now - _lock_stale_after()
-    candidates = list(TusUpload.objects.select_related("attachment").filter(gone, staged=True).filter(
-        Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).order_by("expires_at")[:limit])
+    candidates = list(
+        TusUpload.objects.select_related("attachment")
+        .filter(gone, staged=True)
+        .filter(Q(lock_token__isnull=True) | Q(locked_at__lt=stale))
+        .order_by("expires_at")[:limit]
+    )
     done = []
     for upload in candidates:
         if upload.state == State.ACTIVE and upload.offset == upload.length and _accepting(upload.attachment):
@@ -555,14 +604,16 @@ def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, li
         except UploadLocked:
             continue  # a writer still runs: its fence outlives its claim
         try:
-            claimed = TusUpload.objects.filter(pk=upload.pk, state=upload.state, staged=True).filter(
-                Q(lock_token__isnull=True) | Q(locked_at__lt=stale)).update(state=new_state, tail=b"")
+            claimed = (
+                TusUpload.objects.filter(pk=upload.pk, state=upload.state, staged=True)
+                .filter(Q(lock_token__isnull=True) | Q(locked_at__lt=stale))
+                .update(state=new_state, tail=b"")
+            )
             if not claimed:
                 continue
             _remove_staged(upload, fence)
         except Exception as exc:  # noqa: BLE001 - the next sweep tries again
-            log.warning("tus staging removal failed", extra={"attachment_id": str(upload.pk),
-                                                            "error": str(exc)[:300]})
+            log.warning("tus staging removal failed", extra={"attachment_id": str(upload.pk), "error": str(exc)[:300]})
             continue
         finally:
             if fence is not None:

@@ -58,12 +58,15 @@ def exactly(chunks: Iterable[bytes], length: int | None) -> Iterator[bytes]:
         total += len(chunk)
         yield chunk
     if length is not None and total < length:
-        raise ValidationFailed(f"The body ended after {total} of its {length} bytes (Content-Length).",
-                               details={"Content-Length": ["The body is shorter than this."]})
+        raise ValidationFailed(
+            f"The body ended after {total} of its {length} bytes (Content-Length).",
+            details={"Content-Length": ["The body is shorter than this."]},
+        )
 
 
-def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
-                           chunks: Callable[[], Iterable[bytes]], content_length: int | None) -> Attachment:
+def upload_content_receive(
+    *, attachment_id: uuid.UUID, token: object, chunks: Callable[[], Iterable[bytes]], content_length: int | None
+) -> Attachment:
     """Store the body of a signed PUT, then treat it like a storage event."""
     if not upload_token_valid(token, attachment_id):
         raise UploadTokenInvalid()
@@ -95,16 +98,29 @@ def upload_content_receive(*, attachment_id: uuid.UUID, token: object,
         # A refused or broken attempt does not use the URL up.
         Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)
         raise
-    object_arrived(key=attachment.storage_key, size=size, source="local",
-                   dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Put")
+    object_arrived(
+        key=attachment.storage_key,
+        size=size,
+        source="local",
+        dedupe_key=f"local:{attachment.storage_key}",
+        event_name="ObjectCreated:Put",
+    )
     # As of the claim: the answer is 202 (accepted, pending) whatever a worker did since.
     attachment.uploaded_at = uploaded_at
     return attachment
 
 
-def upload_through(*, user, profile_name: object, filename: str, chunks: Iterable[bytes],
-                   size_hint: int, declared_type: str, now: datetime | None = None,
-                   sha256: object = None) -> Attachment:
+def upload_through(
+    *,
+    user,
+    profile_name: object,
+    filename: str,
+    chunks: Iterable[bytes],
+    size_hint: int,
+    declared_type: str,
+    now: datetime | None = None,
+    sha256: object = None,
+) -> Attachment:
     """POST /attachments: the API receives the bytes itself (small files)."""
     now = now or timezone.now()
     profile = get_profile(profile_name)
@@ -116,9 +132,15 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
     refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
     with transaction.atomic():
-        attachment = create_pending_row(user=user, profile=profile, filename=filename, size=size_hint,
-                                        content_type=declared_type or "application/octet-stream", now=now,
-                                        sha256=digest)
+        attachment = create_pending_row(
+            user=user,
+            profile=profile,
+            filename=filename,
+            size=size_hint,
+            content_type=declared_type or "application/octet-stream",
+            now=now,
+            sha256=digest,
+        )
     gateway = get_gateway()
     body = limited(chunks, limit)
     try:
@@ -127,14 +149,20 @@ def upload_through(*, user, profile_name: object, filename: str, chunks: Iterabl
         with transaction.atomic():
             # The refused upload leaves no row, and gives its reservation back.
             usage_release(Attachment.objects.filter(pk=attachment.pk))
-            attachments_hard_delete(rows=Attachment.objects.filter(pk=attachment.pk), actor=user_actor(user),
-                                    now=timezone.now())
+            attachments_hard_delete(
+                rows=Attachment.objects.filter(pk=attachment.pk), actor=user_actor(user), now=timezone.now()
+            )
         gateway.delete(attachment.storage_key)
         raise
     uploaded_at = timezone.now()
     Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=uploaded_at)
-    object_arrived(key=attachment.storage_key, size=None, source="local",
-                   dedupe_key=f"local:{attachment.storage_key}", event_name="ObjectCreated:Post")
+    object_arrived(
+        key=attachment.storage_key,
+        size=None,
+        source="local",
+        dedupe_key=f"local:{attachment.storage_key}",
+        event_name="ObjectCreated:Post",
+    )
     # The row as committed (pending, bytes in): a worker may have started it since,
     # and the contract's 202 says `pending`, so the row is not read again.
     attachment.uploaded_at = uploaded_at
@@ -157,9 +185,13 @@ def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | No
         except StorageError:
             info = None
         if info is not None:
-            object_arrived(key=attachment.storage_key, size=info.size, source="complete",
-                           dedupe_key=f"complete:{attachment.storage_key}:{info.etag}",
-                           event_name="ObjectCreated:Complete")
+            object_arrived(
+                key=attachment.storage_key,
+                size=info.size,
+                source="complete",
+                dedupe_key=f"complete:{attachment.storage_key}:{info.etag}",
+                event_name="ObjectCreated:Complete",
+            )
             attachment = _reread(attachment)
     return attachment
 
@@ -182,8 +214,7 @@ def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]
         attachment = lock_attachment(attachment_id)
         if attachment is None or not attachment.multipart_upload_id:
             return
-        if attachment.status != Status.PENDING or attachment.lifecycle not in (Lifecycle.STAGED,
-                                                                               Lifecycle.COMMITTED):
+        if attachment.status != Status.PENDING or attachment.lifecycle not in (Lifecycle.STAGED, Lifecycle.COMMITTED):
             return
         gateway = get_gateway()
         if not isinstance(gateway, MultipartGateway):
@@ -191,11 +222,11 @@ def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]
         try:
             # False: the upload is gone (an earlier call completed it and its commit
             # was lost, or it was aborted); the HEAD that follows tells which.
-            gateway.complete_multipart(attachment.storage_key, upload_id=attachment.multipart_upload_id,
-                                       parts=parts)
+            gateway.complete_multipart(attachment.storage_key, upload_id=attachment.multipart_upload_id, parts=parts)
         except PartsInvalid as exc:
-            raise ValidationFailed("The parts do not match the uploaded parts.",
-                                   details={"parts": [str(exc)[:300]]}) from exc
+            raise ValidationFailed(
+                "The parts do not match the uploaded parts.", details={"parts": [str(exc)[:300]]}
+            ) from exc
         # Assembled by us: the upload id is spent, so the key is write-once from here on.
         attachment.multipart_upload_id = None
         attachment.upload_sealed = True
@@ -208,23 +239,32 @@ class Arrival:
     attachment_id: uuid.UUID | None = None
 
 
-def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, event_name: str,
-                   bucket: str = "") -> Arrival:
+def object_arrived(
+    *, key: str, size: int | None, source: str, dedupe_key: str, event_name: str, bucket: str = ""
+) -> Arrival:
     """Record an object-created notification once and start intake for its intent."""
     try:
         with transaction.atomic():
             # Only what decides the outcome (and the tenant, whose intake slots the job
             # waits for); storage keys are unique, so no ORDER BY either.
-            attachment = next(iter(Attachment.objects.select_for_update().only(
-                "status", "lifecycle", "content_key", "uploaded_at", "tenant").filter(storage_key=key)[:1]), None)
+            attachment = next(
+                iter(
+                    Attachment.objects.select_for_update()
+                    .only("status", "lifecycle", "content_key", "uploaded_at", "tenant")
+                    .filter(storage_key=key)[:1]
+                ),
+                None,
+            )
             if attachment is None:
                 outcome = "unknown_key"
             elif attachment.content_key:
                 # The bytes were already taken into a server-only snapshot: this is
                 # a replay of the upload URL, never processed, never served.
                 outcome = "replay_deleted"
-            elif attachment.status != Status.PENDING or attachment.lifecycle in (Lifecycle.DISCARDED,
-                                                                                Lifecycle.DELETED):
+            elif attachment.status != Status.PENDING or attachment.lifecycle in (
+                Lifecycle.DISCARDED,
+                Lifecycle.DELETED,
+            ):
                 outcome = "ignored"
             else:
                 outcome = "started"
@@ -234,14 +274,21 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
             brake = _delete_brake() if unauthorized else ""
             # The event row is the dedupe: a second copy of it fails here and changes nothing.
             StorageEvent.objects.create(
-                dedupe_key=dedupe_key[:700], source=source, event_name=event_name[:64], bucket=bucket[:255],
-                key=key[:1024], size=size, outcome=f"{outcome}:{brake}" if brake else outcome,
+                dedupe_key=dedupe_key[:700],
+                source=source,
+                event_name=event_name[:64],
+                bucket=bucket[:255],
+                key=key[:1024],
+                size=size,
+                outcome=f"{outcome}:{brake}" if brake else outcome,
                 attachment=attachment,
             )
             if unauthorized:
                 if brake:
-                    log.warning("kept object with no intent: sweeper brake on", extra={
-                        "key": key, "brake": brake, "outcome": outcome})
+                    log.warning(
+                        "kept object with no intent: sweeper brake on",
+                        extra={"key": key, "brake": brake, "outcome": outcome},
+                    )
                 else:
                     transaction.on_commit(lambda: _delete_unauthorized(key))
                 return Arrival(outcome, attachment.pk if attachment else None)
@@ -252,10 +299,17 @@ def object_arrived(*, key: str, size: int | None, source: str, dedupe_key: str, 
                 attachment.uploaded_at = timezone.now()
                 attachment.save(update_fields=["uploaded_at"])
             outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
-            log.info("object arrived", extra={
-                "attachment_id": str(attachment.pk), "tenant": _key_tenant(key), "step": "arrival",
-                "outcome": "started", "source": source, "size": size,
-            })
+            log.info(
+                "object arrived",
+                extra={
+                    "attachment_id": str(attachment.pk),
+                    "tenant": _key_tenant(key),
+                    "step": "arrival",
+                    "outcome": "started",
+                    "source": source,
+                    "size": size,
+                },
+            )
             return Arrival("started", attachment.pk)
     except IntegrityError:
         return Arrival("duplicate")

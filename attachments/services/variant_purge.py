@@ -71,8 +71,10 @@ def variants_forget(attachment_id: uuid.UUID, *, keys_only: list[str] | None = N
     keys = [key for _, key, _ in found]
     brake = delete_brake()
     if brake:
-        log.warning("kept variant objects: sweeper brake on", extra={
-            "attachment_id": str(attachment_id), "brake": brake, "keys": len(keys)})
+        log.warning(
+            "kept variant objects: sweeper brake on",
+            extra={"attachment_id": str(attachment_id), "brake": brake, "keys": len(keys)},
+        )
     else:
         transaction.on_commit(lambda: _delete_objects(keys))
     return ForgottenVariants(len(found), sum(size for _, _, size in found), brake)

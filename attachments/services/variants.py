@@ -30,10 +30,10 @@ from .. import hooks
 from ..errors import NotFound, Unavailable
 from ..models import Attachment, Derivative, VariantClaim
 from ..naming import derivative_key
+from ..selectors import servable_now
 from ..serving import served_object
 from ..storage import get_gateway
 from ..storage.base import StorageError
-from ..selectors import servable_now
 from ..variants import FORMATS, page_kind, variant_kind, variant_sizes
 from .connections import give_connection_back
 from .variant_purge import forget_stored_object
@@ -72,11 +72,11 @@ def _claim(attachment: Attachment, kind: str, now: datetime) -> VariantClaim | N
         pass
     # A stale claim (its maker died) or a failure whose window passed: one conditional
     # update wins, as the insert would have.
-    if VariantClaim.objects.filter(attachment=attachment, kind=kind, until__lte=now).update(
-            failed=False, until=until):
+    if VariantClaim.objects.filter(attachment=attachment, kind=kind, until__lte=now).update(failed=False, until=until):
         return None
     return VariantClaim.objects.filter(attachment=attachment, kind=kind).first() or VariantClaim(
-        attachment=attachment, kind=kind, until=now)  # just released: the caller looks again
+        attachment=attachment, kind=kind, until=now
+    )  # just released: the caller looks again
 
 
 def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str, edge: int, page: int) -> Derivative:
@@ -93,28 +93,42 @@ def _generate(attachment: Attachment, *, name: str, fmt: str, kind: str, edge: i
         gateway.download_to(source_key, source, max_bytes=source_size)
         work = Path(tmp) / "work"
         made = render(source, work, edge, fmt, page=page) if page else render(source, work, edge, fmt)
-        key = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk,
-                             kind=f"variant-{name}", ext=ext)
+        key = derivative_key(
+            tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind=f"variant-{name}", ext=ext
+        )
         size = gateway.move_file_in(key, made.path, content_type=content_type)
     with transaction.atomic():
         # The file may have been taken down, rescanned or deleted while the sandbox ran (which
         # dropped the variants it had): record this one only for the same file, still served.
-        current = Attachment.objects.select_for_update().only(
-            "status", "lifecycle", "expires_at", "served_key").filter(pk=attachment.pk).first()
+        current = (
+            Attachment.objects.select_for_update()
+            .only("status", "lifecycle", "expires_at", "served_key")
+            .filter(pk=attachment.pk)
+            .first()
+        )
         if current is not None and servable_now(current) and current.served_key == attachment.served_key:
             derivative, _ = Derivative.objects.get_or_create(
-                attachment=attachment, kind=kind,
-                defaults={"storage_key": key, "content_type": content_type, "size": size, "width": made.width,
-                          "height": made.height})
+                attachment=attachment,
+                kind=kind,
+                defaults={
+                    "storage_key": key,
+                    "content_type": content_type,
+                    "size": size,
+                    "width": made.width,
+                    "height": made.height,
+                },
+            )
             return derivative
-    log.info("variant made for a file no longer served: not kept", extra={"attachment_id": str(attachment.pk),
-                                                                          "kind": kind})
+    log.info(
+        "variant made for a file no longer served: not kept", extra={"attachment_id": str(attachment.pk), "kind": kind}
+    )
     forget_stored_object(key)
     raise NotFound()
 
 
-_STORED_SQL = ("SELECT id, storage_key, content_type, size, width, height FROM {table} "
-               "WHERE attachment_id = %s AND kind = %s")
+_STORED_SQL = (
+    "SELECT id, storage_key, content_type, size, width, height FROM {table} WHERE attachment_id = %s AND kind = %s"
+)
 
 
 def stored_variant(attachment_id: uuid.UUID, kind: str) -> Derivative | None:
@@ -125,27 +139,46 @@ def stored_variant(attachment_id: uuid.UUID, kind: str) -> Derivative | None:
     """
     field = Derivative._meta.get_field("attachment")
     with connection.cursor() as cursor:
-        cursor.execute(_STORED_SQL.format(table=connection.ops.quote_name(Derivative._meta.db_table)),
-                       [field.get_db_prep_value(attachment_id, connection), kind])
+        cursor.execute(
+            _STORED_SQL.format(table=connection.ops.quote_name(Derivative._meta.db_table)),
+            [field.get_db_prep_value(attachment_id, connection), kind],
+        )
         row = cursor.fetchone()
     if row is None:
         return None
     pk, storage_key, content_type, size, width, height = row
-    return Derivative(pk=pk, attachment_id=attachment_id, kind=kind, storage_key=storage_key,
-                      content_type=content_type, size=size, width=width, height=height)
+    return Derivative(
+        pk=pk,
+        attachment_id=attachment_id,
+        kind=kind,
+        storage_key=storage_key,
+        content_type=content_type,
+        size=size,
+        width=width,
+        height=height,
+    )
 
 
-def variant_obtain(*, attachment: Attachment, name: str, fmt: str,
-                   clock: Callable[[], datetime] = timezone.now) -> Derivative:
+def variant_obtain(
+    *, attachment: Attachment, name: str, fmt: str, clock: Callable[[], datetime] = timezone.now
+) -> Derivative:
     """The stored variant `name` in `fmt` of a ready attachment, made now if no one has made it yet."""
     if name not in variant_sizes(attachment.profile) or fmt not in FORMATS:
         raise NotFound()
-    return _obtain(attachment, kind=variant_kind(name, fmt), name=name, fmt=fmt,
-                   size=variant_sizes(attachment.profile)[name], page=0, clock=clock)
+    return _obtain(
+        attachment,
+        kind=variant_kind(name, fmt),
+        name=name,
+        fmt=fmt,
+        size=variant_sizes(attachment.profile)[name],
+        page=0,
+        clock=clock,
+    )
 
 
-def page_preview_obtain(*, attachment: Attachment, page: int,
-                        clock: Callable[[], datetime] = timezone.now) -> Derivative:
+def page_preview_obtain(
+    *, attachment: Attachment, page: int, clock: Callable[[], datetime] = timezone.now
+) -> Derivative:
     """Page `page` (1-based) of a PDF, small, for the console's page previews: made once, as a variant is.
 
     Only the first AIRLOCK_CONSOLE_PDF_PAGES pages of a document processing counted;
@@ -155,12 +188,20 @@ def page_preview_obtain(*, attachment: Attachment, page: int,
     shown = min(pages, settings.AIRLOCK_CONSOLE_PDF_PAGES)
     if attachment.content_type != "application/pdf" or not 1 <= page <= shown:
         raise NotFound()
-    return _obtain(attachment, kind=page_kind(page), name=f"page-{page}", fmt="webp",
-                   size=settings.AIRLOCK_CONSOLE_PAGE_SIZE, page=page, clock=clock)
+    return _obtain(
+        attachment,
+        kind=page_kind(page),
+        name=f"page-{page}",
+        fmt="webp",
+        size=settings.AIRLOCK_CONSOLE_PAGE_SIZE,
+        page=page,
+        clock=clock,
+    )
 
 
-def _obtain(attachment: Attachment, *, kind: str, name: str, fmt: str, size: int, page: int,
-            clock: Callable[[], datetime]) -> Derivative:
+def _obtain(
+    attachment: Attachment, *, kind: str, name: str, fmt: str, size: int, page: int, clock: Callable[[], datetime]
+) -> Derivative:
     give_up = time.monotonic() + settings.AIRLOCK_VARIANT_WAIT_SECONDS
     while True:
         found = stored_variant(attachment.pk, kind)
@@ -180,14 +221,17 @@ def _obtain(attachment: Attachment, *, kind: str, name: str, fmt: str, size: int
             raise VariantFailed(headers=_retry_after((held.until - now).total_seconds()))
         if time.monotonic() >= give_up:
             GENERATIONS.labels(outcome="waited_out").inc()
-            raise Unavailable("This variant is being made; try again shortly.",
-                              headers=_retry_after(settings.AIRLOCK_VARIANT_WAIT_SECONDS / 2))
+            raise Unavailable(
+                "This variant is being made; try again shortly.",
+                headers=_retry_after(settings.AIRLOCK_VARIANT_WAIT_SECONDS / 2),
+            )
         give_connection_back()  # a waiter holds no pooled connection between polls
         time.sleep(POLL_SECONDS)
 
 
-def _make(attachment: Attachment, *, name: str, fmt: str, kind: str, size: int, page: int,
-          clock: Callable[[], datetime]) -> Derivative:
+def _make(
+    attachment: Attachment, *, name: str, fmt: str, kind: str, size: int, page: int, clock: Callable[[], datetime]
+) -> Derivative:
     claim = VariantClaim.objects.filter(attachment=attachment, kind=kind)
     try:
         derivative = _generate(attachment, name=name, fmt=fmt, kind=kind, edge=size, page=page)
@@ -202,8 +246,9 @@ def _make(attachment: Attachment, *, name: str, fmt: str, kind: str, size: int, 
         claim.delete()
         if isinstance(exc, hooks.RenderUnavailable | StorageError):
             GENERATIONS.labels(outcome="unavailable").inc()
-            raise Unavailable("The sandbox or storage is unavailable; try again shortly.",
-                              headers=_retry_after(5)) from exc
+            raise Unavailable(
+                "The sandbox or storage is unavailable; try again shortly.", headers=_retry_after(5)
+            ) from exc
         raise
     claim.delete()
     GENERATIONS.labels(outcome="made").inc()

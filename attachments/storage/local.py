@@ -39,8 +39,12 @@ class LocalGateway:
             st = self._path(key).stat()
         except FileNotFoundError:
             return None
-        return ObjectInfo(key=key, size=st.st_size, etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
-                          last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC))
+        return ObjectInfo(
+            key=key,
+            size=st.st_size,
+            etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
+            last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC),
+        )
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         try:
@@ -50,8 +54,9 @@ class LocalGateway:
         except FileNotFoundError as exc:
             raise StorageError(f"object {key} is missing") from exc
 
-    def iter_chunks(self, key: str, *, chunk_size: int = 65536, start: int = 0,
-                    end: int | None = None) -> Iterator[bytes]:
+    def iter_chunks(
+        self, key: str, *, chunk_size: int = 65536, start: int = 0, end: int | None = None
+    ) -> Iterator[bytes]:
         try:
             fh = open(self._path(key), "rb")
         except FileNotFoundError as exc:
@@ -144,15 +149,14 @@ class LocalGateway:
                     st = full.stat()
                 except FileNotFoundError:
                     continue
-                yield ObjectInfo(key=key, size=st.st_size,
-                                 last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC))
+                yield ObjectInfo(key=key, size=st.st_size, last_modified=datetime.fromtimestamp(st.st_mtime, tz=UTC))
 
-    def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
-                       expires_in: int, sha256: str = "") -> UploadInstruction | None:
+    def presign_upload(
+        self, key: str, *, content_type: str, max_bytes: int, expires_in: int, sha256: str = ""
+    ) -> UploadInstruction | None:
         return None  # the service hands out its own signed PUT URL (and checks sha256 as it stores)
 
-    def presign_download(self, key: str, *, content_type: str, disposition: str,
-                         expires_in: int) -> str | None:
+    def presign_download(self, key: str, *, content_type: str, disposition: str, expires_in: int) -> str | None:
         return None  # served by the gated view itself
 
     def ping(self) -> None:

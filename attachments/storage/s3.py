@@ -31,8 +31,15 @@ from django.core.files import File
 from storages.backends.s3 import S3Storage
 
 from ..checksums import sha256_base64
-from .base import MultipartUploadInfo, ObjectInfo, PartsInvalid, StorageError, UploadInstruction, UploadPart, validate_key
-
+from .base import (
+    MultipartUploadInfo,
+    ObjectInfo,
+    PartsInvalid,
+    StorageError,
+    UploadInstruction,
+    UploadPart,
+    validate_key,
+)
 
 MIB = 1024 * 1024
 MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
@@ -70,10 +77,18 @@ class S3Gateway:
     direct_uploads = True
     name = "s3"
 
-    def __init__(self, *, bucket: str, endpoint_url: str | None = None, region: str | None = None,
-                 upload_method: str = "POST", multipart_threshold: int = 100 * MIB,
-                 part_size: int = 16 * MIB, transfer_chunk_bytes: int = 16 * MIB,
-                 transfer_threads: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        upload_method: str = "POST",
+        multipart_threshold: int = 100 * MIB,
+        part_size: int = 16 * MIB,
+        transfer_chunk_bytes: int = 16 * MIB,
+        transfer_threads: int = 4,
+    ) -> None:
         if not bucket:
             raise StorageError("AIRLOCK_S3_BUCKET is not set")
         method = (upload_method or "POST").upper()
@@ -90,12 +105,17 @@ class S3Gateway:
         # defaults (8 MiB x 10 threads, each part a buffer in memory for a file object).
         chunk = max(transfer_chunk_bytes, MIN_PART_SIZE)
         threads = max(transfer_threads, 1)
-        self.transfer_config = TransferConfig(multipart_threshold=chunk, multipart_chunksize=chunk,
-                                              max_concurrency=threads, use_threads=threads > 1)
+        self.transfer_config = TransferConfig(
+            multipart_threshold=chunk, multipart_chunksize=chunk, max_concurrency=threads, use_threads=threads > 1
+        )
         # Copies stay one server-side CopyObject up to S3's 5 GiB limit: no part copies to
         # schedule (a 1 GiB snapshot was 128 UploadPartCopy calls with the defaults).
-        self.copy_config = TransferConfig(multipart_threshold=MAX_COPY_BYTES, multipart_chunksize=MAX_COPY_BYTES,
-                                          max_concurrency=threads, use_threads=threads > 1)
+        self.copy_config = TransferConfig(
+            multipart_threshold=MAX_COPY_BYTES,
+            multipart_chunksize=MAX_COPY_BYTES,
+            max_concurrency=threads,
+            use_threads=threads > 1,
+        )
         # Path-style addressing for custom endpoints (MinIO, moto, most self-hosted
         # S3s need it; R2 accepts it); AWS itself picks virtual-hosted style.
         config = Config(
@@ -166,9 +186,12 @@ class S3Gateway:
             raise StorageError(f"HEAD {key}: {_code(exc) or exc}") from exc
         except BotoCoreError as exc:
             raise StorageError(f"HEAD {key}: {exc}") from exc
-        return ObjectInfo(key=key, size=int(response["ContentLength"]),
-                          etag=str(response.get("ETag", "")).strip('"'),
-                          last_modified=response.get("LastModified"))
+        return ObjectInfo(
+            key=key,
+            size=int(response["ContentLength"]),
+            etag=str(response.get("ETag", "")).strip('"'),
+            last_modified=response.get("LastModified"),
+        )
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         if length <= 0:
@@ -177,8 +200,9 @@ class S3Gateway:
         data = b"".join(chunks)
         return data[:length]
 
-    def iter_chunks(self, key: str, *, chunk_size: int = 65536, start: int = 0,
-                    end: int | None = None) -> Iterator[bytes]:
+    def iter_chunks(
+        self, key: str, *, chunk_size: int = 65536, start: int = 0, end: int | None = None
+    ) -> Iterator[bytes]:
         validate_key(key)
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if start or end is not None:
@@ -242,9 +266,12 @@ class S3Gateway:
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for entry in page.get("Contents", ()):
-                    yield ObjectInfo(key=entry["Key"], size=int(entry["Size"]),
-                                     etag=str(entry.get("ETag", "")).strip('"'),
-                                     last_modified=entry.get("LastModified"))
+                    yield ObjectInfo(
+                        key=entry["Key"],
+                        size=int(entry["Size"]),
+                        etag=str(entry.get("ETag", "")).strip('"'),
+                        last_modified=entry.get("LastModified"),
+                    )
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"LIST {prefix}: {exc}") from exc
 
@@ -290,8 +317,13 @@ class S3Gateway:
         validate_key(key)
         size = Path(path).stat().st_size
         try:
-            self.client.upload_file(str(path), self.bucket, key, Config=self.transfer_config,
-                                    ExtraArgs={"ContentType": content_type or "application/octet-stream"})
+            self.client.upload_file(
+                str(path),
+                self.bucket,
+                key,
+                Config=self.transfer_config,
+                ExtraArgs={"ContentType": content_type or "application/octet-stream"},
+            )
         except (ClientError, BotoCoreError, Boto3Error) as exc:  # a failed part: S3UploadFailedError
             raise StorageError(f"PUT {key}: {exc}") from exc
         return size
@@ -332,8 +364,9 @@ class S3Gateway:
 
     # --- presigned URLs ----------------------------------------------------------
 
-    def presign_upload(self, key: str, *, content_type: str, max_bytes: int,
-                       expires_in: int, sha256: str = "") -> UploadInstruction:
+    def presign_upload(
+        self, key: str, *, content_type: str, max_bytes: int, expires_in: int, sha256: str = ""
+    ) -> UploadInstruction:
         """A presigned POST (size-bounded by its policy), PUT, or multipart set of part PUTs.
 
         sha256 (hex), when the client declared one, is signed as x-amz-checksum-sha256
@@ -344,15 +377,19 @@ class S3Gateway:
         checksum = sha256_base64(sha256) if sha256 else ""
         try:
             if max_bytes > self.multipart_threshold:
-                return self._presign_multipart(key, content_type=content_type, total=max_bytes,
-                                               expires_in=expires_in)
+                return self._presign_multipart(key, content_type=content_type, total=max_bytes, expires_in=expires_in)
             if self.upload_method == "PUT":
                 # Every header is signed. "If-None-Match: *" makes S3 refuse a second
                 # PUT to the key (412), so the URL is single-use; the signed
                 # Content-Length makes S3 refuse any other size (a store that does not
                 # check is caught at intake: HEAD → size_mismatch → quarantine).
-                params: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "ContentType": content_type,
-                                          "IfNoneMatch": "*", "ContentLength": max_bytes}
+                params: dict[str, Any] = {
+                    "Bucket": self.bucket,
+                    "Key": key,
+                    "ContentType": content_type,
+                    "IfNoneMatch": "*",
+                    "ContentLength": max_bytes,
+                }
                 headers = {"Content-Type": content_type, "If-None-Match": "*"}
                 if checksum:
                     params["ChecksumSHA256"] = checksum
@@ -367,35 +404,48 @@ class S3Gateway:
                 fields["x-amz-checksum-sha256"] = checksum
                 conditions.append({"x-amz-checksum-sha256": checksum})
             post = self.client.generate_presigned_post(
-                Bucket=self.bucket, Key=key, Fields=fields, Conditions=conditions, ExpiresIn=expires_in,
+                Bucket=self.bucket,
+                Key=key,
+                Fields=fields,
+                Conditions=conditions,
+                ExpiresIn=expires_in,
             )
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"presign {key}: {exc}") from exc
         return UploadInstruction(method="POST", url=post["url"], fields=dict(post["fields"]))
 
-    def _presign_multipart(self, key: str, *, content_type: str, total: int,
-                           expires_in: int) -> UploadInstruction:
+    def _presign_multipart(self, key: str, *, content_type: str, total: int, expires_in: int) -> UploadInstruction:
         created = self.client.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=content_type)
         upload_id = created["UploadId"]
         sizes = part_plan(total, self.part_size)
-        parts = self.presign_parts(key, upload_id=upload_id, sizes=dict(enumerate(sizes, start=1)),
-                                   expires_in=expires_in)
-        return UploadInstruction(method="PUT", url=parts[0].url, parts=parts, part_size=sizes[0],
-                                 upload_id=upload_id)
+        parts = self.presign_parts(
+            key, upload_id=upload_id, sizes=dict(enumerate(sizes, start=1)), expires_in=expires_in
+        )
+        return UploadInstruction(method="PUT", url=parts[0].url, parts=parts, part_size=sizes[0], upload_id=upload_id)
 
-    def presign_parts(self, key: str, *, upload_id: str, sizes: dict[int, int],
-                      expires_in: int) -> tuple[UploadPart, ...]:
+    def presign_parts(
+        self, key: str, *, upload_id: str, sizes: dict[int, int], expires_in: int
+    ) -> tuple[UploadPart, ...]:
         """One presigned PUT per part number; Content-Length is signed, so S3 refuses any other size
         and the parts add up to the declared size and never more."""
         validate_key(key)
         try:
             return tuple(
-                UploadPart(part_number=number, size=size, url=self.client.generate_presigned_url(
-                    "upload_part",
-                    Params={"Bucket": self.bucket, "Key": key, "UploadId": upload_id,
-                            "PartNumber": number, "ContentLength": size},
-                    ExpiresIn=expires_in,
-                ))
+                UploadPart(
+                    part_number=number,
+                    size=size,
+                    url=self.client.generate_presigned_url(
+                        "upload_part",
+                        Params={
+                            "Bucket": self.bucket,
+                            "Key": key,
+                            "UploadId": upload_id,
+                            "PartNumber": number,
+                            "ContentLength": size,
+                        },
+                        ExpiresIn=expires_in,
+                    ),
+                )
                 for number, size in sorted(sizes.items())
             )
         except (ClientError, BotoCoreError) as exc:
@@ -423,8 +473,7 @@ class S3Gateway:
             done: dict[int, tuple[str, int]] = {}
             marker = 0
             while True:
-                page = self.client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id,
-                                              PartNumberMarker=marker)
+                page = self.client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumberMarker=marker)
                 done.update((int(p["PartNumber"]), (str(p["ETag"]), int(p["Size"]))) for p in page.get("Parts", []))
                 if not page.get("IsTruncated"):
                     return done
@@ -435,11 +484,14 @@ class S3Gateway:
     def complete_multipart(self, key: str, *, upload_id: str, parts: Sequence[tuple[int, str]]) -> bool:
         """Assemble the parts; False when the upload no longer exists (completed or aborted)."""
         validate_key(key)
-        listed = [{"PartNumber": number, "ETag": etag if etag.startswith('"') else f'"{etag}"'}
-                  for number, etag in sorted(parts)]
+        listed = [
+            {"PartNumber": number, "ETag": etag if etag.startswith('"') else f'"{etag}"'}
+            for number, etag in sorted(parts)
+        ]
         try:
-            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
-                                                  MultipartUpload={"Parts": listed})
+            self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+            )
         except ClientError as exc:
             code = _code(exc)
             if code == "NoSuchUpload":
@@ -454,8 +506,14 @@ class S3Gateway:
     def abort_multipart(self, key: str, *, upload_id: str) -> bool:
         """Drop the parts of an unfinished multipart upload; False when it is already gone."""
         validate_key(key)
-        return self._on_upload("abort multipart", key, lambda: self.client.abort_multipart_upload(
-            Bucket=self.bucket, Key=key, UploadId=upload_id) or True) is not None
+        return (
+            self._on_upload(
+                "abort multipart",
+                key,
+                lambda: self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id) or True,
+            )
+            is not None
+        )
 
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUploadInfo]:
         """Every unfinished multipart upload under `prefix` (ListMultipartUploads, all pages)."""
@@ -465,13 +523,13 @@ class S3Gateway:
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for entry in page.get("Uploads", ()):
-                    yield MultipartUploadInfo(key=entry["Key"], upload_id=entry["UploadId"],
-                                              initiated=entry.get("Initiated"))
+                    yield MultipartUploadInfo(
+                        key=entry["Key"], upload_id=entry["UploadId"], initiated=entry.get("Initiated")
+                    )
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"LIST multipart uploads {prefix}: {exc}") from exc
 
-    def presign_download(self, key: str, *, content_type: str, disposition: str,
-                         expires_in: int) -> str:
+    def presign_download(self, key: str, *, content_type: str, disposition: str, expires_in: int) -> str:
         """A short-lived GET whose response type and disposition S3 sets from the signed URL."""
         validate_key(key)
         try:
@@ -535,8 +593,9 @@ class S3Gateway:
         """Replace the bucket's lifecycle rules (S3 has no per-rule call: the whole list is written)."""
         try:
             if rules:
-                self.client.put_bucket_lifecycle_configuration(Bucket=self.bucket,
-                                                               LifecycleConfiguration={"Rules": rules})
+                self.client.put_bucket_lifecycle_configuration(
+                    Bucket=self.bucket, LifecycleConfiguration={"Rules": rules}
+                )
             else:
                 self.client.delete_bucket_lifecycle(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:

@@ -121,8 +121,9 @@ class LocalStaging:
                 raise StorageError(f"staging file of {fence.path.name} changed under its fence")
             actual = os.fstat(fd).st_size
             if actual < offset:
-                raise StorageError(f"staging file of {fence.path.name} holds {actual} bytes, "
-                                   f"{offset} were acknowledged")
+                raise StorageError(
+                    f"staging file of {fence.path.name} holds {actual} bytes, {offset} were acknowledged"
+                )
             fh.truncate(offset)
             fh.seek(offset)
         except BaseException:
@@ -175,16 +176,26 @@ class S3Staging:
 
     def create(self, key: str, *, content_type: str) -> str:
         validate_key(key)
-        created = self._call("create multipart", key, lambda: self._client.create_multipart_upload(
-            Bucket=self._bucket, Key=key, ContentType=content_type or "application/octet-stream"))
+        created = self._call(
+            "create multipart",
+            key,
+            lambda: self._client.create_multipart_upload(
+                Bucket=self._bucket, Key=key, ContentType=content_type or "application/octet-stream"
+            ),
+        )
         return str(created["UploadId"])
 
     def upload_part(self, key: str, *, upload_id: str, number: int, body: IO[bytes], size: int) -> str:
         """Send one part (the same number again replaces it: a retry after a crash is harmless); its ETag."""
         validate_key(key)
         body.seek(0)
-        sent = self._call("upload part", key, lambda: self._client.upload_part(
-            Bucket=self._bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, ContentLength=size))
+        sent = self._call(
+            "upload part",
+            key,
+            lambda: self._client.upload_part(
+                Bucket=self._bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, ContentLength=size
+            ),
+        )
         return str(sent["ETag"])
 
     def complete(self, key: str, *, upload_id: str, parts: list[list]) -> bool:
@@ -192,8 +203,9 @@ class S3Staging:
         validate_key(key)
         listed = [{"PartNumber": int(n), "ETag": str(etag)} for n, etag, _size in sorted(parts)]
         try:
-            self._client.complete_multipart_upload(Bucket=self._bucket, Key=key, UploadId=upload_id,
-                                                   MultipartUpload={"Parts": listed})
+            self._client.complete_multipart_upload(
+                Bucket=self._bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+            )
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code", "")) == "NoSuchUpload":
                 return False

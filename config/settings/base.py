@@ -15,7 +15,15 @@ from processing.stages import STAGES  # names only: no Django, no app code
 
 from .cors import cors_origins, cors_settings
 from .env import (
-    env_bool, env_float, env_int, env_list, env_path, env_ports, env_str, origin_host, public_origin,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_ports,
+    env_str,
+    origin_host,
+    public_origin,
     webhook_secrets,
 )
 from .secret import install_secret_key
@@ -36,8 +44,7 @@ AIRLOCK_PUBLIC_URL = public_origin(env_str("AIRLOCK_PUBLIC_URL"))
 # The embedded default serves loopback (`serve` binds 127.0.0.1): only loopback
 # names are ours, and the public URL's host when one is set. Production settings
 # refuse to start without an explicit list.
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]",
-                                                  *origin_host(AIRLOCK_PUBLIC_URL)])
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", *origin_host(AIRLOCK_PUBLIC_URL)])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 # Browser apps on these origins may call the API and tus (and, through
 # `manage.py s3_setup`, upload to the bucket); empty: none (config/settings/cors.py).
@@ -118,8 +125,7 @@ def _database() -> dict[str, Any]:
     url = env_str("DATABASE_URL")
     if url is None:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
-    config: dict[str, Any] = dict(
-        dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60)))
+    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60)))
     if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
         # Django's backend with DeadlinePool (a request queues for a busy pool until its deadline).
@@ -145,16 +151,21 @@ def _database() -> dict[str, Any]:
 
 def _pool(max_size: int) -> dict:
     """Django's psycopg pool: at most max_size connections per process, reused across requests and threads."""
-    return {"connect_timeout": 5, "pool": {
-        "min_size": 0, "max_size": max_size, "max_idle": 60.0,
-        # A wait this long during which no connection came back (an outage) answers 503 +
-        # Retry-After; while connections do come back a request waits on, up to its deadline.
-        "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
-        "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
-        # Give up reconnecting soon (the next request tries again at once) rather than
-        # backing off for minutes: the pool recovers as soon as the database is back.
-        "reconnect_timeout": 3.0,
-    }}
+    return {
+        "connect_timeout": 5,
+        "pool": {
+            "min_size": 0,
+            "max_size": max_size,
+            "max_idle": 60.0,
+            # A wait this long during which no connection came back (an outage) answers 503 +
+            # Retry-After; while connections do come back a request waits on, up to its deadline.
+            "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
+            "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
+            # Give up reconnecting soon (the next request tries again at once) rather than
+            # backing off for minutes: the pool recovers as soon as the database is back.
+            "reconnect_timeout": 3.0,
+        },
+    }
 
 
 # Database connections one process may hold (PostgreSQL; 0 = no pool, one per thread).
@@ -245,8 +256,15 @@ AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
 MIB = 1024 * 1024
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
-        "allowed_types": ["image/jpeg", "image/png", "image/gif", "image/webp",
-                          "image/heic", "image/heif", "image/avif"],
+        "allowed_types": [
+            "image/jpeg",
+            "image/png",
+            "image/gif",
+            "image/webp",
+            "image/heic",
+            "image/heif",
+            "image/avif",
+        ],
         "max_bytes": env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB),
         "processor": "image",
         "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
@@ -274,8 +292,15 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
         "single_per_owner": False,
     },
     "media": {
-        "allowed_types": ["video/mp4", "video/quicktime", "video/webm",
-                          "audio/mp4", "audio/mpeg", "audio/ogg", "audio/x-wav"],  # M4A, MP3, Ogg/Opus, WAV
+        "allowed_types": [
+            "video/mp4",
+            "video/quicktime",
+            "video/webm",
+            "audio/mp4",
+            "audio/mpeg",
+            "audio/ogg",
+            "audio/x-wav",
+        ],  # M4A, MP3, Ogg/Opus, WAV
         "max_bytes": env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB),
         "processor": "media",
         "derivatives": ["thumbnail", "poster"],  # videos only
@@ -358,10 +383,10 @@ AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0)
 # says so (degraded). Production accepts nothing by default (production.py sets it empty first).
 os.environ.setdefault("AIRLOCK_SANDBOX_ACCEPT_MISSING", "uid,nproc")
 AIRLOCK_SANDBOX_ACCEPT_MISSING = [n.lower() for n in env_list("AIRLOCK_SANDBOX_ACCEPT_MISSING", [])]
-if _unknown_layers := sorted(set(AIRLOCK_SANDBOX_ACCEPT_MISSING) - set(
-        ("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper"))):
-    raise ImproperlyConfigured(
-        f"AIRLOCK_SANDBOX_ACCEPT_MISSING: unknown layer(s) {', '.join(_unknown_layers)}")
+if _unknown_layers := sorted(
+    set(AIRLOCK_SANDBOX_ACCEPT_MISSING) - set(("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper"))
+):
+    raise ImproperlyConfigured(f"AIRLOCK_SANDBOX_ACCEPT_MISSING: unknown layer(s) {', '.join(_unknown_layers)}")
 AIRLOCK_MAX_ATTEMPTS = env_int("AIRLOCK_MAX_ATTEMPTS", 5)
 AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 5.0)
 AIRLOCK_RETRY_MAX_SECONDS = env_float("AIRLOCK_RETRY_MAX_SECONDS", 600.0)
@@ -464,9 +489,11 @@ AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = env_int("AIRLOCK_HTTP_BODY_MIN_BYTES_PE
 # Per web process and per client address (0 = no limit). Off behind trusted proxies
 # (AIRLOCK_TRUSTED_PROXY_HOPS > 0): every client then has the proxy's address.
 AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS = env_int(
-    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512)
+    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512
+)
 AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS = env_int(
-    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2))
+    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2)
+)
 AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 30)
 AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96)
 AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32)
@@ -505,8 +532,10 @@ if REDIS_URL:
         "BROKER": "dramatiq.brokers.redis.RedisBroker",
         # Queues under AIRLOCK_KEY_PREFIX (the default prefix keeps dramatiq's own namespace):
         # two installs or test servers sharing one Redis must not take each other's jobs.
-        "OPTIONS": {"url": REDIS_URL, **({"namespace": f"{AIRLOCK_KEY_PREFIX}-dramatiq"}
-                                         if AIRLOCK_KEY_PREFIX != "airlock" else {})},
+        "OPTIONS": {
+            "url": REDIS_URL,
+            **({"namespace": f"{AIRLOCK_KEY_PREFIX}-dramatiq"} if AIRLOCK_KEY_PREFIX != "airlock" else {}),
+        },
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
     }
 elif RABBITMQ_URL:

@@ -18,18 +18,44 @@ URLS_REGEX = r"^/api/.*$"
 
 # Request headers a client sends beyond the CORS-safelisted ones (docs/api.md, "Cross-origin").
 ALLOW_HEADERS = (
-    "accept", "authorization", "content-type", "user-agent", "x-csrftoken", "x-requested-with",
-    "x-request-id", "range",
-    "tus-resumable", "upload-length", "upload-offset", "upload-metadata", "upload-checksum",
-    "upload-defer-length", "upload-concat", "x-http-method-override",
+    "accept",
+    "authorization",
+    "content-type",
+    "user-agent",
+    "x-csrftoken",
+    "x-requested-with",
+    "x-request-id",
+    "range",
+    "tus-resumable",
+    "upload-length",
+    "upload-offset",
+    "upload-metadata",
+    "upload-checksum",
+    "upload-defer-length",
+    "upload-concat",
+    "x-http-method-override",
 )
 
 # Response headers a script may read (the safelisted ones, Content-Type and Content-Length, need no listing).
 EXPOSE_HEADERS = (
-    "Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Upload-Metadata",
-    "Tus-Resumable", "Tus-Version", "Tus-Max-Size", "Tus-Extension", "Tus-Checksum-Algorithm",
-    "ETag", "Retry-After", "Airlock-Wait", "X-Request-ID", "WWW-Authenticate",
-    "Content-Disposition", "Content-Range", "Accept-Ranges",
+    "Location",
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Expires",
+    "Upload-Metadata",
+    "Tus-Resumable",
+    "Tus-Version",
+    "Tus-Max-Size",
+    "Tus-Extension",
+    "Tus-Checksum-Algorithm",
+    "ETag",
+    "Retry-After",
+    "Airlock-Wait",
+    "X-Request-ID",
+    "WWW-Authenticate",
+    "Content-Disposition",
+    "Content-Range",
+    "Accept-Ranges",
 )
 
 ALLOW_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
@@ -40,7 +66,8 @@ def cors_origins(items: list[str]) -> list[str]:
     if "*" in items:
         if items != ["*"]:
             raise ImproperlyConfigured(
-                "AIRLOCK_CORS_ALLOWED_ORIGINS: `*` allows every origin; list nothing else with it")
+                "AIRLOCK_CORS_ALLOWED_ORIGINS: `*` allows every origin; list nothing else with it"
+            )
         return items
     origins = []
     for item in items:
@@ -49,11 +76,21 @@ def cors_origins(items: list[str]) -> list[str]:
             port_ok = parts.port is None or parts.port > 0
         except ValueError:
             parts, port_ok = None, False
-        if parts is None or not port_ok or parts.scheme not in ("http", "https") or not parts.hostname \
-                or parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        if (
+            parts is None
+            or not port_ok
+            or parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.fragment
+            or parts.username
+            or parts.password
+        ):
             raise ImproperlyConfigured(
                 f"AIRLOCK_CORS_ALLOWED_ORIGINS entries must be origins like https://app.example.com or "
-                f"http://localhost:3000 (scheme://host[:port], no path or trailing slash), not {item!r}")
+                f"http://localhost:3000 (scheme://host[:port], no path or trailing slash), not {item!r}"
+            )
         origins.append(f"{parts.scheme}://{parts.netloc}".lower())
     return origins
 
@@ -62,8 +99,10 @@ def cors_settings(origins: list[str], *, allow_credentials: bool) -> dict[str, A
     """The CORS_* settings for django-cors-headers; a wildcard with credentials is refused."""
     allow_all = origins == ["*"]
     if allow_all and allow_credentials:
-        raise ImproperlyConfigured("AIRLOCK_CORS_ALLOW_CREDENTIALS needs an explicit AIRLOCK_CORS_ALLOWED_ORIGINS "
-                                   "list, not `*` (any site could act with a signed-in user's session)")
+        raise ImproperlyConfigured(
+            "AIRLOCK_CORS_ALLOW_CREDENTIALS needs an explicit AIRLOCK_CORS_ALLOWED_ORIGINS "
+            "list, not `*` (any site could act with a signed-in user's session)"
+        )
     return {
         "CORS_ALLOW_ALL_ORIGINS": allow_all,
         "CORS_ALLOWED_ORIGINS": [] if allow_all else origins,

@@ -72,9 +72,16 @@ def public_origin(value: str | None) -> str | None:
     if value is None:
         return None
     parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") \
-            or parts.query or parts.fragment:
-        raise ImproperlyConfigured(f"AIRLOCK_PUBLIC_URL must be an origin like https://files.example.com, not {value!r}")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ImproperlyConfigured(
+            f"AIRLOCK_PUBLIC_URL must be an origin like https://files.example.com, not {value!r}"
+        )
     return f"{parts.scheme}://{parts.netloc}"
 
 

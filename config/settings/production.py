@@ -21,12 +21,7 @@ from .env import env_bool, env_int, env_list, env_str
 # Checked before the base settings load: without a key they would make one in
 # the data directory, and production keys come only from the environment.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
-if (
-    not SECRET_KEY
-    or SECRET_KEY.startswith("insecure-")
-    or len(SECRET_KEY) < 50
-    or len(set(SECRET_KEY)) < 5
-):
+if not SECRET_KEY or SECRET_KEY.startswith("insecure-") or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to at least 50 random characters in production "
         "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')."
@@ -42,9 +37,7 @@ DEBUG = False
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", [])
 if not ALLOWED_HOSTS:
-    raise ImproperlyConfigured(
-        "DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under."
-    )
+    raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under.")
 
 # --- HTTPS ---------------------------------------------------------------------
 if env_bool("AIRLOCK_TRUST_X_FORWARDED_PROTO", True):

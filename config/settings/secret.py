@@ -34,8 +34,10 @@ def install_secret_key(data_dir: Path) -> str:
             return key
         time.sleep(0.05)
     if len(key) < MIN_LENGTH:
-        raise ImproperlyConfigured(f"{path} does not hold a usable secret key; delete it to make a new one "
-                                   "(this signs out every session and voids outstanding upload URLs).")
+        raise ImproperlyConfigured(
+            f"{path} does not hold a usable secret key; delete it to make a new one "
+            "(this signs out every session and voids outstanding upload URLs)."
+        )
     return key
 
 

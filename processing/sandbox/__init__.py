@@ -6,7 +6,8 @@ Every call runs in a job process forked from a long-lived fork server (started l
 on first use, replaced if it dies): kernel limits (RLIMIT_AS/CPU/FSIZE/NOFILE/CORE),
 a scrubbed environment and the confinement of confine.py (own uid, no capabilities,
 seccomp, Landlock, RLIMIT_NPROC) are in place before the input is read, and the
-server kills the job, and anything it left behind, at its wall-clock deadline. What the job does - crash, run out of memory
+server kills the job, and anything it left behind, at its wall-clock deadline. What the job does - crash, run out
+of memory
 or time, print garbage - comes back as a content outcome (rejected/corrupt or
 rejected/timeout); only a sandbox that cannot start raises SandboxUnavailable.
 

@@ -21,7 +21,8 @@ archive's last segment), and so is an entry that does not inflate (bad CRC, brok
 stream, shorter than declared). An entry we cannot decompress (Deflate64, implode,
 encrypted, any method zipfile lacks) is rejected/archive_uninspectable: its declared size
 could hide a bomb and its content a payload no scan saw. With zip_allow_uninspectable it
-is counted instead and passes unscanned, its declared size still bounded. bzip2/LZMA entries are inflated through zipfile,
+is counted instead and passes unscanned, its declared size still bounded. bzip2/LZMA entries are inflated through
+zipfile,
 which does not bound one call's output: RLIMIT_AS does (a MemoryError is corrupt).
 A nested zip that does not parse is uninspectable too; only its limits propagate.
 """
@@ -38,9 +39,9 @@ import stat
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import IO, Any
 
 from .limits import Bounds
@@ -133,9 +134,7 @@ def _uninspectable(info: zipfile.ZipInfo, why: str, bounds: Bounds, st: _Stats) 
     st.uninspectable += 1
 
 
-def _inflate(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats, scan: MemberScan | None
-) -> bytes | None:
+def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats, scan: MemberScan | None) -> bytes | None:
     """Inflate one entry, counting the bytes it really produces; keep them only if nested.
 
     zipfile stops at the declared size: it is handed a copy that allows one byte more,
@@ -155,8 +154,7 @@ def _inflate(
             crc = zlib.crc32(chunk, crc)
             if produced > info.file_size:
                 raise _limit(
-                    f"entry {short_repr(info.filename)} inflates past its declared size "
-                    f"of {info.file_size} bytes"
+                    f"entry {short_repr(info.filename)} inflates past its declared size of {info.file_size} bytes"
                 )
             if keep is None:
                 keep = bytearray() if scan is not None or chunk[:4] in ZIP_MAGICS else False
@@ -184,9 +182,7 @@ def _inflate(
     return data if data[:4] in ZIP_MAGICS else None
 
 
-def _entry(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, depth: int, bounds: Bounds, st: _Stats
-) -> None:
+def _entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, depth: int, bounds: Bounds, st: _Stats) -> None:
     try:
         blob = _inflate(zf, info, st, st.scan)
     except NotImplementedError:  # Deflate64, implode, PPMd...: zipfile has no decompressor
@@ -195,9 +191,7 @@ def _entry(
     except Rejected:
         raise
     except Exception as exc:  # noqa: BLE001 - bad CRC, broken deflate stream, truncated data
-        raise Rejected(
-            "corrupt", f"entry {short_repr(info.filename)} does not inflate: {type(exc).__name__}"
-        ) from None
+        raise Rejected("corrupt", f"entry {short_repr(info.filename)} does not inflate: {type(exc).__name__}") from None
     if blob is None:
         return
     if depth + 1 > bounds.zip_max_depth:

@@ -3,7 +3,8 @@
 The server keeps one *spare* forked ahead of time, so fork and the request-independent
 part of the confinement (own process group, parent-death signal, every inherited fd
 closed, stdio to /dev/null, environment scrubbed, and the layers of confine.py: uid,
-no-new-privs, RLIMIT_NPROC, seccomp) are off the critical path. When a request arrives on fd 0 (a socket: the server passes the
+no-new-privs, RLIMIT_NPROC, seccomp) are off the critical path. When a request arrives on fd 0 (a socket: the
+server passes the
 input file and the work dir as fds with it), `spare_main` enters the work dir, confines
 itself to it with Landlock, applies the kernel limits, runs one decoder on the input
 fd, writes one length-prefixed JSON document to fd 3 (a pipe the worker reads) and

@@ -60,14 +60,10 @@ def _from_payload(payload: bytes, work_dir: Path, rss: int | None) -> SandboxRes
     else:
         raise ValueError("bad outcome")
     killed_by = "memory" if doc.get("memory") is True else None
-    return SandboxResult(
-        outcome, code, _clean(doc.get("message", "")), doc["data"], files, rss, killed_by
-    )
+    return SandboxResult(outcome, code, _clean(doc.get("message", "")), doc["data"], files, rss, killed_by)
 
 
-def classify(
-    status: dict[str, Any], payload: bytes, limits: Limits, work_dir: Path
-) -> SandboxResult:
+def classify(status: dict[str, Any], payload: bytes, limits: Limits, work_dir: Path) -> SandboxResult:
     """Classify one finished job; every branch is a content outcome.
 
     A resource limit (timeout, cpu, memory, signal) is marked in killed_by: the caller
@@ -81,9 +77,7 @@ def classify(
         return SandboxResult("rejected", code, message, {}, {}, rss, killed_by)
 
     if status.get("timed_out"):
-        return rejected(
-            "timeout", f"decoder exceeded {limits.wall_seconds:g}s of wall-clock time", "timeout"
-        )
+        return rejected("timeout", f"decoder exceeded {limits.wall_seconds:g}s of wall-clock time", "timeout")
     if status.get("complete") and status.get("exit_code") is None and sig is None:
         try:  # answered as soon as the result was complete, before the job exited
             return _from_payload(payload, work_dir, rss)

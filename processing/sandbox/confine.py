@@ -136,8 +136,11 @@ def _handled_fs(abi: int) -> int:
 
 def read_roots() -> list[Path]:
     """What a job may still read: the interpreter's files and our own package (lazy imports)."""
-    roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-             Path(__file__).resolve().parents[1]}  # processing/, not the repo (var/ lives there)
+    roots = {
+        Path(sys.prefix).resolve(),
+        Path(sys.base_prefix).resolve(),
+        Path(__file__).resolve().parents[1],
+    }  # processing/, not the repo (var/ lives there)
     return sorted(roots)
 
 
@@ -213,8 +216,14 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 def _kept_flags(path: str) -> int:
     """The flags a read-only remount must keep (a user namespace may not clear locked ones)."""
     have = os.statvfs(path).f_flag
-    pairs = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
-             (os.ST_NOATIME, _MS_NOATIME), (os.ST_NODIRATIME, _MS_NODIRATIME), (os.ST_RELATIME, _MS_RELATIME))
+    pairs = (
+        (os.ST_NOSUID, _MS_NOSUID),
+        (os.ST_NODEV, _MS_NODEV),
+        (os.ST_NOEXEC, _MS_NOEXEC),
+        (os.ST_NOATIME, _MS_NOATIME),
+        (os.ST_NODIRATIME, _MS_NODIRATIME),
+        (os.ST_RELATIME, _MS_RELATIME),
+    )
     return sum(ms for st, ms in pairs if have & st)
 
 
@@ -242,8 +251,7 @@ def _enter_namespaces() -> None:
     if uid != 0:  # map our own ids only: nothing else exists in the namespace
         _prctl(_PR_SET_DUMPABLE, 1)  # else /proc/self/*_map belong to root, not to us
         try:
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                               ("gid_map", f"{gid} {gid} 1")):
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                 with open(f"/proc/self/{name}", "w") as fh:
                     fh.write(text)
         finally:
@@ -298,12 +306,18 @@ def mountns_available() -> bool:
     interpreter: the web process that asks for /readyz is multi-threaded, no fork there)."""
     if not sys.platform.startswith("linux"):
         return False
-    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('c', sys.argv[1]); "
-            "c = sys.modules['c'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); "
-            "c._enter_namespaces()")  # in sys.modules: a dataclass looks its module up there
+    code = (
+        "import importlib.util, sys; spec = importlib.util.spec_from_file_location('c', sys.argv[1]); "
+        "c = sys.modules['c'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(c); "
+        "c._enter_namespaces()"
+    )  # in sys.modules: a dataclass looks its module up there
     try:
-        done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(Path(__file__).resolve())],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", code, str(Path(__file__).resolve())],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
@@ -321,19 +335,63 @@ def drop_capabilities(cap_last: int) -> None:
 
 # ---------------------------------------------------------------- seccomp
 _DENY = (
-    "socket", "connect", "bind", "listen", "accept", "accept4",
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
-    "execve", "execveat",
-    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
-    "fsconfig", "fsmount", "fspick", "mount_setattr",
-    "unshare", "setns",
-    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
-    "open_by_handle_at", "name_to_handle_at", "acct", "swapon", "swapoff", "reboot",
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    "execve",
+    "execveat",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
 )
-_CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
-              0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+_CLONE_NEW = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+    0x00000080,
+)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 
 
 def build_seccomp():
@@ -367,8 +425,7 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 def drop_identity(uid: int, gid: int, cap_last: int) -> None:
@@ -438,16 +495,15 @@ def describe(layers: tuple[str, ...]) -> str:
 # stop part of it). /readyz lists these for every missing layer; the README quotes them.
 UNPROTECTED = {
     "uid": "jobs run as the worker's own uid: what the worker's uid can read, write or signal "
-           "is theirs too unless another layer stops it",
+    "is theirs too unless another layer stops it",
     "nnp": "a setuid binary could raise a job's privileges, and the fork server's and the "
-           "jobs' memory and /proc files are open to other processes of the same uid",
-    "seccomp": "jobs may open sockets (the network, the database, the broker), ptrace, execve "
-               "and create namespaces",
+    "jobs' memory and /proc files are open to other processes of the same uid",
+    "seccomp": "jobs may open sockets (the network, the database, the broker), ptrace, execve and create namespaces",
     "landlock": "jobs may read every file their uid can read (the worker's code, settings and "
-                "data directory, /proc), write wherever their uid can, and connect to TCP ports "
-                "and signal processes outside the job unless seccomp or uid stops it",
+    "data directory, /proc), write wherever their uid can, and connect to TCP ports "
+    "and signal processes outside the job unless seccomp or uid stops it",
     "mountns": "jobs may read every file their uid can read (the worker's code, settings and "
-               "data directory, /proc) and write wherever their uid can",
+    "data directory, /proc) and write wherever their uid can",
     "nproc": "a job may fork without limit",
     "subreaper": "a process a job leaves outside its process group (setsid) outlives the job",
 }
@@ -496,8 +552,10 @@ class Posture:
     def state(self) -> str:
         """One sentence for the log and /readyz (checks.sandbox.state)."""
         if self.refused:
-            return (f"refused: {', '.join(self.refused)} not applied (not accepted by {ACCEPT_ENV}); "
-                    "decoder jobs do not run")
+            return (
+                f"refused: {', '.join(self.refused)} not applied (not accepted by {ACCEPT_ENV}); "
+                "decoder jobs do not run"
+            )
         weaker = []
         if self.missing:
             weaker.append(f"{', '.join(self.missing)} not applied (accepted by {ACCEPT_ENV})")

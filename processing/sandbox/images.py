@@ -92,9 +92,7 @@ def webp_canvas(raw: bytes) -> tuple[int, int] | None:
     if chunk == b"VP8X":
         return 1 + int.from_bytes(body[4:7], "little"), 1 + int.from_bytes(body[7:10], "little")
     if chunk == b"VP8 ":
-        return int.from_bytes(body[6:8], "little") & 0x3FFF, int.from_bytes(
-            body[8:10], "little"
-        ) & 0x3FFF
+        return int.from_bytes(body[6:8], "little") & 0x3FFF, int.from_bytes(body[8:10], "little") & 0x3FFF
     if chunk == b"VP8L":
         bits = int.from_bytes(body[1:5], "little")
         return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
@@ -228,13 +226,19 @@ def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], b
     display_size = shown.size
     thumb = _thumbnail(shown, bounds.thumbnail_size, 1)
     data, thumbnail = _facts(fmt, width, height, frames, orientation, thumb)
-    data["display"] = {"width": display_size[0], "height": display_size[1], "content_type": display_type,
-                       "sha256": hashlib.sha256(display).hexdigest(), "size": len(display)}
+    data["display"] = {
+        "width": display_size[0],
+        "height": display_size[1],
+        "content_type": display_type,
+        "sha256": hashlib.sha256(display).hexdigest(),
+        "size": len(display),
+    }
     return data, thumbnail, display
 
 
-def _facts(fmt: str, width: int, height: int, frames: int, orientation: int,
-           thumb: Image.Image) -> tuple[dict[str, Any], bytes]:
+def _facts(
+    fmt: str, width: int, height: int, frames: int, orientation: int, thumb: Image.Image
+) -> tuple[dict[str, Any], bytes]:
     """What every image reports (its size as displayed), and its thumbnail as WebP."""
     buf = io.BytesIO()
     thumb.save(buf, "WEBP", quality=80, method=2)  # method 2: faster, a few % larger at 256 px

@@ -110,17 +110,30 @@ def check_bounds(container: Any, bounds: Bounds) -> dict[str, Any]:
         "duration_seconds": round(duration, 3),
         "bit_rate": container.bit_rate or None,
         "stream_count": len(streams),
-        "video_codec": None, "frame_rate": None, "width": None, "height": None, "rotation": None,
-        "audio_codec": None, "audio_channels": None, "audio_sample_rate": None,
+        "video_codec": None,
+        "frame_rate": None,
+        "width": None,
+        "height": None,
+        "rotation": None,
+        "audio_codec": None,
+        "audio_channels": None,
+        "audio_sample_rate": None,
     }
     if container.streams.video:
         video = container.streams.video[0]
-        facts.update(video_codec=_codec(video), frame_rate=_rate(video.average_rate or video.guessed_rate),
-                     width=video.codec_context.width, height=video.codec_context.height)
+        facts.update(
+            video_codec=_codec(video),
+            frame_rate=_rate(video.average_rate or video.guessed_rate),
+            width=video.codec_context.width,
+            height=video.codec_context.height,
+        )
     if container.streams.audio:
         audio = container.streams.audio[0]
-        facts.update(audio_codec=_codec(audio), audio_channels=audio.codec_context.channels or None,
-                     audio_sample_rate=audio.codec_context.sample_rate or None)
+        facts.update(
+            audio_codec=_codec(audio),
+            audio_channels=audio.codec_context.channels or None,
+            audio_sample_rate=audio.codec_context.sample_rate or None,
+        )
     return facts
 
 

@@ -5,10 +5,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO
 
-REASON_CODES = frozenset({"pixel_limit", "page_limit", "archive_limit", "archive_uninspectable", "corrupt", "timeout",
-                          "malware", "duration_limit", "codec_not_allowed", "stream_limit"})
+REASON_CODES = frozenset(
+    {
+        "pixel_limit",
+        "page_limit",
+        "archive_limit",
+        "archive_uninspectable",
+        "corrupt",
+        "timeout",
+        "malware",
+        "duration_limit",
+        "codec_not_allowed",
+        "stream_limit",
+    }
+)
 
 
 # What a job can run into because of the host as much as because of its bytes: a busy host
@@ -35,7 +47,7 @@ def short_repr(value: object, limit: int = 80) -> str:
 
 # A decoder's input: a path (in-process use, warm-up) or the file the fork server opened
 # for the job (a confined job has no path to it).
-Source = Union[Path, str, BinaryIO]
+Source = Path | str | BinaryIO
 
 
 def read_source(src: Source) -> bytes:

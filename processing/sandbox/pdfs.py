@@ -129,8 +129,9 @@ def render_page(source: str | int, work_dir: str, size: int, index: int, name: s
         pdf.close()
 
 
-def page_variant(src: Source, work_dir: Path, bounds: Bounds, isolate: Isolate = run_inline
-                 ) -> tuple[dict[str, Any], dict[str, str]]:
+def page_variant(
+    src: Source, work_dir: Path, bounds: Bounds, isolate: Isolate = run_inline
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The `variant` job on a PDF: page Bounds.variant_page (1-based) at Bounds.variant_size, for the console.
 
     The same PDFium render as the page-1 thumbnail, in the same isolated sub-child: a

@@ -45,8 +45,16 @@ _MUXERS = {
     "mp3": ("mp3",),
     "wav": ("wav",),
 }
-_EXT = {"mov": "mov", "mp4": "mp4", "ipod": "m4a", "webm": "webm", "matroska": "mkv", "ogg": "ogg",
-        "mp3": "mp3", "wav": "wav"}
+_EXT = {
+    "mov": "mov",
+    "mp4": "mp4",
+    "ipod": "m4a",
+    "webm": "webm",
+    "matroska": "mkv",
+    "ogg": "ogg",
+    "mp3": "mp3",
+    "wav": "wav",
+}
 _ISO_MUXERS = ("mov", "mp4", "ipod")
 _OPTIONS = {
     # bitexact: no `encoder` tag, no creation date, no random Matroska UIDs.
@@ -142,15 +150,18 @@ def remux(src: Any, fmt: str, head: bytes, work_dir: Path, bounds: Bounds, opene
                         continue
                     bound = last[packet.stream.index]
                     if bound is not None and packet.dts > bound:
-                        raise Rejected("duration_limit", f"packets run past {bounds.media_max_duration_seconds} s "
-                                                         "(more than the headers declare)")
+                        raise Rejected(
+                            "duration_limit",
+                            f"packets run past {bounds.media_max_duration_seconds} s (more than the headers declare)",
+                        )
                     packet.stream = mapping[packet.stream.index]
                     out.mux(packet)
                     packets += 1
         except (av.FFmpegError, OSError, ValueError) as exc:
             # EFBIG here is RLIMIT_FSIZE: the copy outgrew the input (packets sharing bytes).
-            raise Rejected("corrupt", f"cannot copy the streams into a clean file: {short_repr(str(exc), 160)}") \
-                from None
+            raise Rejected(
+                "corrupt", f"cannot copy the streams into a clean file: {short_repr(str(exc), 160)}"
+            ) from None
     if packets == 0:
         raise Rejected("corrupt", "no packet to serve")
     return {"file": name, "muxer": muxer, "packets": packets}

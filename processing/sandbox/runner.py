@@ -38,10 +38,7 @@ from .outcome import SandboxResult
 
 START_TIMEOUT = 60.0  # first start imports Pillow, pypdf, PDFium
 ANSWER_GRACE = 15.0  # past the job's own deadline, the server itself is considered stuck
-_BOOT = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from processing.sandbox.server import serve; serve(sys.argv[2])"
-)
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from processing.sandbox.server import serve; serve(sys.argv[2])"
 
 
 ZLIB_DIR_ENV = "AIRLOCK_SANDBOX_ZLIB_DIR"
@@ -98,8 +95,15 @@ class _ForkServer:
             env["LD_LIBRARY_PATH"] = str(zlib_dir)  # read once by the loader at exec
         if member_rules is not None:
             env["AIRLOCK_SANDBOX_YARA_RULES"] = str(member_rules)  # compiled once, by the server
-        for name in (confine.CONFINE_ENV, confine.ACCEPT_ENV, confine.UID_ENV, confine.GID_ENV,
-                     "AIRLOCK_SANDBOX_NPROC", TEST_KINDS_ENV, "AIRLOCK_BENCH_DISABLE"):
+        for name in (
+            confine.CONFINE_ENV,
+            confine.ACCEPT_ENV,
+            confine.UID_ENV,
+            confine.GID_ENV,
+            "AIRLOCK_SANDBOX_NPROC",
+            TEST_KINDS_ENV,
+            "AIRLOCK_BENCH_DISABLE",
+        ):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         try:
@@ -134,8 +138,7 @@ class _ForkServer:
             # absence (confine.posture): no job runs, each one is retried as infrastructure.
             self.stop()
             state = text.removeprefix("refused ")
-            logger.error("sandbox fork server not started, confinement %s", state,
-                         extra={"confinement_state": state})
+            logger.error("sandbox fork server not started, confinement %s", state, extra={"confinement_state": state})
             raise SandboxUnavailable(f"confinement {state}")
         word, _, rest = text.partition(" zlib=")
         zlib_version, _, rest = rest.partition(" confinement=")
@@ -152,7 +155,10 @@ class _ForkServer:
         # Degraded (a layer missing, accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING): a warning.
         (logger.info if state.startswith("complete") else logger.warning)(
             "sandbox fork server %s started, decoders use zlib %s, confinement %s (%s)",
-            self.proc.pid, zlib_version, self.confinement, state,
+            self.proc.pid,
+            zlib_version,
+            self.confinement,
+            state,
             extra={"confinement": self.confinement, "confinement_state": state},
         )
 
@@ -363,8 +369,11 @@ def run_job(
         if status.get("confined") is False:
             # Exited before it had every layer in place (a layer the server's probe
             # allowed failed in the job): no decoder ran, nothing to say about the file.
-            logger.error("sandbox job could not apply its confinement (%s)", server.confinement,
-                         extra={"confinement": server.confinement})
+            logger.error(
+                "sandbox job could not apply its confinement (%s)",
+                server.confinement,
+                extra={"confinement": server.confinement},
+            )
             raise SandboxUnavailable(f"the job could not apply its confinement ({server.confinement})")
         result = classify(status, payload, limits, work_dir)
         if server.job_ids is not None:

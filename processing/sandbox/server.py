@@ -405,7 +405,8 @@ def serve(sock_path: str) -> None:
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path, subreaper="subreaper" in layers)
     # The library the loader found, the confinement every job gets, and what it lacks.
-    sys.stdout.write(f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)}"
-                     f" state={posture.state}\n")
+    sys.stdout.write(
+        f"ready zlib={zlib.ZLIB_RUNTIME_VERSION} confinement={confine.describe(layers)} state={posture.state}\n"
+    )
     sys.stdout.flush()
     server.serve_forever()

@@ -7,8 +7,9 @@ unreadable and retries. That is what "fail closed" means here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Iterable, Literal, Protocol, runtime_checkable
+from typing import Final, Literal, Protocol, runtime_checkable
 
 CLEAN: Final = "clean"
 INFECTED: Final = "infected"

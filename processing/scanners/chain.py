@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-from .base import ScannerError, Scanner, Verdict
+from .base import Scanner, ScannerError, Verdict
 from .clamd import ClamdScanner
 from .yara import YaraScanner
 
 
-def scan_all(
-    scanners: Sequence[Scanner], open_chunks: Callable[[], Iterable[bytes]]
-) -> list[Verdict]:
+def scan_all(scanners: Sequence[Scanner], open_chunks: Callable[[], Iterable[bytes]]) -> list[Verdict]:
     """Every scanner's verdict, in order; any ScannerError propagates.
 
     Each scanner gets a fresh iterator from open_chunks(), so one scanner
@@ -83,16 +82,10 @@ def scanners_from_settings() -> list[Scanner]:
     host = getattr(settings, "CLAMD_HOST", None) or None
     if socket_path or host:
         port = int(getattr(settings, "CLAMD_PORT", 3310) or 3310)
-        scanners.append(
-            ClamdScanner(socket_path=socket_path, host=host, port=port, timeout=timeout)
-        )
+        scanners.append(ClamdScanner(socket_path=socket_path, host=host, port=port, timeout=timeout))
     if _as_bool(getattr(settings, "AIRLOCK_YARA_ENABLED", True)):
         rules_dir = getattr(settings, "AIRLOCK_YARA_RULES_DIR", None)
-        scanners.append(
-            YaraScanner(rules_dir=Path(rules_dir) if rules_dir else None, timeout=timeout)
-        )
+        scanners.append(YaraScanner(rules_dir=Path(rules_dir) if rules_dir else None, timeout=timeout))
     if not scanners:
-        raise ImproperlyConfigured(
-            "no scanner configured: set CLAMD_SOCKET/CLAMD_HOST or AIRLOCK_YARA_ENABLED"
-        )
+        raise ImproperlyConfigured("no scanner configured: set CLAMD_SOCKET/CLAMD_HOST or AIRLOCK_YARA_ENABLED")
     return scanners

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from .base import CLEAN, INFECTED, ScannerError, Verdict
 
@@ -107,9 +107,7 @@ class ClamdScanner:
             try:
                 part = sock.recv(1024)
             except TimeoutError as exc:
-                raise ScannerError(
-                    f"clamd at {self.address} did not reply within {self.timeout}s"
-                ) from exc
+                raise ScannerError(f"clamd at {self.address} did not reply within {self.timeout}s") from exc
             except OSError as exc:
                 raise ScannerError(f"reading clamd reply failed: {exc}") from exc
             if not part:
@@ -191,9 +189,7 @@ class ClamdScanner:
             view = memoryview(chunk).cast("B")
             total += len(view)
             if self.max_stream_bytes is not None and total > self.max_stream_bytes:
-                raise ScannerError(
-                    f"stream exceeds max_stream_bytes={self.max_stream_bytes}; not scanned"
-                )
+                raise ScannerError(f"stream exceeds max_stream_bytes={self.max_stream_bytes}; not scanned")
             # Empty chunks send nothing: a zero-length frame is clamd's
             # end-of-stream marker, and sending one early would get only the
             # prefix scanned and a false "OK".

@@ -18,8 +18,9 @@ import hashlib
 import math
 import tempfile
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 import yara_x
 
@@ -57,7 +58,7 @@ def load_rules(rules_dir: Path) -> yara_x.Rules:
 
 
 def rules_version(rules_dir: Path) -> str:
-    """"yara:<first 16 hex of SHA-256>" over the compiled rule files' names and sources.
+    """ "yara:<first 16 hex of SHA-256>" over the compiled rule files' names and sources.
 
     Stable across hosts and restarts (mtimes are not part of it), and different
     as soon as one rule is added, removed or edited.
@@ -70,9 +71,7 @@ def _load(rules_dir: Path) -> tuple[yara_x.Rules, str]:
     with _compile_lock:
         files = _rule_files(rules_dir)
         try:
-            fingerprint = tuple(
-                (p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files
-            )
+            fingerprint = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
         except OSError as exc:
             raise ScannerError(f"cannot stat YARA rules in {rules_dir}: {exc}") from exc
         cached = _compiled.get(rules_dir)

@@ -18,10 +18,13 @@ class Zip(SandboxStep):
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
         if data.get("scanned_entries"):
             record_member_scan("clean")
-        metadata = {"entries": data.get("entries"), "total_bytes": data.get("total_bytes"),
-                    "nested_archives": data.get("nested_archives"),
-                    # Names and sizes for the console, recorded now: the admin never opens the archive.
-                    "listing": data.get("listing") or []}
+        metadata = {
+            "entries": data.get("entries"),
+            "total_bytes": data.get("total_bytes"),
+            "nested_archives": data.get("nested_archives"),
+            # Names and sizes for the console, recorded now: the admin never opens the archive.
+            "listing": data.get("listing") or [],
+        }
         if data.get("uninspectable_entries"):  # only with AIRLOCK_ZIP_ALLOW_UNINSPECTABLE: never scanned
             metadata["unscanned_entries"] = data["uninspectable_entries"]
         return StepResult(metadata=metadata)

@@ -95,8 +95,11 @@ class SandboxStep(Step):
         path = given.path
         assert path is not None and given.work_dir is not None
         try:  # a resource limit rejects only when it trips again on a solo re-run
-            outcome = run_settled(lambda work: sandbox_config.run_sandboxed(self.name, path, work), given.work_dir,
-                                  wait_seconds=sandbox_config.limits_from_settings().wall_seconds)
+            outcome = run_settled(
+                lambda work: sandbox_config.run_sandboxed(self.name, path, work),
+                given.work_dir,
+                wait_seconds=sandbox_config.limits_from_settings().wall_seconds,
+            )
         except ResourcePressure as exc:
             raise TransientError(f"sandbox {self.name}: {exc}") from exc
         if outcome.outcome != "ok":
@@ -107,8 +110,12 @@ class SandboxStep(Step):
         thumb = outcome.files.get("thumbnail")
         if thumb is not None:
             dims = outcome.data.get("thumbnail") or {}
-            result.files.insert(0, Derivative("thumbnail", Path(thumb), "image/webp", "webp",
-                                           width=dims.get("width"), height=dims.get("height")))
+            result.files.insert(
+                0,
+                Derivative(
+                    "thumbnail", Path(thumb), "image/webp", "webp", width=dims.get("width"), height=dims.get("height")
+                ),
+            )
             result.metadata["thumbnail"] = {"width": dims.get("width"), "height": dims.get("height")}
         return result
 

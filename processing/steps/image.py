@@ -29,9 +29,17 @@ class Image(SandboxStep):
         sanitized = files.get("sanitized")
         if sanitized is not None:
             content_type = given.content_type or "application/octet-stream"
-            result.files.append(Derivative("sanitized", sanitized, content_type, _EXT.get(content_type, "bin"),
-                                           served=True, size=data.get("sanitized_size"),
-                                           sha256=data.get("sanitized_sha256")))
+            result.files.append(
+                Derivative(
+                    "sanitized",
+                    sanitized,
+                    content_type,
+                    _EXT.get(content_type, "bin"),
+                    served=True,
+                    size=data.get("sanitized_size"),
+                    sha256=data.get("sanitized_sha256"),
+                )
+            )
         display = files.get("display")
         if display is not None:
             made = self._display(display, data.get("display"))
@@ -47,7 +55,14 @@ class Image(SandboxStep):
             raise ContentRejected("corrupt", "the display rendition is not a JPEG or WebP image")
         facts = facts if isinstance(facts, dict) else {}
         width, height = facts.get("width"), facts.get("height")
-        return Derivative("display", path, content_type, _EXT[content_type],
-                          width=width if isinstance(width, int) else None,
-                          height=height if isinstance(height, int) else None,
-                          served=True, size=facts.get("size"), sha256=facts.get("sha256"))
+        return Derivative(
+            "display",
+            path,
+            content_type,
+            _EXT[content_type],
+            width=width if isinstance(width, int) else None,
+            height=height if isinstance(height, int) else None,
+            served=True,
+            size=facts.get("size"),
+            sha256=facts.get("sha256"),
+        )

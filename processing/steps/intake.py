@@ -54,9 +54,10 @@ def _check_digest(given: StepInput) -> None:
     for chunk in given.chunks():
         digest.update(chunk)
     if digest.hexdigest() != given.declared_sha256:
-        raise ContentRejected("checksum_mismatch",
-                              f"The stored bytes' SHA-256 is {digest.hexdigest()}; the upload declared "
-                              f"{given.declared_sha256}.")
+        raise ContentRejected(
+            "checksum_mismatch",
+            f"The stored bytes' SHA-256 is {digest.hexdigest()}; the upload declared {given.declared_sha256}.",
+        )
 
 
 def _malware_signature(given: StepInput) -> str | None:

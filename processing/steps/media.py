@@ -16,11 +16,31 @@ from processing.sniff import detect_type
 from .base import Derivative, SandboxStep, StepInput, StepResult
 
 # The facts the job reads from the headers, copied into the row's metadata as they are.
-FACTS = ("container", "duration_seconds", "width", "height", "rotation", "video_codec", "frame_rate",
-         "audio_codec", "audio_channels", "audio_sample_rate", "bit_rate", "stream_count")
+FACTS = (
+    "container",
+    "duration_seconds",
+    "width",
+    "height",
+    "rotation",
+    "video_codec",
+    "frame_rate",
+    "audio_codec",
+    "audio_channels",
+    "audio_sample_rate",
+    "bit_rate",
+    "stream_count",
+)
 # What the served copy may be, read from its own first bytes (not the job's word).
-SERVED_EXT = {"video/mp4": "mp4", "video/quicktime": "mov", "video/webm": "webm", "video/x-matroska": "mkv",
-              "audio/mp4": "m4a", "audio/mpeg": "mp3", "audio/ogg": "ogg", "audio/x-wav": "wav"}
+SERVED_EXT = {
+    "video/mp4": "mp4",
+    "video/quicktime": "mov",
+    "video/webm": "webm",
+    "video/x-matroska": "mkv",
+    "audio/mp4": "m4a",
+    "audio/mpeg": "mp3",
+    "audio/ogg": "ogg",
+    "audio/x-wav": "wav",
+}
 
 
 class Media(SandboxStep):
@@ -37,9 +57,16 @@ class Media(SandboxStep):
             found = data.get("poster")
             dims: dict[str, Any] = found if isinstance(found, dict) else {}
             width, height = dims.get("width"), dims.get("height")
-            result.files.append(Derivative("poster", poster, "image/webp", "webp",
-                                           width=width if isinstance(width, int) else None,
-                                           height=height if isinstance(height, int) else None))
+            result.files.append(
+                Derivative(
+                    "poster",
+                    poster,
+                    "image/webp",
+                    "webp",
+                    width=width if isinstance(width, int) else None,
+                    height=height if isinstance(height, int) else None,
+                )
+            )
             # The resource reads it from the row, as it does the thumbnail's.
             result.metadata["poster"] = {"width": width, "height": height}
         return result

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from django.utils import timezone
 
 from attachments.facts import FileFacts
+from processing import scanners as scanning  # looked up per call: tests replace scan_all
 from processing.errors import ContentRejected, TransientError
 from processing.metrics import record_scan_verdicts
 from processing.stages import SCAN
-from processing import scanners as scanning  # looked up per call: tests replace scan_all
 
 from .base import SandboxStep, Step, StepInput, StepResult, decoder_among
 
@@ -53,5 +53,7 @@ class Scan(Step):
             raise ContentRejected(decoder.bound_reason if decoder else "too_large", signature)
         if signature:
             raise ContentRejected("malware", signature)
-        return StepResult(facts=FileFacts(scan_signatures=version, scanned_at=timezone.now()),
-                          metadata={"scan": {"duration_ms": round((time.monotonic() - started) * 1000, 1)}})
+        return StepResult(
+            facts=FileFacts(scan_signatures=version, scanned_at=timezone.now()),
+            metadata={"scan": {"duration_ms": round((time.monotonic() - started) * 1000, 1)}},
+        )

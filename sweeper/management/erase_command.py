@@ -26,11 +26,15 @@ class EraseCommand(BaseCommand):
     subject_kind = ""  # "user" | "tenant"
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--dry-run", action="store_true",
-                            help="report what would be let go and removed; change nothing (run this first)")
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="report what would be let go and removed; change nothing (run this first)",
+        )
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-        parser.add_argument("--operator", default="",
-                            help="who runs the erasure, for the audit log (default: the login name)")
+        parser.add_argument(
+            "--operator", default="", help="who runs the erasure, for the audit log (default: the login name)"
+        )
 
     def subject(self, opts: dict[str, Any]) -> ErasureSubject:
         raise NotImplementedError
@@ -40,8 +44,9 @@ class EraseCommand(BaseCommand):
         require_migrated(command)
         try:
             subject = self.subject(opts)
-            report = erase(subject, actor=f"command:{command}:{opts['operator'] or _login()}",
-                           dry_run=bool(opts["dry_run"]))
+            report = erase(
+                subject, actor=f"command:{command}:{opts['operator'] or _login()}", dry_run=bool(opts["dry_run"])
+            )
         except AirlockError as exc:
             raise CommandError(f"{command}: {exc.message}") from exc
         if opts["json"]:

@@ -11,7 +11,6 @@ from tests.support import client_for, jpeg_bytes, run_pipeline, upload
 @pytest.fixture
 def moderator(make_user):
     from attachments.permissions import ensure_moderator_group
-
     from attachments.staff_scope import ensure_platform_group
 
     user = make_user("mod", tenant="staff", staff=True)
@@ -28,8 +27,9 @@ def viewer(make_user):
 
     user = make_user("viewer", tenant="staff", staff=True)
     user.groups.add(ensure_platform_group())
-    user.user_permissions.add(*Permission.objects.filter(
-        codename__in=["view_attachment", "view_transitionlog", "view_deadletter"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_attachment", "view_transitionlog", "view_deadletter"])
+    )
     return user
 
 
@@ -70,5 +70,5 @@ def failed_image(alice, fail_scans):
     """A failed attachment with one scan retry in its history and an open dead letter."""
     attachment_id = upload(client_for(alice), jpeg_bytes((64, 64)), filename="flaky.jpg")
     assert run_pipeline(attachment_id) == "pending"  # first scanner error: retried
-    assert run_pipeline(attachment_id) == "failed"   # second: out of attempts
+    assert run_pipeline(attachment_id) == "failed"  # second: out of attempts
     return attachment_id

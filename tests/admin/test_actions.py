@@ -40,8 +40,11 @@ def test_take_down_confirms_then_stops_serving(moderator, alice, bob, ready_imag
     done = client.post(_moderate(ready_image, "take_down"), {"post": "yes", "note": "copyright claim #42"})
     assert done.status_code == 302
     attachment = Attachment.objects.get(pk=ready_image)
-    assert (attachment.status, attachment.reason_code, attachment.reason_message) == \
-        ("rejected", "moderator", "copyright claim #42")
+    assert (attachment.status, attachment.reason_code, attachment.reason_message) == (
+        "rejected",
+        "moderator",
+        "copyright claim #42",
+    )
     log = _audit(ready_image, "take_down")
     assert log.actor == "staff:mod" and log.from_status == "ready"
     assert any("copyright claim #42" in m for m in _log_entries(moderator, ready_image))
@@ -108,8 +111,12 @@ def test_discard_marks_a_staged_file_for_the_sweeper(moderator, ready_image, bro
 
 
 def test_discard_refuses_a_committed_file_and_says_so(moderator, alice, ready_image, browser_for):
-    assert client_for(alice).post("/api/v1/attachments/commit", {"ids": [ready_image], "ref": "post:1"},
-                                  format="json").status_code == 200
+    assert (
+        client_for(alice)
+        .post("/api/v1/attachments/commit", {"ids": [ready_image], "ref": "post:1"}, format="json")
+        .status_code
+        == 200
+    )
     response = browser_for(moderator).post(_moderate(ready_image, "discard"), {"post": "yes"}, follow=True)
     assert "ALREADY_COMMITTED" in response.content.decode()
     assert Attachment.objects.get(pk=ready_image).lifecycle == "committed"
@@ -138,8 +145,7 @@ def test_bulk_take_down_goes_through_the_confirmation_page(moderator, alice, rea
     assert Attachment.objects.filter(status="ready").count() == 2
     done = client.post(CHANGELIST, {**selection, "post": "yes", "note": "spam wave"})
     assert done.status_code == 302
-    assert list(Attachment.objects.values_list("status", "reason_message").distinct()) == \
-        [("rejected", "spam wave")]
+    assert list(Attachment.objects.values_list("status", "reason_message").distinct()) == [("rejected", "spam wave")]
     assert TransitionLog.objects.filter(transition="take_down", actor="staff:mod").count() == 2
 
 
@@ -150,13 +156,16 @@ def test_dead_letter_list_detail_and_bulk_requeue(moderator, failed_image, brows
     assert "flaky.jpg" in listing
     detail = client.get(f"/admin/attachments/deadletter/{letter.pk}/change/").content.decode()
     assert letter.storage_key in detail
-    assert "clamd: connection refused" in detail      # the error
-    assert "airlock-history" in detail                 # the attempt history table
-    confirm = client.post("/admin/attachments/deadletter/",
-                          {"action": "requeue_dead_letters", "_selected_action": [letter.pk]})
+    assert "clamd: connection refused" in detail  # the error
+    assert "airlock-history" in detail  # the attempt history table
+    confirm = client.post(
+        "/admin/attachments/deadletter/", {"action": "requeue_dead_letters", "_selected_action": [letter.pk]}
+    )
     assert confirm.status_code == 200 and "Yes, requeue" in confirm.content.decode()
-    client.post("/admin/attachments/deadletter/",
-                {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"})
+    client.post(
+        "/admin/attachments/deadletter/",
+        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"},
+    )
     letter.refresh_from_db()
     assert letter.resolved_by == "staff:mod"
     assert Attachment.objects.get(pk=failed_image).status == "pending"
@@ -166,8 +175,10 @@ def test_dead_letter_list_detail_and_bulk_requeue(moderator, failed_image, brows
 def test_dead_letter_resolve_without_requeue(moderator, failed_image, browser_for):
     letter = DeadLetter.objects.get(attachment_id=failed_image)
     client = browser_for(moderator)
-    client.post("/admin/attachments/deadletter/",
-                {"action": "resolve_dead_letters", "_selected_action": [letter.pk], "post": "yes"})
+    client.post(
+        "/admin/attachments/deadletter/",
+        {"action": "resolve_dead_letters", "_selected_action": [letter.pk], "post": "yes"},
+    )
     letter.refresh_from_db()
     assert letter.resolved_at is not None and letter.resolved_by == "staff:mod"
     assert Attachment.objects.get(pk=failed_image).status == "failed"
@@ -177,7 +188,9 @@ def test_requeue_of_a_letter_without_attachment_is_refused(moderator, browser_fo
     letter = DeadLetter.objects.create(kind="message", last_error="malformed scan message", payload={"args": []})
     response = browser_for(moderator).post(
         "/admin/attachments/deadletter/",
-        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"}, follow=True)
+        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"},
+        follow=True,
+    )
     assert "no attachment to requeue" in response.content.decode()
     letter.refresh_from_db()
     assert letter.resolved_at is None
@@ -209,13 +222,21 @@ def sweep_letter(alice, settings):
     from tests.sweeper.support import make_attachment
 
     attachment = make_attachment(alice)
-    return DeadLetter.objects.create(kind="sweep", attachment=attachment, storage_key=attachment.storage_key,
-                                     last_error="AccessDenied", payload={"keys": [attachment.storage_key]})
+    return DeadLetter.objects.create(
+        kind="sweep",
+        attachment=attachment,
+        storage_key=attachment.storage_key,
+        last_error="AccessDenied",
+        payload={"keys": [attachment.storage_key]},
+    )
 
 
 def _letter_action(client, letter, action, **extra):
-    return client.post("/admin/attachments/deadletter/",
-                       {"action": action, "_selected_action": [letter.pk], "post": "yes", **extra}, follow=True)
+    return client.post(
+        "/admin/attachments/deadletter/",
+        {"action": action, "_selected_action": [letter.pk], "post": "yes", **extra},
+        follow=True,
+    )
 
 
 def test_resolving_a_sweep_dead_letter_whose_objects_remain_is_refused(moderator, sweep_letter, browser_for):
@@ -229,8 +250,9 @@ def test_the_retry_action_deletes_the_objects_and_resolves(moderator, sweep_lett
     from tests.sweeper.support import files_of
 
     client = browser_for(moderator)
-    confirm = client.post("/admin/attachments/deadletter/",
-                          {"action": "retry_sweep_dead_letters", "_selected_action": [sweep_letter.pk]})
+    confirm = client.post(
+        "/admin/attachments/deadletter/", {"action": "retry_sweep_dead_letters", "_selected_action": [sweep_letter.pk]}
+    )
     assert "Retry the delete" in confirm.content.decode()
     page = _letter_action(client, sweep_letter, "retry_sweep_dead_letters").content.decode()
     assert "Retry the delete: done for 1 dead letter(s)." in page

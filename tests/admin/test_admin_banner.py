@@ -51,8 +51,9 @@ def test_no_banner_when_all_is_well(db, moderator, browser_for):
         assert _banner(client.get(page)) == []
 
 
-def test_paused_uploads_show_on_every_admin_page_with_a_link_to_the_stuck_files(db, moderator, browser_for, alice,
-                                                                                settings):
+def test_paused_uploads_show_on_every_admin_page_with_a_link_to_the_stuck_files(
+    db, moderator, browser_for, alice, settings
+):
     settings.AIRLOCK_MAX_BACKLOG_SECONDS = 60
     late = timezone.now() - timedelta(seconds=300)
     for _ in range(backlog.QUEUE_DEPTH):
@@ -64,7 +65,9 @@ def test_paused_uploads_show_on_every_admin_page_with_a_link_to_the_stuck_files(
         for page in PAGES:
             [(kind, text, link)] = _banner(client.get(page))
             assert kind == "uploads_paused" and "New uploads are paused for tenant acme" in text
-            assert link == f"/admin/attachments/attachment/?question=late&tenant__id__exact={alice.membership.tenant_id}"
+            assert (
+                link == f"/admin/attachments/attachment/?question=late&tenant__id__exact={alice.membership.tenant_id}"
+            )
         # The link lists the files that pause uploads: late past the limit, long before "stuck over 30 minutes".
         listed = client.get(link).content.decode()
         assert len(re.findall(r'<th class="field-filename">', listed)) == backlog.QUEUE_DEPTH
@@ -90,6 +93,7 @@ def test_dead_letters_show_their_count_for_the_moderators_tenant_only(db, modera
 
     acme_mod = alice.__class__.objects.create_user("acme-mod", is_staff=True)
     from attachments.models import Membership
+
     Membership.objects.create(user=acme_mod, tenant=alice.membership.tenant)
     acme_mod.groups.add(ensure_moderator_group())
     assert _banner(browser_for(acme_mod).get("/admin/attachments/attachment/")) == []

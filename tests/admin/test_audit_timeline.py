@@ -15,8 +15,11 @@ pytestmark = pytest.mark.django_db
 
 
 def _entries(pk) -> list[tuple[str, str, str, str]]:
-    return list(TransitionLog.objects.filter(attachment_id=pk).order_by("id").values_list(
-        "transition", "from_status", "to_status", "actor"))
+    return list(
+        TransitionLog.objects.filter(attachment_id=pk)
+        .order_by("id")
+        .values_list("transition", "from_status", "to_status", "actor")
+    )
 
 
 def _commit(user, *ids, ref="post:1"):
@@ -97,9 +100,17 @@ def test_an_upload_is_audited_from_intent_to_scan_with_its_facts_and_actors(alic
 def test_a_declared_digest_is_on_the_intents_entry(alice):
     data = png_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    response = client_for(alice).post("/api/v1/uploads", {
-        "profile": "image", "filename": "a.png", "size": len(data), "content_type": "image/png", "sha256": digest,
-    }, format="json")
+    response = client_for(alice).post(
+        "/api/v1/uploads",
+        {
+            "profile": "image",
+            "filename": "a.png",
+            "size": len(data),
+            "content_type": "image/png",
+            "sha256": digest,
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.content
     pk = response.json()["id"]
     [intent] = _events(pk, "intent")
@@ -132,4 +143,3 @@ def test_a_heartbeat_through_the_api_names_its_user(alice):
     response = client.post("/api/v1/attachments/heartbeat", {"ids": [pk]}, format="json")
     assert response.status_code == 200, response.content
     assert [(e.actor, e.transition) for e in _events(pk, "heartbeat")] == [("user:alice", "heartbeat")]
-

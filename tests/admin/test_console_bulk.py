@@ -40,25 +40,33 @@ def _scope(html: str) -> str:
 
 
 def test_the_confirmation_names_the_count_and_every_tenant_touched(moderator, browser_for, two_tenants):
-    response = browser_for(moderator).post(CHANGELIST, {"action": "moderate_rescan",
-                                                        "_selected_action": list(two_tenants.values())})
+    response = browser_for(moderator).post(
+        CHANGELIST, {"action": "moderate_rescan", "_selected_action": list(two_tenants.values())}
+    )
     assert response.status_code == 200
     assert _scope(response.content.decode()) == "3 attachments in 2 tenants: acme, evil."
     assert not TransitionLog.objects.filter(transition__icontains="rescan").exists()  # nothing ran yet
 
 
 def test_a_one_tenant_set_names_its_tenant(acme_mod, browser_for, two_tenants):
-    response = browser_for(acme_mod).post(CHANGELIST, {"action": "moderate_rescan",
-                                                       "_selected_action": [two_tenants["acme-1.jpg"]]})
+    response = browser_for(acme_mod).post(
+        CHANGELIST, {"action": "moderate_rescan", "_selected_action": [two_tenants["acme-1.jpg"]]}
+    )
     assert _scope(response.content.decode()) == "1 attachment in 1 tenant: acme."
 
 
 @pytest.mark.parametrize("stage", [{}, {"post": "yes", "note": "spam"}])
 def test_a_tenant_moderator_cannot_act_across_tenants(acme_mod, browser_for, two_tenants, stage):
     client = browser_for(acme_mod)
-    response = client.post(CHANGELIST, {"action": "moderate_take_down", **stage,
-                                        "_selected_action": [two_tenants["acme-1.jpg"], two_tenants["evil-1.jpg"]]},
-                           follow=True)
+    response = client.post(
+        CHANGELIST,
+        {
+            "action": "moderate_take_down",
+            **stage,
+            "_selected_action": [two_tenants["acme-1.jpg"], two_tenants["evil-1.jpg"]],
+        },
+        follow=True,
+    )
     html = response.content.decode()
     assert "airlock-confirm-scope" not in html  # no confirmation page
     assert "belong to another tenant than yours" in html and "nothing was done" in html
@@ -67,8 +75,10 @@ def test_a_tenant_moderator_cannot_act_across_tenants(acme_mod, browser_for, two
 
 
 def test_a_tenant_moderator_still_acts_on_their_own_tenant(acme_mod, browser_for, two_tenants):
-    selection = {"action": "moderate_take_down", "_selected_action": [two_tenants["acme-1.jpg"],
-                                                                      two_tenants["acme-2.jpg"]]}
+    selection = {
+        "action": "moderate_take_down",
+        "_selected_action": [two_tenants["acme-1.jpg"], two_tenants["acme-2.jpg"]],
+    }
     client = browser_for(acme_mod)
     assert _scope(client.post(CHANGELIST, selection).content.decode()) == "2 attachments in 1 tenant: acme."
     assert client.post(CHANGELIST, {**selection, "post": "yes", "note": "spam"}).status_code == 302
@@ -77,8 +87,11 @@ def test_a_tenant_moderator_still_acts_on_their_own_tenant(acme_mod, browser_for
 
 
 def test_dead_letter_confirmation_names_tenants(moderator, browser_for, two_tenants):
-    letters = [DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error="x").pk
-               for pk in two_tenants.values()]
-    response = browser_for(moderator).post("/admin/attachments/deadletter/",
-                                           {"action": "requeue_dead_letters", "_selected_action": letters})
+    letters = [
+        DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error="x").pk
+        for pk in two_tenants.values()
+    ]
+    response = browser_for(moderator).post(
+        "/admin/attachments/deadletter/", {"action": "requeue_dead_letters", "_selected_action": letters}
+    )
     assert _scope(response.content.decode()) == "3 dead letters in 2 tenants: acme, evil."

@@ -24,8 +24,9 @@ def test_a_rejected_file_leads_with_its_status_and_reason_in_words(browser_for, 
     bad = upload(client_for(alice), b"MZ this is no picture" * 6, filename="invoice.jpg")
     assert run_pipeline(bad) == "rejected"
     html = _page(browser_for(moderator), bad)
-    summary = re.search(r'<div class="airlock-summary airlock-summary-rejected" id="airlock-summary".*?</div>',
-                        html, re.S)
+    summary = re.search(
+        r'<div class="airlock-summary airlock-summary-rejected" id="airlock-summary".*?</div>', html, re.S
+    )
     assert summary, "no summary"
     text = re.sub(r"<[^>]+>", "", summary.group(0))
     assert "Rejected: the content was refused and is never served." in text
@@ -52,16 +53,21 @@ def test_facts_are_a_table_with_the_raw_json_folded_away(browser_for, moderator,
 
 def test_the_timeline_shows_its_last_events_and_folds_the_rest(browser_for, moderator, ready_image):
     for i in range(TIMELINE_LAST + 2):
-        TransitionLog.objects.create(attachment_id=ready_image, transition=f"probe-{i}", from_status="ready",
-                                     to_status="ready", actor="test")
+        TransitionLog.objects.create(
+            attachment_id=ready_image, transition=f"probe-{i}", from_status="ready", to_status="ready", actor="test"
+        )
     total = TransitionLog.objects.filter(attachment_id=ready_image).count()
     html = _page(browser_for(moderator), ready_image)
     last = re.search(r'<table class="airlock-timeline airlock-timeline-last">.*?<tbody>(.*?)</tbody>', html, re.S)
     assert last, "no timeline"
     shown = re.findall(r"<tr><td>[^<]*</td><td>([^<]+)</td>", last.group(1))
     assert shown == [f"probe-{i}" for i in range(2, TIMELINE_LAST + 2)]
-    folded = re.search(r'<details class="airlock-timeline-all"><summary>Show all (\d+) events</summary>(.*?)'
-                       r"</details>", html, re.S)
+    folded = re.search(
+        r'<details class="airlock-timeline-all"><summary>Show all (\d+) events</summary>(.*?)'
+        r"</details>",
+        html,
+        re.S,
+    )
     assert folded and int(folded.group(1)) == total
     assert len(re.findall(r"<tr><td>", folded.group(2))) == total
     assert "upload" in folded.group(2) or "intent" in folded.group(2)

@@ -17,8 +17,7 @@ def _body(response) -> bytes:
     return b"".join(response.streaming_content) if response.streaming else response.content
 
 
-def test_a_ready_file_downloads_and_the_download_is_audited_with_the_staff_member(moderator, ready_image,
-                                                                                   browser_for):
+def test_a_ready_file_downloads_and_the_download_is_audited_with_the_staff_member(moderator, ready_image, browser_for):
     client = browser_for(moderator)
     page = client.get(f"{CHANGELIST}{ready_image}/change/").content.decode()
     url = f"{CHANGELIST}{ready_image}/download/"

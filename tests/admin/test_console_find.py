@@ -27,8 +27,15 @@ def _rows(response) -> list[str]:
 def wedding(alice, mallory):
     """Three files of acme with refs (two of one wedding), one of another tenant."""
     made = {}
-    for width, (name, ref) in enumerate((("smith-1.jpg", "wedding:smith-2026"), ("smith-2.jpg", "wedding:smith-2026"),
-                      ("jones.jpg", "wedding:jones-2025"), ("ad.jpg", "ad:42")), start=80):
+    for width, (name, ref) in enumerate(
+        (
+            ("smith-1.jpg", "wedding:smith-2026"),
+            ("smith-2.jpg", "wedding:smith-2026"),
+            ("jones.jpg", "wedding:jones-2025"),
+            ("ad.jpg", "ad:42"),
+        ),
+        start=80,
+    ):
         pk = upload(client_for(alice), jpeg_bytes((width, 60)), filename=name)  # four different digests
         assert run_pipeline(pk) == "ready"
         Attachment.objects.filter(pk=pk).update(ref=ref)
@@ -37,24 +44,31 @@ def wedding(alice, mallory):
     return made
 
 
-@pytest.mark.parametrize(("term", "expected"), [
-    ("ref:wedding:smith-2026", {"smith-1.jpg", "smith-2.jpg"}),          # exact
-    ("ref:wedding:smith", {"smith-1.jpg", "smith-2.jpg"}),               # prefix
-    ("ref:wedding:", {"smith-1.jpg", "smith-2.jpg", "jones.jpg"}),
-    ("wedding:jones", {"jones.jpg"}),                                    # a plain term matches ref prefixes
-    ("ad:42", {"ad.jpg"}),
-    ("smith-1", {"smith-1.jpg"}),                                        # filename
-    ("mallory", {"evil.jpg"}),                                           # owner
-    ("evil", {"evil.jpg"}),                                              # tenant slug (and filename)
-    ("ref:nothing", set()),
-])
+@pytest.mark.parametrize(
+    ("term", "expected"),
+    [
+        ("ref:wedding:smith-2026", {"smith-1.jpg", "smith-2.jpg"}),  # exact
+        ("ref:wedding:smith", {"smith-1.jpg", "smith-2.jpg"}),  # prefix
+        ("ref:wedding:", {"smith-1.jpg", "smith-2.jpg", "jones.jpg"}),
+        ("wedding:jones", {"jones.jpg"}),  # a plain term matches ref prefixes
+        ("ad:42", {"ad.jpg"}),
+        ("smith-1", {"smith-1.jpg"}),  # filename
+        ("mallory", {"evil.jpg"}),  # owner
+        ("evil", {"evil.jpg"}),  # tenant slug (and filename)
+        ("ref:nothing", set()),
+    ],
+)
 def test_search_by_ref_owner_tenant_filename(browser_for, moderator, wedding, term, expected):
     assert set(_rows(browser_for(moderator).get(CHANGELIST, {"q": term}))) == expected
 
 
 def test_search_by_tenant_slug_lists_that_tenants_files(browser_for, moderator, wedding):
     assert set(_rows(browser_for(moderator).get(CHANGELIST, {"q": "acme"}))) == {
-        "smith-1.jpg", "smith-2.jpg", "jones.jpg", "ad.jpg"}
+        "smith-1.jpg",
+        "smith-2.jpg",
+        "jones.jpg",
+        "ad.jpg",
+    }
 
 
 def test_search_by_id_and_digest(browser_for, moderator, wedding):
@@ -106,10 +120,21 @@ def _clone(pk, n: int) -> None:
         copies.append(Attachment(**fields))
     Attachment.objects.bulk_create(copies)
     Derivative.objects.bulk_create(
-        [Derivative(**{**{f.attname: getattr(thumb, f.attname) for f in Derivative._meta.concrete_fields
-                          if f.attname != "id"},
-                       "attachment_id": copy.pk, "storage_key": f"{thumb.storage_key}-{copy.pk}"})
-         for copy in copies])
+        [
+            Derivative(
+                **{
+                    **{
+                        f.attname: getattr(thumb, f.attname)
+                        for f in Derivative._meta.concrete_fields
+                        if f.attname != "id"
+                    },
+                    "attachment_id": copy.pk,
+                    "storage_key": f"{thumb.storage_key}-{copy.pk}",
+                }
+            )
+            for copy in copies
+        ]
+    )
 
 
 def test_list_query_count_is_the_same_for_20_and_200_rows(browser_for, moderator, alice):
@@ -141,11 +166,16 @@ def test_date_range_filters_on_created_and_ready(browser_for, moderator, wedding
     html = client.get(CHANGELIST).content.decode()
     assert "By created at" in html or "By created" in html
     today = timezone.localdate()
-    recent = _rows(client.get(CHANGELIST, {"created_at__gte": str(today - timedelta(days=6)),
-                                           "created_at__lt": str(today + timedelta(days=1))}))
+    recent = _rows(
+        client.get(
+            CHANGELIST,
+            {"created_at__gte": str(today - timedelta(days=6)), "created_at__lt": str(today + timedelta(days=1))},
+        )
+    )
     assert "jones.jpg" not in recent and "smith-1.jpg" in recent
-    ready_today = _rows(client.get(CHANGELIST, {"ready_at__gte": str(today),
-                                                "ready_at__lt": str(today + timedelta(days=1))}))
+    ready_today = _rows(
+        client.get(CHANGELIST, {"ready_at__gte": str(today), "ready_at__lt": str(today + timedelta(days=1))})
+    )
     assert "evil.jpg" not in ready_today and "ad.jpg" in ready_today  # evil.jpg was never processed
 
 
@@ -164,8 +194,9 @@ def test_saved_questions(browser_for, moderator, alice, wedding):
         assert label in html
 
     stuck = create_intent(client_for(alice), filename="stuck.jpg", size=10).json()["id"]
-    Attachment.objects.filter(pk=stuck).update(status=Status.PENDING,
-                                               uploaded_at=timezone.now() - timedelta(minutes=45))
+    Attachment.objects.filter(pk=stuck).update(
+        status=Status.PENDING, uploaded_at=timezone.now() - timedelta(minutes=45)
+    )
     fresh = create_intent(client_for(alice), filename="fresh.jpg", size=10).json()["id"]
     Attachment.objects.filter(pk=fresh).update(status=Status.PENDING, uploaded_at=timezone.now())
     assert _rows(client.get(CHANGELIST, {"question": "stuck"})) == ["stuck.jpg"]
@@ -177,11 +208,13 @@ def test_saved_questions(browser_for, moderator, alice, wedding):
     old = upload(client_for(alice), b"MZ an old refusal" * 8, filename="old.jpg")
     assert run_pipeline(old) == "rejected"
     from attachments.models import TransitionLog
+
     TransitionLog.objects.filter(attachment_id=old).update(created_at=timezone.now() - timedelta(days=2))
     Attachment.objects.filter(pk=old).update(updated_at=timezone.now())  # touched today, rejected before
     assert _rows(client.get(CHANGELIST, {"question": "rejected_today"})) == ["bad.jpg"]
 
     DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=wedding["ad.jpg"], last_error="x")
-    DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=wedding["jones.jpg"], last_error="x",
-                              resolved_at=timezone.now())
+    DeadLetter.objects.create(
+        kind=DeadLetter.Kind.PROCESSING, attachment_id=wedding["jones.jpg"], last_error="x", resolved_at=timezone.now()
+    )
     assert _rows(client.get(CHANGELIST, {"question": "dead_letters"})) == ["ad.jpg"]

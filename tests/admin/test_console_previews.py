@@ -43,8 +43,7 @@ def test_an_archive_lists_its_recorded_names_and_sizes(browser_for, moderator, a
 
 
 def test_a_pdf_shows_its_first_three_pages_made_once(browser_for, moderator, alice, settings):
-    pk = _ready(alice, pdf_bytes(pages=5), profile="document", filename="contract.pdf",
-                content_type="application/pdf")
+    pk = _ready(alice, pdf_bytes(pages=5), profile="document", filename="contract.pdf", content_type="application/pdf")
     client = browser_for(moderator)
     html = client.get(CHANGE.format(pk)).content.decode()
     urls = re.findall(r'<img src="([^"]+)" alt="page (\d)" loading="lazy">', html)

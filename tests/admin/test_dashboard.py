@@ -8,7 +8,7 @@ from django.utils import timezone
 from attachments.admin import dashboard
 from attachments.models import Attachment, DeadLetter, TransitionLog
 from attachments.services.audit import AUDIT_EVENTS
-from tests.support import client_for, create_intent, jpeg_bytes, run_pipeline, upload
+from tests.support import client_for, create_intent, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +34,7 @@ def test_status_distribution_counts_live_rows(alice):
     _intent(alice, status="ready")
     _intent(alice, status="rejected", reason_code="malware")
     _intent(alice, status="ready", lifecycle="deleted")
-    assert dashboard.status_distribution() == {"pending": 1, "processing": 0, "ready": 2, "rejected": 1,
-                                               "failed": 0}
+    assert dashboard.status_distribution() == {"pending": 1, "processing": 0, "ready": 2, "rejected": 1, "failed": 0}
 
 
 def test_time_to_ready_percentiles_per_window(alice):
@@ -98,8 +97,7 @@ def test_timeline_buckets_transitions_by_hour_and_day(alice, ready_image):
     assert sum(b.total for b in dashboard.status_timeline(now=now, period="24h")) == 1
 
 
-def test_dashboard_page_shows_the_numbers_and_svg_charts(moderator, alice, ready_image, failed_image,
-                                                         browser_for):
+def test_dashboard_page_shows_the_numbers_and_svg_charts(moderator, alice, ready_image, failed_image, browser_for):
     now = timezone.now()
     _intent(alice, status="processing", lease_expires_at=now - timedelta(minutes=3))
     bad = upload(client_for(alice), b"not an image at all", filename="bad.jpg")
@@ -129,8 +127,7 @@ def test_dashboard_chart_geometry_stays_inside_the_plot():
     from attachments.admin import charts
 
     start = timezone.now()
-    chart = charts.stacked_bars([(start, {"ready": 7, "rejected": 3}), (start, {"pending": 1})],
-                                label_format="%H:%M")
+    chart = charts.stacked_bars([(start, {"ready": 7, "rejected": 3}), (start, {"pending": 1})], label_format="%H:%M")
     assert len(chart.rects) == 3
     for rect in chart.rects:
         assert rect.y >= 0 and rect.y + rect.height <= chart.plot_bottom + 0.5

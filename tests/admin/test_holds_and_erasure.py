@@ -45,8 +45,10 @@ def photo(alice):
 
 
 def _hold_post(client, pk):
-    return client.post(CHANGELIST, {"action": "moderate_legal_hold", "_selected_action": [str(pk)], "post": "yes",
-                                    "note": "litigation 2026-17"})
+    return client.post(
+        CHANGELIST,
+        {"action": "moderate_legal_hold", "_selected_action": [str(pk)], "post": "yes", "note": "litigation 2026-17"},
+    )
 
 
 def test_platform_staff_hold_a_file_and_the_admin_shows_it(platform_mod, photo, browser_for):
@@ -78,8 +80,9 @@ def test_a_tenant_moderator_cannot_place_or_clear_a_hold(acme_mod, photo, browse
 
 def test_platform_staff_hold_a_ref_through_the_service(platform_mod, photo, browser_for):
     client = browser_for(platform_mod)
-    response = client.post("/admin/attachments/refhold/add/",
-                           {"tenant_slug": "acme", "ref": "ad:42", "reason": "court order"})
+    response = client.post(
+        "/admin/attachments/refhold/add/", {"tenant_slug": "acme", "ref": "ad:42", "reason": "court order"}
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     hold = RefHold.objects.get()
     assert (hold.tenant.slug, hold.ref, hold.created_by) == ("acme", "ad:42", "staff:ops-mod")

@@ -6,12 +6,12 @@ import logging
 import re
 
 import pytest
-from django.core.management import call_command
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
 from attachments.models import Attachment
-from attachments.serving import served_object
 from attachments.services.moderation import attachment_take_down
+from attachments.serving import served_object
 from attachments.storage import get_gateway
 from tests.corpus import corpus_dir
 from tests.support import client_for, run_pipeline, upload
@@ -38,8 +38,9 @@ def _body(response) -> bytes:
 
 
 def _processed(owner, name: str, content_type: str) -> str:
-    pk = upload(client_for(owner), (GENERATED / name).read_bytes(), profile="media", filename=name,
-                content_type=content_type)
+    pk = upload(
+        client_for(owner), (GENERATED / name).read_bytes(), profile="media", filename=name, content_type=content_type
+    )
     assert run_pipeline(pk) == "ready"
     return pk
 
@@ -68,10 +69,17 @@ def test_a_ready_video_plays_with_its_poster_and_lists_its_probe_facts(moderator
     assert " controls" in tag and 'preload="none"' in tag
     assert f'src="{_media(ready_video)}"' in tag and f'poster="{_poster(ready_video)}"' in tag
     assert _facts(html) == {
-        "Duration": "0:02 (2 s)", "Container": "mov", "Dimensions": "64 × 48 px (as shown)",
-        "Video codec": "h264", "Frame rate": "10 fps", "Rotation": "none", "Audio codec": "aac",
-        "Audio channels": "2 (stereo)", "Sample rate": "48 kHz",
-        "Bit rate": _facts(html)["Bit rate"], "Streams": "2",
+        "Duration": "0:02 (2 s)",
+        "Container": "mov",
+        "Dimensions": "64 × 48 px (as shown)",
+        "Video codec": "h264",
+        "Frame rate": "10 fps",
+        "Rotation": "none",
+        "Audio codec": "aac",
+        "Audio channels": "2 (stereo)",
+        "Sample rate": "48 kHz",
+        "Bit rate": _facts(html)["Bit rate"],
+        "Streams": "2",
     }
     assert re.fullmatch(r"\d+ kbit/s", _facts(html)["Bit rate"])
     assert "<fieldset" in html and ">Media</h2>" in html
@@ -95,7 +103,8 @@ def test_audio_gets_an_audio_player_and_no_video_facts(moderator, ready_audio, b
 
 
 def test_the_player_source_is_the_served_file_with_ranges_and_the_serving_headers(
-        moderator, ready_video, browser_for, caplog):
+    moderator, ready_video, browser_for, caplog
+):
     client = browser_for(moderator)
     # What download serves: the location-free stream copy the pipeline stored, not the upload.
     row = Attachment.objects.get(pk=ready_video)
@@ -127,16 +136,20 @@ def test_a_taken_down_video_still_plays_for_the_moderator_who_may_restore_it(mod
     assert "<video " in client.get(_change(ready_video)).content.decode()
 
 
-def test_no_player_for_what_is_not_a_playable_ready_media_file(moderator, alice, ready_video, ready_image,
-                                                               browser_for):
+def test_no_player_for_what_is_not_a_playable_ready_media_file(moderator, alice, ready_video, ready_image, browser_for):
     client = browser_for(moderator)
     # A photo: its thumbnail, no player, no media facts.
     html = client.get(_change(ready_image)).content.decode()
     assert "<video" not in html and "airlock-media-facts" not in html and 'class="airlock-thumb"' in html
     assert client.get(_media(ready_image)).status_code == 404
     # Rejected by the probe (never passed the sandbox): nothing to play.
-    bad = upload(client_for(alice), (GENERATED / "video_4_hours.mp4").read_bytes(), profile="media",
-                 filename="long.mp4", content_type="video/mp4")
+    bad = upload(
+        client_for(alice),
+        (GENERATED / "video_4_hours.mp4").read_bytes(),
+        profile="media",
+        filename="long.mp4",
+        content_type="video/mp4",
+    )
     assert run_pipeline(bad) == "rejected"
     assert client.get(_media(bad)).status_code == 404
     assert "<video" not in client.get(_change(bad)).content.decode()

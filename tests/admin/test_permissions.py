@@ -39,8 +39,7 @@ def test_moderator_sees_attachments_and_every_action(moderator, ready_image, bro
     listing = client.get(CHANGELIST)
     assert listing.status_code == 200
     html = listing.content.decode()
-    for action in ("moderate_requeue", "moderate_rescan", "moderate_take_down", "moderate_restore",
-                   "moderate_discard"):
+    for action in ("moderate_requeue", "moderate_rescan", "moderate_take_down", "moderate_restore", "moderate_discard"):
         assert f'value="{action}"' in html
     detail = client.get(_change(ready_image)).content.decode()
     assert 'data-action="take_down"' in detail and 'data-action="rescan"' in detail
@@ -52,8 +51,13 @@ def test_moderator_sees_attachments_and_every_action(moderator, ready_image, bro
 
 def test_moderator_cannot_change_users_groups_or_tenants(moderator, browser_for):
     client = browser_for(moderator)
-    for url in ("/admin/auth/user/", "/admin/auth/group/", "/admin/auth/user/add/",
-                "/admin/attachments/tenant/", "/admin/attachments/membership/"):
+    for url in (
+        "/admin/auth/user/",
+        "/admin/auth/group/",
+        "/admin/auth/user/add/",
+        "/admin/attachments/tenant/",
+        "/admin/attachments/membership/",
+    ):
         assert client.get(url).status_code == 403, url
 
 
@@ -75,8 +79,9 @@ def test_staff_without_moderate_permission_cannot_take_down(viewer, ready_image,
     assert client.get(_moderate(ready_image, "take_down")).status_code == 403
     assert client.post(_moderate(ready_image, "take_down"), {"note": "x"}).status_code == 403
     # The bulk action is not offered, so posting it does nothing.
-    client.post(CHANGELIST, {"action": "moderate_take_down", "_selected_action": [ready_image],
-                             "post": "yes", "note": "abuse"})
+    client.post(
+        CHANGELIST, {"action": "moderate_take_down", "_selected_action": [ready_image], "post": "yes", "note": "abuse"}
+    )
     assert Attachment.objects.get(pk=ready_image).status == "ready"
 
 

@@ -97,20 +97,27 @@ def test_restore_is_refused_for_a_deleted_or_never_released_file(alice, acme_mod
 
 
 def test_bulk_restore_works_on_the_own_tenant_and_refuses_a_set_reaching_beyond_it(
-        make_user, alice, acme_mod, browser_for):
+    make_user, alice, acme_mod, browser_for
+):
     gina = make_user("gina", tenant="globex")
     foreign = _released(gina, "globex.jpg")
     own, also_own = _released(alice, "acme-1.jpg"), _released(alice, "acme-2.jpg", ref="ad:43")
     client = browser_for(acme_mod)
 
     _restore(client, foreign)
-    mixed = client.post(CHANGELIST, {"action": "moderate_restore_released", "_selected_action": [foreign, own],
-                                     "post": "yes"}, follow=True)
+    mixed = client.post(
+        CHANGELIST,
+        {"action": "moderate_restore_released", "_selected_action": [foreign, own], "post": "yes"},
+        follow=True,
+    )
     assert "nothing was done" in _messages(mixed)
     assert Attachment.objects.get(pk=foreign).lifecycle == Lifecycle.RELEASED
     assert Attachment.objects.get(pk=own).lifecycle == Lifecycle.RELEASED
 
-    done = client.post(CHANGELIST, {"action": "moderate_restore_released", "_selected_action": [own, also_own],
-                                    "post": "yes"}, follow=True)
+    done = client.post(
+        CHANGELIST,
+        {"action": "moderate_restore_released", "_selected_action": [own, also_own], "post": "yes"},
+        follow=True,
+    )
     assert "Restore released file: done for 2 attachment" in _messages(done)
     assert [Attachment.objects.get(pk=pk).lifecycle for pk in (own, also_own)] == [Lifecycle.COMMITTED] * 2

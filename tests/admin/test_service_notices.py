@@ -51,8 +51,9 @@ def test_readyz_says_ok_with_nothing_degraded(client, transactional_db, no_brake
     assert not [d for d in body["degraded"] if d.startswith(("uploads", "brakes"))]
 
 
-def test_paused_uploads_show_on_readyz_as_degraded_with_the_reason(client, transactional_db, acme_behind, alice,
-                                                                    no_brake_overrides):
+def test_paused_uploads_show_on_readyz_as_degraded_with_the_reason(
+    client, transactional_db, acme_behind, alice, no_brake_overrides
+):
     refused = create_intent(client_for(alice), size=10)
     assert refused.status_code == 503 and "paused" in refused.json()["error"]["message"]
 
@@ -68,8 +69,10 @@ def test_an_active_brake_shows_on_readyz_as_degraded(client, transactional_db, n
     sweeper_control_set(killswitch=True, actor="staff:ops")
     status, body = _readyz(client)
     assert status == 200
-    assert body["checks"]["brakes"]["state"] == "degraded: The sweeper's killswitch is on: no expired or " \
-                                                 "discarded file is deleted."
+    assert (
+        body["checks"]["brakes"]["state"] == "degraded: The sweeper's killswitch is on: no expired or "
+        "discarded file is deleted."
+    )
     assert "brakes: The sweeper's killswitch is on: no expired or discarded file is deleted." in body["degraded"]
     sweeper_control_set(killswitch=False, dry_run=True, actor="staff:ops")
     assert "dry-run" in _readyz(client)[1]["checks"]["brakes"]["state"]
@@ -86,8 +89,9 @@ def test_the_dashboard_has_no_banner_when_all_is_well(db, moderator, browser_for
     assert 'id="airlock-notices"' not in browser_for(moderator).get("/admin/dashboard/").content.decode()
 
 
-def test_the_upload_page_shows_a_banner_for_its_own_tenant_only(db, alice, mallory, browser_for, acme_behind,
-                                                                no_brake_overrides):
+def test_the_upload_page_shows_a_banner_for_its_own_tenant_only(
+    db, alice, mallory, browser_for, acme_behind, no_brake_overrides
+):
     page = browser_for(alice).get("/").content.decode()
     assert 'id="service-notices"' in page and PAUSED in page
     other = browser_for(mallory).get("/").content.decode()

@@ -25,9 +25,12 @@ def operator(make_user):
 
     user = make_user("operator", tenant="staff", staff=True)
     user.groups.add(ensure_platform_group())
-    user.user_permissions.add(*Permission.objects.filter(
-        content_type__app_label="sweeper", codename__in=["view_sweepercontrol", "change_sweepercontrol",
-                                                         "view_sweeprun"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="sweeper",
+            codename__in=["view_sweepercontrol", "change_sweepercontrol", "view_sweeprun"],
+        )
+    )
     return user
 
 
@@ -83,10 +86,13 @@ def test_moderators_can_pull_the_brakes(moderator, browser_for):
 
 def test_recent_runs_and_would_delete_keys_escaped(operator, browser_for):
     now = timezone.now()
-    SweepRun.objects.create(started_at=now, finished_at=now, mode="normal", selected=3, deleted=3,
-                            objects_deleted=5)
-    dry = SweepRun.objects.create(started_at=now - timezone.timedelta(minutes=30), mode="dry_run", selected=2,
-                                  would_delete=["tenants/acme/image/1", "tenants/acme/<script>alert(1)</script>"])
+    SweepRun.objects.create(started_at=now, finished_at=now, mode="normal", selected=3, deleted=3, objects_deleted=5)
+    dry = SweepRun.objects.create(
+        started_at=now - timezone.timedelta(minutes=30),
+        mode="dry_run",
+        selected=2,
+        would_delete=["tenants/acme/image/1", "tenants/acme/<script>alert(1)</script>"],
+    )
     client = browser_for(operator)
     html = client.get(CONTROL).content.decode()
     assert "tenants/acme/image/1" in html and "2 keys" in html
@@ -101,10 +107,12 @@ def test_reconcile_runs_are_shown_with_why_nothing_was_deleted(moderator, browse
     from sweeper.models import ReconcileRun
 
     now = timezone.now()
-    held = ReconcileRun.objects.create(started_at=now, finished_at=now, mode="killswitch", scanned=4, kept=2,
-                                       note="killswitch on: nothing deleted")
-    ReconcileRun.objects.create(started_at=now - timezone.timedelta(hours=1), mode="dry_run",
-                                would_delete=["tenants/acme/image/<b>x</b>"])
+    held = ReconcileRun.objects.create(
+        started_at=now, finished_at=now, mode="killswitch", scanned=4, kept=2, note="killswitch on: nothing deleted"
+    )
+    ReconcileRun.objects.create(
+        started_at=now - timezone.timedelta(hours=1), mode="dry_run", would_delete=["tenants/acme/image/<b>x</b>"]
+    )
     client = browser_for(moderator)
     html = client.get(CONTROL).content.decode()
     assert "Recent reconcile runs" in html and "killswitch on: nothing deleted" in html

@@ -31,7 +31,8 @@ def files(make_user):
         assert run_pipeline(pk) == "ready"
         made[prefix] = pk
         made[f"{prefix}-letter"] = DeadLetter.objects.create(
-            kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error=f"{prefix}-letter-error").pk
+            kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error=f"{prefix}-letter-error"
+        ).pk
     return made
 
 
@@ -73,8 +74,15 @@ def test_another_tenants_object_pages_are_out_of_reach(acme_mod, platform_mod, f
 def test_actions_never_reach_another_tenant(acme_mod, files, browser_for):
     client = browser_for(acme_mod)
     client.post(f"{CHANGELIST}{files['globex']}/moderate/take_down/", {"post": "yes", "note": "abuse"})
-    client.post(CHANGELIST, {"action": "moderate_take_down", "_selected_action": [files["globex"], files["acme"]],
-                             "post": "yes", "note": "abuse"})
+    client.post(
+        CHANGELIST,
+        {
+            "action": "moderate_take_down",
+            "_selected_action": [files["globex"], files["acme"]],
+            "post": "yes",
+            "note": "abuse",
+        },
+    )
     assert Attachment.objects.get(pk=files["globex"]).status == Status.READY
     # A set reaching beyond the moderator's tenant is refused whole (#32), not silently cut to their part.
     assert Attachment.objects.get(pk=files["acme"]).status == Status.READY
@@ -86,10 +94,16 @@ def test_history_dead_letters_and_dashboard_are_scoped(acme_mod, platform_mod, f
     assert str(files["acme"]) in logs and str(files["globex"]) not in logs
     letters = client.get("/admin/attachments/deadletter/").content.decode()
     assert "acme-letter-error" in letters and "globex-letter-error" not in letters
-    assert client.get(f"/admin/attachments/deadletter/{files['globex-letter']}/change/",
-                      follow=True).content.decode().count("globex-letter-error") == 0
-    client.post("/admin/attachments/deadletter/", {"action": "resolve_dead_letters", "post": "yes",
-                                                   "_selected_action": [files["globex-letter"]]})
+    assert (
+        client.get(f"/admin/attachments/deadletter/{files['globex-letter']}/change/", follow=True)
+        .content.decode()
+        .count("globex-letter-error")
+        == 0
+    )
+    client.post(
+        "/admin/attachments/deadletter/",
+        {"action": "resolve_dead_letters", "post": "yes", "_selected_action": [files["globex-letter"]]},
+    )
     assert DeadLetter.objects.get(pk=files["globex-letter"]).resolved_at is None
 
     scoped = client.get("/admin/dashboard/").context["snapshot"]
@@ -131,9 +145,18 @@ def test_tombstones_are_listed_for_their_own_tenants_staff(acme_mod, platform_mo
 
     for slug in ("acme", "globex"):
         tenant, _ = Tenant.objects.get_or_create(slug=slug)
-        Tombstone.objects.create(attachment_id=uuid.uuid4(), tenant_id=tenant.pk, tenant_slug=slug, profile="image",
-                                 storage_key=f"tenants/{slug}/gone-file", status="ready", lifecycle="deleted",
-                                 created_at=timezone.now(), purged_at=timezone.now(), purged_by="system:purge")
+        Tombstone.objects.create(
+            attachment_id=uuid.uuid4(),
+            tenant_id=tenant.pk,
+            tenant_slug=slug,
+            profile="image",
+            storage_key=f"tenants/{slug}/gone-file",
+            status="ready",
+            lifecycle="deleted",
+            created_at=timezone.now(),
+            purged_at=timezone.now(),
+            purged_by="system:purge",
+        )
     scoped = browser_for(acme_mod).get("/admin/attachments/tombstone/")
     assert scoped.status_code == 200
     assert [t.tenant_slug for t in scoped.context["cl"].result_list] == ["acme"]

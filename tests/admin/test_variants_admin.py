@@ -51,10 +51,15 @@ def test_the_change_page_lists_the_variants_that_exist(browser_for, moderator, a
     _make(alice, attachment_id, "small")
     _make(alice, attachment_id, "medium", accept="image/jpeg")
     box = _box(_page(browser_for(moderator), attachment_id))
-    rows = re.findall(r'<tr data-variant="([^"]+)"><td>(\w+)</td><td>(\w+)</td><td>([^<]+)</td>\s*'
-                      r'<td>([^<]+)</td><td>([^<]+)</td></tr>', box)
+    rows = re.findall(
+        r'<tr data-variant="([^"]+)"><td>(\w+)</td><td>(\w+)</td><td>([^<]+)</td>\s*'
+        r"<td>([^<]+)</td><td>([^<]+)</td></tr>",
+        box,
+    )
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
-        ("small:webp", "small", "webp", "640 × 427"), ("medium:jpeg", "medium", "jpeg", "1280 × 853")]
+        ("small:webp", "small", "webp", "640 × 427"),
+        ("medium:jpeg", "medium", "jpeg", "1280 × 853"),
+    ]
     assert all(re.fullmatch(r"[\d.]+\xa0(bytes|KB|MB)", r[3]) for r in rows), rows
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", r[5]) for r in rows), rows
     assert "2 variants" in box and 'id="airlock-purge-variants"' in box
@@ -63,8 +68,9 @@ def test_the_change_page_lists_the_variants_that_exist(browser_for, moderator, a
     assert "variant:small:webp" not in html
 
 
-def test_purging_from_the_change_page_is_confirmed_and_audited(browser_for, moderator, alice,
-                                                                 django_capture_on_commit_callbacks):
+def test_purging_from_the_change_page_is_confirmed_and_audited(
+    browser_for, moderator, alice, django_capture_on_commit_callbacks
+):
     attachment_id = _ready(alice)
     _make(alice, attachment_id)
     key = Derivative.objects.get(attachment_id=attachment_id, kind="variant:small:webp").storage_key
@@ -88,8 +94,9 @@ def test_staff_without_the_moderate_permission_see_variants_but_cannot_purge(bro
     _make(alice, attachment_id)
     box = _box(_page(browser_for(viewer), attachment_id))
     assert "small" in box and "airlock-purge-variants" not in box
-    refused = browser_for(viewer).post(f"/admin/attachments/attachment/{attachment_id}/moderate/purge_variants/",
-                                       {"post": "yes"})
+    refused = browser_for(viewer).post(
+        f"/admin/attachments/attachment/{attachment_id}/moderate/purge_variants/", {"post": "yes"}
+    )
     assert refused.status_code == 403 and _variants(attachment_id) == 1
 
 
@@ -97,16 +104,19 @@ def test_purging_a_selection_from_the_list(browser_for, moderator, alice):
     first, second = _ready(alice, (900, 600)), _ready(alice, (700, 500))
     _make(alice, first)
     _make(alice, second)
-    done = browser_for(moderator).post("/admin/attachments/attachment/", {
-        "action": "moderate_purge_variants", "_selected_action": [first, second], "post": "yes"})
+    done = browser_for(moderator).post(
+        "/admin/attachments/attachment/",
+        {"action": "moderate_purge_variants", "_selected_action": [first, second], "post": "yes"},
+    )
     assert done.status_code == 302
     assert _variants(first) == _variants(second) == 0
     assert TransitionLog.objects.filter(transition="variants_purged").count() == 2
 
 
 def test_a_profile_without_variants_has_no_box(browser_for, moderator, alice):
-    attachment_id = upload(client_for(alice), pdf_bytes(), profile="document", filename="a.pdf",
-                           content_type="application/pdf")
+    attachment_id = upload(
+        client_for(alice), pdf_bytes(), profile="document", filename="a.pdf", content_type="application/pdf"
+    )
     run_pipeline(attachment_id)
     assert 'id="airlock-variants"' not in _page(browser_for(moderator), attachment_id)
 
@@ -117,8 +127,12 @@ def test_the_preview_offers_the_variants_in_srcset(browser_for, moderator, alice
     img = re.search(r'<img class="airlock-thumb"[^>]*>', _page(client, attachment_id)).group(0)
     srcset = re.search(r'srcset="([^"]+)"', img).group(1)
     base = f"/admin/attachments/attachment/{attachment_id}"
-    assert srcset.split(", ") == [f"{base}/thumbnail/ 256w", f"{base}/variant/small/ 640w",
-                                  f"{base}/variant/medium/ 1280w", f"{base}/variant/large/ 2048w"]
+    assert srcset.split(", ") == [
+        f"{base}/thumbnail/ 256w",
+        f"{base}/variant/small/ 640w",
+        f"{base}/variant/medium/ 1280w",
+        f"{base}/variant/large/ 2048w",
+    ]
     assert 'sizes="256px"' in img and f'src="{base}/thumbnail/"' in img
     got = client.get(f"{base}/variant/medium/", HTTP_ACCEPT=WEBP_ACCEPT)
     assert got.status_code == 200 and got["Content-Type"] == "image/webp" and "Accept" in got["Vary"]

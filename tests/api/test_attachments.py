@@ -17,13 +17,35 @@ def test_resource_shape(alice, api):
     assert pending["size"] is None and pending["sha256"] is None and pending["reason"] is None
     assert run_pipeline(attachment_id) == "ready"
     body = client.get(f"/api/v1/attachments/{attachment_id}").json()
-    assert set(body) == {"id", "profile", "status", "reason", "filename", "size", "content_type", "sha256",
-                         "created_at", "ready_at", "expires_at", "committed", "lifecycle", "ref", "legal_hold",
-                         "derivatives", "metadata", "links"}
+    assert set(body) == {
+        "id",
+        "profile",
+        "status",
+        "reason",
+        "filename",
+        "size",
+        "content_type",
+        "sha256",
+        "created_at",
+        "ready_at",
+        "expires_at",
+        "committed",
+        "lifecycle",
+        "ref",
+        "legal_hold",
+        "derivatives",
+        "metadata",
+        "links",
+    }
     assert body["status"] == "ready" and body["content_type"] == "image/jpeg"
     assert re.fullmatch(r"[0-9a-f]{64}", body["sha256"])
     assert body["metadata"] == {"width": 320, "height": 240, "page_count": None}
-    assert body["committed"] is False and body["ref"] is None and body["lifecycle"] == "staged" and body["legal_hold"] is False
+    assert (
+        body["committed"] is False
+        and body["ref"] is None
+        and body["lifecycle"] == "staged"
+        and body["legal_hold"] is False
+    )
     assert body["ready_at"].endswith("Z") and body["created_at"].endswith("Z")
     assert set(body["links"]) == {"self", "download", "thumbnail", "variants"}
     assert set(body["links"]["variants"]) == {"small", "medium", "large"}
@@ -71,13 +93,21 @@ def test_list_is_own_newest_first_paginated_and_filtered(alice, bob, api):
     assert client.get("/api/v1/attachments?cursor=%%%").status_code == 400
 
 
-@pytest.mark.parametrize("query, field", [
-    ("status=nope", "status"), ("profile=nope", "profile"), ("limit=abc", "limit"), ("committed=yes", "committed"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("status=nope", "status"),
+        ("profile=nope", "profile"),
+        ("limit=abc", "limit"),
+        ("committed=yes", "committed"),
+    ],
+)
 def test_list_filters_are_validated_by_name(alice, api, query, field):
     response = api(alice).get(f"/api/v1/attachments?{query}")
     assert response.status_code == 400
-    assert response.json()["error"]["code"] == "VALIDATION_ERROR" and set(response.json()["error"]["details"]) == {field}
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR" and set(response.json()["error"]["details"]) == {
+        field
+    }
 
 
 def test_list_limit_is_clamped_and_empty_filters_are_absent(alice, api):
@@ -94,17 +124,23 @@ def test_upload_through_post(alice, api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     client = api(alice)
-    response = client.post("/api/v1/attachments", {
-        "profile": "image", "file": SimpleUploadedFile("p.png", png_bytes(), content_type="image/png"),
-    }, format="multipart")
+    response = client.post(
+        "/api/v1/attachments",
+        {
+            "profile": "image",
+            "file": SimpleUploadedFile("p.png", png_bytes(), content_type="image/png"),
+        },
+        format="multipart",
+    )
     assert response.status_code == 202, response.content
     body = response.json()
     assert body["status"] == "pending" and body["filename"] == "p.png"
     assert run_pipeline(body["id"]) == "ready"
     missing = client.post("/api/v1/attachments", {"profile": "image"}, format="multipart")
     assert missing.status_code == 400 and "file" in missing.json()["error"]["details"]
-    unknown = client.post("/api/v1/attachments", {
-        "profile": "nope", "file": SimpleUploadedFile("p.png", png_bytes())}, format="multipart")
+    unknown = client.post(
+        "/api/v1/attachments", {"profile": "nope", "file": SimpleUploadedFile("p.png", png_bytes())}, format="multipart"
+    )
     assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "UNKNOWN_PROFILE"
 
 
@@ -123,9 +159,14 @@ def test_upload_through_answers_pending_even_when_a_worker_started_at_once(alice
         return arrival
 
     monkeypatch.setattr(uploads, "object_arrived", and_a_worker_starts)
-    response = api(alice).post("/api/v1/attachments", {
-        "profile": "image", "file": SimpleUploadedFile("p.png", png_bytes(), content_type="image/png"),
-    }, format="multipart")
+    response = api(alice).post(
+        "/api/v1/attachments",
+        {
+            "profile": "image",
+            "file": SimpleUploadedFile("p.png", png_bytes(), content_type="image/png"),
+        },
+        format="multipart",
+    )
     assert response.status_code == 202, response.content
     assert response.json()["status"] == "pending"
     assert Attachment.objects.get(pk=response.json()["id"]).status == Status.PROCESSING
@@ -134,10 +175,15 @@ def test_upload_through_answers_pending_even_when_a_worker_started_at_once(alice
 def test_upload_through_over_the_profile_limit_is_413(alice, api, settings):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    settings.AIRLOCK_PROFILES = {**settings.AIRLOCK_PROFILES,
-                                 "avatar": {**settings.AIRLOCK_PROFILES["avatar"], "max_bytes": 1000}}
-    response = api(alice).post("/api/v1/attachments", {
-        "profile": "avatar", "file": SimpleUploadedFile("big.png", b"\x89PNG" + b"0" * 2000)}, format="multipart")
+    settings.AIRLOCK_PROFILES = {
+        **settings.AIRLOCK_PROFILES,
+        "avatar": {**settings.AIRLOCK_PROFILES["avatar"], "max_bytes": 1000},
+    }
+    response = api(alice).post(
+        "/api/v1/attachments",
+        {"profile": "avatar", "file": SimpleUploadedFile("big.png", b"\x89PNG" + b"0" * 2000)},
+        format="multipart",
+    )
     assert response.status_code == 413 and response.json()["error"]["code"] == "TOO_LARGE"
     assert Attachment.objects.count() == 0
 
@@ -160,6 +206,7 @@ def test_complete_is_idempotent_and_hidden_from_others(alice, mallory, api):
 
 def test_createuser_prints_token_last(db, capsys):
     from django.core.management import call_command
+
     from attachments.services.tokens import api_token_find
 
     call_command("createuser", "carol", "--tenant", "acme")

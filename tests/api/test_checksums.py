@@ -22,8 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _intent(client, data: bytes, sha256: str | None, **kwargs):
-    body = {"profile": "document", "filename": "a.pdf", "size": len(data), "content_type": "application/pdf",
-            **kwargs}
+    body = {"profile": "document", "filename": "a.pdf", "size": len(data), "content_type": "application/pdf", **kwargs}
     if sha256 is not None:
         body["sha256"] = sha256
     return client.post("/api/v1/uploads", body, format="json")
@@ -32,7 +31,7 @@ def _intent(client, data: bytes, sha256: str | None, **kwargs):
 def _flipped(data: bytes) -> bytes:
     """One bit flipped in the middle: same size, another digest."""
     middle = len(data) // 2
-    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
+    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
 
 
 @pytest.mark.parametrize("form", ["hex", "HEX", "base64"])
@@ -40,8 +39,11 @@ def test_a_declared_digest_in_either_form_is_checked_and_the_resource_shows_it(a
     client = api(alice)
     data = pdf_bytes()
     digest = hashlib.sha256(data)
-    declared = {"hex": digest.hexdigest(), "HEX": digest.hexdigest().upper(),
-                "base64": base64.b64encode(digest.digest()).decode()}[form]
+    declared = {
+        "hex": digest.hexdigest(),
+        "HEX": digest.hexdigest().upper(),
+        "base64": base64.b64encode(digest.digest()).decode(),
+    }[form]
     created = _intent(client, data, declared)
     assert created.status_code == 201, created.content
     assert Attachment.objects.get(pk=created.json()["id"]).declared_sha256 == digest.hexdigest()
@@ -69,9 +71,15 @@ def test_the_local_put_refuses_a_flipped_bit_keeps_nothing_and_the_url_stays_usa
 def test_upload_through_refuses_a_mismatching_file_and_leaves_no_row(alice, api):
     client = api(alice)
     data = pdf_bytes()
-    refused = client.post("/api/v1/attachments", {
-        "profile": "document", "sha256": hashlib.sha256(b"something else").hexdigest(),
-        "file": SimpleUploadedFile("a.pdf", data, content_type="application/pdf")}, format="multipart")
+    refused = client.post(
+        "/api/v1/attachments",
+        {
+            "profile": "document",
+            "sha256": hashlib.sha256(b"something else").hexdigest(),
+            "file": SimpleUploadedFile("a.pdf", data, content_type="application/pdf"),
+        },
+        format="multipart",
+    )
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "CHECKSUM_MISMATCH"
     assert not Attachment.objects.exists()
     assert TenantUsage.objects.get(tenant__slug="acme").bytes_used == 0
@@ -80,25 +88,38 @@ def test_upload_through_refuses_a_mismatching_file_and_leaves_no_row(alice, api)
     assert (stone.status, stone.purged_by, stone.profile) == ("pending", "user:alice", "document")
     assert [(e["event"], e["actor"]) for e in stone.history] == [("intent", "user:alice")]
 
-    accepted = client.post("/api/v1/attachments", {
-        "profile": "document", "sha256": hashlib.sha256(data).hexdigest(),
-        "file": SimpleUploadedFile("a.pdf", data, content_type="application/pdf")}, format="multipart")
+    accepted = client.post(
+        "/api/v1/attachments",
+        {
+            "profile": "document",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "file": SimpleUploadedFile("a.pdf", data, content_type="application/pdf"),
+        },
+        format="multipart",
+    )
     assert accepted.status_code == 202, accepted.content
     assert run_pipeline(accepted.json()["id"]) == "ready"
-    assert client.get(f"/api/v1/attachments/{accepted.json()['id']}").json()["sha256"] == \
-        hashlib.sha256(data).hexdigest()
+    assert (
+        client.get(f"/api/v1/attachments/{accepted.json()['id']}").json()["sha256"] == hashlib.sha256(data).hexdigest()
+    )
 
 
 def test_intake_rejects_bytes_that_landed_with_another_digest(alice, api):
     """A store that does not check checksums (or a bit flipped after it did): intake compares."""
     client = api(alice)
     data = jpeg_bytes()
-    created = _intent(client, data, hashlib.sha256(data).hexdigest(), profile="image", filename="a.jpg",
-                      content_type="image/jpeg")
+    created = _intent(
+        client, data, hashlib.sha256(data).hexdigest(), profile="image", filename="a.jpg", content_type="image/jpeg"
+    )
     row = Attachment.objects.get(pk=created.json()["id"])
     get_gateway().write_chunks(row.storage_key, [_flipped(data)], content_type="image/jpeg")
-    object_arrived(key=row.storage_key, size=len(data), source="test", dedupe_key=f"test:{row.storage_key}",
-                   event_name="ObjectCreated:Put")
+    object_arrived(
+        key=row.storage_key,
+        size=len(data),
+        source="test",
+        dedupe_key=f"test:{row.storage_key}",
+        event_name="ObjectCreated:Put",
+    )
     assert run_pipeline(row.pk) == "rejected"
     row.refresh_from_db()
     assert row.reason_code == "checksum_mismatch" and hashlib.sha256(data).hexdigest() in row.reason_message

@@ -55,12 +55,15 @@ def test_preflight_for_an_intent_post_needs_no_credentials(cors, api, settings):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("method,headers", [
-    ("POST", "authorization,tus-resumable,upload-length,upload-metadata,upload-defer-length,upload-concat"),
-    ("PATCH", "authorization,tus-resumable,upload-offset,upload-checksum,content-type"),
-    ("HEAD", "authorization,tus-resumable"),
-    ("DELETE", "authorization,tus-resumable"),
-])
+@pytest.mark.parametrize(
+    "method,headers",
+    [
+        ("POST", "authorization,tus-resumable,upload-length,upload-metadata,upload-defer-length,upload-concat"),
+        ("PATCH", "authorization,tus-resumable,upload-offset,upload-checksum,content-type"),
+        ("HEAD", "authorization,tus-resumable"),
+        ("DELETE", "authorization,tus-resumable"),
+    ],
+)
 def test_preflight_for_tus_allows_its_headers(cors, api, method, headers):
     path = "/api/v1/tus/" if method == "POST" else "/api/v1/tus/00000000-0000-0000-0000-000000000000"
     response = _preflight(api(), path, method, headers)
@@ -76,17 +79,25 @@ def test_method_override_header_is_allowed(cors, api):
 
 @pytest.mark.django_db
 def test_tus_answers_with_its_headers_readable_by_the_app(cors, api, alice):
-    meta = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}"
-                    for k, v in {"profile": "image", "filename": "cat.jpg", "content_type": "image/jpeg"}.items())
+    meta = ",".join(
+        f"{k} {base64.b64encode(v.encode()).decode()}"
+        for k, v in {"profile": "image", "filename": "cat.jpg", "content_type": "image/jpeg"}.items()
+    )
     client = api(alice)
-    created = client.post("/api/v1/tus/", HTTP_ORIGIN=APP, **TUS, HTTP_UPLOAD_LENGTH="10",
-                          HTTP_UPLOAD_METADATA=meta)
+    created = client.post("/api/v1/tus/", HTTP_ORIGIN=APP, **TUS, HTTP_UPLOAD_LENGTH="10", HTTP_UPLOAD_METADATA=meta)
     assert created.status_code == 201
     assert created["Access-Control-Allow-Origin"] == APP
     assert {"location", "upload-expires", "tus-resumable"} <= _exposed(created)
     path = created["Location"].removeprefix("http://testserver")
-    patched = client.generic("PATCH", path, b"01234", content_type="application/offset+octet-stream",
-                             HTTP_ORIGIN=APP, **TUS, HTTP_UPLOAD_OFFSET="0")
+    patched = client.generic(
+        "PATCH",
+        path,
+        b"01234",
+        content_type="application/offset+octet-stream",
+        HTTP_ORIGIN=APP,
+        **TUS,
+        HTTP_UPLOAD_OFFSET="0",
+    )
     assert patched.status_code == 204 and patched["Upload-Offset"] == "5"
     assert patched["Access-Control-Allow-Origin"] == APP
     assert {"upload-offset", "upload-expires"} <= _exposed(patched)
@@ -114,8 +125,12 @@ def test_tus_options_with_an_origin_but_no_preflight_gets_tus_and_cors_headers(c
 @pytest.mark.django_db
 def test_status_get_exposes_airlock_wait_etag_retry_after(cors, api, alice, settings):
     client = api(alice)
-    created = client.post("/api/v1/uploads", {"profile": "image", "filename": "cat.jpg", "size": 100,
-                                              "content_type": "image/jpeg"}, format="json", HTTP_ORIGIN=APP)
+    created = client.post(
+        "/api/v1/uploads",
+        {"profile": "image", "filename": "cat.jpg", "size": 100, "content_type": "image/jpeg"},
+        format="json",
+        HTTP_ORIGIN=APP,
+    )
     assert created.status_code == 201 and created["Access-Control-Allow-Origin"] == APP
     settings.AIRLOCK_WAITERS_PER_USER = 0  # every wait is skipped: the header is there to read
     status = client.get(f"/api/v1/attachments/{created.json()['id']}?wait=5", HTTP_ORIGIN=APP)
@@ -133,8 +148,9 @@ def test_an_error_answer_carries_cors_headers_too(cors, api):
 
 @pytest.mark.django_db
 def test_a_disallowed_origin_gets_no_cors_headers(cors, api, alice):
-    response = api().options("/api/v1/uploads", HTTP_ORIGIN="https://evil.example.com",
-                             HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST")
+    response = api().options(
+        "/api/v1/uploads", HTTP_ORIGIN="https://evil.example.com", HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST"
+    )
     assert response.status_code == 200  # answered, but with nothing that lets the browser go on
     assert not [h for h in response.headers if h.lower().startswith("access-control-")]
     got = api(alice).get("/api/v1/attachments", HTTP_ORIGIN="https://evil.example.com")
@@ -159,10 +175,20 @@ def test_pages_outside_the_api_get_no_cors_headers(cors, api):
 
 def test_origins_are_checked_at_startup():
     assert cors_origins(["https://App.example.com", "http://localhost:3000"]) == [
-        "https://app.example.com", "http://localhost:3000"]
+        "https://app.example.com",
+        "http://localhost:3000",
+    ]
     assert cors_origins(["*"]) == ["*"]
-    for bad in ["app.example.com", "https://app.example.com/", "https://app.example.com/x", "ftp://a.example",
-                "https://a.example?x=1", "https://u:p@a.example", "http://a.example:99999", "https://"]:
+    for bad in [
+        "app.example.com",
+        "https://app.example.com/",
+        "https://app.example.com/x",
+        "ftp://a.example",
+        "https://a.example?x=1",
+        "https://u:p@a.example",
+        "http://a.example:99999",
+        "https://",
+    ]:
         with pytest.raises(ImproperlyConfigured, match="AIRLOCK_CORS_ALLOWED_ORIGINS"):
             cors_origins([bad])
     with pytest.raises(ImproperlyConfigured, match="nothing else"):

@@ -83,9 +83,8 @@ def _body(response) -> bytes:
 
 
 def test_download_headers(alice, api):
-    name = "résumé \"final\"; <b>.pdf"
-    attachment_id = upload(api(alice), pdf_bytes(), profile="document", filename=name,
-                           content_type="application/pdf")
+    name = 'résumé "final"; <b>.pdf'
+    attachment_id = upload(api(alice), pdf_bytes(), profile="document", filename=name, content_type="application/pdf")
     assert run_pipeline(attachment_id) == "ready"
     response = api(alice).get(_paths(attachment_id)[1])
     assert response.status_code == 200
@@ -126,8 +125,9 @@ def test_thumbnail_is_inline_webp_and_404_until_there_is_one(alice, api):
     body = client.get(_paths(attachment_id)[0]).json()
     assert body["derivatives"]["thumbnail"]["width"] == 256
     assert body["links"]["thumbnail"].split("?")[0].endswith("/thumbnail")
-    archive = upload(client, b"PK\x05\x06" + b"\x00" * 18, profile="archive", filename="e.zip",
-                     content_type="application/zip")
+    archive = upload(
+        client, b"PK\x05\x06" + b"\x00" * 18, profile="archive", filename="e.zip", content_type="application/zip"
+    )
     assert run_pipeline(archive) == "ready"
     assert client.get(_paths(archive)[2]).status_code == 404
 

@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+
 from attachments.models import Attachment, Lifecycle, Status, TenantUsage
 from attachments.services.ratelimits import pending_at_limit
 from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
@@ -34,6 +35,7 @@ def _queries(call) -> list[str]:
 
 
 # --- intents ---------------------------------------------------------------------
+
 
 def test_intent_is_three_queries_whatever_the_backlog(alice, api, monkeypatch):
     from attachments.services import backlog
@@ -103,15 +105,28 @@ def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
 
     def make(owner, **fields):
         pk = fields.pop("pk")
-        values = {"uploaded_at": None, "status": Status.PENDING, "lifecycle": Lifecycle.STAGED,
-                  "expires_at": now + timedelta(days=7), **fields}
+        values = {
+            "uploaded_at": None,
+            "status": Status.PENDING,
+            "lifecycle": Lifecycle.STAGED,
+            "expires_at": now + timedelta(days=7),
+            **fields,
+        }
         if values["uploaded_at"] == "now":
             values["uploaded_at"] = now
         if values["expires_at"] == "past":
             values["expires_at"] = now - timedelta(seconds=1)
-        Attachment.objects.create(tenant=tenant, owner=owner, profile="image", filename="a.jpg", declared_size=1,
-                                  declared_type="image/jpeg", storage_key=f"k/{owner.pk}/{pk}", created_at=now,
-                                  **values)
+        Attachment.objects.create(
+            tenant=tenant,
+            owner=owner,
+            profile="image",
+            filename="a.jpg",
+            declared_size=1,
+            declared_type="image/jpeg",
+            storage_key=f"k/{owner.pk}/{pk}",
+            created_at=now,
+            **values,
+        )
 
     make(alice, pk=1)  # one outstanding intent in every case
     make(alice, pk=2, **row)
@@ -125,12 +140,14 @@ def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
     assert not pending_at_limit(user=alice, now=now, limit=3)
     assert pending_at_limit(user=alice, now=now, limit=0)
     outstanding = Attachment.objects.outstanding_uploads(owner=alice, now=now)
-    assert list(outstanding.order_by("storage_key").values_list("storage_key", flat=True)) \
-        == [f"k/{alice.pk}/1"] + ([f"k/{alice.pk}/2"] if counts else [])
+    assert list(outstanding.order_by("storage_key").values_list("storage_key", flat=True)) == [f"k/{alice.pk}/1"] + (
+        [f"k/{alice.pk}/2"] if counts else []
+    )
     assert pending_at_limit(user=bob, now=now, limit=1) and not pending_at_limit(user=bob, now=now, limit=2)
 
 
 # --- status read and gated download ---------------------------------------------
+
 
 @pytest.fixture
 def ready_id(alice, api):
@@ -159,8 +176,10 @@ def test_status_read_body_is_unchanged_by_the_narrow_row(alice, api, ready_id):
     assert body["status"] == "ready" and body["size"] == row.size and body["sha256"] == row.sha256
     assert body["content_type"] == row.content_type and body["metadata"]["width"] == row.metadata["width"]
     assert set(body["links"]) == {"self", "download", "thumbnail", "variants"}
-    assert body["derivatives"]["thumbnail"] == {"width": row.metadata["thumbnail"]["width"],
-                                                "height": row.metadata["thumbnail"]["height"]}
+    assert body["derivatives"]["thumbnail"] == {
+        "width": row.metadata["thumbnail"]["width"],
+        "height": row.metadata["thumbnail"]["height"],
+    }
 
 
 def test_soft_deleted_and_other_tenants_rows_are_not_found(alice, mallory, api, ready_id):

@@ -44,8 +44,11 @@ def test_profiles_lists_the_defaults(alice, api):
     [
         ({"profile": "nope", "filename": "a", "size": 1, "content_type": "image/jpeg"}, 400, "UNKNOWN_PROFILE"),
         ({"profile": "image", "filename": "a", "size": 1, "content_type": "text/html"}, 400, "TYPE_NOT_ALLOWED"),
-        ({"profile": "image", "filename": "a", "size": 25 * 1024 * 1024 + 1, "content_type": "image/png"},
-         413, "TOO_LARGE"),
+        (
+            {"profile": "image", "filename": "a", "size": 25 * 1024 * 1024 + 1, "content_type": "image/png"},
+            413,
+            "TOO_LARGE",
+        ),
         ({"profile": "image", "filename": "a", "size": "12", "content_type": "image/png"}, 400, "VALIDATION_ERROR"),
         ({"profile": "image", "filename": "a", "size": True, "content_type": "image/png"}, 400, "VALIDATION_ERROR"),
         ({"profile": "image", "filename": "a", "size": -1, "content_type": "image/png"}, 400, "VALIDATION_ERROR"),

@@ -35,7 +35,8 @@ def test_storage_down_on_the_upload_put_is_503_and_the_url_stays_valid(alice, ap
         patch.setattr(gateway_type, "write_chunks", _boom)
         # As a real server answers: the handler's response, not the exception re-raised into the test.
         refused = APIClient(raise_request_exception=False).generic(
-            "PUT", f"{parts.path}?{parts.query}", data, content_type="image/jpeg")
+            "PUT", f"{parts.path}?{parts.query}", data, content_type="image/jpeg"
+        )
         _unavailable(refused)
     assert Attachment.objects.get(pk=intent["id"]).uploaded_at is None
     assert put_bytes(intent["upload"]["url"], data).status_code == 202

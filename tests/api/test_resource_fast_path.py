@@ -1,4 +1,5 @@
-"""The shared-serializer fast path (fastpath_serializer.SharedSerializer) answers exactly as DRF's per-request serializers.
+"""The shared-serializer fast path (fastpath_serializer.SharedSerializer) answers exactly as DRF's per-request
+serializers.
 
 Validation and rendering go through one bound instance per class; these tests
 pin that it validates and renders what a fresh instance would, that the hot
@@ -51,46 +52,101 @@ def _shared_answer(serializer_class, data):
 
 _text = st.one_of(
     st.text(max_size=80),
-    st.sampled_from(["image", " image ", "", "   ", "image/jpeg", "a\x00b", "\ud800", "x" * 64, "x" * 65,
-                     "x" * 255, "x" * 256, "x" * 1024, "x" * 1025, "é.jpg"]),
+    st.sampled_from(
+        [
+            "image",
+            " image ",
+            "",
+            "   ",
+            "image/jpeg",
+            "a\x00b",
+            "\ud800",
+            "x" * 64,
+            "x" * 65,
+            "x" * 255,
+            "x" * 256,
+            "x" * 1024,
+            "x" * 1025,
+            "é.jpg",
+        ]
+    ),
 )
-_value = st.one_of(_text, st.integers(min_value=-3, max_value=2**63), st.booleans(), st.none(), st.floats(),
-                   st.lists(st.integers(), max_size=2), st.just("12"))
+_value = st.one_of(
+    _text,
+    st.integers(min_value=-3, max_value=2**63),
+    st.booleans(),
+    st.none(),
+    st.floats(),
+    st.lists(st.integers(), max_size=2),
+    st.just("12"),
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(
-    st.dictionaries(st.sampled_from(["profile", "filename", "size", "content_type", "extra"]), _value),
-    st.fixed_dictionaries({"profile": _text, "filename": _text, "content_type": _text,
-                           "size": st.one_of(st.integers(min_value=-2, max_value=2**62 + 2), _value)}),
-))
+@given(
+    st.one_of(
+        st.dictionaries(st.sampled_from(["profile", "filename", "size", "content_type", "extra"]), _value),
+        st.fixed_dictionaries(
+            {
+                "profile": _text,
+                "filename": _text,
+                "content_type": _text,
+                "size": st.one_of(st.integers(min_value=-2, max_value=2**62 + 2), _value),
+            }
+        ),
+    )
+)
 def test_shared_validation_answers_as_a_fresh_serializer(data):
     assert _shared_answer(IntentInput, data) == _fresh(IntentInput, data)
 
 
-@pytest.mark.parametrize("serializer_class, data", [
-    (HeartbeatApi.InputSerializer, {"ids": []}),
-    (HeartbeatApi.InputSerializer, {"ids": ["a", 1]}),
-    (HeartbeatApi.InputSerializer, {"ids": ["x"] * 1001}),
-    (HeartbeatApi.InputSerializer, {"ids": ["a", "b"]}),
-    (CommitApi.InputSerializer, {"ids": ["a"], "ref": ""}),
-    (CommitApi.InputSerializer, {"ids": ["a"], "ref": "r" * 201}),
-    (CommitApi.InputSerializer, {"ids": ["a"], "ref": "listing:1"}),
-    (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": 1, "etag": "e"}, {"part_number": 1, "etag": "f"}]}),
-    (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": "1", "etag": "e"}, {"part_number": 2}]}),
-    (UploadCompleteApi.InputSerializer, {"parts": []}),
-    (UploadCompleteApi.InputSerializer, {"parts": "nope"}),
-    (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": 1, "etag": "e"}, {"part_number": 2, "etag": "f"}]}),
-])
+@pytest.mark.parametrize(
+    "serializer_class, data",
+    [
+        (HeartbeatApi.InputSerializer, {"ids": []}),
+        (HeartbeatApi.InputSerializer, {"ids": ["a", 1]}),
+        (HeartbeatApi.InputSerializer, {"ids": ["x"] * 1001}),
+        (HeartbeatApi.InputSerializer, {"ids": ["a", "b"]}),
+        (CommitApi.InputSerializer, {"ids": ["a"], "ref": ""}),
+        (CommitApi.InputSerializer, {"ids": ["a"], "ref": "r" * 201}),
+        (CommitApi.InputSerializer, {"ids": ["a"], "ref": "listing:1"}),
+        (
+            UploadCompleteApi.InputSerializer,
+            {"parts": [{"part_number": 1, "etag": "e"}, {"part_number": 1, "etag": "f"}]},
+        ),
+        (UploadCompleteApi.InputSerializer, {"parts": [{"part_number": "1", "etag": "e"}, {"part_number": 2}]}),
+        (UploadCompleteApi.InputSerializer, {"parts": []}),
+        (UploadCompleteApi.InputSerializer, {"parts": "nope"}),
+        (
+            UploadCompleteApi.InputSerializer,
+            {"parts": [{"part_number": 1, "etag": "e"}, {"part_number": 2, "etag": "f"}]},
+        ),
+    ],
+)
 def test_every_input_validates_as_a_fresh_serializer(serializer_class, data):
     assert _shared_answer(serializer_class, data) == _fresh(serializer_class, data)
 
 
-@pytest.mark.parametrize("field, value", [
-    ("size", "123"), ("size", True), ("size", 1.5), ("size", None), ("size", -1), ("size", 2**62 + 1),
-    ("filename", 7), ("filename", ["a"]), ("filename", None), ("profile", 1), ("content_type", False),
-    ("content_type", "x" * 256), ("filename", "x" * 1025), ("filename", "a\ud800b"), ("profile", "\udfff"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("size", "123"),
+        ("size", True),
+        ("size", 1.5),
+        ("size", None),
+        ("size", -1),
+        ("size", 2**62 + 1),
+        ("filename", 7),
+        ("filename", ["a"]),
+        ("filename", None),
+        ("profile", 1),
+        ("content_type", False),
+        ("content_type", "x" * 256),
+        ("filename", "x" * 1025),
+        ("filename", "a\ud800b"),
+        ("profile", "\udfff"),
+    ],
+)
 def test_strict_types_are_errors_named_by_field(field, value):
     with pytest.raises(serializers.ValidationError) as caught:
         IntentInput.validate_body({**BODY, field: value})
@@ -106,8 +162,12 @@ def test_a_body_that_is_not_an_object_is_refused_before_the_fields(body):
 
 def test_valid_body_keeps_filename_spaces_and_trims_the_rest():
     body = {"profile": " image ", "filename": " cat.jpg ", "size": 0, "content_type": " image/jpeg "}
-    assert IntentInput.validate_body(body) == {"profile": "image", "filename": " cat.jpg ", "size": 0,
-                                               "content_type": "image/jpeg"}
+    assert IntentInput.validate_body(body) == {
+        "profile": "image",
+        "filename": " cat.jpg ",
+        "size": 0,
+        "content_type": "image/jpeg",
+    }
 
 
 @pytest.mark.django_db
@@ -124,11 +184,23 @@ NOW = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
 
 
 def _row(**fields) -> Attachment:
-    values = {"id": uuid.UUID("8c0e3d4e-0000-4000-8000-000000000001"), "profile": "image", "status": Status.READY,
-              "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
-              "created_at": NOW, "ready_at": NOW + timedelta(seconds=2), "expires_at": NOW + timedelta(days=7),
-              "lifecycle": Lifecycle.STAGED, "ref": None, "reason_code": "", "reason_message": "",
-              "metadata": {"width": 3, "height": 2}}
+    values = {
+        "id": uuid.UUID("8c0e3d4e-0000-4000-8000-000000000001"),
+        "profile": "image",
+        "status": Status.READY,
+        "filename": "cat.jpg",
+        "size": 10,
+        "content_type": "image/jpeg",
+        "sha256": "ab" * 32,
+        "created_at": NOW,
+        "ready_at": NOW + timedelta(seconds=2),
+        "expires_at": NOW + timedelta(days=7),
+        "lifecycle": Lifecycle.STAGED,
+        "ref": None,
+        "reason_code": "",
+        "reason_message": "",
+        "metadata": {"width": 3, "height": 2},
+    }
     ref_held = fields.pop("ref_held", False)  # what for_resource() annotates from the active ref holds
     values.update(fields)
     row = Attachment(**values)
@@ -160,28 +232,48 @@ def test_shared_render_is_what_a_fresh_serializer_renders(name):
 
 def _signed(name: str) -> str:
     """The resource's signed link to `name` (tests/api/test_signed_links.py checks the signature itself)."""
-    query = signing.delivery_query(tenant_id=None, attachment_id=uuid.UUID(URL.rsplit("/", 1)[1]), name=name,
-                                   exp=signing.delivery_expiry())
+    query = signing.delivery_query(
+        tenant_id=None, attachment_id=uuid.UUID(URL.rsplit("/", 1)[1]), name=name, exp=signing.delivery_expiry()
+    )
     return f"{URL}/{name}?{query}"
 
 
 def _signed_variant(name: str) -> str:
-    query = signing.delivery_query(tenant_id=None, attachment_id=uuid.UUID(URL.rsplit("/", 1)[1]),
-                                   name=f"variant-{name}", exp=signing.delivery_expiry())
+    query = signing.delivery_query(
+        tenant_id=None,
+        attachment_id=uuid.UUID(URL.rsplit("/", 1)[1]),
+        name=f"variant-{name}",
+        exp=signing.delivery_expiry(),
+    )
     return f"{URL}/variants/{name}?{query}"
 
 
 def test_the_resource_shape_is_the_contract(monkeypatch):
     monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0)  # one expiry step for the whole test
     assert AttachmentOutputSerializer.render(RESOURCES["ready, readable, thumbnail"]) == {
-        "id": "8c0e3d4e-0000-4000-8000-000000000001", "profile": "image", "status": "ready", "reason": None,
-        "filename": "cat.jpg", "size": 10, "content_type": "image/jpeg", "sha256": "ab" * 32,
-        "created_at": "2026-12-01T10:00:00.123456Z", "ready_at": "2026-12-01T10:00:02.123456Z",
-        "expires_at": "2026-12-08T10:00:00.123456Z", "committed": False, "lifecycle": "staged", "ref": None,
-        "legal_hold": False, "derivatives": {"thumbnail": {"width": 1, "height": 2}},
+        "id": "8c0e3d4e-0000-4000-8000-000000000001",
+        "profile": "image",
+        "status": "ready",
+        "reason": None,
+        "filename": "cat.jpg",
+        "size": 10,
+        "content_type": "image/jpeg",
+        "sha256": "ab" * 32,
+        "created_at": "2026-12-01T10:00:00.123456Z",
+        "ready_at": "2026-12-01T10:00:02.123456Z",
+        "expires_at": "2026-12-08T10:00:00.123456Z",
+        "committed": False,
+        "lifecycle": "staged",
+        "ref": None,
+        "legal_hold": False,
+        "derivatives": {"thumbnail": {"width": 1, "height": 2}},
         "metadata": {"width": 3, "height": 2, "page_count": None},
-        "links": {"self": URL, "download": _signed("download"), "thumbnail": _signed("thumbnail"),
-                  "variants": {name: _signed_variant(name) for name in ("small", "medium", "large")}},
+        "links": {
+            "self": URL,
+            "download": _signed("download"),
+            "thumbnail": _signed("thumbnail"),
+            "variants": {name: _signed_variant(name) for name in ("small", "medium", "large")},
+        },
     }
     pending = AttachmentOutputSerializer.render(RESOURCES["pending"])
     assert (pending["size"], pending["content_type"], pending["sha256"], pending["ready_at"]) == (None,) * 4
@@ -220,6 +312,7 @@ def test_concurrent_renders_do_not_see_each_others_values():
 
 
 # --- the hot paths build no serializer per request ------------------------------------------------
+
 
 @pytest.mark.django_db
 def test_hot_paths_build_no_serializer_fields_per_request(alice, api, monkeypatch):

@@ -88,8 +88,7 @@ def test_links_are_signed_and_work_without_any_header(alice, api, ready_photo):
     assert _body(thumbnail)[:4] == b"RIFF"
 
 
-def test_links_are_stable_across_reads_and_expire_on_a_rounded_step(alice, api, ready_photo, settings,
-                                                                     monkeypatch):
+def test_links_are_stable_across_reads_and_expire_on_a_rounded_step(alice, api, ready_photo, settings, monkeypatch):
     settings.AIRLOCK_DELIVERY_URL_SECONDS = 3600
     monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0 + 17)
     first = _links(api, alice, ready_photo)
@@ -151,8 +150,12 @@ def test_tampered_links_are_signature_invalid(alice, api, ready_photo):
 
 def test_the_signature_binds_the_tenant():
     exp = signing.delivery_expiry()
-    query = dict(part.split("=", 1) for part in signing.delivery_query(
-        tenant_id=1, attachment_id="8c0e3d4e-0000-4000-8000-000000000001", name="thumbnail", exp=exp).split("&"))
+    query = dict(
+        part.split("=", 1)
+        for part in signing.delivery_query(
+            tenant_id=1, attachment_id="8c0e3d4e-0000-4000-8000-000000000001", name="thumbnail", exp=exp
+        ).split("&")
+    )
     common = {"attachment_id": "8c0e3d4e-0000-4000-8000-000000000001", "name": "thumbnail", **query}
     signing.delivery_check(tenant_id=1, **common)
     with pytest.raises(SignatureInvalid):
@@ -172,8 +175,9 @@ def test_any_rendition_name_can_be_signed_and_only_that_name_verifies():
         signing.delivery_query(**ids, name="../download", exp=exp)
 
 
-def test_rotating_the_secret_invalidates_links_unless_the_old_one_is_kept_as_previous(alice, api, ready_photo,
-                                                                                       settings):
+def test_rotating_the_secret_invalidates_links_unless_the_old_one_is_kept_as_previous(
+    alice, api, ready_photo, settings
+):
     old_secret, new_secret = "o" * 40, "n" * 40
     settings.AIRLOCK_DELIVERY_URL_SECRET = old_secret
     old_link = _links(api, alice, ready_photo)["thumbnail"]
@@ -197,7 +201,8 @@ def test_the_default_key_rotates_with_secret_key_and_honours_its_fallbacks(alice
     link = _links(api, alice, ready_photo)["download"]
     # Not SECRET_KEY itself: a key of its own, derived with the purpose string.
     assert _query(link)["sig"] != signing.signing.Signer(key=old_key).signature(
-        f"v1:{Attachment.objects.get(pk=ready_photo).tenant_id}:{ready_photo}:download:{_query(link)['exp']}")
+        f"v1:{Attachment.objects.get(pk=ready_photo).tenant_id}:{ready_photo}:download:{_query(link)['exp']}"
+    )
     settings.SECRET_KEY = "k" * 60
     assert _error(_anonymous().get(_path(link))) == "SIGNATURE_INVALID"
     settings.SECRET_KEY_FALLBACKS = [old_key]
@@ -253,8 +258,12 @@ def test_a_pending_or_rejected_files_signed_link_is_404_even_to_its_owner(alice,
     assert (response.status_code, _error(response)) == (404, "NOT_FOUND")
 
     rejected = upload(api(alice), samples.eicar, filename="e.jpg")
-    minted = signing.delivery_query(tenant_id=Attachment.objects.get(pk=rejected).tenant_id,
-                                    attachment_id=rejected, name="download", exp=signing.delivery_expiry())
+    minted = signing.delivery_query(
+        tenant_id=Attachment.objects.get(pk=rejected).tenant_id,
+        attachment_id=rejected,
+        name="download",
+        exp=signing.delivery_expiry(),
+    )
     assert _anonymous().get(f"/api/v1/attachments/{rejected}/download?{minted}").status_code == 404
     assert run_pipeline(rejected) == "rejected"
     assert "download" not in _links(api, alice, rejected)

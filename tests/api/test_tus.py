@@ -23,14 +23,25 @@ def _meta(**values: str) -> str:
 
 
 def _create(client, data_len: int, *, profile="image", content_type="image/jpeg", filename="cat.jpg", **extra):
-    return client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH=str(data_len),
-                       HTTP_UPLOAD_METADATA=_meta(profile=profile, filename=filename, content_type=content_type),
-                       **extra)
+    return client.post(
+        "/api/v1/tus/",
+        **TUS,
+        HTTP_UPLOAD_LENGTH=str(data_len),
+        HTTP_UPLOAD_METADATA=_meta(profile=profile, filename=filename, content_type=content_type),
+        **extra,
+    )
 
 
 def _patch(client, url: str, body: bytes, offset: int, **extra):
-    return client.generic("PATCH", url, body, content_type="application/offset+octet-stream", **TUS,
-                          HTTP_UPLOAD_OFFSET=str(offset), **extra)
+    return client.generic(
+        "PATCH",
+        url,
+        body,
+        content_type="application/offset+octet-stream",
+        **TUS,
+        HTTP_UPLOAD_OFFSET=str(offset),
+        **extra,
+    )
 
 
 def _path(response) -> str:
@@ -51,7 +62,7 @@ def test_options_needs_no_auth_and_lists_the_extensions(api, db):
     assert response["Tus-Version"] == "1.0.0"
     assert response["Tus-Extension"] == "creation,creation-with-upload,termination,expiration,checksum"
     assert "sha256" in response["Tus-Checksum-Algorithm"].split(",")
-    assert int(response["Tus-Max-Size"]) == 1024 ** 3  # the media profile's limit, the largest
+    assert int(response["Tus-Max-Size"]) == 1024**3  # the media profile's limit, the largest
 
 
 def test_creation_makes_an_intent_row_and_head_reports_it(alice_client, alice, samples):
@@ -67,8 +78,11 @@ def test_creation_makes_an_intent_row_and_head_reports_it(alice_client, alice, s
     assert head.status_code == 200
     assert head["Upload-Offset"] == "0" and head["Upload-Length"] == str(len(data))
     assert head["Cache-Control"] == "no-store"
-    assert parse_metadata(head["Upload-Metadata"]) == {"profile": "image", "filename": "cat.jpg",
-                                                       "content_type": "image/jpeg"}
+    assert parse_metadata(head["Upload-Metadata"]) == {
+        "profile": "image",
+        "filename": "cat.jpg",
+        "content_type": "image/jpeg",
+    }
     assert "GMT" in head["Upload-Expires"]
 
 
@@ -119,10 +133,13 @@ def test_upload_length_over_the_profile_is_413(alice_client):
     assert not Attachment.objects.exists()
 
 
-@pytest.mark.parametrize("metadata, field", [
-    (_meta(filename="a.jpg", content_type="image/jpeg"), "profile"),
-    (_meta(profile="image", filename="a.jpg"), "content_type"),
-])
+@pytest.mark.parametrize(
+    "metadata, field",
+    [
+        (_meta(filename="a.jpg", content_type="image/jpeg"), "profile"),
+        (_meta(profile="image", filename="a.jpg"), "content_type"),
+    ],
+)
 def test_metadata_must_name_profile_and_type(alice_client, metadata, field):
     response = alice_client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH="10", HTTP_UPLOAD_METADATA=metadata)
     assert response.status_code == 400 and field in response.json()["error"]["details"]
@@ -134,13 +151,25 @@ def test_type_outside_the_profile_is_refused(alice_client):
 
 
 def test_deferred_length_and_bad_headers_are_400(alice_client):
-    deferred = alice_client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_DEFER_LENGTH="1",
-                                 HTTP_UPLOAD_METADATA=_meta(profile="image", content_type="image/jpeg"))
+    deferred = alice_client.post(
+        "/api/v1/tus/",
+        **TUS,
+        HTTP_UPLOAD_DEFER_LENGTH="1",
+        HTTP_UPLOAD_METADATA=_meta(profile="image", content_type="image/jpeg"),
+    )
     assert deferred.status_code == 400
-    assert alice_client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH="10",
-                             HTTP_UPLOAD_METADATA="profile !!!").status_code == 400
-    bad_length = alice_client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH="-1",
-                                   HTTP_UPLOAD_METADATA=_meta(profile="image", content_type="image/jpeg"))
+    assert (
+        alice_client.post(
+            "/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH="10", HTTP_UPLOAD_METADATA="profile !!!"
+        ).status_code
+        == 400
+    )
+    bad_length = alice_client.post(
+        "/api/v1/tus/",
+        **TUS,
+        HTTP_UPLOAD_LENGTH="-1",
+        HTTP_UPLOAD_METADATA=_meta(profile="image", content_type="image/jpeg"),
+    )
     assert bad_length.status_code == 400
 
 
@@ -159,8 +188,9 @@ def test_anonymous_is_401(api, db):
 
 def test_patch_needs_the_offset_media_type(alice_client, samples):
     path = _path(_create(alice_client, 10))
-    response = alice_client.generic("PATCH", path, b"0123456789", content_type="application/octet-stream",
-                                    **TUS, HTTP_UPLOAD_OFFSET="0")
+    response = alice_client.generic(
+        "PATCH", path, b"0123456789", content_type="application/octet-stream", **TUS, HTTP_UPLOAD_OFFSET="0"
+    )
     assert response.status_code == 415 and response.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
 
 
@@ -182,9 +212,14 @@ def test_checksum_mismatch_is_460_and_the_chunk_is_dropped(alice_client, samples
 
 def test_creation_with_upload(alice_client, samples):
     data = samples.jpeg()
-    response = alice_client.post("/api/v1/tus/", data[:64], content_type="application/offset+octet-stream", **TUS,
-                                 HTTP_UPLOAD_LENGTH=str(len(data)),
-                                 HTTP_UPLOAD_METADATA=_meta(profile="image", content_type="image/jpeg"))
+    response = alice_client.post(
+        "/api/v1/tus/",
+        data[:64],
+        content_type="application/offset+octet-stream",
+        **TUS,
+        HTTP_UPLOAD_LENGTH=str(len(data)),
+        HTTP_UPLOAD_METADATA=_meta(profile="image", content_type="image/jpeg"),
+    )
     assert response.status_code == 201 and response["Upload-Offset"] == "64"
     assert alice_client.head(_path(response), **TUS)["Upload-Offset"] == "64"
 
@@ -192,8 +227,14 @@ def test_creation_with_upload(alice_client, samples):
 def test_method_override(alice_client, samples):
     data = samples.jpeg()
     path = _path(_create(alice_client, len(data)))
-    response = alice_client.post(path, data[:5], content_type="application/offset+octet-stream", **TUS,
-                                 HTTP_UPLOAD_OFFSET="0", HTTP_X_HTTP_METHOD_OVERRIDE="PATCH")
+    response = alice_client.post(
+        path,
+        data[:5],
+        content_type="application/offset+octet-stream",
+        **TUS,
+        HTTP_UPLOAD_OFFSET="0",
+        HTTP_X_HTTP_METHOD_OVERRIDE="PATCH",
+    )
     assert response.status_code == 204 and response["Upload-Offset"] == "5"
 
 
@@ -263,8 +304,7 @@ def test_a_held_upload_is_423_for_a_second_writer(alice_client, samples):
     data = samples.jpeg()
     path = _path(_create(alice_client, len(data)))
     pk = path.rsplit("/", 1)[1]
-    TusUpload.objects.filter(pk=pk).update(lock_token="00000000-0000-0000-0000-000000000001",
-                                           locked_at=timezone.now())
+    TusUpload.objects.filter(pk=pk).update(lock_token="00000000-0000-0000-0000-000000000001", locked_at=timezone.now())
     busy = _patch(alice_client, path, data[:10], 0)
     assert busy.status_code == 423 and busy.json()["error"]["code"] == "UPLOAD_LOCKED"
     # A claim nobody renewed (its server died) is taken over.
@@ -307,8 +347,7 @@ def test_a_completion_lost_to_a_crash_is_finished_by_the_next_head(alice_client,
     assert (storage_root / attachment.storage_key).read_bytes() == data
 
 
-def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_client, samples, storage_root,
-                                                                     monkeypatch):
+def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_client, samples, storage_root, monkeypatch):
     from attachments.services import tus as service
     from sweeper.sweep import sweep_expired
 
@@ -316,8 +355,9 @@ def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_clien
     path = _path(_create(alice_client, len(data)))
     pk = path.rsplit("/", 1)[1]
     real = service._complete
-    monkeypatch.setattr(service, "_complete",
-                        lambda upload, *, token, fence=None: (_ for _ in ()).throw(SystemExit("died")))
+    monkeypatch.setattr(
+        service, "_complete", lambda upload, *, token, fence=None: (_ for _ in ()).throw(SystemExit("died"))
+    )
     with pytest.raises(SystemExit):
         _patch(alice_client, path, data, 0)
     monkeypatch.setattr(service, "_complete", real)
@@ -337,8 +377,9 @@ def test_creation_is_shed_with_intents_but_granted_uploads_still_take_bytes(alic
     granted = _path(_create(alice_client, len(data)))
     for _ in range(backlog.QUEUE_DEPTH):
         pk = _path(_create(alice_client, 10)).rsplit("/", 1)[1]
-        Attachment.objects.filter(pk=pk).update(uploaded_at=timezone.now() - timedelta(seconds=90),
-                                                status=Status.PROCESSING)
+        Attachment.objects.filter(pk=pk).update(
+            uploaded_at=timezone.now() - timedelta(seconds=90), status=Status.PROCESSING
+        )
     backlog.forget()
     try:
         shed = _create(alice_client, len(data))
@@ -355,17 +396,19 @@ def test_location_is_built_from_the_public_url_not_the_host_header(alice_client,
     assert response["Location"].startswith("https://files.example.com/api/v1/tus/")
 
 
-def test_a_committed_intent_whose_tus_bytes_keep_coming_is_not_ended_as_never_uploaded(alice_client, samples,
-                                                                                       settings):
+def test_a_committed_intent_whose_tus_bytes_keep_coming_is_not_ended_as_never_uploaded(alice_client, samples, settings):
     from attachments.services.never_uploaded import never_uploaded
 
     data = samples.jpeg()
     path = _path(_create(alice_client, len(data)))
     pk = path.rsplit("/", 1)[1]
-    assert alice_client.post("/api/v1/attachments/commit", {"ids": [pk], "ref": "listing:1"},
-                             format="json").status_code == 200
-    long_ago = timezone.now() - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS
-                                          + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 60)
+    assert (
+        alice_client.post("/api/v1/attachments/commit", {"ids": [pk], "ref": "listing:1"}, format="json").status_code
+        == 200
+    )
+    long_ago = timezone.now() - timedelta(
+        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 60
+    )
     Attachment.objects.filter(pk=pk).update(created_at=long_ago, updated_at=long_ago)
     assert never_uploaded(timezone.now()).filter(pk=pk).exists()  # as things stand it would be ended
     assert _patch(alice_client, path, data[:20], 0).status_code == 204  # but a PATCH restarts the clock

@@ -83,8 +83,8 @@ def test_body_longer_than_declared_is_413_and_nothing_is_kept(alice, api):
 
 
 def test_streamed_body_is_cut_at_the_limit_even_without_content_length(alice, api):
-    from attachments.services.uploads import upload_content_receive
     from attachments.errors import TooLarge
+    from attachments.services.uploads import upload_content_receive
 
     data = jpeg_bytes()
     intent = _intent(api(alice), data)
@@ -143,8 +143,7 @@ def test_put_without_content_length_is_refused_and_keeps_the_url(alice, api):
     data = jpeg_bytes()
     intent = _intent(api(alice), data)
     parts = urlsplit(intent["upload"]["url"])
-    response = Client().put(f"{parts.path}?{parts.query}", data=data, content_type="image/jpeg",
-                            CONTENT_LENGTH="")
+    response = Client().put(f"{parts.path}?{parts.query}", data=data, content_type="image/jpeg", CONTENT_LENGTH="")
     assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
     assert Attachment.objects.get(pk=intent["id"]).uploaded_at is None
     assert put_bytes(intent["upload"]["url"], data).status_code == 202
@@ -158,8 +157,9 @@ def test_a_negative_or_malformed_content_length_is_400_and_keeps_the_url(alice, 
     data = jpeg_bytes()
     intent = _intent(api(alice), data)
     parts = urlsplit(intent["upload"]["url"])
-    response = APIClient().generic("PUT", f"{parts.path}?{parts.query}", b"", content_type="image/jpeg",
-                                   CONTENT_LENGTH=length)
+    response = APIClient().generic(
+        "PUT", f"{parts.path}?{parts.query}", b"", content_type="image/jpeg", CONTENT_LENGTH=length
+    )
     assert _error(response) == (400, "VALIDATION_ERROR")
     assert Attachment.objects.get(pk=intent["id"]).uploaded_at is None
     assert put_bytes(intent["upload"]["url"], data).status_code == 202
@@ -171,7 +171,8 @@ def test_a_content_length_too_large_for_an_int_is_413(alice, api):
     data = jpeg_bytes()
     intent = _intent(api(alice), data)
     parts = urlsplit(intent["upload"]["url"])
-    response = APIClient().generic("PUT", f"{parts.path}?{parts.query}", b"", content_type="image/jpeg",
-                                   CONTENT_LENGTH="9" * 5000)
+    response = APIClient().generic(
+        "PUT", f"{parts.path}?{parts.query}", b"", content_type="image/jpeg", CONTENT_LENGTH="9" * 5000
+    )
     assert _error(response) == (413, "TOO_LARGE")
     assert put_bytes(intent["upload"]["url"], data).status_code == 202

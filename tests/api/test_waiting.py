@@ -42,6 +42,7 @@ def _reader(log: list):
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         return len(log)
+
     return read
 
 
@@ -66,8 +67,9 @@ def test_the_listener_subscribing_costs_the_first_waiters_no_extra_read():
 
     def wait(i: int, log: list[bool]) -> None:
         try:
-            waiting.wait_until(user_id=i, attachment_ids=[f"g{i}"], seconds=1.0, read=_reader(log),
-                               settled=lambda v: False)
+            waiting.wait_until(
+                user_id=i, attachment_ids=[f"g{i}"], seconds=1.0, read=_reader(log), settled=lambda v: False
+            )
         finally:
             connection.close()  # back to the pool: a thread that dies holding one leaks it
 
@@ -83,8 +85,9 @@ def test_a_change_wakes_the_waiter_at_once():
     reads: list[bool] = []
     threading.Timer(0.3, waiting.hub.wake, args=("b",)).start()
     started = time.monotonic()
-    waited = waiting.wait_until(user_id=1, attachment_ids=["b"], seconds=10, read=_reader(reads),
-                                settled=lambda v: v >= 2)
+    waited = waiting.wait_until(
+        user_id=1, attachment_ids=["b"], seconds=10, read=_reader(reads), settled=lambda v: v >= 2
+    )
     assert waited.value == 2 and waited.skipped is None and time.monotonic() - started < 3
 
 
@@ -94,8 +97,9 @@ def test_past_a_waiter_cap_a_wait_reads_once_and_says_why_instead_of_failing(set
     reads: list[bool] = []
 
     def wait(user_id: int) -> waiting.Waited[int]:
-        return waiting.wait_until(user_id=user_id, attachment_ids=["d"], seconds=30, read=_reader(reads),
-                                  settled=lambda v: False)
+        return waiting.wait_until(
+            user_id=user_id, attachment_ids=["d"], seconds=30, read=_reader(reads), settled=lambda v: False
+        )
 
     started = time.monotonic()
     with waiting.hub.watching(user_id=1, attachment_ids=["c"]):
@@ -111,13 +115,15 @@ def test_one_waiter_for_many_ids_is_woken_by_any_of_them_and_counts_once():
     threading.Timer(0.3, waiting.hub.wake, args=("m3",)).start()
     started = time.monotonic()
     with waiting.hub.watching(user_id=7, attachment_ids=["other"]):
-        waited = waiting.wait_until(user_id=7, attachment_ids=["m1", "m2", "m3"], seconds=10, read=_reader(reads),
-                                    settled=lambda v: v >= 2)
+        waited = waiting.wait_until(
+            user_id=7, attachment_ids=["m1", "m2", "m3"], seconds=10, read=_reader(reads), settled=lambda v: v >= 2
+        )
     assert waited.value == 2 and time.monotonic() - started < 3
     assert waiting.hub.count() == 0 and not waiting.hub._events  # every registration is gone
 
 
 # --- over HTTP -----------------------------------------------------------------------
+
 
 def _until(predicate, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
@@ -186,7 +192,10 @@ def test_one_list_request_follows_many_files_and_answers_when_any_changes(alice,
     assert response.status_code == 200 and "Airlock-Wait" not in response and seconds < 20
     body = response.json()
     assert {r["id"]: r["status"] for r in body["results"]} == {
-        ids[0]: "pending", ids[1]: "processing", ids[2]: "pending"}
+        ids[0]: "pending",
+        ids[1]: "processing",
+        ids[2]: "pending",
+    }
     assert body["next"] is None
 
 
@@ -218,8 +227,7 @@ def test_the_ids_filter_lists_only_those_on_one_page_and_is_bounded(alice, api):
     listed = client.get(f"/api/v1/attachments?ids={','.join(ids)}").json()
     assert sorted(r["id"] for r in listed["results"]) == sorted(ids) and listed["next"] is None  # not 50
     assert [r["id"] for r in client.get(f"/api/v1/attachments?ids={ids[3]},{ids[3]}").json()["results"]] == [ids[3]]
-    for query, field in ((",".join(str(uuid.uuid4()) for _ in range(101)), "ids"), ("not-an-id", "ids"),
-                         (",,", "ids")):
+    for query, field in ((",".join(str(uuid.uuid4()) for _ in range(101)), "ids"), ("not-an-id", "ids"), (",,", "ids")):
         response = client.get(f"/api/v1/attachments?ids={query}")
         assert response.status_code == 400, query
         assert response.json()["error"]["code"] == "VALIDATION_ERROR" and field in response.json()["error"]["details"]
@@ -240,11 +248,16 @@ def test_a_change_made_in_another_process_wakes_a_list_waiter_over_redis(alice, 
     thread = _get_in_thread(api, alice, f"/api/v1/attachments?ids={','.join(ids)}&wait=30", answers)
     _until(lambda: waiting.hub.count() == 1)
     # Another process (this test's database and key prefix): its commit reaches us only over Redis.
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
-           "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
-           "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX}
-    script = ("from attachments.services.moderation import attachment_take_down; "
-              f"attachment_take_down(attachment_id='{ids[2]}', actor='other process', note='elsewhere')")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
+        "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
+        "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX,
+    }
+    script = (
+        "from attachments.services.moderation import attachment_take_down; "
+        f"attachment_take_down(attachment_id='{ids[2]}', actor='other process', note='elsewhere')"
+    )
     changed_at = time.monotonic()
     subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True, timeout=60)
     _, response, _ = answers.get(timeout=30)

@@ -25,8 +25,12 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def product_modules(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> dict[str, Path]:
-    return {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))
-            if "migrations" not in p.parts}
+    return {
+        module_name(p, root): p
+        for package in packages
+        for p in sorted((root / package).rglob("*.py"))
+        if "migrations" not in p.parts
+    }
 
 
 def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -39,7 +43,8 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(body: list[ast.stmt], in_functions: bool) -> Iterable[ast.Import | ast.ImportFrom]:
@@ -61,8 +66,9 @@ def _imports(body: list[ast.stmt], in_functions: bool) -> Iterable[ast.Import | 
             yield from _imports(node.body, in_functions)
 
 
-def module_imports(source: str, module: str, *, is_package: bool, known: Collection[str],
-                   in_functions: bool = False) -> set[str]:
+def module_imports(
+    source: str, module: str, *, is_package: bool, known: Collection[str], in_functions: bool = False
+) -> set[str]:
     """The modules of `known` that `module` imports at its top level (and in its functions, with in_functions)."""
     found: set[str] = set()
     for node in _imports(ast.parse(source).body, in_functions):
@@ -79,12 +85,16 @@ def module_imports(source: str, module: str, *, is_package: bool, known: Collect
     return found
 
 
-def import_graph(root: Path = ROOT, packages: Iterable[str] = PACKAGES, *,
-                 in_functions: bool = False) -> dict[str, set[str]]:
+def import_graph(
+    root: Path = ROOT, packages: Iterable[str] = PACKAGES, *, in_functions: bool = False
+) -> dict[str, set[str]]:
     modules = product_modules(root, packages)
-    return {name: module_imports(path.read_text(), name, is_package=path.name == "__init__.py", known=modules,
-                                 in_functions=in_functions)
-            for name, path in modules.items()}
+    return {
+        name: module_imports(
+            path.read_text(), name, is_package=path.name == "__init__.py", known=modules, in_functions=in_functions
+        )
+        for name, path in modules.items()
+    }
 
 
 def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
@@ -102,7 +112,7 @@ def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(nxt) == 1:
-                return [*path[path.index(nxt):], nxt]
+                return [*path[path.index(nxt) :], nxt]
             elif not state.get(nxt):
                 state[nxt] = 1
                 path.append(nxt)
@@ -116,6 +126,5 @@ def function_level_imports(root: Path = ROOT, packages: Iterable[str] = PACKAGES
     for name, path in product_modules(root, packages).items():
         for func in ast.walk(ast.parse(path.read_text())):
             if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found += [f"{name}:{n.lineno}" for n in ast.walk(func)
-                          if isinstance(n, (ast.Import, ast.ImportFrom))]
+                found += [f"{name}:{n.lineno}" for n in ast.walk(func) if isinstance(n, (ast.Import, ast.ImportFrom))]
     return sorted(set(found))

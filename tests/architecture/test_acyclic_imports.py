@@ -28,8 +28,15 @@ from tests.architecture.import_graph import (
 def test_every_product_package_is_read():
     graph = import_graph()
     assert {name.split(".")[0] for name in graph} == set(PACKAGES)
-    assert {"processing.pipeline", "processing.sandbox.runner", "attachments.api.errors", "ops.body_first",
-            "sweeper.sweep", "webhooks.actors", "config.settings.base"} <= set(graph)
+    assert {
+        "processing.pipeline",
+        "processing.sandbox.runner",
+        "attachments.api.errors",
+        "ops.body_first",
+        "sweeper.sweep",
+        "webhooks.actors",
+        "config.settings.base",
+    } <= set(graph)
     assert "processing.steps.registry" in graph["processing.pipeline"]
 
 
@@ -48,12 +55,15 @@ def test_function_level_imports_are_counted():
     assert len(function_level_imports()) <= 175
 
 
-@pytest.mark.parametrize(("graph", "expected"), [
-    ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
-    ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
-    ({"a": {"b"}, "b": {"c"}, "c": {"d"}, "d": {"b"}}, ["b", "c", "d", "b"]),
-    ({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}, None),  # a diamond is no cycle
-])
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
+        ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"d"}, "d": {"b"}}, ["b", "c", "d", "b"]),
+        ({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}, None),  # a diamond is no cycle
+    ],
+)
 def test_the_checker_finds_cycles(graph, expected):
     assert find_cycle(graph) == expected
 
@@ -72,7 +82,11 @@ def test_module_imports_reads_what_runs_at_import():
     )
     assert module_imports(source, "p.x", is_package=False, known=known) == {"p.a", "p.b", "p.sub.e"}
     assert module_imports(source, "p.x", is_package=False, known=known, in_functions=True) == {
-        "p.a", "p.b", "p.sub.e", "p.d"}
+        "p.a",
+        "p.b",
+        "p.sub.e",
+        "p.d",
+    }
 
 
 @pytest.mark.parametrize("in_function", [False, True])
@@ -81,8 +95,11 @@ def test_a_planted_cycle_fails_the_check(tmp_path: Path, in_function: bool):
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     runner = tmp_path / "processing" / "sandbox" / "runner.py"
-    planted = "    from processing.steps.registry import STEPS\n" if in_function else \
-        "from processing.steps.registry import STEPS\n"
+    planted = (
+        "    from processing.steps.registry import STEPS\n"
+        if in_function
+        else "from processing.steps.registry import STEPS\n"
+    )
     runner.write_text(runner.read_text() + ("\ndef _planted():\n" if in_function else "\n") + planted)
     module_level = find_cycle(import_graph(tmp_path))
     every_import = find_cycle(import_graph(tmp_path, in_functions=True))

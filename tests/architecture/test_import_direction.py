@@ -51,8 +51,7 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 def _names_a_module(dotted: str) -> bool:
     """True when a string like "processing.request_context.X" starts with a real module of the tree."""
     parts = dotted.split(".")
-    return (ROOT.joinpath(*parts[:2]).with_suffix(".py").is_file()
-            or ROOT.joinpath(*parts[:2], "__init__.py").is_file())
+    return ROOT.joinpath(*parts[:2]).with_suffix(".py").is_file() or ROOT.joinpath(*parts[:2], "__init__.py").is_file()
 
 
 def imported_packages(source: str, module: str, *, is_package: bool = False) -> list[tuple[int, str]]:
@@ -76,9 +75,11 @@ def imported_packages(source: str, module: str, *, is_package: bool = False) -> 
 
 def violations(source: str, module: str, *, is_package: bool = False) -> list[str]:
     app = module.split(".")[0]
-    return [f"{module}:{line} imports {package}"
-            for line, package in imported_packages(source, module, is_package=is_package)
-            if package in FORBIDDEN.get(app, set())]
+    return [
+        f"{module}:{line} imports {package}"
+        for line, package in imported_packages(source, module, is_package=is_package)
+        if package in FORBIDDEN.get(app, set())
+    ]
 
 
 def _modules() -> list[Path]:
@@ -87,8 +88,15 @@ def _modules() -> list[Path]:
 
 def test_every_app_is_parsed():
     names = {_module_name(p) for p in _modules()}
-    assert {"attachments.models", "processing.pipeline", "sweeper.sweep", "ops.runtime",
-            "ops.management.commands.serve", "webhooks.models", "webhooks.services.delivery"} <= names
+    assert {
+        "attachments.models",
+        "processing.pipeline",
+        "sweeper.sweep",
+        "ops.runtime",
+        "ops.management.commands.serve",
+        "webhooks.models",
+        "webhooks.services.delivery",
+    } <= names
 
 
 def test_dependencies_point_one_way():
@@ -98,33 +106,51 @@ def test_dependencies_point_one_way():
     assert problems == []
 
 
-@pytest.mark.parametrize(("module", "source", "expected"), [
-    ("attachments.health", "from processing.scanners import scanners_from_settings",
-     ["attachments.health:1 imports processing"]),
-    ("attachments.services.uploads", "def f():\n    from sweeper.control import delete_brake\n",
-     ["attachments.services.uploads:2 imports sweeper"]),
-    ("attachments.metrics", "import sweeper.metrics", ["attachments.metrics:1 imports sweeper"]),
-    ("attachments.admin.views", "from ...ops import views", ["attachments.admin.views:1 imports ops"]),
-    ("attachments.admin.views", "from ... import ops", ["attachments.admin.views:1 imports ops"]),
-    ("attachments.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from processing import steps\n",
-     ["attachments.x:3 imports processing"]),
-    ("attachments.x", 'WORKER = "ops.httpserver.AirlockThreadWorker"', ["attachments.x:1 imports ops"]),
-    ("processing.pipeline", "from sweeper.schedule import sweep_if_due", ["processing.pipeline:1 imports sweeper"]),
-    ("sweeper.sweep", "from ops import runtime", ["sweeper.sweep:1 imports ops"]),
-    ("attachments.services.processing", "from webhooks.services.emit import x",
-     ["attachments.services.processing:1 imports webhooks"]),
-    ("processing.pipeline", "def f():\n    import webhooks.actors\n", ["processing.pipeline:2 imports webhooks"]),
-    ("processing.x", 'ACTOR = "webhooks.actors.deliver"', ["processing.x:1 imports webhooks"]),
-    ("webhooks.services.delivery", "from sweeper.control import delete_brake",
-     ["webhooks.services.delivery:1 imports sweeper"]),
-    ("webhooks.actors", "from ops.runtime import x", ["webhooks.actors:1 imports ops"]),
-    # Allowed directions and look-alikes.
-    ("ops.runtime", "from sweeper.schedule import sweep_if_due\nfrom processing import outcomes", []),
-    ("sweeper.reconcile", "from processing.recovery import redrive_pending", []),
-    ("sweeper.retention", "from webhooks.models import Delivery", []),
-    ("webhooks.services.emit", "from attachments.models import Attachment\nfrom processing import fairness", []),
-    ("attachments.admin.views", "from ..models import Attachment\nfrom . import charts", []),
-    ("attachments.x", 'log.info("processing.started")\nSTEP = "sweeper.nothing_here"', []),
-])
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (
+            "attachments.health",
+            "from processing.scanners import scanners_from_settings",
+            ["attachments.health:1 imports processing"],
+        ),
+        (
+            "attachments.services.uploads",
+            "def f():\n    from sweeper.control import delete_brake\n",
+            ["attachments.services.uploads:2 imports sweeper"],
+        ),
+        ("attachments.metrics", "import sweeper.metrics", ["attachments.metrics:1 imports sweeper"]),
+        ("attachments.admin.views", "from ...ops import views", ["attachments.admin.views:1 imports ops"]),
+        ("attachments.admin.views", "from ... import ops", ["attachments.admin.views:1 imports ops"]),
+        (
+            "attachments.x",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from processing import steps\n",
+            ["attachments.x:3 imports processing"],
+        ),
+        ("attachments.x", 'WORKER = "ops.httpserver.AirlockThreadWorker"', ["attachments.x:1 imports ops"]),
+        ("processing.pipeline", "from sweeper.schedule import sweep_if_due", ["processing.pipeline:1 imports sweeper"]),
+        ("sweeper.sweep", "from ops import runtime", ["sweeper.sweep:1 imports ops"]),
+        (
+            "attachments.services.processing",
+            "from webhooks.services.emit import x",
+            ["attachments.services.processing:1 imports webhooks"],
+        ),
+        ("processing.pipeline", "def f():\n    import webhooks.actors\n", ["processing.pipeline:2 imports webhooks"]),
+        ("processing.x", 'ACTOR = "webhooks.actors.deliver"', ["processing.x:1 imports webhooks"]),
+        (
+            "webhooks.services.delivery",
+            "from sweeper.control import delete_brake",
+            ["webhooks.services.delivery:1 imports sweeper"],
+        ),
+        ("webhooks.actors", "from ops.runtime import x", ["webhooks.actors:1 imports ops"]),
+        # Allowed directions and look-alikes.
+        ("ops.runtime", "from sweeper.schedule import sweep_if_due\nfrom processing import outcomes", []),
+        ("sweeper.reconcile", "from processing.recovery import redrive_pending", []),
+        ("sweeper.retention", "from webhooks.models import Delivery", []),
+        ("webhooks.services.emit", "from attachments.models import Attachment\nfrom processing import fairness", []),
+        ("attachments.admin.views", "from ..models import Attachment\nfrom . import charts", []),
+        ("attachments.x", 'log.info("processing.started")\nSTEP = "sweeper.nothing_here"', []),
+    ],
+)
 def test_the_check_sees_forbidden_imports(module, source, expected):
     assert violations(source, module) == expected

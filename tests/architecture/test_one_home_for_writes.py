@@ -36,8 +36,9 @@ def transition_methods() -> dict[str, set[str]]:
 
 def _receiver_names(node: ast.expr) -> list[str]:
     """Every name in the receiver's chain: `Attachment.objects.get(pk=pk)` gives Attachment, objects, get."""
-    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
-            if isinstance(n, (ast.Name, ast.Attribute))]
+    return [
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+    ]
 
 
 def transition_calls(source: str, methods: dict[str, set[str]] | None = None) -> list[str]:
@@ -56,16 +57,21 @@ def transition_calls(source: str, methods: dict[str, set[str]] | None = None) ->
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
             hit = any(isinstance(arg, ast.Constant) and arg.value in methods for arg in node.args[1:2])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods:
-            hit = bool(any(ATTACHMENT_LIKE.search(name) for name in _receiver_names(node.func.value))
-                       or {k.arg for k in node.keywords} & keywords)
+            hit = bool(
+                any(ATTACHMENT_LIKE.search(name) for name in _receiver_names(node.func.value))
+                or {k.arg for k in node.keywords} & keywords
+            )
         if hit:
             found.append(f"{getattr(node, 'lineno', '?')}: {ast.unparse(node)}")
     return found
 
 
 def _python_files() -> list[Path]:
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard",
-                             "*.py"], capture_output=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "*.py"],
+        capture_output=True,
+        check=True,
+    ).stdout
     return [ROOT / name for name in listed.decode().split("\0") if name]
 
 
@@ -94,9 +100,13 @@ def test_the_scan_finds_transition_calls_and_leaves_threads_alone():
         "apply_transition(a, 'rescan', actor='x')\n"
     )
     assert len(caught) == 8, caught
-    assert transition_calls(
-        "thread.start()\nself.fail('invalid')\nserver.start()\nmatch.start()\nworker.finish()\nslots.release(t, h)\n"
-    ) == []
+    assert (
+        transition_calls(
+            "thread.start()\nself.fail('invalid')\nserver.start()\nmatch.start()\n"
+            "worker.finish()\nslots.release(t, h)\n"
+        )
+        == []
+    )
 
 
 WRITES = {"update", "delete", "bulk_update", "bulk_create", "create", "get_or_create", "update_or_create"}
@@ -140,7 +150,14 @@ def model_row_writes(source: str, models: set[str] | None = None) -> list[str]:
 
 
 def test_the_guard_knows_the_attachments_models():
-    assert {"Attachment", "DeadLetter", "Tenant", "TenantUsage", "Membership", "RescanCheckpoint"} <= attachments_models()
+    assert {
+        "Attachment",
+        "DeadLetter",
+        "Tenant",
+        "TenantUsage",
+        "Membership",
+        "RescanCheckpoint",
+    } <= attachments_models()
 
 
 def test_no_module_outside_attachments_services_writes_attachments_rows():
@@ -149,8 +166,12 @@ def test_no_module_outside_attachments_services_writes_attachments_rows():
     models = attachments_models()
     offenders = {}
     for path in _python_files():
-        if HOME in path.parents or any(o in path.parents for o in outside) or "migrations" in path.parts \
-                or not path.is_file():
+        if (
+            HOME in path.parents
+            or any(o in path.parents for o in outside)
+            or "migrations" in path.parts
+            or not path.is_file()
+        ):
             continue
         writes = model_row_writes(path.read_text(encoding="utf-8"), models)
         if writes:
@@ -171,7 +192,10 @@ def test_the_write_scan_finds_queryset_writes_and_leaves_reads_alone():
         "Attachment._base_manager.filter(pk=pk).delete()\n"
     )
     assert len(caught) == 8, caught
-    assert model_row_writes(
-        "Attachment.objects.filter(pk=pk).values_list('pk')\nDeadLetter.objects.filter(resolved_at=None).count()\n"
-        "Attachment.objects.get(pk=pk)\nUser.objects.create_user(username='x')\nqueue.update(x=1)\n"
-    ) == []
+    assert (
+        model_row_writes(
+            "Attachment.objects.filter(pk=pk).values_list('pk')\nDeadLetter.objects.filter(resolved_at=None).count()\n"
+            "Attachment.objects.get(pk=pk)\nUser.objects.create_user(username='x')\nqueue.update(x=1)\n"
+        )
+        == []
+    )

@@ -17,8 +17,14 @@ CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
 # Headless flags that work on a machine with no network beyond the loopback.
 # Playwright adds a new empty --user-data-dir for every launch.
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -72,8 +78,10 @@ def page(request, chromium, live_server):
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
     server_errors: list[str] = []
-    page.on("response", lambda r: server_errors.append(f"{r.status} {r.request.method} {r.url}")
-            if r.status >= 500 else None)
+    page.on(
+        "response",
+        lambda r: server_errors.append(f"{r.status} {r.request.method} {r.url}") if r.status >= 500 else None,
+    )
     yield page
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
@@ -126,14 +134,15 @@ def watch_csp(page) -> list[str]:
     page.expose_function("airlockCspViolation", lambda text: violations.append(text))
     page.add_init_script(
         "document.addEventListener('securitypolicyviolation', e => "
-        "window.airlockCspViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' + e.lineNumber))")
+        "window.airlockCspViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' "
+        "+ e.lineNumber))"
+    )
     return violations
 
 
 @pytest.fixture
 def moderator(make_user):
     from attachments.permissions import ensure_moderator_group
-
     from attachments.staff_scope import ensure_platform_group
 
     user = make_user("mod", tenant="staff", staff=True)

@@ -13,16 +13,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def dense_page(chromium, live_server):
-    context = chromium.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900},
-                                   device_scale_factor=2)
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": 1280, "height": 900}, device_scale_factor=2
+    )
     context.set_default_timeout(30_000)
     page = context.new_page()
     yield page
     context.close()
 
 
-def test_a_moderator_sees_a_variant_in_the_preview_and_purges_it(dense_page, live_server, live_worker, alice,
-                                                                 moderator):
+def test_a_moderator_sees_a_variant_in_the_preview_and_purges_it(
+    dense_page, live_server, live_worker, alice, moderator
+):
     page = dense_page
     attachment_id = upload(client_for(alice), jpeg_bytes((3000, 2000)), filename="wide.jpg")
     assert wait_for_status(attachment_id, timeout=60) == "ready"
@@ -34,7 +36,8 @@ def test_a_moderator_sees_a_variant_in_the_preview_and_purges_it(dense_page, liv
     thumb = page.locator(".field-preview img.airlock-thumb")
     page.wait_for_function("el => el.complete && el.naturalWidth > 0", arg=thumb.element_handle(), timeout=60_000)
     assert page.evaluate("el => el.currentSrc", thumb.element_handle()).endswith(
-        f"/admin/attachments/attachment/{attachment_id}/variant/small/")
+        f"/admin/attachments/attachment/{attachment_id}/variant/small/"
+    )
     assert Derivative.objects.filter(attachment_id=attachment_id, kind="variant:small:webp").exists()
 
     page.reload()
@@ -45,5 +48,9 @@ def test_a_moderator_sees_a_variant_in_the_preview_and_purges_it(dense_page, liv
     page.locator(".airlock-confirmation input[type=submit]").first.click()
     page.wait_for_url(f"{live_server.url}{change}")
     expect(page.locator("#airlock-no-variants")).to_have_text("None made yet.")
-    assert TransitionLog.objects.filter(attachment_id=attachment_id, transition="variants_purged",
-                                        actor="staff:mod").count() == 1
+    assert (
+        TransitionLog.objects.filter(
+            attachment_id=attachment_id, transition="variants_purged", actor="staff:mod"
+        ).count()
+        == 1
+    )

@@ -22,10 +22,13 @@ PLAY_A_LITTLE = """async (video) => {
 }"""
 
 
-@pytest.mark.parametrize(("name", "content_type"), [
-    ("video_h264_aac.mp4", "video/mp4"),  # moov at the end: the player needs Range requests to reach it
-    ("video_vp9_opus.webm", "video/webm"),
-])
+@pytest.mark.parametrize(
+    ("name", "content_type"),
+    [
+        ("video_h264_aac.mp4", "video/mp4"),  # moov at the end: the player needs Range requests to reach it
+        ("video_vp9_opus.webm", "video/webm"),
+    ],
+)
 def test_a_moderator_plays_a_ready_video(page, live_server, live_worker, alice, moderator, name, content_type):
     data = (corpus_dir() / "generated" / name).read_bytes()
     attachment_id = upload(client_for(alice), data, profile="media", filename=name, content_type=content_type)

@@ -39,7 +39,8 @@ def _measure(page) -> dict:
         const c = created.getBoundingClientRect(), b = box.getBoundingClientRect();
         return {table: table.scrollWidth, box: box.clientWidth,
                 createdInside: c.right <= b.right + 1 && c.width > 0,
-                cols: [...document.querySelectorAll('#result_list thead th')].map(t => t.className + ':' + Math.round(t.getBoundingClientRect().width)).join(' '),
+                cols: [...document.querySelectorAll('#result_list thead th')]
+                    .map(t => t.className + ':' + Math.round(t.getBoundingClientRect().width)).join(' '),
                 doc: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth};
     }""")
 

@@ -36,8 +36,12 @@ def _fits(page) -> None:
 
 
 def _overlap(a: dict, b: dict) -> bool:
-    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
 
 
 @pytest.fixture
@@ -47,8 +51,13 @@ def ticket(alice, moderator, settings):
     moderator.set_password("pw-mod")
     moderator.save()
     name = "video_h264_aac.mp4"
-    video = upload(client_for(alice), (corpus_dir() / "generated" / name).read_bytes(), profile="media",
-                   filename="first-dance.mp4", content_type="video/mp4")
+    video = upload(
+        client_for(alice),
+        (corpus_dir() / "generated" / name).read_bytes(),
+        profile="media",
+        filename="first-dance.mp4",
+        content_type="video/mp4",
+    )
     assert run_pipeline(video) == "ready"
     Attachment.objects.filter(pk=video).update(ref="wedding:smith-2026")
     for i, ref in enumerate(("wedding:jones-2025", "ad:42", "wedding:smithers-2024")):

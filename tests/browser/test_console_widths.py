@@ -38,18 +38,28 @@ def test_the_upload_page_fits_and_says_what_to_do_about_a_refusal(page, live_ser
     for control in ("#profile", "#dashboard .uppy-Dashboard-browse", "#ref", "#commit"):
         _inside(page, control, width)
 
-    pick_files(page, [
-        {"name": "IMG_20260614_wedding-reception-first-dance.jpg", "mimeType": "image/jpeg",
-         "buffer": jpeg_bytes((320, 240))},
-        {"name": "invitation.jpg", "mimeType": "image/jpeg", "buffer": b"MZ not a picture whatever it says" * 4},
-    ])
-    photo, refused = upload_item(page, "IMG_20260614_wedding-reception-first-dance.jpg"), upload_item(page, "invitation.jpg")
+    pick_files(
+        page,
+        [
+            {
+                "name": "IMG_20260614_wedding-reception-first-dance.jpg",
+                "mimeType": "image/jpeg",
+                "buffer": jpeg_bytes((320, 240)),
+            },
+            {"name": "invitation.jpg", "mimeType": "image/jpeg", "buffer": b"MZ not a picture whatever it says" * 4},
+        ],
+    )
+    photo, refused = (
+        upload_item(page, "IMG_20260614_wedding-reception-first-dance.jpg"),
+        upload_item(page, "invitation.jpg"),
+    )
     expect(photo).to_have_attribute("data-status", "ready", timeout=60_000)
     expect(refused).to_have_attribute("data-status", "rejected", timeout=60_000)
     # A decision about the content: no Retry, and a sentence saying what to do instead.
     expect(refused.locator("button.retry")).to_be_hidden()
     expect(refused.locator(".advice")).to_have_text(
-        "This kind of file is not accepted here: the picker lists the types that are.")
+        "This kind of file is not accepted here: the picker lists the types that are."
+    )
     expect(photo.locator(".advice")).to_be_hidden()
     assert _overflow(page)[0] <= _overflow(page)[1], _overflow(page)
     for control in ("#items li.item .remove", "#commit"):

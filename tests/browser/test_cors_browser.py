@@ -107,8 +107,12 @@ def test_an_allowed_origin_creates_reads_and_patches_tus(app_page, app_origin, l
     out = app_page.evaluate(SCRIPT, {"api": live_server.url, "token": alice.api_token})
 
     assert out["intent"]["status"] == 201
-    assert out["status"] == {"status": 200, "wait": "skipped; reason=user-limit; limit=0",
-                             "requestId": out["status"]["requestId"], "body": "pending"}
+    assert out["status"] == {
+        "status": 200,
+        "wait": "skipped; reason=user-limit; limit=0",
+        "requestId": out["status"]["requestId"],
+        "body": "pending",
+    }
     assert out["status"]["requestId"]  # an exposed header, read by the script
     assert out["tusCreate"]["status"] == 201 and out["tusCreate"]["expires"]
     assert out["tusCreate"]["location"].startswith(live_server.url + "/api/v1/tus/")

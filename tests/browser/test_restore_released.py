@@ -34,8 +34,7 @@ def _release(owner, pk: str) -> None:
 
 def _owner_get(live_server, owner, path: str) -> tuple[int, bytes]:
     """The owner's request to the running server, as the host application sends it."""
-    request = urllib.request.Request(f"{live_server.url}{path}",
-                                     headers={"Authorization": f"Token {owner.api_token}"})
+    request = urllib.request.Request(f"{live_server.url}{path}", headers={"Authorization": f"Token {owner.api_token}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, response.read()
 

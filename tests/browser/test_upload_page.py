@@ -58,13 +58,20 @@ def test_upload_page_flow(page, live_server, live_worker, alice):
 
     page.route(lambda url: "/api/v1/tus/" in url, network)
 
-    pick_files(page, [
-        {"name": "first.jpg", "mimeType": "image/jpeg", "buffer": jpeg_bytes((800, 600))},
-        {"name": "second.png", "mimeType": "image/png", "buffer": png_bytes((300, 200))},
-        {"name": HOSTILE, "mimeType": "image/jpeg", "buffer": b"this is not a picture, whatever it says" * 3},
-    ])
+    pick_files(
+        page,
+        [
+            {"name": "first.jpg", "mimeType": "image/jpeg", "buffer": jpeg_bytes((800, 600))},
+            {"name": "second.png", "mimeType": "image/png", "buffer": png_bytes((300, 200))},
+            {"name": HOSTILE, "mimeType": "image/jpeg", "buffer": b"this is not a picture, whatever it says" * 3},
+        ],
+    )
 
-    first, second_item, hostile = upload_item(page, "first.jpg"), upload_item(page, "second.png"), upload_item(page, HOSTILE)
+    first, second_item, hostile = (
+        upload_item(page, "first.jpg"),
+        upload_item(page, "second.png"),
+        upload_item(page, HOSTILE),
+    )
     expect(first).to_have_attribute("data-via", "tus")
     expect(first).to_have_attribute("data-status", "ready", timeout=60_000)
     expect(hostile).to_have_attribute("data-status", "rejected", timeout=60_000)
@@ -143,10 +150,13 @@ def test_each_file_gets_the_profile_for_its_type(page, live_server, live_worker,
     """A photo and a phone video picked together: image for one, media for the other (issue #32)."""
     open_upload_page(page, live_server, "alice")
     video = (corpus_dir() / "generated" / "video_rotated.mov").read_bytes()
-    pick_files(page, [
-        {"name": "photo.jpg", "mimeType": "image/jpeg", "buffer": jpeg_bytes((320, 240))},
-        {"name": "IMG_0003.MOV", "mimeType": "video/quicktime", "buffer": video},
-    ])
+    pick_files(
+        page,
+        [
+            {"name": "photo.jpg", "mimeType": "image/jpeg", "buffer": jpeg_bytes((320, 240))},
+            {"name": "IMG_0003.MOV", "mimeType": "video/quicktime", "buffer": video},
+        ],
+    )
     photo, clip = upload_item(page, "photo.jpg"), upload_item(page, "IMG_0003.MOV")
     expect(photo).to_have_attribute("data-status", "ready", timeout=60_000)
     expect(clip).to_have_attribute("data-status", "ready", timeout=60_000)
@@ -205,8 +215,10 @@ def test_the_page_follows_all_its_files_with_one_waiting_request(page, live_serv
     page.on("response", answered)
     open_upload_page(page, live_server, "alice", "image")
     names = [f"photo-{n:02d}.png" for n in range(12)]
-    pick_files(page, [{"name": name, "mimeType": "image/png", "buffer": png_bytes((60 + n, 40))}
-                      for n, name in enumerate(names)])
+    pick_files(
+        page,
+        [{"name": name, "mimeType": "image/png", "buffer": png_bytes((60 + n, 40))} for n, name in enumerate(names)],
+    )
     for name in names:
         expect(upload_item(page, name)).to_have_attribute("data-status", "ready", timeout=90_000)
     assert waits["per_file"] == 0, "a waiting request for a single file"

@@ -27,22 +27,37 @@ def bucket(s3, settings):  # noqa: F811
     settings.AIRLOCK_S3_PART_SIZE = 5 * MIB
     reset_gateway()
     # What `manage.py s3_setup --apply` gives a bucket browsers upload to: PUT and POST allowed, ETag exposed.
-    s3.client.put_bucket_cors(Bucket=s3.bucket, CORSConfiguration={"CORSRules": [{
-        "AllowedOrigins": ["*"], "AllowedMethods": ["PUT", "POST", "GET"], "AllowedHeaders": ["*"],
-        "ExposeHeaders": ["ETag"]}]})
+    s3.client.put_bucket_cors(
+        Bucket=s3.bucket,
+        CORSConfiguration={
+            "CORSRules": [
+                {
+                    "AllowedOrigins": ["*"],
+                    "AllowedMethods": ["PUT", "POST", "GET"],
+                    "AllowedHeaders": ["*"],
+                    "ExposeHeaders": ["ETag"],
+                }
+            ]
+        },
+    )
     return s3
 
 
 def intents_of(page) -> list[str]:
     """Record the ids of the intents the page makes (POST /api/v1/uploads)."""
     ids: list[str] = []
-    page.on("response", lambda r: ids.append(r.json()["id"])
-            if r.request.method == "POST" and r.url.endswith("/api/v1/uploads") and r.status == 201 else None)
+    page.on(
+        "response",
+        lambda r: (
+            ids.append(r.json()["id"])
+            if r.request.method == "POST" and r.url.endswith("/api/v1/uploads") and r.status == 201
+            else None
+        ),
+    )
     return ids
 
 
-def test_presigned_post_and_a_dropped_connection_retried_as_a_new_intent(page, live_server, live_worker, alice,
-                                                                       bucket):
+def test_presigned_post_and_a_dropped_connection_retried_as_a_new_intent(page, live_server, live_worker, alice, bucket):
     violations = watch_csp(page)
     intents = intents_of(page)
     open_upload_page(page, live_server, "alice")
@@ -123,8 +138,9 @@ def test_a_large_file_goes_up_in_parts_and_a_failed_part_is_retried(page, live_s
     assert bucket.get(row.working_key) == data  # intake keeps the scanned bytes at a server-only key
 
 
-def test_a_reload_mid_multipart_upload_resumes_from_the_parts_in_the_bucket(page, live_server, live_worker, alice,
-                                                                            bucket):
+def test_a_reload_mid_multipart_upload_resumes_from_the_parts_in_the_bucket(
+    page, live_server, live_worker, alice, bucket
+):
     intents = intents_of(page)
     open_upload_page(page, live_server, "alice")
 
@@ -152,8 +168,13 @@ def test_a_reload_mid_multipart_upload_resumes_from_the_parts_in_the_bucket(page
 
     # The user reloads; Golden Retriever restores the file and its multipart upload.
     sent_after: list[int] = []
-    page.route(parts, lambda route: (sent_after.append(int(re.search(r"partNumber=(\d+)", route.request.url).group(1))),
-                                     route.continue_()))
+    page.route(
+        parts,
+        lambda route: (
+            sent_after.append(int(re.search(r"partNumber=(\d+)", route.request.url).group(1))),
+            route.continue_(),
+        ),
+    )
     page.reload()
     item = upload_item(page, "clip.mp4")
     expect(item).to_have_attribute("data-status", "ready", timeout=90_000)

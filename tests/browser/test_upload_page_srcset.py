@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def dense_page(chromium, live_server):
     """A 4× screen: the 72 px box needs 288 px, more than the 256 px thumbnail has."""
-    context = chromium.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900},
-                                   device_scale_factor=4)
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": 1280, "height": 900}, device_scale_factor=4
+    )
     context.set_default_timeout(30_000)
     page = context.new_page()
     page.dialogs = []
@@ -33,8 +34,7 @@ def test_a_dense_screen_loads_the_small_variant(dense_page, live_server, live_wo
     expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
     thumb = item.locator(".thumb img")
     expect(thumb).to_be_visible()
-    page.wait_for_function("el => el.complete && el.naturalWidth > 0", arg=thumb.element_handle(),
-                           timeout=60_000)
+    page.wait_for_function("el => el.complete && el.naturalWidth > 0", arg=thumb.element_handle(), timeout=60_000)
     chosen = page.evaluate("el => el.currentSrc", thumb.element_handle())
     assert "/variants/small?" in chosen, chosen
     assert any("/variants/small?" in url for url in images)

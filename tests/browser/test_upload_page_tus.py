@@ -20,8 +20,9 @@ def tus_urls(url: str) -> bool:
     return "/api/v1/tus/" in url
 
 
-def test_a_30_mb_file_goes_up_through_tus_and_resumes_after_the_network_drops(page, live_server, live_worker,
-                                                                              alice, storage_root, tmp_path):
+def test_a_30_mb_file_goes_up_through_tus_and_resumes_after_the_network_drops(
+    page, live_server, live_worker, alice, storage_root, tmp_path
+):
     open_upload_page(page, live_server, "alice", "media")
 
     seen: list[str] = []
@@ -50,7 +51,7 @@ def test_a_30_mb_file_goes_up_through_tus_and_resumes_after_the_network_drops(pa
     assert item.get_attribute("data-resumes") == "1"
     # Created once; after the cut the client asked the server where it stood (HEAD), then carried on.
     assert seen[0] == "POST" and seen.count("POST") == 1
-    after_cut = seen[seen.index("PATCH") + 3:]
+    after_cut = seen[seen.index("PATCH") + 3 :]
     assert after_cut[0] == "HEAD" and "PATCH" in after_cut
     assert seen.count("PATCH") == 6 + 1  # 30 MiB in 5 MiB chunks, one of them twice
 
@@ -96,14 +97,20 @@ def test_a_reload_mid_upload_resumes_it(page, live_server, live_worker, alice, t
     # The user reloads the page in the middle of the upload; Golden Retriever brings it back.
     # (The new handler takes precedence; the held chunk stays unanswered until the reload cancels it.)
     seen_after: list[tuple[str, str]] = []
-    page.route(tus_urls,
-               lambda route: (seen_after.append((route.request.method, route.request.headers.get("upload-offset", ""))),
-                              route.continue_()))
+    page.route(
+        tus_urls,
+        lambda route: (
+            seen_after.append((route.request.method, route.request.headers.get("upload-offset", ""))),
+            route.continue_(),
+        ),
+    )
     page.reload()
     item = upload_item(page, "clip.mp4")
     expect(item).to_have_attribute("data-status", "ready", timeout=90_000)
     assert item.get_attribute("data-id") == upload_id
-    assert seen_after[0][0] == "HEAD" and not any(method == "POST" for method, _ in seen_after)  # resumed, not created anew
+    assert seen_after[0][0] == "HEAD" and not any(
+        method == "POST" for method, _ in seen_after
+    )  # resumed, not created anew
     assert [offset for method, offset in seen_after if method == "PATCH"][0] == str(5 * MIB)
     assert TusUpload.objects.count() == 1
     attachment = Attachment.objects.get(pk=upload_id)

@@ -26,7 +26,9 @@ def test_a_ready_video_shows_its_poster_and_duration(page, live_server, live_wor
     page.wait_for_function("el => el.naturalWidth > 0", arg=poster.element_handle())
     # The poster as shown: the 64x48 clip turned upright by its display matrix.
     assert page.evaluate("el => [el.naturalWidth, el.naturalHeight]", poster.element_handle()) == [48, 64]
-    assert any(url.split("?")[0].endswith(f"/api/v1/attachments/{attachment_id}/poster") for url in requested), requested
+    assert any(url.split("?")[0].endswith(f"/api/v1/attachments/{attachment_id}/poster") for url in requested), (
+        requested
+    )
     assert not any(url.split("?")[0].endswith(f"/api/v1/attachments/{attachment_id}/thumbnail") for url in requested)
 
     expect(item.locator(".thumb .duration")).to_have_text("0:02")

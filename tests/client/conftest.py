@@ -15,11 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from airlock_client import Client
 
-from tests.support.processes import Server
+from airlock_client import Client
 from tests.s3.conftest import moto_endpoint  # noqa: F401  (the S3 stand-in, over HTTP)
 from tests.support import pdf_document
+from tests.support.processes import Server
 from tests.webhooks.receiver import Receiver
 
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"client-tests-webhook-secret-32by").decode()
@@ -117,8 +117,9 @@ class Live:
 def serve_factory(tmp_path_factory) -> Iterator[Callable[..., Live]]:
     started: list[Live] = []
 
-    def start(env: dict[str, str], users: tuple[tuple[str, str], ...] = (("alice", "acme"),),
-              receiver: Receiver | None = None) -> Live:
+    def start(
+        env: dict[str, str], users: tuple[tuple[str, str], ...] = (("alice", "acme"),), receiver: Receiver | None = None
+    ) -> Live:
         server = Server(tmp_path_factory.mktemp("serve"), env)
         live = Live(server, {}, receiver)
         started.append(live)

@@ -38,12 +38,17 @@ KIB = 1 << 10
 @pytest.fixture(scope="module")
 def live(serve_factory):
     receiver = Receiver().start()
-    return serve_factory({
-        "AIRLOCK_WEBHOOK_URL": receiver.url, "AIRLOCK_WEBHOOK_SECRET": WEBHOOK_SECRET,
-        "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
-        "AIRLOCK_TENANT_QUOTA_BYTES": str(100 * MIB),
-        "AIRLOCK_MAX_PENDING_PER_USER": "10",
-    }, users=(("alice", "acme"), ("bob", "acme"), ("mallory", "evil")), receiver=receiver)
+    return serve_factory(
+        {
+            "AIRLOCK_WEBHOOK_URL": receiver.url,
+            "AIRLOCK_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
+            "AIRLOCK_TENANT_QUOTA_BYTES": str(100 * MIB),
+            "AIRLOCK_MAX_PENDING_PER_USER": "10",
+        },
+        users=(("alice", "acme"), ("bob", "acme"), ("mallory", "evil")),
+        receiver=receiver,
+    )
 
 
 def _sha(data: bytes) -> str:
@@ -199,8 +204,9 @@ def test_verify_webhook_accepts_airlocks_delivery_and_refuses_a_tampered_one(liv
     with pytest.raises(WebhookVerificationError):  # replayed ten minutes later
         verify_webhook(delivery.headers, delivery.body, WEBHOOK_SECRET, now=time.time() + 600)
     with pytest.raises(WebhookVerificationError):
-        verify_webhook({k: v for k, v in delivery.headers.items() if k != "webhook-signature"}, delivery.body,
-                       WEBHOOK_SECRET)
+        verify_webhook(
+            {k: v for k, v in delivery.headers.items() if k != "webhook-signature"}, delivery.body, WEBHOOK_SECRET
+        )
 
 
 def test_errors_are_typed_from_the_api_codes(live, tmp_path):
@@ -228,8 +234,11 @@ def test_errors_are_typed_from_the_api_codes(live, tmp_path):
 def test_rate_limits_are_retried_after_retry_after_then_raised(live, tmp_path):
     token = live.tokens["bob"]
     for _ in range(10):  # the pending cap: intents whose bytes never come
-        httpx.post(f"{live.server.base}/api/v1/uploads", headers={"Authorization": f"Token {token}"}, json={
-            "profile": "image", "filename": "x.jpg", "size": 10, "content_type": "image/jpeg"}).raise_for_status()
+        httpx.post(
+            f"{live.server.base}/api/v1/uploads",
+            headers={"Authorization": f"Token {token}"},
+            json={"profile": "image", "filename": "x.jpg", "size": 10, "content_type": "image/jpeg"},
+        ).raise_for_status()
     slept: list[float] = []
     with live.client("bob", max_retries=2, sleep=slept.append) as client, pytest.raises(RateLimited) as limited:
         client.upload(_jpeg(tmp_path, "one-more.jpg", 1), profile="image")
@@ -239,12 +248,20 @@ def test_rate_limits_are_retried_after_retry_after_then_raised(live, tmp_path):
 
 
 def test_a_503_is_retried_after_its_retry_after_and_then_succeeds():
-    answers = iter([httpx.Response(503, headers={"Retry-After": "3"}, json={
-        "error": {"code": "UNAVAILABLE", "message": "database down", "details": {}}}),
-        httpx.Response(200, json={"bytes_used": 1, "bytes_limit": None, "files_used": 1, "files_limit": None})])
+    answers = iter(
+        [
+            httpx.Response(
+                503,
+                headers={"Retry-After": "3"},
+                json={"error": {"code": "UNAVAILABLE", "message": "database down", "details": {}}},
+            ),
+            httpx.Response(200, json={"bytes_used": 1, "bytes_limit": None, "files_used": 1, "files_limit": None}),
+        ]
+    )
     slept: list[float] = []
-    with Client("http://airlock.test", "t", transport=httpx.MockTransport(lambda request: next(answers)),
-                sleep=slept.append) as client:
+    with Client(
+        "http://airlock.test", "t", transport=httpx.MockTransport(lambda request: next(answers)), sleep=slept.append
+    ) as client:
         assert client.usage()["bytes_used"] == 1
     assert len(slept) == 1 and 3 <= slept[0] <= 3.6
 

@@ -20,11 +20,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.s3]
 def live(serve_factory, moto_endpoint):
     bucket = f"client-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    live = serve_factory({
-        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-        "AIRLOCK_S3_REGION": "us-east-1", "AIRLOCK_S3_UPLOAD_METHOD": "POST",
-        "AIRLOCK_S3_MULTIPART_THRESHOLD": str(5 * MIB), "AIRLOCK_S3_PART_SIZE": str(5 * MIB),
-    })
+    live = serve_factory(
+        {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+            "AIRLOCK_S3_UPLOAD_METHOD": "POST",
+            "AIRLOCK_S3_MULTIPART_THRESHOLD": str(5 * MIB),
+            "AIRLOCK_S3_PART_SIZE": str(5 * MIB),
+        }
+    )
     live.moto = moto_endpoint
     return live
 
@@ -68,8 +74,11 @@ def test_a_large_file_goes_by_multipart_and_a_broken_one_resumes_with_resigned_p
         attachment = other.resume(interrupted.attachment_id, path, on_progress=lambda s, t: progress.append(s))
         final = other.wait(attachment["id"], timeout=120)
     resigned = [url for m, url, *_ in recorder.seen if m == "POST" and url.endswith("/parts")]
-    sent = sorted(url.split("partNumber=")[1].split("&")[0] for m, url, *_ in recorder.seen
-                  if m == "PUT" and url.startswith(live.moto))
+    sent = sorted(
+        url.split("partNumber=")[1].split("&")[0]
+        for m, url, *_ in recorder.seen
+        if m == "PUT" and url.startswith(live.moto)
+    )
     assert len(resigned) == 1 and sent == ["2", "3"]
     assert progress[0] == 5 * MIB and progress[-1] == len(data)
     # Intake hashed the assembled object against the declared digest.
@@ -94,10 +103,15 @@ def live_put(serve_factory, moto_endpoint):
     """The same server shape with AIRLOCK_S3_UPLOAD_METHOD=PUT: presigned PUTs instead of POST forms."""
     bucket = f"client-put-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    live = serve_factory({
-        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-        "AIRLOCK_S3_REGION": "us-east-1", "AIRLOCK_S3_UPLOAD_METHOD": "PUT",
-    })
+    live = serve_factory(
+        {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+            "AIRLOCK_S3_UPLOAD_METHOD": "PUT",
+        }
+    )
     live.moto = moto_endpoint
     return live
 

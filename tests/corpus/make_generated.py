@@ -90,8 +90,9 @@ def png_gray16_transparent() -> bytes:
 
 
 def png_la() -> bytes:
-    im = Image.merge("LA", (Image.linear_gradient("L").resize((W, H)),
-                            Image.linear_gradient("L").rotate(90).resize((W, H))))
+    im = Image.merge(
+        "LA", (Image.linear_gradient("L").resize((W, H)), Image.linear_gradient("L").rotate(90).resize((W, H)))
+    )
     return _save(im, "PNG")
 
 
@@ -132,9 +133,11 @@ def png_hides_elf() -> bytes:
 # applying the orientation (HEIF irot, written by the encoder from the EXIF Orientation)
 # puts the red square back top-left.
 GPS = {1: "N", 2: (48.0, 51.0, 29.0), 3: "E", 4: (2.0, 17.0, 40.0), 5: 0, 6: 35.0}
-XMP_GPS = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
-           b'<rdf:Description rdf:about="" xmlns:exif="http://ns.adobe.com/exif/1.0/" '
-           b'exif:GPSLatitude="48,51.4833N" exif:GPSLongitude="2,17.6667E"/></rdf:RDF></x:xmpmeta>')
+XMP_GPS = (
+    b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+    b'<rdf:Description rdf:about="" xmlns:exif="http://ns.adobe.com/exif/1.0/" '
+    b'exif:GPSLatitude="48,51.4833N" exif:GPSLongitude="2,17.6667E"/></rdf:RDF></x:xmpmeta>'
+)
 
 
 def _displayed_photo() -> Image.Image:
@@ -168,8 +171,11 @@ def avif_gps_rotated() -> bytes:
 def heic_multi() -> bytes:
     # Three images, the primary one (index 1, green, 400x300) in the middle, as a burst or
     # a Live Photo still would be: only the primary may be decoded and shown.
-    images = [Image.new("RGB", (320, 240), (0, 0, 255)), Image.new("RGB", (400, 300), (0, 200, 0)),
-              Image.new("RGB", (200, 100), (255, 0, 0))]
+    images = [
+        Image.new("RGB", (320, 240), (0, 0, 255)),
+        Image.new("RGB", (400, 300), (0, 200, 0)),
+        Image.new("RGB", (200, 100), (255, 0, 0)),
+    ]
     heif = pillow_heif.from_pillow(images[0])
     for im in images[1:]:
         heif.add_from_pillow(im)

@@ -12,9 +12,9 @@ MANIFEST.tsv, as make_generated.py does.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 import struct
 import sys
+import tempfile
 from pathlib import Path
 
 import av
@@ -86,6 +86,7 @@ def mp4_h264_aac() -> bytes:
         video, audio = _video(c, "libx264"), _audio(c, "aac")
         _write_video(c, video, 20)
         _write_audio(c, audio, 2)
+
     return _made("mp4", build)
 
 
@@ -93,6 +94,7 @@ def mp4_faststart() -> bytes:
     # moov first: what tests pad with a `free` box to any size (tests/s3/support.py mp4_bytes).
     def build(c):
         _write_video(c, _video(c, "libx264"), 10)
+
     return _made("mp4", build, movflags="faststart")
 
 
@@ -103,6 +105,7 @@ def mov_rotated() -> bytes:
         video = _video(c, "libx264")
         video.set_display_rotation(-90)  # FFmpeg's angle is counter-clockwise
         _write_video(c, video, 20, image=picture(H, W).transpose(Image.Transpose.ROTATE_90))
+
     return _made("mov", build)
 
 
@@ -120,8 +123,10 @@ def _apple_meta(items: list[tuple[str, str]]) -> bytes:
     # What an iPhone writes: moov/meta with an `mdta` handler, `keys` naming each item and
     # `ilst` holding them by 1-based index, each in a UTF-8 `data` box.
     keys = b"".join(_box(b"mdta", key.encode()) for key, _ in items)
-    ilst = b"".join(_box(struct.pack(">I", n), _box(b"data", struct.pack(">II", 1, 0) + value.encode()))
-                    for n, (_, value) in enumerate(items, start=1))
+    ilst = b"".join(
+        _box(struct.pack(">I", n), _box(b"data", struct.pack(">II", 1, 0) + value.encode()))
+        for n, (_, value) in enumerate(items, start=1)
+    )
     hdlr = _box(b"hdlr", bytes(8) + b"mdta" + bytes(13))
     return _box(b"meta", hdlr + _box(b"keys", struct.pack(">II", 0, len(items)) + keys) + _box(b"ilst", ilst))
 
@@ -145,10 +150,16 @@ def mov_hevc_location_rotated() -> bytes:
         video.codec_context.codec_tag = "hvc1"
         video.set_display_rotation(-90)
         _write_video(c, video, 20, image=picture(H, W).transpose(Image.Transpose.ROTATE_90))
-    apple = _apple_meta([("com.apple.quicktime.location.ISO6709", EIFFEL),
-                         ("com.apple.quicktime.make", "Apple"), ("com.apple.quicktime.model", "iPhone 15 Pro"),
-                         ("com.apple.quicktime.software", "17.4"),
-                         ("com.apple.quicktime.creationdate", "2026-06-21T14:03:00+0200")])
+
+    apple = _apple_meta(
+        [
+            ("com.apple.quicktime.location.ISO6709", EIFFEL),
+            ("com.apple.quicktime.make", "Apple"),
+            ("com.apple.quicktime.model", "iPhone 15 Pro"),
+            ("com.apple.quicktime.software", "17.4"),
+            ("com.apple.quicktime.creationdate", "2026-06-21T14:03:00+0200"),
+        ]
+    )
     return _moov_appended(_made("mov", build), _udta_location(EIFFEL) + apple)
 
 
@@ -162,6 +173,7 @@ def mp4_hevc() -> bytes:
     def build(c):
         video = _video(c, "libx265", **{"x265-params": "log-level=none:pools=none:frame-threads=1"})
         _write_video(c, video, 20)
+
     return _made("mp4", build)
 
 
@@ -170,6 +182,7 @@ def webm_vp9_opus() -> bytes:
         video, audio = _video(c, "libvpx-vp9"), _audio(c, "libopus")
         _write_video(c, video, 20)
         _write_audio(c, audio, 2)
+
     return _made("webm", build)
 
 
@@ -194,6 +207,7 @@ def mp4_4_hours() -> bytes:
     def build(c):
         video = _video(c, "libx264", rate=1)
         _write_video(c, video, 241, step=60)  # pts in seconds (time base 1/rate)
+
     return _made("mp4", build)
 
 
@@ -202,6 +216,7 @@ def mp4_frame_8200x4400() -> bytes:
     def build(c):
         video = _video(c, "libx264", rate=1, width=8200, height=4400, preset="ultrafast")
         _write_video(c, video, 1, image=Image.new("RGB", (8200, 4400), GREEN))
+
     return _made("mp4", build)
 
 
@@ -216,6 +231,7 @@ def mp4_lying_duration() -> bytes:
     def build(c):
         video = _video(c, "libx264", rate=1)
         _write_video(c, video, 600)
+
     data = bytearray(_made("mp4", build))
     for box, version_offset in ((b"mvhd", 8), (b"mdhd", 8), (b"tkhd", 8)):
         pos = data.find(box)
@@ -240,6 +256,7 @@ def webm_64_streams() -> bytes:
         _write_video(c, video, 2)
         for track in tracks:
             _write_audio(c, track, 0.1)
+
     return _made("webm", build)
 
 
@@ -247,6 +264,7 @@ def mp4_mpeg4_part2() -> bytes:
     # MPEG-4 Part 2 (DivX era): a real video codec, not on the allowlist.
     def build(c):
         _write_video(c, _video(c, "mpeg4"), 10)
+
     return _made("mp4", build)
 
 

@@ -50,8 +50,9 @@ def test_the_corpus_is_there():
 def test_corpus_file_reaches_its_outcome(row, alice, api):
     data = (CORPUS / row["path"]).read_bytes()
     profile = row["profile"]
-    attachment_id = upload(api(alice), data, profile=profile, filename=Path(row["path"]).name,
-                           content_type=DECLARED[profile])
+    attachment_id = upload(
+        api(alice), data, profile=profile, filename=Path(row["path"]).name, content_type=DECLARED[profile]
+    )
     status = run_pipeline(attachment_id)
     attachment = Attachment.objects.get(pk=attachment_id)
     outcome = "ready" if status == "ready" else f"{status}:{attachment.reason_code}"
@@ -69,8 +70,9 @@ def test_clamav_test_files_are_malware_with_clamd(alice, api):
     rows = [r for r in ROWS if "needs-clamav-official-sigs" in r["note"] and r["profile"] != "image"]
     for row in rows:
         data = (CORPUS / row["path"]).read_bytes()
-        attachment_id = upload(api(alice), data, profile=row["profile"], filename="x",
-                               content_type=DECLARED[row["profile"]])
+        attachment_id = upload(
+            api(alice), data, profile=row["profile"], filename="x", content_type=DECLARED[row["profile"]]
+        )
         assert run_pipeline(attachment_id) == "rejected"
         assert Attachment.objects.get(pk=attachment_id).reason_code == "malware", row["path"]
 
@@ -105,7 +107,14 @@ def _media_shape(data: bytes) -> tuple:
         streams = []
         for s in container.streams:
             codec = s.codec_context
-            streams.append((s.type, codec.name if codec else None, getattr(codec, "width", None),
-                            getattr(codec, "height", None), dict(s.metadata)))
+            streams.append(
+                (
+                    s.type,
+                    codec.name if codec else None,
+                    getattr(codec, "width", None),
+                    getattr(codec, "height", None),
+                    dict(s.metadata),
+                )
+            )
         packets = sum(1 for p in container.demux() if p.size)
         return container.format.name, dict(container.metadata), streams, packets, len(data) > 0

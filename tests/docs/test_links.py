@@ -71,7 +71,9 @@ def test_the_checker_finds_a_planted_broken_link(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# How `serve` serves\n\n## Limits (per tenant)\n\n```sh\n# not a heading\n```\n")
     other = tmp_path / "other.md"
-    text = ("[ok](page.md#how-serve-serves) [ok](page.md#limits-per-tenant) [bad](page.md#not-a-heading) "
-            "[gone](nope.md) [bad](#missing) [web](https://example.org/x#y)")
+    text = (
+        "[ok](page.md#how-serve-serves) [ok](page.md#limits-per-tenant) [bad](page.md#not-a-heading) "
+        "[gone](nope.md) [bad](#missing) [web](https://example.org/x#y)"
+    )
     other.write_text(text + "\n")
     assert broken_links(other, text) == ["page.md#not-a-heading", "nope.md", "#missing"]

@@ -31,11 +31,12 @@ def test_the_readme_walkthrough_runs_as_printed(tmp_path):
         pasted = script.replace("TOKEN=...", f"TOKEN={token}").replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")
         folder = tmp_path / "walk"
         folder.mkdir()
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", pasted], cwd=folder, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", pasted], cwd=folder, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines()[0] == "ready None"        # step 3 prints status and reason
-        committed = json.loads(done.stdout.splitlines()[-1])         # step 5 prints the commit's answer
+        assert done.stdout.splitlines()[0] == "ready None"  # step 3 prints status and reason
+        committed = json.loads(done.stdout.splitlines()[-1])  # step 5 prints the commit's answer
         assert committed["ref"] == "listing:42" and len(committed["committed"]) == 1
         with Image.open(folder / "download.png") as image:
             assert image.size == (48, 32)

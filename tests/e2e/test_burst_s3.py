@@ -20,7 +20,6 @@ import pytest
 
 from tests.s3.support import cpu_hogs, stop_all, upload_burst
 from tests.support import jpeg_bytes
-
 from tests.support.processes import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.s3]
@@ -34,9 +33,17 @@ def _busy_burst(tmp_path: Path, moto_endpoint: str, clients: int, extra_env: dic
 
     bucket = f"burst-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    server = Server(tmp_path, {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket,
-                               "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint, "AIRLOCK_S3_REGION": "us-east-1",
-                               "AIRLOCK_LOG_LEVEL": "WARNING", **extra_env})
+    server = Server(
+        tmp_path,
+        {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+            "AIRLOCK_LOG_LEVEL": "WARNING",
+            **extra_env,
+        },
+    )
     hogs: list[subprocess.Popen] = []
     try:
         tokens = [server.createuser(f"guest{i}", "burst") for i in range(USERS)]
@@ -47,11 +54,17 @@ def _busy_burst(tmp_path: Path, moto_endpoint: str, clients: int, extra_env: dic
         stop_all(hogs)
         server.stop()
     refusals = [line for line in (tmp_path / "serve.log").read_text().splitlines() if "unavailable" in line]
-    assert not burst.failures, (f"{len(burst.failures)} failed in {burst.seconds:.1f} s: {burst.failures[:3]}; "
-                                f"{burst.statuses}; "
-                                f"log: {refusals[:3]}")
-    assert burst.statuses == {"intent 201": clients, "upload 204": clients, "complete 202": clients,
-                              "status 200": clients}, burst.statuses
+    assert not burst.failures, (
+        f"{len(burst.failures)} failed in {burst.seconds:.1f} s: {burst.failures[:3]}; "
+        f"{burst.statuses}; "
+        f"log: {refusals[:3]}"
+    )
+    assert burst.statuses == {
+        "intent 201": clients,
+        "upload 204": clients,
+        "complete 202": clients,
+        "status 200": clients,
+    }, burst.statuses
     print(f"burst of {clients}: {burst.seconds:.1f} s, slowest client {max(burst.durations):.1f} s")
 
 

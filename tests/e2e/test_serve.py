@@ -22,15 +22,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:
     auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=10, json={
-        "profile": profile, "filename": filename, "size": len(data), "content_type": content_type})
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers=auth,
+        timeout=10,
+        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
+    )
     assert intent.status_code == 201, intent.text
     upload = intent.json()["upload"]
     if upload["method"] == "PUT":
         sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
     else:
-        sent = requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)},
-                             timeout=30)
+        sent = requests.post(
+            upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)}, timeout=30
+        )
     assert sent.status_code in (200, 201, 202, 204), sent.text
     return intent.json()["id"]
 
@@ -38,8 +43,11 @@ def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, 
 def _wait(base: str, token: str, attachment_id: str) -> dict:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        body = requests.get(f"{base}/api/v1/attachments/{attachment_id}?wait=10",
-                            headers={"Authorization": f"Token {token}"}, timeout=20).json()
+        body = requests.get(
+            f"{base}/api/v1/attachments/{attachment_id}?wait=10",
+            headers={"Authorization": f"Token {token}"},
+            timeout=20,
+        ).json()
         if body["status"] in ("ready", "rejected", "failed"):
             return body
     raise AssertionError(f"{attachment_id} still {body['status']}")
@@ -50,17 +58,28 @@ def _flow(server: Server) -> None:
     bob = server.createuser("bob", "acme")
     mallory = server.createuser("mallory", "evil")
     base = server.base
-    photo = _upload(base, alice, jpeg_bytes((640, 480)), profile="image", filename="ça va.jpg",
-                    content_type="image/jpeg")
-    doc = _upload(base, alice, pdf_bytes("searchable aardvark"), profile="document", filename="a.pdf",
-                  content_type="application/pdf")
+    photo = _upload(
+        base, alice, jpeg_bytes((640, 480)), profile="image", filename="ça va.jpg", content_type="image/jpeg"
+    )
+    doc = _upload(
+        base,
+        alice,
+        pdf_bytes("searchable aardvark"),
+        profile="document",
+        filename="a.pdf",
+        content_type="application/pdf",
+    )
     virus = _upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
     assert _wait(base, alice, photo)["status"] == "ready"
     assert _wait(base, alice, doc)["status"] == "ready"
     rejected = _wait(base, alice, virus)
     assert rejected["status"] == "rejected" and rejected["reason"]["code"] == "malware"
-    got = requests.get(f"{base}/api/v1/attachments/{photo}/download", headers={"Authorization": f"Token {bob}"},
-                       timeout=10, allow_redirects=False)
+    got = requests.get(
+        f"{base}/api/v1/attachments/{photo}/download",
+        headers={"Authorization": f"Token {bob}"},
+        timeout=10,
+        allow_redirects=False,
+    )
     assert got.headers["X-Content-Type-Options"] == "nosniff"
     assert got.headers["Content-Security-Policy"] == "default-src 'none'; sandbox"
     if got.status_code == 302:  # S3: the presigned GET fixes type and disposition
@@ -68,19 +87,26 @@ def _flow(server: Server) -> None:
     assert got.status_code == 200 and got.content[:2] == b"\xff\xd8"
     assert got.headers["Content-Type"] == "image/jpeg"
     assert "filename*=UTF-8''%C3%A7a%20va.jpg" in got.headers["Content-Disposition"]
-    thumb = requests.get(f"{base}/api/v1/attachments/{photo}/thumbnail", headers={"Authorization": f"Token {bob}"},
-                         timeout=10)
+    thumb = requests.get(
+        f"{base}/api/v1/attachments/{photo}/thumbnail", headers={"Authorization": f"Token {bob}"}, timeout=10
+    )
     assert thumb.status_code == 200 and thumb.headers["Content-Type"] == "image/webp"
     # The resource's signed link, fetched as an <img src> would: no header, no cookie.
-    links = requests.get(f"{base}/api/v1/attachments/{photo}", headers={"Authorization": f"Token {bob}"},
-                         timeout=10).json()["links"]
+    links = requests.get(
+        f"{base}/api/v1/attachments/{photo}", headers={"Authorization": f"Token {bob}"}, timeout=10
+    ).json()["links"]
     signed = requests.get(links["thumbnail"], timeout=10)
     assert signed.status_code == 200 and signed.headers["Content-Type"] == "image/webp"
     for token, path in ((mallory, photo), (bob, virus), (alice, virus)):
-        assert requests.get(f"{base}/api/v1/attachments/{path}/download",
-                            headers={"Authorization": f"Token {token}"}, timeout=10).status_code == 404
-    found = requests.get(f"{base}/api/v1/search?q=aardvark", headers={"Authorization": f"Token {bob}"},
-                         timeout=10).json()["results"]
+        assert (
+            requests.get(
+                f"{base}/api/v1/attachments/{path}/download", headers={"Authorization": f"Token {token}"}, timeout=10
+            ).status_code
+            == 404
+        )
+    found = requests.get(
+        f"{base}/api/v1/search?q=aardvark", headers={"Authorization": f"Token {bob}"}, timeout=10
+    ).json()["results"]
     assert [r["id"] for r in found] == [doc]
     assert requests.get(f"{base}/readyz", timeout=10).status_code == 200
 
@@ -101,8 +127,15 @@ def test_serve_end_to_end_on_s3_without_events(tmp_path, moto_endpoint):
 
     bucket = f"e2e-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    server = Server(tmp_path, {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket,
-                               "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint, "AIRLOCK_S3_REGION": "us-east-1"})
+    server = Server(
+        tmp_path,
+        {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+        },
+    )
     try:
         _flow(server)
     finally:

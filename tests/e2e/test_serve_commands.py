@@ -29,8 +29,9 @@ pytestmark = pytest.mark.slow
 
 
 def _manage(server: Server, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=server.env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _sql(server: Server, tmp: Path, statement: str) -> None:
@@ -42,22 +43,40 @@ def _sql(server: Server, tmp: Path, statement: str) -> None:
 
 
 def _status(server: Server, token: str, attachment_id: str) -> str:
-    return requests.get(f"{server.base}/api/v1/attachments/{attachment_id}",
-                        headers={"Authorization": f"Token {token}"}, timeout=10).json()["status"]
+    return requests.get(
+        f"{server.base}/api/v1/attachments/{attachment_id}", headers={"Authorization": f"Token {token}"}, timeout=10
+    ).json()["status"]
 
 
 def _download(server: Server, token: str, attachment_id: str) -> int:
-    got = requests.get(f"{server.base}/api/v1/attachments/{attachment_id}/download",
-                       headers={"Authorization": f"Token {token}"}, timeout=10, allow_redirects=False)
+    got = requests.get(
+        f"{server.base}/api/v1/attachments/{attachment_id}/download",
+        headers={"Authorization": f"Token {token}"},
+        timeout=10,
+        allow_redirects=False,
+    )
     return got.status_code
 
 
 def _photos(server: Server, alice: str, n: int) -> list[str]:
-    ids = [_upload(server.base, alice, jpeg_bytes((320 + 16 * i, 240)), profile="image", filename=f"p{i}.jpg",
-                   content_type="image/jpeg") for i in range(n)]
+    ids = [
+        _upload(
+            server.base,
+            alice,
+            jpeg_bytes((320 + 16 * i, 240)),
+            profile="image",
+            filename=f"p{i}.jpg",
+            content_type="image/jpeg",
+        )
+        for i in range(n)
+    ]
     assert {_wait(server.base, alice, i)["status"] for i in ids} == {"ready"}
-    committed = requests.post(f"{server.base}/api/v1/attachments/commit", json={"ids": ids, "ref": "ad:42"},
-                              headers={"Authorization": f"Token {alice}"}, timeout=10)
+    committed = requests.post(
+        f"{server.base}/api/v1/attachments/commit",
+        json={"ids": ids, "ref": "ad:42"},
+        headers={"Authorization": f"Token {alice}"},
+        timeout=10,
+    )
     assert committed.status_code == 200, committed.text
     return ids
 
@@ -85,8 +104,9 @@ def test_a_rescan_beside_serve_hides_nothing_and_a_new_signature_takes_down_one_
             reads += [_download(server, bob, i) for i in ids[1:]]
             time.sleep(0.2)
         assert reads and set(reads) == {200}  # every other photo stayed served all along
-        hit = requests.get(f"{server.base}/api/v1/attachments/{ids[0]}",
-                           headers={"Authorization": f"Token {alice}"}, timeout=10).json()
+        hit = requests.get(
+            f"{server.base}/api/v1/attachments/{ids[0]}", headers={"Authorization": f"Token {alice}"}, timeout=10
+        ).json()
         assert hit["reason"]["code"] == "malware" and "New_Signature" in hit["reason"]["message"]
         assert _download(server, bob, ids[0]) == 404
         assert {_status(server, alice, i) for i in ids[1:]} == {"ready"}
@@ -101,9 +121,13 @@ def test_a_commands_jobs_are_run_by_the_running_serve_and_refused_without_one(tm
         alice = server.createuser("alice", "acme")
         ids = _photos(server, alice, 2)
         # One photo lost its thumbnail row: backfill re-processes it (through pending, as it always did).
-        _sql(server, tmp_path, f"DELETE FROM attachments_derivative WHERE attachment_id = '{ids[0]}'"
-             if server.dbname else
-             f"DELETE FROM attachments_derivative WHERE attachment_id = '{ids[0].replace('-', '')}'")
+        _sql(
+            server,
+            tmp_path,
+            f"DELETE FROM attachments_derivative WHERE attachment_id = '{ids[0]}'"
+            if server.dbname
+            else f"DELETE FROM attachments_derivative WHERE attachment_id = '{ids[0].replace('-', '')}'",
+        )
         done = _manage(server, "backfill", "--profile", "image", "--no-progress")
         assert done.returncode == 0, done.stderr
         assert "re-processed 1 of 1" in done.stdout

@@ -45,8 +45,12 @@ def _auth(token: str) -> dict:
 
 
 def _intent(server, token: str, data: bytes) -> dict:
-    response = requests.post(f"{server.base}/api/v1/uploads", headers=_auth(token), timeout=10, json={
-        "profile": "image", "filename": "a.jpg", "size": len(data), "content_type": "image/jpeg"})
+    response = requests.post(
+        f"{server.base}/api/v1/uploads",
+        headers=_auth(token),
+        timeout=10,
+        json={"profile": "image", "filename": "a.jpg", "size": len(data), "content_type": "image/jpeg"},
+    )
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -54,8 +58,9 @@ def _intent(server, token: str, data: bytes) -> dict:
 def test_deeply_nested_json_is_a_400(server, token):
     deep = b"[" * 100_000 + b"]" * 100_000
     for path in ("/api/v1/uploads", "/api/v1/attachments/commit", "/api/v1/attachments/heartbeat"):
-        response = requests.post(f"{server.base}{path}", data=deep, timeout=30,
-                                 headers={**_auth(token), "Content-Type": "application/json"})
+        response = requests.post(
+            f"{server.base}{path}", data=deep, timeout=30, headers={**_auth(token), "Content-Type": "application/json"}
+        )
         assert response.status_code == 400, (path, response.status_code, response.text[:300])
         assert response.json()["error"]["code"] == "VALIDATION_ERROR"
 
@@ -76,12 +81,18 @@ def test_range_with_thousands_of_digits_is_not_a_500(server, token):
 
 
 def test_static_path_traversal_is_a_404(server):
-    for path in ("/static/../../etc/passwd", "/static/admin/../../../../etc/passwd",
-                 "/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/static/admin/css/..%2f..%2f..%2f..%2fetc/passwd"):
+    for path in (
+        "/static/../../etc/passwd",
+        "/static/admin/../../../../etc/passwd",
+        "/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "/static/admin/css/..%2f..%2f..%2f..%2fetc/passwd",
+    ):
         status, body = raw(server.port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
         assert status in (400, 404), (path, status)
         assert b"root:" not in body
-    status, _ = raw(server.port, b"GET /static/admin/css/base.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    status, _ = raw(
+        server.port, b"GET /static/admin/css/base.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
     assert status == 200  # WhiteNoise serves the real ones
 
 
@@ -93,22 +104,33 @@ def test_a_bad_content_length_on_the_upload_put_does_not_use_the_url_up(server, 
         pytest.skip("the bytes go to S3 directly: no PUT of ours to send a bad length to")
     parts = urlsplit(intent["upload"]["url"])
     target = f"{parts.path}?{parts.query}"
-    status, body = raw(server.port, (f"PUT {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\n"
-                                     f"Content-Length: {length}\r\nConnection: close\r\n\r\n").encode())
+    status, body = raw(
+        server.port,
+        (
+            f"PUT {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\n"
+            f"Content-Length: {length}\r\nConnection: close\r\n\r\n"
+        ).encode(),
+    )
     assert 400 <= status < 500, (length, status, body[:200])
     again = requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30)
     assert again.status_code == 202, (length, again.status_code, again.text)
 
 
-@pytest.mark.parametrize(("request_bytes", "status", "code"), [
-    (b"NOT A REQUEST\r\n\r\n", 400, "VALIDATION_ERROR"),
-    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n", 400, "VALIDATION_ERROR"),
-    (b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414, "ERROR"),
-    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(120)) + b"\r\n",
-     431, "ERROR"),
-    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"v" * 9000 + b"\r\n\r\n", 431, "ERROR"),
-    (b"POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: foo\r\n\r\n", 501, "ERROR"),
-])
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (b"NOT A REQUEST\r\n\r\n", 400, "VALIDATION_ERROR"),
+        (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n", 400, "VALIDATION_ERROR"),
+        (b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414, "ERROR"),
+        (
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(120)) + b"\r\n",
+            431,
+            "ERROR",
+        ),
+        (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"v" * 9000 + b"\r\n\r\n", 431, "ERROR"),
+        (b"POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: foo\r\n\r\n", 501, "ERROR"),
+    ],
+)
 def test_the_http_servers_own_refusals_are_in_the_json_error_shape(server, request_bytes, status, code):
     """gunicorn refuses these before the application runs: with our JSON errors, not its HTML page."""
     got, body = raw(server.port, request_bytes)
@@ -143,8 +165,9 @@ def _read_response(sock: socket.socket) -> tuple[int, bytes]:
         assert chunk, f"the server closed the connection: {data[:200]!r}"
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:")))
+    length = int(
+        next(line.split(b":", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    )
     while len(body) < length:
         body += sock.recv(65536)
     return int(head.split(b" ", 2)[1]), body
@@ -153,8 +176,9 @@ def _read_response(sock: socket.socket) -> tuple[int, bytes]:
 def test_kept_alive_connections_answer_every_request_whether_it_comes_at_once_or_later(server, token):
     """Next requests sent at once (served by the thread that answered) and after a pause (back via the selector)."""
     ident = _intent(server, token, b"x" * 10)["id"]
-    request = (f"GET /api/v1/attachments/{ident} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-               f"Authorization: Token {token}\r\n\r\n").encode()
+    request = (
+        f"GET /api/v1/attachments/{ident} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         for pause in (0, 0, 0, 0.05, 0, 0.5, 0, 0):
             time.sleep(pause)
@@ -185,8 +209,9 @@ def test_waiters_are_capped_per_user(server, token):
     results: list[int] = []
 
     def wait(attachment_id: str) -> None:
-        response = requests.get(f"{server.base}/api/v1/attachments/{attachment_id}?wait=4",
-                                headers=_auth(token), timeout=15)
+        response = requests.get(
+            f"{server.base}/api/v1/attachments/{attachment_id}?wait=4", headers=_auth(token), timeout=15
+        )
         results.append(response.status_code)
 
     threads = [threading.Thread(target=wait, args=(pk,)) for pk in ids[:2]]
@@ -213,8 +238,9 @@ def test_a_waiter_wakes_when_its_file_changes(server, token):
 
     def wait() -> None:
         started = time.monotonic()
-        answer["body"] = requests.get(f"{server.base}/api/v1/attachments/{intent['id']}?wait=30",
-                                      headers=_auth(token), timeout=40).json()
+        answer["body"] = requests.get(
+            f"{server.base}/api/v1/attachments/{intent['id']}?wait=30", headers=_auth(token), timeout=40
+        ).json()
         answer["seconds"] = time.monotonic() - started
 
     thread = threading.Thread(target=wait)
@@ -235,8 +261,9 @@ def test_sigterm_lets_in_flight_requests_finish_and_exits(tmp_path):
         answer: dict = {}
 
         def wait() -> None:
-            response = requests.get(f"{server.base}/api/v1/attachments/{pending}?wait=25",
-                                    headers=_auth(token), timeout=40)
+            response = requests.get(
+                f"{server.base}/api/v1/attachments/{pending}?wait=25", headers=_auth(token), timeout=40
+            )
             answer["status"], answer["at"] = response.status_code, time.monotonic()
 
         thread = threading.Thread(target=wait)

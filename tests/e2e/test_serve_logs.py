@@ -16,11 +16,17 @@ def test_server_error_and_access_lines_are_json_and_never_carry_a_signature(tmp_
         monkeypatch.delenv(name, raising=False)
     server = Server(tmp_path, {"AIRLOCK_WEB_ACCESS_LOG": "1", "AIRLOCK_LOG_LEVEL": "INFO"})
     try:
-        assert requests.get(f"{server.base}/healthz?token=ACCESS-SECRET-1&X-Amz-Signature=ACCESS-SECRET-2",
-                            timeout=10).status_code == 200
+        assert (
+            requests.get(
+                f"{server.base}/healthz?token=ACCESS-SECRET-1&X-Amz-Signature=ACCESS-SECRET-2", timeout=10
+            ).status_code
+            == 200
+        )
         # A request line gunicorn itself refuses (no version): it logs the whole line it read.
-        status, body = raw(server.port, b"GET /api/v1/uploads/x/content?token=ERROR-SECRET-3&X-Amz-Signature="
-                                        b"ERROR-SECRET-4\r\nHost: x\r\n\r\n")
+        status, body = raw(
+            server.port,
+            b"GET /api/v1/uploads/x/content?token=ERROR-SECRET-3&X-Amz-Signature=ERROR-SECRET-4\r\nHost: x\r\n\r\n",
+        )
         assert status == 400, body
     finally:
         server.stop()

@@ -15,8 +15,8 @@ import pytest
 import requests
 
 from tests.e2e.test_serve import _upload, _wait
-from tests.support.processes import Server
 from tests.support import EICAR, jpeg_bytes
+from tests.support.processes import Server
 
 
 @pytest.mark.slow
@@ -35,20 +35,28 @@ def test_serve_keeps_its_files_private_and_its_log_free_of_tokens(tmp_path, monk
         token = server.createuser("alice", "acme")
         auth = {"Authorization": f"Token {token}"}
         small = jpeg_bytes((64, 64))
-        intent = requests.post(f"{server.base}/api/v1/uploads", headers=auth, timeout=10, json={
-            "profile": "image", "filename": "x.jpg", "size": len(small), "content_type": "image/jpeg"}).json()
+        intent = requests.post(
+            f"{server.base}/api/v1/uploads",
+            headers=auth,
+            timeout=10,
+            json={"profile": "image", "filename": "x.jpg", "size": len(small), "content_type": "image/jpeg"},
+        ).json()
         url = intent["upload"]["url"]
         upload_token = url.split("token=", 1)[1]
         refused = requests.put(url, data=small + b"x" * 64, timeout=10)  # over the declared size
         assert refused.status_code == 413
         assert requests.put(url, data=small, timeout=10).status_code == 202  # the URL was not used up
         assert requests.put(url, data=small, timeout=10).status_code == 409  # now it is
-        assert requests.get(f"{server.base}/api/v1/attachments", timeout=10,
-                            headers={"Authorization": f"Token {token[:-4]}wxyz"}).status_code == 401
-        photo = _upload(server.base, token, jpeg_bytes((320, 240)), profile="image", filename="p.jpg",
-                        content_type="image/jpeg")
-        virus = _upload(server.base, token, EICAR, profile="document", filename="v.pdf",
-                        content_type="application/pdf")
+        assert (
+            requests.get(
+                f"{server.base}/api/v1/attachments", timeout=10, headers={"Authorization": f"Token {token[:-4]}wxyz"}
+            ).status_code
+            == 401
+        )
+        photo = _upload(
+            server.base, token, jpeg_bytes((320, 240)), profile="image", filename="p.jpg", content_type="image/jpeg"
+        )
+        virus = _upload(server.base, token, EICAR, profile="document", filename="v.pdf", content_type="application/pdf")
         assert _wait(server.base, token, photo)["status"] == "ready"
         assert _wait(server.base, token, virus)["reason"]["code"] == "malware"
     finally:

@@ -54,8 +54,10 @@ class Tricklers:
             if n % 2:
                 sock.sendall(f"POST /api/v1/uploads HTTP/1.1\r\n{host}X-Slow: ".encode())
             else:
-                sock.sendall(f"POST /api/v1/uploads HTTP/1.1\r\n{host}Authorization: Token {token}\r\n"
-                             f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{".encode())
+                sock.sendall(
+                    f"POST /api/v1/uploads HTTP/1.1\r\n{host}Authorization: Token {token}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{".encode()
+                )
             self.sockets.append(sock)
             self.alive.append(True)
         self.thread = threading.Thread(target=self._trickle, daemon=True)
@@ -98,8 +100,10 @@ def test_500_slow_clients_leave_healthz_and_authenticated_requests_answering(tmp
         failures: list[str] = []
         until = time.monotonic() + 6
         while time.monotonic() < until:
-            for session, url, headers in ((health, f"{server.base}/healthz", {}),
-                                          (api, f"{server.base}/api/v1/attachments", auth)):
+            for session, url, headers in (
+                (health, f"{server.base}/healthz", {}),
+                (api, f"{server.base}/api/v1/attachments", auth),
+            ):
                 started = time.monotonic()
                 try:
                     response = session.get(url, headers=headers, timeout=4)
@@ -122,9 +126,13 @@ def test_500_slow_clients_leave_healthz_and_authenticated_requests_answering(tmp
 
 
 # Short deadlines: a body gets 2 s plus its size at 1 MB/s. Per-address limits small enough to reach.
-DEADLINE_ENV = {"AIRLOCK_WEB_PROCESSES": "1", "AIRLOCK_HTTP_BODY_DEADLINE_SECONDS": "2",
-                "AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND": "1000000",
-                "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS": "12", "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS": "2"}
+DEADLINE_ENV = {
+    "AIRLOCK_WEB_PROCESSES": "1",
+    "AIRLOCK_HTTP_BODY_DEADLINE_SECONDS": "2",
+    "AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND": "1000000",
+    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS": "12",
+    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS": "2",
+}
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +177,10 @@ def _json_answer(answer: bytes) -> tuple[int, dict]:
 
 def test_a_small_body_that_keeps_trickling_past_its_deadline_is_a_408(server, token):
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
-        sock.sendall(f"POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{".encode())
+        sock.sendall(
+            f"POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{".encode()
+        )
         seconds, answer = _trickle_until_answered(sock, 12)
     status, body = _json_answer(answer)
     assert status == 408 and body["error"]["code"] == "REQUEST_TIMEOUT", answer[:300]
@@ -179,9 +189,16 @@ def test_a_small_body_that_keeps_trickling_past_its_deadline_is_a_408(server, to
 
 def _tus_upload(server, token: str, size: int) -> str:
     metadata = {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}
-    tus = requests.post(f"{server.base}/api/v1/tus/", timeout=10, headers={
-        "Authorization": f"Token {token}", "Tus-Resumable": "1.0.0", "Upload-Length": str(size),
-        "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in metadata.items())})
+    tus = requests.post(
+        f"{server.base}/api/v1/tus/",
+        timeout=10,
+        headers={
+            "Authorization": f"Token {token}",
+            "Tus-Resumable": "1.0.0",
+            "Upload-Length": str(size),
+            "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in metadata.items()),
+        },
+    )
     assert tus.status_code == 201, tus.text
     return urlsplit(tus.headers["Location"]).path
 
@@ -190,10 +207,12 @@ def test_a_streamed_body_that_keeps_trickling_past_its_deadline_is_a_408(server,
     size = 3 * MIB  # the tus view streams it (any size); allowance 2 s + 3.1 s
     path = _tus_upload(server, token, size)
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
-        sock.sendall(f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                     f"Authorization: Token {token}\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n"
-                     f"Content-Type: application/offset+octet-stream\r\nContent-Length: {size}\r\n\r\n"
-                     "\xff\xd8\xff\xe0".encode("latin-1"))
+        sock.sendall(
+            f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Token {token}\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n"
+            f"Content-Type: application/offset+octet-stream\r\nContent-Length: {size}\r\n\r\n"
+            "\xff\xd8\xff\xe0".encode("latin-1")
+        )
         seconds, answer = _trickle_until_answered(sock, 15)
     status, body = _json_answer(answer)
     assert status == 408 and body["error"]["code"] == "REQUEST_TIMEOUT", answer[:300]
@@ -229,9 +248,11 @@ def test_connections_beyond_the_per_address_limit_are_a_429(server):
 def _locked(server, token: str, path: str) -> bool:
     """Whether a PATCH is being received for this upload (asked from another address: 127.0.0.2)."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=5, source_address=("127.0.0.2", 0)) as sock:
-        sock.sendall(f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
-                     f"Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
-                     f"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+        sock.sendall(
+            f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
+            f"Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
+            f"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+        )
         return sock.recv(65536).startswith(b"HTTP/1.1 423")
 
 
@@ -242,9 +263,11 @@ def test_an_address_holding_its_share_of_threads_does_not_delay_another(server, 
     try:
         for path in tus_urls:
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            sock.sendall(f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
-                         f"Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
-                         f"\r\nContent-Length: {3 * MIB}\r\n\r\n".encode())
+            sock.sendall(
+                f"PATCH {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\n"
+                f"Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
+                f"\r\nContent-Length: {3 * MIB}\r\n\r\n".encode()
+            )
             slow.append(sock)
         deadline = time.monotonic() + 5  # until both PATCHes are in their views, reading
         while not all(_locked(server, token, path) for path in tus_urls) and time.monotonic() < deadline:

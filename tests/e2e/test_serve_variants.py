@@ -41,8 +41,9 @@ def test_concurrent_cold_requests_make_the_variant_once(tmp_path):
     server = Server(tmp_path, {"AIRLOCK_WEB_PROCESSES": "2"} if shared else {})
     try:
         alice = server.createuser("alice", "acme")
-        photo = _upload(server.base, alice, jpeg_bytes((3000, 2000)), profile="image", filename="big.jpg",
-                        content_type="image/jpeg")
+        photo = _upload(
+            server.base, alice, jpeg_bytes((3000, 2000)), profile="image", filename="big.jpg", content_type="image/jpeg"
+        )
         body = _wait(server.base, alice, photo)
         assert body["status"] == "ready"
         link = body["links"]["variants"]["medium"]  # signed: sent with no header, as an <img> would

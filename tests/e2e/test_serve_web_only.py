@@ -44,8 +44,9 @@ def test_web_only_serve_runs_several_processes_and_leaves_its_jobs_to_the_worker
     try:
         assert len(_web_processes(web.proc.pid, 2)) == 2
         alice = web.createuser("alice", "acme")
-        photo = _upload(web.base, alice, jpeg_bytes((320, 240)), profile="image", filename="a.jpg",
-                        content_type="image/jpeg")
+        photo = _upload(
+            web.base, alice, jpeg_bytes((320, 240)), profile="image", filename="a.jpg", content_type="image/jpeg"
+        )
         with sqlite3.connect(tmp_path / "airlock.sqlite3") as db:
             unsent = db.execute("SELECT count(*) FROM attachments_outboxmessage WHERE sent_at IS NULL").fetchone()[0]
         assert unsent >= 1  # the intake job waits for a worker, not "sent" into this process's own broker

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import socket
 import subprocess
 import sys
@@ -39,8 +38,13 @@ def mp4(size: int) -> bytes:
 
 def tus_client(server: Server, token: str, path: Path, store: Path, *args: str) -> tuple[str, int, int]:
     """Run tuspy in a new process; (upload URL, offset it started from, offset it reached)."""
-    out = subprocess.run([sys.executable, "tests/e2e/tus_client.py", server.base, token, str(path), str(store),
-                          *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "tests/e2e/tus_client.py", server.base, token, str(path), str(store), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stdout[-1000:] + out.stderr[-3000:]
     lines = out.stdout.split("\n")
     start = next(line for line in lines if line.startswith("start ")).split()
@@ -53,32 +57,53 @@ def head(url: str, token: str) -> requests.Response:
     return requests.head(url, headers={"Tus-Resumable": "1.0.0", "Authorization": f"Token {token}"}, timeout=10)
 
 
-def create(server: Server, token: str, length: int, *, profile: str = "media",
-           content_type: str = "video/mp4") -> str:
-    meta = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
-                    {"profile": profile, "filename": "clip.mp4", "content_type": content_type}.items())
-    response = requests.post(f"{server.base}/api/v1/tus/", timeout=10, headers={
-        "Tus-Resumable": "1.0.0", "Authorization": f"Token {token}", "Upload-Length": str(length),
-        "Upload-Metadata": meta})
+def create(server: Server, token: str, length: int, *, profile: str = "media", content_type: str = "video/mp4") -> str:
+    meta = ",".join(
+        f"{k} {base64.b64encode(v.encode()).decode()}"
+        for k, v in {"profile": profile, "filename": "clip.mp4", "content_type": content_type}.items()
+    )
+    response = requests.post(
+        f"{server.base}/api/v1/tus/",
+        timeout=10,
+        headers={
+            "Tus-Resumable": "1.0.0",
+            "Authorization": f"Token {token}",
+            "Upload-Length": str(length),
+            "Upload-Metadata": meta,
+        },
+    )
     assert response.status_code == 201, response.text
     assert response.headers["Tus-Resumable"] == "1.0.0"
     return response.headers["Location"]
 
 
 def patch(url: str, token: str, body: bytes, offset: int, **headers: str) -> requests.Response:
-    return requests.patch(url, data=body, timeout=30, headers={
-        "Tus-Resumable": "1.0.0", "Authorization": f"Token {token}", "Upload-Offset": str(offset),
-        "Content-Type": "application/offset+octet-stream", **headers})
+    return requests.patch(
+        url,
+        data=body,
+        timeout=30,
+        headers={
+            "Tus-Resumable": "1.0.0",
+            "Authorization": f"Token {token}",
+            "Upload-Offset": str(offset),
+            "Content-Type": "application/offset+octet-stream",
+            **headers,
+        },
+    )
 
 
 def open_patch(url: str, token: str, offset: int, length: int) -> socket.socket:
     """A PATCH whose headers are sent and whose body is not (yet): send it, or cut it, by hand."""
     parts = urlsplit(url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
-    sock.sendall((f"PATCH {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
-                  f"Tus-Resumable: 1.0.0\r\nAuthorization: Token {token}\r\n"
-                  f"Content-Type: application/offset+octet-stream\r\nUpload-Offset: {offset}\r\n"
-                  f"Content-Length: {length}\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"PATCH {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
+            f"Tus-Resumable: 1.0.0\r\nAuthorization: Token {token}\r\n"
+            f"Content-Type: application/offset+octet-stream\r\nUpload-Offset: {offset}\r\n"
+            f"Content-Length: {length}\r\n\r\n"
+        ).encode()
+    )
     return sock
 
 
@@ -102,8 +127,12 @@ def offset_settles(url: str, token: str, expected: int, timeout: float = 10) -> 
 
 
 def download(server: Server, token: str, attachment_id: str) -> bytes:
-    got = requests.get(f"{server.base}/api/v1/attachments/{attachment_id}/download", timeout=60,
-                       headers={"Authorization": f"Token {token}"}, allow_redirects=False)
+    got = requests.get(
+        f"{server.base}/api/v1/attachments/{attachment_id}/download",
+        timeout=60,
+        headers={"Authorization": f"Token {token}"},
+        allow_redirects=False,
+    )
     if got.status_code == 302:  # S3: the presigned GET
         got = requests.get(got.headers["Location"], timeout=60)
     assert got.status_code == 200, got.text[:300]
@@ -117,8 +146,10 @@ def _id(url: str) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     server = Server(tmp_path_factory.mktemp("tus-serve"), {})
-    server.tokens = {name: server.createuser(name, tenant)
-                     for name, tenant in (("alice", "acme"), ("bob", "acme"), ("mallory", "evil"))}
+    server.tokens = {
+        name: server.createuser(name, tenant)
+        for name, tenant in (("alice", "acme"), ("bob", "acme"), ("mallory", "evil"))
+    }
     yield server
     server.stop()
 
@@ -172,8 +203,9 @@ def test_checksums(server, tmp_path):
     # tuspy sends a sha1 Upload-Checksum with every chunk.
     path = tmp_path / "clip.mp4"
     path.write_bytes(data)
-    _, started, reached = tus_client(server, alice, path, tmp_path / "urls.json", "--url", url, "--checksum",
-                                     "--chunk", str(256 * 1024))
+    _, started, reached = tus_client(
+        server, alice, path, tmp_path / "urls.json", "--url", url, "--checksum", "--chunk", str(256 * 1024)
+    )
     assert (started, reached) == (0, len(data))
     assert _wait(server.base, alice, _id(url))["status"] == "ready"
 
@@ -210,7 +242,7 @@ def test_a_stalled_writer_is_not_replaced_while_it_can_still_write(tmp_path):
         sent = 300_000
         stale_at = time.monotonic() + 8  # past the claim's staleness; a byte a second keeps the body alive
         while time.monotonic() < stale_at:
-            stalled.sendall(first_bytes[sent:sent + 1])
+            stalled.sendall(first_bytes[sent : sent + 1])
             sent += 1
             time.sleep(0.5)
         assert head(url, alice).headers["Upload-Offset"] == "0"  # nothing acknowledged yet
@@ -237,8 +269,12 @@ def test_other_users_get_404_and_a_lying_length_is_refused(server):
     for other in (bob, mallory):
         assert head(url, other).status_code == 404
         assert patch(url, other, data[:100], 0).status_code == 404
-        assert requests.delete(url, timeout=10, headers={"Tus-Resumable": "1.0.0",
-                                                         "Authorization": f"Token {other}"}).status_code == 404
+        assert (
+            requests.delete(
+                url, timeout=10, headers={"Tus-Resumable": "1.0.0", "Authorization": f"Token {other}"}
+            ).status_code
+            == 404
+        )
     # Declared 300,000 bytes; more are refused, nothing of them is kept.
     too_many = patch(url, alice, data + b"x" * 1000, 0)
     assert too_many.status_code == 413 and too_many.json()["error"]["code"] == "TOO_LARGE"
@@ -263,8 +299,9 @@ def test_termination(server, tmp_path):
     assert patch(url, alice, data[MIB:], MIB).status_code == 404
     assert not staged.exists()
     # The intent is discarded: due for the sweeper now, its download gone.
-    resource = requests.get(f"{server.base}/api/v1/attachments/{_id(url)}", timeout=10,
-                            headers={"Authorization": f"Token {alice}"}).json()
+    resource = requests.get(
+        f"{server.base}/api/v1/attachments/{_id(url)}", timeout=10, headers={"Authorization": f"Token {alice}"}
+    ).json()
     assert datetime.fromisoformat(resource["expires_at"].replace("Z", "+00:00")) <= datetime.now(UTC)
     assert "download" not in resource["links"]
 
@@ -299,8 +336,14 @@ def test_expired_upload_is_410_and_the_sweeper_removes_its_bytes(tmp_path):
         time.sleep(3.5)
         assert head(stale, alice).status_code == 410
         assert patch(stale, alice, b"late", MIB // 2).status_code == 410
-        swept = subprocess.run([sys.executable, "manage.py", "sweep", "--json"], cwd=ROOT, env=server.env,
-                               capture_output=True, text=True, timeout=120)
+        swept = subprocess.run(
+            [sys.executable, "manage.py", "sweep", "--json"],
+            cwd=ROOT,
+            env=server.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert swept.returncode == 0, swept.stderr[-2000:]
         assert '"tus_expired": 1' in swept.stdout
         assert not staged.exists()
@@ -325,8 +368,15 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket=bucket)
     (tmp_path / "serve").mkdir()
-    server = Server(tmp_path / "serve", {"AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket,
-                                         "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint, "AIRLOCK_S3_REGION": "us-east-1"})
+    server = Server(
+        tmp_path / "serve",
+        {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+        },
+    )
     try:
         alice = server.createuser("alice", "acme")
         data = mp4(13 * MIB + 5)
@@ -353,8 +403,12 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
         path.write_bytes(mp4(8 * MIB))
         other, _, _ = tus_client(server, alice, path, tmp_path / "other.json", "--stop-at", str(6 * MIB))
         assert len(_tus_multipart_uploads(s3, bucket)) == 1
-        assert requests.delete(other, timeout=10, headers={"Tus-Resumable": "1.0.0",
-                                                           "Authorization": f"Token {alice}"}).status_code == 204
+        assert (
+            requests.delete(
+                other, timeout=10, headers={"Tus-Resumable": "1.0.0", "Authorization": f"Token {alice}"}
+            ).status_code
+            == 204
+        )
         assert _tus_multipart_uploads(s3, bucket) == []
         # A small upload (under one part) never needs a multipart upload.
         small = mp4(300_000)

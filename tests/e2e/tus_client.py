@@ -31,10 +31,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--url", default=None, help="resume this upload URL")
     args = parser.parse_args(argv)
     client = TusClient(f"{args.base}/api/v1/tus/", headers={"Authorization": f"Token {args.token}"})
-    uploader = client.uploader(args.file, url=args.url, chunk_size=args.chunk, store_url=True,
-                               url_storage=FileStorage(args.store), upload_checksum=args.checksum,
-                               metadata={"profile": args.profile, "filename": "clip.mp4",
-                                         "content_type": args.content_type})
+    uploader = client.uploader(
+        args.file,
+        url=args.url,
+        chunk_size=args.chunk,
+        store_url=True,
+        url_storage=FileStorage(args.store),
+        upload_checksum=args.checksum,
+        metadata={"profile": args.profile, "filename": "clip.mp4", "content_type": args.content_type},
+    )
     print(f"start {uploader.url} {uploader.offset}", flush=True)
     uploader.upload(stop_at=args.stop_at)
     print(f"done {uploader.url} {uploader.offset}", flush=True)

@@ -32,9 +32,9 @@ from pathlib import Path
 import boto3
 import httpx
 import pytest
-from airlock_client import Client, NotFound
 from playwright.sync_api import expect, sync_playwright
 
+from airlock_client import Client, NotFound
 from tests.browser.conftest import launch_chromium, watch_csp
 from tests.support import jpeg_bytes
 from tests.support.processes import REPO, Server, free_port, wait_healthy
@@ -74,27 +74,51 @@ def _uuid(stored: str) -> str:
 def start_stack(tmp_path_factory, airlock_env: dict[str, str], upload_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
     port = free_port()
     market = f"http://127.0.0.1:{port}"
-    server = Server(tmp_path_factory.mktemp("airlock"), {
-        "AIRLOCK_WEBHOOK_URL": f"{market}/airlock/webhook", "AIRLOCK_WEBHOOK_SECRET": SECRET,
-        "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1", "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
-        "AIRLOCK_STAGED_TTL_SECONDS": str(TTL), "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
-        "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
-        **airlock_env,
-    })
+    server = Server(
+        tmp_path_factory.mktemp("airlock"),
+        {
+            "AIRLOCK_WEBHOOK_URL": f"{market}/airlock/webhook",
+            "AIRLOCK_WEBHOOK_SECRET": SECRET,
+            "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
+            "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
+            "AIRLOCK_STAGED_TTL_SECONDS": str(TTL),
+            "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
+            "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
+            **airlock_env,
+        },
+    )
     data_dir = tmp_path_factory.mktemp("marketplace")
     log_path = data_dir / "marketplace.log"
     proc = None
     try:
         token = server.createuser("marketplace", "marketplace")
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "marketplace.settings", "MARKETPLACE_DATA_DIR": str(data_dir),
-               "MARKETPLACE_AIRLOCK_TOKEN": token, "MARKETPLACE_WEBHOOK_SECRET": SECRET,
-               "MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT)}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "marketplace.settings",
+            "MARKETPLACE_DATA_DIR": str(data_dir),
+            "MARKETPLACE_AIRLOCK_TOKEN": token,
+            "MARKETPLACE_WEBHOOK_SECRET": SECRET,
+            "MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT),
+        }
         env.pop("DATABASE_URL", None)
         origins = [arg for origin in upload_origins for arg in ("--upload-origin", origin)]
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "examples/marketplace/manage.py", "runmarketplace", "--airlock", server.base,
-                 "--port", str(port), *origins], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "examples/marketplace/manage.py",
+                    "runmarketplace",
+                    "--airlock",
+                    server.base,
+                    "--port",
+                    str(port),
+                    *origins,
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         assert wait_healthy(market, proc), f"the marketplace did not start: {log_path.read_text()[-2000:]}"
         yield Stack(server, token, market, data_dir, log_path)
     finally:
@@ -116,10 +140,16 @@ def s3_stack(tmp_path_factory, moto_endpoint) -> Iterator[Stack]:
     bucket = f"market-{uuid.uuid4().hex[:8]}"
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket=bucket)
-    yield from start_stack(tmp_path_factory, {
-        "AIRLOCK_STORAGE": "s3", "AIRLOCK_S3_BUCKET": bucket, "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-        "AIRLOCK_S3_REGION": "us-east-1",
-    }, upload_origins=(moto_endpoint,))
+    yield from start_stack(
+        tmp_path_factory,
+        {
+            "AIRLOCK_STORAGE": "s3",
+            "AIRLOCK_S3_BUCKET": bucket,
+            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+            "AIRLOCK_S3_REGION": "us-east-1",
+        },
+        upload_origins=(moto_endpoint,),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -158,19 +188,35 @@ def new_draft(page) -> str:
 def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(chromium, request, storage):
     stack = request.getfixturevalue("stack" if storage == "local" else "s3_stack")
     if storage == "s3":  # what `manage.py s3_setup --apply` gives the bucket for the marketplace's origin
-        boto3.client("s3", endpoint_url=stack.server.env["AIRLOCK_S3_ENDPOINT_URL"], region_name="us-east-1") \
-            .put_bucket_cors(Bucket=stack.server.env["AIRLOCK_S3_BUCKET"], CORSConfiguration={"CORSRules": [{
-                "AllowedOrigins": [stack.market], "AllowedMethods": ["GET", "HEAD", "POST", "PUT"],
-                "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 3600}]})
+        boto3.client(
+            "s3", endpoint_url=stack.server.env["AIRLOCK_S3_ENDPOINT_URL"], region_name="us-east-1"
+        ).put_bucket_cors(
+            Bucket=stack.server.env["AIRLOCK_S3_BUCKET"],
+            CORSConfiguration={
+                "CORSRules": [
+                    {
+                        "AllowedOrigins": [stack.market],
+                        "AllowedMethods": ["GET", "HEAD", "POST", "PUT"],
+                        "AllowedHeaders": ["*"],
+                        "ExposeHeaders": ["ETag"],
+                        "MaxAgeSeconds": 3600,
+                    }
+                ]
+            },
+        )
     page = open_page(chromium, stack)
     violations = watch_csp(page)
     sent: list[tuple[str, str]] = []  # the bytes' requests, wherever they went
     page.on("requestfinished", lambda r: sent.append((r.method, r.url)) if r.method in ("PUT", "POST") else None)
     new_draft(page)
-    page.set_input_files("#picker", [
-        photo("front.jpg", (200, 40, 40)), photo("back.jpg", (40, 200, 40)),
-        {"name": "broken.jpg", "mimeType": "image/jpeg", "buffer": b"\xff\xd8\xff\xe0 not a photo at all " * 20},
-    ])
+    page.set_input_files(
+        "#picker",
+        [
+            photo("front.jpg", (200, 40, 40)),
+            photo("back.jpg", (40, 200, 40)),
+            {"name": "broken.jpg", "mimeType": "image/jpeg", "buffer": b"\xff\xd8\xff\xe0 not a photo at all " * 20},
+        ],
+    )
     photos = page.locator("#photos li.photo")
     ready = page.locator("#photos li[data-status=ready] img.thumb")
     expect(ready).to_have_count(2, timeout=WAIT)
@@ -196,7 +242,9 @@ def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(c
         bucket = stack.server.env["AIRLOCK_S3_ENDPOINT_URL"]
         assert len([u for m, u in sent if m == "POST" and u.startswith(bucket)]) == 3
     else:
-        assert len([u for m, u in sent if m == "PUT" and u.startswith(stack.server.base) and "/content?token=" in u]) == 3
+        assert (
+            len([u for m, u in sent if m == "PUT" and u.startswith(stack.server.base) and "/content?token=" in u]) == 3
+        )
 
     page.fill("#title", "Red bicycle")
     page.click("#post")
@@ -259,9 +307,16 @@ def test_an_abandoned_draft_stops_heartbeating_and_the_sweeper_removes_its_photo
         due = time.time() + TTL + 1
         while time.time() < due:  # until the staged file is due (the last beat + TTL)
             time.sleep(1)
-        report = json.loads(subprocess.run(
-            [sys.executable, "manage.py", "sweep", "--json"], cwd=REPO, env=stack.server.env,
-            capture_output=True, text=True, check=True).stdout)
+        report = json.loads(
+            subprocess.run(
+                [sys.executable, "manage.py", "sweep", "--json"],
+                cwd=REPO,
+                env=stack.server.env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         assert report["deleted"] >= 1 and report["errors"] == 0
         with pytest.raises(NotFound):
             airlock.get(attachment_id)
@@ -277,10 +332,19 @@ def test_the_webhook_endpoint_refuses_what_airlock_did_not_sign(stack):
     known = next(iter(stack.host_photos().items()), None)
     assert known is not None, "runs after the flows above, which leave photos behind"
     attachment_id, before = known
-    body = json.dumps({"type": "attachment.rejected", "timestamp": "2030-01-01T00:00:00Z",
-                       "data": {"id": attachment_id, "status": "rejected", "reason": {"code": "malware"}}}).encode()
-    headers = {"webhook-id": "msg_forged", "webhook-timestamp": str(int(time.time())),
-               "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(), "content-type": "application/json"}
+    body = json.dumps(
+        {
+            "type": "attachment.rejected",
+            "timestamp": "2030-01-01T00:00:00Z",
+            "data": {"id": attachment_id, "status": "rejected", "reason": {"code": "malware"}},
+        }
+    ).encode()
+    headers = {
+        "webhook-id": "msg_forged",
+        "webhook-timestamp": str(int(time.time())),
+        "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
+        "content-type": "application/json",
+    }
     answer = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers=headers)
     assert answer.status_code == 400
     unsigned = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers={"content-type": "application/json"})

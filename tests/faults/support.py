@@ -26,6 +26,7 @@ READY_TIMEOUT = 90.0
 
 # --- a worker in its own process -------------------------------------------------
 
+
 def broker_namespace() -> str | None:
     return (settings.DRAMATIQ_BROKER.get("OPTIONS") or {}).get("namespace")
 
@@ -79,17 +80,19 @@ class WorkerProcess:
         self.tmp = tmp
         self.log_path = tmp / f"worker-{uuid.uuid4().hex[:6]}.log"
         base = {k: v for k, v in os.environ.items()}
-        base.update({
-            "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
-            "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
-            "AIRLOCK_FAULT_THREADS": str(threads),
-            "AIRLOCK_FAULT_MAX_SECONDS": "240",
-            "AIRLOCK_STORAGE": "local",
-            "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
-            "AIRLOCK_LOG_LEVEL": "WARNING",
-            "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX,
-            "PYTHONUNBUFFERED": "1",
-        })
+        base.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
+                "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
+                "AIRLOCK_FAULT_THREADS": str(threads),
+                "AIRLOCK_FAULT_MAX_SECONDS": "240",
+                "AIRLOCK_STORAGE": "local",
+                "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
+                "AIRLOCK_LOG_LEVEL": "WARNING",
+                "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         namespace = broker_namespace()
         if namespace:
             base["AIRLOCK_FAULT_NAMESPACE"] = namespace
@@ -104,8 +107,12 @@ class WorkerProcess:
     def start(self) -> WorkerProcess:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.worker"], cwd=REPO, env=self.env,
-            stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "tests.faults.worker"],
+            cwd=REPO,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            stdin=subprocess.DEVNULL,
         )
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT)
@@ -161,6 +168,7 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
 
 
 # --- misbehaving services --------------------------------------------------------
+
 
 class StallingClamd:
     """A clamd on a unix socket that reads the whole INSTREAM and then never answers.
@@ -224,6 +232,7 @@ def _read_exact(conn: socket.socket, n: int) -> bytes:
 
 
 # --- invariants --------------------------------------------------------------------
+
 
 def assert_not_served(attachment_id, *others) -> None:
     """Nobody but the uploader can read a file that is not ready: 404, no bytes."""

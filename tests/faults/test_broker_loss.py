@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from attachments.models import Attachment, OutboxMessage
 from attachments.services import outbox
-from processing.recovery import recover
 from ops.runtime import QUEUES, start_worker
+from processing.recovery import recover
 from tests.support import client_for, jpeg_bytes, upload
 
 from .support import assert_not_served, assert_ready_and_complete, assert_served_intact, wait_until
@@ -58,8 +58,9 @@ def test_jobs_queued_in_a_flushed_redis_are_redriven_by_the_reconciler(alice, bo
         assert_served_intact(attachment_id, bob)
 
 
-def test_jobs_enqueued_while_the_broker_is_down_are_relayed_when_it_returns(alice, bob, mallory, live_worker,
-                                                                           monkeypatch):
+def test_jobs_enqueued_while_the_broker_is_down_are_relayed_when_it_returns(
+    alice, bob, mallory, live_worker, monkeypatch
+):
     broker = dramatiq.get_broker()
 
     def broker_down(message, *, delay=None):

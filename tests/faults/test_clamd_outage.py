@@ -26,8 +26,9 @@ def _statuses(ids: list[str]) -> dict[str, str]:
     return dict(Attachment.objects.filter(pk__in=ids).values_list("pk", "status"))
 
 
-def test_clamd_down_mid_burst_keeps_files_unreadable_until_it_is_back(alice, bob, mallory, private_clamd,
-                                                                      live_worker, settings):
+def test_clamd_down_mid_burst_keeps_files_unreadable_until_it_is_back(
+    alice, bob, mallory, private_clamd, live_worker, settings
+):
     settings.CLAMD_SOCKET = private_clamd.socket
     settings.CLAMD_HOST = None
     client = client_for(alice)
@@ -62,15 +63,17 @@ def test_clamd_down_mid_burst_keeps_files_unreadable_until_it_is_back(alice, bob
     assert not DeadLetter.objects.filter(attachment_id__in=unscanned, resolved_at__isnull=True).exists()
 
 
-def test_clamd_back_before_the_attempts_run_out_needs_no_human(alice, bob, private_clamd, live_worker,
-                                                               settings):
+def test_clamd_back_before_the_attempts_run_out_needs_no_human(alice, bob, private_clamd, live_worker, settings):
     settings.CLAMD_SOCKET = private_clamd.socket
     settings.CLAMD_HOST = None
     settings.AIRLOCK_MAX_ATTEMPTS = 50  # retries outlast the outage
     private_clamd.stop()
     ids = [upload(client_for(alice), jpeg_bytes((300 + i, 200))) for i in range(4)]
-    wait_until(lambda: all(r >= 2 for r in Attachment.objects.filter(pk__in=ids)
-                           .values_list("attempts", flat=True)), 60, "every file to be retried")
+    wait_until(
+        lambda: all(r >= 2 for r in Attachment.objects.filter(pk__in=ids).values_list("attempts", flat=True)),
+        60,
+        "every file to be retried",
+    )
     assert set(_statuses(ids).values()) <= {"pending", "processing"}
     for attachment_id in ids:
         assert_not_served(attachment_id, bob)

@@ -100,17 +100,25 @@ def test_a_thousand_duplicate_events_for_ten_objects(alice, bob, mallory, worker
         worker()
 
     ids = list(keys)
-    wait_until(lambda: all(s == "ready" for s in Attachment.objects.filter(pk__in=ids)
-                           .values_list("status", flat=True)), 180, "every object to be ready")
+    wait_until(
+        lambda: all(s == "ready" for s in Attachment.objects.filter(pk__in=ids).values_list("status", flat=True)),
+        180,
+        "every object to be ready",
+    )
     broker = dramatiq.get_broker()
     for queue in ("intake", "scan", "derive"):
         broker.join(queue, timeout=120_000)  # every duplicate job has run, and changed nothing
 
     for attachment_id in ids:
-        assert list(TransitionLog.objects.filter(attachment_id=attachment_id).exclude(transition__in=AUDIT_EVENTS)
-                    .values_list("transition", flat=True)) == ["start", "finish"]
-        assert sorted(Derivative.objects.filter(attachment_id=attachment_id)
-                      .values_list("kind", flat=True)) == ["sanitized", "thumbnail"]
+        assert list(
+            TransitionLog.objects.filter(attachment_id=attachment_id)
+            .exclude(transition__in=AUDIT_EVENTS)
+            .values_list("transition", flat=True)
+        ) == ["start", "finish"]
+        assert sorted(Derivative.objects.filter(attachment_id=attachment_id).values_list("kind", flat=True)) == [
+            "sanitized",
+            "thumbnail",
+        ]
         assert_ready_and_complete(attachment_id)
         assert_served_intact(attachment_id, bob)
         assert_not_served(attachment_id, mallory)

@@ -15,7 +15,6 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from attachments.models import Attachment, OutboxMessage
@@ -132,25 +131,34 @@ def test_a_dead_derive_job_hands_its_slot_to_the_job_parked_behind_it(alice, set
     assert expire_leases() == 1
     assert Attachment.objects.get(pk=dead.pk).status == "pending"
     # The job parked behind the dead one is sent again now, not when its waiting list expires.
-    assert OutboxMessage.objects.filter(actor_name="derive",
-                                        args=[str(parked.pk), str(parked.lease_token), tenant]).count() == 2
+    assert (
+        OutboxMessage.objects.filter(
+            actor_name="derive", args=[str(parked.pk), str(parked.lease_token), tenant]
+        ).count()
+        == 2
+    )
     assert slots.parked_files(tenant) == set()
     assert slots.holders_of(tenant, str(dead.pk)) == []
 
 
 @pytest.mark.redis
-def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(alice, tmp_path, short_tmp,
-                                                                               registry, settings):
+def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(
+    alice, tmp_path, short_tmp, registry, settings
+):
     settings.AIRLOCK_LEASE_SECONDS = 2
     clamd = StallingClamd(short_tmp / "stall.sock")  # the scan step never ends while the worker lives
-    worker = WorkerProcess(tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None,
-                                          "AIRLOCK_LEASE_SECONDS": "2"}).start()
+    worker = WorkerProcess(
+        tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_LEASE_SECONDS": "2"}
+    ).start()
     try:
         attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
         assert clamd.received.wait(60), f"the worker never streamed the file to clamd\n{worker.log()}"
         first = Attachment.objects.get(pk=attachment_id).lease_expires_at
-        wait_until(lambda: Attachment.objects.get(pk=attachment_id).lease_expires_at > first + timedelta(seconds=1),
-                   30, f"the running job's lease to be renewed\n{worker.log()}")
+        wait_until(
+            lambda: Attachment.objects.get(pk=attachment_id).lease_expires_at > first + timedelta(seconds=1),
+            30,
+            f"the running job's lease to be renewed\n{worker.log()}",
+        )
         assert expire_leases() == 0  # past its first deadline, yet its worker is alive: not taken away
         assert recover().lost_workers == 0
         worker.kill()
@@ -190,6 +198,10 @@ def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
     registry.beat("killed", at=0.0)
     assert recover().lost_workers == 1
     assert slots.holders_of_worker("killed") == []
-    assert OutboxMessage.objects.filter(actor_name="derive",
-                                        args=[str(waiting.pk), str(waiting.lease_token), tenant]).count() == 2
+    assert (
+        OutboxMessage.objects.filter(
+            actor_name="derive", args=[str(waiting.pk), str(waiting.lease_token), tenant]
+        ).count()
+        == 2
+    )
     assert slots.parked_files(tenant) == set()

@@ -35,8 +35,15 @@ def _params(**override) -> dict:
 
 @contextmanager
 def _pool(*, deadline: float, timeout: float = 0.5, **params) -> Iterator[DeadlinePool]:
-    pool = DeadlinePool(kwargs=_params(**params), min_size=0, max_size=1, timeout=timeout,
-                        reconnect_timeout=0.5, request_deadline=deadline, open=True)
+    pool = DeadlinePool(
+        kwargs=_params(**params),
+        min_size=0,
+        max_size=1,
+        timeout=timeout,
+        reconnect_timeout=0.5,
+        request_deadline=deadline,
+        open=True,
+    )
     try:
         yield pool
     finally:

@@ -77,8 +77,11 @@ def test_upload_through_and_complete_never_refresh_a_row(alice, refreshes):
 
     def through(i: int) -> int:
         file = SimpleUploadedFile(f"p{i}.png", png_bytes(), content_type="image/png")
-        return client_for(alice).post("/api/v1/attachments", {"profile": "image", "file": file},
-                                      format="multipart").status_code
+        return (
+            client_for(alice)
+            .post("/api/v1/attachments", {"profile": "image", "file": file}, format="multipart")
+            .status_code
+        )
 
     assert _in_threads(through, 4) == [202] * 4
 

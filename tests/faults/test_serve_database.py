@@ -15,8 +15,8 @@ import psycopg
 import pytest
 import requests
 
-from tests.support.processes import Server
 from tests.support import jpeg_bytes
+from tests.support.processes import Server
 
 from .support import TcpProxy, wait_until
 
@@ -28,16 +28,19 @@ def _auth(token: str) -> dict:
 
 
 def _intent(server: Server, token: str, data: bytes) -> dict:
-    response = requests.post(f"{server.base}/api/v1/uploads", headers=_auth(token), timeout=15, json={
-        "profile": "image", "filename": "a.jpg", "size": len(data), "content_type": "image/jpeg"})
+    response = requests.post(
+        f"{server.base}/api/v1/uploads",
+        headers=_auth(token),
+        timeout=15,
+        json={"profile": "image", "filename": "a.jpg", "size": len(data), "content_type": "image/jpeg"},
+    )
     assert response.status_code == 201, response.text
     return response.json()
 
 
 def _connections(server: Server) -> int:
     with psycopg.connect(server.admin_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
-                            [server.dbname]).fetchone()[0]
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [server.dbname]).fetchone()[0]
 
 
 def test_connections_stay_within_the_bound_under_load(tmp_path):
@@ -66,8 +69,11 @@ def test_connections_stay_within_the_bound_under_load(tmp_path):
                 session.headers.update(_auth(token))
                 for i in range(21):
                     if i % 3 == 0:
-                        got = session.post(f"{server.base}/api/v1/uploads", timeout=30, json={
-                            "profile": "image", "filename": "b.jpg", "size": 10, "content_type": "image/jpeg"})
+                        got = session.post(
+                            f"{server.base}/api/v1/uploads",
+                            timeout=30,
+                            json={"profile": "image", "filename": "b.jpg", "size": 10, "content_type": "image/jpeg"},
+                        )
                     elif i % 7 == 0:
                         got = session.get(f"{server.base}/api/v1/attachments/{own}?wait=0.5", timeout=30)
                     elif i % 3 == 1:
@@ -105,15 +111,20 @@ def test_every_endpoint_answers_503_while_the_database_is_gone_and_recovers(tmp_
         token = server.createuser("outage", "outage")
         data = jpeg_bytes((64, 48))
         ready = _intent(server, token, data)
-        assert requests.put(ready["upload"]["url"], data=data, headers=ready["upload"]["headers"],
-                            timeout=30).status_code == 202
+        assert (
+            requests.put(ready["upload"]["url"], data=data, headers=ready["upload"]["headers"], timeout=30).status_code
+            == 202
+        )
         pending = _intent(server, token, data)
         auth = _auth(token)
         base, rid, pid = server.base, ready["id"], pending["id"]
         # The profiles need no database (the token may be in the auth cache): 200 or 503, never 500.
         calls = [
-            ("POST", "/api/v1/uploads", {"json": {"profile": "image", "filename": "c.jpg", "size": 10,
-                                                 "content_type": "image/jpeg"}}),
+            (
+                "POST",
+                "/api/v1/uploads",
+                {"json": {"profile": "image", "filename": "c.jpg", "size": 10, "content_type": "image/jpeg"}},
+            ),
             ("GET", "/api/v1/attachments", {}),
             ("GET", f"/api/v1/attachments/{rid}", {}),
             ("GET", f"/api/v1/attachments/{pid}?wait=1", {}),
@@ -125,8 +136,11 @@ def test_every_endpoint_answers_503_while_the_database_is_gone_and_recovers(tmp_
             ("POST", "/api/v1/attachments/discard-all", {}),
             ("GET", "/api/v1/search?q=word", {}),
             ("POST", f"/api/v1/uploads/{pid}/complete", {}),
-            ("POST", "/api/v1/attachments", {"files": {"file": ("d.jpg", data, "image/jpeg")},
-                                             "data": {"profile": "image"}}),
+            (
+                "POST",
+                "/api/v1/attachments",
+                {"files": {"file": ("d.jpg", data, "image/jpeg")}, "data": {"profile": "image"}},
+            ),
         ]
         proxy.cut()
         profiles = requests.get(f"{base}/api/v1/profiles", headers=auth, timeout=30)
@@ -141,12 +155,26 @@ def test_every_endpoint_answers_503_while_the_database_is_gone_and_recovers(tmp_
         assert requests.get(f"{base}/admin/login/", timeout=30).status_code != 500
 
         proxy.start()  # the database is back: nobody restarts anything
-        wait_until(lambda: requests.get(f"{base}/api/v1/attachments/{rid}", headers=auth, timeout=30).ok,
-                   30, "the API to answer again")
-        assert requests.put(pending["upload"]["url"], data=data, headers=pending["upload"]["headers"],
-                            timeout=30).status_code == 202  # the failed PUT did not use the URL up
-        assert requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=30, json={
-            "profile": "image", "filename": "e.jpg", "size": 10, "content_type": "image/jpeg"}).status_code == 201
+        wait_until(
+            lambda: requests.get(f"{base}/api/v1/attachments/{rid}", headers=auth, timeout=30).ok,
+            30,
+            "the API to answer again",
+        )
+        assert (
+            requests.put(
+                pending["upload"]["url"], data=data, headers=pending["upload"]["headers"], timeout=30
+            ).status_code
+            == 202
+        )  # the failed PUT did not use the URL up
+        assert (
+            requests.post(
+                f"{base}/api/v1/uploads",
+                headers=auth,
+                timeout=30,
+                json={"profile": "image", "filename": "e.jpg", "size": 10, "content_type": "image/jpeg"},
+            ).status_code
+            == 201
+        )
     finally:
         server.stop()
         proxy.cut()

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 import requests
 
-from tests.support.processes import Server
 from tests.support import jpeg_bytes
+from tests.support.processes import Server
 
 from .support import StallingClamd
 
@@ -44,11 +44,18 @@ def test_sigterm_mid_scan_returns_the_file_to_pending_at_once(tmp_path, short_tm
     try:
         token = server.createuser("stopper", "stop")
         data = jpeg_bytes((64, 48))
-        intent = requests.post(f"{server.base}/api/v1/uploads", headers={"Authorization": f"Token {token}"},
-                               timeout=10, json={"profile": "image", "filename": "a.jpg", "size": len(data),
-                                                 "content_type": "image/jpeg"}).json()
-        assert requests.put(intent["upload"]["url"], data=data, headers=intent["upload"]["headers"],
-                            timeout=30).status_code == 202
+        intent = requests.post(
+            f"{server.base}/api/v1/uploads",
+            headers={"Authorization": f"Token {token}"},
+            timeout=10,
+            json={"profile": "image", "filename": "a.jpg", "size": len(data), "content_type": "image/jpeg"},
+        ).json()
+        assert (
+            requests.put(
+                intent["upload"]["url"], data=data, headers=intent["upload"]["headers"], timeout=30
+            ).status_code
+            == 202
+        )
         assert clamd.received.wait(60), "the scan never reached clamd"
         assert _row(server, tmp_path, intent["id"])[0] == "processing"
         stopped = time.monotonic()

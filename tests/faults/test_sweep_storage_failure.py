@@ -14,7 +14,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.conf import settings
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle, Status
 from attachments.naming import derivative_key, original_key
@@ -72,14 +71,25 @@ def _row(owner, *, lifecycle: str = Lifecycle.STAGED, expires_at: datetime | Non
     served = derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="sanitized", ext="jpg")
     thumb = derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="thumbnail", ext="webp")
     row = Attachment.objects.create(
-        id=pk, tenant=tenant, owner=owner, profile="image", status=Status.READY, filename="a.jpg",
-        declared_size=4, declared_type="image/jpeg", storage_key=key, served_key=served, created_at=T0,
-        uploaded_at=T0, ready_at=T0, lifecycle=lifecycle, expires_at=expires_at,
+        id=pk,
+        tenant=tenant,
+        owner=owner,
+        profile="image",
+        status=Status.READY,
+        filename="a.jpg",
+        declared_size=4,
+        declared_type="image/jpeg",
+        storage_key=key,
+        served_key=served,
+        created_at=T0,
+        uploaded_at=T0,
+        ready_at=T0,
+        lifecycle=lifecycle,
+        expires_at=expires_at,
         committed_at=T0 if lifecycle == Lifecycle.COMMITTED else None,
         ref="listing:1" if lifecycle == Lifecycle.COMMITTED else None,
     )
-    Derivative.objects.create(attachment=row, kind="thumbnail", storage_key=thumb, content_type="image/webp",
-                              size=4)
+    Derivative.objects.create(attachment=row, kind="thumbnail", storage_key=thumb, content_type="image/webp", size=4)
     gateway = get_gateway()
     for k in (key, served, thumb):
         gateway.write_chunks(k, [b"data"])
@@ -109,8 +119,7 @@ def _check_invariants(cap: int) -> None:
 
 
 def _sweep(gateway, now: datetime):
-    return sweep_expired(now=now, gateway=gateway, lock=make_lock(f"fault-sweep-{uuid.uuid4().hex}"),
-                         trigger="test")
+    return sweep_expired(now=now, gateway=gateway, lock=make_lock(f"fault-sweep-{uuid.uuid4().hex}"), trigger="test")
 
 
 def test_outage_then_flaky_storage_retries_dead_letters_and_never_marks_stored_rows_deleted(alice, settings):
@@ -125,8 +134,9 @@ def test_outage_then_flaky_storage_retries_dead_letters_and_never_marks_stored_r
     assert (report.selected, report.deleted, report.errors) == (40, 0, 40)
     assert not Attachment.objects.filter(lifecycle=Lifecycle.DELETED).exists()
     assert all(_stored(_keys(row)) == set(_keys(row)) for row in expired), "an outage deletes nothing"
-    assert set(Attachment.objects.filter(pk__in=[r.pk for r in expired])
-               .values_list("delete_attempts", flat=True)) == {1}
+    assert set(Attachment.objects.filter(pk__in=[r.pk for r in expired]).values_list("delete_attempts", flat=True)) == {
+        1
+    }
     _check_invariants(cap)
 
     gateway.down = False

@@ -29,8 +29,8 @@ import pytest
 import requests
 
 from tests.e2e.test_serve import ROOT
-from tests.support.processes import Server
 from tests.support import jpeg_bytes
+from tests.support.processes import Server
 
 from .support import wait_gone, wait_until
 
@@ -47,8 +47,13 @@ class Workers:
     def __init__(self, server: Server, log: Path) -> None:
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "rundramatiq", "--processes", "2", "--threads", "4"], cwd=ROOT,
-            env=server.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [sys.executable, "manage.py", "rundramatiq", "--processes", "2", "--threads", "4"],
+            cwd=ROOT,
+            env=server.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def kill(self) -> None:
         """SIGKILL to the supervisor, both worker processes and their sandbox fork servers at once."""
@@ -76,8 +81,12 @@ class Workers:
 
 def _upload(base: str, token: str, data: bytes, name: str) -> str:
     auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(f"{base}/api/v1/uploads", headers=auth, timeout=60, json={
-        "profile": "image", "filename": name, "size": len(data), "content_type": "image/jpeg"})
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers=auth,
+        timeout=60,
+        json={"profile": "image", "filename": name, "size": len(data), "content_type": "image/jpeg"},
+    )
     assert intent.status_code == 201, intent.text
     upload = intent.json()["upload"]
     sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=120)
@@ -87,20 +96,29 @@ def _upload(base: str, token: str, data: bytes, name: str) -> str:
 
 def _statuses(server: Server, ids: list[str]) -> dict[str, str]:
     with psycopg.connect(server.admin_url) as conn:
-        rows = conn.execute("SELECT id::text, status FROM attachments_attachment WHERE id = ANY(%s::uuid[])",
-                            [ids]).fetchall()
+        rows = conn.execute(
+            "SELECT id::text, status FROM attachments_attachment WHERE id = ANY(%s::uuid[])", [ids]
+        ).fetchall()
     return dict(rows)
 
 
 def _story(server: Server, ids: list[str]) -> str:
     """How the run went, for the report: transitions by kind and the slowest file's timeline."""
     with psycopg.connect(server.admin_url) as conn:
-        kinds = conn.execute("SELECT transition, actor, count(*) FROM attachments_transitionlog "
-                             "WHERE attachment_id = ANY(%s::uuid[]) GROUP BY 1, 2 ORDER BY 1, 2", [ids]).fetchall()
-        slowest = conn.execute("SELECT id::text FROM attachments_attachment WHERE id = ANY(%s::uuid[]) "
-                               "ORDER BY ready_at DESC NULLS FIRST LIMIT 1", [ids]).fetchone()[0]
-        timeline = conn.execute("SELECT transition, actor, created_at FROM attachments_transitionlog "
-                                "WHERE attachment_id = %s ORDER BY id", [slowest]).fetchall()
+        kinds = conn.execute(
+            "SELECT transition, actor, count(*) FROM attachments_transitionlog "
+            "WHERE attachment_id = ANY(%s::uuid[]) GROUP BY 1, 2 ORDER BY 1, 2",
+            [ids],
+        ).fetchall()
+        slowest = conn.execute(
+            "SELECT id::text FROM attachments_attachment WHERE id = ANY(%s::uuid[]) "
+            "ORDER BY ready_at DESC NULLS FIRST LIMIT 1",
+            [ids],
+        ).fetchone()[0]
+        timeline = conn.execute(
+            "SELECT transition, actor, created_at FROM attachments_transitionlog WHERE attachment_id = %s ORDER BY id",
+            [slowest],
+        ).fetchall()
     start = timeline[0][2] if timeline else None
     steps = ", ".join(f"{t}/{a}@{(at - start).total_seconds():.1f}s" for t, a, at in timeline)
     return f"transitions {[(t, a, n) for t, a, n in kinds]}; slowest file: {steps}"
@@ -111,13 +129,21 @@ def _late_files(server: Server, late: list[str]) -> str:
     import redis
 
     with psycopg.connect(server.admin_url) as conn:
-        rows = conn.execute("SELECT step, attempts, round(extract(epoch FROM lease_expires_at - now())), tenant_id "
-                            "FROM attachments_attachment WHERE id = ANY(%s::uuid[])", [late]).fetchall()
+        rows = conn.execute(
+            "SELECT step, attempts, round(extract(epoch FROM lease_expires_at - now())), tenant_id "
+            "FROM attachments_attachment WHERE id = ANY(%s::uuid[])",
+            [late],
+        ).fetchall()
     prefix = server.env["AIRLOCK_KEY_PREFIX"]
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     tenants = {row[3] for row in rows}
-    slots = {t: (client.zrange(f"{prefix}-derive-slots-{t}", 0, -1, withscores=True),
-                 client.llen(f"{prefix}-derive-waiting-{t}")) for t in tenants}
+    slots = {
+        t: (
+            client.zrange(f"{prefix}-derive-slots-{t}", 0, -1, withscores=True),
+            client.llen(f"{prefix}-derive-waiting-{t}"),
+        )
+        for t in tenants
+    }
     return f"late (step, attempts, lease s): {sorted(r[:3] for r in rows)}; slots, parked: {slots}"
 
 
@@ -130,10 +156,17 @@ def _photo(index: int) -> bytes:
 def production(tmp_path):
     socket_path = os.environ.get("CLAMD_SOCKET")
     assert socket_path, "needs clamd (scripts/test sets CLAMD_SOCKET)"
-    server = Server(tmp_path, {"AIRLOCK_LEASE_SECONDS": str(LEASE_SECONDS), "AIRLOCK_TICK_SECONDS": "5",
-                               "CLAMD_SOCKET": socket_path, "AIRLOCK_LOG_LEVEL": "WARNING",
-                               "AIRLOCK_MAX_BACKLOG_SECONDS": "3600"},
-                    args=("--no-worker",))
+    server = Server(
+        tmp_path,
+        {
+            "AIRLOCK_LEASE_SECONDS": str(LEASE_SECONDS),
+            "AIRLOCK_TICK_SECONDS": "5",
+            "CLAMD_SOCKET": socket_path,
+            "AIRLOCK_LOG_LEVEL": "WARNING",
+            "AIRLOCK_MAX_BACKLOG_SECONDS": "3600",
+        },
+        args=("--no-worker",),
+    )
     assert server.dbname, "the production topology runs on PostgreSQL (scripts/test sets DATABASE_URL)"
     try:
         yield server
@@ -156,8 +189,10 @@ def test_every_file_is_ready_within_the_lease_after_all_workers_are_killed_mid_b
             burst_started = time.monotonic()
             ids: list[str] = []
             with ThreadPoolExecutor(max_workers=8) as pool:
-                futures = [pool.submit(_upload, server.base, token, data, f"photo-{run}-{i}.jpg")
-                           for i, data in enumerate(photos)]
+                futures = [
+                    pool.submit(_upload, server.base, token, data, f"photo-{run}-{i}.jpg")
+                    for i, data in enumerate(photos)
+                ]
                 killed = threading.Event()
 
                 def kill_into_the_burst() -> None:
@@ -188,8 +223,10 @@ def test_every_file_is_ready_within_the_lease_after_all_workers_are_killed_mid_b
             print(f"run {run + 1}: {took[-1]:.1f} s; {story}")
             if late:
                 story += "; " + _late_files(server, list(late))
-            assert not late, (f"run {run + 1}: {len(late)} of {FILES} files not ready {budget} s after the "
-                              f"workers came back: {sorted(late.values())}; earlier runs took {took[:-1]}; {story}")
+            assert not late, (
+                f"run {run + 1}: {len(late)} of {FILES} files not ready {budget} s after the "
+                f"workers came back: {sorted(late.values())}; earlier runs took {took[:-1]}; {story}"
+            )
         finally:
             workers.stop()
     print(f"seconds from restart to all ready, per run: {[round(t, 1) for t in took]}")

@@ -72,14 +72,20 @@ def _recover_and_finish(attachment_id: str, tmp_path, bob, mallory) -> None:
     assert_ready_and_complete(attachment_id)
     assert_served_intact(attachment_id, bob)
     assert_not_served(attachment_id, mallory)
-    transitions = list(TransitionLog.objects.filter(attachment_id=attachment_id)
-                       .exclude(transition__in=AUDIT_EVENTS).values_list("transition", "actor"))
-    assert transitions == [("start", "worker"), ("retry", "system:reconciler"), ("start", "worker"),
-                           ("finish", "worker")]
+    transitions = list(
+        TransitionLog.objects.filter(attachment_id=attachment_id)
+        .exclude(transition__in=AUDIT_EVENTS)
+        .values_list("transition", "actor")
+    )
+    assert transitions == [
+        ("start", "worker"),
+        ("retry", "system:reconciler"),
+        ("start", "worker"),
+        ("finish", "worker"),
+    ]
 
 
-def test_sigkill_mid_scan_is_recovered_after_the_lease_expires(alice, bob, mallory, tmp_path, short_tmp,
-                                                               clean_broker):
+def test_sigkill_mid_scan_is_recovered_after_the_lease_expires(alice, bob, mallory, tmp_path, short_tmp, clean_broker):
     clamd = StallingClamd(short_tmp / "stall.sock")
     worker = WorkerProcess(tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None}).start()
     try:
@@ -96,19 +102,22 @@ def test_sigkill_mid_scan_is_recovered_after_the_lease_expires(alice, bob, mallo
     _recover_and_finish(attachment_id, tmp_path, bob, mallory)
 
 
-def test_sigkill_mid_thumbnail_is_recovered_and_leaves_no_sandbox_behind(alice, bob, mallory, tmp_path,
-                                                                        clean_broker):
+def test_sigkill_mid_thumbnail_is_recovered_and_leaves_no_sandbox_behind(alice, bob, mallory, tmp_path, clean_broker):
     marker = tmp_path / "derive-started"
-    worker = WorkerProcess(tmp_path, env={"AIRLOCK_FAULT_STALL": "derive",
-                                          "AIRLOCK_FAULT_MARKER": str(marker), **_real_scanner_env()}).start()
+    worker = WorkerProcess(
+        tmp_path, env={"AIRLOCK_FAULT_STALL": "derive", "AIRLOCK_FAULT_MARKER": str(marker), **_real_scanner_env()}
+    ).start()
     try:
         attachment_id = upload(client_for(alice), jpeg_bytes((1600, 1200)))
         wait_until(marker.exists, 90, f"the derive step to start\n{worker.log()}")
         row = Attachment.objects.get(pk=attachment_id)
         assert (row.status, row.step) == ("processing", "derive")
         # The fork server and the (sleeping) job it forked are the worker's descendants.
-        sandbox = wait_until(lambda: descendants(worker.pid) if len(descendants(worker.pid)) >= 2 else None,
-                             30, "the sandbox job process")
+        sandbox = wait_until(
+            lambda: descendants(worker.pid) if len(descendants(worker.pid)) >= 2 else None,
+            30,
+            "the sandbox job process",
+        )
         assert_not_served(attachment_id, bob, mallory)
         worker.kill()
     finally:

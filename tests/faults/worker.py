@@ -36,8 +36,9 @@ def _install_stall_hook() -> None:
 
     def stalled(kind: str, input_path: Path, work_dir: Path):
         marker.write_text(f"{kind} {os.getpid()}\n")
-        return run_job("_test_sleep", input_path, work_dir, limits=sandbox_config.limits_from_settings(),
-                       allow_test_kinds=True)
+        return run_job(
+            "_test_sleep", input_path, work_dir, limits=sandbox_config.limits_from_settings(), allow_test_kinds=True
+        )
 
     sandbox_config.run_sandboxed = stalled
 

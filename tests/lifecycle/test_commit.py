@@ -54,17 +54,34 @@ def test_commit_is_all_or_nothing_with_a_reason_per_bad_id(alice, bob, mallory, 
     mallorys = make_attachment(mallory, created_at=now, files=False)
     unknown = uuid.uuid4()
 
-    ids = [good.pk, expired.pk, discarded.pk, elsewhere.pk, rejected.pk, failed.pk, swept.pk, bobs.pk,
-           mallorys.pk, unknown, "garbage"]
+    ids = [
+        good.pk,
+        expired.pk,
+        discarded.pk,
+        elsewhere.pk,
+        rejected.pk,
+        failed.pk,
+        swept.pk,
+        bobs.pk,
+        mallorys.pk,
+        unknown,
+        "garbage",
+    ]
     response = _commit(api(alice), ids)
 
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "ATTACHMENT_INVALID"
     assert error["details"] == {
-        str(expired.pk): "expired", str(discarded.pk): "discarded", str(elsewhere.pk): "already_committed",
-        str(rejected.pk): "rejected", str(failed.pk): "failed", str(swept.pk): "expired",
-        str(bobs.pk): "not_found", str(mallorys.pk): "not_found", str(unknown): "not_found",
+        str(expired.pk): "expired",
+        str(discarded.pk): "discarded",
+        str(elsewhere.pk): "already_committed",
+        str(rejected.pk): "rejected",
+        str(failed.pk): "failed",
+        str(swept.pk): "expired",
+        str(bobs.pk): "not_found",
+        str(mallorys.pk): "not_found",
+        str(unknown): "not_found",
         "garbage": "not_found",
     }
     good.refresh_from_db()
@@ -90,8 +107,16 @@ def test_recommitting_to_the_same_ref_is_a_no_op(alice, api):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("body", [{"ids": ["x"]}, {"ids": [], "ref": "a"}, {"ids": ["x"], "ref": ""},
-                                  {"ids": ["x"], "ref": "r" * 201}, {"ids": ["x"], "ref": 5}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"ids": ["x"]},
+        {"ids": [], "ref": "a"},
+        {"ids": ["x"], "ref": ""},
+        {"ids": ["x"], "ref": "r" * 201},
+        {"ids": ["x"], "ref": 5},
+    ],
+)
 def test_commit_validates_its_body(alice, api, body):
     response = api(alice).post("/api/v1/attachments/commit", body, format="json")
     assert response.status_code == 400
@@ -106,7 +131,8 @@ def test_commit_at_the_expiry_boundary(alice):
         attachments_commit(owner=alice, ids=[attachment.pk], ref="r", now=expiry)
     assert exc.value.details == {str(attachment.pk): "expired"}
     assert attachments_commit(owner=alice, ids=[attachment.pk], ref="r", now=expiry - timedelta(seconds=1)) == [
-        str(attachment.pk)]
+        str(attachment.pk)
+    ]
 
 
 @pytest.mark.django_db

@@ -96,7 +96,8 @@ def test_discard_all_discards_only_the_callers_staged_uploads(alice, bob, api):
     assert response.status_code == 200
     assert response.json() == {"discarded": 3}
     assert set(Attachment.objects.filter(lifecycle=Lifecycle.DISCARDED).values_list("pk", flat=True)) == {
-        a.pk for a in mine} | {already.pk}
+        a.pk for a in mine
+    } | {already.pk}
     for attachment, lifecycle in ((committed, Lifecycle.COMMITTED), (bobs, Lifecycle.STAGED)):
         attachment.refresh_from_db()
         assert attachment.lifecycle == lifecycle

@@ -64,7 +64,9 @@ def test_heartbeat_reports_committed_with_null_and_everything_else_missing(alice
     assert returned[str(committed.pk)] is None
     assert returned[str(staged.pk)] is not None
     assert set(body["missing"]) == {str(a.pk) for a in (discarded, expired, deleted, bobs, mallorys)} | {
-        unknown, malformed}
+        unknown,
+        malformed,
+    }
     # Nothing that was missing was extended.
     for attachment in (discarded, expired, bobs, mallorys):
         before = attachment.expires_at

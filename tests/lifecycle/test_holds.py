@@ -51,6 +51,7 @@ def _legal_hold_error(response, *ids) -> None:
 
 # --- the API refuses ---------------------------------------------------------------------
 
+
 def test_discard_of_a_held_draft_is_409(alice, api):
     draft = make_attachment(alice, created_at=timezone.now())
     _hold(draft)
@@ -84,8 +85,9 @@ def test_release_by_ids_with_one_held_is_409_all_or_nothing(alice, api):
 def test_commit_replace_that_would_release_a_held_file_is_409(alice, api):
     held, kept = _committed(alice), _committed(alice)
     _hold(held)
-    response = api(alice).post("/api/v1/attachments/commit",
-                               {"ids": [str(kept.pk)], "ref": "ad:42", "replace": True}, format="json")
+    response = api(alice).post(
+        "/api/v1/attachments/commit", {"ids": [str(kept.pk)], "ref": "ad:42", "replace": True}, format="json"
+    )
     _legal_hold_error(response, held.pk)
     assert (_lifecycle(held), _lifecycle(kept)) == (Lifecycle.COMMITTED, Lifecycle.COMMITTED)
 
@@ -115,6 +117,7 @@ def test_the_resource_shows_legal_hold_of_the_file_and_of_its_ref(alice, bob, ap
 
 # --- what skips held files -----------------------------------------------------------------
 
+
 def test_discard_all_leaves_a_held_draft(alice):
     held, free = (make_attachment(alice, created_at=timezone.now()) for _ in range(2))
     _hold(held)
@@ -126,11 +129,15 @@ def test_a_new_avatar_does_not_discard_a_held_one(alice, api):
     client = api(alice)
     old = upload(client, jpeg_bytes((100, 100)), profile="avatar", filename="me.jpg")
     assert run_pipeline(old) == "ready"
-    assert client.post("/api/v1/attachments/commit", {"ids": [old], "ref": "profile:1"}, format="json").status_code == 200
+    assert (
+        client.post("/api/v1/attachments/commit", {"ids": [old], "ref": "profile:1"}, format="json").status_code == 200
+    )
     attachment_hold_set(attachment_ids=[old], actor=ROOT, reason="evidence")
     new = upload(client, png_bytes((90, 90)), profile="avatar", filename="me.png", content_type="image/png")
     assert run_pipeline(new) == "ready"
-    assert client.post("/api/v1/attachments/commit", {"ids": [new], "ref": "profile:1"}, format="json").status_code == 200
+    assert (
+        client.post("/api/v1/attachments/commit", {"ids": [new], "ref": "profile:1"}, format="json").status_code == 200
+    )
     assert Attachment.objects.get(pk=old).lifecycle == Lifecycle.COMMITTED
 
 
@@ -154,8 +161,9 @@ def test_the_sweeper_keeps_a_released_file_of_a_held_ref_past_its_grace(alice, a
 
 def test_reconcile_keeps_a_held_files_expired_quarantine_copy(alice, settings):
     settings.AIRLOCK_QUARANTINE_DAYS = 0
-    rejected = make_attachment(alice, created_at=timezone.now(), status=Status.REJECTED, quarantined=True,
-                               served=False, thumbnail=False)
+    rejected = make_attachment(
+        alice, created_at=timezone.now(), status=Status.REJECTED, quarantined=True, served=False, thumbnail=False
+    )
     _hold(rejected)
     report = reconcile_storage(now=timezone.now() + timedelta(days=1))
     assert [(f.kind, f.action, f.detail) for f in report.findings] == [("quarantine_expired", "kept", "legal_hold")]
@@ -164,13 +172,16 @@ def test_reconcile_keeps_a_held_files_expired_quarantine_copy(alice, settings):
 
 # --- setting and clearing ---------------------------------------------------------------------
 
+
 def test_holds_are_audited_and_a_ref_hold_keeps_its_record(alice):
     photo = _committed(alice)
     _hold(photo)
     attachment_hold_clear(attachment_ids=[photo.pk], actor=ROOT, reason="case closed")
-    assert list(TransitionLog.objects.filter(attachment_id=photo.pk, transition__startswith="legal_hold")
-                .values_list("transition", "actor", "message")) == [
-        ("legal_hold", ROOT, "litigation 2026-17"), ("legal_hold_clear", ROOT, "case closed")]
+    assert list(
+        TransitionLog.objects.filter(attachment_id=photo.pk, transition__startswith="legal_hold").values_list(
+            "transition", "actor", "message"
+        )
+    ) == [("legal_hold", ROOT, "litigation 2026-17"), ("legal_hold_clear", ROOT, "case closed")]
     ref_hold_set(tenant="acme", ref="ad:42", actor=ROOT, reason="court order")
     assert ref_hold_set(tenant="acme", ref="ad:42", actor="staff:other", reason="again").created_by == ROOT
     assert ref_hold_clear(tenant="acme", ref="ad:42", actor=ROOT) is True

@@ -21,22 +21,24 @@ def test_a_derivative_key_reads_back():
 
 def test_a_quarantined_key_reads_back_as_quarantined():
     key = quarantine_key(original_key(tenant_slug="acme", profile="document", attachment_id=PK))
-    assert parse_key(key) == ParsedKey(tenant_slug="acme", attachment_id=PK, profile="document",
-                                       quarantined=True)
+    assert parse_key(key) == ParsedKey(tenant_slug="acme", attachment_id=PK, profile="document", quarantined=True)
 
 
-@pytest.mark.parametrize("key", [
-    f"elsewhere/{PK}",
-    f"tenants/acme/{PK}",
-    "tenants/acme/image/not-a-uuid",
-    f"tenants/acme/image/{str(PK).upper()}",  # the builders write the canonical form only
-    f"tenants/acme/image/{PK.hex}",
-    f"tenants//image/{PK}",
-    f"tenants/acme/image/{PK}/extra",
-    f"tenants/acme/derivatives/{PK}/",
-    f"tenants/acme/derivatives/{PK}/a/b",
-    f"quarantine/quarantine/tenants/acme/image/{PK}",
-    "",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        f"elsewhere/{PK}",
+        f"tenants/acme/{PK}",
+        "tenants/acme/image/not-a-uuid",
+        f"tenants/acme/image/{str(PK).upper()}",  # the builders write the canonical form only
+        f"tenants/acme/image/{PK.hex}",
+        f"tenants//image/{PK}",
+        f"tenants/acme/image/{PK}/extra",
+        f"tenants/acme/derivatives/{PK}/",
+        f"tenants/acme/derivatives/{PK}/a/b",
+        f"quarantine/quarantine/tenants/acme/image/{PK}",
+        "",
+    ],
+)
 def test_keys_of_no_known_layout_are_refused(key):
     assert parse_key(key) is None

@@ -20,14 +20,19 @@ def _intent(client, *, commit: bool = True) -> str:
     assert response.status_code == 201, response.content
     attachment_id = response.json()["id"]
     if commit:
-        assert client.post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "post:1"},
-                           format="json").status_code == 200
+        assert (
+            client.post(
+                "/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "post:1"}, format="json"
+            ).status_code
+            == 200
+        )
     return attachment_id
 
 
 def _after_url_and_grace(settings, seconds: int = 1):
     return timezone.now() + timedelta(
-        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + seconds)
+        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + seconds
+    )
 
 
 def test_a_committed_intent_never_uploaded_ends_rejected_and_the_host_app_sees_it(alice, api, settings):

@@ -22,8 +22,9 @@ GRACE = timedelta(days=1)
 
 
 def _committed(owner, ref="ad:42", *, created_at=None, **fields):
-    attachment = make_attachment(owner, created_at=created_at or timezone.now(), lifecycle=Lifecycle.COMMITTED,
-                                 **fields)
+    attachment = make_attachment(
+        owner, created_at=created_at or timezone.now(), lifecycle=Lifecycle.COMMITTED, **fields
+    )
     Attachment.objects.filter(pk=attachment.pk).update(ref=ref)
     attachment.ref = ref
     return attachment
@@ -87,17 +88,20 @@ def test_release_of_an_unknown_ref_releases_nothing(alice, api):
     assert _lifecycles(photo) == [Lifecycle.COMMITTED]
 
 
-@pytest.mark.parametrize("body", [
-    {},
-    {"ref": "ad:42", "ids": []},
-    {"ref": "ad:42", "ids": ["x"]},
-    {"ids": []},
-    {"ids": "not a list"},
-    {"ref": ""},
-    {"ref": 42},
-    {"ref": "x" * 201},
-    {"ids": [str(uuid.uuid4()) for _ in range(1001)]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"ref": "ad:42", "ids": []},
+        {"ref": "ad:42", "ids": ["x"]},
+        {"ids": []},
+        {"ids": "not a list"},
+        {"ref": ""},
+        {"ref": 42},
+        {"ref": "x" * 201},
+        {"ids": [str(uuid.uuid4()) for _ in range(1001)]},
+    ],
+)
 def test_release_bodies_that_are_not_exactly_one_of_ref_and_ids_are_400(alice, api, body):
     photo = _committed(alice)
     response = _release(api(alice), body)
@@ -113,16 +117,26 @@ def test_release_by_ids_is_all_or_nothing(alice, bob, mallory, api):
     mallorys = _committed(mallory)
     unknown = uuid.uuid4()
 
-    response = _release(api(alice), {"ids": [str(mine.pk), str(staged.pk), str(bobs.pk), str(mallorys.pk),
-                                             str(unknown), "garbage"]})
+    response = _release(
+        api(alice), {"ids": [str(mine.pk), str(staged.pk), str(bobs.pk), str(mallorys.pk), str(unknown), "garbage"]}
+    )
 
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "ATTACHMENT_INVALID"
-    assert error["details"] == {str(staged.pk): "not_committed", str(bobs.pk): "not_found",
-                                str(mallorys.pk): "not_found", str(unknown): "not_found", "garbage": "not_found"}
-    assert _lifecycles(mine, staged, bobs, mallorys) == [Lifecycle.COMMITTED, Lifecycle.STAGED,
-                                                         Lifecycle.COMMITTED, Lifecycle.COMMITTED]
+    assert error["details"] == {
+        str(staged.pk): "not_committed",
+        str(bobs.pk): "not_found",
+        str(mallorys.pk): "not_found",
+        str(unknown): "not_found",
+        "garbage": "not_found",
+    }
+    assert _lifecycles(mine, staged, bobs, mallorys) == [
+        Lifecycle.COMMITTED,
+        Lifecycle.STAGED,
+        Lifecycle.COMMITTED,
+        Lifecycle.COMMITTED,
+    ]
 
 
 def test_a_released_file_is_not_served_and_the_resource_says_so(alice, bob, api):
@@ -193,7 +207,11 @@ def test_restore_within_the_grace_commits_it_again_and_serves_it(alice, api):
     assert first.status_code == second.status_code == 204
     photo.refresh_from_db()
     assert (photo.lifecycle, photo.ref, photo.expires_at, photo.released_at) == (
-        Lifecycle.COMMITTED, "ad:42", None, None)
+        Lifecycle.COMMITTED,
+        "ad:42",
+        None,
+        None,
+    )
     assert client.get(f"/api/v1/attachments/{photo.pk}/download").status_code == 200
     log = TransitionLog.objects.filter(attachment_id=photo.pk, transition="restore").get()
     assert (log.from_status, log.to_status, log.actor) == ("released", "committed", "user:alice")
@@ -213,8 +231,7 @@ def test_restore_after_the_grace_or_of_a_file_never_released_is_409(alice, api):
     assert _lifecycles(released, staged, discarded) == [Lifecycle.RELEASED, Lifecycle.STAGED, Lifecycle.DISCARDED]
 
 
-def test_a_moderator_releases_and_restores_the_tenants_files_but_not_another_tenants(alice, mallory, moderator,
-                                                                                    api):
+def test_a_moderator_releases_and_restores_the_tenants_files_but_not_another_tenants(alice, mallory, moderator, api):
     alices = _committed(alice)
     mallorys = _committed(mallory)
     client = api(moderator)
@@ -248,8 +265,9 @@ def test_the_sweeper_removes_a_released_file_only_after_the_grace(alice):
     assert len(files_of(kept)) == 3 and _lifecycles(kept) == [Lifecycle.COMMITTED]
     after = tenant_usage(tenant=alice.membership.tenant)
     assert (after.files_used, after.bytes_used) == (used.files_used - 1, used.bytes_used - 4)
-    assert TransitionLog.objects.filter(attachment_id=photo.pk, transition="sweep_delete",
-                                        from_status="released").exists()
+    assert TransitionLog.objects.filter(
+        attachment_id=photo.pk, transition="sweep_delete", from_status="released"
+    ).exists()
     with pytest.raises(Exception) as refused:
         attachment_restore(user=alice, attachment_id=photo.pk, now=T0 + DAY)
     assert getattr(refused.value, "code", None) == "NOT_RESTORABLE"
@@ -286,11 +304,16 @@ def test_a_released_file_is_missing_to_heartbeats_and_discard_leaves_its_grace(a
 def test_a_released_document_leaves_search_until_restored(alice, bob, api):
     from tests.support import pdf_bytes, run_pipeline, upload
 
-    attachment_id = upload(api(alice), pdf_bytes("narwhal minutes"), profile="document", filename="m.pdf",
-                           content_type="application/pdf")
+    attachment_id = upload(
+        api(alice), pdf_bytes("narwhal minutes"), profile="document", filename="m.pdf", content_type="application/pdf"
+    )
     assert run_pipeline(attachment_id) == "ready"
-    assert api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:42"},
-                           format="json").status_code == 200
+    assert (
+        api(alice)
+        .post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:42"}, format="json")
+        .status_code
+        == 200
+    )
 
     def found() -> list[str]:
         return [r["id"] for r in api(bob).get("/api/v1/search?q=narwhal").json()["results"]]
@@ -302,8 +325,9 @@ def test_a_released_document_leaves_search_until_restored(alice, bob, api):
     assert found() == [attachment_id]
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"ref": "ad:42", "ids": []}, {"ids": []},
-                                    {"ids": [uuid.uuid4() for _ in range(1001)]}])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"ref": "ad:42", "ids": []}, {"ids": []}, {"ids": [uuid.uuid4() for _ in range(1001)]}]
+)
 def test_the_python_release_wants_exactly_one_of_ref_and_ids(alice, kwargs):
     from attachments.errors import ValidationFailed
 

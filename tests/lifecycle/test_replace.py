@@ -22,13 +22,13 @@ def _staged(owner, n: int) -> list[Attachment]:
 
 
 def _set_of(ref: str) -> set[str]:
-    return {str(pk) for pk in Attachment.objects.filter(ref=ref, lifecycle=Lifecycle.COMMITTED)
-            .values_list("pk", flat=True)}
+    return {
+        str(pk) for pk in Attachment.objects.filter(ref=ref, lifecycle=Lifecycle.COMMITTED).values_list("pk", flat=True)
+    }
 
 
 def _commit(client, ids, ref="ad:42", **extra):
-    return client.post("/api/v1/attachments/commit", {"ids": [str(i) for i in ids], "ref": ref, **extra},
-                       format="json")
+    return client.post("/api/v1/attachments/commit", {"ids": [str(i) for i in ids], "ref": ref, **extra}, format="json")
 
 
 def test_replace_makes_the_ids_the_refs_whole_set_and_releases_the_rest(alice, bob, api):
@@ -42,8 +42,7 @@ def test_replace_makes_the_ids_the_refs_whole_set_and_releases_the_rest(alice, b
 
     response = _commit(api(alice), kept, replace=True)
 
-    assert response.status_code == 200 and response.json() == {"committed": [str(pk) for pk in kept],
-                                                                "ref": "ad:42"}
+    assert response.status_code == 200 and response.json() == {"committed": [str(pk) for pk in kept], "ref": "ad:42"}
     assert _set_of("ad:42") == {str(pk) for pk in kept} | {str(bobs[0].pk)}
     for dropped in photos[8:]:
         dropped.refresh_from_db()

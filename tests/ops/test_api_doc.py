@@ -29,8 +29,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "api.md"
 # The served code: top-level packages (folders with an __init__.py), tests and benchmarks aside.
-PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py")
-                  if p.parent.name not in {"tests", "bench"})
+PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in {"tests", "bench"})
 
 
 def _sources() -> Iterator[tuple[Path, ast.Module]]:
@@ -46,19 +45,24 @@ def _section(text: str, heading: str) -> str:
     level = len(heading) - len(heading.lstrip("#"))
     match = re.search(rf"^{re.escape(heading)}\s*$", text, re.M)
     assert match, f"docs/api.md has no {heading!r} section"
-    rest = text[match.end():]
+    rest = text[match.end() :]
     end = re.search(rf"^#{{1,{level}}} ", rest, re.M)
     return rest[: end.start()] if end else rest
 
 
 # --- routes ---------------------------------------------------------------------------
 
+
 def schema_operations() -> set[tuple[str, str]]:
     from drf_spectacular.generators import SchemaGenerator
 
     document = SchemaGenerator().get_schema(request=None, public=True)
-    return {(method.upper(), path) for path, item in document["paths"].items()
-            for method in item if method in {"get", "put", "post", "patch", "delete", "head", "options"}}
+    return {
+        (method.upper(), path)
+        for path, item in document["paths"].items()
+        for method in item
+        if method in {"get", "put", "post", "patch", "delete", "head", "options"}
+    }
 
 
 def url_routes() -> set[str]:
@@ -82,8 +86,9 @@ def url_routes() -> set[str]:
 
 def undocumented_operations(doc: str, operations: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Operations not written as `METHOD /path` anywhere in the document."""
-    return {(method, path) for method, path in operations
-            if not re.search(rf"{method} {re.escape(path)}(?![\w/{{-])", doc)}
+    return {
+        (method, path) for method, path in operations if not re.search(rf"{method} {re.escape(path)}(?![\w/{{-])", doc)
+    }
 
 
 def undocumented_routes(doc: str, routes: set[str]) -> set[str]:
@@ -91,6 +96,7 @@ def undocumented_routes(doc: str, routes: set[str]) -> set[str]:
 
 
 # --- error codes ------------------------------------------------------------------------
+
 
 def _import_all() -> None:
     for package in PACKAGES:
@@ -140,10 +146,14 @@ def error_codes() -> set[str]:
                 codes.add(_first_str_arg(node))
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
-                    if (isinstance(key, ast.Constant) and key.value == "error" and isinstance(value, ast.Dict)):
+                    if isinstance(key, ast.Constant) and key.value == "error" and isinstance(value, ast.Dict):
                         for k, v in zip(value.keys, value.values, strict=True):
-                            if (isinstance(k, ast.Constant) and k.value == "code" and isinstance(v, ast.Constant)
-                                    and isinstance(v.value, str)):
+                            if (
+                                isinstance(k, ast.Constant)
+                                and k.value == "code"
+                                and isinstance(v, ast.Constant)
+                                and isinstance(v.value, str)
+                            ):
                                 codes.add(v.value)
     return codes
 
@@ -177,9 +187,14 @@ def spelled_reason_codes(trees: list[ast.Module] | None = None) -> set[str]:
                 for keyword in node.keywords:
                     if keyword.arg in ("code", "reason_code"):
                         codes.update(_str_values(keyword.value))
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and any(
+            if (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                and node.value is not None
+                and any(
                     _name(target) in _REASON_NAMES
-                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                )
+            ):
                 codes.update(_str_values(node.value))
             if isinstance(node, ast.Compare) and _name(node.left) in _REASON_NAMES:
                 for comparator in node.comparators:
@@ -191,9 +206,11 @@ def metric_names() -> set[str]:
     names = set()
     for _, tree in _sources():
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and re.search(r"(Counter|Gauge|Histogram|Summary|Info|Enum|MetricFamily)$",
-                                                         _callee(node))
-                    and (_first_str_arg(node) or "").startswith("airlock_")):
+            if (
+                isinstance(node, ast.Call)
+                and re.search(r"(Counter|Gauge|Histogram|Summary|Info|Enum|MetricFamily)$", _callee(node))
+                and (_first_str_arg(node) or "").startswith("airlock_")
+            ):
                 names.add(_first_str_arg(node))
     return names
 
@@ -205,6 +222,7 @@ def undocumented_codes(section: str, codes: set[str]) -> set[str]:
 
 
 # --- the tests ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def doc() -> str:
@@ -240,11 +258,18 @@ def test_every_reason_code_in_the_code_is_a_reason_code_member():
     spelled = spelled_reason_codes()
     assert {"corrupt", "pixel_limit", "timeout"} <= spelled  # the sandbox's literals are found
     assert spelled - reason_codes() == set()
-    stray = ast.parse('raise ContentRejected("made_up", "x")\nrow.reason_code = "also_made_up"\n'
-                      'raise Rejected("corrupt" if bad else "new_limit", "y")\nbound_reason = "a_bound"\n'
-                      'if reason_code == "compared": pass\n')
-    assert spelled_reason_codes([stray]) - reason_codes() == {"made_up", "also_made_up", "new_limit", "a_bound",
-                                                              "compared"}
+    stray = ast.parse(
+        'raise ContentRejected("made_up", "x")\nrow.reason_code = "also_made_up"\n'
+        'raise Rejected("corrupt" if bad else "new_limit", "y")\nbound_reason = "a_bound"\n'
+        'if reason_code == "compared": pass\n'
+    )
+    assert spelled_reason_codes([stray]) - reason_codes() == {
+        "made_up",
+        "also_made_up",
+        "new_limit",
+        "a_bound",
+        "compared",
+    }
 
 
 def test_every_metric_is_documented(doc):
@@ -260,8 +285,7 @@ def test_a_missing_path_or_code_is_caught(doc):
     assert undocumented_routes(without_search, url_routes()) == {"/api/v1/search"}
     # A longer path must not count for its prefix.
     only_longer = doc.replace("/api/v1/attachments/{attachment_id}`", "/api/v1/attachments/{attachment_id}/x`")
-    assert ("GET", "/api/v1/attachments/{attachment_id}") in undocumented_operations(only_longer,
-                                                                                    schema_operations())
+    assert ("GET", "/api/v1/attachments/{attachment_id}") in undocumented_operations(only_longer, schema_operations())
     errors = _section(doc, "## Errors")
     without_conflict = "\n".join(line for line in errors.splitlines() if "`ALREADY_UPLOADED`" not in line)
     assert undocumented_codes(without_conflict, error_codes()) == {"ALREADY_UPLOADED"}

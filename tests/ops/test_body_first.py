@@ -31,6 +31,7 @@ def _seen_by_view(streams_body: bool = False):
     def view(request):
         seen["read_before_view"] = hasattr(request, "_body")
         return HttpResponse("ok")
+
     view.view_class = View  # type: ignore[attr-defined]
     if streams_body:
         View.streams_body = True  # type: ignore[attr-defined]
@@ -38,6 +39,7 @@ def _seen_by_view(streams_body: bool = False):
 
     def run(request):
         return middleware.process_view(request, view, (), {}) or view(request)
+
     return seen, run
 
 
@@ -61,7 +63,9 @@ class _Ended(io.RawIOBase):
         raise NoMoreData(b"")
 
 
-@pytest.mark.parametrize("body, status, code", [(_Stalled, 408, b"REQUEST_TIMEOUT"), (_Ended, 400, b"VALIDATION_ERROR")])
+@pytest.mark.parametrize(
+    "body, status, code", [(_Stalled, 408, b"REQUEST_TIMEOUT"), (_Ended, 400, b"VALIDATION_ERROR")]
+)
 def test_a_body_that_stalls_or_ends_early_is_answered_as_the_contract_says_and_the_view_never_runs(body, status, code):
     seen, middleware = _seen_by_view()
     request = RequestFactory().generic("POST", "/api/v1/uploads", content_type="application/json")

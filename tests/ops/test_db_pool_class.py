@@ -31,7 +31,8 @@ def test_django_pool_property_is_the_one_we_copied():
     source = inspect.getsource(django_base.DatabaseWrapper.pool.fget)
     assert hashlib.sha256(source.encode()).hexdigest() == DJANGO_POOL_SOURCE_SHA256, (
         "Django's DatabaseWrapper.pool changed: copy it again into config/postgresql/base.py "
-        "(keeping DeadlinePool) and update the pinned hash")
+        "(keeping DeadlinePool) and update the pinned hash"
+    )
     assert "_connection_pools" in source and "self._configure_connection" in source
     assert isinstance(DatabaseWrapper.__dict__["pool"], property)
 

@@ -28,10 +28,16 @@ def test_gunicorn_is_the_major_pyproject_pins_and_this_contract_was_checked_on()
 
 
 def test_the_gthread_methods_the_worker_overrides_keep_their_signatures():
-    expected = {"accept": ["self", "listener"], "enqueue_req": ["self", "conn"],
-                "finish_request": ["self", "conn", "fs"], "murder_pending": ["self"], "handle": ["self", "conn"],
-                "handle_request": ["self", "req", "conn"], "handle_error": ["self", "req", "client", "addr", "exc"],
-                "handle_exit": ["self", "sig", "frame"]}
+    expected = {
+        "accept": ["self", "listener"],
+        "enqueue_req": ["self", "conn"],
+        "finish_request": ["self", "conn", "fs"],
+        "murder_pending": ["self"],
+        "handle": ["self", "conn"],
+        "handle_request": ["self", "req", "conn"],
+        "handle_error": ["self", "req", "client", "addr", "exc"],
+        "handle_exit": ["self", "sig", "frame"],
+    }
     found = {name: list(inspect.signature(getattr(ThreadWorker, name)).parameters) for name in expected}
     assert found == expected
 

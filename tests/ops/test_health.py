@@ -49,9 +49,13 @@ def test_readyz_says_what_the_embedded_scanner_cannot_detect(client, db):
 def test_readyz_reports_the_sandbox_confinement(client, db):
     status, body = _ready(client)
     assert body["checks"]["sandbox"] == {
-        "ok": True, "latency_ms": body["checks"]["sandbox"]["latency_ms"], "error": None,
-        "confinement": "uid+nnp+seccomp+landlock+nproc+subreaper", "missing": [],
-        "state": "complete: uid+nnp+seccomp+landlock+nproc+subreaper applied", "unprotected": {},
+        "ok": True,
+        "latency_ms": body["checks"]["sandbox"]["latency_ms"],
+        "error": None,
+        "confinement": "uid+nnp+seccomp+landlock+nproc+subreaper",
+        "missing": [],
+        "state": "complete: uid+nnp+seccomp+landlock+nproc+subreaper applied",
+        "unprotected": {},
     }
 
 
@@ -104,9 +108,7 @@ def test_readyz_follows_postgresql(client, db, monkeypatch, closed_port, setting
     original = connections.settings["default"]
     assert "postgresql" in original["ENGINE"], "the real run uses PostgreSQL: set DATABASE_URL"
     assert _ready(client)[0] == 200
-    monkeypatch.setitem(
-        connections.settings, "default", {**original, "HOST": "127.0.0.1", "PORT": str(closed_port)}
-    )
+    monkeypatch.setitem(connections.settings, "default", {**original, "HOST": "127.0.0.1", "PORT": str(closed_port)})
     status, body = _ready(client)
     assert status == 503
     assert "database" in body["checks"] and body["checks"]["database"]["ok"] is False

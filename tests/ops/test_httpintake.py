@@ -13,23 +13,31 @@ from ops.httpintake import Intake, body_allowance, body_to_gather
 HEAD = b"POST /api/v1/uploads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
 
-@pytest.mark.parametrize(("extra", "gathered"), [
-    (b"Content-Length: 200\r\n", 200),
-    (b"content-length:  7 \r\n", 7),
-    (b"", 0),  # no body
-    (b"Content-Length: 3000000\r\n", 0),  # over DATA_UPLOAD_MAX_MEMORY_SIZE: the view streams it
-    (b"Content-Length: 5\r\nContent-Length: 5\r\n", 0),  # odd: the parser refuses it
-    (b"Content-Length: -1\r\n", 0),
-    (b"Transfer-Encoding: chunked\r\n", 0),
-    (b"Content-Length: 10\r\nExpect: 100-continue\r\n", 0),  # the client waits for the 100 first
-])
+@pytest.mark.parametrize(
+    ("extra", "gathered"),
+    [
+        (b"Content-Length: 200\r\n", 200),
+        (b"content-length:  7 \r\n", 7),
+        (b"", 0),  # no body
+        (b"Content-Length: 3000000\r\n", 0),  # over DATA_UPLOAD_MAX_MEMORY_SIZE: the view streams it
+        (b"Content-Length: 5\r\nContent-Length: 5\r\n", 0),  # odd: the parser refuses it
+        (b"Content-Length: -1\r\n", 0),
+        (b"Transfer-Encoding: chunked\r\n", 0),
+        (b"Content-Length: 10\r\nExpect: 100-continue\r\n", 0),  # the client waits for the 100 first
+    ],
+)
 def test_which_bodies_are_gathered(extra, gathered):
     assert body_to_gather(HEAD + extra) == gathered
 
 
-@pytest.mark.parametrize("target", [b"/api/v1/tus/0b5d3c1e-3f7e-4c55-9d0a-1f2e3d4c5b6a",
-                                    b"/api/v1/uploads/0b5d3c1e-3f7e-4c55-9d0a-1f2e3d4c5b6a/content?token=x",
-                                    b"/api/v1/attachments"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        b"/api/v1/tus/0b5d3c1e-3f7e-4c55-9d0a-1f2e3d4c5b6a",
+        b"/api/v1/uploads/0b5d3c1e-3f7e-4c55-9d0a-1f2e3d4c5b6a/content?token=x",
+        b"/api/v1/attachments",
+    ],
+)
 def test_the_bodies_of_views_that_stream_them_are_left_to_them(target):
     """tus keeps what arrived of a PATCH cut short; the signed PUT and upload-through stream to storage."""
     head = b"PATCH " + target + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 600000\r\n"
@@ -40,7 +48,7 @@ def test_the_bodies_of_views_that_stream_them_are_left_to_them(target):
 def test_a_request_trickled_a_byte_at_a_time_is_whole_only_with_its_body():
     request = HEAD + b"Content-Length: 5\r\n\r\nhello"
     intake = Intake(conn=None, head_limit=100_000, now=0.0)
-    ready = [intake.feed(request[i:i + 1], now=i * 0.01) for i in range(len(request))]
+    ready = [intake.feed(request[i : i + 1], now=i * 0.01) for i in range(len(request))]
     assert ready == [False] * (len(request) - 1) + [True]
     assert bytes(intake.buf) == request
 
@@ -78,15 +86,18 @@ def test_what_the_parser_refuses_anyway_goes_to_it_at_once():
     assert not Intake(conn=None, head_limit=100_000, now=0.0).feed(b"GET /a?b=c HTTP/1.1\r\n", now=0.0)
 
 
-@pytest.mark.parametrize(("exc", "status", "code"), [
-    (g.InvalidRequestLine("x"), 400, "VALIDATION_ERROR"),
-    (g.InvalidHeaderName("x"), 400, "VALIDATION_ERROR"),
-    (g.LimitRequestLine(5000, 4094), 414, "ERROR"),
-    (g.LimitRequestHeaders("too many"), 431, "ERROR"),
-    (g.UnsupportedTransferCoding("foo"), 501, "ERROR"),
-    (g.InvalidResponseHeader("x"), 500, "INTERNAL"),
-    (RuntimeError("bug"), 500, "INTERNAL"),
-])
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (g.InvalidRequestLine("x"), 400, "VALIDATION_ERROR"),
+        (g.InvalidHeaderName("x"), 400, "VALIDATION_ERROR"),
+        (g.LimitRequestLine(5000, 4094), 414, "ERROR"),
+        (g.LimitRequestHeaders("too many"), 431, "ERROR"),
+        (g.UnsupportedTransferCoding("foo"), 501, "ERROR"),
+        (g.InvalidResponseHeader("x"), 500, "INTERNAL"),
+        (RuntimeError("bug"), 500, "INTERNAL"),
+    ],
+)
 def test_gunicorns_refusals_keep_their_status_in_the_json_error_shape(exc, status, code):
     answer = httperrors.refusal_for(exc)
     head, _, body = answer.partition(b"\r\n\r\n")

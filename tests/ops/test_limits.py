@@ -35,9 +35,7 @@ def test_intents_per_minute(alice, bob, settings, frozen_now):
     client = client_for(alice)
     for _ in range(3):
         assert create_intent(client).status_code == 201
-    body = _assert_rate_limited(
-        create_intent(client), retry_after=40
-    )  # 60 - 20 seconds into the minute
+    body = _assert_rate_limited(create_intent(client), retry_after=40)  # 60 - 20 seconds into the minute
     assert body["error"]["details"]["limit"] == 3
     # Per user: bob is not slowed down by alice.
     assert create_intent(client_for(bob)).status_code == 201

@@ -8,7 +8,6 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from django.utils import timezone
 
 from attachments.models import Attachment, DeadLetter
@@ -88,13 +87,8 @@ def test_tenant_labels_are_opt_in(alice, mallory, client, settings):
 def test_attachments_gauge_counts_by_status_and_profile(alice, scrape):
     labels = {"status": "pending", "profile": "document"}
     before = metric_value(scrape(), "airlock_attachments", labels)
-    assert (
-        metric_value(scrape(), "airlock_attachments", {"status": "ready", "profile": "media"})
-        == 0.0
-    )
-    create_intent(
-        client_for(alice), profile="document", filename="a.pdf", content_type="application/pdf"
-    )
+    assert metric_value(scrape(), "airlock_attachments", {"status": "ready", "profile": "media"}) == 0.0
+    create_intent(client_for(alice), profile="document", filename="a.pdf", content_type="application/pdf")
     assert metric_value(scrape(), "airlock_attachments", labels) == before + 1
 
 
@@ -103,24 +97,16 @@ def test_pipeline_records_step_durations_scan_results_and_time_to_ready(alice, s
     settings.CLAMD_HOST = None
     text = scrape()
     steps = {
-        s: metric_value(text, "airlock_step_duration_seconds_count", {"step": s})
-        for s in ("intake", "scan", "derive")
+        s: metric_value(text, "airlock_step_duration_seconds_count", {"step": s}) for s in ("intake", "scan", "derive")
     }
-    clean = metric_value(
-        text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"}
-    )
+    clean = metric_value(text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"})
     ready = metric_value(text, "airlock_time_to_ready_seconds_count")
     pk = upload(client_for(alice), jpeg_bytes())
     assert run_pipeline(pk) == "ready"
     text = scrape()
     for step, count in steps.items():
-        assert (
-            metric_value(text, "airlock_step_duration_seconds_count", {"step": step}) == count + 1
-        ), step
-    assert (
-        metric_value(text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"})
-        == clean + 1
-    )
+        assert metric_value(text, "airlock_step_duration_seconds_count", {"step": step}) == count + 1, step
+    assert metric_value(text, "airlock_scan_results_total", {"scanner": "yara", "outcome": "clean"}) == clean + 1
     assert metric_value(text, "airlock_time_to_ready_seconds_count") == ready + 1
 
 
@@ -147,9 +133,7 @@ def test_scanner_error_counts_an_error_for_that_scanner(alice, scrape, settings,
 def test_processing_past_its_lease_is_stuck(alice, scrape):
     pk = upload(client_for(alice), jpeg_bytes())
     before = metric_value(scrape(), "airlock_processing_stuck")
-    Attachment.objects.filter(pk=pk).update(
-        status="processing", lease_expires_at=timezone.now() - timedelta(seconds=5)
-    )
+    Attachment.objects.filter(pk=pk).update(status="processing", lease_expires_at=timezone.now() - timedelta(seconds=5))
     assert metric_value(scrape(), "airlock_processing_stuck") == before + 1
     Attachment.objects.filter(pk=pk).update(lease_expires_at=timezone.now() + timedelta(minutes=5))
     assert metric_value(scrape(), "airlock_processing_stuck") == before
@@ -196,9 +180,7 @@ def _slow_png() -> bytes:
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.frombytes("RGB", (1500, 1500), os.urandom(1500 * 1500 * 3)).save(
-        buf, "PNG", compress_level=1
-    )
+    Image.frombytes("RGB", (1500, 1500), os.urandom(1500 * 1500 * 3)).save(buf, "PNG", compress_level=1)
     return buf.getvalue()
 
 
@@ -250,10 +232,7 @@ def test_multiprocess_dir_aggregates_every_process(tmp_path):
         capture_output=True,
         text=True,
     ).stdout
-    assert (
-        metric_value(out, "airlock_scan_results_total", {"scanner": "clamd", "outcome": "infected"})
-        == 2.0
-    )
+    assert metric_value(out, "airlock_scan_results_total", {"scanner": "clamd", "outcome": "infected"}) == 2.0
     assert metric_value(out, "airlock_sweeper_deleted_total") == 6.0
 
 
@@ -283,7 +262,5 @@ def test_sweeper_deletes_and_errors_are_counted(alice, scrape, storage_root):
 
     stuck = upload(client, jpeg_bytes())
     assert client.post(f"/api/v1/attachments/{stuck}/discard").status_code == 204
-    sweep_expired(
-        now=timezone.now() + timedelta(seconds=1), lock=NoLock(), gateway=Failing(get_gateway())
-    )
+    sweep_expired(now=timezone.now() + timedelta(seconds=1), lock=NoLock(), gateway=Failing(get_gateway()))
     assert metric_value(scrape(), "airlock_sweeper_errors_total") == errors + 1

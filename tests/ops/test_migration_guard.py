@@ -36,8 +36,9 @@ def _env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
@@ -66,8 +67,13 @@ def test_serve_migrates_the_embedded_default_on_its_first_run_and_says_so(tmp_pa
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker",
-                                 "--no-scheduler"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker", "--no-scheduler"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc)
         assert "first run: applying migrations" in log.read_text()
@@ -86,13 +92,13 @@ def postgres_db():
     name = f"airlock_guard_{uuid.uuid4().hex[:8]}"
     subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {name}"], check=True)
     yield f"{base}/{name}"
-    subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"],
-                   check=False)
+    subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], check=False)
 
 
 def _applied(url: str) -> str:
-    return subprocess.run(["psql", url, "-Atqc", "SELECT count(*) FROM django_migrations"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["psql", url, "-Atqc", "SELECT count(*) FROM django_migrations"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.mark.postgres

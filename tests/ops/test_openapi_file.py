@@ -22,8 +22,11 @@ def _generated(tmp_path: Path) -> str:
 def test_committed_openapi_file_is_what_the_code_generates(tmp_path):
     generated = _generated(tmp_path)
     committed = COMMITTED.read_text(encoding="utf-8")
-    diff = "".join(difflib.unified_diff(committed.splitlines(True), generated.splitlines(True),
-                                        "docs/openapi.yaml (committed)", "generated", n=1))
+    diff = "".join(
+        difflib.unified_diff(
+            committed.splitlines(True), generated.splitlines(True), "docs/openapi.yaml (committed)", "generated", n=1
+        )
+    )
     assert not diff, f"docs/openapi.yaml is out of date; run scripts/openapi and commit it:\n{diff[:4000]}"
 
 

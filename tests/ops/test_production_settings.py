@@ -15,11 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("DJANGO_") and k not in ("AIRLOCK_METRICS_TOKEN",)
-    }
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k not in ("AIRLOCK_METRICS_TOKEN",)}
     return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -60,18 +56,27 @@ def test_check_deploy_is_clean():
         ),
         ({"DJANGO_SECRET_KEY": "PLACEHOLDER"}, "DJANGO_ALLOWED_HOSTS"),
         (
-            {"DJANGO_SECRET_KEY": "PLACEHOLDER", "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
-             "AIRLOCK_DELIVERY_URL_SECRET": "too-short"},
+            {
+                "DJANGO_SECRET_KEY": "PLACEHOLDER",
+                "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+                "AIRLOCK_DELIVERY_URL_SECRET": "too-short",
+            },
             "AIRLOCK_DELIVERY_URL_SECRET",
         ),
         (
-            {"DJANGO_SECRET_KEY": "PLACEHOLDER", "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
-             "AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS": "x" * 40 + ",short"},
+            {
+                "DJANGO_SECRET_KEY": "PLACEHOLDER",
+                "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+                "AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS": "x" * 40 + ",short",
+            },
             "AIRLOCK_DELIVERY_URL_SECRET",
         ),
         (
-            {"DJANGO_SECRET_KEY": "PLACEHOLDER", "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
-             "AIRLOCK_DELIVERY_URL_SECONDS": "0"},
+            {
+                "DJANGO_SECRET_KEY": "PLACEHOLDER",
+                "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
+                "AIRLOCK_DELIVERY_URL_SECONDS": "0",
+            },
             "AIRLOCK_DELIVERY_URL_SECONDS",
         ),
     ],
@@ -111,19 +116,32 @@ def test_production_values():
     )
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({}, "None False False"),  # closed by default: a token, or an explicit opening
-    ({"AIRLOCK_METRICS_OPEN": "1", "AIRLOCK_METRICS_TENANT_LABELS": "1"}, "None True True"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, "None False False"),  # closed by default: a token, or an explicit opening
+        ({"AIRLOCK_METRICS_OPEN": "1", "AIRLOCK_METRICS_TENANT_LABELS": "1"}, "None True True"),
+    ],
+)
 def test_metrics_need_a_token_or_an_opening_in_production(env, expected):
-    code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.AIRLOCK_METRICS_TOKEN, s.AIRLOCK_METRICS_OPEN, s.AIRLOCK_METRICS_TENANT_LABELS)")
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("DJANGO_") and not k.startswith("AIRLOCK_METRICS_")}
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.AIRLOCK_METRICS_TOKEN, s.AIRLOCK_METRICS_OPEN, s.AIRLOCK_METRICS_TENANT_LABELS)"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and not k.startswith("AIRLOCK_METRICS_")}
     result = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production",
-             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "DJANGO_ALLOWED_HOSTS": "a.example.com", **env},
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **base,
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_ALLOWED_HOSTS": "a.example.com",
+            **env,
+        },
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected

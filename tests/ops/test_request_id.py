@@ -34,11 +34,7 @@ class JsonLines(logging.Handler):
 
     def about(self, attachment_id: str) -> list[tuple[str, dict]]:
         with self._lock_lines:
-            return [
-                (thread, doc)
-                for thread, doc in self.lines
-                if doc.get("attachment_id") == attachment_id
-            ]
+            return [(thread, doc) for thread, doc in self.lines if doc.get("attachment_id") == attachment_id]
 
 
 @pytest.fixture
@@ -52,9 +48,7 @@ def json_lines(caplog):
 
 
 def _message(options: dict) -> dramatiq.Message:
-    return dramatiq.Message(
-        queue_name="intake", actor_name="intake", args=("x",), kwargs={}, options=options
-    )
+    return dramatiq.Message(queue_name="intake", actor_name="intake", args=("x",), kwargs={}, options=options)
 
 
 def test_middleware_sets_and_resets_the_request_id():
@@ -64,9 +58,7 @@ def test_middleware_sets_and_resets_the_request_id():
     try:
         middleware.before_process_message(broker, _message({"request_id": "abc-123"}))
         assert current_request_id() == "abc-123"
-        middleware.after_process_message(
-            broker, _message({"request_id": "abc-123"}), exception=RuntimeError()
-        )
+        middleware.after_process_message(broker, _message({"request_id": "abc-123"}), exception=RuntimeError())
         assert current_request_id() is None
         middleware.before_process_message(broker, _message({}))
         assert current_request_id() is None
@@ -86,9 +78,7 @@ def test_the_configured_broker_runs_the_middleware():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_worker_log_lines_carry_the_request_id_of_the_upload(
-    alice, live_worker, json_lines, settings
-):
+def test_worker_log_lines_carry_the_request_id_of_the_upload(alice, live_worker, json_lines, settings):
     settings.CLAMD_SOCKET = None  # YARA only: the log path, not the scanner, is under test
     settings.CLAMD_HOST = None
     client = client_for(alice)

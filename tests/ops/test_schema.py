@@ -86,9 +86,7 @@ def _resolve(node, components):
 
 
 def conforms(document: dict, component: str, instance) -> None:
-    schema = _resolve(
-        {"$ref": f"#/components/schemas/{component}"}, document["components"]["schemas"]
-    )
+    schema = _resolve({"$ref": f"#/components/schemas/{component}"}, document["components"]["schemas"])
     OAS30Validator(schema).validate(instance)
 
 
@@ -171,9 +169,7 @@ def test_error_bodies_conform(document, alice, db):
     client = client_for(alice)
     conforms(document, "Error", client_for().get("/api/v1/attachments").json())
     conforms(document, "Error", client.get("/api/v1/attachments/nope").json())
-    conforms(
-        document, "Error", client.post("/api/v1/uploads", {"profile": 1}, format="json").json()
-    )
+    conforms(document, "Error", client.post("/api/v1/uploads", {"profile": 1}, format="json").json())
     conforms(
         document,
         "Error",
@@ -223,13 +219,9 @@ def test_real_responses_conform(document, alice, bob, settings):
     conforms(
         document,
         "HeartbeatResponse",
-        client.post(
-            "/api/v1/attachments/heartbeat", {"ids": [image, "missing"]}, format="json"
-        ).json(),
+        client.post("/api/v1/attachments/heartbeat", {"ids": [image, "missing"]}, format="json").json(),
     )
-    committed = client.post(
-        "/api/v1/attachments/commit", {"ids": [image], "ref": "listing:1"}, format="json"
-    )
+    committed = client.post("/api/v1/attachments/commit", {"ids": [image], "ref": "listing:1"}, format="json")
     conforms(document, "CommitResponse", committed.json())
     conforms(document, "Attachment", client.get(f"/api/v1/attachments/{image}").json())
     conforms(

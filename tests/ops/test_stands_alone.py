@@ -8,26 +8,52 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus" / "files"  # binary samples
-TEXT_SUFFIXES = {".py", ".sh", ".md", ".toml", ".txt", ".cfg", ".ini", ".json", ".html", ".js", ".css",
-                 ".template", ".yml", ".yaml", ""}
+TEXT_SUFFIXES = {
+    ".py",
+    ".sh",
+    ".md",
+    ".toml",
+    ".txt",
+    ".cfg",
+    ".ini",
+    ".json",
+    ".html",
+    ".js",
+    ".css",
+    ".template",
+    ".yml",
+    ".yaml",
+    "",
+}
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
 def _project_files() -> list[Path]:
     """The repository's own files: what git tracks or would add, never what runs leave behind."""
     try:
-        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
-                                 "--exclude-standard"], capture_output=True, check=True).stdout
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout
         return [ROOT / name for name in listed.decode().split("\0") if name]
     except (OSError, subprocess.CalledProcessError):  # an export without .git: skip hidden and run-time folders
-        return [p for p in ROOT.rglob("*")
-                if not any(part.startswith(".") and part != ".ci" or part in {"var", "__pycache__"}
-                           for part in p.relative_to(ROOT).parts)]
+        return [
+            p
+            for p in ROOT.rglob("*")
+            if not any(
+                part.startswith(".") and part != ".ci" or part in {"var", "__pycache__"}
+                for part in p.relative_to(ROOT).parts
+            )
+        ]
 
 
 def _text_files() -> list[Path]:
-    return [path for path in _project_files()
-            if path.is_file() and CORPUS not in path.parents and path.suffix in TEXT_SUFFIXES]
+    return [
+        path
+        for path in _project_files()
+        if path.is_file() and CORPUS not in path.parents and path.suffix in TEXT_SUFFIXES
+    ]
 
 
 def bad_links(document: Path, text: str) -> list[str]:
@@ -78,8 +104,9 @@ def test_nothing_names_a_place_outside_the_repository():
 def test_the_checks_see_what_they_look_for():
     readme = ROOT / "README.md"
     assert bad_links(readme, f"The contract is [API.md]({SIBLING}/API.md).") == [f"{SIBLING}/API.md"]
-    assert bad_links(readme, "[gone](docs/nope.md) [ok](docs/api.md#errors) [web](https://example.org)") \
-        == ["docs/nope.md"]
+    assert bad_links(readme, "[gone](docs/nope.md) [ok](docs/api.md#errors) [web](https://example.org)") == [
+        "docs/nope.md"
+    ]
     assert outside_references(f"MANIFEST = '{SIBLING}/corpus/MANIFEST.tsv'") == [SIBLING]
     assert outside_references(f"CORPUS = '{ROOT}/tests/corpus'") == [str(ROOT)]
     assert outside_references("CORPUS = Path(__file__).parent / 'files'") == []

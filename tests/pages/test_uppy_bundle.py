@@ -35,8 +35,14 @@ def test_every_vendored_file_matches_its_recorded_digest():
     assert on_disk == set(files), "files added or removed by hand: run scripts/build-uppy.sh"
     for path, digest in files.items():
         assert hashlib.sha256((VENDOR / path).read_bytes()).hexdigest() == digest, path
-    assert {"uppy.min.js", "uppy.min.css", "LICENSE", "locales/de_DE.min.js", "locales/fr_FR.min.js",
-            "locales/es_ES.min.js"} <= set(files)
+    assert {
+        "uppy.min.js",
+        "uppy.min.css",
+        "LICENSE",
+        "locales/de_DE.min.js",
+        "locales/fr_FR.min.js",
+        "locales/es_ES.min.js",
+    } <= set(files)
     assert "MIT License" in (VENDOR / "LICENSE").read_text()
 
 
@@ -44,8 +50,10 @@ def test_the_bundle_comes_from_the_tarballs_the_lockfile_pins():
     _, tarballs = _sums()
     lock = json.loads((PINS / "package-lock.json").read_text())["packages"]
     wanted = json.loads((PINS / "package.json").read_text())["dependencies"]
-    pinned = {f"{name}@{lock['node_modules/' + name]['version']}": lock["node_modules/" + name]["integrity"]
-              for name in wanted}
+    pinned = {
+        f"{name}@{lock['node_modules/' + name]['version']}": lock["node_modules/" + name]["integrity"]
+        for name in wanted
+    }
     assert tarballs == pinned
     # One release: the locales are the version the uppy bundle itself depends on.
     assert lock["node_modules/uppy"]["dependencies"]["@uppy/locales"] == wanted["@uppy/locales"]

@@ -9,11 +9,16 @@ from attachments.services.dead_letters import LAST_ERROR_LIMIT, dead_letter_open
 
 
 def test_opens_an_unresolved_letter_with_what_it_was_given(db):
-    letter = dead_letter_open(kind=DeadLetter.Kind.MESSAGE, last_error="malformed scan message",
-                              payload={"actor": "scan", "args": ["'x'"]})
+    letter = dead_letter_open(
+        kind=DeadLetter.Kind.MESSAGE, last_error="malformed scan message", payload={"actor": "scan", "args": ["'x'"]}
+    )
     stored = DeadLetter.objects.get(pk=letter.pk)
     assert (stored.kind, stored.last_error, stored.payload, stored.history) == (
-        "message", "malformed scan message", {"actor": "scan", "args": ["'x'"]}, [])
+        "message",
+        "malformed scan message",
+        {"actor": "scan", "args": ["'x'"]},
+        [],
+    )
     assert stored.resolved_at is None and stored.attachment_id is None
 
 

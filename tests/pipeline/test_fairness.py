@@ -36,8 +36,11 @@ def fresh_slots(monkeypatch, settings):
 
     from processing import tenant_slots
 
-    slots = (tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
-             if settings.REDIS_URL else tenant_slots.MemorySlots())
+    slots = (
+        tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+        if settings.REDIS_URL
+        else tenant_slots.MemorySlots()
+    )
     monkeypatch.setattr(tenant_slots, "_backend", slots)
     return slots
 
@@ -62,7 +65,8 @@ def _gate_tenant_at(stage: str, tenant_id: int, monkeypatch) -> tuple[threading.
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("stage", ["intake", "scan"])
 def test_another_tenants_file_is_ready_while_a_backlog_holds_every_slot_at_a_stage(
-        stage, alice, mallory, live_worker, fresh_slots, monkeypatch, settings):
+    stage, alice, mallory, live_worker, fresh_slots, monkeypatch, settings
+):
     """Tenant A's backlog is stuck at a stage; B's file passes it, and A's waiting jobs hold no thread.
 
     Without a cap at that stage, A's first jobs take all four worker threads and
@@ -76,8 +80,9 @@ def test_another_tenants_file_is_ready_while_a_backlog_holds_every_slot_at_a_sta
     try:
         backlog = [upload(client_for(alice), jpeg_bytes((40 + i, 30))) for i in range(12)]
         wait_until(lambda: len(started) == 2, 30, f"tenant A's first two {stage} jobs")
-        wait_until(lambda: len(fresh_slots.parked_files(str(a_tenant))) == 10, 30,
-                   f"the rest of A's backlog parked at {stage}")
+        wait_until(
+            lambda: len(fresh_slots.parked_files(str(a_tenant))) == 10, 30, f"the rest of A's backlog parked at {stage}"
+        )
         other = upload(client_for(mallory), jpeg_bytes((80, 60)))
         assert wait_for_status(other, ("ready", "rejected", "failed"), timeout=20) == "ready"
         # B's file went first: not one of A's files is ready, and A never had more than its two slots' jobs running.

@@ -57,14 +57,16 @@ def _color_near(pixel: tuple[int, ...], color: tuple[int, int, int], tolerance: 
 
 def _ready(client, name: str, *, profile: str = "image", content_type: str = "image/heic") -> str:
     data = (GENERATED / name).read_bytes()
-    attachment_id = upload(client, data, profile=profile, filename=f"IMG_0001.{name.rsplit('.', 1)[1].upper()}",
-                           content_type=content_type)
+    attachment_id = upload(
+        client, data, profile=profile, filename=f"IMG_0001.{name.rsplit('.', 1)[1].upper()}", content_type=content_type
+    )
     assert run_pipeline(attachment_id) == "ready", Attachment.objects.get(pk=attachment_id).reason_message
     return attachment_id
 
 
-@pytest.mark.parametrize(("name", "declared"), [("heic_gps_rotated.heic", "image/heic"),
-                                                ("avif_gps_rotated.avif", "image/avif")])
+@pytest.mark.parametrize(
+    ("name", "declared"), [("heic_gps_rotated.heic", "image/heic"), ("avif_gps_rotated.avif", "image/avif")]
+)
 def test_photo_with_gps_and_rotation_is_served_oriented_and_without_location(alice, api, name, declared):
     original = (GENERATED / name).read_bytes()
     assert "EXIF GPS IFD" in location_in(original) and "bytes b'exif:GPS'" in location_in(original)
@@ -94,7 +96,7 @@ def test_photo_with_gps_and_rotation_is_served_oriented_and_without_location(ali
         if link != "thumbnail":
             assert response["Content-Type"] == "image/jpeg"
     download = client.get(f"/api/v1/attachments/{attachment_id}/download")
-    assert "filename=\"IMG_0001.jpg\"" in download["Content-Disposition"]
+    assert 'filename="IMG_0001.jpg"' in download["Content-Disposition"]
     assert served["download"] == served["display"]  # the download is the display rendition
 
     # And every object stored for it besides the original upload.
@@ -160,15 +162,18 @@ def _ftyp(major: bytes, *compatible: bytes) -> bytes:
     return struct.pack(">I", 8 + len(body)) + b"ftyp" + body + b"\0" * 32
 
 
-@pytest.mark.parametrize(("head", "expected"), [
-    (_ftyp(b"heic", b"mif1", b"heic"), "image/heic"),
-    (_ftyp(b"heix", b"mif1", b"heix"), "image/heic"),  # 10-bit HEIC: filetype misses it
-    (_ftyp(b"mif1", b"mif1", b"heic"), "image/heic"),
-    (_ftyp(b"mif1", b"mif1", b"miaf"), "image/heif"),  # a HEIF of no named codec brand
-    (_ftyp(b"avif", b"avif", b"mif1", b"miaf"), "image/avif"),
-    (_ftyp(b"mif1", b"avif", b"mif1"), "image/avif"),
-    (_ftyp(b"hevc", b"msf1", b"hevc"), None),  # an HEVC image sequence: not a photo
-    (_ftyp(b"isom", b"isom", b"mp41"), "video/mp4"),  # videos keep filetype's answer
-])
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (_ftyp(b"heic", b"mif1", b"heic"), "image/heic"),
+        (_ftyp(b"heix", b"mif1", b"heix"), "image/heic"),  # 10-bit HEIC: filetype misses it
+        (_ftyp(b"mif1", b"mif1", b"heic"), "image/heic"),
+        (_ftyp(b"mif1", b"mif1", b"miaf"), "image/heif"),  # a HEIF of no named codec brand
+        (_ftyp(b"avif", b"avif", b"mif1", b"miaf"), "image/avif"),
+        (_ftyp(b"mif1", b"avif", b"mif1"), "image/avif"),
+        (_ftyp(b"hevc", b"msf1", b"hevc"), None),  # an HEVC image sequence: not a photo
+        (_ftyp(b"isom", b"isom", b"mp41"), "video/mp4"),  # videos keep filetype's answer
+    ],
+)
 def test_heif_family_is_named_from_its_brands(head, expected):
     assert detect_type(head) == expected

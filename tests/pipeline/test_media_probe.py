@@ -38,20 +38,67 @@ def _processed(client, name: str, content_type: str) -> tuple[str, Attachment]:
     return status, Attachment.objects.get(pk=attachment_id)
 
 
-@pytest.mark.parametrize(("name", "content_type", "expected"), [
-    ("video_h264_aac.mp4", "video/mp4", {
-        "container": "mov", "width": 64, "height": 48, "rotation": 0, "video_codec": "h264", "frame_rate": 10.0,
-        "audio_codec": "aac", "audio_channels": 2, "audio_sample_rate": 48000, "stream_count": 2}),
-    ("video_rotated.mov", "video/quicktime", {
-        "container": "mov", "width": 48, "height": 64, "rotation": 90, "video_codec": "h264", "audio_codec": None,
-        "stream_count": 1}),
-    ("video_hevc.mp4", "video/mp4", {
-        "container": "mov", "width": 64, "height": 48, "rotation": 0, "video_codec": "hevc", "audio_codec": None,
-        "stream_count": 1}),
-    ("video_vp9_opus.webm", "video/webm", {
-        "container": "matroska", "width": 64, "height": 48, "video_codec": "vp9", "audio_codec": "opus",
-        "audio_channels": 2, "audio_sample_rate": 48000, "stream_count": 2}),
-])
+@pytest.mark.parametrize(
+    ("name", "content_type", "expected"),
+    [
+        (
+            "video_h264_aac.mp4",
+            "video/mp4",
+            {
+                "container": "mov",
+                "width": 64,
+                "height": 48,
+                "rotation": 0,
+                "video_codec": "h264",
+                "frame_rate": 10.0,
+                "audio_codec": "aac",
+                "audio_channels": 2,
+                "audio_sample_rate": 48000,
+                "stream_count": 2,
+            },
+        ),
+        (
+            "video_rotated.mov",
+            "video/quicktime",
+            {
+                "container": "mov",
+                "width": 48,
+                "height": 64,
+                "rotation": 90,
+                "video_codec": "h264",
+                "audio_codec": None,
+                "stream_count": 1,
+            },
+        ),
+        (
+            "video_hevc.mp4",
+            "video/mp4",
+            {
+                "container": "mov",
+                "width": 64,
+                "height": 48,
+                "rotation": 0,
+                "video_codec": "hevc",
+                "audio_codec": None,
+                "stream_count": 1,
+            },
+        ),
+        (
+            "video_vp9_opus.webm",
+            "video/webm",
+            {
+                "container": "matroska",
+                "width": 64,
+                "height": 48,
+                "video_codec": "vp9",
+                "audio_codec": "opus",
+                "audio_channels": 2,
+                "audio_sample_rate": 48000,
+                "stream_count": 2,
+            },
+        ),
+    ],
+)
 def test_video_is_probed_and_gets_a_poster_and_a_thumbnail(alice, api, name, content_type, expected):
     client = api(alice)
     status, row = _processed(client, name, content_type)
@@ -81,12 +128,15 @@ def test_video_is_probed_and_gets_a_poster_and_a_thumbnail(alice, api, name, con
     assert download["Content-Type"] == content_type == resource["content_type"]
 
 
-@pytest.mark.parametrize(("name", "content_type", "expected"), [
-    ("audio_aac.m4a", "audio/mp4", {"container": "mov", "audio_codec": "aac", "audio_sample_rate": 48000}),
-    ("audio.mp3", "audio/mpeg", {"container": "mp3", "audio_codec": "mp3", "audio_sample_rate": 44100}),
-    ("audio_opus.ogg", "audio/ogg", {"container": "ogg", "audio_codec": "opus", "audio_sample_rate": 48000}),
-    ("audio_pcm.wav", "audio/x-wav", {"container": "wav", "audio_codec": "pcm_s16le", "audio_sample_rate": 8000}),
-])
+@pytest.mark.parametrize(
+    ("name", "content_type", "expected"),
+    [
+        ("audio_aac.m4a", "audio/mp4", {"container": "mov", "audio_codec": "aac", "audio_sample_rate": 48000}),
+        ("audio.mp3", "audio/mpeg", {"container": "mp3", "audio_codec": "mp3", "audio_sample_rate": 44100}),
+        ("audio_opus.ogg", "audio/ogg", {"container": "ogg", "audio_codec": "opus", "audio_sample_rate": 48000}),
+        ("audio_pcm.wav", "audio/x-wav", {"container": "wav", "audio_codec": "pcm_s16le", "audio_sample_rate": 8000}),
+    ],
+)
 def test_audio_is_probed_without_a_poster(alice, api, name, content_type, expected):
     client = api(alice)
     status, row = _processed(client, name, content_type)
@@ -104,13 +154,16 @@ def test_audio_is_probed_without_a_poster(alice, api, name, content_type, expect
         assert client.get(f"/api/v1/attachments/{row.pk}/{link}").status_code == 404
 
 
-@pytest.mark.parametrize(("name", "code"), [
-    ("video_4_hours.mp4", "duration_limit"),
-    ("video_8200x4400.mp4", "pixel_limit"),
-    ("video_truncated.mp4", "corrupt"),
-    ("video_64_streams.webm", "stream_limit"),
-    ("video_mpeg4_part2.mp4", "codec_not_allowed"),
-])
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("video_4_hours.mp4", "duration_limit"),
+        ("video_8200x4400.mp4", "pixel_limit"),
+        ("video_truncated.mp4", "corrupt"),
+        ("video_64_streams.webm", "stream_limit"),
+        ("video_mpeg4_part2.mp4", "codec_not_allowed"),
+    ],
+)
 def test_hostile_video_is_rejected_with_its_reason(alice, api, name, code):
     client = api(alice)
     status, row = _processed(client, name, "video/mp4")

@@ -25,8 +25,18 @@ pytestmark = pytest.mark.django_db
 
 GENERATED = corpus_dir() / "generated"
 # Whatever a phone wrote about where and who; none of it may reach a served byte.
-LOCATION_BYTES = (b"\xa9xyz", b"ISO6709", b"com.apple.quicktime", b"+48.8584", b"+35.6586", b"002.2945",
-                  b"iPhone", b"Apple", b"loci", b"2026-06-21")
+LOCATION_BYTES = (
+    b"\xa9xyz",
+    b"ISO6709",
+    b"com.apple.quicktime",
+    b"+48.8584",
+    b"+35.6586",
+    b"002.2945",
+    b"iPhone",
+    b"Apple",
+    b"loci",
+    b"2026-06-21",
+)
 _CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"udta", b"edts", b"dinf", b"meta", b"ilst"}
 # What a muxer writes of its own: the brands, a track's handler and vendor, a language, Matroska's
 # per-track DURATION and the muxing application (`Lavf`); nothing of the source.
@@ -38,8 +48,9 @@ def _body(response) -> bytes:
     return b"".join(response.streaming_content) if response.streaming else response.content
 
 
-def boxes(data: bytes, start: int = 0, end: int | None = None, path: tuple[bytes, ...] = ()
-          ) -> Iterator[tuple[tuple[bytes, ...], int, int]]:
+def boxes(
+    data: bytes, start: int = 0, end: int | None = None, path: tuple[bytes, ...] = ()
+) -> Iterator[tuple[tuple[bytes, ...], int, int]]:
     """(path of box types, payload start, payload end) of every ISO BMFF box, depth first."""
     end = len(data) if end is None else end
     pos = start
@@ -117,12 +128,16 @@ def _assert_moov_first_and_no_items(served: bytes) -> None:
     assert not any(path[-1] == b"meta" and b"trak" in path for path, _, _ in boxes(served))
 
 
-@pytest.mark.parametrize(("name", "content_type", "rotation", "shown", "codecs", "tag"), [
-    ("video_hevc_location_rotated.mov", "video/quicktime", -90, (64, 48), [("video", "hevc")], "hvc1"),
-    ("video_h264_aac_location.mp4", "video/mp4", 0, (64, 48), [("video", "h264"), ("audio", "aac")], "avc1"),
-])
-def test_a_phones_video_is_served_without_its_location_moov_first(alice, api, tmp_path, name, content_type, rotation,
-                                                                   shown, codecs, tag):
+@pytest.mark.parametrize(
+    ("name", "content_type", "rotation", "shown", "codecs", "tag"),
+    [
+        ("video_hevc_location_rotated.mov", "video/quicktime", -90, (64, 48), [("video", "hevc")], "hvc1"),
+        ("video_h264_aac_location.mp4", "video/mp4", 0, (64, 48), [("video", "h264"), ("audio", "aac")], "avc1"),
+    ],
+)
+def test_a_phones_video_is_served_without_its_location_moov_first(
+    alice, api, tmp_path, name, content_type, rotation, shown, codecs, tag
+):
     original = (GENERATED / name).read_bytes()
     # The file does carry a location, where phones write it: the test would prove nothing otherwise.
     assert b"\xa9xyz" in original
@@ -154,30 +169,38 @@ def _packets(path: Path, kind: str) -> list[bytes]:
 
 def _with_metadata(fmt: str, **options: str) -> bytes:
     """A small file of `fmt` whose container and streams carry a location and a device."""
+
     def build(c):
         tag = {"location": "+48.8584+002.2945/", "artist": "Apple iPhone", "comment": "+35.6586+139.7454/"}
         c.metadata.update(tag)
         if fmt in ("mp3", "ogg", "wav", "ipod"):
-            audio = media._audio(c, {"mp3": "libmp3lame", "ogg": "libopus", "wav": "pcm_s16le"}.get(fmt, "aac"),
-                                 44100 if fmt == "mp3" else 48000)
+            audio = media._audio(
+                c,
+                {"mp3": "libmp3lame", "ogg": "libopus", "wav": "pcm_s16le"}.get(fmt, "aac"),
+                44100 if fmt == "mp3" else 48000,
+            )
             audio.metadata.update(tag)
             media._write_audio(c, audio, 1)
             return
         video = media._video(c, "libvpx-vp9" if fmt == "webm" else "libx264")
         video.metadata.update(tag)
         media._write_video(c, video, 10)
+
     return media._made(fmt, build, **options)
 
 
-@pytest.mark.parametrize(("fmt", "options", "content_type"), [
-    ("mov", {"movflags": "use_metadata_tags"}, "video/quicktime"),  # mdta keys, as an iPhone writes them
-    ("mp4", {}, "video/mp4"),
-    ("webm", {}, "video/webm"),
-    ("ipod", {}, "audio/mp4"),
-    ("mp3", {}, "audio/mpeg"),
-    ("ogg", {}, "audio/ogg"),
-    ("wav", {}, "audio/x-wav"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "options", "content_type"),
+    [
+        ("mov", {"movflags": "use_metadata_tags"}, "video/quicktime"),  # mdta keys, as an iPhone writes them
+        ("mp4", {}, "video/mp4"),
+        ("webm", {}, "video/webm"),
+        ("ipod", {}, "audio/mp4"),
+        ("mp3", {}, "audio/mpeg"),
+        ("ogg", {}, "audio/ogg"),
+        ("wav", {}, "audio/x-wav"),
+    ],
+)
 def test_no_container_or_stream_metadata_survives_in_any_format(alice, api, tmp_path, fmt, options, content_type):
     data = _with_metadata(fmt, **options)
     assert any(needle in data for needle in LOCATION_BYTES)  # each muxer wrote the location somewhere
@@ -210,6 +233,7 @@ def test_a_pcm_track_mp4_muxers_refuse_is_served_as_quicktime(alice, api, tmp_pa
         video, audio = media._video(c, "libx264"), media._audio(c, "pcm_s16le", 8000)
         media._write_video(c, video, 10)
         media._write_audio(c, audio, 1)
+
     data = media._made("mov", build, brand="isom")
     row, served, path = _served(api(alice), tmp_path, data, "clip.mp4", "video/mp4")
     assert row.content_type == "video/quicktime" and served[8:12] == b"qt  "
@@ -230,8 +254,7 @@ def test_packets_past_the_duration_bound_are_refused_whatever_the_header_says(al
 
 def test_a_copy_that_outgrows_its_bound_is_rejected_not_served(tmp_path):
     # RLIMIT_FSIZE is what stops sample tables that point many packets at the same bytes.
-    small = run_job("media", GENERATED / "video_h264_aac.mp4", tmp_path / "small",
-                    limits=Limits(max_output_bytes=2000))
+    small = run_job("media", GENERATED / "video_h264_aac.mp4", tmp_path / "small", limits=Limits(max_output_bytes=2000))
     assert (small.outcome, small.reason_code) == ("rejected", "corrupt")
     assert "cannot copy the streams" in small.message
     enough = run_job("media", GENERATED / "video_h264_aac.mp4", tmp_path / "enough")

@@ -26,7 +26,9 @@ def test_jpeg_becomes_ready_with_facts_from_the_bytes(alice, api):
     assert row.size == len(served) and row.sha256 == hashlib.sha256(served).hexdigest()
     assert row.derivatives.filter(kind="thumbnail").exists()
     assert [(t.from_status, t.to_status) for t in row.transitions.exclude(transition__in=AUDIT_EVENTS)] == [
-        ("pending", "processing"), ("processing", "ready")]
+        ("pending", "processing"),
+        ("processing", "ready"),
+    ]
 
 
 def test_declared_type_is_ignored_detected_type_decides(alice, api):
@@ -54,9 +56,13 @@ def test_text_pretending_to_be_an_image_is_rejected(alice, api):
 
 @pytest.mark.parametrize("profile", ["image", "document", "archive"])
 def test_eicar_is_rejected_as_malware_whatever_the_profile(alice, api, profile):
-    attachment_id = upload(api(alice), EICAR, filename="eicar.com", profile=profile,
-                           content_type={"image": "image/png", "document": "application/pdf",
-                                         "archive": "application/zip"}[profile])
+    attachment_id = upload(
+        api(alice),
+        EICAR,
+        filename="eicar.com",
+        profile=profile,
+        content_type={"image": "image/png", "document": "application/pdf", "archive": "application/zip"}[profile],
+    )
     assert run_pipeline(attachment_id) == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "malware" and "EICAR" in row.reason_message.upper()
@@ -65,8 +71,9 @@ def test_eicar_is_rejected_as_malware_whatever_the_profile(alice, api, profile):
 def test_malware_verdict_stops_an_allowed_file(alice, api, monkeypatch):
     from processing.scanners import Verdict
 
-    monkeypatch.setattr("processing.scanners.scan_all",
-                        lambda scanners, open_chunks: [Verdict("yara", "infected", "Test_Rule")])
+    monkeypatch.setattr(
+        "processing.scanners.scan_all", lambda scanners, open_chunks: [Verdict("yara", "infected", "Test_Rule")]
+    )
     attachment_id = upload(api(alice), png_bytes())
     assert run_pipeline(attachment_id) == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
@@ -75,8 +82,10 @@ def test_malware_verdict_stops_an_allowed_file(alice, api, monkeypatch):
 
 def test_stored_size_over_the_profile_limit_is_rejected_at_intake(alice, api, settings):
     attachment_id = upload(api(alice), jpeg_bytes((200, 200)))
-    settings.AIRLOCK_PROFILES = {**settings.AIRLOCK_PROFILES,
-                                 "image": {**settings.AIRLOCK_PROFILES["image"], "max_bytes": 100}}
+    settings.AIRLOCK_PROFILES = {
+        **settings.AIRLOCK_PROFILES,
+        "image": {**settings.AIRLOCK_PROFILES["image"], "max_bytes": 100},
+    }
     assert run_pipeline(attachment_id) == "rejected"
     assert Attachment.objects.get(pk=attachment_id).reason_code == "too_large"
 
@@ -223,14 +232,21 @@ def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
     with CaptureQueriesContext(connection) as queries:
         assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
-    assert (row.status, row.step, row.content_type, row.stored_size) == ("processing", "scan", "image/jpeg",
-                                                                         row.stored_size)
+    assert (row.status, row.step, row.content_type, row.stored_size) == (
+        "processing",
+        "scan",
+        "image/jpeg",
+        row.stored_size,
+    )
     assert row.stored_size and row.lease_token
     assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "start"]
     scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
     assert OutboxMessage.objects.filter(actor_name="scan", args=scan_job).exists()
-    statements = [q["sql"] for q in queries.captured_queries
-                  if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
+    ]
     # read, lock, start (+ facts), audit row, outbox row, mark sent; the two-transaction way took 8
     assert len(statements) <= 6, statements
 

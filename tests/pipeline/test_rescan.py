@@ -85,12 +85,11 @@ def test_every_scan_records_its_signature_version_on_the_row_and_in_the_audit(al
     finish = TransitionLog.objects.get(attachment_id=attachment_id, transition="finish")
     assert finish.message == f"scanned clean with {in_force}"
 
-    _add_rule(rules_dir, "Nothing_Here", 'filesize == 0 and filesize == 1')
+    _add_rule(rules_dir, "Nothing_Here", "filesize == 0 and filesize == 1")
     assert rescans.signatures_in_force() != in_force  # a new rule is a new version
 
 
-def test_committed_photos_stay_readable_by_another_user_throughout_a_rescan(alice, bob, api, rules_dir,
-                                                                           monkeypatch):
+def test_committed_photos_stay_readable_by_another_user_throughout_a_rescan(alice, bob, api, rules_dir, monkeypatch):
     """The issue's story: `backfill --rescan --profile image` hid five committed photos from bob."""
     ids = _committed_photos(alice, api, 5)
     assert {_readable(api, bob, i) for i in ids} == {200}
@@ -117,8 +116,12 @@ def test_committed_photos_stay_readable_by_another_user_throughout_a_rescan(alic
     in_force = rescans.signatures_in_force()
     for row in Attachment.objects.filter(pk__in=ids):
         assert (row.status, row.scan_signatures, row.rescan_requested_at) == (Status.READY, in_force, None)
-    assert TransitionLog.objects.filter(attachment_id__in=ids, transition="rescan",
-                                        message=f"rescanned clean with {in_force}").count() == 5
+    assert (
+        TransitionLog.objects.filter(
+            attachment_id__in=ids, transition="rescan", message=f"rescanned clean with {in_force}"
+        ).count()
+        == 5
+    )
     assert not TransitionLog.objects.filter(attachment_id__in=ids, to_status=Status.PENDING).exists()
     assert {_readable(api, bob, i) for i in ids} == {200}
 
@@ -174,8 +177,15 @@ def _ready_row_holding(alice, data: bytes, *, signatures: str = "yara=yara:00000
     """A ready, committed file judged clean by older signatures, whose stored bytes are `data`."""
     from tests.sweeper.support import make_attachment
 
-    row = make_attachment(alice, created_at=timezone.now(), lifecycle="committed", scan_signatures=signatures,
-                          stored_size=len(data), size=len(data), content_type="image/jpeg")
+    row = make_attachment(
+        alice,
+        created_at=timezone.now(),
+        lifecycle="committed",
+        scan_signatures=signatures,
+        stored_size=len(data),
+        size=len(data),
+        content_type="image/jpeg",
+    )
     get_gateway().write_chunks(row.storage_key, [data])
     return row
 
@@ -228,8 +238,10 @@ def test_the_walk_goes_newest_first_within_its_budget_and_resumes_from_its_check
 
     settings.AIRLOCK_RESCAN_FILES_PER_MINUTE = 3
     now = timezone.now()
-    rows = [make_attachment(alice, created_at=now - timedelta(hours=i), lifecycle="committed",
-                            scan_signatures="yara=old") for i in range(7)]
+    rows = [
+        make_attachment(alice, created_at=now - timedelta(hours=i), lifecycle="committed", scan_signatures="yara=old")
+        for i in range(7)
+    ]
     newest_first = [str(r.pk) for r in rows]
 
     assert rescans.rescan_tick(now=now) == 0  # the walk starts; no budget spent yet

@@ -95,8 +95,12 @@ def test_the_latest_commit_wins_and_newer_candidates_wait(alice, api, current):
     assert _commit(client, second).status_code == 200
     rows = {a.pk.hex: a.lifecycle for a in Attachment.objects.filter(profile="avatar")}
     # the old choice and the older candidate go; the newer candidate is the user's to decide
-    assert [rows[x.replace("-", "")] for x in (current, first, second, later)] == \
-        ["discarded", "discarded", "committed", "staged"]
+    assert [rows[x.replace("-", "")] for x in (current, first, second, later)] == [
+        "discarded",
+        "discarded",
+        "committed",
+        "staged",
+    ]
     assert _commit(client, later).status_code == 200
     assert Attachment.objects.get(pk=second).lifecycle == "discarded"
     assert Attachment.objects.get(pk=later).lifecycle == "committed"

@@ -28,8 +28,13 @@ def _counter(tenant_id) -> tuple[int, int]:
 def _land(row: Attachment, data: bytes) -> None:
     """Bytes a store accepted without bounding them, then its notification."""
     get_gateway().write_chunks(row.storage_key, [data], content_type="image/jpeg")
-    object_arrived(key=row.storage_key, size=len(data), source="test", dedupe_key=f"test:{row.storage_key}",
-                   event_name="ObjectCreated:Put")
+    object_arrived(
+        key=row.storage_key,
+        size=len(data),
+        source="test",
+        dedupe_key=f"test:{row.storage_key}",
+        event_name="ObjectCreated:Put",
+    )
 
 
 def test_declared_small_stored_large_is_rejected_and_never_counts_past_the_quota(alice, api):
@@ -83,8 +88,9 @@ def test_a_tus_upload_is_compared_with_its_upload_length(alice, api):
 
     # The tus path creates its row through the same intent service (presign=False);
     # whatever writes the object, intake compares it with Upload-Length.
-    intent = upload_intent_create(user=alice, profile_name="image", filename="t.jpg", size=100,
-                                  content_type="image/jpeg", presign=False)
+    intent = upload_intent_create(
+        user=alice, profile_name="image", filename="t.jpg", size=100, content_type="image/jpeg", presign=False
+    )
     _land(intent.attachment, jpeg_bytes())
     assert run_pipeline(intent.attachment.pk) == "rejected"
     assert Attachment.objects.get(pk=intent.attachment.pk).reason_code == "size_mismatch"

@@ -33,7 +33,7 @@ class Bucket:
         self.gets += 1
         data = self.objects[key][0]
         for start in range(0, len(data), chunk_size):
-            yield data[start:start + chunk_size]
+            yield data[start : start + chunk_size]
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-
 from attachments.models import Attachment
 from attachments.services.audit import AUDIT_EVENTS
 from attachments.services.transitions import TransitionConflict, apply_transition, transition_writes
@@ -44,8 +43,12 @@ KWARGS = {
     "retry": dict,
     "take_down": lambda: {"message": "abuse"},
     "rescan": dict,
-    "reject_on_rescan": lambda: {"code": "malware", "message": "yara: X", "signatures": "yara=yara:1",
-                                 "now": timezone.now()},
+    "reject_on_rescan": lambda: {
+        "code": "malware",
+        "message": "yara: X",
+        "signatures": "yara=yara:1",
+        "now": timezone.now(),
+    },
     "restore": dict,
     "release": dict,
     "lose": lambda: {"message": "gone"},
@@ -53,13 +56,20 @@ KWARGS = {
 
 
 def _row(alice, status, reason_code="earlier"):
-    from tests.support import create_intent, client_for
+    from tests.support import client_for, create_intent
 
     attachment_id = create_intent(client_for(alice), size=10).json()["id"]
     # Every bookkeeping column holds something a transition would change.
     Attachment.objects.filter(pk=attachment_id).update(
-        status=status, lease_token=uuid.uuid4(), lease_expires_at=timezone.now(), step="scan", attempts=2,
-        reason_code=reason_code, reason_message="earlier", ready_at=timezone.now())
+        status=status,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=timezone.now(),
+        step="scan",
+        attempts=2,
+        reason_code=reason_code,
+        reason_message="earlier",
+        ready_at=timezone.now(),
+    )
     return attachment_id
 
 

@@ -38,8 +38,9 @@ def _statements(capture_on_commit):
     with CaptureQueriesContext(connection) as ctx:
         with capture_on_commit(execute=True):
             yield found
-    found.extend(q["sql"] for q in ctx.captured_queries
-                 if not q["sql"].lstrip().upper().startswith(_TRANSACTION_CONTROL))
+    found.extend(
+        q["sql"] for q in ctx.captured_queries if not q["sql"].lstrip().upper().startswith(_TRANSACTION_CONTROL)
+    )
 
 
 def _verbs(statements: list[str]) -> dict[str, int]:
@@ -47,8 +48,9 @@ def _verbs(statements: list[str]) -> dict[str, int]:
 
 
 def _selects_text(statements: list[str]) -> bool:
-    return any(sql.lstrip().upper().startswith("SELECT") and '"attachments_attachment"."text"' in sql
-               for sql in statements)
+    return any(
+        sql.lstrip().upper().startswith("SELECT") and '"attachments_attachment"."text"' in sql for sql in statements
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +61,7 @@ def deferred_loads_fail_fast(monkeypatch):
     per use (tests/pipeline/test_deferred_fields.py); here that means a column
     list to fix, so it fails loudly instead of quietly costing a query.
     """
+
     def refuse(self, *args, fields=None, **kwargs):
         raise AssertionError(f"{type(self).__name__}.{', '.join(fields or ['*'])} was read but not loaded")
 
@@ -121,12 +124,18 @@ def test_statements_per_step_for_an_image(alice, api, memory_slots, django_captu
     assert Derivative.objects.filter(attachment_id=attachment_id).count() == 2
 
 
-def test_a_pdf_writes_its_text_without_ever_reading_it(alice, api, memory_slots,
-                                                       django_capture_on_commit_callbacks):
+def test_a_pdf_writes_its_text_without_ever_reading_it(alice, api, memory_slots, django_capture_on_commit_callbacks):
     from attachments.services.moderation import attachment_reprocess
 
-    attachment_id = uuid.UUID(upload(api(alice), pdf_bytes("searchable words here"), profile="document",
-                                     filename="a.pdf", content_type="application/pdf"))
+    attachment_id = uuid.UUID(
+        upload(
+            api(alice),
+            pdf_bytes("searchable words here"),
+            profile="document",
+            filename="a.pdf",
+            content_type="application/pdf",
+        )
+    )
     seen = _through_the_steps(attachment_id, django_capture_on_commit_callbacks)
     assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
     assert "searchable" in Attachment.objects.get(pk=attachment_id).text
@@ -167,8 +176,7 @@ def test_the_signed_put_is_six_statements(alice, api, django_capture_on_commit_c
     assert not _selects_text(seen)
 
 
-def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api, memory_slots, monkeypatch,
-                                                                      settings):
+def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api, memory_slots, monkeypatch, settings):
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
     attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
     actors.intake.fn(str(attachment_id))
@@ -178,8 +186,7 @@ def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api,
     assert args == [str(row.pk), str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
     resent: list[tuple] = []
     monkeypatch.setattr(actors.derive, "send", lambda *a: resent.append(a))
-    assert memory_slots.acquire_or_park(str(row.tenant_id), "busy", "-", limit=1, ttl_ms=60_000,
-                                        park_ttl_ms=60_000)
+    assert memory_slots.acquire_or_park(str(row.tenant_id), "busy", "-", limit=1, ttl_ms=60_000, park_ttl_ms=60_000)
     with CaptureQueriesContext(connection) as ctx:
         actors.derive.fn(*args)
     assert ctx.captured_queries == []  # parked: the database was never asked
@@ -192,8 +199,12 @@ def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api,
 def test_malformed_derive_messages_are_dead_lettered(db):
     from attachments.models import DeadLetter
 
-    for args in [("x", "y"), (str(uuid.uuid4()),), (str(uuid.uuid4()), str(uuid.uuid4()), "acme"),
-                 (str(uuid.uuid4()), str(uuid.uuid4()), "1", "2")]:
+    for args in [
+        ("x", "y"),
+        (str(uuid.uuid4()),),
+        (str(uuid.uuid4()), str(uuid.uuid4()), "acme"),
+        (str(uuid.uuid4()), str(uuid.uuid4()), "1", "2"),
+    ]:
         actors.derive.fn(*args)
     assert DeadLetter.objects.filter(kind="message").count() == 4
 
@@ -218,6 +229,7 @@ def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory
 
 
 # --- saving only what changed -------------------------------------------------------
+
 
 def _pending_row(alice) -> uuid.UUID:
     from tests.support import client_for, create_intent
@@ -244,8 +256,9 @@ def test_a_transition_writes_only_the_columns_it_declares(alice):
     before = Attachment.objects.get(pk=attachment_id).updated_at
     with CaptureQueriesContext(connection) as ctx, transaction.atomic():
         attachment = lock_attachment(attachment_id)
-        apply_transition(attachment, "start", actor="test", lease_token=uuid.uuid4(),
-                         lease_expires_at=before, step="intake")
+        apply_transition(
+            attachment, "start", actor="test", lease_token=uuid.uuid4(), lease_expires_at=before, step="intake"
+        )
     [update] = [q["sql"] for q in ctx.captured_queries if q["sql"].upper().startswith("UPDATE")]
     for column in ("status", "lease_token", "lease_expires_at", "step", "updated_at"):
         assert f'"{column}"' in update.split("WHERE")[0], update
@@ -261,8 +274,9 @@ def test_the_facts_given_to_a_transition_are_saved_and_nothing_else(alice):
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
         attachment.filename = "not-saved.jpg"  # set, but not named
-        apply_transition(attachment, "reject", actor="test", code="corrupt", message="bad",
-                         fields={"sha256": "ab" * 32})
+        apply_transition(
+            attachment, "reject", actor="test", code="corrupt", message="bad", fields={"sha256": "ab" * 32}
+        )
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.sha256, row.filename) == ("rejected", "ab" * 32, "cat.jpg")
 
@@ -290,9 +304,9 @@ def test_a_narrow_read_builds_its_rows_with_their_status_in_one_query(alice):
 
 # --- the scan's guarded hand-over ----------------------------------------------------
 
+
 @pytest.mark.parametrize("meanwhile", ["lease_taken_over", "discarded"])
-def test_a_scan_whose_row_moved_on_during_its_work_changes_nothing(alice, api, memory_slots, monkeypatch,
-                                                                     meanwhile):
+def test_a_scan_whose_row_moved_on_during_its_work_changes_nothing(alice, api, memory_slots, monkeypatch, meanwhile):
     """The hand-over's UPDATE re-checks the lease, the stage and the lifecycle that the lock read used to."""
     from attachments.models import Lifecycle, OutboxMessage
 

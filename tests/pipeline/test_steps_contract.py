@@ -21,10 +21,16 @@ from tests.support import EICAR, jpeg_bytes, pdf_bytes, zip_bytes
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("profile", "derive"), [
-    ("image", ["image"]), ("avatar", ["image"]), ("document", ["digest", "pdf"]),
-    ("archive", ["digest", "zip"]), ("media", ["media"]),  # media: its remuxed copy is served
-])
+@pytest.mark.parametrize(
+    ("profile", "derive"),
+    [
+        ("image", ["image"]),
+        ("avatar", ["image"]),
+        ("document", ["digest", "pdf"]),
+        ("archive", ["digest", "zip"]),
+        ("media", ["media"]),  # media: its remuxed copy is served
+    ],
+)
 def test_the_table_says_which_steps_apply(profile: str, derive: list[str]) -> None:
     p = get_profile(profile)
     assert [s.name for s in steps_for("intake", p, None)] == ["intake"]
@@ -34,10 +40,12 @@ def test_the_table_says_which_steps_apply(profile: str, derive: list[str]) -> No
 
 def test_every_decoding_step_has_a_job_kind_and_the_fork_server_imports_no_step_and_no_django() -> None:
     # The fork server runs with python -I and no Django settings: it must stay free of both.
-    code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
-            "import processing.sandbox.server; from processing.sandbox.kinds import KINDS;"
-            "print(json.dumps([sorted(KINDS), sorted(m for m in sys.modules"
-            " if m.split('.')[0] == 'django' or m.startswith('processing.steps'))]))")
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]);"
+        "import processing.sandbox.server; from processing.sandbox.kinds import KINDS;"
+        "print(json.dumps([sorted(KINDS), sorted(m for m in sys.modules"
+        " if m.split('.')[0] == 'django' or m.startswith('processing.steps'))]))"
+    )
     out = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True, text=True, check=True)
     job_kinds, imported = json.loads(out.stdout)
     assert job_kinds == ["image", "media", "pdf", "variant", "zip"]
@@ -66,18 +74,29 @@ def _given(profile: str, data: bytes, tmp_path: Path, content_type: str | None =
     path.write_bytes(data)
     work = tmp_path / f"{profile}-work"
     work.mkdir()
-    return StepInput(profile=get_profile(profile), size=len(data), content_type=content_type, head=data[:4096],
-                     chunks=lambda: iter([data]), path=path, work_dir=work)
+    return StepInput(
+        profile=get_profile(profile),
+        size=len(data),
+        content_type=content_type,
+        head=data[:4096],
+        chunks=lambda: iter([data]),
+        path=path,
+        work_dir=work,
+    )
 
 
 # No `db` fixture: a step that touched the database would fail with "Database access not allowed".
-@pytest.mark.parametrize(("profile", "data", "content_type"), [
-    ("image", jpeg_bytes((320, 200)), "image/jpeg"),
-    ("document", pdf_bytes(), "application/pdf"),
-    ("archive", zip_bytes({"a.txt": b"hello"}), "application/zip"),
-])
+@pytest.mark.parametrize(
+    ("profile", "data", "content_type"),
+    [
+        ("image", jpeg_bytes((320, 200)), "image/jpeg"),
+        ("document", pdf_bytes(), "application/pdf"),
+        ("archive", zip_bytes({"a.txt": b"hello"}), "application/zip"),
+    ],
+)
 def test_steps_read_what_they_are_given_and_write_neither_database_nor_storage(
-        profile: str, data: bytes, content_type: str, tmp_path: Path, storage_root: Path) -> None:
+    profile: str, data: bytes, content_type: str, tmp_path: Path, storage_root: Path
+) -> None:
     given = _given(profile, data, tmp_path)
     facts = [s.run(given) for s in steps_for("intake", given.profile, None)]
     assert facts[0].facts == FileFacts(stored_size=len(data), content_type=content_type)

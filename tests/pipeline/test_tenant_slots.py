@@ -93,10 +93,20 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     token = uuid.uuid4()
     # Both hold a derive lease (the actor takes no slot for a stale job).
     first, second = (
-        Attachment.objects.create(tenant=Tenant.objects.get(slug="acme"), owner=alice, profile="image",
-                                  filename=f"{n}.jpg", declared_size=1, declared_type="image/jpeg",
-                                  storage_key=f"tenants/acme/{n}", created_at=now, expires_at=now,
-                                  status="processing", lease_token=token, step="derive")
+        Attachment.objects.create(
+            tenant=Tenant.objects.get(slug="acme"),
+            owner=alice,
+            profile="image",
+            filename=f"{n}.jpg",
+            declared_size=1,
+            declared_type="image/jpeg",
+            storage_key=f"tenants/acme/{n}",
+            created_at=now,
+            expires_at=now,
+            status="processing",
+            lease_token=token,
+            step="derive",
+        )
         for n in ("a", "b")
     )
     sent: list[tuple] = []
@@ -132,8 +142,9 @@ def test_parked_files_lists_the_waiting_jobs_attachments(slots):
     running, waiting = str(uuid.uuid4()), str(uuid.uuid4())
     token = str(uuid.uuid4())
     assert slots.acquire_or_park("t", tenant_slots.holder_name(running), tenant_slots.encode((running, token)), **opts)
-    assert not slots.acquire_or_park("t", tenant_slots.holder_name(waiting), tenant_slots.encode((waiting, token)),
-                                     **opts)
+    assert not slots.acquire_or_park(
+        "t", tenant_slots.holder_name(waiting), tenant_slots.encode((waiting, token)), **opts
+    )
     assert slots.parked_files("t") == {waiting}
     assert slots.parked_files("other") == set()
 
@@ -162,8 +173,9 @@ def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, a
     tenant = str(Attachment.objects.get(pk=parked_pk).tenant_id)
     opts = {"limit": 1, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
     assert slots.acquire_or_park(tenant, "someone-else/1", "x", **opts)
-    assert not slots.acquire_or_park(tenant, tenant_slots.holder_name(parked_pk),
-                                     tenant_slots.encode((parked_pk, parked_token)), **opts)
+    assert not slots.acquire_or_park(
+        tenant, tenant_slots.holder_name(parked_pk), tenant_slots.encode((parked_pk, parked_token)), **opts
+    )
 
     later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
     assert expire_leases(now=later, dry_run=True) == 1

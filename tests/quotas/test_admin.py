@@ -45,8 +45,10 @@ def test_override_set_in_the_admin_refuses_the_next_intent(alice, api):
     admin = _superuser()
     page = admin.get(f"/admin/attachments/tenant/{acme.pk}/change/")
     assert page.status_code == 200 and "600 bytes (unlimited)" in _text(page)
-    saved = admin.post(f"/admin/attachments/tenant/{acme.pk}/change/",
-                       {"slug": "acme", "name": "acme", "quota_bytes": "1000", "quota_files": ""})
+    saved = admin.post(
+        f"/admin/attachments/tenant/{acme.pk}/change/",
+        {"slug": "acme", "name": "acme", "quota_bytes": "1000", "quota_files": ""},
+    )
     assert saved.status_code == 302, _text(saved)[:2000]
     refused = create_intent(api(alice), size=401)
     assert refused.status_code == 413

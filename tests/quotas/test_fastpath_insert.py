@@ -27,8 +27,15 @@ def test_django_is_the_major_the_rewrite_was_tested_on():
 
 
 def test_compiled_inserts_have_the_shape_the_rewrite_splits(alice):
-    row = Attachment(tenant=alice.membership.tenant, owner=alice, profile="image", filename="a.jpg",
-                     declared_size=1, declared_type="image/jpeg", storage_key="k/a")
+    row = Attachment(
+        tenant=alice.membership.tenant,
+        owner=alice,
+        profile="image",
+        filename="a.jpg",
+        declared_size=1,
+        declared_type="image/jpeg",
+        storage_key="k/a",
+    )
     entry = TransitionLog(attachment_id=row.pk, transition="intent")
     for model_row, with_pk in ((row, True), (entry, False)):
         parts = _insert_sql(model_row, with_pk=with_pk)
@@ -44,8 +51,9 @@ def test_an_intent_on_postgresql_is_the_one_statement(alice, api):
     assert create_intent(client).status_code == 201  # the counter exists from here on
     with CaptureQueriesContext(connection) as ctx:
         assert create_intent(client).status_code == 201
-    [statement] = [q["sql"] for q in ctx.captured_queries if "attachments_attachment" in q["sql"]
-                   and "INSERT" in q["sql"].upper()]
+    [statement] = [
+        q["sql"] for q in ctx.captured_queries if "attachments_attachment" in q["sql"] and "INSERT" in q["sql"].upper()
+    ]
     assert statement.upper().startswith('WITH ROOM AS (UPDATE "ATTACHMENTS_TENANTUSAGE"'), statement
 
 

@@ -77,13 +77,21 @@ def test_twenty_threads_race_for_the_last_room(transactional_db, make_user, sett
 
 def _createusers(server, n: int) -> list[str]:
     """n users of tenant "race" through createuser, in one process (a process per user costs seconds each)."""
-    script = ("import io\nfrom django.core.management import call_command\n"
-              f"for i in range({n}):\n"
-              "    out = io.StringIO()\n"
-              "    call_command('createuser', f'racer{i}', '--tenant', 'race', stdout=out)\n"
-              "    print(out.getvalue().strip().splitlines()[-1])\n")
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=server.env,
-                         capture_output=True, text=True, check=True).stdout
+    script = (
+        "import io\nfrom django.core.management import call_command\n"
+        f"for i in range({n}):\n"
+        "    out = io.StringIO()\n"
+        "    call_command('createuser', f'racer{i}', '--tenant', 'race', stdout=out)\n"
+        "    print(out.getvalue().strip().splitlines()[-1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script],
+        cwd=ROOT,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     tokens = out.strip().splitlines()[-n:]  # after the shell's own banner
     assert len(tokens) == n and all(len(t) == 40 for t in tokens), out
     return tokens
@@ -101,21 +109,30 @@ def test_twenty_http_clients_race_against_serve(tmp_path, quota):
         base = server.base
 
         def intent(token: str) -> requests.Response:
-            return requests.post(f"{base}/api/v1/uploads", headers={"Authorization": f"Token {token}"}, timeout=30,
-                                 json={"profile": "image", "filename": "r.jpg", "size": SIZE,
-                                       "content_type": "image/jpeg"})
+            return requests.post(
+                f"{base}/api/v1/uploads",
+                headers={"Authorization": f"Token {token}"},
+                timeout=30,
+                json={"profile": "image", "filename": "r.jpg", "size": SIZE, "content_type": "image/jpeg"},
+            )
 
         for size in fill:
-            response = requests.post(f"{base}/api/v1/uploads", headers={"Authorization": f"Token {tokens[0]}"},
-                                     timeout=30, json={"profile": "image", "filename": "f.jpg", "size": size,
-                                                       "content_type": "image/jpeg"})
+            response = requests.post(
+                f"{base}/api/v1/uploads",
+                headers={"Authorization": f"Token {tokens[0]}"},
+                timeout=30,
+                json={"profile": "image", "filename": "f.jpg", "size": size, "content_type": "image/jpeg"},
+            )
             assert response.status_code == 201, response.text
         sessions = [requests.Session() for _ in range(CLIENTS)]
 
         def send(i: int) -> tuple[int, dict]:
-            response = sessions[i].post(f"{base}/api/v1/uploads", headers={"Authorization": f"Token {tokens[i]}"},
-                                        timeout=60, json={"profile": "image", "filename": "r.jpg", "size": SIZE,
-                                                          "content_type": "image/jpeg"})
+            response = sessions[i].post(
+                f"{base}/api/v1/uploads",
+                headers={"Authorization": f"Token {tokens[i]}"},
+                timeout=60,
+                json={"profile": "image", "filename": "r.jpg", "size": SIZE, "content_type": "image/jpeg"},
+            )
             return response.status_code, response.json()
 
         _check(_race(send), quota, limit)

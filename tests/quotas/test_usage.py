@@ -90,7 +90,11 @@ def test_tenant_override_beats_the_default_and_stays_per_tenant(alice, mallory, 
     refused = create_intent(api(alice), size=10)
     assert refused.json()["error"]["details"]["quota"] == "files"
     assert create_intent(api(mallory), size=101).json()["error"]["details"] == {
-        "quota": "bytes", "used": 0, "limit": 100, "requested": 101}
+        "quota": "bytes",
+        "used": 0,
+        "limit": 100,
+        "requested": 101,
+    }
     assert usage(api(alice)) == {"bytes_used": 4000, "bytes_limit": 5000, "files_used": 1, "files_limit": 1}
     assert usage(api(mallory))["bytes_limit"] == 100
 
@@ -196,8 +200,10 @@ def test_committed_file_keeps_counting(alice, api):
     data = jpeg_bytes()
     attachment_id = upload(client, data)
     assert run_pipeline(attachment_id) == "ready"
-    assert client.post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "post:1"},
-                       format="json").status_code == 200
+    assert (
+        client.post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "post:1"}, format="json").status_code
+        == 200
+    )
     assert client.post("/api/v1/attachments/discard-all").status_code in (200, 204)
     assert usage(client)["bytes_used"] == len(data)
     assert_consistent()
@@ -209,8 +215,12 @@ def test_replaced_avatar_stops_counting(alice, api):
     second = upload(client, jpeg_bytes(size=(80, 60)), profile="avatar")
     for attachment_id in (first, second):
         assert run_pipeline(attachment_id) == "ready"
-        assert client.post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "profile:alice"},
-                           format="json").status_code == 200
+        assert (
+            client.post(
+                "/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "profile:alice"}, format="json"
+            ).status_code
+            == 200
+        )
     assert Attachment.objects.get(pk=first).lifecycle == "discarded"
     assert usage(client)["files_used"] == 1
     assert usage(client)["bytes_used"] == Attachment.objects.get(pk=second).stored_size
@@ -274,8 +284,7 @@ def test_recount_repairs_a_drifted_counter(alice, api, recount_drift):
     client = api(alice)
     create_intent(client, size=40)
     tenant = Tenant.objects.get(slug="acme")
-    TenantUsage.objects.filter(tenant=tenant).update(bytes_used=40 + recount_drift[0],
-                                                      files_used=1 + recount_drift[1])
+    TenantUsage.objects.filter(tenant=tenant).update(bytes_used=40 + recount_drift[0], files_used=1 + recount_drift[1])
     before, after = tenant_usage_recount(tenant_id=tenant.pk)
     assert before == (40 + recount_drift[0], 1 + recount_drift[1]) and after == (40, 1)
     assert_consistent()
@@ -284,8 +293,12 @@ def test_recount_repairs_a_drifted_counter(alice, api, recount_drift):
 def _samples(text: str) -> dict[tuple[str, str], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    return {(s.name, s.labels.get("tenant", "")): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name.startswith("airlock_tenant_")}
+    return {
+        (s.name, s.labels.get("tenant", "")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("airlock_tenant_")
+    }
 
 
 def test_usage_per_tenant_in_metrics(alice, mallory, api, client, settings):

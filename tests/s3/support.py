@@ -41,25 +41,36 @@ class S3Env:
 
     def notify_queue(self) -> str:
         """A fresh SQS queue that this bucket notifies of every create and remove."""
-        url = self.sqs.create_queue(QueueName=f"airlock-events-{uuid.uuid4().hex[:12]}",
-                                    Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+        url = self.sqs.create_queue(
+            QueueName=f"airlock-events-{uuid.uuid4().hex[:12]}", Attributes={"VisibilityTimeout": "0"}
+        )["QueueUrl"]
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self.client.put_bucket_notification_configuration(
             Bucket=self.bucket,
-            NotificationConfiguration={"QueueConfigurations": [
-                {"QueueArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]},
+            NotificationConfiguration={
+                "QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]
+            },
         )
         return url
 
     def queue_depth(self, url: str) -> int:
         attrs = self.sqs.get_queue_attributes(
-            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
 
-def s3_record(bucket: str, key: str, *, name: str = "ObjectCreated:Put", size: int | None = None,
-              etag: str | None = None, sequencer: str | None = None, minio: bool = False) -> dict:
+def s3_record(
+    bucket: str,
+    key: str,
+    *,
+    name: str = "ObjectCreated:Put",
+    size: int | None = None,
+    etag: str | None = None,
+    sequencer: str | None = None,
+    minio: bool = False,
+) -> dict:
     """One record as S3 (or MinIO, with its "s3:" prefix) sends it: the key is URL-encoded."""
     obj: dict[str, Any] = {"key": quote_plus(key)}
     if size is not None:
@@ -81,8 +92,9 @@ def s3_record(bucket: str, key: str, *, name: str = "ObjectCreated:Put", size: i
 def event_for(env: S3Env, key: str, *, name: str = "ObjectCreated:Put", minio: bool = False, **extra) -> dict:
     """The event document storage would send for the object now at `key`."""
     head = env.client.head_object(Bucket=env.bucket, Key=key)
-    record = s3_record(env.bucket, key, name=name, size=head["ContentLength"], etag=head["ETag"].strip('"'),
-                       minio=minio, **extra)
+    record = s3_record(
+        env.bucket, key, name=name, size=head["ContentLength"], etag=head["ETag"].strip('"'), minio=minio, **extra
+    )
     if minio:
         return {"EventName": record["eventName"], "Key": f"{env.bucket}/{key}", "Records": [record]}
     return {"Records": [record]}
@@ -178,8 +190,7 @@ def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", cont
     """Upload as any HTTP client would: PUT with exactly the headers, or the POST form (file last)."""
     if upload["method"] == "POST":
         ctype = content_type or upload["fields"].get("Content-Type", "application/octet-stream")
-        return requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, ctype)},
-                             timeout=30)
+        return requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, ctype)}, timeout=30)
     assert upload["method"] == "PUT"
     return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
 
@@ -234,14 +245,18 @@ def upload_burst(base: str, tokens: list[str], clients: int, data: bytes, *, tim
         try:
             start.wait(timeout=timeout)
             began = time.monotonic()
-            got = session.post(f"{base}/api/v1/uploads", timeout=timeout, json={
-                "profile": "image", "filename": f"b{n}.jpg", "size": len(data), "content_type": "image/jpeg"})
+            got = session.post(
+                f"{base}/api/v1/uploads",
+                timeout=timeout,
+                json={"profile": "image", "filename": f"b{n}.jpg", "size": len(data), "content_type": "image/jpeg"},
+            )
             if not note("intent", got, (201,)):
                 return
             body = got.json()
             upload = body["upload"]
-            sent = requests.post(upload["url"], data=upload["fields"], timeout=timeout,
-                                 files={"file": (f"b{n}.jpg", data, "image/jpeg")})
+            sent = requests.post(
+                upload["url"], data=upload["fields"], timeout=timeout, files={"file": (f"b{n}.jpg", data, "image/jpeg")}
+            )
             if not note("upload", sent, (200, 201, 204)):
                 return
             done = session.post(f"{base}/api/v1/uploads/{body['id']}/complete", timeout=timeout)

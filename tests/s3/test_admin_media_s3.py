@@ -26,8 +26,7 @@ def platform_moderator(make_user):
     return user
 
 
-def test_staff_media_redirects_to_a_presigned_get_answering_ranges(s3, alice, api, events_token,
-                                                                    platform_moderator):
+def test_staff_media_redirects_to_a_presigned_get_answering_ranges(s3, alice, api, events_token, platform_moderator):
     data = (corpus_dir() / "generated" / "video_h264_aac.mp4").read_bytes()
     created = intent(api(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")
     assert send_upload(created["upload"], data, filename="clip.mp4").status_code in (200, 201, 204)

@@ -44,8 +44,9 @@ def _assert_size_mismatch(s3, row: Attachment, *, sent: int) -> None:
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT"])
-def test_declared_small_sent_large_is_rejected_and_usage_stays_within_the_quota(s3, alice, api, settings,
-                                                                               events_token, method):
+def test_declared_small_sent_large_is_rejected_and_usage_stays_within_the_quota(
+    s3, alice, api, settings, events_token, method
+):
     settings.AIRLOCK_S3_UPLOAD_METHOD = method
     reset_gateway()
     declared = 1024
@@ -74,13 +75,12 @@ def test_multipart_parts_larger_than_planned_are_rejected(s3, alice, api, settin
     reset_gateway()
     declared = 10 * MIB + 100
     data = mp4_bytes(11 * MIB)
-    created = create_intent(api(alice), profile="media", filename="clip.mp4", content_type="video/mp4",
-                            size=declared)
+    created = create_intent(api(alice), profile="media", filename="clip.mp4", content_type="video/mp4", size=declared)
     assert created.status_code == 201, created.content
     upload = created.json()["upload"]
     assert len(upload["parts"]) == 3 and upload["part_size"] == 5 * MIB  # the last part: 100 bytes
     etags = []
-    for part, chunk in zip(upload["parts"], (data[:5 * MIB], data[5 * MIB:10 * MIB], data[10 * MIB:])):
+    for part, chunk in zip(upload["parts"], (data[: 5 * MIB], data[5 * MIB : 10 * MIB], data[10 * MIB :])):
         response = requests.put(part["url"], data=chunk, headers=upload["headers"], timeout=60)
         assert response.status_code == 200, response.text
         etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})
@@ -93,7 +93,7 @@ def test_multipart_parts_larger_than_planned_are_rejected(s3, alice, api, settin
 
 def _flipped(data: bytes) -> bytes:
     middle = len(data) // 2
-    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
+    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
 
 
 def _send_and_announce(s3, upload: dict, data: bytes, events_token: str, key: str) -> None:
@@ -104,17 +104,29 @@ def _send_and_announce(s3, upload: dict, data: bytes, events_token: str, key: st
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT"])
-def test_a_declared_digest_is_signed_into_the_upload_and_compared_at_intake(s3, alice, api, settings,
-                                                                           events_token, method):
+def test_a_declared_digest_is_signed_into_the_upload_and_compared_at_intake(
+    s3, alice, api, settings, events_token, method
+):
     settings.AIRLOCK_S3_UPLOAD_METHOD = method
     reset_gateway()
     client = api(alice)
     data = pdf_bytes()
     digest = hashlib.sha256(data)
     b64 = base64.b64encode(digest.digest()).decode()
-    good, bad = (client.post("/api/v1/uploads", {
-        "profile": "document", "filename": "a.pdf", "size": len(data), "content_type": "application/pdf",
-        "sha256": b64}, format="json").json() for _ in range(2))
+    good, bad = (
+        client.post(
+            "/api/v1/uploads",
+            {
+                "profile": "document",
+                "filename": "a.pdf",
+                "size": len(data),
+                "content_type": "application/pdf",
+                "sha256": b64,
+            },
+            format="json",
+        ).json()
+        for _ in range(2)
+    )
     for created in (good, bad):
         upload = created["upload"]
         if method == "PUT":
@@ -145,16 +157,24 @@ def test_multipart_with_a_declared_digest_is_compared_at_intake(s3, alice, api, 
     settings.AIRLOCK_S3_PART_SIZE = 5 * MIB
     reset_gateway()
     data = mp4_bytes(6 * MIB)
-    created = api(alice).post("/api/v1/uploads", {
-        "profile": "media", "filename": "clip.mp4", "size": len(data), "content_type": "video/mp4",
-        "sha256": hashlib.sha256(data).hexdigest()}, format="json")
+    created = api(alice).post(
+        "/api/v1/uploads",
+        {
+            "profile": "media",
+            "filename": "clip.mp4",
+            "size": len(data),
+            "content_type": "video/mp4",
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
+        format="json",
+    )
     assert created.status_code == 201, created.content
     row = Attachment.objects.get(pk=created.json()["id"])
     upload = created.json()["upload"]
     assert "x-amz-checksum-sha256" not in upload["headers"]  # parts cannot carry the whole file's digest
     sent = _flipped(data)
     etags = []
-    for part, chunk in zip(upload["parts"], (sent[:5 * MIB], sent[5 * MIB:])):
+    for part, chunk in zip(upload["parts"], (sent[: 5 * MIB], sent[5 * MIB :])):
         response = requests.put(part["url"], data=chunk, headers=upload["headers"], timeout=60)
         assert response.status_code == 200, response.text
         etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})

@@ -40,7 +40,7 @@ def _start(client, data: bytes, *, parts_sent: int) -> tuple[dict, Attachment]:
     upload = created["upload"]
     for part in upload["parts"][:parts_sent]:
         start = (part["part_number"] - 1) * upload["part_size"]
-        sent = requests.put(part["url"], data=data[start:start + upload["part_size"]], timeout=60)
+        sent = requests.put(part["url"], data=data[start : start + upload["part_size"]], timeout=60)
         assert sent.status_code == 200, sent.text
     return created, Attachment.objects.get(pk=created["id"])
 
@@ -54,8 +54,9 @@ def test_discard_aborts_the_multipart_upload(multipart, alice, api, django_captu
     assert row.multipart_upload_id not in _in_progress(multipart)
 
 
-def test_discard_under_the_killswitch_leaves_the_abort_to_the_sweep(multipart, alice, api,
-                                                                    django_capture_on_commit_callbacks):
+def test_discard_under_the_killswitch_leaves_the_abort_to_the_sweep(
+    multipart, alice, api, django_capture_on_commit_callbacks
+):
     client = api(alice)
     _created, row = _start(client, mp4_bytes(11 * MIB), parts_sent=1)
     sweeper_control_set(killswitch=True, actor="test")
@@ -74,14 +75,18 @@ def test_the_sweep_aborts_the_upload_of_an_expired_intent(multipart, alice, api)
     assert Attachment.objects.get(pk=row.pk).lifecycle == "deleted"
 
 
-def test_a_committed_intent_never_finished_is_rejected_and_aborted(multipart, alice, api, settings,
-                                                                   django_capture_on_commit_callbacks):
+def test_a_committed_intent_never_finished_is_rejected_and_aborted(
+    multipart, alice, api, settings, django_capture_on_commit_callbacks
+):
     client = api(alice)
     _created, row = _start(client, mp4_bytes(11 * MIB), parts_sent=1)
-    assert client.post("/api/v1/attachments/commit", {"ids": [str(row.pk)], "ref": "post:1"},
-                       format="json").status_code == 200
-    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS
-                                       + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 5)
+    assert (
+        client.post("/api/v1/attachments/commit", {"ids": [str(row.pk)], "ref": "post:1"}, format="json").status_code
+        == 200
+    )
+    later = timezone.now() + timedelta(
+        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 5
+    )
     with django_capture_on_commit_callbacks(execute=True):
         assert sweep_expired(now=later).never_uploaded == 1
     assert Attachment.objects.get(pk=row.pk).reason_code == "object_missing"
@@ -102,7 +107,7 @@ def test_resigned_parts_resume_an_upload_and_complete_it(multipart, alice, bob, 
     etags = [{"part_number": 1, "etag": plan["uploaded_parts"][0]["etag"]}]
     for part in plan["parts"]:
         start = (part["part_number"] - 1) * plan["part_size"]
-        sent = requests.put(part["url"], data=data[start:start + plan["part_size"]], timeout=60)
+        sent = requests.put(part["url"], data=data[start : start + plan["part_size"]], timeout=60)
         assert sent.status_code == 200, sent.text
         etags.append({"part_number": part["part_number"], "etag": sent.headers["ETag"]})
     assert client.post(plan["complete_url"], {"parts": etags}, format="json").status_code == 202

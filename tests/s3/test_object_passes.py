@@ -60,16 +60,24 @@ def _copies(calls: list[tuple[str, dict]]) -> list[str]:
 
 
 def _multipart_upload(client, data: bytes, *, sha256: str = "") -> tuple[dict, Attachment]:
-    response = client.post("/api/v1/uploads", {"profile": "media", "filename": "clip.mp4", "size": len(data),
-                                               "content_type": "video/mp4", **({"sha256": sha256} if sha256 else {})},
-                           format="json")
+    response = client.post(
+        "/api/v1/uploads",
+        {
+            "profile": "media",
+            "filename": "clip.mp4",
+            "size": len(data),
+            "content_type": "video/mp4",
+            **({"sha256": sha256} if sha256 else {}),
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.content
     created = response.json()
     upload = created["upload"]
     etags = []
     for part in upload["parts"]:
         start = (part["part_number"] - 1) * upload["part_size"]
-        sent = requests.put(part["url"], data=data[start:start + upload["part_size"]], timeout=60)
+        sent = requests.put(part["url"], data=data[start : start + upload["part_size"]], timeout=60)
         assert sent.status_code == 200, sent.text
         etags.append({"part_number": part["part_number"], "etag": sent.headers["ETag"]})
     assert client.post(upload["complete_url"], {"parts": etags}, format="json").status_code == 202
@@ -113,8 +121,9 @@ def test_a_presigned_post_is_still_snapshotted_and_the_snapshot_downloaded_once(
     assert created["upload"]["method"] == "POST"
     assert send_upload(created["upload"], data).status_code in (200, 201, 204)
     row = Attachment.objects.get(pk=created["id"])
-    object_arrived(key=row.storage_key, size=len(data), source="webhook", dedupe_key="k",
-                   event_name="ObjectCreated:Post")
+    object_arrived(
+        key=row.storage_key, size=len(data), source="webhook", dedupe_key="k", event_name="ObjectCreated:Post"
+    )
     assert run_pipeline(row.pk) == "ready"
     row.refresh_from_db()
     assert not row.upload_sealed and row.content_key.startswith(f"tenants/acme/derivatives/{row.pk}/")
@@ -178,8 +187,13 @@ def _upload_peak(s3, tmp_path, how: str) -> int:
     if not path.exists():
         path.write_bytes(os.urandom(64 * MIB))  # four parts
     key = f"tenants/acme/derivatives/y/{how}.mp4"
-    done = subprocess.run([sys.executable, "-c", _UPLOAD_AND_MEASURE, s3.bucket, s3.endpoint, key, str(path), how],
-                          capture_output=True, text=True, timeout=120, env={**os.environ})
+    done = subprocess.run(
+        [sys.executable, "-c", _UPLOAD_AND_MEASURE, s3.bucket, s3.endpoint, key, str(path), how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert s3.get(key) == path.read_bytes()
     return int(done.stdout.split()[-1])

@@ -34,14 +34,17 @@ def _in_progress(s3) -> set[str]:
 
 def _tus_with_a_part(client) -> TusUpload:
     """A live tus upload that has sent one full part: S3 holds a multipart upload for it."""
-    meta = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
-                    {"profile": "media", "filename": "clip.mp4", "content_type": "video/mp4"}.items())
+    meta = ",".join(
+        f"{k} {base64.b64encode(v.encode()).decode()}"
+        for k, v in {"profile": "media", "filename": "clip.mp4", "content_type": "video/mp4"}.items()
+    )
     data = mp4_bytes(12 * MIB)
     created = client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH=str(len(data)), HTTP_UPLOAD_METADATA=meta)
     assert created.status_code == 201, created.content
     path = created["Location"].removeprefix("http://testserver")
-    sent = client.generic("PATCH", path, data[:6 * MIB], content_type="application/offset+octet-stream", **TUS,
-                          HTTP_UPLOAD_OFFSET="0")
+    sent = client.generic(
+        "PATCH", path, data[: 6 * MIB], content_type="application/offset+octet-stream", **TUS, HTTP_UPLOAD_OFFSET="0"
+    )
     assert sent.status_code == 204, sent.content
     upload = TusUpload.objects.get(pk=path.rsplit("/", 1)[1])
     assert upload.s3_upload_id
@@ -71,13 +74,16 @@ def bucket_drift(s3, settings, alice, api, monkeypatch):
     fresh = create(f"tenants/acme/media/{uuid.uuid4()}")
     elsewhere = create("elsewhere/not-ours")  # outside the upload prefix: not ours to judge
     tus = _tus_with_a_part(api(alice)).s3_upload_id
-    live = Attachment.objects.get(pk=intent(api(alice), mp4_bytes(11 * MIB), profile="media", filename="clip.mp4",
-                                            content_type="video/mp4")["id"]).multipart_upload_id
-    dead_row = Attachment.objects.get(pk=intent(api(alice), mp4_bytes(11 * MIB), profile="media",
-                                                filename="clip.mp4", content_type="video/mp4")["id"])
+    live = Attachment.objects.get(
+        pk=intent(api(alice), mp4_bytes(11 * MIB), profile="media", filename="clip.mp4", content_type="video/mp4")["id"]
+    ).multipart_upload_id
+    dead_row = Attachment.objects.get(
+        pk=intent(api(alice), mp4_bytes(11 * MIB), profile="media", filename="clip.mp4", content_type="video/mp4")["id"]
+    )
     # A committed intent that already ended (rejected) but whose abort never happened: nobody owns its parts.
-    Attachment.objects.filter(pk=dead_row.pk).update(status=Status.REJECTED, reason_code="object_missing",
-                                                     lifecycle=Lifecycle.COMMITTED)
+    Attachment.objects.filter(pk=dead_row.pk).update(
+        status=Status.REJECTED, reason_code="object_missing", lifecycle=Lifecycle.COMMITTED
+    )
     dead = dead_row.multipart_upload_id
     assert {orphan, fresh, elsewhere, tus, live, dead} <= _in_progress(s3)
 
@@ -85,12 +91,25 @@ def bucket_drift(s3, settings, alice, api, monkeypatch):
 
     def with_fresh_one_dated_now(self, prefix):
         for upload in listing(self, prefix):
-            yield MultipartUploadInfo(upload.key, upload.upload_id, timezone.now()) \
-                if upload.upload_id == fresh else upload
+            yield (
+                MultipartUploadInfo(upload.key, upload.upload_id, timezone.now())
+                if upload.upload_id == fresh
+                else upload
+            )
 
     monkeypatch.setattr(S3Gateway, "list_multipart_uploads", with_fresh_one_dated_now)
-    return {"lost": lost, "thinned": thinned, "whole": whole, "orphan": orphan, "orphan_key": orphan_key,
-            "fresh": fresh, "elsewhere": elsewhere, "tus": tus, "live": live, "dead": dead}
+    return {
+        "lost": lost,
+        "thinned": thinned,
+        "whole": whole,
+        "orphan": orphan,
+        "orphan_key": orphan_key,
+        "fresh": fresh,
+        "elsewhere": elsewhere,
+        "tus": tus,
+        "live": live,
+        "dead": dead,
+    }
 
 
 def _status(row: Attachment) -> tuple[str, str]:
@@ -106,8 +125,11 @@ def test_dry_run_lists_everything_and_changes_nothing(s3, bucket_drift):
     counts = report.counts()
     assert (counts["missing_originals"], counts["missing_derivatives"]) == (1, 1)
     assert (counts["orphan_multipart_found"], counts["orphan_multipart_aborted"]) == (2, 0)
-    multipart = {f.detail.split(",")[0].removeprefix("upload "): f.action
-                 for f in report.findings if f.kind == "orphan_multipart"}
+    multipart = {
+        f.detail.split(",")[0].removeprefix("upload "): f.action
+        for f in report.findings
+        if f.kind == "orphan_multipart"
+    }
     assert multipart == {d["orphan"][:60]: "would_abort", d["dead"][:60]: "would_abort"}
     assert _in_progress(s3) == before
     assert [_status(d[n]) for n in ("lost", "thinned", "whole")] == [("ready", "")] * 3
@@ -125,7 +147,8 @@ def test_a_real_run_fails_regenerates_and_aborts_exactly_the_right_things(s3, bu
     assert _status(d["lost"]) == ("failed", "object_missing")
     assert _status(d["thinned"]) == _status(d["whole"]) == ("ready", "")
     assert list(OutboxMessage.objects.filter(actor_name="rederive").values_list("args", flat=True)) == [
-        [str(d["thinned"].pk)]]
+        [str(d["thinned"].pk)]
+    ]
     left = _in_progress(s3)
     assert d["orphan"] not in left and d["dead"] not in left
     assert {d["fresh"], d["elsewhere"], d["tus"], d["live"]} <= left
@@ -139,8 +162,9 @@ def test_the_killswitch_stops_every_abort_and_every_row_change(s3, bucket_drift)
 
     report = reconcile_storage()
 
-    touched = {f.action for f in report.findings
-               if f.kind in ("missing_original", "missing_derivative", "orphan_multipart")}
+    touched = {
+        f.action for f in report.findings if f.kind in ("missing_original", "missing_derivative", "orphan_multipart")
+    }
     assert touched == {"kept"}
     assert report.counts()["orphan_multipart_found"] == 2
     assert _in_progress(s3) == before

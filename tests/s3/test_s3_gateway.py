@@ -105,11 +105,14 @@ def test_a_bad_upload_method_is_refused(s3, settings):
         get_gateway()
 
 
-@pytest.mark.parametrize(("total", "part_size", "expected"), [
-    (11 * 2**20, 5 * 2**20, [5 * 2**20, 5 * 2**20, 2**20]),
-    (10 * 2**20, 5 * 2**20, [5 * 2**20, 5 * 2**20]),
-    (6 * 2**20, 1 * 2**20, [MIN_PART_SIZE, 2**20]),  # never below S3's 5 MiB minimum
-])
+@pytest.mark.parametrize(
+    ("total", "part_size", "expected"),
+    [
+        (11 * 2**20, 5 * 2**20, [5 * 2**20, 5 * 2**20, 2**20]),
+        (10 * 2**20, 5 * 2**20, [5 * 2**20, 5 * 2**20]),
+        (6 * 2**20, 1 * 2**20, [MIN_PART_SIZE, 2**20]),  # never below S3's 5 MiB minimum
+    ],
+)
 def test_part_plan(total, part_size, expected):
     assert part_plan(total, part_size) == expected
 

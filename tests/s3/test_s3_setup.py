@@ -11,8 +11,7 @@ from django.core.management import CommandError, call_command
 pytestmark = [pytest.mark.s3]
 
 APP = "https://app.example.com"
-THEIRS_LIFECYCLE = {"ID": "logs-expire", "Status": "Enabled", "Filter": {"Prefix": "logs/"},
-                    "Expiration": {"Days": 30}}
+THEIRS_LIFECYCLE = {"ID": "logs-expire", "Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 30}}
 THEIRS_CORS = {"ID": "their-site", "AllowedOrigins": ["https://other.example.com"], "AllowedMethods": ["GET"]}
 
 
@@ -45,8 +44,7 @@ def origins(settings):
 
 
 def test_dry_run_reports_drift_and_changes_nothing(s3, origins):
-    s3.client.put_bucket_lifecycle_configuration(Bucket=s3.bucket,
-                                                 LifecycleConfiguration={"Rules": [THEIRS_LIFECYCLE]})
+    s3.client.put_bucket_lifecycle_configuration(Bucket=s3.bucket, LifecycleConfiguration={"Rules": [THEIRS_LIFECYCLE]})
     out = _run("--dry-run")
     assert "drift: CORS rule airlock-browser-uploads: missing" in out
     assert f"origins {APP},http://localhost:3000" in out
@@ -57,8 +55,7 @@ def test_dry_run_reports_drift_and_changes_nothing(s3, origins):
 
 
 def test_apply_sets_cors_and_the_lifecycle_rule_keeping_other_rules_then_no_drift(s3, origins, settings):
-    s3.client.put_bucket_lifecycle_configuration(Bucket=s3.bucket,
-                                                 LifecycleConfiguration={"Rules": [THEIRS_LIFECYCLE]})
+    s3.client.put_bucket_lifecycle_configuration(Bucket=s3.bucket, LifecycleConfiguration={"Rules": [THEIRS_LIFECYCLE]})
     s3.client.put_bucket_cors(Bucket=s3.bucket, CORSConfiguration={"CORSRules": [THEIRS_CORS]})
     out = _run("--apply")
     assert "fixed: CORS rule" in out and "fixed: lifecycle rule" in out

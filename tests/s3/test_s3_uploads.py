@@ -24,8 +24,17 @@ def _drain(s3, queue_url) -> str:
     from io import StringIO
 
     out = StringIO()
-    call_command("consume_storage_events", "--sqs-queue-url", queue_url, "--once", "--wait-seconds", "0",
-                 "--sqs-endpoint-url", s3.endpoint, stdout=out)
+    call_command(
+        "consume_storage_events",
+        "--sqs-queue-url",
+        queue_url,
+        "--once",
+        "--wait-seconds",
+        "0",
+        "--sqs-endpoint-url",
+        s3.endpoint,
+        stdout=out,
+    )
     return out.getvalue()
 
 
@@ -46,8 +55,12 @@ def test_presigned_post_upload_then_sqs_event_makes_it_ready(s3, alice, api):
     assert "test_event=1" in report and "started=1" in report
     assert s3.queue_depth(queue_url) == 0
     event = StorageEvent.objects.get(key=row.storage_key)
-    assert (event.source, event.event_name, event.outcome, event.size) == ("sqs", "ObjectCreated:Post", "started",
-                                                                           len(data))
+    assert (event.source, event.event_name, event.outcome, event.size) == (
+        "sqs",
+        "ObjectCreated:Post",
+        "started",
+        len(data),
+    )
     assert run_pipeline(created["id"]) == "ready"
     row.refresh_from_db()
     assert row.content_type == "image/jpeg" and row.stored_size == len(data)
@@ -98,8 +111,15 @@ def test_post_policy_bounds_the_size_and_pins_key_and_type(s3, alice, api, setti
 
 def test_post_policy_upper_bound_is_never_above_the_profile_limit(s3, alice, api, settings):
     profile_max = settings.AIRLOCK_PROFILES["image"]["max_bytes"]
-    created = api(alice).post("/api/v1/uploads", {"profile": "image", "filename": "big.jpg", "size": profile_max,
-                                                  "content_type": "image/jpeg"}, format="json").json()
+    created = (
+        api(alice)
+        .post(
+            "/api/v1/uploads",
+            {"profile": "image", "filename": "big.jpg", "size": profile_max, "content_type": "image/jpeg"},
+            format="json",
+        )
+        .json()
+    )
     conditions = json.loads(base64.b64decode(created["upload"]["fields"]["policy"]))["conditions"]
     assert ["content-length-range", 0, profile_max] in conditions
 
@@ -155,8 +175,9 @@ def test_multipart_upload_over_the_threshold(s3, alice, api, settings, events_to
     etags = []
     for part in upload["parts"]:
         start = (part["part_number"] - 1) * upload["part_size"]
-        response = requests.put(part["url"], data=data[start:start + upload["part_size"]],
-                                headers=upload["headers"], timeout=60)
+        response = requests.put(
+            part["url"], data=data[start : start + upload["part_size"]], headers=upload["headers"], timeout=60
+        )
         assert response.status_code == 200, response.text
         etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})
     assert not s3.exists(row.storage_key)  # nothing until the parts are assembled
@@ -174,8 +195,12 @@ def test_multipart_upload_over_the_threshold(s3, alice, api, settings, events_to
     assert s3.get(row.storage_key) == data
     # Completing again, or the S3 event arriving too, is harmless.
     assert client.post(upload["complete_url"], {"parts": etags}, format="json").status_code == 202
-    assert post_events(event_for(s3, row.storage_key, name="ObjectCreated:CompleteMultipartUpload"),
-                       token=events_token).status_code == 202
+    assert (
+        post_events(
+            event_for(s3, row.storage_key, name="ObjectCreated:CompleteMultipartUpload"), token=events_token
+        ).status_code
+        == 202
+    )
 
     assert run_pipeline(row.pk) == "ready"
     row.refresh_from_db()
@@ -184,14 +209,17 @@ def test_multipart_upload_over_the_threshold(s3, alice, api, settings, events_to
     assert any(str(row.pk) in m.args for m in OutboxMessage.objects.filter(actor_name="intake"))
 
 
-@pytest.mark.parametrize("body", [
-    {"parts": []},
-    {"parts": [{"part_number": 0, "etag": "x"}]},
-    {"parts": [{"part_number": "1", "etag": "x"}]},
-    {"parts": [{"part_number": 1}]},
-    {"parts": [{"part_number": 1, "etag": "a"}, {"part_number": 1, "etag": "b"}]},
-    {"parts": "all of them"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"parts": []},
+        {"parts": [{"part_number": 0, "etag": "x"}]},
+        {"parts": [{"part_number": "1", "etag": "x"}]},
+        {"parts": [{"part_number": 1}]},
+        {"parts": [{"part_number": 1, "etag": "a"}, {"part_number": 1, "etag": "b"}]},
+        {"parts": "all of them"},
+    ],
+)
 def test_complete_refuses_a_malformed_part_list(s3, alice, api, body):
     created = intent(api(alice), b"x" * 100, filename="a.jpg", content_type="image/jpeg")
     response = api(alice).post(f"/api/v1/uploads/{created['id']}/complete", body, format="json")
@@ -232,7 +260,9 @@ def test_replayed_presigned_post_never_reaches_what_is_served(s3, alice, bob, ap
     assert upload["method"] == "POST"
     assert send_upload(upload, data).status_code in (200, 201, 204)
     row = Attachment.objects.get(pk=created["id"])
-    object_arrived(key=row.storage_key, size=len(data), source="webhook", dedupe_key="first", event_name="ObjectCreated:Post")
+    object_arrived(
+        key=row.storage_key, size=len(data), source="webhook", dedupe_key="first", event_name="ObjectCreated:Post"
+    )
     assert run_pipeline(created["id"]) == "ready"
     row.refresh_from_db()
     # The bytes now live at a key only the server writes; the upload key is empty.
@@ -241,8 +271,9 @@ def test_replayed_presigned_post_never_reaches_what_is_served(s3, alice, bob, ap
 
     evil = mp4_bytes(4096, seed=99)
     assert send_upload(upload, evil).status_code in (200, 201, 204)  # the replay lands in S3...
-    with_capture = object_arrived(key=row.storage_key, size=len(evil), source="webhook", dedupe_key="replay",
-                                  event_name="ObjectCreated:Post")
+    with_capture = object_arrived(
+        key=row.storage_key, size=len(evil), source="webhook", dedupe_key="replay", event_name="ObjectCreated:Post"
+    )
     assert with_capture.outcome == "replay_deleted"
     from attachments.services.uploads import _delete_unauthorized
 
@@ -272,7 +303,9 @@ def test_snapshot_is_kept_by_reconcile_and_reaped_by_the_sweeper(s3, alice, api,
     created = intent(api(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")
     assert send_upload(created["upload"], data).status_code in (200, 201, 204)
     row = Attachment.objects.get(pk=created["id"])
-    object_arrived(key=row.storage_key, size=len(data), source="webhook", dedupe_key="k", event_name="ObjectCreated:Post")
+    object_arrived(
+        key=row.storage_key, size=len(data), source="webhook", dedupe_key="k", event_name="ObjectCreated:Post"
+    )
     assert run_pipeline(created["id"]) == "ready"
     row.refresh_from_db()
     later = timezone.now() + timedelta(days=1)

@@ -18,13 +18,24 @@ pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
 def consume(s3, queue_url, *extra: str) -> str:
     out = StringIO()
-    call_command("consume_storage_events", "--sqs-queue-url", queue_url, "--once", "--wait-seconds", "0",
-                 "--sqs-endpoint-url", s3.endpoint, *extra, stdout=out)
+    call_command(
+        "consume_storage_events",
+        "--sqs-queue-url",
+        queue_url,
+        "--once",
+        "--wait-seconds",
+        "0",
+        "--sqs-endpoint-url",
+        s3.endpoint,
+        *extra,
+        stdout=out,
+    )
     return out.getvalue()
 
 
-def test_bucket_notifications_flow_through_the_queue_into_the_pipeline(s3, alice, api,
-                                                                       django_capture_on_commit_callbacks):
+def test_bucket_notifications_flow_through_the_queue_into_the_pipeline(
+    s3, alice, api, django_capture_on_commit_callbacks
+):
     queue_url = s3.notify_queue()
     first = s3.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)["Messages"]
     assert json.loads(first[0]["Body"])["Event"] == "s3:TestEvent"  # moto, like S3, says hello first
@@ -53,8 +64,16 @@ def test_bucket_notifications_flow_through_the_queue_into_the_pipeline(s3, alice
     assert row.status == "ready"
 
 
-@pytest.mark.parametrize("body", ["this is not json", "[1, 2, 3]", '{"Records": "nope"}', '{"hello": "world"}',
-                                  '{"Type": "Notification", "Message": "{broken"}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "this is not json",
+        "[1, 2, 3]",
+        '{"Records": "nope"}',
+        '{"hello": "world"}',
+        '{"Type": "Notification", "Message": "{broken"}',
+    ],
+)
 def test_a_malformed_message_is_dead_lettered_and_deleted(s3, body):
     queue_url = s3.sqs.create_queue(QueueName=f"bad-{abs(hash(body))}")["QueueUrl"]
     s3.sqs.send_message(QueueUrl=queue_url, MessageBody=body)

@@ -28,13 +28,17 @@ def _intake_jobs(attachment: Attachment) -> int:
 
 # --- authentication and parsing --------------------------------------------------
 
-@pytest.mark.parametrize(("token", "scheme"), [
-    (None, "Bearer"),  # no Authorization header
-    ("wrong-token", "Bearer"),
-    ("storage-events-test-token-", "Bearer"),  # a prefix match is not a match
-    ("storage-events-test-token", "Token"),  # the user-token scheme is not this endpoint's
-    ("", "Bearer"),
-])
+
+@pytest.mark.parametrize(
+    ("token", "scheme"),
+    [
+        (None, "Bearer"),  # no Authorization header
+        ("wrong-token", "Bearer"),
+        ("storage-events-test-token-", "Bearer"),  # a prefix match is not a match
+        ("storage-events-test-token", "Token"),  # the user-token scheme is not this endpoint's
+        ("", "Bearer"),
+    ],
+)
 def test_without_the_right_bearer_token_it_is_401(s3, events_token, token, scheme):
     response = post_events({"Records": []}, token=token, scheme=scheme)
     assert response.status_code == 401
@@ -63,13 +67,16 @@ def test_a_body_that_is_not_an_event_document_is_400(s3, events_token, raw):
     assert body["error"]["code"] == "VALIDATION_ERROR" and set(body["error"]) == {"code", "message", "details"}
 
 
-@pytest.mark.parametrize("payload", [
-    {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "x"},
-    {"hello": "world"},
-    {"Records": []},
-    {"Records": [{"eventName": "ObjectRestore:Completed", "s3": {}}]},
-    {"Records": [{"no": "shape"}, 7]},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "x"},
+        {"hello": "world"},
+        {"Records": []},
+        {"Records": [{"eventName": "ObjectRestore:Completed", "s3": {}}]},
+        {"Records": [{"no": "shape"}, 7]},
+    ],
+)
 def test_test_events_and_unknown_shapes_are_accepted_and_ignored(s3, events_token, payload):
     response = post_events(payload, token=events_token)
     assert response.status_code == 202 and response.json() == {"accepted": 0}
@@ -77,6 +84,7 @@ def test_test_events_and_unknown_shapes_are_accepted_and_ignored(s3, events_toke
 
 
 # --- the ladder -----------------------------------------------------------------
+
 
 def test_unknown_key_object_is_deleted_and_no_row_is_made(s3, events_token, django_capture_on_commit_callbacks):
     key = f"tenants/acme/image/{uuid.uuid4()}"
@@ -103,8 +111,9 @@ def test_events_for_another_bucket_never_touch_ours(s3, events_token, django_cap
     key = f"tenants/acme/image/{uuid.uuid4()}"
     s3.put(key, b"same key, other bucket's event")
     with django_capture_on_commit_callbacks(execute=True):
-        response = post_events({"Records": [s3_record("someone-elses-bucket", key, size=5, etag="e")]},
-                               token=events_token)
+        response = post_events(
+            {"Records": [s3_record("someone-elses-bucket", key, size=5, etag="e")]}, token=events_token
+        )
     assert response.status_code == 202
     assert s3.exists(key) and not StorageEvent.objects.exists()
 
@@ -120,8 +129,10 @@ def test_keys_are_url_decoded(s3, events_token, alice, api):
 def test_oversize_object_is_rejected_too_large_and_quarantined(s3, events_token, alice, api, settings):
     # PUT cannot bound the body (and moto ignores a POST policy): intake believes HEAD.
     settings.AIRLOCK_S3_UPLOAD_METHOD = "PUT"
-    settings.AIRLOCK_PROFILES = {**settings.AIRLOCK_PROFILES,
-                                 "image": {**settings.AIRLOCK_PROFILES["image"], "max_bytes": 2000}}
+    settings.AIRLOCK_PROFILES = {
+        **settings.AIRLOCK_PROFILES,
+        "image": {**settings.AIRLOCK_PROFILES["image"], "max_bytes": 2000},
+    }
     from attachments.storage import reset_gateway
 
     reset_gateway()
@@ -151,8 +162,9 @@ def test_wrong_sniffed_type_is_rejected_and_quarantined(s3, events_token, alice,
     assert not s3.exists(row.storage_key) and s3.get(row.quarantine_key) == data
 
 
-def test_quarantine_copy_and_delete_events_that_follow_change_nothing(s3, events_token, alice, api,
-                                                                     django_capture_on_commit_callbacks):
+def test_quarantine_copy_and_delete_events_that_follow_change_nothing(
+    s3, events_token, alice, api, django_capture_on_commit_callbacks
+):
     row = _uploaded(s3, api(alice), pdf_bytes(), filename="x.jpg", content_type="image/jpeg")
     post_events(event_for(s3, row.storage_key), token=events_token)
     assert run_pipeline(row.pk) == "rejected"
@@ -191,13 +203,16 @@ def test_a_stale_remove_delivered_before_the_create_is_harmless(s3, events_token
     # An older remove arriving after the create (the row now has bytes): storage still has it.
     older = {"Records": [s3_record(s3.bucket, row.storage_key, name="ObjectRemoved:Delete", sequencer="00")]}
     assert post_events(older, token=events_token).status_code == 202
-    assert StorageEvent.objects.get(event_name="ObjectRemoved:Delete", dedupe_key__contains="#00#").outcome \
+    assert (
+        StorageEvent.objects.get(event_name="ObjectRemoved:Delete", dedupe_key__contains="#00#").outcome
         == "still_present"
+    )
     assert run_pipeline(row.pk) == "ready"
 
 
-def test_create_then_delete_delivered_in_reverse_leaves_the_intent_waiting(s3, events_token, alice, api,
-                                                                           django_capture_on_commit_callbacks):
+def test_create_then_delete_delivered_in_reverse_leaves_the_intent_waiting(
+    s3, events_token, alice, api, django_capture_on_commit_callbacks
+):
     # Once the object is gone a late create cannot be told from a forged one: neither
     # ends the intent (no object_missing); it waits for bytes, or expires like any other.
     row = _uploaded(s3, api(alice), jpeg_bytes())

@@ -23,16 +23,25 @@ TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
 
 
 def _create(client, length: int) -> str:
-    meta = ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in
-                    {"profile": "media", "filename": "clip.mp4", "content_type": "video/mp4"}.items())
+    meta = ",".join(
+        f"{k} {base64.b64encode(v.encode()).decode()}"
+        for k, v in {"profile": "media", "filename": "clip.mp4", "content_type": "video/mp4"}.items()
+    )
     response = client.post("/api/v1/tus/", **TUS, HTTP_UPLOAD_LENGTH=str(length), HTTP_UPLOAD_METADATA=meta)
     assert response.status_code == 201, response.content
     return response["Location"].removeprefix("http://testserver")
 
 
 def _patch(client, path: str, body: bytes, offset: int, **extra):
-    return client.generic("PATCH", path, body, content_type="application/offset+octet-stream", **TUS,
-                          HTTP_UPLOAD_OFFSET=str(offset), **extra)
+    return client.generic(
+        "PATCH",
+        path,
+        body,
+        content_type="application/offset+octet-stream",
+        **TUS,
+        HTTP_UPLOAD_OFFSET=str(offset),
+        **extra,
+    )
 
 
 def _multipart_uploads(s3) -> list[dict]:
@@ -46,12 +55,12 @@ def test_chunks_wait_in_the_database_until_a_part_is_full_then_the_last_byte_com
     pk = path.rsplit("/", 1)[1]
     key = Attachment.objects.get(pk=pk).storage_key
 
-    assert _patch(client, path, data[:3 * MIB], 0)["Upload-Offset"] == str(3 * MIB)
+    assert _patch(client, path, data[: 3 * MIB], 0)["Upload-Offset"] == str(3 * MIB)
     upload = TusUpload.objects.get(pk=pk)
     assert len(bytes(upload.tail)) == 3 * MIB and upload.parts == [] and not upload.s3_upload_id
     assert _multipart_uploads(s3) == []  # under one part: nothing in the bucket yet
 
-    assert _patch(client, path, data[3 * MIB:6 * MIB], 3 * MIB)["Upload-Offset"] == str(6 * MIB)
+    assert _patch(client, path, data[3 * MIB : 6 * MIB], 3 * MIB)["Upload-Offset"] == str(6 * MIB)
     upload.refresh_from_db()
     assert [size for _, _, size in upload.parts] == [5 * MIB] and len(bytes(upload.tail)) == MIB
     (listed,) = _multipart_uploads(s3)
@@ -59,7 +68,7 @@ def test_chunks_wait_in_the_database_until_a_part_is_full_then_the_last_byte_com
     assert not s3.exists(key)
 
     # The rest in one checksummed chunk: received whole and verified before any of it goes to S3.
-    rest = data[6 * MIB:]
+    rest = data[6 * MIB :]
     digest = base64.b64encode(hashlib.sha256(rest).digest()).decode()
     wrong = base64.b64encode(hashlib.sha256(b"x").digest()).decode()
     refused = _patch(client, path, rest, 6 * MIB, HTTP_UPLOAD_CHECKSUM=f"sha256 {wrong}")
@@ -84,7 +93,7 @@ def test_expiry_and_termination_abort_the_multipart_upload(s3, alice, api):
     data = mp4_bytes(8 * MIB)
     first, second = _create(client, len(data)), _create(client, len(data))
     for path in (first, second):
-        assert _patch(client, path, data[:6 * MIB], 0).status_code == 204
+        assert _patch(client, path, data[: 6 * MIB], 0).status_code == 204
     assert len(_multipart_uploads(s3)) == 2
 
     TusUpload.objects.filter(pk=first.rsplit("/", 1)[1]).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -108,7 +117,7 @@ def test_an_upload_under_one_part_is_one_object(s3, alice, api):
     data = mp4_bytes(300_000)
     path = _create(client, len(data))
     for start in range(0, len(data), 100_000):
-        assert _patch(client, path, data[start:start + 100_000], start).status_code == 204
+        assert _patch(client, path, data[start : start + 100_000], start).status_code == 204
     assert _multipart_uploads(s3) == []
     assert s3.get(Attachment.objects.get(pk=path.rsplit("/", 1)[1]).storage_key) == data
 
@@ -130,16 +139,23 @@ def test_a_writer_that_lost_its_claim_never_writes_the_object(s3, alice, setting
     clean, evil = clean + b"\n" * pad, evil + b"\n" * pad
     split = evil.index(LAUNCH_ACTION) - 10
     assert clean[:split] == evil[:split] and CLEAN_ACTION in clean
-    upload = tus_upload_create(user=alice, length=len(evil), profile_name="document", filename="q3.pdf",
-                               content_type="application/pdf")
+    upload = tus_upload_create(
+        user=alice, length=len(evil), profile_name="document", filename="q3.pdf", content_type="application/pdf"
+    )
     key = Attachment.objects.get(pk=upload.pk).storage_key
     during_the_stall: list[object] = []
 
     def takeover() -> None:
         later = timezone.now() + timedelta(minutes=2)  # A's claim is stale by the clock
         at = tus_upload_recover(user=alice, attachment_id=upload.pk, now=later).offset
-        tus_upload_append(user=alice, attachment_id=upload.pk, offset=at, chunks=[clean[at:]],
-                          content_length=len(clean) - at, now=later)
+        tus_upload_append(
+            user=alice,
+            attachment_id=upload.pk,
+            offset=at,
+            chunks=[clean[at:]],
+            content_length=len(clean) - at,
+            now=later,
+        )
         during_the_stall.append(run_pipeline(upload.pk))
 
     def stalled_body():
@@ -148,8 +164,9 @@ def test_a_writer_that_lost_its_claim_never_writes_the_object(s3, alice, setting
         yield evil[split:]
 
     with pytest.raises(AirlockError) as refused:
-        tus_upload_append(user=alice, attachment_id=upload.pk, offset=0, chunks=stalled_body(),
-                          content_length=len(evil))
+        tus_upload_append(
+            user=alice, attachment_id=upload.pk, offset=0, chunks=stalled_body(), content_length=len(evil)
+        )
     attachment = Attachment.objects.get(pk=upload.pk)
     served = s3.get(key)
     assert during_the_stall == ["ready"] and attachment.status == "ready"

@@ -36,8 +36,9 @@ def _make(s3, api, alice, attachment_id, name: str) -> str:
     return Derivative.objects.get(attachment_id=attachment_id, kind=f"variant:{name}:webp").storage_key
 
 
-def test_a_takedown_deletes_the_variants_from_the_bucket(s3, alice, api, events_token,
-                                                          django_capture_on_commit_callbacks):
+def test_a_takedown_deletes_the_variants_from_the_bucket(
+    s3, alice, api, events_token, django_capture_on_commit_callbacks
+):
     attachment_id = _ready(s3, alice, api, events_token)
     keys = [_make(s3, api, alice, attachment_id, name) for name in ("small", "medium")]
     assert all(_in_bucket(s3, key) for key in keys)

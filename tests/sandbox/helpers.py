@@ -6,7 +6,6 @@ import io
 import random
 import struct
 import zlib
-from pathlib import Path
 
 from PIL import Image
 
@@ -35,9 +34,13 @@ def with_invalid_deflate(png: bytes) -> bytes:
     at = png.index(b"IDAT")
     length = struct.unpack(">I", png[at - 4 : at])[0]
     chunk = b"IDAT" + png[at + 4 : at + 6] + b"\xff" * (length - 2)  # keep the 2-byte zlib header
-    return png[: at - 4] + struct.pack(">I", length) + chunk + struct.pack(">I", zlib.crc32(chunk)) + png[
-        at + 4 + length + 4 :
-    ]
+    return (
+        png[: at - 4]
+        + struct.pack(">I", length)
+        + chunk
+        + struct.pack(">I", zlib.crc32(chunk))
+        + png[at + 4 + length + 4 :]
+    )
 
 
 # Python source that, run as root, lets `nobody` reach the interpreter and the checkout:

@@ -29,7 +29,10 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="CI and this machine ru
 
 # Runs as root: SHOW_TO_NOBODY, then the seccomp filter, then becomes nobody and, as a
 # worker would, runs one decoder job and the /readyz sandbox check.
-_SCRIPT = SHOW_TO_NOBODY + BLOCK_FS_LAYERS + r"""
+_SCRIPT = (
+    SHOW_TO_NOBODY
+    + BLOCK_FS_LAYERS
+    + r"""
 import json
 sys.path.insert(0, sys.argv[1])
 nobody, accept = int(sys.argv[2]), sys.argv[3]
@@ -63,22 +66,31 @@ else:
 got["readyz"] = health.Readiness({"sandbox": health._run("sandbox", health.check_sandbox, 60)()}).as_dict()
 print(json.dumps(got))
 """
+)
 
 
 def _worker_as_nobody_without_fs_layers(accept: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, str(ROOT), str(NOBODY), accept],
-                         capture_output=True, text=True, timeout=120, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(ROOT), str(NOBODY), accept],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @root_only
-@pytest.mark.parametrize(("accept", "refused"), [("", "uid, mountns, nproc"), ("uid,nproc", "mountns")],
-                         ids=["nothing-accepted", "filesystem-not-accepted"])
+@pytest.mark.parametrize(
+    ("accept", "refused"),
+    [("", "uid, mountns, nproc"), ("uid,nproc", "mountns")],
+    ids=["nothing-accepted", "filesystem-not-accepted"],
+)
 def test_a_layer_that_cannot_be_applied_stops_every_job_and_fails_readyz(accept: str, refused: str) -> None:
     got = _worker_as_nobody_without_fs_layers(accept)
     assert got["worker_uid"] == NOBODY
-    state = (f"refused: {refused} not applied (not accepted by {ACCEPT}); decoder jobs do not run")
+    state = f"refused: {refused} not applied (not accepted by {ACCEPT}); decoder jobs do not run"
     assert got["job"] == f"unavailable: confinement {state}"  # the job never ran, confined or not
     ready = got["readyz"]
     assert ready["status"] == "unavailable"
@@ -116,8 +128,9 @@ def fork_server_without_fs_layers(monkeypatch: pytest.MonkeyPatch):
 
 
 @root_only
-def test_the_file_is_retried_then_failed_never_rejected(fork_server_without_fs_layers, alice, api, settings,
-                                                         caplog) -> None:
+def test_the_file_is_retried_then_failed_never_rejected(
+    fork_server_without_fs_layers, alice, api, settings, caplog
+) -> None:
     from attachments.models import DeadLetter
     from tests.support import jpeg_bytes, run_pipeline, upload
 
@@ -133,8 +146,9 @@ def test_the_file_is_retried_then_failed_never_rejected(fork_server_without_fs_l
 
 
 @root_only
-def test_accepting_the_missing_layer_lets_the_file_through(fork_server_without_fs_layers, alice, api,
-                                                           monkeypatch) -> None:
+def test_accepting_the_missing_layer_lets_the_file_through(
+    fork_server_without_fs_layers, alice, api, monkeypatch
+) -> None:
     from tests.support import jpeg_bytes, run_pipeline, upload
 
     monkeypatch.setenv(ACCEPT, "mountns")
@@ -205,17 +219,30 @@ def test_layers_switched_off_by_the_setting_are_named_too(monkeypatch) -> None:
     assert confine.posture().state == "complete: uid+nnp+seccomp+mountns+nproc+subreaper applied"
 
 
-@pytest.mark.parametrize(("module", "expected"), [("config.settings.base", "uid,nproc"),
-                                                  ("config.settings.production", "")])
+@pytest.mark.parametrize(
+    ("module", "expected"), [("config.settings.base", "uid,nproc"), ("config.settings.production", "")]
+)
 def test_only_the_embedded_default_accepts_the_root_only_layers_by_default(module: str, expected: str) -> None:
     # A developer's non-root `serve` still decodes (degraded, said in /readyz); production
     # accepts nothing it was not told to.
     env = {k: v for k, v in os.environ.items() if k not in (ACCEPT, "DJANGO_SETTINGS_MODULE")}
-    env.update(DJANGO_SETTINGS_MODULE=module, DJANGO_SECRET_KEY="k" * 10 + "0123456789" * 5,
-               DJANGO_ALLOWED_HOSTS="airlock.example.com")
+    env.update(
+        DJANGO_SETTINGS_MODULE=module,
+        DJANGO_SECRET_KEY="k" * 10 + "0123456789" * 5,
+        DJANGO_ALLOWED_HOSTS="airlock.example.com",
+    )
     out = subprocess.run(
-        [sys.executable, "-c", "import os, django; django.setup(); from django.conf import settings; "
-         f"print(repr(os.environ['{ACCEPT}']), ','.join(settings.AIRLOCK_SANDBOX_ACCEPT_MISSING))"],
-        env=env, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+        [
+            sys.executable,
+            "-c",
+            "import os, django; django.setup(); from django.conf import settings; "
+            f"print(repr(os.environ['{ACCEPT}']), ','.join(settings.AIRLOCK_SANDBOX_ACCEPT_MISSING))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     variable, setting = (out.stdout.rstrip("\n").split(" ", 1) + [""])[:2]
     assert (variable, setting) == (repr(expected), expected)

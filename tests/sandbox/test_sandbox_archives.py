@@ -14,9 +14,7 @@ from processing.sandbox import Bounds
 from tests.sandbox.helpers import outcome, zip_patched
 
 
-def make_zip(
-    entries: list[tuple[str | zipfile.ZipInfo, bytes]], method: int = zipfile.ZIP_DEFLATED
-) -> bytes:
+def make_zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zipfile warns about duplicate names: we want them
@@ -43,10 +41,7 @@ def test_ratio_bomb(run) -> None:
 def test_total_bound(run) -> None:
     data = make_zip([("a.bin", bytes(range(256)) * 40)], method=zipfile.ZIP_STORED)
     assert outcome(run("zip", data, bounds=Bounds(zip_max_total_bytes=10_240))) == "ready"
-    assert (
-        outcome(run("zip", data, bounds=Bounds(zip_max_total_bytes=10_239)))
-        == "rejected:archive_limit"
-    )
+    assert outcome(run("zip", data, bounds=Bounds(zip_max_total_bytes=10_239))) == "rejected:archive_limit"
 
 
 def test_entry_count_bound(run) -> None:
@@ -77,9 +72,7 @@ def test_hostile_names(run, name: str) -> None:
 
 
 def test_names_that_only_look_hostile_are_fine(run) -> None:
-    result = run(
-        "zip", make_zip([("a..b/x", b"1"), ("..hidden", b"2"), ("dir/...", b"3"), ("ab:c", b"4")])
-    )
+    result = run("zip", make_zip([("a..b/x", b"1"), ("..hidden", b"2"), ("dir/...", b"3"), ("ab:c", b"4")]))
     assert outcome(result) == "ready", result.message
 
 
@@ -95,9 +88,7 @@ def test_nesting_depth(run) -> None:
     assert ok.data["max_depth"] == 3 and ok.data["nested_archives"] == 3
     too_deep = run("zip", nested(4))
     assert outcome(too_deep) == "rejected:archive_limit" and "deeper" in too_deep.message
-    assert (
-        outcome(run("zip", nested(2), bounds=Bounds(zip_max_depth=1))) == "rejected:archive_limit"
-    )
+    assert outcome(run("zip", nested(2), bounds=Bounds(zip_max_depth=1))) == "rejected:archive_limit"
 
 
 def test_nested_bomb_is_caught_inside(run) -> None:
@@ -132,8 +123,10 @@ UNINSPECTABLE = {
 @pytest.mark.parametrize("kind", UNINSPECTABLE)
 def test_members_that_cannot_be_inflated_are_rejected(run, kind: str) -> None:
     # The bytes stay stored EICAR: whatever the method claims, no scan ever sees them.
-    data = zip_patched(make_zip([("readme.txt", b"hello"), ("tools/eicar.com", EICAR)],
-                             method=zipfile.ZIP_STORED), **UNINSPECTABLE[kind])
+    data = zip_patched(
+        make_zip([("readme.txt", b"hello"), ("tools/eicar.com", EICAR)], method=zipfile.ZIP_STORED),
+        **UNINSPECTABLE[kind],
+    )
     result = run("zip", data, member_rules=RULES)
     assert outcome(result) == "rejected:archive_uninspectable", result.message
     assert "'readme.txt'" in result.message and "cannot be inflated or scanned" in result.message

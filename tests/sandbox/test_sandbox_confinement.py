@@ -24,11 +24,34 @@ ALL = "uid+nnp+seccomp+landlock+nproc+subreaper"
 # The filesystem fallback for kernels without Landlock, forced here by naming it.
 FALLBACK = "uid,nnp,seccomp,mountns,nproc,subreaper"
 ALL_FALLBACK = "uid+nnp+seccomp+mountns+nproc+subreaper"
-FS_ESCAPES = ("server_environ", "worker_environ", "database", "storage_root", "stored_file", "write_outside",
-              "old_root", "uncover_old_root")
-ESCAPES = ("tcp_connect", "unix_connect", "server_environ", "worker_environ", "server_mem",
-           "database", "storage_root", "stored_file", "write_outside", "execve", "ptrace_server",
-           "unshare_user", "signal_worker", "setuid_root", "old_root", "uncover_old_root")
+FS_ESCAPES = (
+    "server_environ",
+    "worker_environ",
+    "database",
+    "storage_root",
+    "stored_file",
+    "write_outside",
+    "old_root",
+    "uncover_old_root",
+)
+ESCAPES = (
+    "tcp_connect",
+    "unix_connect",
+    "server_environ",
+    "worker_environ",
+    "server_mem",
+    "database",
+    "storage_root",
+    "stored_file",
+    "write_outside",
+    "execve",
+    "ptrace_server",
+    "unshare_user",
+    "signal_worker",
+    "setuid_root",
+    "old_root",
+    "uncover_old_root",
+)
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="CI and this machine run as root; the uid layer needs it")
 
 
@@ -71,9 +94,14 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
     os.chmod(tmp_path / "broker.sock", 0o777)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "worker-secret-do-not-leak")
     yield {
-        "tcp_port": tcp.getsockname()[1], "unix_socket": str(tmp_path / "broker.sock"),
-        "worker_pid": os.getpid(), "database": str(database), "storage_root": str(secret_dir / "storage"),
-        "stored_file": str(stored), "outside_dir": str(outside), "forks": 1000,
+        "tcp_port": tcp.getsockname()[1],
+        "unix_socket": str(tmp_path / "broker.sock"),
+        "worker_pid": os.getpid(),
+        "database": str(database),
+        "storage_root": str(secret_dir / "storage"),
+        "stored_file": str(stored),
+        "outside_dir": str(outside),
+        "forks": 1000,
     }
     tcp.close()
     unix.close()
@@ -118,8 +146,7 @@ def test_without_landlock_all_means_the_mount_namespace(monkeypatch: pytest.Monk
 
 
 @root_only
-@pytest.mark.parametrize(("value", "expected"), [("all", ALL), (FALLBACK, ALL_FALLBACK)],
-                         ids=["landlock", "mountns"])
+@pytest.mark.parametrize(("value", "expected"), [("all", ALL), (FALLBACK, ALL_FALLBACK)], ids=["landlock", "mountns"])
 def test_a_hostile_job_escapes_nowhere(layers, run_probe, value: str, expected: str) -> None:
     assert layers(value) == expected
     result = run_probe()
@@ -136,8 +163,16 @@ def test_without_confinement_the_same_job_gets_out(layers, run_probe) -> None:
     # The escapes are real: with every layer off, they work (so the tests above can fail).
     assert layers("none") == "none"
     data = run_probe(forks=50).data
-    for name in ("tcp_connect", "unix_connect", "database", "storage_root", "stored_file",
-                 "write_outside", "execve", "signal_worker"):
+    for name in (
+        "tcp_connect",
+        "unix_connect",
+        "database",
+        "storage_root",
+        "stored_file",
+        "write_outside",
+        "execve",
+        "signal_worker",
+    ):
         assert data[name] == "ok", (name, data[name])
     assert data["forks"] == 50
 
@@ -146,8 +181,20 @@ def test_without_confinement_the_same_job_gets_out(layers, run_probe) -> None:
 def test_uid_alone_keeps_root_files_and_root_processes_out_of_reach(layers, run_probe) -> None:
     assert layers("uid") == "uid"
     data = run_probe(forks=10).data
-    _denied(data, ("server_environ", "worker_environ", "server_mem", "database", "storage_root",
-                   "stored_file", "ptrace_server", "signal_worker", "setuid_root"))
+    _denied(
+        data,
+        (
+            "server_environ",
+            "worker_environ",
+            "server_mem",
+            "database",
+            "storage_root",
+            "stored_file",
+            "ptrace_server",
+            "signal_worker",
+            "setuid_root",
+        ),
+    )
     assert data["capabilities"]["CapEff"] == data["capabilities"]["CapBnd"] == "0000000000000000"
 
 
@@ -231,7 +278,6 @@ def _alive_after(pid: int, seconds: float) -> bool:
             return False
         time.sleep(0.05)
     return True
-
 
 
 @root_only

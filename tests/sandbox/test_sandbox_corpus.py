@@ -109,9 +109,7 @@ def test_corpus_specific_facts(run) -> None:
     c = corpus_dir()
     extents = run("image", c / "pillow/decompression_bomb_extents.gif")
     assert extents.data["thumbnail"] == {"width": 100, "height": 100}
-    assert (
-        extents.peak_rss_kb is not None and extents.peak_rss_kb < 200_000
-    )  # never the grown canvas
+    assert extents.peak_rss_kb is not None and extents.peak_rss_kb < 200_000  # never the grown canvas
     uber = run("image", c / "fuzzdb/uber.gif")
     assert uber.data["frames"] == 10_000  # 40,000 frames, counted up to the bound only
     poppler = run("pdf", c / "pdfjs/poppler-67295-0.pdf")

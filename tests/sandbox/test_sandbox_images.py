@@ -54,9 +54,7 @@ def webp_header_bomb(width: int, height: int) -> bytes:
     # Animated WebP (VP8X canvas + ANMF frames): frames may be smaller than the canvas,
     # so a big canvas with 8x8 frames is a valid file whose header claims 56 Mpx.
     frames = [Image.new("RGB", (8, 8), c) for c in ("red", "blue")]
-    data = bytearray(
-        _encode(frames[0], "WEBP", save_all=True, append_images=frames[1:], lossless=True)
-    )
+    data = bytearray(_encode(frames[0], "WEBP", save_all=True, append_images=frames[1:], lossless=True))
     assert data[12:16] == b"VP8X"
     data[24:27] = (width - 1).to_bytes(3, "little")
     data[27:30] = (height - 1).to_bytes(3, "little")
@@ -262,8 +260,15 @@ def test_uncommon_modes_thumbnail_with_their_tones(run, mode: str) -> None:
 def test_wide_images_in_every_mode_thumbnail(run, mode: str) -> None:
     # Wider than twice the thumbnail, so thumbnail() reduces first: reduce() has no I;16
     # path, and a valid 16-bit greyscale PNG was rejected/corrupt ("image has wrong mode").
-    value = {"I;16": 40_000, "1": 1, "LA": (200, 255), "P": 7, "L": 200, "CMYK": (0, 0, 0, 55),
-             "RGBA": (200, 200, 200, 255)}
+    value = {
+        "I;16": 40_000,
+        "1": 1,
+        "LA": (200, 255),
+        "P": 7,
+        "L": 200,
+        "CMYK": (0, 0, 0, 55),
+        "RGBA": (200, 200, 200, 255),
+    }
     fmt = "JPEG" if mode == "CMYK" else "PNG"
     result = run("image", _encode(Image.new(mode, (1200, 400), value[mode]), fmt))
     assert outcome(result) == "ready", result.message

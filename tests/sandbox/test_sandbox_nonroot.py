@@ -23,7 +23,9 @@ NOBODY = 65534
 
 # Runs as root, then as nobody (helpers.SHOW_TO_NOBODY: the interpreter and the checkout
 # stay reachable for nobody).
-_SCRIPT = SHOW_TO_NOBODY + r"""
+_SCRIPT = (
+    SHOW_TO_NOBODY
+    + r"""
 import json, socket
 sys.path.insert(0, sys.argv[1])
 confine_value, nobody, accept = sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -62,21 +64,31 @@ print(json.dumps({"worker_uid": os.geteuid(), "reported": runner.confinement(),
                   "message": result.message, "data": result.data}))
 runner.shutdown()
 """
+)
 
 
 def _as_nobody(confine_value: str, accept: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, str(ROOT), confine_value, str(NOBODY), accept],
-                         capture_output=True, text=True, timeout=120, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(ROOT), confine_value, str(NOBODY), accept],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root (CI and this machine run as root)")
-@pytest.mark.parametrize(("value", "accept", "expected"), [
-    # "all" asks for uid and nproc too, which only root can apply: accepted explicitly.
-    ("all", "uid,nproc", "nnp+seccomp+landlock+subreaper"),
-    ("nnp,seccomp,mountns,subreaper", "", "nnp+seccomp+mountns+subreaper"),
-], ids=["landlock", "mountns"])
+@pytest.mark.parametrize(
+    ("value", "accept", "expected"),
+    [
+        # "all" asks for uid and nproc too, which only root can apply: accepted explicitly.
+        ("all", "uid,nproc", "nnp+seccomp+landlock+subreaper"),
+        ("nnp,seccomp,mountns,subreaper", "", "nnp+seccomp+mountns+subreaper"),
+    ],
+    ids=["landlock", "mountns"],
+)
 def test_a_non_root_worker_confines_its_jobs_and_says_so(value: str, accept: str, expected: str) -> None:
     from processing.sandbox import confine
 
@@ -88,9 +100,23 @@ def test_a_non_root_worker_confines_its_jobs_and_says_so(value: str, accept: str
     assert got["outcome"] == "ok", got["message"]
     data = got["data"]
     assert data["uid"] == NOBODY  # no uid of its own to drop to: the worker's
-    escapes = ["tcp_connect", "unix_connect", "server_environ", "worker_environ", "server_mem", "database",
-               "storage_root", "stored_file", "write_outside", "execve", "ptrace_server", "unshare_user",
-               "setuid_root", "old_root", "uncover_old_root"]
+    escapes = [
+        "tcp_connect",
+        "unix_connect",
+        "server_environ",
+        "worker_environ",
+        "server_mem",
+        "database",
+        "storage_root",
+        "stored_file",
+        "write_outside",
+        "execve",
+        "ptrace_server",
+        "unshare_user",
+        "setuid_root",
+        "old_root",
+        "uncover_old_root",
+    ]
     if "landlock" in expected and confine.landlock_abi() >= 6:
         escapes.append("signal_worker")  # same uid: only Landlock's signal scoping stops it
     worked = {n: data[n] for n in escapes if data[n] == "ok"}

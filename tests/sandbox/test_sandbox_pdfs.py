@@ -85,9 +85,7 @@ def test_failed_render_is_not_a_rejection(tmp_path: Path) -> None:
     def broken_isolate(*_args: object) -> None:
         raise RuntimeError("render sub-child crashed")
 
-    data, files = process(
-        corpus_dir() / "pypdf/crazyones.pdf", tmp_path, Bounds(), isolate=broken_isolate
-    )
+    data, files = process(corpus_dir() / "pypdf/crazyones.pdf", tmp_path, Bounds(), isolate=broken_isolate)
     assert data["page_count"] == 1 and "thumbnail" not in data and set(files) == {"text"}
 
 

@@ -81,9 +81,7 @@ def test_output_file_size_limit(run) -> None:
 
 
 def test_limits_and_fds_in_the_child(run) -> None:
-    limits = Limits(
-        address_space_bytes=700 << 20, cpu_seconds=7, max_output_bytes=1 << 20, max_open_files=32
-    )
+    limits = Limits(address_space_bytes=700 << 20, cpu_seconds=7, max_output_bytes=1 << 20, max_open_files=32)
     result = run("_test_limits", b"x", limits=limits, allow_test_kinds=True)
     r = result.data["rlimits"]
     assert r["RLIMIT_AS"] == [700 << 20, 700 << 20]
@@ -171,8 +169,9 @@ def test_a_jobs_threads_are_not_strays(tmp_path: Path) -> None:
     # A thread's /proc/<tid>/stat names the job's parent (the server) as its ppid; the
     # stray sweep that other jobs' ends trigger must not take it for an orphan process.
     result: list[object] = []
-    threaded = threading.Thread(target=lambda: result.append(run_job(
-        "_test_threads", SAMPLE, tmp_path / "threads", allow_test_kinds=True)))
+    threaded = threading.Thread(
+        target=lambda: result.append(run_job("_test_threads", SAMPLE, tmp_path / "threads", allow_test_kinds=True))
+    )
     threaded.start()
     deadline, i = time.monotonic() + 20, 0
     while threaded.is_alive() and time.monotonic() < deadline:  # each job's end sweeps
@@ -228,9 +227,7 @@ def test_classify_distrusts_the_payload(tmp_path: Path) -> None:
         b"",
     ):
         assert classify(_status(), payload, Limits(), work).reason_code == "corrupt", payload
-    rejected = json.dumps(
-        {"outcome": "rejected", "reason_code": "bogus", "message": "", "data": {}}
-    )
+    rejected = json.dumps({"outcome": "rejected", "reason_code": "bogus", "message": "", "data": {}})
     assert classify(_status(), rejected.encode(), Limits(), work).reason_code == "corrupt"
     killed = classify(_status(signal=int(signal.SIGKILL), cpu_seconds=31.0), b"", Limits(), work)
     assert (killed.reason_code, killed.killed_by) == ("timeout", "cpu")
@@ -246,9 +243,7 @@ def test_classify_distrusts_the_payload(tmp_path: Path) -> None:
     assert "\x1b" not in cleaned and len(cleaned) <= 300
 
 
-def test_unavailable_when_the_server_cannot_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unavailable_when_the_server_cannot_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutdown()
     monkeypatch.setattr(runner.sys, "executable", str(tmp_path / "no-such-python"))
     (tmp_path / "f").write_bytes(b"x")

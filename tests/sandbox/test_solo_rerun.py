@@ -41,8 +41,7 @@ def test_jobs_share_the_host_and_the_rerun_has_it_alone(tmp_path: Path) -> None:
 def test_a_content_verdict_is_not_rerun(tmp_path: Path) -> None:
     limit = SandboxResult("rejected", "archive_limit", "1001 entries > 1000")
     calls = []
-    assert run_settled(lambda w: calls.append(w) or limit, tmp_path, wait_seconds=5,
-                       lock_path=tmp_path / "l") is limit
+    assert run_settled(lambda w: calls.append(w) or limit, tmp_path, wait_seconds=5, lock_path=tmp_path / "l") is limit
     assert len(calls) == 1
 
 

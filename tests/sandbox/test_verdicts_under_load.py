@@ -40,10 +40,16 @@ def macos_nested_zip() -> bytes:
         return buf.getvalue()
 
     apple_double = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        " + b"\x00" * 66
-    inner = build([("notes/", b""), ("notes/a.txt", b"hello " * 200),
-                   ("__MACOSX/notes/._a.txt", apple_double)])
-    return build([("Archive/", b""), ("Archive/inner.zip", inner), ("Archive/Lorem.txt", b"lorem ipsum " * 500),
-                  ("__MACOSX/Archive/._inner.zip", apple_double), ("__MACOSX/Archive/._Lorem.txt", apple_double)])
+    inner = build([("notes/", b""), ("notes/a.txt", b"hello " * 200), ("__MACOSX/notes/._a.txt", apple_double)])
+    return build(
+        [
+            ("Archive/", b""),
+            ("Archive/inner.zip", inner),
+            ("Archive/Lorem.txt", b"lorem ipsum " * 500),
+            ("__MACOSX/Archive/._inner.zip", apple_double),
+            ("__MACOSX/Archive/._Lorem.txt", apple_double),
+        ]
+    )
 
 
 def _cases(tmp: Path) -> list[tuple[str, str, Path]]:
@@ -53,7 +59,10 @@ def _cases(tmp: Path) -> list[tuple[str, str, Path]]:
     generated = tmp / "macos-nested.zip"
     generated.write_bytes(macos_nested_zip())
     # The nested zips more than once: they are the files that were rejected under load.
-    extra = [("macos-nested.zip", "zip", generated), *[(f"{NESTED}#{i}", "zip", corpus_dir() / NESTED) for i in range(3)]]
+    extra = [
+        ("macos-nested.zip", "zip", generated),
+        *[(f"{NESTED}#{i}", "zip", corpus_dir() / NESTED) for i in range(3)],
+    ]
     return cases + extra
 
 
@@ -88,7 +97,6 @@ def test_four_jobs_at_once_under_a_tight_memory_limit_match_one_at_a_time(tmp_pa
     alone = _verdicts(cases, tmp_path, workers=1)
     together = _verdicts(cases, tmp_path, workers=4)
     assert alone[NESTED] == "ready" and alone["macos-nested.zip"] == "ready", alone
-    differing = {name: (alone[name], together[name]) for name in alone
-                 if _strip(alone)[name] != _strip(together)[name]}
+    differing = {name: (alone[name], together[name]) for name in alone if _strip(alone)[name] != _strip(together)[name]}
     assert not differing, differing
     assert not [v for v in alone.values() if v.startswith("transient")]

@@ -6,8 +6,8 @@ import os
 import socket
 import socketserver
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from processing.scanners import ClamdScanner
 from tests.corpus import corpus_dir
@@ -44,7 +44,7 @@ class FakeClamd:
     INSTREAM frame lengths read by ``read_instream`` so framing can be checked.
     """
 
-    def __init__(self, path: Path, handler: Callable[["FakeClamd", socket.socket], None]) -> None:
+    def __init__(self, path: Path, handler: Callable[[FakeClamd, socket.socket], None]) -> None:
         self.path = path
         self.frames: list[int] = []
         self.payload = bytearray()

@@ -16,8 +16,9 @@ from tests.support import EICAR, zip_bytes
 
 
 def _count(outcome: str) -> float:
-    return REGISTRY.get_sample_value("airlock_scan_results_total",
-                                     {"scanner": "yara_members", "outcome": outcome}) or 0.0
+    return (
+        REGISTRY.get_sample_value("airlock_scan_results_total", {"scanner": "yara_members", "outcome": outcome}) or 0.0
+    )
 
 
 def _zip_step(data: bytes, tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -26,8 +27,9 @@ def _zip_step(data: bytes, tmp_path: Path):  # type: ignore[no-untyped-def]
     src.write_bytes(data)
     work.mkdir()
     step = decoder_for(profile, "application/zip")
-    return lambda: step.run(StepInput(profile=profile, size=len(data), content_type="application/zip",
-                                      path=src, work_dir=work))
+    return lambda: step.run(
+        StepInput(profile=profile, size=len(data), content_type="application/zip", path=src, work_dir=work)
+    )
 
 
 def test_an_infected_member_counts_an_infected_verdict(tmp_path: Path) -> None:

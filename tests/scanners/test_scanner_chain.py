@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import sys
 import types
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import pytest
 

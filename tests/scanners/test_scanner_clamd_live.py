@@ -12,8 +12,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -154,9 +154,7 @@ def tiny_clamd() -> Iterator[ClamdScanner]:
         "AIRLOCK_CLAMD_STREAM_MAX": "1M",
         "AIRLOCK_PYTHON": sys.executable,
     }
-    started = subprocess.run(
-        ["bash", str(CLAMD_SH), "start"], env=env, capture_output=True, text=True
-    )
+    started = subprocess.run(["bash", str(CLAMD_SH), "start"], env=env, capture_output=True, text=True)
     try:
         assert started.returncode == 0, started.stderr
         yield ClamdScanner(host="127.0.0.1", port=port, timeout=10)

@@ -76,9 +76,7 @@ def test_shipped_rules_flag_only_what_they_are_for_in_corpus(yara: YaraScanner) 
     # break the type policy match (ZIPs hiding EICAR only match member by member).
     files = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
     assert {p.relative_to(CORPUS).as_posix() for p in files} == manifest_paths(CORPUS)  # every file, only those
-    flagged = {
-        p.relative_to(CORPUS).as_posix(): yara.scan([p.read_bytes()]).signature for p in files
-    }
+    flagged = {p.relative_to(CORPUS).as_posix(): yara.scan([p.read_bytes()]).signature for p in files}
     assert {path: rule for path, rule in flagged.items() if rule} == {
         "fuzzdb/eicar.com.txt": "EICAR_Test_File",
         "clamav/clam.pdf": "Pdf_Hides_Executable",
@@ -94,9 +92,7 @@ def _rules_dir(tmp_path: Path, source: str, name: str = "test.yar") -> Path:
 
 
 def test_large_object_is_spooled_and_scanned_to_the_end(tmp_path: Path) -> None:
-    rules = _rules_dir(
-        tmp_path, 'rule Tail_Marker { strings: $m = "AIRLOCK-TAIL-MARKER" condition: $m }'
-    )
+    rules = _rules_dir(tmp_path, 'rule Tail_Marker { strings: $m = "AIRLOCK-TAIL-MARKER" condition: $m }')
     scanner = YaraScanner(rules_dir=rules)
     block = b"\0" * (1024 * 1024)
     size = yara_module.SPOOL_THRESHOLD + 4 * len(block)

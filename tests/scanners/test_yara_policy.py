@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import struct
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -67,7 +66,8 @@ def test_image_hides_html_script(yara) -> None:
 
 def test_pdf_hides_executable(yara) -> None:
     assert _verdict(yara, _pdf(b"2 0 obj\n<< /Length 300 >>\nstream\n" + _pe() + b"\nendstream\nendobj")) == (
-        "Pdf_Hides_Executable")
+        "Pdf_Hides_Executable"
+    )
     assert _verdict(yara, _pdf(b"2 0 obj\n<< /Length 8 >>\nstream\nMZ......\nendstream\nendobj")) is None
     # ClamAV's clam.pdf embeds clam.exe uncompressed: the embedded default now refuses it too
     assert _verdict(yara, (CORPUS / "clamav/clam.pdf").read_bytes()) == "Pdf_Hides_Executable"

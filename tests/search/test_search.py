@@ -10,8 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _doc(client, text, name="doc.pdf"):
-    attachment_id = upload(client, pdf_bytes(text), profile="document", filename=name,
-                           content_type="application/pdf")
+    attachment_id = upload(client, pdf_bytes(text), profile="document", filename=name, content_type="application/pdf")
     assert run_pipeline(attachment_id) == "ready"
     return attachment_id
 

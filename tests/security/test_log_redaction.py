@@ -31,14 +31,21 @@ def _format(msg: str, *args, **extra) -> str:
     return JsonFormatter().format(record)
 
 
-@pytest.mark.parametrize(("msg", "args", "extra", "secret"), [
-    ('"PUT /api/v1/uploads/1/content?token=%s HTTP/1.1" 403 1', ("abc:1x:SIGNATURE",), {}, "SIGNATURE"),
-    ("headers %s", ({"HTTP_AUTHORIZATION": "Token 0123456789abcdef"},), {}, "0123456789abcdef"),
-    ("headers", (), {"headers": {"Authorization": "Bearer events-secret"}}, "events-secret"),
-    ("redirect", (), {"location": "https://s3/x?X-Amz-Signature=deadbeef99&X-Amz-Credential=AKIAXYZ"},
-     "deadbeef99"),
-    ("boom", (), {"url": "http://h/u?a=1&token=tok-secret#frag"}, "tok-secret"),
-])
+@pytest.mark.parametrize(
+    ("msg", "args", "extra", "secret"),
+    [
+        ('"PUT /api/v1/uploads/1/content?token=%s HTTP/1.1" 403 1', ("abc:1x:SIGNATURE",), {}, "SIGNATURE"),
+        ("headers %s", ({"HTTP_AUTHORIZATION": "Token 0123456789abcdef"},), {}, "0123456789abcdef"),
+        ("headers", (), {"headers": {"Authorization": "Bearer events-secret"}}, "events-secret"),
+        (
+            "redirect",
+            (),
+            {"location": "https://s3/x?X-Amz-Signature=deadbeef99&X-Amz-Credential=AKIAXYZ"},
+            "deadbeef99",
+        ),
+        ("boom", (), {"url": "http://h/u?a=1&token=tok-secret#frag"}, "tok-secret"),
+    ],
+)
 def test_credentials_are_redacted_wherever_they_appear(msg, args, extra, secret):
     line = _format(msg, *args, **extra)
     assert secret not in line and "[redacted]" in line

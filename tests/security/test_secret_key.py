@@ -23,8 +23,7 @@ def _settings_key(data_dir: Path, module: str = "config.settings.base") -> subpr
     env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k != "DATABASE_URL"}
     env.update(AIRLOCK_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE=module)
     code = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_first_use_makes_a_private_key_and_later_uses_read_it(tmp_path):
@@ -46,10 +45,16 @@ def test_an_existing_loose_key_file_is_tightened(tmp_path):
 def test_concurrent_first_runs_agree_on_one_key(tmp_path):
     """serve, its worker and a createuser starting at once on a new install must share one key."""
     data = tmp_path / "data"
-    code = ("import sys; from pathlib import Path; from config.settings.secret import install_secret_key; "
-            "print(install_secret_key(Path(sys.argv[1])))")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(data)], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    code = (
+        "import sys; from pathlib import Path; from config.settings.secret import install_secret_key; "
+        "print(install_secret_key(Path(sys.argv[1])))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(data)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(8)
+    ]
     keys = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert keys == {(data / "secret_key").read_text().strip()}

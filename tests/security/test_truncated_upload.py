@@ -14,8 +14,11 @@ from tests.support import create_intent, jpeg_bytes
 def _raw_put(base: str, path: str, body: bytes, declared: int) -> bytes:
     host, port = urlsplit(base).hostname, urlsplit(base).port
     with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(f"PUT {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {declared}\r\n"
-                     f"Content-Type: image/jpeg\r\nConnection: close\r\n\r\n".encode() + body)
+        sock.sendall(
+            f"PUT {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {declared}\r\n"
+            f"Content-Type: image/jpeg\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
         sock.shutdown(socket.SHUT_WR)  # the client is gone before the last byte
         reply = b""
         while chunk := sock.recv(65536):

@@ -46,8 +46,14 @@ def interleavings(depth: int) -> st.SearchStrategy[list[Op]]:
     clock = st.sampled_from([timedelta(0), STALE, EXPIRED])
     simple = st.builds(Op, kind=st.sampled_from(["head", "delete", "sweep"]), clock=clock)
     during = interleavings(depth - 1) if depth > 1 else st.just([])
-    patch = st.builds(Op, kind=st.just("patch"), clock=clock, offset=st.sampled_from(["head", "zero", "past"]),
-                      size=st.sampled_from(["rest", "half", "over"]), during=during)
+    patch = st.builds(
+        Op,
+        kind=st.just("patch"),
+        clock=clock,
+        offset=st.sampled_from(["head", "zero", "past"]),
+        size=st.sampled_from(["rest", "half", "over"]),
+        during=during,
+    )
     return st.lists(st.one_of(patch, simple), min_size=1, max_size=4)
 
 
@@ -55,8 +61,9 @@ class Run:
     def __init__(self, user) -> None:
         self.user = user
         self.base = timezone.now()
-        upload = service.tus_upload_create(user=user, length=LENGTH, profile_name="document", filename="a.pdf",
-                                           content_type="application/pdf")
+        upload = service.tus_upload_create(
+            user=user, length=LENGTH, profile_name="document", filename="a.pdf", content_type="application/pdf"
+        )
         self.pk = upload.pk
         self.key = Attachment.objects.get(pk=self.pk).storage_key
         self.arrived: list[str] = []  # the digest a scan would have recorded
@@ -122,8 +129,9 @@ class Run:
                 self.check()
             yield data[half:]
 
-        service.tus_upload_append(user=self.user, attachment_id=self.pk, offset=offset, chunks=body(),
-                                  content_length=size, now=now)
+        service.tus_upload_append(
+            user=self.user, attachment_id=self.pk, offset=offset, chunks=body(), content_length=size, now=now
+        )
 
 
 def assert_settled(run: Run) -> None:

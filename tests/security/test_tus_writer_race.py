@@ -24,12 +24,13 @@ from tests.support import pdf_document, run_pipeline
 
 pytestmark = pytest.mark.django_db
 
-_PAGE = [b"<< /Type /Catalog /Pages 2 0 R /OpenAction 6 0 R >>",
-         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-         b"/Resources << /Font << /F1 5 0 R >> >> >>",
-         b"<< /Length 44 >>\nstream\nBT /F1 18 Tf 50 700 Td (Quarterly report) Tj ET\nendstream",
-         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+_PAGE = [
+    b"<< /Type /Catalog /Pages 2 0 R /OpenAction 6 0 R >>",
+    b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+    b"<< /Length 44 >>\nstream\nBT /F1 18 Tf 50 700 Td (Quarterly report) Tj ET\nendstream",
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+]
 CLEAN_ACTION = b"<< /Type /Action /S /URI /URI (https://example.com/q3) >>"
 LAUNCH_ACTION = b"<< /Type /Action /S /Launch /F (cmd.exe) >>".ljust(len(CLEAN_ACTION))
 
@@ -47,8 +48,9 @@ def _served(attachment: Attachment) -> bytes:
 def test_the_launch_pdf_alone_is_rejected(alice):
     """The premise: uploaded normally (one PATCH), the evil PDF never becomes ready."""
     _clean, evil = _pdfs()
-    upload = tus_upload_create(user=alice, length=len(evil), profile_name="document", filename="q3.pdf",
-                               content_type="application/pdf")
+    upload = tus_upload_create(
+        user=alice, length=len(evil), profile_name="document", filename="q3.pdf", content_type="application/pdf"
+    )
     tus_upload_append(user=alice, attachment_id=upload.pk, offset=0, chunks=[evil], content_length=len(evil))
     assert run_pipeline(upload.pk) == "rejected"
     assert Attachment.objects.get(pk=upload.pk).reason_code == "malware"
@@ -57,16 +59,23 @@ def test_the_launch_pdf_alone_is_rejected(alice):
 def test_a_stalled_writer_cannot_swap_the_bytes_of_a_ready_file(alice):
     clean, evil = _pdfs()
     split = evil.index(LAUNCH_ACTION) - 10  # A's first chunk stops before the /Launch action
-    upload = tus_upload_create(user=alice, length=len(evil), profile_name="document", filename="q3.pdf",
-                               content_type="application/pdf")
+    upload = tus_upload_create(
+        user=alice, length=len(evil), profile_name="document", filename="q3.pdf", content_type="application/pdf"
+    )
     during_the_stall: list[object] = []
 
     def takeover() -> None:
         later = timezone.now() + timedelta(minutes=2)  # A's claim is long stale by the clock
         head = tus_upload_recover(user=alice, attachment_id=upload.pk, now=later)
         try:
-            tus_upload_append(user=alice, attachment_id=upload.pk, offset=head.offset, chunks=[clean[head.offset:]],
-                              content_length=len(clean) - head.offset, now=later)
+            tus_upload_append(
+                user=alice,
+                attachment_id=upload.pk,
+                offset=head.offset,
+                chunks=[clean[head.offset :]],
+                content_length=len(clean) - head.offset,
+                now=later,
+            )
         except AirlockError as exc:
             during_the_stall.append(exc)
             return
@@ -78,8 +87,9 @@ def test_a_stalled_writer_cannot_swap_the_bytes_of_a_ready_file(alice):
         yield evil[split:]
 
     try:
-        tus_upload_append(user=alice, attachment_id=upload.pk, offset=0, chunks=stalled_body(),
-                          content_length=len(evil))
+        tus_upload_append(
+            user=alice, attachment_id=upload.pk, offset=0, chunks=stalled_body(), content_length=len(evil)
+        )
     except (AirlockError, OSError):
         pass  # the unfixed code fails here, after the harm is done; the fixed one completes
     attachment = Attachment.objects.get(pk=upload.pk)

@@ -7,7 +7,6 @@ import time
 import uuid
 import zipfile
 
-
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$" + b"EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 
 
@@ -21,6 +20,7 @@ def client_for(user=None):
 
 
 # --- sample files, built small and real ---------------------------------------
+
 
 def jpeg_bytes(size=(64, 48), color=(200, 30, 30), exif=None) -> bytes:
     from PIL import Image
@@ -87,10 +87,13 @@ def zip_bytes(entries: dict[str, bytes] | None = None) -> bytes:
 
 # --- driving uploads and the pipeline ------------------------------------------
 
-def create_intent(client, *, profile="image", filename="cat.jpg", size=100,
-                  content_type="image/jpeg"):
-    return client.post("/api/v1/uploads", {"profile": profile, "filename": filename, "size": size,
-                                           "content_type": content_type}, format="json")
+
+def create_intent(client, *, profile="image", filename="cat.jpg", size=100, content_type="image/jpeg"):
+    return client.post(
+        "/api/v1/uploads",
+        {"profile": profile, "filename": filename, "size": size, "content_type": content_type},
+        format="json",
+    )
 
 
 def put_bytes(url: str, data: bytes, *, content_type="application/octet-stream"):
@@ -137,5 +140,3 @@ def wait_for_status(attachment_id, statuses=("ready", "rejected", "failed"), tim
             return status
         time.sleep(0.05)
     raise AssertionError(f"{attachment_id} still {status} after {timeout}s")
-
-

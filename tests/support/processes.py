@@ -54,10 +54,16 @@ class PrivateClamd:
         self.stream_max = stream_max
 
     def _run(self, action: str) -> subprocess.CompletedProcess:
-        env = {**os.environ, "AIRLOCK_CLAMD_DIR": str(self.dir), "AIRLOCK_CLAMD_PORT": str(self.port),
-               "AIRLOCK_CLAMD_STREAM_MAX": self.stream_max, "AIRLOCK_PYTHON": sys.executable}
-        return subprocess.run([str(REPO / "scripts" / "clamd.sh"), action], env=env, capture_output=True,
-                              text=True, timeout=120)
+        env = {
+            **os.environ,
+            "AIRLOCK_CLAMD_DIR": str(self.dir),
+            "AIRLOCK_CLAMD_PORT": str(self.port),
+            "AIRLOCK_CLAMD_STREAM_MAX": self.stream_max,
+            "AIRLOCK_PYTHON": sys.executable,
+        }
+        return subprocess.run(
+            [str(REPO / "scripts" / "clamd.sh"), action], env=env, capture_output=True, text=True, timeout=120
+        )
 
     def start(self) -> None:
         result = self._run("start")
@@ -78,12 +84,17 @@ class PrivateClamd:
 class Server:
     """`manage.py serve` in a subprocess on a free port, on a database of its own under PostgreSQL."""
 
-    def __init__(self, tmp: Path, extra_env: dict[str, str], args: tuple[str, ...] = (),
-                 db_port: int | None = None):
+    def __init__(self, tmp: Path, extra_env: dict[str, str], args: tuple[str, ...] = (), db_port: int | None = None):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "AIRLOCK_DATA_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings.base",
-                    "AIRLOCK_TICK_SECONDS": "1", "AIRLOCK_KEY_PREFIX": f"e2e-{uuid.uuid4().hex[:8]}", **extra_env}
+        self.env = {
+            **os.environ,
+            "AIRLOCK_DATA_DIR": str(tmp),
+            "DJANGO_SETTINGS_MODULE": "config.settings.base",
+            "AIRLOCK_TICK_SECONDS": "1",
+            "AIRLOCK_KEY_PREFIX": f"e2e-{uuid.uuid4().hex[:8]}",
+            **extra_env,
+        }
         if os.environ.get("DATABASE_URL", "").startswith("postgres"):
             # A database of its own, created and dropped around the server.
             self.dbname = f"airlock_e2e_{uuid.uuid4().hex[:8]}"
@@ -101,8 +112,13 @@ class Server:
         self._launch()
 
     def _launch(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port), *self.args],
-                                     cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(self.port), *self.args],
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         if not wait_healthy(self.base, self.proc):
             raise AssertionError(f"serve did not start: {self.log_path.read_text()[-2000:]}")
 
@@ -113,8 +129,14 @@ class Server:
         self._launch()
 
     def createuser(self, name: str, tenant: str) -> str:
-        out = subprocess.run([sys.executable, "manage.py", "createuser", name, "--tenant", tenant], cwd=REPO,
-                             env=self.env, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "manage.py", "createuser", name, "--tenant", tenant],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return out.strip().splitlines()[-1]
 
     def stop(self) -> None:
@@ -126,8 +148,9 @@ class Server:
         self.log.close()
         if self.dbname:
             base = self.admin_url.rsplit("/", 1)[0]
-            subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"],
-                           check=False)
+            subprocess.run(
+                ["psql", f"{base}/postgres", "-qc", f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)"], check=False
+            )
 
 
 def raw(port: int, request: bytes, timeout: float = 15.0) -> tuple[int, bytes]:
@@ -145,8 +168,11 @@ def raw(port: int, request: bytes, timeout: float = 15.0) -> tuple[int, bytes]:
             data += chunk
             head, sep, body = data.partition(b"\r\n\r\n")
             if sep:
-                length = [line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:")]
+                length = [
+                    line.split(b":", 1)[1].strip()
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ]
                 if length and len(body) >= int(length[0]):
                     break
     assert data.startswith(b"HTTP/1."), data[:200]

@@ -51,36 +51,68 @@ def no_brake_overrides(settings) -> None:
     settings.AIRLOCK_SWEEPER_DRY_RUN = None
 
 
-def make_attachment(owner, *, created_at: datetime = T0, lifecycle: str = Lifecycle.STAGED,
-                    status: str = Status.READY, expires_at: datetime | None | str = "default",
-                    profile: str = "image", files: bool = True, thumbnail: bool = True,
-                    served: bool = True, quarantined: bool = False, **fields) -> Attachment:
+def make_attachment(
+    owner,
+    *,
+    created_at: datetime = T0,
+    lifecycle: str = Lifecycle.STAGED,
+    status: str = Status.READY,
+    expires_at: datetime | None | str = "default",
+    profile: str = "image",
+    files: bool = True,
+    thumbnail: bool = True,
+    served: bool = True,
+    quarantined: bool = False,
+    **fields,
+) -> Attachment:
     """A row as the pipeline leaves it, with its objects in storage (unless files=False)."""
     tenant = owner.membership.tenant
     pk = uuid.uuid4()
     key = original_key(tenant_slug=tenant.slug, profile=profile, attachment_id=pk)
-    served_key = derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="sanitized", ext="jpg") \
-        if served else ""
+    served_key = (
+        derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="sanitized", ext="jpg") if served else ""
+    )
     if expires_at == "default":
-        expires_at = None if lifecycle == Lifecycle.COMMITTED else created_at + timedelta(
-            seconds=settings.AIRLOCK_STAGED_TTL_SECONDS)
+        expires_at = (
+            None
+            if lifecycle == Lifecycle.COMMITTED
+            else created_at + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS)
+        )
     fields.setdefault("uploaded_at", created_at)
     attachment = Attachment.objects.create(
-        id=pk, tenant=tenant, owner=owner, profile=profile, status=status, filename="cat.jpg",
-        declared_size=4, declared_type="image/jpeg", storage_key=key, served_key=served_key,
-        quarantine_key=quarantine_key(key) if quarantined else "", created_at=created_at,
-        lifecycle=lifecycle, expires_at=expires_at,
+        id=pk,
+        tenant=tenant,
+        owner=owner,
+        profile=profile,
+        status=status,
+        filename="cat.jpg",
+        declared_size=4,
+        declared_type="image/jpeg",
+        storage_key=key,
+        served_key=served_key,
+        quarantine_key=quarantine_key(key) if quarantined else "",
+        created_at=created_at,
+        lifecycle=lifecycle,
+        expires_at=expires_at,
         committed_at=created_at if lifecycle == Lifecycle.COMMITTED else None,
         ref="test:1" if lifecycle == Lifecycle.COMMITTED else None,
-        discarded_at=created_at if lifecycle == Lifecycle.DISCARDED else None, **fields,
+        discarded_at=created_at if lifecycle == Lifecycle.DISCARDED else None,
+        **fields,
     )
     keys = [key] if not quarantined else [quarantine_key(key)]
     if served_key:
         keys.append(served_key)
     if thumbnail:
         thumb = derivative_key(tenant_slug=tenant.slug, attachment_id=pk, kind="thumbnail", ext="webp")
-        Derivative.objects.create(attachment=attachment, kind="thumbnail", storage_key=thumb,
-                                  content_type="image/webp", size=4, width=4, height=3)
+        Derivative.objects.create(
+            attachment=attachment,
+            kind="thumbnail",
+            storage_key=thumb,
+            content_type="image/webp",
+            size=4,
+            width=4,
+            height=3,
+        )
         keys.append(thumb)
     if files:
         gateway = get_gateway()
@@ -114,8 +146,13 @@ class CountingGateway:
 
     name = "counting"
 
-    def __init__(self, inner: StorageGateway | None = None, *, fail: Iterable[str] = (),
-                 on_delete: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        inner: StorageGateway | None = None,
+        *,
+        fail: Iterable[str] = (),
+        on_delete: Callable[[str], None] | None = None,
+    ) -> None:
         self.inner = inner or get_gateway()
         self.fail = set(fail)
         self.on_delete = on_delete

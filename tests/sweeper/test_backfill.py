@@ -64,8 +64,9 @@ def test_rescan_flags_every_ready_live_attachment_and_hides_none(population):
     """Issue #28/#29: `backfill --rescan` used to put ready files back to pending (hidden from their users)."""
     now = timezone.now()
     report = backfill_run(Selection(rescan=True, profile="image", since=now - timedelta(days=1)))
-    flagged = {name for name, a in population.items()
-               if Attachment.objects.get(pk=a.pk).rescan_requested_at is not None}
+    flagged = {
+        name for name, a in population.items() if Attachment.objects.get(pk=a.pk).rescan_requested_at is not None
+    }
     assert flagged == {"image_complete", "image_missing", "committed_missing"}
     assert report.processed == 3 and report.finished
     # Nothing left ready, nothing queued by the command: the background rescan scans them while they stay served.

@@ -28,8 +28,12 @@ def endpoints(alice):
     from webhooks.models import WebhookEndpoint
     from webhooks.services.endpoints import forget
 
-    made = [WebhookEndpoint.objects.create(tenant=alice.membership.tenant, url=f"https://hooks{i}.example.com/a",
-                                           event_types=[]) for i in range(2)]
+    made = [
+        WebhookEndpoint.objects.create(
+            tenant=alice.membership.tenant, url=f"https://hooks{i}.example.com/a", event_types=[]
+        )
+        for i in range(2)
+    ]
     forget()
     yield made
     forget()
@@ -41,8 +45,9 @@ def _statements_for_a_batch(owner, rows: int) -> tuple[int, list[str]]:
     with ThreadPoolExecutor(max_workers=2) as pool, CaptureQueriesContext(connection) as queries:
         result = reap_batch(now=LATER, after=None, size=100, gateway=gateway, pool=pool, workers=2)
     assert result.deleted == rows
-    assert set(Attachment.objects.filter(pk__in=[a.pk for a in made]).values_list("lifecycle", flat=True)) \
-        == {Lifecycle.DELETED}
+    assert set(Attachment.objects.filter(pk__in=[a.pk for a in made]).values_list("lifecycle", flat=True)) == {
+        Lifecycle.DELETED
+    }
     return len(queries.captured_queries), [q["sql"] for q in queries.captured_queries]
 
 
@@ -78,8 +83,9 @@ def test_the_jobs_of_a_batch_are_marked_sent_in_one_statement(alice, endpoints, 
     assert OutboxMessage.objects.filter(actor_name="webhook_deliver", sent_at__isnull=True).count() == 0
 
 
-def test_jobs_the_broker_refused_stay_in_the_outbox_counted_for_the_relay(alice, endpoints, monkeypatch,
-                                                                           django_capture_on_commit_callbacks):
+def test_jobs_the_broker_refused_stay_in_the_outbox_counted_for_the_relay(
+    alice, endpoints, monkeypatch, django_capture_on_commit_callbacks
+):
     """A broker that is down when the batch commits: every job stays unsent, each attempt counted once."""
     import dramatiq
 

@@ -43,10 +43,17 @@ def test_control_defaults_off_and_records_who_changed_it(alice):
         sweeper_control_set(killswitch=False, actor="")
 
 
-@pytest.mark.parametrize(("setting", "stored", "expected"), [
-    ("1", False, True), ("0", True, False), ("true", False, True), (None, True, True), ("", True, True),
-    ("garbage", False, True),  # a value set but not understood fails safe: the brake is on
-])
+@pytest.mark.parametrize(
+    ("setting", "stored", "expected"),
+    [
+        ("1", False, True),
+        ("0", True, False),
+        ("true", False, True),
+        (None, True, True),
+        ("", True, True),
+        ("garbage", False, True),  # a value set but not understood fails safe: the brake is on
+    ],
+)
 def test_settings_override_the_database(settings, setting, stored, expected):
     sweeper_control_set(killswitch=stored, dry_run=stored, actor="test")
     settings.AIRLOCK_SWEEPER_KILLSWITCH = setting
@@ -79,8 +86,11 @@ def test_killswitch_leaves_storage_and_rows_untouched(alice, storage_root, setti
 
 @pytest.mark.parametrize("how", ["database", "settings", "argument"])
 def test_dry_run_records_every_key_and_deletes_nothing(alice, storage_root, settings, how):
-    attachments = [make_attachment(alice, quarantined=True), make_attachment(alice),
-                   make_attachment(alice, lifecycle=Lifecycle.DISCARDED, expires_at=T0)]
+    attachments = [
+        make_attachment(alice, quarantined=True),
+        make_attachment(alice),
+        make_attachment(alice, lifecycle=Lifecycle.DISCARDED, expires_at=T0),
+    ]
     make_attachment(alice, lifecycle=Lifecycle.COMMITTED)
     if how == "database":
         sweeper_control_set(dry_run=True, actor="test")

@@ -35,11 +35,16 @@ def _old(root, key: str, days: float) -> str:
 @pytest.fixture
 def drift(alice, storage_root):
     """One of each deletable class: an orphan, a deleted row's leftover, expired quarantine."""
-    leftover = make_attachment(alice, lifecycle=Lifecycle.DELETED, deleted_at=timezone.now(), thumbnail=False,
-                               served=False)
-    return sorted([_old(storage_root, f"tenants/acme/image/{uuid.uuid4()}", 2),
-                   _old(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"), 40),
-                   *files_of(leftover)])
+    leftover = make_attachment(
+        alice, lifecycle=Lifecycle.DELETED, deleted_at=timezone.now(), thumbnail=False, served=False
+    )
+    return sorted(
+        [
+            _old(storage_root, f"tenants/acme/image/{uuid.uuid4()}", 2),
+            _old(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"), 40),
+            *files_of(leftover),
+        ]
+    )
 
 
 def _pull(brake: str, how: str, settings) -> None:

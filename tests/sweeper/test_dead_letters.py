@@ -1,4 +1,5 @@
-"""Sweep dead letters go somewhere: retry deletes the objects (or says why not), resolve needs them gone or abandoned."""
+"""Sweep dead letters go somewhere: retry deletes the objects (or says why not), resolve needs them gone or
+abandoned."""
 
 from __future__ import annotations
 

@@ -26,11 +26,17 @@ def _estate(owner):
         "staged": make_attachment(owner, created_at=now, status=Status.PENDING, stored_size=4),
         "committed": make_attachment(owner, created_at=now, lifecycle=Lifecycle.COMMITTED, stored_size=4),
         "released": make_attachment(owner, created_at=now, lifecycle=Lifecycle.COMMITTED, stored_size=4),
-        "discarded": make_attachment(owner, created_at=now, lifecycle=Lifecycle.DISCARDED, stored_size=4,
-                                     expires_at=now + timezone.timedelta(hours=1)),
+        "discarded": make_attachment(
+            owner,
+            created_at=now,
+            lifecycle=Lifecycle.DISCARDED,
+            stored_size=4,
+            expires_at=now + timezone.timedelta(hours=1),
+        ),
     }
     Attachment.objects.filter(pk=rows["released"].pk).update(
-        lifecycle=Lifecycle.RELEASED, released_at=now, expires_at=now + timezone.timedelta(days=1))
+        lifecycle=Lifecycle.RELEASED, released_at=now, expires_at=now + timezone.timedelta(days=1)
+    )
     return rows
 
 

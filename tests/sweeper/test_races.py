@@ -50,8 +50,9 @@ def _wait_until_blocked_on_a_lock(timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     with connection.cursor() as cursor:
         while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                           "AND datname = current_database()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
             if cursor.fetchone()[0]:
                 return
             time.sleep(0.01)
@@ -62,8 +63,7 @@ def test_two_sweepers_started_together_delete_each_object_once(alice):
     rows = [make_attachment(alice, created_at=T0 + timedelta(seconds=i)) for i in range(60)]
     gateway = CountingGateway()
 
-    results = _run_threads(*(lambda: sweep_expired(now=EXPIRY + DAY, gateway=gateway, batch_size=7)
-                             for _ in range(2)))
+    results = _run_threads(*(lambda: sweep_expired(now=EXPIRY + DAY, gateway=gateway, batch_size=7) for _ in range(2)))
 
     reports = [value for kind, value in results if kind == "ok"]
     assert len(reports) == 2, results
@@ -86,8 +86,9 @@ def test_row_locks_alone_keep_overlapping_sweeps_from_deleting_twice(alice):
         make_attachment(alice, created_at=T0 + timedelta(seconds=i))
     gateway = CountingGateway()
 
-    results = _run_threads(*(lambda: sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=NoLock(), batch_size=5)
-                             for _ in range(4)))
+    results = _run_threads(
+        *(lambda: sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=NoLock(), batch_size=5) for _ in range(4))
+    )
 
     assert all(kind == "ok" for kind, _ in results), results
     assert sum(value.deleted for _, value in results) == 80
@@ -98,8 +99,9 @@ def test_many_sweepers_on_the_real_lock_sweep_once_each_tick(alice):
     for i in range(20):
         make_attachment(alice, created_at=T0 + timedelta(seconds=i))
     gateway = CountingGateway()
-    results = _run_threads(*(lambda: sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=make_lock("sweep"))
-                             for _ in range(4)))
+    results = _run_threads(
+        *(lambda: sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=make_lock("sweep")) for _ in range(4))
+    )
     assert all(kind == "ok" for kind, _ in results), results
     assert max(gateway.calls.values()) == 1 and len(gateway.calls) == 60
 
@@ -110,8 +112,9 @@ def _commit_open_while_a_sweep_runs(owner, attachment, gateway):
 
     def commit() -> list[str]:
         with transaction.atomic():
-            result = attachments_commit(owner=owner, ids=[attachment.pk], ref="post:1",
-                                        now=EXPIRY - timedelta(seconds=1))
+            result = attachments_commit(
+                owner=owner, ids=[attachment.pk], ref="post:1", now=EXPIRY - timedelta(seconds=1)
+            )
             committed_but_open.set()
             assert sweep_done.wait(timeout=20)
         return result
@@ -141,8 +144,7 @@ def _commit_while_the_sweep_deletes(owner, attachment):
 
     def commit():
         assert deleting.wait(timeout=20)
-        return attachments_commit(owner=owner, ids=[attachment.pk], ref="post:1",
-                                  now=EXPIRY - timedelta(seconds=1))
+        return attachments_commit(owner=owner, ids=[attachment.pk], ref="post:1", now=EXPIRY - timedelta(seconds=1))
 
     def referee():
         assert deleting.wait(timeout=20)
@@ -156,8 +158,7 @@ def test_a_commit_holding_the_row_wins_over_the_sweep(alice):
     """The commit locked the row (its clock said: not expired yet); the sweep's clock says expired."""
     attachment = make_attachment(alice)
     gateway = CountingGateway()
-    (commit_kind, committed), (sweep_kind, report) = \
-        _commit_open_while_a_sweep_runs(alice, attachment, gateway)
+    (commit_kind, committed), (sweep_kind, report) = _commit_open_while_a_sweep_runs(alice, attachment, gateway)
 
     assert commit_kind == "ok" and committed == [str(attachment.pk)]
     assert sweep_kind == "ok" and report.deleted == 0 and not gateway.calls
@@ -171,8 +172,7 @@ def test_a_commit_holding_the_row_wins_over_the_sweep(alice):
 
 def test_a_commit_arriving_while_the_sweep_holds_the_row_waits_and_is_refused(alice):
     attachment = make_attachment(alice)
-    (sweep_kind, report), (commit_kind, error), (referee_kind, _) = \
-        _commit_while_the_sweep_deletes(alice, attachment)
+    (sweep_kind, report), (commit_kind, error), (referee_kind, _) = _commit_while_the_sweep_deletes(alice, attachment)
 
     assert sweep_kind == "ok" and report.deleted == 1
     assert referee_kind == "ok"
@@ -185,8 +185,7 @@ def test_a_commit_arriving_while_the_sweep_holds_the_row_waits_and_is_refused(al
 def test_commits_racing_sweeps_never_lose_a_committed_file(alice):
     """Rows right at their expiry; clients commit with clocks just before it while sweepers run after it."""
     rng = random.Random(7)
-    rows = [make_attachment(alice, created_at=T0 + timedelta(milliseconds=i), thumbnail=False)
-            for i in range(120)]
+    rows = [make_attachment(alice, created_at=T0 + timedelta(milliseconds=i), thumbnail=False) for i in range(120)]
     order = rows[:]
     rng.shuffle(order)
     outcomes: dict = {}
@@ -195,16 +194,23 @@ def test_commits_racing_sweeps_never_lose_a_committed_file(alice):
         def run():
             for attachment in chunk:
                 try:
-                    attachments_commit(owner=alice, ids=[attachment.pk], ref=f"r:{attachment.pk}",
-                                       now=attachment.expires_at - timedelta(microseconds=1))
+                    attachments_commit(
+                        owner=alice,
+                        ids=[attachment.pk],
+                        ref=f"r:{attachment.pk}",
+                        now=attachment.expires_at - timedelta(microseconds=1),
+                    )
                     outcomes[attachment.pk] = "committed"
                 except AttachmentInvalid as exc:
                     outcomes[attachment.pk] = exc.details[str(attachment.pk)]
+
         return run
 
     gateway = CountingGateway()
-    sweeper = lambda: [sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=NoLock(), batch_size=3)  # noqa: E731
-                       for _ in range(8)]
+
+    def sweeper():
+        return [sweep_expired(now=EXPIRY + DAY, gateway=gateway, lock=NoLock(), batch_size=3) for _ in range(8)]
+
     results = _run_threads(committer(order[0::2]), committer(order[1::2]), sweeper, sweeper)
     assert all(kind == "ok" for kind, _ in results), results
 

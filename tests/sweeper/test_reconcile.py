@@ -57,8 +57,7 @@ def test_orphans_past_the_grace_window_are_deleted_younger_ones_kept(alice, stor
     _age_files(storage_root, live, 10 * grace)
     old = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=grace + 60)
     odd = _put(storage_root, "tenants/acme/image/leftover-tmp", age_seconds=grace + 60)
-    stray_derivative = _put(storage_root, f"tenants/acme/derivatives/{live.pk}/sanitized.png",
-                            age_seconds=grace + 60)
+    stray_derivative = _put(storage_root, f"tenants/acme/derivatives/{live.pk}/sanitized.png", age_seconds=grace + 60)
     young = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=grace - 60)
 
     report = reconcile_storage()
@@ -73,8 +72,9 @@ def test_orphans_past_the_grace_window_are_deleted_younger_ones_kept(alice, stor
 
 
 def test_orphans_can_go_to_quarantine_instead(storage_root, settings):
-    key = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}",
-               age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60)
+    key = _put(
+        storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60
+    )
     report = reconcile_storage(quarantine_orphans=True)
     assert [(f.kind, f.action) for f in report.findings] == [("orphan", "quarantined")]
     assert not _exists(key) and _exists(quarantine_key(key))
@@ -92,13 +92,14 @@ def test_objects_of_rows_marked_deleted_are_deleted_again(alice, storage_root):
 
 def test_quarantine_older_than_its_retention_is_deleted(alice, storage_root, settings):
     days = settings.AIRLOCK_QUARANTINE_DAYS
-    rejected = make_attachment(alice, created_at=timezone.now(), status=Status.REJECTED, quarantined=True,
-                               thumbnail=False, served=False)
+    rejected = make_attachment(
+        alice, created_at=timezone.now(), status=Status.REJECTED, quarantined=True, thumbnail=False, served=False
+    )
     recent = rejected.quarantine_key
-    old = _put(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"),
-               age_seconds=(days + 1) * 86400)
-    young_orphan = _put(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"),
-                        age_seconds=(days - 1) * 86400)
+    old = _put(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"), age_seconds=(days + 1) * 86400)
+    young_orphan = _put(
+        storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"), age_seconds=(days - 1) * 86400
+    )
 
     report = reconcile_storage()
 
@@ -109,19 +110,26 @@ def test_quarantine_older_than_its_retention_is_deleted(alice, storage_root, set
 def test_a_lost_arrival_is_recorded_and_enqueued(alice, storage_root, settings):
     grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
     now = timezone.now()
-    lost = make_attachment(alice, created_at=now, status=Status.PENDING, uploaded_at=None,
-                           thumbnail=False, served=False)
+    lost = make_attachment(
+        alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
+    )
     _age_files(storage_root, lost, grace + 60)
-    in_flight = make_attachment(alice, created_at=now, status=Status.PENDING, uploaded_at=None,
-                                thumbnail=False, served=False)  # its event may still be on its way
-    expired = make_attachment(alice, created_at=now - timedelta(days=8), status=Status.PENDING,
-                              uploaded_at=None, thumbnail=False, served=False)
+    in_flight = make_attachment(
+        alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
+    )  # its event may still be on its way
+    expired = make_attachment(
+        alice,
+        created_at=now - timedelta(days=8),
+        status=Status.PENDING,
+        uploaded_at=None,
+        thumbnail=False,
+        served=False,
+    )
     _age_files(storage_root, expired, grace + 60)  # the sweeper's, not processing's
 
     report = reconcile_storage()
 
-    assert [(f.kind, f.attachment_id, f.action) for f in report.findings] == [
-        ("arrived", str(lost.pk), "enqueued")]
+    assert [(f.kind, f.attachment_id, f.action) for f in report.findings] == [("arrived", str(lost.pk), "enqueued")]
     lost.refresh_from_db()
     assert lost.uploaded_at is not None
     assert StorageEvent.objects.get(source="reconcile").attachment_id == lost.pk
@@ -131,10 +139,22 @@ def test_a_lost_arrival_is_recorded_and_enqueued(alice, storage_root, settings):
 
 def test_expired_leases_go_back_to_pending(alice):
     now = timezone.now()
-    stuck = make_attachment(alice, created_at=now, status=Status.PROCESSING, files=False,
-                            lease_token=uuid.uuid4(), lease_expires_at=now - timedelta(minutes=1))
-    running = make_attachment(alice, created_at=now, status=Status.PROCESSING, files=False,
-                              lease_token=uuid.uuid4(), lease_expires_at=now + timedelta(minutes=5))
+    stuck = make_attachment(
+        alice,
+        created_at=now,
+        status=Status.PROCESSING,
+        files=False,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now - timedelta(minutes=1),
+    )
+    running = make_attachment(
+        alice,
+        created_at=now,
+        status=Status.PROCESSING,
+        files=False,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now + timedelta(minutes=5),
+    )
 
     report = reconcile_storage(now=now)
 
@@ -161,21 +181,37 @@ def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, 
     _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=grace + 60)
     make_attachment(alice, lifecycle=Lifecycle.DELETED, deleted_at=now, thumbnail=False, served=False)
     _put(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"), age_seconds=40 * 86400)
-    lost = make_attachment(alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False,
-                           served=False)
+    lost = make_attachment(
+        alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
+    )
     _age_files(storage_root, lost, grace + 60)
-    stuck = make_attachment(alice, created_at=now, status=Status.PROCESSING, files=False,
-                            lease_token=uuid.uuid4(), lease_expires_at=now - timedelta(minutes=1))
+    stuck = make_attachment(
+        alice,
+        created_at=now,
+        status=Status.PROCESSING,
+        files=False,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now - timedelta(minutes=1),
+    )
     files = storage_snapshot(storage_root)
     rows = list(Attachment.objects.order_by("pk").values())
 
     report = reconcile_storage(dry_run=True)
 
-    assert report.counts() == {"orphan": 1, "deleted_leftover": 1, "quarantine_expired": 1, "arrived": 1,
-                               "missing_originals": 0, "missing_originals_failed": 0, "missing_derivatives": 0,
-                               "missing_derivatives_regenerated": 0, "missing_variants": 0,
-                               "missing_variants_dropped": 0, "orphan_multipart_found": 0,
-                               "orphan_multipart_aborted": 0}
+    assert report.counts() == {
+        "orphan": 1,
+        "deleted_leftover": 1,
+        "quarantine_expired": 1,
+        "arrived": 1,
+        "missing_originals": 0,
+        "missing_originals_failed": 0,
+        "missing_derivatives": 0,
+        "missing_derivatives_regenerated": 0,
+        "missing_variants": 0,
+        "missing_variants_dropped": 0,
+        "orphan_multipart_found": 0,
+        "orphan_multipart_aborted": 0,
+    }
     assert {f.action for f in report.findings} == {"would_delete", "would_enqueue"}
     assert report.expired_leases == 1
     assert storage_snapshot(storage_root) == files
@@ -185,8 +221,9 @@ def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, 
 
 
 def test_two_runs_cannot_overlap(storage_root, settings):
-    key = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}",
-               age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60)
+    key = _put(
+        storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60
+    )
     holder = DatabaseLock("reconcile")
     assert holder.acquire()
     report = reconcile_storage(lock=DatabaseLock("reconcile"))
@@ -195,8 +232,9 @@ def test_two_runs_cannot_overlap(storage_root, settings):
 
 
 def test_the_command_prints_a_summary_or_json(storage_root, settings):
-    key = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}",
-               age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60)
+    key = _put(
+        storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60
+    )
 
     out = StringIO()
     call_command("reconcile", "--dry-run", stdout=out)

@@ -39,8 +39,9 @@ def endpoint(alice):
     from webhooks.models import WebhookEndpoint
     from webhooks.services.endpoints import forget
 
-    made = WebhookEndpoint.objects.create(tenant=alice.membership.tenant, url="https://hooks.example.com/airlock",
-                                          event_types=[])
+    made = WebhookEndpoint.objects.create(
+        tenant=alice.membership.tenant, url="https://hooks.example.com/airlock", event_types=[]
+    )
     forget()
     yield made
     forget()
@@ -70,8 +71,10 @@ def test_a_dry_run_reports_the_missing_objects_and_changes_nothing(drift):
     assert (counts["missing_originals"], counts["missing_derivatives"]) == (1, 1)
     assert (counts["missing_originals_failed"], counts["missing_derivatives_regenerated"]) == (0, 0)
     found = {(f.kind, f.attachment_id, f.action) for f in report.findings if f.kind.startswith("missing")}
-    assert found == {("missing_original", str(lost.pk), "would_fail"),
-                     ("missing_derivative", str(thinned.pk), "would_regenerate")}
+    assert found == {
+        ("missing_original", str(lost.pk), "would_fail"),
+        ("missing_derivative", str(thinned.pk), "would_regenerate"),
+    }
     assert _statuses(lost, thinned, whole) == [("ready", "")] * 3
     assert OutboxMessage.objects.count() == outbox_before
     assert not _exists(_derivative(thinned).storage_key)
@@ -87,10 +90,15 @@ def test_a_lost_original_fails_the_file_with_a_webhook_and_the_admin_finds_it(dr
     assert report.counts()["missing_originals_failed"] == 1
     assert _statuses(lost, whole) == [("failed", "object_missing"), ("ready", "")]
     log = TransitionLog.objects.filter(attachment=lost).latest("id")
-    assert (log.transition, log.from_status, log.to_status, log.actor) == ("lose", "ready", "failed",
-                                                                          "system:reconcile")
+    assert (log.transition, log.from_status, log.to_status, log.actor) == (
+        "lose",
+        "ready",
+        "failed",
+        "system:reconcile",
+    )
     assert list(WebhookEvent.objects.filter(attachment_id=lost.pk).values_list("type", flat=True)) == [
-        "attachment.failed"]
+        "attachment.failed"
+    ]
     assert not WebhookEvent.objects.filter(attachment_id__in=[thinned.pk, whole.pk], type="attachment.failed")
 
     staff = make_user("admin-1", staff=True)
@@ -178,8 +186,9 @@ def test_a_killswitch_pulled_mid_walk_holds_the_batches_after_it(alice, monkeypa
     monkeypatch.setattr(missing_objects, "attachment_fail_missing", fail_then_pull_the_killswitch)
     report = reconcile_storage()
 
-    actions = [f.action for f in sorted(report.findings, key=lambda f: f.attachment_id or "")
-               if f.kind == "missing_original"]
+    actions = [
+        f.action for f in sorted(report.findings, key=lambda f: f.attachment_id or "") if f.kind == "missing_original"
+    ]
     # Batch 1 (two rows) was cleared to act before the switch; batch 2 reads it and keeps its row.
     assert actions == ["failed", "failed", "kept"]
     assert _statuses(*lost) == [("failed", "object_missing")] * 2 + [("ready", "")]

@@ -32,8 +32,7 @@ def files(alice):
 
 
 def _flagged(files) -> set[str]:
-    return {name for name, row in files.items()
-            if Attachment.objects.get(pk=row.pk).rescan_requested_at is not None}
+    return {name for name, row in files.items() if Attachment.objects.get(pk=row.pk).rescan_requested_at is not None}
 
 
 def test_rescan_since_a_duration_with_a_profile_flags_and_changes_no_status(files):
@@ -54,8 +53,9 @@ def test_rescan_dry_run_counts_and_changes_nothing(files):
 
 
 def test_rescan_restarts_a_finished_walk(files):
-    RescanCheckpoint.objects.create(version="v", finished_at=timezone.now(), cursor_id=files["doc"].pk,
-                                    cursor_created_at=timezone.now())
+    RescanCheckpoint.objects.create(
+        version="v", finished_at=timezone.now(), cursor_id=files["doc"].pk, cursor_created_at=timezone.now()
+    )
     call_command("rescan", "--since", "2000-01-01", stdout=StringIO())
     checkpoint = RescanCheckpoint.objects.get()
     assert (checkpoint.finished_at, checkpoint.cursor_id) == (None, None)
@@ -102,8 +102,9 @@ def test_without_a_running_serve_backfill_refuses_before_changing_anything(files
     call_command("backfill", "--status", "failed", "--dry-run", "--no-progress", stdout=StringIO())
 
 
-def test_with_a_running_serve_the_jobs_wait_in_the_outbox_for_its_relay(files, in_process_broker,
-                                                                          django_capture_on_commit_callbacks):
+def test_with_a_running_serve_the_jobs_wait_in_the_outbox_for_its_relay(
+    files, in_process_broker, django_capture_on_commit_callbacks
+):
     handoff.jobs_heartbeat_beat(in_process_broker=True)
     Attachment.objects.filter(pk=files["photo"].pk).update(status=Status.FAILED)
     err = StringIO()
@@ -118,7 +119,9 @@ def test_with_a_running_serve_the_jobs_wait_in_the_outbox_for_its_relay(files, i
 
 
 def test_a_stale_heartbeat_is_no_serve(files, in_process_broker):
-    handoff.jobs_heartbeat_beat(in_process_broker=True, now=timezone.now() - handoff.stale_after() - timedelta(seconds=1))
+    handoff.jobs_heartbeat_beat(
+        in_process_broker=True, now=timezone.now() - handoff.stale_after() - timedelta(seconds=1)
+    )
     assert handoff.serve_running() is None
     with pytest.raises(handoff.ServeNotRunning):
         handoff.command_enqueues("backfill", require_serve=True)

@@ -26,10 +26,19 @@ pytestmark = pytest.mark.django_db
 
 NOW = T0 + 400 * DAY
 TABLES = {
-    "outbox_sent": OutboxMessage, "storage_events": StorageEvent, "transition_logs": TransitionLog,
-    "tombstones": Tombstone, "sweep_runs": SweepRun, "reconcile_runs": ReconcileRun, "dead_letters": DeadLetter,
-    "backfill_checkpoints": BackfillCheckpoint, "admin_log_entries": LogEntry, "login_attempts": AccessAttempt,
-    "login_logs": AccessLog, "login_failure_logs": AccessFailureLog, "sessions": Session,
+    "outbox_sent": OutboxMessage,
+    "storage_events": StorageEvent,
+    "transition_logs": TransitionLog,
+    "tombstones": Tombstone,
+    "sweep_runs": SweepRun,
+    "reconcile_runs": ReconcileRun,
+    "dead_letters": DeadLetter,
+    "backfill_checkpoints": BackfillCheckpoint,
+    "admin_log_entries": LogEntry,
+    "login_attempts": AccessAttempt,
+    "login_logs": AccessLog,
+    "login_failure_logs": AccessFailureLog,
+    "sessions": Session,
     "webhook_events": WebhookEvent,
 }
 
@@ -46,15 +55,26 @@ def _rows(alice, age: timedelta, n: int) -> None:
     for i in range(n):
         sent = OutboxMessage.objects.create(actor_name="intake", queue_name="intake", args=[str(i)])
         _stamp(OutboxMessage, sent.pk, created_at=when, sent_at=when)
-        event = StorageEvent.objects.create(dedupe_key=f"{age}:{i}", source="local", event_name="x",
-                                            key=f"k{i}", outcome="started")
+        event = StorageEvent.objects.create(
+            dedupe_key=f"{age}:{i}", source="local", event_name="x", key=f"k{i}", outcome="started"
+        )
         _stamp(StorageEvent, event.pk, received_at=when)
-        log = TransitionLog.objects.create(attachment=attachment, transition="start", from_status="pending",
-                                           to_status="processing", actor="system")
+        log = TransitionLog.objects.create(
+            attachment=attachment, transition="start", from_status="pending", to_status="processing", actor="system"
+        )
         _stamp(TransitionLog, log.pk, created_at=when)
-        Tombstone.objects.create(attachment_id=uuid.uuid4(), tenant_id=tenant.pk, tenant_slug="acme",
-                                 profile="image", storage_key=f"t{age}:{i}", status="ready", lifecycle="deleted",
-                                 created_at=when, purged_at=when, purged_by="system:purge")
+        Tombstone.objects.create(
+            attachment_id=uuid.uuid4(),
+            tenant_id=tenant.pk,
+            tenant_slug="acme",
+            profile="image",
+            storage_key=f"t{age}:{i}",
+            status="ready",
+            lifecycle="deleted",
+            created_at=when,
+            purged_at=when,
+            purged_by="system:purge",
+        )
         SweepRun.objects.create(started_at=when, mode="normal")
         ReconcileRun.objects.create(started_at=when, mode="normal")
         letter = DeadLetter.objects.create(kind="processing", resolved_at=when, resolved_by="staff:mod")
@@ -64,11 +84,18 @@ def _rows(alice, age: timedelta, n: int) -> None:
         _stamp(LogEntry, entry.pk, action_time=when)
         for model in (AccessAttempt, AccessLog, AccessFailureLog):
             extra = {"get_data": "", "post_data": "", "failures_since_start": 1} if model is AccessAttempt else {}
-            made = model.objects.create(user_agent="ua", ip_address="10.0.0.1", username=f"u{age}:{i}",
-                                        http_accept="*/*", path_info="/admin/login/", **extra)
+            made = model.objects.create(
+                user_agent="ua",
+                ip_address="10.0.0.1",
+                username=f"u{age}:{i}",
+                http_accept="*/*",
+                path_info="/admin/login/",
+                **extra,
+            )
             _stamp(model, made.pk, attempt_time=when)
-        WebhookEvent.objects.create(type="attachment.ready", tenant=tenant, attachment_id=attachment.pk, body="{}",
-                                    created_at=when)
+        WebhookEvent.objects.create(
+            type="attachment.ready", tenant=tenant, attachment_id=attachment.pk, body="{}", created_at=when
+        )
         # A two-day session opened `age` ago: long expired for the old rows, still live for the young.
         Session.objects.create(session_key=f"s{age.days}x{i}", session_data="", expire_date=when + 2 * DAY)
 
@@ -87,11 +114,21 @@ def aged(alice):
     open_letter = DeadLetter.objects.create(kind="processing")
     _stamp(DeadLetter, open_letter.pk, created_at=NOW - 800 * DAY)
     BackfillCheckpoint.objects.create(selection="unfinished", started_at=NOW - 800 * DAY, updated_at=NOW)
-    owed = WebhookEvent.objects.create(type="attachment.ready", tenant=Tenant.objects.get(slug="acme"),
-                                       attachment_id=uuid.uuid4(), body="{}", created_at=NOW - 800 * DAY)
+    owed = WebhookEvent.objects.create(
+        type="attachment.ready",
+        tenant=Tenant.objects.get(slug="acme"),
+        attachment_id=uuid.uuid4(),
+        body="{}",
+        created_at=NOW - 800 * DAY,
+    )
     endpoint = WebhookEndpoint.objects.create(tenant=owed.tenant, url="https://example.com/hook")
-    owed.deliveries.create(endpoint=endpoint, created_at=owed.created_at, window_started_at=owed.created_at,
-                           next_attempt_at=NOW, enqueued_at=NOW)
+    owed.deliveries.create(
+        endpoint=endpoint,
+        created_at=owed.created_at,
+        window_started_at=owed.created_at,
+        next_attempt_at=NOW,
+        enqueued_at=NOW,
+    )
     return unsent
 
 
@@ -101,8 +138,14 @@ def test_rows_past_their_windows_are_purged_in_batches_and_the_run_says_how_many
     assert report.purged == {name: 5 for name in TABLES}
     # what is left: the young rows, what is still needed (an unsent message, an open dead letter,
     # an unfinished backfill, an event still owed), and this run's own record
-    assert _counts() == {**{name: 2 for name in TABLES}, "outbox_sent": 3, "sweep_runs": 3, "dead_letters": 3,
-                         "backfill_checkpoints": 3, "webhook_events": 3}
+    assert _counts() == {
+        **{name: 2 for name in TABLES},
+        "outbox_sent": 3,
+        "sweep_runs": 3,
+        "dead_letters": 3,
+        "backfill_checkpoints": 3,
+        "webhook_events": 3,
+    }
     assert OutboxMessage.objects.filter(pk=aged.pk).exists()
     assert SweepRun.objects.get(pk=report.run_id).purged == report.purged
 
@@ -155,5 +198,6 @@ def test_killswitch_purges_nothing_and_dry_run_only_counts(aged):
     sweeper_control_set(killswitch=False, dry_run=True, actor="test")
     report = sweep_expired(now=NOW)
     assert report.purged["storage_events"] == 5 and "past retention would be purged" in report.summary()
-    assert {k: v for k, v in _counts().items() if k != "sweep_runs"} == \
-        {k: v for k, v in before.items() if k != "sweep_runs"}
+    assert {k: v for k, v in _counts().items() if k != "sweep_runs"} == {
+        k: v for k, v in before.items() if k != "sweep_runs"
+    }

@@ -29,8 +29,7 @@ LATER = T0 + 8 * DAY  # every default staged row made at T0 has expired by then
 
 def test_reaps_expired_and_discarded_rows_by_their_stored_keys(alice):
     expired = make_attachment(alice, quarantined=True)
-    discarded = make_attachment(alice, created_at=T0 + 5 * DAY, lifecycle=Lifecycle.DISCARDED,
-                                expires_at=T0 + 5 * DAY)
+    discarded = make_attachment(alice, created_at=T0 + 5 * DAY, lifecycle=Lifecycle.DISCARDED, expires_at=T0 + 5 * DAY)
     fresh = make_attachment(alice, created_at=T0 + 4 * DAY)  # expires day 11
     committed = make_attachment(alice, lifecycle=Lifecycle.COMMITTED)
     keys = {a.pk: all_keys(a) for a in (expired, discarded)}
@@ -78,14 +77,16 @@ def test_object_already_gone_counts_as_success(alice):
 
 
 def test_works_through_every_batch_and_honours_the_limit(alice):
-    rows = [make_attachment(alice, created_at=T0 + timedelta(minutes=i), thumbnail=False, served=False)
-            for i in range(11)]
+    rows = [
+        make_attachment(alice, created_at=T0 + timedelta(minutes=i), thumbnail=False, served=False) for i in range(11)
+    ]
 
     limited = sweep_expired(now=LATER, limit=4, batch_size=3)
     assert (limited.selected, limited.deleted, limited.stopped) == (4, 4, "limit")
     # The oldest expiries go first.
     assert {a.pk for a in rows[:4]} == set(
-        Attachment.objects.filter(lifecycle=Lifecycle.DELETED).values_list("pk", flat=True))
+        Attachment.objects.filter(lifecycle=Lifecycle.DELETED).values_list("pk", flat=True)
+    )
 
     rest = sweep_expired(now=LATER, batch_size=3)
     assert (rest.selected, rest.deleted, rest.stopped) == (7, 7, "")
@@ -160,7 +161,13 @@ def test_every_run_is_recorded(alice):
     sweep_expired(now=LATER, trigger="tick")
     run = SweepRun.objects.get()
     assert (run.mode, run.trigger, run.selected, run.deleted, run.errors, run.dead_lettered) == (
-        "normal", "tick", 1, 1, 0, 0)
+        "normal",
+        "tick",
+        1,
+        1,
+        0,
+        0,
+    )
     assert run.started_at == LATER and run.finished_at >= run.started_at
     assert run.objects_deleted == 3 and run.would_delete == []
 

@@ -43,8 +43,15 @@ def test_a_purged_file_leaves_a_tombstone_with_its_story(alice, settings):
     assert stone.purged_by == "system:purge"
     # …and their summary stayed: who did what, in order
     story = [(e["event"], e["actor"]) for e in stone.history]
-    assert story == [("intent", "user:alice"), ("arrived", "worker"), ("start", "worker"), ("scan", "worker"),
-                     ("finish", "worker"), ("discard", "user:alice"), ("sweep_delete", "system:sweep")], story
+    assert story == [
+        ("intent", "user:alice"),
+        ("arrived", "worker"),
+        ("start", "worker"),
+        ("scan", "worker"),
+        ("finish", "worker"),
+        ("discard", "user:alice"),
+        ("sweep_delete", "system:sweep"),
+    ], story
     assert stone.history_total == 7
     assert stone.history[1]["details"]["stored_size"] == row.stored_size
 
@@ -52,9 +59,17 @@ def test_a_purged_file_leaves_a_tombstone_with_its_story(alice, settings):
 def test_tombstones_are_written_one_insert_per_batch(alice, settings):
     rows = [make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0) for _ in range(12)]
     for row in rows:
-        TransitionLog.objects.bulk_create([TransitionLog(attachment=row, transition="sweep_delete",
-                                                         from_status="discarded", to_status="deleted",
-                                                         actor="system:sweep")])
+        TransitionLog.objects.bulk_create(
+            [
+                TransitionLog(
+                    attachment=row,
+                    transition="sweep_delete",
+                    from_status="discarded",
+                    to_status="deleted",
+                    actor="system:sweep",
+                )
+            ]
+        )
     with CaptureQueriesContext(connection) as queries:
         report = sweep_expired(now=T0 + (settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY, batch_size=5)
     assert report.hard_deleted == 12
@@ -67,8 +82,9 @@ def test_tombstones_are_written_one_insert_per_batch(alice, settings):
 def test_a_long_history_keeps_its_first_and_last_entries(alice, settings):
     row = make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0)
     n = hard_delete.TOMBSTONE_HISTORY_LIMIT + 30
-    TransitionLog.objects.bulk_create([TransitionLog(attachment=row, transition="heartbeat", actor="user:alice",
-                                                     details={"n": i}) for i in range(n)])
+    TransitionLog.objects.bulk_create(
+        [TransitionLog(attachment=row, transition="heartbeat", actor="user:alice", details={"n": i}) for i in range(n)]
+    )
     sweep_expired(now=T0 + (settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY)
     stone = Tombstone.objects.get(attachment_id=row.pk)
     assert stone.history_total == n and len(stone.history) == hard_delete.TOMBSTONE_HISTORY_LIMIT

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 from PIL import Image
 
@@ -33,17 +31,21 @@ def test_orientation_is_applied_and_no_exif_is_kept(tmp_path):
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90° on display
     exif[0x010F] = "PhoneMaker"
-    _, image = _made(tmp_path, jpeg_bytes(size=(400, 200), exif=exif.tobytes()), variant_size=640,
-                     variant_format="jpeg")
+    _, image = _made(
+        tmp_path, jpeg_bytes(size=(400, 200), exif=exif.tobytes()), variant_size=640, variant_format="jpeg"
+    )
     assert image.size == (200, 400) and not image.getexif()
 
 
-@pytest.mark.parametrize(("data", "bounds", "code"), [
-    (jpeg_bytes(size=(400, 300)), {"variant_size": 640, "max_pixels": 1000}, "pixel_limit"),
-    (jpeg_bytes(size=(400, 300)), {"variant_size": 0}, "corrupt"),
-    (jpeg_bytes(size=(400, 300)), {"variant_size": 640, "variant_format": "gif"}, "corrupt"),
-    (b"%PDF-1.4 not an image", {"variant_size": 640}, "corrupt"),
-])
+@pytest.mark.parametrize(
+    ("data", "bounds", "code"),
+    [
+        (jpeg_bytes(size=(400, 300)), {"variant_size": 640, "max_pixels": 1000}, "pixel_limit"),
+        (jpeg_bytes(size=(400, 300)), {"variant_size": 0}, "corrupt"),
+        (jpeg_bytes(size=(400, 300)), {"variant_size": 640, "variant_format": "gif"}, "corrupt"),
+        (b"%PDF-1.4 not an image", {"variant_size": 640}, "corrupt"),
+    ],
+)
 def test_refuses_what_derive_would(tmp_path, data, bounds, code):
     with pytest.raises(Rejected) as caught:
         _made(tmp_path, data, **bounds)

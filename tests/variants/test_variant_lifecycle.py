@@ -11,10 +11,9 @@ from django.utils import timezone
 
 from attachments import hooks
 from attachments.models import Attachment, Derivative, OutboxMessage, TransitionLog, VariantClaim
-from attachments.services.moderation import attachment_take_down
+from attachments.services.moderation import attachment_take_down, attachment_variants_purge
 from attachments.services.quotas import tenant_usage
 from attachments.services.rescan import attachment_rescan_reject
-from attachments.services.moderation import attachment_variants_purge
 from attachments.storage import get_gateway
 from sweeper.control import sweeper_control_set
 from sweeper.reconcile import reconcile_storage
@@ -29,8 +28,11 @@ def _made(api, user, attachment_id, *names: str) -> list[str]:
         for accept in (WEBP_ACCEPT, "image/jpeg"):
             got = api(user).get(f"/api/v1/attachments/{attachment_id}/variants/{name}", HTTP_ACCEPT=accept)
             assert got.status_code == 200, got.content
-    keys = list(Derivative.objects.filter(attachment_id=attachment_id, kind__startswith="variant:")
-                .values_list("storage_key", flat=True))
+    keys = list(
+        Derivative.objects.filter(attachment_id=attachment_id, kind__startswith="variant:").values_list(
+            "storage_key", flat=True
+        )
+    )
     assert len(keys) == 2 * len(names) and all(_exists(key) for key in keys)
     return keys
 
@@ -47,8 +49,12 @@ def test_a_takedown_drops_the_variants_rows_and_objects(alice, api, django_captu
     attachment_id = _ready(api, alice, size=(900, 600))
     keys = _made(api, alice, attachment_id, "small", "large")
     thumbnail = Derivative.objects.get(attachment_id=attachment_id, kind="thumbnail").storage_key
-    VariantClaim.objects.create(attachment_id=attachment_id, kind="variant:medium:webp", failed=True,
-                                until=timezone.now() + timedelta(minutes=1))
+    VariantClaim.objects.create(
+        attachment_id=attachment_id,
+        kind="variant:medium:webp",
+        failed=True,
+        until=timezone.now() + timedelta(minutes=1),
+    )
     with django_capture_on_commit_callbacks(execute=True):
         attachment_take_down(attachment_id=attachment_id, actor="staff:mod", note="abuse")
     assert _variant_rows(attachment_id) == 0 and not VariantClaim.objects.exists()
@@ -66,7 +72,8 @@ def test_a_rescan_hit_drops_the_variants(alice, api, django_capture_on_commit_ca
 
 
 def test_under_the_killswitch_objects_stay_until_reconcile_deletes_them_as_orphans(
-        alice, api, settings, django_capture_on_commit_callbacks):
+    alice, api, settings, django_capture_on_commit_callbacks
+):
     attachment_id = _ready(api, alice, size=(900, 600))
     keys = _made(api, alice, attachment_id, "small")
     sweeper_control_set(killswitch=True, actor="test")
@@ -78,11 +85,13 @@ def test_under_the_killswitch_objects_stay_until_reconcile_deletes_them_as_orpha
     later = timezone.now() + timedelta(minutes=1)
     kept = reconcile_storage(now=later)
     assert {(f.key, f.kind, f.action) for f in kept.findings if f.key in keys} == {
-        (key, "orphan", "kept") for key in keys}
+        (key, "orphan", "kept") for key in keys
+    }
     sweeper_control_set(killswitch=False, actor="test")
     done = reconcile_storage(now=later)
     assert {(f.key, f.kind, f.action) for f in done.findings if f.key in keys} == {
-        (key, "orphan", "deleted") for key in keys}
+        (key, "orphan", "deleted") for key in keys
+    }
     assert not any(_exists(key) for key in keys)
 
 
@@ -94,8 +103,7 @@ def test_reconcile_drops_a_variant_row_whose_object_is_gone_and_the_next_request
     jobs_before = OutboxMessage.objects.count()
 
     report = reconcile_storage()
-    assert [(f.kind, f.key, f.action) for f in report.findings] == [
-        ("missing_variant", lost.storage_key, "dropped")]
+    assert [(f.kind, f.key, f.action) for f in report.findings] == [("missing_variant", lost.storage_key, "dropped")]
     assert report.counts()["missing_variants_dropped"] == 1 and report.counts()["missing_derivatives"] == 0
     assert OutboxMessage.objects.count() == jobs_before, "no rederive: a variant is made on request"
     assert not Derivative.objects.filter(pk=lost.pk).exists()
@@ -154,5 +162,7 @@ def test_staff_purge_drops_the_variants_and_is_audited(alice, api, django_captur
     entry = TransitionLog.objects.get(attachment_id=attachment_id, transition="variants_purged")
     assert entry.actor == "staff:mod" and entry.details == {"variants": 2, "bytes": total}
     assert Attachment.objects.get(pk=attachment_id).status == "ready"
-    assert api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small",
-                          HTTP_ACCEPT=WEBP_ACCEPT).status_code == 200
+    assert (
+        api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small", HTTP_ACCEPT=WEBP_ACCEPT).status_code
+        == 200
+    )

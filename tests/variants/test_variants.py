@@ -45,13 +45,16 @@ def _variant_links(api, user, attachment_id) -> dict[str, str]:
     return response.json()["links"]["variants"]
 
 
-@pytest.mark.parametrize(("original", "name", "expected"), [
-    ((3000, 2000), "small", (640, 427)),
-    ((3000, 2000), "medium", (1280, 853)),
-    ((3000, 2000), "large", (2048, 1365)),
-    ((800, 600), "large", (800, 600)),  # never upscaled
-    ((800, 600), "small", (640, 480)),
-])
+@pytest.mark.parametrize(
+    ("original", "name", "expected"),
+    [
+        ((3000, 2000), "small", (640, 427)),
+        ((3000, 2000), "medium", (1280, 853)),
+        ((3000, 2000), "large", (2048, 1365)),
+        ((800, 600), "large", (800, 600)),  # never upscaled
+        ((800, 600), "small", (640, 480)),
+    ],
+)
 def test_variant_sizes_fit_within_and_never_upscale(alice, api, original, name, expected):
     attachment_id = _ready(api, alice, size=original)
     got = api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/{name}", HTTP_ACCEPT=WEBP_ACCEPT)
@@ -173,8 +176,9 @@ def test_waiters_give_up_with_503_while_another_request_makes_it(alice, api, set
 
     # Another process holds the claim and is still within its time.
     Attachment.objects.get(pk=attachment_id)
-    VariantClaim.objects.create(attachment_id=attachment_id, kind="variant:small:webp",
-                                until=timezone.now() + timezone.timedelta(seconds=60))
+    VariantClaim.objects.create(
+        attachment_id=attachment_id, kind="variant:small:webp", until=timezone.now() + timezone.timedelta(seconds=60)
+    )
     got = api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small", HTTP_ACCEPT=WEBP_ACCEPT)
     assert got.status_code == 503 and got.json()["error"]["code"] == "UNAVAILABLE" and got["Retry-After"]
     # A claim whose maker died (past its time) is taken over.
@@ -193,8 +197,10 @@ def test_the_sweep_deletes_variants_with_their_attachment(alice, api):
     from sweeper.sweep import sweep_expired
 
     attachment_id = _ready(api, alice, size=(800, 600))
-    assert api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small",
-                          HTTP_ACCEPT=WEBP_ACCEPT).status_code == 200
+    assert (
+        api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/small", HTTP_ACCEPT=WEBP_ACCEPT).status_code
+        == 200
+    )
     key = Derivative.objects.get(attachment_id=attachment_id, kind="variant:small:webp").storage_key
     assert get_gateway().head(key) is not None
     attachment_discard(user=alice, attachment_id=attachment_id)

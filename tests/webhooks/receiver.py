@@ -84,7 +84,9 @@ class Receiver:
             while not predicate(self.received):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"timed out after {timeout}s; received {len(self.received)}: "
-                                         f"{[r.body[:120] for r in self.received]}")
+                    raise AssertionError(
+                        f"timed out after {timeout}s; received {len(self.received)}: "
+                        f"{[r.body[:120] for r in self.received]}"
+                    )
                 self.arrived.wait(left)
             return list(self.received)

@@ -17,11 +17,13 @@ pytestmark = pytest.mark.django_db
 def _fail_then(statuses):
     def respond(request):
         return (statuses.pop(0) if len(statuses) > 1 else statuses[0]), b"nope", 0.0
+
     return respond
 
 
-def test_the_admin_lists_endpoints_deliveries_and_attempts_and_replays(admin_client, alice, api, make_endpoint,
-                                                                      settings):
+def test_the_admin_lists_endpoints_deliveries_and_attempts_and_replays(
+    admin_client, alice, api, make_endpoint, settings
+):
     settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.1
     receiver = Receiver(_fail_then([500])).start()
     try:
@@ -42,8 +44,9 @@ def test_the_admin_lists_endpoints_deliveries_and_attempts_and_replays(admin_cli
 
         receiver.respond = _fail_then([200])
         settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 60
-        response = admin_client.post("/admin/webhooks/webhookdelivery/", {
-            "action": "replay", "_selected_action": [delivery.pk]}, follow=True)
+        response = admin_client.post(
+            "/admin/webhooks/webhookdelivery/", {"action": "replay", "_selected_action": [delivery.pk]}, follow=True
+        )
         assert "Replaying 1 deliveries" in response.content.decode()
         deliver_due()
         delivery.refresh_from_db()
@@ -56,8 +59,9 @@ def test_the_admin_lists_endpoints_deliveries_and_attempts_and_replays(admin_cli
 def test_the_admin_rotates_disables_and_enables(admin_client, make_endpoint, receiver):
     endpoint = make_endpoint(receiver.url)
     old = endpoint.secret
-    admin_client.post("/admin/webhooks/webhookendpoint/", {"action": "rotate_secret",
-                                                            "_selected_action": [endpoint.pk]})
+    admin_client.post(
+        "/admin/webhooks/webhookendpoint/", {"action": "rotate_secret", "_selected_action": [endpoint.pk]}
+    )
     endpoint.refresh_from_db()
     assert endpoint.secret != old and endpoint.previous_secret == old
     admin_client.post("/admin/webhooks/webhookendpoint/", {"action": "disable", "_selected_action": [endpoint.pk]})
@@ -72,9 +76,16 @@ def test_the_admin_adds_an_endpoint_with_its_own_secret(admin_client, receiver):
     from attachments.models import Tenant
 
     tenant = Tenant.objects.create(slug="acme")
-    response = admin_client.post("/admin/webhooks/webhookendpoint/add/", {
-        "tenant": tenant.pk, "url": receiver.url, "description": "crm", "event_types": ["attachment.ready"],
-        "enabled": "on"})
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {
+            "tenant": tenant.pk,
+            "url": receiver.url,
+            "description": "crm",
+            "event_types": ["attachment.ready"],
+            "enabled": "on",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     endpoint = WebhookEndpoint.objects.get()
     assert endpoint.secret.startswith("whsec_") and endpoint.event_types == ["attachment.ready"]
@@ -103,10 +114,14 @@ def test_metrics_count_deliveries_and_show_the_oldest_undelivered(client, alice,
         text = client.get("/metrics").content.decode()
         for outcome in ("retry", "delivered"):
             labels = {"event": "attachment.ready", "outcome": outcome}
-            assert metric_value(text, "airlock_webhook_deliveries_total", labels) == \
-                metric_value(before, "airlock_webhook_deliveries_total", labels) + 1
-        assert metric_value(text, "airlock_webhook_delivery_seconds_count") >= \
-            metric_value(before, "airlock_webhook_delivery_seconds_count") + 2
+            assert (
+                metric_value(text, "airlock_webhook_deliveries_total", labels)
+                == metric_value(before, "airlock_webhook_deliveries_total", labels) + 1
+            )
+        assert (
+            metric_value(text, "airlock_webhook_delivery_seconds_count")
+            >= metric_value(before, "airlock_webhook_delivery_seconds_count") + 2
+        )
         assert metric_value(text, "airlock_webhook_oldest_undelivered_seconds") == 0
         assert "# HELP airlock_webhook_endpoints_disabled " in text
     finally:

@@ -23,6 +23,7 @@ def _answers(*statuses, delay: float = 0.0):
     def respond(request):
         status = queue.pop(0) if len(queue) > 1 else queue[0]
         return status, f"answer {status}".encode(), delay
+
     return respond
 
 
@@ -32,6 +33,7 @@ def ready_file(alice, api):
         attachment_id = upload(api(alice), jpeg_bytes())
         assert run_pipeline(attachment_id) == "ready"
         return attachment_id
+
     return make
 
 
@@ -134,7 +136,8 @@ def test_an_endpoint_failing_for_long_is_disabled_and_its_backlog_dead_lettered(
         first, second = WebhookDelivery.objects.order_by("pk")
         # Failing since well past AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS, with many failures in a row.
         WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
-            failing_since=timezone.now() - timedelta(days=4), consecutive_failures=20)
+            failing_since=timezone.now() - timedelta(days=4), consecutive_failures=20
+        )
         assert delivery_attempt(first.pk) == "retry"
         endpoint.refresh_from_db()
         assert not endpoint.enabled and endpoint.disabled_reason.startswith("failing since")
@@ -283,8 +286,9 @@ def test_history_is_purged_after_its_window_but_not_what_is_owed(make_endpoint, 
     assert not WebhookAttempt.objects.exists()
 
 
-def test_the_first_tick_of_a_process_with_an_in_process_broker_resends_at_once(make_endpoint, ready_file, receiver,
-                                                                               settings, monkeypatch):
+def test_the_first_tick_of_a_process_with_an_in_process_broker_resends_at_once(
+    make_endpoint, ready_file, receiver, settings, monkeypatch
+):
     """Embedded `serve` restarted: the old process's in-memory messages are gone; no 60 s wait."""
     from attachments.models import OutboxMessage
     from webhooks.services import tick

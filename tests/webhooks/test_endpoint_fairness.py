@@ -22,14 +22,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def fresh_slots(monkeypatch, settings):
     from processing import tenant_slots
 
-    slots = (tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
-             if settings.REDIS_URL else tenant_slots.MemorySlots())
+    slots = (
+        tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+        if settings.REDIS_URL
+        else tenant_slots.MemorySlots()
+    )
     monkeypatch.setattr(tenant_slots, "_backend", slots)
     return slots
 
 
 def test_a_hanging_endpoints_flood_waits_parked_while_another_endpoint_is_served(
-        alice, mallory, api, live_worker, make_endpoint, fresh_slots, settings):
+    alice, mallory, api, live_worker, make_endpoint, fresh_slots, settings
+):
     settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = 2
     settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = 30.0  # the hanging endpoint is not cut short during the test
     gate, arrived = threading.Event(), []
@@ -49,19 +53,28 @@ def test_a_hanging_endpoints_flood_waits_parked_while_another_endpoint_is_served
         with transaction.atomic():
             emit(event_type="attachment.committed", attachment_ids=flood)
         wait_until(lambda: len(arrived) == 2, 30, "two deliveries in flight to the hanging endpoint")
-        wait_until(lambda: len(fresh_slots.parked_files(str(slow.pk), stage="webhook")) == 8, 30,
-                   "the rest of the flood parked")
+        wait_until(
+            lambda: len(fresh_slots.parked_files(str(slow.pk), stage="webhook")) == 8,
+            30,
+            "the rest of the flood parked",
+        )
         with transaction.atomic():
             emit(event_type="attachment.committed", attachment_ids=[other])
         healthy.wait_for(lambda r: len(r) >= 1, timeout=20)
-        wait_until(lambda: WebhookDelivery.objects.get(endpoint=fast).status == DeliveryStatus.DELIVERED, 10,
-                   "the other endpoint's delivery recorded")
+        wait_until(
+            lambda: WebhookDelivery.objects.get(endpoint=fast).status == DeliveryStatus.DELIVERED,
+            10,
+            "the other endpoint's delivery recorded",
+        )
         # The other endpoint was served while the flood still waited: two held, none done.
         assert len(arrived) == 2
         assert not WebhookDelivery.objects.filter(endpoint=slow, status=DeliveryStatus.DELIVERED).exists()
     finally:
         gate.set()
-    wait_until(lambda: WebhookDelivery.objects.filter(endpoint=slow, status=DeliveryStatus.DELIVERED).count() == 10,
-               60, "the flood delivered once the endpoint answers")
+    wait_until(
+        lambda: WebhookDelivery.objects.filter(endpoint=slow, status=DeliveryStatus.DELIVERED).count() == 10,
+        60,
+        "the flood delivered once the endpoint answers",
+    )
     hanging.stop()
     healthy.stop()

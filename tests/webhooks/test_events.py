@@ -78,8 +78,9 @@ def test_failed(alice, api, hooked, receiver, settings):
 def test_committed(alice, api, hooked, receiver):
     attachment_id = upload(api(alice), jpeg_bytes())
     assert run_pipeline(attachment_id) == "ready"
-    response = api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "listing:42"},
-                               format="json")
+    response = api(alice).post(
+        "/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "listing:42"}, format="json"
+    )
     assert response.status_code == 200
     ready, committed = _payloads(receiver, hooked, n=2)
     assert (ready["type"], committed["type"]) == ("attachment.ready", "attachment.committed")
@@ -116,8 +117,12 @@ def test_deleted_when_the_owner_is_erased(alice, api, hooked, receiver):
 
     attachment_id = upload(api(alice), jpeg_bytes())
     assert run_pipeline(attachment_id) == "ready"
-    assert api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:1"},
-                           format="json").status_code == 200
+    assert (
+        api(alice)
+        .post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:1"}, format="json")
+        .status_code
+        == 200
+    )
     erase(erasure_subject_user("alice"), actor="command:erase_user:test")
     ready, committed, deleted = _payloads(receiver, hooked, n=3)
     assert deleted["type"] == "attachment.deleted" and deleted["data"]["id"] == attachment_id
@@ -159,7 +164,9 @@ def test_a_tenant_endpoint_hears_only_its_tenant_and_its_event_types(alice, mall
         assert (acme_payload["type"], acme_payload["data"]["id"]) == ("attachment.committed", mine)
         evil_payloads = [verified(r, evil.secret) for r in other.wait_for(lambda r: len(r) >= 2)]
         assert [(p["type"], p["data"]["id"]) for p in evil_payloads] == [
-            ("attachment.ready", theirs), ("attachment.committed", theirs)]
+            ("attachment.ready", theirs),
+            ("attachment.committed", theirs),
+        ]
         assert len(receiver.received) == 1
     finally:
         other.stop()
@@ -197,8 +204,12 @@ def test_deleted_when_released_and_swept_after_the_grace(alice, api, hooked, rec
 
     attachment_id = upload(api(alice), jpeg_bytes())
     assert run_pipeline(attachment_id) == "ready"
-    assert api(alice).post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:42"},
-                           format="json").status_code == 200
+    assert (
+        api(alice)
+        .post("/api/v1/attachments/commit", {"ids": [attachment_id], "ref": "ad:42"}, format="json")
+        .status_code
+        == 200
+    )
     assert api(alice).post("/api/v1/attachments/release", {"ref": "ad:42"}, format="json").status_code == 200
     assert sweep_expired(now=timezone.now() + timedelta(minutes=1)).deleted == 0  # within the grace
     assert WebhookEvent.objects.filter(type="attachment.deleted").count() == 0
@@ -208,7 +219,10 @@ def test_deleted_when_released_and_swept_after_the_grace(alice, api, hooked, rec
 
     ready, committed, deleted = _payloads(receiver, hooked, n=3)
     assert (ready["type"], committed["type"], deleted["type"]) == (
-        "attachment.ready", "attachment.committed", "attachment.deleted")
+        "attachment.ready",
+        "attachment.committed",
+        "attachment.deleted",
+    )
     assert deleted["data"]["id"] == attachment_id and deleted["data"]["lifecycle"] == "deleted"
     assert deleted["data"]["ref"] == "ad:42" and "download" not in deleted["data"]["links"]
 
@@ -223,10 +237,32 @@ def test_ready_video_carries_the_probe_facts_and_the_poster(alice, api, hooked, 
     [payload] = _payloads(receiver, hooked)
     assert payload["type"] == "attachment.ready"
     meta = payload["data"]["metadata"]
-    assert {k: meta[k] for k in ("container", "width", "height", "rotation", "video_codec", "frame_rate",
-                                 "audio_codec", "audio_channels", "audio_sample_rate", "stream_count")} == {
-        "container": "mov", "width": 48, "height": 64, "rotation": 90, "video_codec": "h264", "frame_rate": 10.0,
-        "audio_codec": None, "audio_channels": None, "audio_sample_rate": None, "stream_count": 1}
+    assert {
+        k: meta[k]
+        for k in (
+            "container",
+            "width",
+            "height",
+            "rotation",
+            "video_codec",
+            "frame_rate",
+            "audio_codec",
+            "audio_channels",
+            "audio_sample_rate",
+            "stream_count",
+        )
+    } == {
+        "container": "mov",
+        "width": 48,
+        "height": 64,
+        "rotation": 90,
+        "video_codec": "h264",
+        "frame_rate": 10.0,
+        "audio_codec": None,
+        "audio_channels": None,
+        "audio_sample_rate": None,
+        "stream_count": 1,
+    }
     assert 1.9 <= meta["duration_seconds"] <= 2.1 and meta["bit_rate"] > 0
     assert payload["data"]["derivatives"]["poster"] == {"width": 48, "height": 64}
     assert urlsplit(payload["data"]["links"]["poster"]).path.endswith(f"/api/v1/attachments/{attachment_id}/poster")
@@ -242,6 +278,10 @@ def test_ready_audio_carries_the_probe_facts(alice, api, hooked, receiver):
     [payload] = _payloads(receiver, hooked)
     meta = payload["data"]["metadata"]
     assert (meta["container"], meta["audio_codec"], meta["audio_channels"], meta["stream_count"]) == (
-        "ogg", "opus", 2, 1)
+        "ogg",
+        "opus",
+        2,
+        1,
+    )
     assert meta["video_codec"] is None and meta["width"] is None and 1.9 <= meta["duration_seconds"] <= 2.1
     assert "poster" not in payload["data"]["derivatives"] and "poster" not in payload["data"]["links"]

@@ -11,9 +11,24 @@ from webhooks.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, Web
 
 from .conftest import deliver_due
 
-INSIDE = ["127.0.0.1", "127.8.9.10", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "169.254.1.1",
-          "100.64.0.1", "0.0.0.0", "::1", "fe80::1", "fc00::1", "fd00:ec2::254", "::ffff:127.0.0.1",
-          "::ffff:10.0.0.1", "224.0.0.1"]
+INSIDE = [
+    "127.0.0.1",
+    "127.8.9.10",
+    "10.1.2.3",
+    "172.16.0.1",
+    "192.168.1.1",
+    "169.254.169.254",
+    "169.254.1.1",
+    "100.64.0.1",
+    "0.0.0.0",
+    "::1",
+    "fe80::1",
+    "fc00::1",
+    "fd00:ec2::254",
+    "::ffff:127.0.0.1",
+    "::ffff:10.0.0.1",
+    "224.0.0.1",
+]
 
 
 @pytest.mark.parametrize("address", INSIDE)
@@ -24,16 +39,27 @@ def test_inside_addresses_are_refused(address, settings):
         urlguard.resolve(f"https://{host}/hook", use_cache=False)
 
 
-@pytest.mark.parametrize("address", ["93.184.215.14", "2606:4700::1111", "8.8.8.8",
-                                     "64:ff9b::8.8.8.8"])  # NAT64 to a public host (DNS64 networks)
+@pytest.mark.parametrize(
+    "address", ["93.184.215.14", "2606:4700::1111", "8.8.8.8", "64:ff9b::8.8.8.8"]
+)  # NAT64 to a public host (DNS64 networks)
 def test_public_addresses_pass(address):
     assert urlguard.address_allowed(ipaddress.ip_address(address), private_ok=False)
 
 
 # IPv6 forms that carry an IPv4 address: NAT64 to an inside address, and the deprecated 6to4
 # and IPv4-compatible forms and local-use NAT64 whatever they carry.
-EMBEDDED = ["64:ff9b::127.0.0.1", "64:ff9b::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2002:a00:1::",
-            "2002:808:808::1", "::127.0.0.1", "::10.0.0.1", "::8.8.8.8", "64:ff9b:1::8.8.8.8"]
+EMBEDDED = [
+    "64:ff9b::127.0.0.1",
+    "64:ff9b::10.0.0.1",
+    "64:ff9b::a9fe:a9fe",
+    "2002:7f00:1::1",
+    "2002:a00:1::",
+    "2002:808:808::1",
+    "::127.0.0.1",
+    "::10.0.0.1",
+    "::8.8.8.8",
+    "64:ff9b:1::8.8.8.8",
+]
 
 
 @pytest.mark.parametrize("address", EMBEDDED)
@@ -90,15 +116,18 @@ def test_a_name_that_resolves_inside_is_refused(settings):
         urlguard.resolve("https://localhost/hook", use_cache=False)
 
 
-@pytest.mark.parametrize("url, why", [
-    ("http://93.184.215.14/hook", "https is required"),
-    ("ftp://93.184.215.14/hook", "scheme"),
-    ("https://user:pw@93.184.215.14/hook", "credentials"),
-    ("https:///hook", "no host"),
-    ("https://93.184.215.14/hook#frag", "fragment"),
-    ("https://exa mple.com/", "not a URL"),
-    ("https://93.184.215.14:99999/", "not a URL"),
-])
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("http://93.184.215.14/hook", "https is required"),
+        ("ftp://93.184.215.14/hook", "scheme"),
+        ("https://user:pw@93.184.215.14/hook", "credentials"),
+        ("https:///hook", "no host"),
+        ("https://93.184.215.14/hook#frag", "fragment"),
+        ("https://exa mple.com/", "not a URL"),
+        ("https://93.184.215.14:99999/", "not a URL"),
+    ],
+)
 def test_malformed_or_plain_http_urls_are_refused(url, why, settings):
     settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
     with pytest.raises(urlguard.UrlRefused, match=why):
@@ -118,16 +147,22 @@ def test_the_admin_refuses_an_inside_endpoint_when_saved(admin_client, settings)
 
     settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
     tenant = Tenant.objects.create(slug="acme")
-    response = admin_client.post("/admin/webhooks/webhookendpoint/add/", {
-        "tenant": tenant.pk, "url": "https://127.0.0.1/hook", "description": "", "enabled": "on"})
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"tenant": tenant.pk, "url": "https://127.0.0.1/hook", "description": "", "enabled": "on"},
+    )
     assert response.status_code == 200
     assert "not a public address" in response.content.decode()
     assert not WebhookEndpoint.objects.exists()
-    response = admin_client.post("/admin/webhooks/webhookendpoint/add/", {
-        "tenant": tenant.pk, "url": "http://93.184.215.14/hook", "description": "", "enabled": "on"})
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"tenant": tenant.pk, "url": "http://93.184.215.14/hook", "description": "", "enabled": "on"},
+    )
     assert "https is required" in response.content.decode() and not WebhookEndpoint.objects.exists()
-    response = admin_client.post("/admin/webhooks/webhookendpoint/add/", {
-        "tenant": tenant.pk, "url": "https://93.184.215.14:6379/hook", "description": "", "enabled": "on"})
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"tenant": tenant.pk, "url": "https://93.184.215.14:6379/hook", "description": "", "enabled": "on"},
+    )
     assert "port 6379 is not allowed" in response.content.decode() and not WebhookEndpoint.objects.exists()
 
 

@@ -41,31 +41,39 @@ class JobProcess:
 
     def __init__(self, tmp: Path) -> None:
         env = dict(os.environ)
-        env.update({
-            "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
-            "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
-            "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX,
-            "AIRLOCK_STORAGE": "local",
-            "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
-            "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
-            "AIRLOCK_WEBHOOK_TIMEOUT_SECONDS": "2",
-            "AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
-            "AIRLOCK_WEBHOOK_REDRIVE_SECONDS": "1",
-            "AIRLOCK_TICK_SECONDS": "0.5",
-            # The dead process's endpoint slots (processing/fairness.py) are freed when its worker
-            # has been silent for a lease, which wakes the deliveries parked behind them.
-            "AIRLOCK_LEASE_SECONDS": "8",
-            "AIRLOCK_WORKER_THREADS": "2",
-            "AIRLOCK_LOG_LEVEL": "WARNING",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
+                "AIRLOCK_FAULT_DB_NAME": str(connection.settings_dict["NAME"]),
+                "AIRLOCK_FAULT_KEY_PREFIX": settings.AIRLOCK_KEY_PREFIX,
+                "AIRLOCK_STORAGE": "local",
+                "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
+                "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
+                "AIRLOCK_WEBHOOK_TIMEOUT_SECONDS": "2",
+                "AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
+                "AIRLOCK_WEBHOOK_REDRIVE_SECONDS": "1",
+                "AIRLOCK_TICK_SECONDS": "0.5",
+                # The dead process's endpoint slots (processing/fairness.py) are freed when its worker
+                # has been silent for a lease, which wakes the deliveries parked behind them.
+                "AIRLOCK_LEASE_SECONDS": "8",
+                "AIRLOCK_WORKER_THREADS": "2",
+                "AIRLOCK_LOG_LEVEL": "WARNING",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         namespace = broker_namespace()
         if namespace:
             env["AIRLOCK_FAULT_NAMESPACE"] = namespace
         self.log_path = tmp / f"jobs-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--jobs-only"], cwd=REPO, env=env,
-                                     stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--jobs-only"],
+            cwd=REPO,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
     def kill(self) -> None:
         """SIGKILL the process and everything below it (sandbox fork server): no cleanup code runs."""

@@ -26,8 +26,8 @@ from .. import client, signing, urlguard
 from ..metrics import DELIVERIES, DELIVERY_SECONDS
 from ..models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from .emit import DELIVER_ACTOR
-from .fastpath_commit import bookkeeping
 from .endpoints import endpoint_disable, secrets_for, url_for
+from .fastpath_commit import bookkeeping
 
 log = logging.getLogger("airlock.webhooks")
 
@@ -110,11 +110,20 @@ def delivery_attempt(delivery_id: int) -> str | None:
     DELIVERIES.labels(event=event.type, outcome=outcome).inc()
     if result.latency_s is not None:
         DELIVERY_SECONDS.observe(result.latency_s)
-    log.info("webhook delivery", extra={
-        "step": "webhook", "outcome": outcome, "attachment_id": str(event.attachment_id), "event": event.type,
-        "webhook_id": event.id, "endpoint": endpoint.pk, "status_code": result.status_code,
-        "duration_ms": round((result.latency_s or 0) * 1000, 1), "error": result.error or None,
-    })
+    log.info(
+        "webhook delivery",
+        extra={
+            "step": "webhook",
+            "outcome": outcome,
+            "attachment_id": str(event.attachment_id),
+            "event": event.type,
+            "webhook_id": event.id,
+            "endpoint": endpoint.pk,
+            "status_code": result.status_code,
+            "duration_ms": round((result.latency_s or 0) * 1000, 1),
+            "error": result.error or None,
+        },
+    )
     return outcome
 
 
@@ -124,9 +133,13 @@ def _record(delivery: WebhookDelivery, result: Result, *, started_at: datetime) 
     disable_reason = ""
     with bookkeeping():
         WebhookAttempt.objects.create(
-            delivery=delivery, started_at=started_at, status_code=result.status_code, ok=result.ok,
+            delivery=delivery,
+            started_at=started_at,
+            status_code=result.status_code,
+            ok=result.ok,
             latency_ms=None if result.latency_s is None else round(result.latency_s * 1000, 2),
-            error=result.error[:500], response_snippet=result.snippet[:500],
+            error=result.error[:500],
+            response_snippet=result.snippet[:500],
         )
         pending = WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.PENDING)
         common = {"lease_until": None, "last_status_code": result.status_code, "last_error": result.error[:500]}
@@ -152,25 +165,35 @@ def _record(delivery: WebhookDelivery, result: Result, *, started_at: datetime) 
             else:
                 outcome = "retry"
                 if pending.update(status=DeliveryStatus.PENDING, next_attempt_at=next_at, enqueued_at=now, **common):
-                    outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id,
-                                   delay_ms=int(delay * 1000))
+                    outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id, delay_ms=int(delay * 1000))
             disable_reason = _endpoint_failed(endpoint, now)
     if disable_reason:
         dropped = endpoint_disable(endpoint_id=endpoint.pk, reason=disable_reason, now=now)
-        log.warning("webhook endpoint disabled", extra={"step": "webhook", "outcome": "disabled",
-                                                         "endpoint": endpoint.pk, "error": disable_reason,
-                                                         "dead_lettered": dropped})
+        log.warning(
+            "webhook endpoint disabled",
+            extra={
+                "step": "webhook",
+                "outcome": "disabled",
+                "endpoint": endpoint.pk,
+                "error": disable_reason,
+                "dead_lettered": dropped,
+            },
+        )
     return outcome
 
 
 def _endpoint_succeeded(endpoint: WebhookEndpoint, now: datetime) -> None:
     # Written only when it says something new (a failing run ended, or once a minute):
     # every worker thread delivering to one endpoint would otherwise queue on its row.
-    if endpoint.failing_since is None and endpoint.last_success_at is not None \
-            and now - endpoint.last_success_at < timedelta(seconds=60):
+    if (
+        endpoint.failing_since is None
+        and endpoint.last_success_at is not None
+        and now - endpoint.last_success_at < timedelta(seconds=60)
+    ):
         return
-    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(failing_since=None, consecutive_failures=0,
-                                                           last_success_at=now)
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        failing_since=None, consecutive_failures=0, last_success_at=now
+    )
 
 
 # An endpoint is disabled once it has failed for this long without a success, and at
@@ -196,8 +219,12 @@ def delivery_replay(*, delivery_ids: list[int], now: datetime | None = None) -> 
     now = now or timezone.now()
     replayed = refused = 0
     with transaction.atomic():
-        for delivery in (WebhookDelivery.objects.select_for_update().filter(pk__in=delivery_ids)
-                         .select_related("endpoint").order_by("pk")):
+        for delivery in (
+            WebhookDelivery.objects.select_for_update()
+            .filter(pk__in=delivery_ids)
+            .select_related("endpoint")
+            .order_by("pk")
+        ):
             if not delivery.endpoint.enabled:
                 refused += 1
                 continue

@@ -48,27 +48,45 @@ def on_outcome(outcome: str, ids: Sequence[Any]) -> None:
         emit(event_type=event_type, attachment_ids=ids, endpoints=endpoints)
 
 
-def emit(*, event_type: str, attachment_ids: Sequence[Any], endpoints=None,
-         now: datetime | None = None) -> list[WebhookEvent]:
+def emit(
+    *, event_type: str, attachment_ids: Sequence[Any], endpoints=None, now: datetime | None = None
+) -> list[WebhookEvent]:
     """Write the events and their deliveries; each delivery's job goes through the outbox on commit."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("webhook events are written inside the transaction of the change they report")
     now = now or timezone.now()
     endpoints = listening() if endpoints is None else endpoints
-    attachments = (Attachment.objects.filter(pk__in=list(attachment_ids)).select_related("owner__membership")
-                   .for_resource("owner__membership__tenant_id", "owner__id"))
+    attachments = (
+        Attachment.objects.filter(pk__in=list(attachment_ids))
+        .select_related("owner__membership")
+        .for_resource("owner__membership__tenant_id", "owner__id")
+    )
     events: list[WebhookEvent] = []
     deliveries: list[WebhookDelivery] = []
     for attachment in attachments:
         targets = [e for e in endpoints if e.wants(event_type, attachment.tenant_id)]
         if not targets:
             continue
-        event = WebhookEvent(type=event_type, tenant_id=attachment.tenant_id, attachment_id=attachment.pk,
-                             body=render(event_type, attachment, now), created_at=now)
+        event = WebhookEvent(
+            type=event_type,
+            tenant_id=attachment.tenant_id,
+            attachment_id=attachment.pk,
+            body=render(event_type, attachment, now),
+            created_at=now,
+        )
         events.append(event)
-        deliveries += [WebhookDelivery(event=event, endpoint_id=e.pk, status=DeliveryStatus.PENDING, created_at=now,
-                                       window_started_at=now, next_attempt_at=now, enqueued_at=now)
-                       for e in targets]
+        deliveries += [
+            WebhookDelivery(
+                event=event,
+                endpoint_id=e.pk,
+                status=DeliveryStatus.PENDING,
+                created_at=now,
+                window_started_at=now,
+                next_attempt_at=now,
+                enqueued_at=now,
+            )
+            for e in targets
+        ]
     if not events:
         return []
     WebhookEvent.objects.bulk_create(events)

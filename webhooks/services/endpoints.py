@@ -29,7 +29,8 @@ class Listening:
 
     def wants(self, event_type: str, tenant_id: int) -> bool:
         return (self.tenant_id is None or self.tenant_id == tenant_id) and (
-            not self.event_types or event_type in self.event_types)
+            not self.event_types or event_type in self.event_types
+        )
 
 
 _lock = threading.Lock()
@@ -57,12 +58,16 @@ def listening() -> tuple[Listening, ...]:
     url = settings.AIRLOCK_WEBHOOK_URL
     with _lock:
         cached = _cache
-    if cached is not None and cached[1] == url and time.monotonic() - cached[0] < \
-            settings.AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS:
+    if (
+        cached is not None
+        and cached[1] == url
+        and time.monotonic() - cached[0] < settings.AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS
+    ):
         return cached[2]
     loaded_at = time.monotonic()
-    rows = list(WebhookEndpoint.objects.filter(enabled=True, is_global=False)
-                .values_list("pk", "tenant_id", "event_types"))
+    rows = list(
+        WebhookEndpoint.objects.filter(enabled=True, is_global=False).values_list("pk", "tenant_id", "event_types")
+    )
     found = [Listening(pk, tenant_id, tuple(types or ())) for pk, tenant_id, types in rows]
     wrote = False
     if url:
@@ -82,16 +87,29 @@ def _global_row(url: str) -> tuple[WebhookEndpoint, bool]:
     if row is None:
         try:
             with transaction.atomic():
-                return WebhookEndpoint.objects.create(is_global=True, url=url, secret="", description=(
-                    "AIRLOCK_WEBHOOK_URL (its URL and secret come from settings)")), True
+                return WebhookEndpoint.objects.create(
+                    is_global=True,
+                    url=url,
+                    secret="",
+                    description=("AIRLOCK_WEBHOOK_URL (its URL and secret come from settings)"),
+                ), True
         except IntegrityError:  # another process created it first
             row = WebhookEndpoint.objects.get(is_global=True)
     if row.url != url:
         # A new URL is a new receiver: whatever made the old one fail says nothing about it.
         row.url, row.enabled, row.disabled_at, row.disabled_reason = url, True, None, ""
         row.failing_since, row.consecutive_failures = None, 0
-        row.save(update_fields=["url", "enabled", "disabled_at", "disabled_reason", "failing_since",
-                                "consecutive_failures", "updated_at"])
+        row.save(
+            update_fields=[
+                "url",
+                "enabled",
+                "disabled_at",
+                "disabled_reason",
+                "failing_since",
+                "consecutive_failures",
+                "updated_at",
+            ]
+        )
         return row, True
     return row, False
 
@@ -118,8 +136,7 @@ def endpoint_rotate_secret(*, endpoint_id: int, now: datetime | None = None) -> 
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint_id, is_global=False)
         endpoint.previous_secret = endpoint.secret
-        endpoint.previous_secret_expires_at = now + timedelta(
-            seconds=settings.AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS)
+        endpoint.previous_secret_expires_at = now + timedelta(seconds=settings.AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS)
         endpoint.secret = new_secret()
         endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at", "updated_at"])
     return endpoint
@@ -127,8 +144,13 @@ def endpoint_rotate_secret(*, endpoint_id: int, now: datetime | None = None) -> 
 
 def endpoint_enable(*, endpoint_id: int) -> None:
     WebhookEndpoint.objects.filter(pk=endpoint_id).update(
-        enabled=True, disabled_at=None, disabled_reason="", failing_since=None, consecutive_failures=0,
-        updated_at=timezone.now())
+        enabled=True,
+        disabled_at=None,
+        disabled_reason="",
+        failing_since=None,
+        consecutive_failures=0,
+        updated_at=timezone.now(),
+    )
     forget()
 
 
@@ -137,8 +159,10 @@ def endpoint_disable(*, endpoint_id: int, reason: str, now: datetime | None = No
     now = now or timezone.now()
     with transaction.atomic():
         WebhookEndpoint.objects.filter(pk=endpoint_id).update(
-            enabled=False, disabled_at=now, disabled_reason=reason[:300], updated_at=now)
+            enabled=False, disabled_at=now, disabled_reason=reason[:300], updated_at=now
+        )
         dropped = WebhookDelivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.PENDING).update(
-            status=DeliveryStatus.DEAD, lease_until=None, last_error=f"endpoint disabled: {reason}"[:500])
+            status=DeliveryStatus.DEAD, lease_until=None, last_error=f"endpoint disabled: {reason}"[:500]
+        )
     forget()
     return dropped

@@ -55,10 +55,12 @@ def redrive(*, now: datetime | None = None, limit: int = 1000, grace_seconds: fl
     stale = now - timedelta(seconds=grace)
     with transaction.atomic():
         rows = list(
-            WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=stale,
-                                           enqueued_at__lte=stale)
+            WebhookDelivery.objects.filter(
+                status=DeliveryStatus.PENDING, next_attempt_at__lte=stale, enqueued_at__lte=stale
+            )
             .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-            .order_by("next_attempt_at").values_list("pk", "endpoint_id")[:limit]
+            .order_by("next_attempt_at")
+            .values_list("pk", "endpoint_id")[:limit]
         )
         # A delivery parked behind its endpoint's cap is waiting, not lost: touched, not sent twice.
         parked = _parked_deliveries({endpoint_id for _, endpoint_id in rows})

@@ -13,7 +13,6 @@ import time
 from django.core.management.base import BaseCommand, CommandParser
 
 from attachments.services.handoff import command_enqueues
-
 from attachments.services.storage_events import ConsumeReport, sqs_client, sqs_consume_batch
 
 
@@ -22,17 +21,25 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sqs-queue-url", required=True, help="The queue S3 notifies.")
-        parser.add_argument("--once", action="store_true",
-                            help="Drain what is in the queue now (until a receive comes back empty), then exit.")
-        parser.add_argument("--wait-seconds", type=int, default=20,
-                            help="Long-poll wait per receive, 0-20 (default 20).")
-        parser.add_argument("--max-messages", type=int, default=10,
-                            help="Messages per receive, 1-10 (default 10).")
-        parser.add_argument("--max-receives", type=int, default=5,
-                            help="Dead-letter a message that failed this many deliveries (default 5).")
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="Drain what is in the queue now (until a receive comes back empty), then exit.",
+        )
+        parser.add_argument(
+            "--wait-seconds", type=int, default=20, help="Long-poll wait per receive, 0-20 (default 20)."
+        )
+        parser.add_argument("--max-messages", type=int, default=10, help="Messages per receive, 1-10 (default 10).")
+        parser.add_argument(
+            "--max-receives",
+            type=int,
+            default=5,
+            help="Dead-letter a message that failed this many deliveries (default 5).",
+        )
         parser.add_argument("--region", default=None, help="SQS region (default AIRLOCK_S3_REGION).")
-        parser.add_argument("--sqs-endpoint-url", default=None,
-                            help="SQS endpoint (only for stand-ins such as moto or ElasticMQ).")
+        parser.add_argument(
+            "--sqs-endpoint-url", default=None, help="SQS endpoint (only for stand-ins such as moto or ElasticMQ)."
+        )
 
     def handle(self, *args, **options) -> None:
         from attachments.bootstrap import require_migrated
@@ -55,10 +62,13 @@ class Command(BaseCommand):
         failures = 0
         while not stopping["now"]:
             try:
-                batch = sqs_consume_batch(client=client, queue_url=options["sqs_queue_url"],
-                                          wait_seconds=options["wait_seconds"],
-                                          max_messages=options["max_messages"],
-                                          max_receives=options["max_receives"])
+                batch = sqs_consume_batch(
+                    client=client,
+                    queue_url=options["sqs_queue_url"],
+                    wait_seconds=options["wait_seconds"],
+                    max_messages=options["max_messages"],
+                    max_receives=options["max_receives"],
+                )
             except Exception as exc:  # SQS or the database is down: back off, the messages wait
                 if options["once"]:
                     raise
@@ -77,6 +87,8 @@ class Command(BaseCommand):
     @staticmethod
     def _line(report: ConsumeReport) -> str:
         outcomes = " ".join(f"{name}={count}" for name, count in sorted(report.outcomes.items()))
-        return (f"messages={report.messages} records={report.records} deleted={report.deleted} "
-                f"dead_lettered={report.dead_lettered} left_for_retry={report.left_for_retry}"
-                + (f" {outcomes}" if outcomes else ""))
+        return (
+            f"messages={report.messages} records={report.records} deleted={report.deleted} "
+            f"dead_lettered={report.dead_lettered} left_for_retry={report.left_for_retry}"
+            + (f" {outcomes}" if outcomes else "")
+        )

@@ -6,9 +6,9 @@ import re
 import secrets
 
 from django.contrib.auth import get_user_model
-
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+
 from attachments.services.tenants import tenant_member_add
 from attachments.services.tokens import api_token_issue
 
@@ -22,10 +22,16 @@ class Command(BaseCommand):
         parser.add_argument("name")
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--staff", action="store_true")
-        parser.add_argument("--moderator", action="store_true",
-                            help="staff member in the moderator group, for the files of --tenant only")
-        parser.add_argument("--platform", action="store_true",
-                            help="platform staff: sees and acts on every tenant in the admin (with --moderator)")
+        parser.add_argument(
+            "--moderator",
+            action="store_true",
+            help="staff member in the moderator group, for the files of --tenant only",
+        )
+        parser.add_argument(
+            "--platform",
+            action="store_true",
+            help="platform staff: sees and acts on every tenant in the admin (with --moderator)",
+        )
         parser.add_argument("--superuser", action="store_true")
         parser.add_argument("--password")
         parser.add_argument("--email", default="")

@@ -24,8 +24,10 @@ from attachments.services.holds import (
 
 
 class Command(BaseCommand):
-    help = ("Legal holds: `hold set --id ID … --reason R`, `hold set --tenant T --ref REF --reason R`, "
-            "`hold clear` with the same target, `hold list [--tenant T]`. A held file survives every delete path.")
+    help = (
+        "Legal holds: `hold set --id ID … --reason R`, `hold set --tenant T --ref REF --reason R`, "
+        "`hold clear` with the same target, `hold list [--tenant T]`. A held file survives every delete path."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=("set", "clear", "list"))
@@ -46,8 +48,9 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result, default=str))
         elif opts["action"] == "list":
             for row in result:
-                self.stdout.write(f"{row['kind']}\t{row['tenant']}\t{row['target']}\t{row['by']}\t{row['at']}\t"
-                                  f"{row['reason']}")
+                self.stdout.write(
+                    f"{row['kind']}\t{row['tenant']}\t{row['target']}\t{row['by']}\t{row['at']}\t{row['reason']}"
+                )
         else:
             self.stdout.write(f"hold {opts['action']}: {result}")
 

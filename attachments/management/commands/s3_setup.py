@@ -9,9 +9,11 @@ from attachments.storage import StorageError
 
 
 class Command(BaseCommand):
-    help = ("Compare the bucket's CORS (AIRLOCK_CORS_ALLOWED_ORIGINS) and its AbortIncompleteMultipartUpload "
-            "lifecycle rule with what Airlock needs; --dry-run prints the drift, --apply fixes it. "
-            "Other rules on the bucket are kept.")
+    help = (
+        "Compare the bucket's CORS (AIRLOCK_CORS_ALLOWED_ORIGINS) and its AbortIncompleteMultipartUpload "
+        "lifecycle rule with what Airlock needs; --dry-run prints the drift, --apply fixes it. "
+        "Other rules on the bucket are kept."
+    )
 
     def add_arguments(self, parser):
         mode = parser.add_mutually_exclusive_group(required=True)

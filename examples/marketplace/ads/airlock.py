@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urljoin, urlsplit
 
-from airlock_client import Client
 from django.conf import settings
+
+from airlock_client import Client
 
 
 def airlock() -> Client:

@@ -19,8 +19,10 @@ class ContentSecurityPolicyMiddleware:
         self.get_response = get_response
         # The browser sends photos to Airlock (or its bucket) and shows Airlock's signed thumbnails.
         others = " ".join(dict.fromkeys([_origin(settings.AIRLOCK_URL), *map(_origin, settings.UPLOAD_ORIGINS)]))
-        self.policy = (f"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: {others}; "
-                       f"connect-src 'self' {others}; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+        self.policy = (
+            f"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: {others}; "
+            f"connect-src 'self' {others}; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+        )
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)

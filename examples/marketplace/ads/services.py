@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airlock_client import AttachmentInvalid, NotFound
 from django.db import transaction
 from django.utils import timezone
+
+from airlock_client import AttachmentInvalid, NotFound
 
 from .airlock import absolute, airlock, link_expiry
 from .models import Ad, Photo, WebhookDelivery
@@ -79,7 +80,8 @@ def draft_post(*, ad: Ad, title: str) -> Ad:
                 # Rejected (or gone) since the host last heard: leave those out, commit the rest.
                 for attachment_id, why in (refused.details or {}).items():
                     Photo.objects.filter(attachment_id=attachment_id).exclude(status__in=GONE).update(
-                        status=Photo.Status.REJECTED if why == "rejected" else Photo.Status.DELETED, reason=why)
+                        status=Photo.Status.REJECTED if why == "rejected" else Photo.Status.DELETED, reason=why
+                    )
                 ids = [i for i in ids if i not in (refused.details or {})]
     with transaction.atomic():
         Photo.objects.filter(ad=ad, attachment_id__in=ids).update(committed=True)
@@ -167,6 +169,7 @@ def thumbnails_fresh(photos: list[Photo]) -> list[Photo]:
                 continue
             if link:
                 photo.thumbnail_url, photo.thumbnail_expires = absolute(link), link_expiry(link)
-                Photo.objects.filter(pk=photo.pk).update(thumbnail_url=photo.thumbnail_url,
-                                                         thumbnail_expires=photo.thumbnail_expires)
+                Photo.objects.filter(pk=photo.pk).update(
+                    thumbnail_url=photo.thumbnail_url, thumbnail_expires=photo.thumbnail_expires
+                )
     return photos

@@ -6,12 +6,13 @@ import json
 import secrets
 from typing import Any
 
-from airlock_client import AirlockError
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+
+from airlock_client import AirlockError
 
 from . import services
 from .models import Ad, Photo
@@ -29,9 +30,14 @@ def own_draft(request: HttpRequest, ad_id: int) -> Ad:
 
 
 def photo_json(photo: Photo) -> dict[str, Any]:
-    return {"id": str(photo.attachment_id), "filename": photo.filename, "status": photo.status,
-            "reason": photo.reason, "committed": photo.committed,
-            "thumbnail": photo.thumbnail_url if photo.status == Photo.Status.READY else None}
+    return {
+        "id": str(photo.attachment_id),
+        "filename": photo.filename,
+        "status": photo.status,
+        "reason": photo.reason,
+        "committed": photo.committed,
+        "thumbnail": photo.thumbnail_url if photo.status == Photo.Status.READY else None,
+    }
 
 
 def photos_json(ad: Ad) -> JsonResponse:
@@ -47,10 +53,14 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     seller = seller_of(request)
-    return render(request, "ads/home.html", {
-        "ads": Ad.objects.filter(state=Ad.State.POSTED).order_by("-posted_at")[:50],
-        "drafts": Ad.objects.filter(seller=seller, state=Ad.State.DRAFT).order_by("-created_at"),
-    })
+    return render(
+        request,
+        "ads/home.html",
+        {
+            "ads": Ad.objects.filter(state=Ad.State.POSTED).order_by("-posted_at")[:50],
+            "drafts": Ad.objects.filter(seller=seller, state=Ad.State.DRAFT).order_by("-created_at"),
+        },
+    )
 
 
 @require_POST
@@ -62,10 +72,15 @@ def ad_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 def draft_edit(request: HttpRequest, ad_id: int) -> HttpResponse:
     ad = own_draft(request, ad_id)
-    return render(request, "ads/draft.html", {
-        "ad": ad, "heartbeat_seconds": settings.HEARTBEAT_SECONDS,
-        "sent_url": reverse("draft-photo-sent", args=[ad.pk, "00000000-0000-0000-0000-000000000000"]),
-    })
+    return render(
+        request,
+        "ads/draft.html",
+        {
+            "ad": ad,
+            "heartbeat_seconds": settings.HEARTBEAT_SECONDS,
+            "sent_url": reverse("draft-photo-sent", args=[ad.pk, "00000000-0000-0000-0000-000000000000"]),
+        },
+    )
 
 
 def draft_photos(request: HttpRequest, ad_id: int) -> HttpResponse:
@@ -119,8 +134,12 @@ def draft_cancel(request: HttpRequest, ad_id: int) -> HttpResponse:
 def ad_detail(request: HttpRequest, ad_id: int) -> HttpResponse:
     ad = get_object_or_404(Ad, pk=ad_id, state=Ad.State.POSTED)
     photos = services.thumbnails_fresh(list(ad.photos.filter(committed=True)))
-    return render(request, "ads/ad.html", {
-        "ad": ad,
-        "ready": [p for p in photos if p.status == Photo.Status.READY],
-        "processing": [p for p in photos if p.status in (Photo.Status.UPLOADING, Photo.Status.PENDING)],
-    })
+    return render(
+        request,
+        "ads/ad.html",
+        {
+            "ad": ad,
+            "ready": [p for p in photos if p.status == Photo.Status.READY],
+            "processing": [p for p in photos if p.status in (Photo.Status.UPLOADING, Photo.Status.PENDING)],
+        },
+    )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from airlock_client import WebhookVerificationError, verify_webhook
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+
+from airlock_client import WebhookVerificationError, verify_webhook
 
 from .services import webhook_apply
 

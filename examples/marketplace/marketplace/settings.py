@@ -53,12 +53,14 @@ MIDDLEWARE = [
     "ads.csp.ContentSecurityPolicyMiddleware",
 ]
 ROOT_URLCONF = "marketplace.urls"
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates",
-    "DIRS": [],
-    "APP_DIRS": True,
-    "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
-}]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+    }
+]
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",

@@ -46,16 +46,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         if opts["jobs_only"]:
-            return run_jobs_process(worker=not opts["no_worker"], scheduler=not opts["no_scheduler"],
-                                    threads=opts["threads"])
+            return run_jobs_process(
+                worker=not opts["no_worker"], scheduler=not opts["no_scheduler"], threads=opts["threads"]
+            )
         return self._serve(opts)
 
     def _serve(self, opts) -> None:
         from django.core.wsgi import get_wsgi_application
 
-        from ops import httpserver
         from attachments.bootstrap import migrate_on_first_run
         from attachments.permissions import ensure_moderator_group
+        from ops import httpserver
 
         migrate_on_first_run()  # embedded default / brand-new database only; said in the log
         ensure_moderator_group()
@@ -87,8 +88,9 @@ class Command(BaseCommand):
             from attachments import waiting
             from ops.runtime import JobRuntime
 
-            runtime = JobRuntime(worker=not opts["no_worker"], scheduler=not opts["no_scheduler"],
-                                 threads=opts["threads"])
+            runtime = JobRuntime(
+                worker=not opts["no_worker"], scheduler=not opts["no_scheduler"], threads=opts["threads"]
+            )
             runtime.start()
             runtime_box.append(runtime)
             # Every status change happens in this process: waiters need no listener.
@@ -99,14 +101,17 @@ class Command(BaseCommand):
                 runtime.stop()
 
         supervisor = JobsSupervisor(opts)
-        server = httpserver.AirlockServer(app, httpserver.options(
-            bind=bind,
-            processes=1 if single else settings_value("AIRLOCK_WEB_PROCESSES"),
-            on_ready=ready,
-            post_worker_init=start_jobs if (want_jobs and single) else None,
-            worker_exit=stop_jobs if (want_jobs and single) else None,
-            on_exit=supervisor.stop,
-        ))
+        server = httpserver.AirlockServer(
+            app,
+            httpserver.options(
+                bind=bind,
+                processes=1 if single else settings_value("AIRLOCK_WEB_PROCESSES"),
+                on_ready=ready,
+                post_worker_init=start_jobs if (want_jobs and single) else None,
+                worker_exit=stop_jobs if (want_jobs and single) else None,
+                on_exit=supervisor.stop,
+            ),
+        )
         server.run()
 
 

@@ -12,6 +12,7 @@ from django.core.management.base import (
     CommandParser,
     OutputWrapper,
 )
+
 from attachments.services.handoff import ServeNotRunning, command_enqueues
 from attachments.services.processing import REPROCESS_TRANSITIONS
 from sweeper.backfill import Selection, backfill_run
@@ -42,17 +43,23 @@ class ProgressBar:
 
 
 class Command(BaseCommand):
-    help = ("Re-run processing for attachments missing a derivative their profile promises (resumes an "
-            "interrupted run of the same selection). With --rescan, flag every selected ready file for the "
-            "background rescan instead: they stay ready and served (same as `manage.py rescan`).")
+    help = (
+        "Re-run processing for attachments missing a derivative their profile promises (resumes an "
+        "interrupted run of the same selection). With --rescan, flag every selected ready file for the "
+        "background rescan instead: they stay ready and served (same as `manage.py rescan`)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--profile", default=None)
-        parser.add_argument("--since", default=None,
-                            help="created at or after (ISO date or datetime, or a duration: 90m, 36h, 7d, 2w)")
+        parser.add_argument(
+            "--since", default=None, help="created at or after (ISO date or datetime, or a duration: 90m, 36h, 7d, 2w)"
+        )
         parser.add_argument("--status", default="ready", choices=sorted(REPROCESS_TRANSITIONS))
-        parser.add_argument("--rescan", action="store_true",
-                            help="flag every selected ready file for the background rescan (files stay served)")
+        parser.add_argument(
+            "--rescan",
+            action="store_true",
+            help="flag every selected ready file for the background rescan (files stay served)",
+        )
         parser.add_argument("--limit", type=int, default=None)
         parser.add_argument("--batch", type=int, default=100)
         parser.add_argument("--restart", action="store_true", help="ignore the checkpoint, start over")
@@ -67,9 +74,12 @@ class Command(BaseCommand):
         if opts["profile"] and opts["profile"] not in all_profiles():
             raise CommandError(f"--profile: unknown profile {opts['profile']!r}")
         require_migrated("backfill")
-        selection = Selection(status=str(opts["status"]), profile=opts["profile"] or None,
-                              since=_since(str(opts["since"])) if opts["since"] else None,
-                              rescan=bool(opts["rescan"]))
+        selection = Selection(
+            status=str(opts["status"]),
+            profile=opts["profile"] or None,
+            since=_since(str(opts["since"])) if opts["since"] else None,
+            rescan=bool(opts["rescan"]),
+        )
         if selection.rescan and selection.status != "ready":
             raise CommandError("--rescan applies to ready files only (failed ones are retried without it)")
         if not selection.rescan and not opts["dry_run"]:
@@ -81,8 +91,14 @@ class Command(BaseCommand):
                 self.stderr.write(handoff.note)
         bar = None if opts["no_progress"] else ProgressBar(self.stderr)
         try:
-            report = backfill_run(selection, limit=opts["limit"], batch_size=int(opts["batch"]),
-                                  dry_run=bool(opts["dry_run"]), restart=bool(opts["restart"]), progress=bar)
+            report = backfill_run(
+                selection,
+                limit=opts["limit"],
+                batch_size=int(opts["batch"]),
+                dry_run=bool(opts["dry_run"]),
+                restart=bool(opts["restart"]),
+                progress=bar,
+            )
         except RescansOff as exc:
             raise CommandError(str(exc)) from exc
         finally:

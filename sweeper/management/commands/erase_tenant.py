@@ -12,8 +12,10 @@ from ..erase_command import EraseCommand
 
 
 class Command(EraseCommand):
-    help = ("Release everything a tenant owns (staged and committed, every status) and remove its objects now, "
-            "revoke its members' API tokens; held files are skipped and listed. Run with --dry-run first.")
+    help = (
+        "Release everything a tenant owns (staged and committed, every status) and remove its objects now, "
+        "revoke its members' API tokens; held files are skipped and listed. Run with --dry-run first."
+    )
     subject_kind = "tenant"
 
     def add_arguments(self, parser: CommandParser) -> None:

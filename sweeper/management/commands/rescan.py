@@ -12,14 +12,19 @@ from sweeper.since import parse_since
 
 
 class Command(BaseCommand):
-    help = ("Flag ready files for a rescan: serve's background rescan scans them again, newest first, within "
-            "AIRLOCK_RESCAN_FILES_PER_MINUTE. They stay ready and served; only a new hit takes one down "
-            "(rejected/malware, quarantined, attachment.rejected webhook).")
+    help = (
+        "Flag ready files for a rescan: serve's background rescan scans them again, newest first, within "
+        "AIRLOCK_RESCAN_FILES_PER_MINUTE. They stay ready and served; only a new hit takes one down "
+        "(rejected/malware, quarantined, attachment.rejected webhook)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--since", default=None,
-                            help="created at or after: ISO date or datetime, or a duration (90m, 36h, 7d, 2w); "
-                                 "default: every ready file")
+        parser.add_argument(
+            "--since",
+            default=None,
+            help="created at or after: ISO date or datetime, or a duration (90m, 36h, 7d, 2w); "
+            "default: every ready file",
+        )
         parser.add_argument("--profile", default=None)
         parser.add_argument("--dry-run", action="store_true", help="count the selection, change nothing")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")

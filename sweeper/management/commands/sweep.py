@@ -8,7 +8,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments.services.handoff import command_enqueues
-
 from sweeper.sweep import sweep_expired
 
 

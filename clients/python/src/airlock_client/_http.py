@@ -1,9 +1,9 @@
-"""One place that sends requests: retries with backoff on 429/503/423 (honouring Retry-After) and on lost connections."""
+"""One place that sends requests: retries with backoff on 429/503/423 (honouring Retry-After) and on lost
+connections."""
 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +15,15 @@ RETRY_STATUSES = frozenset({423, 429, 503})
 
 
 class Sender:
-    def __init__(self, http: httpx.Client, *, max_retries: int, backoff: float, max_backoff: float,
-                 sleep: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        http: httpx.Client,
+        *,
+        max_retries: int,
+        backoff: float,
+        max_backoff: float,
+        sleep: Callable[[float], None],
+    ) -> None:
         self.http = http
         self.max_retries = max_retries
         self.backoff = backoff
@@ -29,11 +36,18 @@ class Sender:
         The jitter only lengthens the wait, so clients told the same Retry-After spread out
         after it instead of all coming back at that very second.
         """
-        backoff = min(self.max_backoff, self.backoff * (2 ** attempt))
+        backoff = min(self.max_backoff, self.backoff * (2**attempt))
         return float(max(retry_after or 0.0, backoff) * random.uniform(1.0, 1.2))
 
-    def send(self, method: str, url: str, *, ok: tuple[int, ...] = (200, 201, 202, 204),
-             reconnect: bool = False, **kwargs: Any) -> httpx.Response:
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        ok: tuple[int, ...] = (200, 201, 202, 204),
+        reconnect: bool = False,
+        **kwargs: Any,
+    ) -> httpx.Response:
         """Send until an answer in `ok` (returned) or an error (raised, typed).
 
         429, 503 and 423 are always retried (the server created nothing and said
@@ -69,12 +83,15 @@ def raise_for_storage(response: httpx.Response) -> None:
         raise error_from_response(response)
     text = response.text
     code = _xml_tag(text, "Code") or f"HTTP_{response.status_code}"
-    raise StorageError(_xml_tag(text, "Message") or text[:200], code=code, status=response.status_code,
-                       retry_after=retry_after_seconds(response))
+    raise StorageError(
+        _xml_tag(text, "Message") or text[:200],
+        code=code,
+        status=response.status_code,
+        retry_after=retry_after_seconds(response),
+    )
 
 
 def _xml_tag(text: str, tag: str) -> str | None:
     start = text.find(f"<{tag}>")
     end = text.find(f"</{tag}>")
-    return text[start + len(tag) + 2:end] if 0 <= start < end else None
-
+    return text[start + len(tag) + 2 : end] if 0 <= start < end else None

@@ -37,21 +37,34 @@ class Client:
 
     verify_webhook = staticmethod(verify_webhook)
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0, max_retries: int = 4,
-                 backoff: float = 0.5, max_backoff: float = 30.0, tus_threshold: int = 32 * MIB,
-                 tus_chunk_size: int = 8 * MIB, transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        tus_threshold: int = 32 * MIB,
+        tus_chunk_size: int = 8 * MIB,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.tus_threshold = tus_threshold
         self._backend: Literal["local", "s3"] | None = None  # learnt from the first intent
-        self._http = httpx.Client(headers={"Authorization": f"Token {token}", "Accept": "application/json"},
-                                  timeout=timeout, transport=transport)
+        self._http = httpx.Client(
+            headers={"Authorization": f"Token {token}", "Accept": "application/json"},
+            timeout=timeout,
+            transport=transport,
+        )
         # Signed and presigned URLs carry their own credential: the API token never goes to a bucket.
         self._bare = httpx.Client(timeout=timeout, transport=transport)
-        self._api = Sender(self._http, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff,
-                           sleep=sleep)
-        self._storage = Sender(self._bare, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff,
-                               sleep=sleep)
+        self._api = Sender(self._http, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep)
+        self._storage = Sender(
+            self._bare, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep
+        )
         self._uploader = Uploader(self._api, self._storage, self.base_url, tus_chunk_size)
 
     def close(self) -> None:
@@ -67,16 +80,25 @@ class Client:
     def _url(self, path: str) -> str:
         return f"{self.base_url}/api/v1/{path.lstrip('/')}"
 
-    def _json(self, method: str, path: str, *, ok: tuple[int, ...] = (200,), reconnect: bool = True,
-              **kwargs: Any) -> Any:
+    def _json(
+        self, method: str, path: str, *, ok: tuple[int, ...] = (200,), reconnect: bool = True, **kwargs: Any
+    ) -> Any:
         response = self._api.send(method, self._url(path), ok=ok, reconnect=reconnect, **kwargs)
         return response.json() if response.content else None
 
     # --- uploads -----------------------------------------------------------------------
 
-    def upload(self, source: str | os.PathLike[str] | BinaryIO, *, profile: str, filename: str | None = None,
-               content_type: str | None = None, sha256: str | bool | None = None,
-               on_progress: ProgressCallback | None = None, transport: Transport = "auto") -> Attachment:
+    def upload(
+        self,
+        source: str | os.PathLike[str] | BinaryIO,
+        *,
+        profile: str,
+        filename: str | None = None,
+        content_type: str | None = None,
+        sha256: str | bool | None = None,
+        on_progress: ProgressCallback | None = None,
+        transport: Transport = "auto",
+    ) -> Attachment:
         """Upload a file (a path or a binary file object from its current position); returns it `pending`.
 
         `sha256`: None or True computes the digest (one more pass over a seekable
@@ -92,8 +114,12 @@ class Client:
             large = src.size >= self.tus_threshold
             if transport == "tus" or (transport == "auto" and large and self._backend == "local"):
                 return self._upload_tus(src, profile=profile, content_type=ctype, progress=progress)
-            body: dict[str, Any] = {"profile": profile, "filename": src.filename, "size": src.size,
-                                    "content_type": ctype}
+            body: dict[str, Any] = {
+                "profile": profile,
+                "filename": src.filename,
+                "size": src.size,
+                "content_type": ctype,
+            }
             if sha256 is None or sha256 is True:
                 body["sha256"] = src.sha256()
             elif sha256:
@@ -107,16 +133,16 @@ class Client:
                 return self._upload_tus(src, profile=profile, content_type=ctype, progress=progress)
             return self._uploader.send_plan(src, intent["id"], plan, progress)
 
-    def create_intent(self, *, profile: str, filename: str, size: int, content_type: str,
-                      sha256: str | None = None) -> dict[str, Any]:
+    def create_intent(
+        self, *, profile: str, filename: str, size: int, content_type: str, sha256: str | None = None
+    ) -> dict[str, Any]:
         """Declare a file and get its plan (`upload`) without sending it: for a browser that sends the bytes.
 
         The plan's URLs carry their own single-use, expiring credential, so a host
         can hand `intent["upload"]` to a browser and keep its API token to itself;
         then `complete(id)` once the browser is done (harmless where not needed).
         """
-        body: dict[str, Any] = {"profile": profile, "filename": filename, "size": size,
-                                "content_type": content_type}
+        body: dict[str, Any] = {"profile": profile, "filename": filename, "size": size, "content_type": content_type}
         if sha256:
             body["sha256"] = sha256
         # Nothing is created on 429/503, so the intent is safe to ask again; a lost answer is not.
@@ -131,8 +157,13 @@ class Client:
         self._uploader.tus_send(src, url, progress, offset=0)
         return self.get(url.rstrip("/").rsplit("/", 1)[-1])
 
-    def resume(self, attachment_id: str, source: str | os.PathLike[str] | BinaryIO, *,
-               on_progress: ProgressCallback | None = None) -> Attachment:
+    def resume(
+        self,
+        attachment_id: str,
+        source: str | os.PathLike[str] | BinaryIO,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> Attachment:
         """Carry on an interrupted tus or S3 multipart upload with the same bytes, from where storage stopped."""
         with Source.open(source) as src:
             progress = Progress(src.size, on_progress)
@@ -159,21 +190,28 @@ class Client:
         while True:
             remaining = deadline - time.monotonic()
             wait = max(0, min(MAX_WAIT, int(remaining)))
-            response = self._api.send("GET", self._url(f"attachments/{attachment_id}"), reconnect=True,
-                                      params={"wait": wait}, timeout=wait + 30)
+            response = self._api.send(
+                "GET",
+                self._url(f"attachments/{attachment_id}"),
+                reconnect=True,
+                params={"wait": wait},
+                timeout=wait + 30,
+            )
             attachment: Attachment = response.json()
             if attachment["status"] in TERMINAL:
                 return attachment
             if time.monotonic() >= deadline or wait == 0:
-                raise WaitTimeout(f"{attachment_id} is still {attachment['status']} after {timeout:g} s",
-                                  attachment=dict(attachment))
+                raise WaitTimeout(
+                    f"{attachment_id} is still {attachment['status']} after {timeout:g} s", attachment=dict(attachment)
+                )
             if response.headers.get("Airlock-Wait", "").startswith("skipped"):
                 self._api.sleep(1.0)  # the server is at its waiter cap: do not ask again at once
 
     def iter_attachments(self, **filters: Any) -> Iterator[Attachment]:
         """The caller's attachments, newest first, across every page (filters: status, profile, committed, ids…)."""
         params: dict[str, str] | None = {
-            key: _query_value(value) for key, value in filters.items() if value is not None}
+            key: _query_value(value) for key, value in filters.items() if value is not None
+        }
         url: str | None = self._url("attachments")
         while url:
             page = self._api.send("GET", url, params=params, reconnect=True).json()
@@ -187,8 +225,14 @@ class Client:
     def profiles(self) -> list[dict[str, Any]]:
         return self._json("GET", "profiles")["profiles"]  # type: ignore[no-any-return]
 
-    def download(self, attachment_id: str, to: str | os.PathLike[str], *, rendition: Rendition = "download",
-                 on_progress: ProgressCallback | None = None) -> Path:
+    def download(
+        self,
+        attachment_id: str,
+        to: str | os.PathLike[str],
+        *,
+        rendition: Rendition = "download",
+        on_progress: ProgressCallback | None = None,
+    ) -> Path:
         """Save a file to `to`, resuming a partial `<to>.part` with a Range request; checks size and SHA-256."""
         target = Path(to)
         partial = target.with_name(target.name + ".part")
@@ -298,5 +342,7 @@ def _check(path: Path, total: int, expected: Attachment) -> None:
             digest.update(chunk)
     if size != expected.get("size", size) or digest.hexdigest() != expected.get("sha256"):
         path.unlink()  # a resumed file that does not add up is not worth resuming again
-        raise DownloadMismatch(f"downloaded {size} bytes with SHA-256 {digest.hexdigest()}; the attachment "
-                               f"has {expected.get('size')} bytes with {expected.get('sha256')}")
+        raise DownloadMismatch(
+            f"downloaded {size} bytes with SHA-256 {digest.hexdigest()}; the attachment "
+            f"has {expected.get('size')} bytes with {expected.get('sha256')}"
+        )

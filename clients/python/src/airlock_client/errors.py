@@ -15,9 +15,16 @@ class AirlockError(Exception):
 
     code: str = "ERROR"
 
-    def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 details: dict[str, Any] | None = None, retry_after: float | None = None,
-                 request_id: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        details: dict[str, Any] | None = None,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -175,17 +182,43 @@ class WebhookVerificationError(AirlockError):
 
 
 _BY_CODE: dict[str, type[AirlockError]] = {
-    cls.code: cls for cls in (
-        ValidationError, UnknownProfile, TypeNotAllowed, NotAuthenticated, UploadTokenInvalid, NotFound,
-        AlreadyCommitted, NotRestorable, AlreadyUploaded, UploadNotInProgress, OffsetMismatch, UploadExpired,
-        TooLarge, QuotaExceeded, ChecksumMismatch, AttachmentInvalid, UploadLocked, RateLimited,
-        ServiceUnavailable, RequestTimeout, InternalError,
+    cls.code: cls
+    for cls in (
+        ValidationError,
+        UnknownProfile,
+        TypeNotAllowed,
+        NotAuthenticated,
+        UploadTokenInvalid,
+        NotFound,
+        AlreadyCommitted,
+        NotRestorable,
+        AlreadyUploaded,
+        UploadNotInProgress,
+        OffsetMismatch,
+        UploadExpired,
+        TooLarge,
+        QuotaExceeded,
+        ChecksumMismatch,
+        AttachmentInvalid,
+        UploadLocked,
+        RateLimited,
+        ServiceUnavailable,
+        RequestTimeout,
+        InternalError,
     )
 }
 # Codes not in the table (a newer server, the framework's generic `ERROR`) map by status.
 _BY_STATUS: dict[int, type[AirlockError]] = {
-    400: ValidationError, 401: NotAuthenticated, 404: NotFound, 409: Conflict, 413: TooLarge,
-    422: AttachmentInvalid, 423: UploadLocked, 429: RateLimited, 503: ServiceUnavailable, 500: InternalError,
+    400: ValidationError,
+    401: NotAuthenticated,
+    404: NotFound,
+    409: Conflict,
+    413: TooLarge,
+    422: AttachmentInvalid,
+    423: UploadLocked,
+    429: RateLimited,
+    503: ServiceUnavailable,
+    500: InternalError,
 }
 
 
@@ -213,5 +246,11 @@ def error_from_response(response: httpx.Response) -> AirlockError:
         message = str(error.get("message") or message)
         details = error.get("details") if isinstance(error.get("details"), dict) else {}
     cls = _BY_CODE.get(code) or _BY_STATUS.get(response.status_code, AirlockError)
-    return cls(message, code=code, status=response.status_code, details=details,
-               retry_after=retry_after_seconds(response), request_id=response.headers.get("X-Request-ID"))
+    return cls(
+        message,
+        code=code,
+        status=response.status_code,
+        details=details,
+        retry_after=retry_after_seconds(response),
+        request_id=response.headers.get("X-Request-ID"),
+    )

@@ -17,8 +17,9 @@ SPOOL_IN_MEMORY = 8 << 20  # an unseekable stream is kept in memory up to this, 
 class Source:
     """A seekable view of the bytes to upload, from the position the caller's file was at."""
 
-    def __init__(self, fileobj: BinaryIO, *, start: int, size: int, filename: str, owned: bool,
-                 sha256: str | None = None) -> None:
+    def __init__(
+        self, fileobj: BinaryIO, *, start: int, size: int, filename: str, owned: bool, sha256: str | None = None
+    ) -> None:
         self._file = fileobj
         self._start = start
         self.size = size
@@ -51,8 +52,14 @@ class Source:
             spool.write(chunk)
             size += len(chunk)
         spool.seek(0)
-        return cls(spool, start=0, size=size, filename=filename, owned=True,  # type: ignore[arg-type]
-                   sha256=digest.hexdigest())
+        return cls(
+            spool,
+            start=0,
+            size=size,
+            filename=filename,
+            owned=True,  # type: ignore[arg-type]
+            sha256=digest.hexdigest(),
+        )
 
     def sha256(self) -> str:
         """The hex SHA-256 of the bytes (one pass over them, the first time it is asked)."""

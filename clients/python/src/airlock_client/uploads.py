@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._http import Sender, raise_for_storage
+from ._http import Sender
 from .errors import (
     AlreadyUploaded,
     InternalError,
@@ -67,16 +67,26 @@ class Uploader:
 
     # --- an intent's plan: PUT, POST or multipart ------------------------------------
 
-    def send_plan(self, source: Source, attachment_id: str, plan: dict[str, Any],
-                  progress: Progress) -> Attachment:
+    def send_plan(self, source: Source, attachment_id: str, plan: dict[str, Any], progress: Progress) -> Attachment:
         if plan.get("parts"):
-            return self.multipart(source, attachment_id, part_size=int(plan["part_size"]), parts=plan["parts"],
-                                  complete_url=plan["complete_url"], uploaded={}, progress=progress)
+            return self.multipart(
+                source,
+                attachment_id,
+                part_size=int(plan["part_size"]),
+                parts=plan["parts"],
+                complete_url=plan["complete_url"],
+                uploaded={},
+                progress=progress,
+            )
         local = is_local_plan(plan)
         try:
             response = self.storage.send(
-                plan["method"], plan["url"], ok=(200, 201, 202, 204), reconnect=True,
-                **self._single_request(source, plan, progress))
+                plan["method"],
+                plan["url"],
+                ok=(200, 201, 202, 204),
+                reconnect=True,
+                **self._single_request(source, plan, progress),
+            )
         except AlreadyUploaded:
             # A retry after an attempt whose answer was lost: the bytes are in (local backend).
             return self.attachment(attachment_id)
@@ -85,8 +95,12 @@ class Uploader:
                 raise
             response = None
         except (TransportError, OSError) as exc:
-            raise UploadInterrupted(f"the upload of {source.filename} was interrupted: {exc}",
-                                    attachment_id=attachment_id, transport="single", sent=progress.sent) from exc
+            raise UploadInterrupted(
+                f"the upload of {source.filename} was interrupted: {exc}",
+                attachment_id=attachment_id,
+                transport="single",
+                sent=progress.sent,
+            ) from exc
         if local and response is not None:
             return response.json()  # type: ignore[no-any-return]
         return self.complete(attachment_id, None)
@@ -99,8 +113,7 @@ class Uploader:
         content_type = plan.get("fields", {}).get("Content-Type", "application/octet-stream")
         return {"data": plan.get("fields", {}), "files": {"file": (source.filename, form, content_type)}}
 
-    def complete(self, attachment_id: str, parts: list[dict[str, Any]] | None,
-                 url: str | None = None) -> Attachment:
+    def complete(self, attachment_id: str, parts: list[dict[str, Any]] | None, url: str | None = None) -> Attachment:
         url = url or f"{self.base_url}/api/v1/uploads/{attachment_id}/complete"
         response = self.api.send("POST", url, json={"parts": parts} if parts else {}, ok=(202,), reconnect=True)
         return response.json()  # type: ignore[no-any-return]
@@ -111,13 +124,23 @@ class Uploader:
 
     # --- S3 multipart ------------------------------------------------------------------
 
-    def multipart(self, source: Source, attachment_id: str, *, part_size: int, parts: list[dict[str, Any]],
-                  complete_url: str, uploaded: dict[int, str], progress: Progress) -> Attachment:
+    def multipart(
+        self,
+        source: Source,
+        attachment_id: str,
+        *,
+        part_size: int,
+        parts: list[dict[str, Any]],
+        complete_url: str,
+        uploaded: dict[int, str],
+        progress: Progress,
+    ) -> Attachment:
         """PUT every part not in `uploaded` (number → ETag), re-signing when URLs expire, then assemble."""
         urls = {int(p["part_number"]): p["url"] for p in parts}
         count = max(1, -(-source.size // part_size))
-        progress.set(sum(_part_range(n, part_size, source.size)[1] - _part_range(n, part_size, source.size)[0]
-                         for n in uploaded))
+        progress.set(
+            sum(_part_range(n, part_size, source.size)[1] - _part_range(n, part_size, source.size)[0] for n in uploaded)
+        )
         for number in range(1, count + 1):
             if number in uploaded:
                 continue
@@ -126,8 +149,13 @@ class Uploader:
             while True:
                 try:
                     response = self.storage.send(
-                        "PUT", urls[number], ok=(200,), reconnect=True, headers={"Content-Length": str(end - start)},
-                        content=lambda: progress.stream(source, start, end))
+                        "PUT",
+                        urls[number],
+                        ok=(200,),
+                        reconnect=True,
+                        headers={"Content-Length": str(end - start)},
+                        content=lambda: progress.stream(source, start, end),
+                    )
                     uploaded[number] = response.headers["ETag"]
                     break
                 except StorageError as exc:
@@ -139,8 +167,11 @@ class Uploader:
                 except (TransportError, OSError) as exc:
                     progress.set(start)
                     raise UploadInterrupted(
-                        f"part {number} of {source.filename} did not arrive: {exc}", attachment_id=attachment_id,
-                        transport="multipart", sent=progress.sent) from exc
+                        f"part {number} of {source.filename} did not arrive: {exc}",
+                        attachment_id=attachment_id,
+                        transport="multipart",
+                        sent=progress.sent,
+                    ) from exc
         progress.set(source.size)
         body = [{"part_number": n, "etag": etag} for n, etag in sorted(uploaded.items())]
         return self.complete(attachment_id, body, complete_url)
@@ -156,16 +187,29 @@ class Uploader:
     def resume_multipart(self, source: Source, attachment_id: str, progress: Progress) -> Attachment:
         fresh, done, plan = self.resign(attachment_id)
         parts = [{"part_number": n, "url": u} for n, u in fresh.items()]
-        return self.multipart(source, attachment_id, part_size=int(plan["part_size"]), parts=parts,
-                              complete_url=plan["complete_url"], uploaded=done, progress=progress)
+        return self.multipart(
+            source,
+            attachment_id,
+            part_size=int(plan["part_size"]),
+            parts=parts,
+            complete_url=plan["complete_url"],
+            uploaded=done,
+            progress=progress,
+        )
 
     # --- tus ----------------------------------------------------------------------------
 
     def tus_create(self, source: Source, *, profile: str, content_type: str) -> str:
-        metadata = ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in
-                            (("profile", profile), ("filename", source.filename), ("content_type", content_type)))
-        response = self.api.send("POST", f"{self.base_url}/api/v1/tus/", ok=(201,), headers={
-            **TUS, "Upload-Length": str(source.size), "Upload-Metadata": metadata})
+        metadata = ",".join(
+            f"{key} {base64.b64encode(value.encode()).decode()}"
+            for key, value in (("profile", profile), ("filename", source.filename), ("content_type", content_type))
+        )
+        response = self.api.send(
+            "POST",
+            f"{self.base_url}/api/v1/tus/",
+            ok=(201,),
+            headers={**TUS, "Upload-Length": str(source.size), "Upload-Metadata": metadata},
+        )
         return response.headers["Location"]
 
     def tus_offset(self, url: str) -> int:
@@ -182,24 +226,45 @@ class Uploader:
             try:
                 chunk = source.read_at(offset, self.tus_chunk_size)
                 checksum = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
-                response = self.api.send("PATCH", url, ok=(204,), content=chunk, headers={
-                    **TUS, "Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream",
-                    "Upload-Checksum": f"sha256 {checksum}"})
+                response = self.api.send(
+                    "PATCH",
+                    url,
+                    ok=(204,),
+                    content=chunk,
+                    headers={
+                        **TUS,
+                        "Upload-Offset": str(offset),
+                        "Content-Type": "application/offset+octet-stream",
+                        "Upload-Checksum": f"sha256 {checksum}",
+                    },
+                )
                 reached = int(response.headers["Upload-Offset"])
             except OSError as exc:  # the caller's file, not the network: resume once it reads again
-                raise UploadInterrupted(f"reading {source.filename} at {offset} bytes failed: {exc}",
-                                        attachment_id=attachment_id, transport="tus", sent=offset) from exc
+                raise UploadInterrupted(
+                    f"reading {source.filename} at {offset} bytes failed: {exc}",
+                    attachment_id=attachment_id,
+                    transport="tus",
+                    sent=offset,
+                ) from exc
             except _TRANSIENT as exc:
                 failures += 1
                 if failures > self.api.max_retries:
-                    raise UploadInterrupted(f"the tus upload of {source.filename} stopped at {offset} bytes: {exc}",
-                                            attachment_id=attachment_id, transport="tus", sent=offset) from exc
+                    raise UploadInterrupted(
+                        f"the tus upload of {source.filename} stopped at {offset} bytes: {exc}",
+                        attachment_id=attachment_id,
+                        transport="tus",
+                        sent=offset,
+                    ) from exc
                 self.api.sleep(self.api.delay(failures - 1, getattr(exc, "retry_after", None)))
                 try:
                     reached = self.tus_offset(url)
                 except (TransportError, Retryable) as lost:
-                    raise UploadInterrupted(f"the tus upload of {source.filename} stopped at {offset} bytes: {lost}",
-                                            attachment_id=attachment_id, transport="tus", sent=offset) from lost
+                    raise UploadInterrupted(
+                        f"the tus upload of {source.filename} stopped at {offset} bytes: {lost}",
+                        attachment_id=attachment_id,
+                        transport="tus",
+                        sent=offset,
+                    ) from lost
             if reached > offset:
                 failures = 0  # progress was made: the budget is for failures in a row
             offset = reached
@@ -245,4 +310,3 @@ def _part_range(number: int, part_size: int, size: int) -> tuple[int, int]:
 def is_local_plan(plan: dict[str, Any]) -> bool:
     """Whether the plan sends the bytes to Airlock itself (its signed PUT) rather than to a bucket."""
     return plan.get("method") == "PUT" and bool(_LOCAL_CONTENT.search(urlsplit(plan.get("url", "")).path))
-

@@ -17,8 +17,14 @@ PREFIX = "whsec_"
 TOLERANCE_SECONDS = 300  # the reference libraries' window: 5 minutes either way
 
 
-def verify_webhook(headers: Mapping[str, str], body: bytes | str, secret: str | Iterable[str], *,
-                   tolerance: float = TOLERANCE_SECONDS, now: float | None = None) -> dict[str, Any]:
+def verify_webhook(
+    headers: Mapping[str, str],
+    body: bytes | str,
+    secret: str | Iterable[str],
+    *,
+    tolerance: float = TOLERANCE_SECONDS,
+    now: float | None = None,
+) -> dict[str, Any]:
     """The event, once its signature verifies with one of the secrets; WebhookVerificationError otherwise.
 
     `headers` may be any mapping (Django's `request.headers`, a dict with any
@@ -41,8 +47,7 @@ def verify_webhook(headers: Mapping[str, str], body: bytes | str, secret: str | 
         raise WebhookVerificationError("the webhook's timestamp is in the future")
     raw = body.encode() if isinstance(body, str) else bytes(body)
     signed = f"{msg_id}.{timestamp}.".encode() + raw
-    expected = [base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-                for key in _keys(secret)]
+    expected = [base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode() for key in _keys(secret)]
     for candidate in signatures.split():
         version, _, value = candidate.partition(",")
         if version == "v1" and any(hmac.compare_digest(value, mine) for mine in expected):
@@ -60,7 +65,7 @@ def _keys(secret: str | Iterable[str]) -> list[bytes]:
         raise ValueError("no webhook secret given")
     keys = []
     for value in secrets:
-        encoded = value[len(PREFIX):] if value.startswith(PREFIX) else value
+        encoded = value[len(PREFIX) :] if value.startswith(PREFIX) else value
         try:
             keys.append(base64.b64decode(encoded, validate=True))
         except (binascii.Error, ValueError):

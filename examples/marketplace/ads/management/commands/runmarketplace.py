@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from airlock_client import AirlockError, Client
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from airlock_client import AirlockError, Client
 
 MANAGE = Path(__file__).resolve().parents[3] / "manage.py"
 
@@ -23,19 +24,31 @@ class Command(BaseCommand):
         parser.add_argument("--airlock", default=settings.AIRLOCK_URL, help="Airlock's base URL")
         parser.add_argument("--port", type=int, default=8001)
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--token", default=settings.AIRLOCK_TOKEN,
-                            help="the marketplace user's Airlock API token (createuser's last line); "
-                                 "default: MARKETPLACE_AIRLOCK_TOKEN")
-        parser.add_argument("--webhook-secret", default=settings.AIRLOCK_WEBHOOK_SECRET,
-                            help="the whsec_… secret Airlock signs webhooks with; default: MARKETPLACE_WEBHOOK_SECRET")
-        parser.add_argument("--upload-origin", action="append", default=list(settings.UPLOAD_ORIGINS),
-                            help="another origin the browser uploads to (the S3 endpoint), for the CSP")
+        parser.add_argument(
+            "--token",
+            default=settings.AIRLOCK_TOKEN,
+            help="the marketplace user's Airlock API token (createuser's last line); "
+            "default: MARKETPLACE_AIRLOCK_TOKEN",
+        )
+        parser.add_argument(
+            "--webhook-secret",
+            default=settings.AIRLOCK_WEBHOOK_SECRET,
+            help="the whsec_… secret Airlock signs webhooks with; default: MARKETPLACE_WEBHOOK_SECRET",
+        )
+        parser.add_argument(
+            "--upload-origin",
+            action="append",
+            default=list(settings.UPLOAD_ORIGINS),
+            help="another origin the browser uploads to (the S3 endpoint), for the CSP",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         airlock = opts["airlock"].rstrip("/")
         if not opts["token"]:
-            raise CommandError("no Airlock token: pass --token (or MARKETPLACE_AIRLOCK_TOKEN); "
-                               "make one with `manage.py createuser marketplace --tenant marketplace` in Airlock")
+            raise CommandError(
+                "no Airlock token: pass --token (or MARKETPLACE_AIRLOCK_TOKEN); "
+                "make one with `manage.py createuser marketplace --tenant marketplace` in Airlock"
+            )
         if not opts["webhook_secret"].startswith("whsec_"):
             raise CommandError("no webhook secret: pass --webhook-secret whsec_… (Airlock's AIRLOCK_WEBHOOK_SECRET)")
         try:
@@ -46,14 +59,18 @@ class Command(BaseCommand):
         except httpx.HTTPError as exc:
             raise CommandError(f"Airlock does not answer at {airlock}: {exc}") from None
         call_command("migrate", interactive=False, verbosity=0)
-        os.environ.update({
-            "MARKETPLACE_AIRLOCK_URL": airlock, "MARKETPLACE_AIRLOCK_TOKEN": opts["token"],
-            "MARKETPLACE_WEBHOOK_SECRET": opts["webhook_secret"],
-            "MARKETPLACE_UPLOAD_ORIGINS": ",".join(opts["upload_origin"]),
-        })
+        os.environ.update(
+            {
+                "MARKETPLACE_AIRLOCK_URL": airlock,
+                "MARKETPLACE_AIRLOCK_TOKEN": opts["token"],
+                "MARKETPLACE_WEBHOOK_SECRET": opts["webhook_secret"],
+                "MARKETPLACE_UPLOAD_ORIGINS": ",".join(opts["upload_origin"]),
+            }
+        )
         address = f"{opts['host']}:{opts['port']}"
-        self.stdout.write(f"marketplace: http://{address}/  (Airlock: {airlock}; webhooks: "
-                          f"http://{address}/airlock/webhook)")
+        self.stdout.write(
+            f"marketplace: http://{address}/  (Airlock: {airlock}; webhooks: http://{address}/airlock/webhook)"
+        )
         sys.stdout.flush()
         # The settings read the environment: the server process starts afresh with it. Django's
         # development server (serving static files without DEBUG: --insecure) is enough for a demo.
