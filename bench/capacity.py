@@ -255,7 +255,7 @@ def main() -> None:
             row = Attachment.objects.only("status", "lease_token", "step").get(pk=pk)
             if row.status != "processing":
                 break
-            observe(row.step, lambda: pipeline.run_step(pk, row.lease_token, row.step))
+            observe(row.step, lambda: pipeline.run_stage(pk, row.lease_token, row.step))
         status, reason = Attachment.objects.filter(pk=pk).values_list("status", "reason_code").get()
         assert status == "ready", (item["kind"], status, reason)
 

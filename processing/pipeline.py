@@ -37,7 +37,7 @@ from attachments.services.processing import (
 )
 from attachments.services.single_slot import single_slot_settle
 from attachments.storage import get_gateway
-from attachments.storage.base import StorageError
+from attachments.storage.base import ObjectInfo, StorageError
 
 from . import fairness, inflight
 from .errors import ContentRejected, TransientError
@@ -78,9 +78,11 @@ def intake(attachment: Attachment) -> StageResult:
     """Read what intake looks at (size, first bytes) from storage and run the intake steps."""
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
+    info = None
     if gateway.rewritable_uploads and not attachment.content_key and not attachment.upload_sealed:
-        _snapshot(attachment)
-    info = gateway.head(attachment.working_key)
+        info = _snapshot(attachment)  # what it verified the copy with: the object intake reads
+    if info is None:
+        info = gateway.head(attachment.working_key)
     if info is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
@@ -218,6 +220,7 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
         facts=result.facts,
         next_step=next_stage,
         derivatives=result.derivatives,
+        read=attachment,
     )
     outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
@@ -354,8 +357,8 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
 
 
 # ---------------------------------------------------------------- storage IO for the steps
-def _snapshot(attachment: Attachment) -> None:
-    """Move the upload to a key only the server writes, before anything looks at it.
+def _snapshot(attachment: Attachment) -> ObjectInfo:
+    """Move the upload to a key only the server writes, before anything looks at it; return the copy's info.
 
     Everything after this reads the snapshot, so bytes replayed onto the upload
     key later are never scanned-then-swapped; the replay itself is deleted when
@@ -366,7 +369,8 @@ def _snapshot(attachment: Attachment) -> None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original", ext="bin")
     gateway.copy(attachment.storage_key, target)
-    if gateway.head(target) is None:
+    info = gateway.head(target)
+    if info is None:
         raise TransientError("snapshot copy did not verify")
     token = attachment.lease_token
     if token is None or not attachment_snapshot_record(attachment_id=attachment.pk, token=token, content_key=target):
@@ -374,6 +378,7 @@ def _snapshot(attachment: Attachment) -> None:
         raise TransientError("lost the lease while taking the snapshot")
     attachment.content_key = target
     gateway.delete(attachment.storage_key)
+    return info
 
 
 def _size_limit(attachment: Attachment) -> int:

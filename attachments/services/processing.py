@@ -132,11 +132,26 @@ def attachment_advance(
     next_step: str | None,
     derivatives: list[dict[str, Any]] | None = None,
     now: datetime | None = None,
+    read: Attachment | None = None,
 ) -> bool:
-    """Record a stage's facts and hand over to the next stage, or flip to ready."""
+    """Record a stage's facts and hand over to the next stage, or flip to ready.
+
+    `read` is the row as the stage read it before its work (unlocked). A plain
+    hand-over (no derivatives, no usage column among the facts) is then one
+    UPDATE guarded by the lease instead of a locked read and a save; a row that
+    moved on takes the locked path below, which decides what it means.
+    """
     now = now or timezone.now()
     fields = facts_columns(facts)
     with transaction.atomic():
+        if (
+            read is not None
+            and next_step is not None
+            and not derivatives
+            and not set(fields) & set(quotas.USAGE_FIELDS)
+            and _hand_over(read, token=token, step=step, fields=fields, next_step=next_step, now=now)
+        ):
+            return True
         attachment = _locked_if_current(attachment_id, token, step)
         if attachment is None:
             return False
@@ -180,6 +195,28 @@ def attachment_advance(
             # The job carries its tenant: the actor parks a job over the tenant's
             # cap without reading the row first (processing/fairness.py).
             outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id)
+    return True
+
+
+def _hand_over(
+    read: Attachment, *, token: uuid.UUID, step: str, fields: dict[str, Any], next_step: str, now: datetime
+) -> bool:
+    """Move a row still leased by `token` at `step`, and not discarded, on to `next_step`; False if it moved on.
+
+    The WHERE clause is _locked_if_current's check, made by the UPDATE itself
+    (PostgreSQL re-checks it on the newest row version), so no lock read is needed.
+    """
+    updated = (
+        Attachment.objects.filter(pk=read.pk, status=Status.PROCESSING, lease_token=token, step=step)
+        .exclude(lifecycle__in=(Lifecycle.DISCARDED, Lifecycle.DELETED))
+        .update(**fields, step=next_step, lease_expires_at=_lease_deadline(now), updated_at=timezone.now())
+    )
+    if not updated:
+        return False
+    entry = stage_entry(read, stage=step, fields=fields, actor=WORKER)
+    if entry is not None:
+        entry.save()
+    outbox.enqueue(next_step, read.pk, token, read.tenant_id)
     return True
 
 

@@ -103,10 +103,11 @@ def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]
 
 
 # The step's read, the lock, the row's UPDATE, the audit row, the outbox row and
-# its "sent" mark (derive: the derivative rows instead of a job to send).
+# its "sent" mark (derive: the derivative rows instead of a job to send). The scan
+# hands over with an UPDATE guarded by its lease: no lock read.
 EXPECTED = {
     "intake": {"SELECT": 2, "UPDATE": 2, "INSERT": 2},
-    "scan": {"SELECT": 2, "UPDATE": 2, "INSERT": 2},  # + the scan's audit entry (intake's shares the start's INSERT)
+    "scan": {"SELECT": 1, "UPDATE": 2, "INSERT": 2},  # + the scan's audit entry (intake's shares the start's INSERT)
     "derive": {"SELECT": 2, "INSERT": 2, "UPDATE": 1},  # derivatives upserted in one INSERT
 }
 
@@ -299,3 +300,36 @@ def test_a_narrow_read_builds_its_rows_with_their_status_in_one_query(alice):
     with CaptureQueriesContext(connection) as ctx:
         rows = list(Attachment.objects.only("pk", "lifecycle"))
     assert len(ctx.captured_queries) == 1 and [r.status for r in rows] == ["pending"] * 3
+
+
+# --- the scan's guarded hand-over ----------------------------------------------------
+
+
+@pytest.mark.parametrize("meanwhile", ["lease_taken_over", "discarded"])
+def test_a_scan_whose_row_moved_on_during_its_work_changes_nothing(alice, api, memory_slots, monkeypatch, meanwhile):
+    """The hand-over's UPDATE re-checks the lease, the stage and the lifecycle that the lock read used to."""
+    from attachments.models import Lifecycle, OutboxMessage
+
+    attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
+    actors.intake.fn(*_sent("intake", attachment_id))
+    row = Attachment.objects.get(pk=attachment_id)
+    other_token = uuid.uuid4()
+    work = pipeline.WORK["scan"]
+
+    def scan_then_move_on(attachment):
+        result = work(attachment)
+        if meanwhile == "discarded":
+            Attachment.objects.filter(pk=attachment_id).update(lifecycle=Lifecycle.DISCARDED)
+        else:  # the lease ran out and another attempt took the row
+            Attachment.objects.filter(pk=attachment_id).update(lease_token=other_token)
+        return result
+
+    monkeypatch.setitem(pipeline.WORK, "scan", scan_then_move_on)
+    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "stale"
+    after = Attachment.objects.get(pk=attachment_id)
+    assert not OutboxMessage.objects.filter(actor_name="derive", args__0=str(attachment_id)).exists()
+    assert after.scanned_at is None
+    if meanwhile == "discarded":
+        assert (after.status, after.reason_code) == ("rejected", "object_missing")
+    else:
+        assert (after.status, after.step, after.lease_token) == ("processing", "scan", other_token)
