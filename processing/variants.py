@@ -23,6 +23,10 @@ def render_variant(source: Path, work_dir: Path, size: int, fmt: str, page: int 
         result = sandbox_config.run_sandboxed(KIND, source, work_dir, bounds=bounds)
     except TransientError as exc:
         raise RenderUnavailable(str(exc)) from exc
+    except FileNotFoundError as exc:
+        # The stored file itself (local storage) was removed since it was looked up: as a
+        # failed download was, an outage for this request, not a verdict on the file.
+        raise RenderUnavailable(f"the source is gone: {exc}") from exc
     made = result.files.get("variant")
     if result.outcome != "ok" or made is None:
         raise RenderFailed(f"{result.reason_code or 'corrupt'}: {result.message or 'no variant made'}")

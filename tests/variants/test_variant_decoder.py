@@ -66,3 +66,12 @@ def test_a_pdf_page_is_rendered_by_the_variant_job_when_a_page_is_asked_for(tmp_
     assert made.format == "WEBP" and max(made.size) == 300 and (data["width"], data["height"]) == made.size
     with pytest.raises(Rejected, match="no page 4"):
         page_variant(source, work, Bounds(variant_size=300, variant_format="webp", variant_page=4))
+
+
+def test_a_source_removed_before_the_job_is_an_outage_not_a_verdict(tmp_path):
+    """Local storage hands the renderer the stored file itself: gone by then, the request is retried (503)."""
+    from attachments.hooks import RenderUnavailable
+    from processing.variants import render_variant
+
+    with pytest.raises(RenderUnavailable):
+        render_variant(tmp_path / "gone.jpg", tmp_path / "work", 640, "webp")

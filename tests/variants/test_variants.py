@@ -234,3 +234,27 @@ def test_a_claim_won_just_after_another_generation_finished_makes_nothing(alice,
     got = api(alice).get(url, HTTP_ACCEPT=WEBP_ACCEPT)
     assert got.status_code == 200 and renders == []
     assert not VariantClaim.objects.exists()
+
+
+def test_a_cold_variant_reads_the_stored_file_itself_when_storage_is_local(alice, api, monkeypatch):
+    """Local storage: the sandbox is handed the served object's own file, not a copy made per request."""
+    from attachments.storage import get_gateway
+
+    attachment_id = _ready(api, alice, size=(3000, 2000))
+    served_key = Attachment.objects.get(pk=attachment_id).served_key
+    real, sources = hooks.variant_renderer(), []
+
+    def render(source, work_dir, size, fmt):
+        sources.append(source)
+        return real(source, work_dir, size, fmt)
+
+    monkeypatch.setattr(hooks, "_variant_renderer", [render])
+    got = api(alice).get(f"/api/v1/attachments/{attachment_id}/variants/medium", HTTP_ACCEPT=WEBP_ACCEPT)
+    assert got.status_code == 200, got.content
+    with Image.open(io.BytesIO(_body(got))) as image:
+        assert image.size == (1280, 853)
+    local = get_gateway().local_path(served_key)
+    if local is not None:  # the embedded default
+        assert sources == [local]
+    else:  # S3: a private copy in the scratch dir, as before
+        assert len(sources) == 1 and sources[0].name == "source"
