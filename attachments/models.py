@@ -264,8 +264,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # is served. Empty when the upload key itself is immutable.
     content_key = models.CharField(max_length=512, blank=True, default="")
     # The server itself assembled the object at storage_key (S3 CompleteMultipartUpload
-    # of a multipart intent): the upload id is spent, no URL a client holds can write
-    # that key again, so intake reads it in place, with no snapshot copy.
+    # of a multipart intent, or a tus upload's last byte): the upload id is spent, no URL
+    # a client holds can write that key again, so intake reads it in place, with no snapshot copy.
     upload_sealed = models.BooleanField(default=False)
     quarantine_key = models.CharField(max_length=512, blank=True, default="")
     stored_size = models.BigIntegerField(null=True, blank=True)

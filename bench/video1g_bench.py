@@ -16,8 +16,8 @@ status long-polled. Time = ready_at (server clock) - the moment the PUT returned
 machine): everything the pipeline does once the bytes are in (digest, sniff, scan, the
 sandboxed probe + poster + remux, storing and hashing the derivatives, the state changes).
 Bare: in this process, the same file, the steps and nothing around them: YaraScanner.scan
-over the file's chunks (what processing/steps/scan.py runs: it spools past 16 MiB and
-yara-x scans the spool), then processing.sandbox.media.process (probe, bounds, poster,
+of the file in place (what processing/steps/scan.py runs on the pipeline's local copy: yara-x
+memory-maps it), then processing.sandbox.media.process (probe, bounds, poster,
 thumbnail, remux) called directly, no sandbox. Rounds (5; 3 with --quick) interleaved:
 bare, ours, bare, ours, ..., bare; each of ours is divided by the mean of the two bare
 runs around it, and the ratio is the median over rounds. Each run starts after os.sync(), so
@@ -173,7 +173,7 @@ def bare(path: Path, work: Path) -> float:
     scanner = YaraScanner(spool_dir=work, timeout=600)
     os.sync()  # the previous run's gigabytes written back first: each run starts on a quiet disk
     started = time.perf_counter()
-    verdict = scanner.scan(chunks())
+    verdict = scanner.scan(chunks(), path=path)  # as the scan stage does: the local file, scanned in place
     assert not verdict.infected, verdict
     data, files = media_decoder.process(path, work, Bounds())
     elapsed = time.perf_counter() - started

@@ -111,6 +111,7 @@ def scan(attachment: Attachment) -> StageResult:
             size=attachment.stored_size,
             content_type=attachment.content_type,
             chunks=lambda: file_chunks(path),
+            path=path,  # scanners that read a file (YARA) take it as it is, with no copy of their own
         )
         return StageResult(facts=_with_metadata(attachment, _run_steps(SCAN.name, given)))
 

@@ -10,7 +10,7 @@ ETag and size, checked with a HEAD by each reader), and a copy nobody takes agai
 removed: at most AIRLOCK_SPOOL_KEEP idle copies stay, none past AIRLOCK_SPOOL_IDLE_SECONDS.
 A derive job that lands on another worker downloads it itself, as before.
 
-The keys read here are write-once (a server-only snapshot, a sealed multipart upload,
+The keys read here are write-once (a server-only snapshot, an upload the server sealed,
 or a local upload), so the copy is the bytes the scan judged; the HEAD is the check
 that it still is.
 """

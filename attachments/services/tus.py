@@ -45,7 +45,7 @@ from ..storage import StorageError, get_gateway
 from ..storage.tus import LocalStaging, S3Staging, StagingBusy, StagingFence, s3_part_size, staging_for
 from .connections import give_connection_back
 from .intents import upload_intent_create
-from .uploads import object_arrived
+from .uploads import object_arrived, upload_seal
 
 log = logging.getLogger("airlock.tus")
 
@@ -460,8 +460,12 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence
     updated = TusUpload.objects.filter(pk=upload.pk, state=State.ACTIVE)
     if token is not None:
         updated = updated.filter(lock_token=token)
-    if not updated.update(state=State.COMPLETE, tail=b"", offset=upload.length, staged=False):
-        raise UploadLocked(headers={"Retry-After": "1"})
+    with transaction.atomic():
+        if not updated.update(state=State.COMPLETE, tail=b"", offset=upload.length, staged=False):
+            raise UploadLocked(headers={"Retry-After": "1"})
+        # The server wrote the key itself (no client was ever given a URL for it) and a
+        # complete upload takes no more bytes: intake reads it in place, no snapshot.
+        upload_seal(attachment_id=upload.pk)
     upload.state = State.COMPLETE
     upload.offset = upload.length
     upload.tail = b""

@@ -228,9 +228,17 @@ def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]
                 "The parts do not match the uploaded parts.", details={"parts": [str(exc)[:300]]}
             ) from exc
         # Assembled by us: the upload id is spent, so the key is write-once from here on.
-        attachment.multipart_upload_id = None
-        attachment.upload_sealed = True
-        attachment.save(update_fields=["multipart_upload_id", "upload_sealed"])
+        upload_seal(attachment_id=attachment.pk, multipart_upload_id=None)
+
+
+def upload_seal(*, attachment_id: uuid.UUID, **fields: object) -> None:
+    """The server itself wrote the object at the upload key, and no URL a client holds can write it again.
+
+    Intake then reads the key in place (no snapshot copy). Called once the object
+    is assembled: S3 CompleteMultipartUpload of a multipart intent, or a tus
+    upload's last byte; `fields` are saved with the flag.
+    """
+    Attachment.objects.filter(pk=attachment_id).update(upload_sealed=True, **fields)
 
 
 @dataclass(frozen=True)

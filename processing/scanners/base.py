@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal, Protocol, runtime_checkable
 
 CLEAN: Final = "clean"
@@ -37,8 +38,12 @@ class ScannerError(Exception):
 class Scanner(Protocol):
     name: str
 
-    def scan(self, chunks: Iterable[bytes]) -> Verdict:
-        """Scan the object's bytes; `chunks` is a fresh iterator over them."""
+    def scan(self, chunks: Iterable[bytes], *, path: Path | None = None) -> Verdict:
+        """Scan the object's bytes; `chunks` is a fresh iterator over them.
+
+        `path`, when the caller has one, is a local file holding the same bytes (the
+        worker's spool copy, local storage's own file); a scanner may read it instead.
+        """
         ...
 
     def ping(self) -> float:

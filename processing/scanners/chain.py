@@ -11,8 +11,12 @@ from .clamd import ClamdScanner
 from .yara import YaraScanner
 
 
-def scan_all(scanners: Sequence[Scanner], open_chunks: Callable[[], Iterable[bytes]]) -> list[Verdict]:
+def scan_all(
+    scanners: Sequence[Scanner], open_chunks: Callable[[], Iterable[bytes]], *, path: Path | None = None
+) -> list[Verdict]:
     """Every scanner's verdict, in order; any ScannerError propagates.
+
+    `path`: a local file with the same bytes, when the caller has one (handed to each scanner).
 
     Each scanner gets a fresh iterator from open_chunks(), so one scanner
     consuming the stream cannot hand the next an empty (clean-looking) one.
@@ -25,7 +29,7 @@ def scan_all(scanners: Sequence[Scanner], open_chunks: Callable[[], Iterable[byt
     for scanner in scanners:
         chunks = open_chunks()
         try:
-            verdicts.append(scanner.scan(chunks))
+            verdicts.append(scanner.scan(chunks, path=path))
         except ScannerError as exc:
             # Which scanner failed, for the error metric and the logs.
             exc.scanner = getattr(scanner, "name", "scanner")  # type: ignore[attr-defined]

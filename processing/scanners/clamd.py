@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from .base import CLEAN, INFECTED, ScannerError, Verdict
 
@@ -150,7 +151,8 @@ class ClamdScanner:
         _versions[self.address] = (time.monotonic(), reply)
         return reply
 
-    def scan(self, chunks: Iterable[bytes]) -> Verdict:
+    def scan(self, chunks: Iterable[bytes], *, path: Path | None = None) -> Verdict:
+        # `path` is not needed: the chunks are streamed to clamd as they are read.
         with self._connect() as sock:
             send_error = self._send_stream(sock, chunks)
             try:

@@ -25,7 +25,7 @@ class StepInput:
     content_type: str | None = None  # sniffed at intake; None before it
     head: bytes = b""  # the first bytes (intake)
     chunks: Callable[[], Iterable[bytes]] | None = None  # a fresh stream of the bytes per call
-    path: Path | None = None  # a local file holding the bytes (derive)
+    path: Path | None = None  # a local file holding the bytes (scan, derive)
     work_dir: Path | None = None  # an empty directory a sandboxed step writes its files in
 
 

@@ -30,7 +30,7 @@ def scan_verdict(given: StepInput) -> tuple[str | None, str]:
         raise TransientError("no scanner is configured")
     assert given.chunks is not None
     version = scanning.signature_version(scanners)
-    verdicts = scanning.scan_all(scanners, given.chunks)
+    verdicts = scanning.scan_all(scanners, given.chunks, path=given.path)
     record_scan_verdicts(verdicts)
     infected = [v for v in verdicts if v.outcome != "clean"]
     if infected:

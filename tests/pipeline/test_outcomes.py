@@ -72,7 +72,7 @@ def test_malware_verdict_stops_an_allowed_file(alice, api, monkeypatch):
     from processing.scanners import Verdict
 
     monkeypatch.setattr(
-        "processing.scanners.scan_all", lambda scanners, open_chunks: [Verdict("yara", "infected", "Test_Rule")]
+        "processing.scanners.scan_all", lambda scanners, open_chunks, **_: [Verdict("yara", "infected", "Test_Rule")]
     )
     attachment_id = upload(api(alice), png_bytes())
     assert run_pipeline(attachment_id) == "rejected"
@@ -258,3 +258,30 @@ def test_a_rejected_intake_is_decided_once_under_a_lease(alice, api):
     assert (row.status, row.reason_code) == ("rejected", "type_not_allowed")
     assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "start", "reject"]
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "skipped"
+
+
+def test_the_scan_stage_hands_yara_the_local_file_and_yara_makes_no_copy(alice, api, monkeypatch):
+    """The scan reads the file the pipeline already has (the spool copy, here local storage's own file)."""
+    import types
+
+    from processing.scanners import YaraScanner
+    from processing.scanners import yara as yara_module
+
+    def refused(*args, **kwargs):
+        raise AssertionError("YARA wrote a temp copy of a file the pipeline had")
+
+    # Every object would be spooled to a temp file if YARA collected it from the chunks.
+    monkeypatch.setattr(yara_module, "SPOOL_THRESHOLD", 16)
+    monkeypatch.setattr(yara_module, "tempfile", types.SimpleNamespace(NamedTemporaryFile=refused))
+    given: list[object] = []
+    real_scan = YaraScanner.scan
+
+    def recording(self, chunks, *, path=None):
+        given.append(path)
+        return real_scan(self, chunks, path=path)
+
+    monkeypatch.setattr(YaraScanner, "scan", recording)
+    clean_id = upload(api(alice), png_bytes())
+    assert run_pipeline(clean_id) == "ready"
+    row = Attachment.objects.get(pk=clean_id)
+    assert given == [get_gateway().local_path(row.storage_key)]

@@ -201,3 +201,40 @@ def test_uploading_a_file_does_not_hold_its_parts_in_memory(s3, tmp_path):
 def test_a_streamed_body_is_not_held_in_memory_either(s3, tmp_path):
     peak = _upload_peak(s3, tmp_path, "chunks")
     assert peak < 16 * MIB, f"{peak / MIB:.1f} MiB"
+
+
+def _tus_upload(client, data: bytes, *, chunk: int = 3 * MIB) -> Attachment:
+    """Upload `data` over tus in `chunk`-sized PATCHes; the server assembles the object on the last one."""
+    import base64
+
+    tus = {"HTTP_TUS_RESUMABLE": "1.0.0"}
+    meta = ",".join(
+        f"{k} {base64.b64encode(v.encode()).decode()}"
+        for k, v in {"profile": "media", "filename": "clip.mp4", "content_type": "video/mp4"}.items()
+    )
+    created = client.post("/api/v1/tus/", **tus, HTTP_UPLOAD_LENGTH=str(len(data)), HTTP_UPLOAD_METADATA=meta)
+    assert created.status_code == 201, created.content
+    path = created["Location"].removeprefix("http://testserver")
+    for start in range(0, len(data), chunk):
+        body = data[start : start + chunk]
+        sent = client.generic(
+            "PATCH", path, body, content_type="application/offset+octet-stream", **tus, HTTP_UPLOAD_OFFSET=str(start)
+        )
+        assert sent.status_code == 204, sent.content
+    return Attachment.objects.get(pk=path.rsplit("/", 1)[1])
+
+
+@pytest.mark.parametrize("size", [300_000, 11 * MIB], ids=["one-object", "multipart"])
+def test_a_tus_upload_is_read_in_place_and_downloaded_once(s3, alice, api, s3_calls, size):
+    """tus on S3: the server wrote the key itself (a plain object, or the multipart upload it completed)
+    and no client holds a URL for it, so intake takes no snapshot."""
+    data = mp4_bytes(size)
+    row = _tus_upload(api(alice), data)
+    assert row.upload_sealed and row.uploaded_at is not None
+
+    assert run_pipeline(row.pk) == "ready"
+    row.refresh_from_db()
+    assert _copies(s3_calls) == []
+    assert row.content_key == "" and row.working_key == row.storage_key
+    assert s3.get(row.storage_key) == data
+    assert _full_reads(s3_calls, row.storage_key) == 1

@@ -190,3 +190,22 @@ def test_no_write_lands_after_completion_on_s3(s3, alice, settings, monkeypatch,
     monkeypatch.setattr(service, "object_arrived", run.on_arrival)
     run.run(ops)
     assert_settled(run)
+
+
+def test_a_complete_upload_takes_no_more_bytes_so_its_key_is_sealed(s3, alice, api):
+    """The premise of reading a tus upload in place: once complete, no PATCH (at any offset) writes the key."""
+    client = api(alice)
+    data = mp4_bytes(6 * MIB)
+    path = _create(client, len(data))
+    assert _patch(client, path, data, 0).status_code == 204
+    row = Attachment.objects.get(pk=path.rsplit("/", 1)[1])
+    assert row.upload_sealed and TusUpload.objects.get(pk=row.pk).state == "complete"
+    etag = s3.client.head_object(Bucket=s3.bucket, Key=row.storage_key)["ETag"]
+
+    more = _patch(client, path, b"x" * MIB, len(data))
+    assert more.status_code == 413 and more.json()["error"]["code"] == "TOO_LARGE"
+    again = _patch(client, path, b"x" * len(data), 0)
+    assert again.status_code == 409 and again.json()["error"]["code"] == "OFFSET_MISMATCH"
+    assert s3.get(row.storage_key) == data
+    assert s3.client.head_object(Bucket=s3.bucket, Key=row.storage_key)["ETag"] == etag
+    assert _multipart_uploads(s3) == []  # no new upload id was started for the key either

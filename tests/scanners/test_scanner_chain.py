@@ -31,9 +31,11 @@ class Recording:
         self.name = name
         self.answer = answer
         self.seen: list[bytes] = []
+        self.paths: list[Path | None] = []
 
-    def scan(self, chunks: Iterable[bytes]) -> Verdict:
+    def scan(self, chunks: Iterable[bytes], *, path: Path | None = None) -> Verdict:
         self.seen.append(b"".join(chunks))
+        self.paths.append(path)
         if isinstance(self.answer, ScannerError):
             raise self.answer
         return self.answer
@@ -93,13 +95,22 @@ def test_iterator_is_closed_when_a_scanner_stops_early() -> None:
             closed.append(True)
 
     class FirstChunkOnly(Recording):
-        def scan(self, chunks: Iterable[bytes]) -> Verdict:
+        def scan(self, chunks: Iterable[bytes], *, path: Path | None = None) -> Verdict:
             next(iter(chunks))
             raise ScannerError("stop")
 
     with pytest.raises(ScannerError):
         scan_all([FirstChunkOnly("x", CLEAN)], opener)
     assert closed == [True]
+
+
+def test_a_local_file_is_handed_to_every_scanner(tmp_path: Path) -> None:
+    a, b = Recording("clamd", CLEAN), Recording("yara", CLEAN)
+    scan_all([a, b], _open, path=tmp_path / "object")
+    assert a.paths == b.paths == [tmp_path / "object"]
+    assert a.seen == b.seen == [b"hello world"]  # the stream is still there for those that read it
+    scan_all([a], _open)
+    assert a.paths[-1] is None
 
 
 def test_real_yara_through_scan_all() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,57 @@ def test_the_rules_version_is_a_stable_hash_of_their_sources(tmp_path: Path) -> 
     assert added != first
     (rules / "extra.yar").write_text("rule Extra { condition: filesize == 1 }\n")
     assert YaraScanner(rules_dir=rules).version() not in (first, added)
+
+
+def _no_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any temp file the YARA scanner would make fails the test."""
+    import types
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("YARA wrote a temp copy of a file it was given")
+
+    monkeypatch.setattr(yara_module, "tempfile", types.SimpleNamespace(NamedTemporaryFile=refused))
+
+
+def _unread() -> Iterator[bytes]:
+    raise AssertionError("the chunks were read although a local file was given")
+    yield b""  # a generator: raising only when read
+
+
+def test_a_large_local_file_is_scanned_in_place_with_no_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = _rules_dir(tmp_path, 'rule Tail_Marker { strings: $m = "AIRLOCK-TAIL-MARKER" condition: $m }')
+    scanner = YaraScanner(rules_dir=rules, spool_dir=tmp_path / "spool")
+    _no_copies(monkeypatch)
+    marked, plain = tmp_path / "marked.bin", tmp_path / "plain.bin"
+    size = yara_module.SPOOL_THRESHOLD + 4 * 1024 * 1024  # what the chunk path spools to a temp file
+    for path, tail in ((marked, b"AIRLOCK-TAIL-MARKER"), (plain, b"nothing here")):
+        with open(path, "wb") as fh:
+            fh.truncate(size)
+            fh.seek(size)
+            fh.write(tail)
+
+    verdict = scanner.scan(_unread(), path=marked)
+    assert verdict.outcome == "infected" and verdict.signature == "Tail_Marker"
+    assert scanner.scan(_unread(), path=plain).outcome == "clean"
+
+
+def test_eicar_is_found_from_the_path(yara: YaraScanner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_copies(monkeypatch)
+    path = tmp_path / "eicar.com"
+    path.write_bytes(EICAR + b"\r\n")
+    verdict = yara.scan(_unread(), path=path)
+    assert verdict.outcome == "infected" and verdict.signature == "EICAR_Test_File"
+    path.write_bytes(b"clean bytes")
+    assert yara.scan(_unread(), path=path).outcome == "clean"
+
+
+def test_a_local_file_over_max_bytes_or_missing_is_an_error_not_clean(tmp_path: Path) -> None:
+    scanner = YaraScanner(max_bytes=1000)
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"a" * 1000)
+    assert scanner.scan(_unread(), path=path).outcome == "clean"
+    path.write_bytes(b"a" * 1001)
+    with pytest.raises(ScannerError, match="max_bytes"):
+        scanner.scan(_unread(), path=path)
+    with pytest.raises(ScannerError, match="cannot read"):
+        scanner.scan(_unread(), path=tmp_path / "gone.bin")
