@@ -56,8 +56,8 @@ class Recording:
     def __init__(self) -> None:
         self.seen: list[bytes] = []
 
-    def scan(self, chunks):
-        data = b"".join(chunks)
+    def scan(self, chunks, *, path=None):
+        data = path.read_bytes() if path is not None else b"".join(chunks)
         self.seen.append(data)
         return Verdict(self.name, INFECTED, "Marker") if MARKER in data else Verdict(self.name, CLEAN, None)
 
