@@ -53,11 +53,11 @@ class Source:
             size += len(chunk)
         spool.seek(0)
         return cls(
-            spool,
+            spool,  # type: ignore[arg-type]
             start=0,
             size=size,
             filename=filename,
-            owned=True,  # type: ignore[arg-type]
+            owned=True,
             sha256=digest.hexdigest(),
         )
 
