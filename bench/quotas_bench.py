@@ -64,11 +64,13 @@ def sum_vs_counter(db: Database, files: int, rounds: int) -> dict:
             """INSERT INTO attachments_attachment (id, tenant_id, owner_id, profile, status, filename, declared_size,
                    declared_type, storage_key, served_key, content_key, quarantine_key, stored_size, size,
                    content_type, sha256, metadata, text, reason_code, reason_message, attempts, step, lifecycle,
-                   created_at, updated_at, delete_attempts, delete_error, declared_sha256)
+                   created_at, updated_at, delete_attempts, delete_error, declared_sha256, scan_signatures,
+                   legal_hold, upload_sealed)
                SELECT gen_random_uuid(), %s, %s, 'image', CASE WHEN g %% 10 = 0 THEN 'pending' ELSE 'ready' END,
                    'sum.jpg', 1000 + g %% 5000, 'image/jpeg', 'bench/sum/' || g, '', '', '',
                    CASE WHEN g %% 10 = 0 THEN NULL ELSE 1000 + g %% 5000 END, NULL, 'image/jpeg', '', '{}', '',
-                   '', '', 0, '', CASE WHEN g %% 3 = 0 THEN 'staged' ELSE 'committed' END, now(), now(), 0, '', ''
+                   '', '', 0, '', CASE WHEN g %% 3 = 0 THEN 'staged' ELSE 'committed' END, now(), now(), 0, '', '',
+                   '', false, false
                FROM generate_series(1, %s) g""",
             (tenant_id, owner_id, files),
         )
@@ -154,6 +156,12 @@ def main() -> None:
             for side in ("on", "off") if n % 2 == 0 else ("off", "on"):
                 samples[side].append(drive(base, tmp, seconds=seconds, **specs[side]))
                 # Rows (and their reservations) go between runs, so both sides insert into the same table size.
+                # An intent also writes its first audit row: that goes first (raw SQL has no cascade).
+                db.execute(
+                    "DELETE FROM attachments_transitionlog WHERE attachment_id IN "
+                    "(SELECT id FROM attachments_attachment WHERE filename = %s)",
+                    (BODY["filename"],),
+                )
                 db.execute("DELETE FROM attachments_attachment WHERE filename = %s", (BODY["filename"],))
                 db.execute("UPDATE attachments_tenantusage SET bytes_used = 0, files_used = 0")
         tool = samples["on"][0]["tool"]
