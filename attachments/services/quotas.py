@@ -80,11 +80,12 @@ def tenant_limits(tenant: Tenant) -> tuple[int | None, int | None]:
 
 def tenant_usage(*, tenant: Tenant) -> Usage:
     """The tenant's usage and limits (GET /usage, the admin)."""
-    try:
-        counter = tenant.usage  # one query, none after select_related("usage") (the admin's list)
-        row: tuple[int, int] | None = (counter.bytes_used, counter.files_used)
-    except TenantUsage.DoesNotExist:
-        row = None
+    row: tuple[int, int] | None
+    if Tenant.usage.is_cached(tenant):  # select_related("usage"): the admin's list, no query per row
+        counter = getattr(tenant, "usage", None)
+        row = (counter.bytes_used, counter.files_used) if counter is not None else None
+    else:  # read fresh: `tenant.usage` would cache the counter on a tenant that outlives this call
+        row = TenantUsage.objects.filter(tenant_id=tenant.pk).values_list("bytes_used", "files_used").first()
     if row is None:
         row = _counter_create(tenant.pk) or (0, 0)  # without created_only it returns the counter
     limit_bytes, limit_files = tenant_limits(tenant)
