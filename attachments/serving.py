@@ -127,3 +127,20 @@ def file_response(request, *, key: str, size: int, content_type: str, filename: 
     response["Accept-Ranges"] = "bytes"
     response["Content-Disposition"] = disposition
     return _security_headers(response)
+
+
+def derivative_response(request, derivative, *, filename: str) -> HttpResponseBase:
+    """A stored rendition (thumbnail, poster, display, variant, page) shown inline, as file_response serves."""
+    return file_response(
+        request,
+        key=derivative.storage_key,
+        size=derivative.size,
+        content_type=derivative.content_type,
+        filename=filename,
+        inline=True,
+    )
+
+
+def stem(filename: str, default: str) -> str:
+    """The uploaded name without its extension, for naming a rendition of it."""
+    return filename.rsplit(".", 1)[0] or default

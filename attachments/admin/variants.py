@@ -23,7 +23,7 @@ from ..models import Attachment, Derivative
 from ..selectors import servable_now
 from ..services.variant_purge import VARIANT_KIND_PREFIX
 from ..services.variants import variant_obtain
-from ..serving import file_response
+from ..serving import derivative_response, stem
 from ..variants import FORMATS, negotiated_format, variant_sizes, variant_widths
 from .views import _staff_attachment
 
@@ -108,14 +108,7 @@ def staff_variant(request: HttpRequest, object_id: str, name: str) -> HttpRespon
         for header, value in exc.headers.items():
             refused[header] = value
         return refused
-    stem = attachment.filename.rsplit(".", 1)[0] or "variant"
-    response = file_response(
-        request,
-        key=variant.storage_key,
-        size=variant.size,
-        content_type=variant.content_type,
-        filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
-        inline=True,
-    )
+    filename = f"{stem(attachment.filename, 'variant')}-{name}.{FORMATS[fmt][1]}"
+    response = derivative_response(request, variant, filename=filename)
     patch_vary_headers(response, ["Accept"])  # the format follows Accept
     return response

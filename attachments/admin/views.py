@@ -17,7 +17,7 @@ from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..services.audit import attachment_staff_download_record
 from ..services.variants import page_preview_obtain
-from ..serving import download_name, file_response
+from ..serving import derivative_response, download_name, file_response, stem
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 from . import charts
 from .actions import staff_actor
@@ -137,15 +137,7 @@ def _staff_derivative(request: HttpRequest, object_id: str, kind: str) -> HttpRe
     derivative = staff_derivative_of(attachment, kind) if attachment is not None else None
     if attachment is None or derivative is None:
         raise Http404(f"no {kind}")
-    stem = attachment.filename.rsplit(".", 1)[0] or kind
-    return file_response(
-        request,
-        key=derivative.storage_key,
-        size=derivative.size,
-        content_type=derivative.content_type,
-        filename=f"{stem}.webp",
-        inline=True,
-    )
+    return derivative_response(request, derivative, filename=f"{stem(attachment.filename, kind)}.webp")
 
 
 def staff_thumbnail(request: HttpRequest, object_id: str) -> HttpResponseBase:
@@ -193,14 +185,7 @@ def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpRespons
         raise Http404("no such page") from None
     except Unavailable as exc:  # being made by another request, failed lately, or the sandbox is down
         return HttpResponse(exc.message, status=503, content_type="text/plain", headers=exc.headers)
-    return file_response(
-        request,
-        key=page.storage_key,
-        size=page.size,
-        content_type=page.content_type,
-        filename=f"page-{number}.webp",
-        inline=True,
-    )
+    return derivative_response(request, page, filename=f"page-{number}.webp")
 
 
 def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:

@@ -11,7 +11,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from ..errors import NotAuthenticated, NotFound, SignatureInvalid, UrlExpired
 from ..models import Status
 from ..services.variants import VariantFailed, variant_obtain
-from ..serving import file_response
+from ..serving import derivative_response, stem
 from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
 from .delivery import SIGNED_LINK_PARAMETERS, readable_attachment
 from .schema import ATTACHMENT_ID, errors, file_responses
@@ -67,13 +67,6 @@ class AttachmentVariantApi(FileApi):
         if etag_matches(request.headers.get("If-None-Match", ""), etag):
             return _cache_headers(HttpResponse(status=304), etag)
         variant = variant_obtain(attachment=attachment, name=name, fmt=fmt)
-        stem = attachment.filename.rsplit(".", 1)[0] or "variant"
-        response = file_response(
-            request,
-            key=variant.storage_key,
-            size=variant.size,
-            content_type=variant.content_type,
-            filename=f"{stem}-{name}.{FORMATS[fmt][1]}",
-            inline=True,
-        )
+        filename = f"{stem(attachment.filename, 'variant')}-{name}.{FORMATS[fmt][1]}"
+        response = derivative_response(request, variant, filename=filename)
         return _cache_headers(response, etag)

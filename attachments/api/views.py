@@ -44,7 +44,7 @@ from ..selectors import (
 )
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
-from ..serving import download_name, file_response, served_object
+from ..serving import derivative_response, download_name, file_response, served_object, stem
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
@@ -396,15 +396,7 @@ class AttachmentThumbnailApi(FileApi):
         thumbnail = thumbnail_of(attachment)
         if thumbnail is None:
             raise NotFound()
-        stem = attachment.filename.rsplit(".", 1)[0] or "thumbnail"
-        return file_response(
-            request,
-            key=thumbnail.storage_key,
-            size=thumbnail.size,
-            content_type=thumbnail.content_type,
-            filename=f"{stem}.webp",
-            inline=True,
-        )
+        return derivative_response(request, thumbnail, filename=f"{stem(attachment.filename, 'thumbnail')}.webp")
 
 
 class AttachmentDisplayApi(FileApi):
@@ -420,16 +412,8 @@ class AttachmentDisplayApi(FileApi):
         display = derivative_of(attachment, "display")
         if display is None:
             raise NotFound()
-        stem = attachment.filename.rsplit(".", 1)[0] or "display"
         ext = "webp" if display.content_type == "image/webp" else "jpg"
-        return file_response(
-            request,
-            key=display.storage_key,
-            size=display.size,
-            content_type=display.content_type,
-            filename=f"{stem}.{ext}",
-            inline=True,
-        )
+        return derivative_response(request, display, filename=f"{stem(attachment.filename, 'display')}.{ext}")
 
 
 class AttachmentPosterApi(FileApi):
@@ -445,15 +429,7 @@ class AttachmentPosterApi(FileApi):
         poster = derivative_of(attachment, "poster")
         if poster is None:
             raise NotFound()
-        stem = attachment.filename.rsplit(".", 1)[0] or "poster"
-        return file_response(
-            request,
-            key=poster.storage_key,
-            size=poster.size,
-            content_type=poster.content_type,
-            filename=f"{stem}.webp",
-            inline=True,
-        )
+        return derivative_response(request, poster, filename=f"{stem(attachment.filename, 'poster')}.webp")
 
 
 @extend_schema_serializer(component_name="SearchResult")
