@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0003_multipart"),
+        ('attachments', '0003_multipart'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="attachment",
-            name="content_key",
-            field=models.CharField(blank=True, default="", max_length=512),
+            model_name='attachment',
+            name='content_key',
+            field=models.CharField(blank=True, default='', max_length=512),
         ),
     ]

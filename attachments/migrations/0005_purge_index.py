@@ -5,16 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0004_content_key"),
+        ('attachments', '0004_content_key'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name="attachment",
-            index=models.Index(
-                condition=models.Q(("lifecycle", "deleted")), fields=["deleted_at"], name="att_purge_deleted"
-            ),
+            model_name='attachment',
+            index=models.Index(condition=models.Q(('lifecycle', 'deleted')), fields=['deleted_at'], name='att_purge_deleted'),
         ),
     ]

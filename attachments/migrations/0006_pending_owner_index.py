@@ -5,18 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0005_purge_index"),
+        ('attachments', '0005_purge_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name="attachment",
-            index=models.Index(
-                condition=models.Q(("lifecycle", "staged"), ("status", "pending"), ("uploaded_at__isnull", True)),
-                fields=["owner", "expires_at"],
-                name="att_pending_owner",
-            ),
+            model_name='attachment',
+            index=models.Index(condition=models.Q(('lifecycle', 'staged'), ('status', 'pending'), ('uploaded_at__isnull', True)), fields=['owner', 'expires_at'], name='att_pending_owner'),
         ),
     ]

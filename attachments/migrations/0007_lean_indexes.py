@@ -14,83 +14,58 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0006_pending_owner_index"),
+        ('attachments', '0006_pending_owner_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddConstraint(
-            model_name="attachment",
-            constraint=models.UniqueConstraint(fields=("storage_key",), name="att_storage_key_unique"),
+            model_name='attachment',
+            constraint=models.UniqueConstraint(fields=('storage_key',), name='att_storage_key_unique'),
         ),
         migrations.AddConstraint(
-            model_name="derivative",
-            constraint=models.UniqueConstraint(fields=("storage_key",), name="derivative_storage_key_unique"),
+            model_name='derivative',
+            constraint=models.UniqueConstraint(fields=('storage_key',), name='derivative_storage_key_unique'),
         ),
         migrations.AddConstraint(
-            model_name="storageevent",
-            constraint=models.UniqueConstraint(fields=("dedupe_key",), name="storageevent_dedupe_unique"),
+            model_name='storageevent',
+            constraint=models.UniqueConstraint(fields=('dedupe_key',), name='storageevent_dedupe_unique'),
         ),
         migrations.AlterField(
-            model_name="attachment",
-            name="owner",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="attachments",
-                to=settings.AUTH_USER_MODEL,
-            ),
+            model_name='attachment',
+            name='owner',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='attachments', to=settings.AUTH_USER_MODEL),
         ),
         migrations.AlterField(
-            model_name="attachment",
-            name="status",
-            field=django_fsm.FSMField(
-                choices=[
-                    ("pending", "Pending"),
-                    ("processing", "Processing"),
-                    ("ready", "Ready"),
-                    ("rejected", "Rejected"),
-                    ("failed", "Failed"),
-                ],
-                default="pending",
-                max_length=50,
-                protected=True,
-            ),
+            model_name='attachment',
+            name='status',
+            field=django_fsm.FSMField(choices=[('pending', 'Pending'), ('processing', 'Processing'), ('ready', 'Ready'), ('rejected', 'Rejected'), ('failed', 'Failed')], default='pending', max_length=50, protected=True),
         ),
         migrations.AlterField(
-            model_name="attachment",
-            name="storage_key",
+            model_name='attachment',
+            name='storage_key',
             field=models.CharField(max_length=512),
         ),
         migrations.AlterField(
-            model_name="attachment",
-            name="tenant",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="attachments",
-                to="attachments.tenant",
-            ),
+            model_name='attachment',
+            name='tenant',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='attachments', to='attachments.tenant'),
         ),
         migrations.AlterField(
-            model_name="derivative",
-            name="attachment",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="derivatives",
-                to="attachments.attachment",
-            ),
+            model_name='derivative',
+            name='attachment',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='derivatives', to='attachments.attachment'),
         ),
         migrations.AlterField(
-            model_name="derivative",
-            name="storage_key",
+            model_name='derivative',
+            name='storage_key',
             field=models.CharField(max_length=512),
         ),
         migrations.AlterField(
-            model_name="storageevent",
-            name="dedupe_key",
+            model_name='storageevent',
+            name='dedupe_key',
             field=models.CharField(max_length=700),
         ),
     ]

@@ -14,40 +14,32 @@ from django.db import migrations, models
 def hash_existing_tokens(apps, schema_editor):
     Token = apps.get_model("authtoken", "Token")
     ApiToken = apps.get_model("attachments", "ApiToken")
-    rows = [
-        ApiToken(user_id=user_id, digest=hashlib.sha256(key.encode()).hexdigest(), prefix=key[:8])
-        for key, user_id in Token.objects.values_list("key", "user_id").iterator()
-    ]
+    rows = [ApiToken(user_id=user_id, digest=hashlib.sha256(key.encode()).hexdigest(), prefix=key[:8])
+            for key, user_id in Token.objects.values_list("key", "user_id").iterator()]
     ApiToken.objects.bulk_create(rows, batch_size=1000)
     Token.objects.all().delete()
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0007_lean_indexes"),
-        ("authtoken", "0004_alter_tokenproxy_options"),
+        ('attachments', '0007_lean_indexes'),
+        ('authtoken', '0004_alter_tokenproxy_options'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="ApiToken",
+            name='ApiToken',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("digest", models.CharField(max_length=64)),
-                ("prefix", models.CharField(max_length=8)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="api_tokens",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('digest', models.CharField(max_length=64)),
+                ('prefix', models.CharField(max_length=8)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "constraints": [models.UniqueConstraint(fields=("digest",), name="apitoken_digest_unique")],
+                'constraints': [models.UniqueConstraint(fields=('digest',), name='apitoken_digest_unique')],
             },
         ),
         migrations.RunPython(hash_existing_tokens, migrations.RunPython.noop, elidable=False),

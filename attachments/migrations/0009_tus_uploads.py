@@ -5,52 +5,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0008_api_tokens"),
+        ('attachments', '0008_api_tokens'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="TusUpload",
+            name='TusUpload',
             fields=[
-                (
-                    "attachment",
-                    models.OneToOneField(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        primary_key=True,
-                        related_name="tus",
-                        serialize=False,
-                        to="attachments.attachment",
-                    ),
-                ),
-                ("length", models.BigIntegerField()),
-                ("offset", models.BigIntegerField(default=0)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("active", "Active"),
-                            ("complete", "Complete"),
-                            ("terminated", "Terminated"),
-                            ("expired", "Expired"),
-                        ],
-                        default="active",
-                        max_length=16,
-                    ),
-                ),
-                ("created_at", models.DateTimeField()),
-                ("expires_at", models.DateTimeField()),
-                ("s3_upload_id", models.CharField(blank=True, default="", max_length=1024)),
-                ("parts", models.JSONField(blank=True, default=list)),
-                ("tail", models.BinaryField(blank=True, default=b"")),
-                ("lock_token", models.UUIDField(blank=True, null=True)),
-                ("locked_at", models.DateTimeField(blank=True, null=True)),
-                ("staged", models.BooleanField(default=True)),
+                ('attachment', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='tus', serialize=False, to='attachments.attachment')),
+                ('length', models.BigIntegerField()),
+                ('offset', models.BigIntegerField(default=0)),
+                ('state', models.CharField(choices=[('active', 'Active'), ('complete', 'Complete'), ('terminated', 'Terminated'), ('expired', 'Expired')], default='active', max_length=16)),
+                ('created_at', models.DateTimeField()),
+                ('expires_at', models.DateTimeField()),
+                ('s3_upload_id', models.CharField(blank=True, default='', max_length=1024)),
+                ('parts', models.JSONField(blank=True, default=list)),
+                ('tail', models.BinaryField(blank=True, default=b'')),
+                ('lock_token', models.UUIDField(blank=True, null=True)),
+                ('locked_at', models.DateTimeField(blank=True, null=True)),
+                ('staged', models.BooleanField(default=True)),
             ],
             options={
-                "indexes": [
-                    models.Index(condition=models.Q(("staged", True)), fields=["expires_at"], name="tus_staged_expiry")
-                ],
+                'indexes': [models.Index(condition=models.Q(('staged', True)), fields=['expires_at'], name='tus_staged_expiry')],
             },
         ),
     ]

@@ -14,56 +14,39 @@ def count_existing(apps, schema_editor):
     totals = dict(
         (tenant_id, (int(b or 0), n))
         for tenant_id, b, n in Attachment.objects.filter(
-            status__in=["pending", "processing", "ready"], lifecycle__in=["staged", "committed"]
-        )
-        .order_by()
-        .values_list("tenant_id")
-        .annotate(b=Sum(Coalesce("stored_size", "declared_size")), n=Count("pk"))
+            status__in=["pending", "processing", "ready"], lifecycle__in=["staged", "committed"])
+        .order_by().values_list("tenant_id").annotate(b=Sum(Coalesce("stored_size", "declared_size")), n=Count("pk"))
     )
-    TenantUsage.objects.bulk_create(
-        [
-            TenantUsage(tenant_id=pk, bytes_used=totals.get(pk, (0, 0))[0], files_used=totals.get(pk, (0, 0))[1])
-            for pk in Tenant.objects.values_list("pk", flat=True)
-        ]
-    )
+    TenantUsage.objects.bulk_create([
+        TenantUsage(tenant_id=pk, bytes_used=totals.get(pk, (0, 0))[0], files_used=totals.get(pk, (0, 0))[1])
+        for pk in Tenant.objects.values_list("pk", flat=True)
+    ])
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0009_tus_uploads"),
+        ('attachments', '0009_tus_uploads'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="TenantUsage",
+            name='TenantUsage',
             fields=[
-                (
-                    "tenant",
-                    models.OneToOneField(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        primary_key=True,
-                        related_name="usage",
-                        serialize=False,
-                        to="attachments.tenant",
-                    ),
-                ),
-                ("bytes_used", models.BigIntegerField(default=0)),
-                ("files_used", models.BigIntegerField(default=0)),
+                ('tenant', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='usage', serialize=False, to='attachments.tenant')),
+                ('bytes_used', models.BigIntegerField(default=0)),
+                ('files_used', models.BigIntegerField(default=0)),
             ],
         ),
         migrations.AddField(
-            model_name="tenant",
-            name="quota_bytes",
-            field=models.PositiveBigIntegerField(
-                blank=True, help_text="Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_BYTES.", null=True
-            ),
+            model_name='tenant',
+            name='quota_bytes',
+            field=models.PositiveBigIntegerField(blank=True, help_text='Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_BYTES.', null=True),
         ),
         migrations.AddField(
-            model_name="tenant",
-            name="quota_files",
-            field=models.PositiveBigIntegerField(
-                blank=True, help_text="Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_FILES.", null=True
-            ),
+            model_name='tenant',
+            name='quota_files',
+            field=models.PositiveBigIntegerField(blank=True, help_text='Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_FILES.', null=True),
         ),
         migrations.RunPython(count_existing, migrations.RunPython.noop),
     ]

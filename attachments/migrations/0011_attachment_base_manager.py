@@ -5,16 +5,14 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0010_tenant_quotas"),
+        ('attachments', '0010_tenant_quotas'),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name="attachment",
-            options={
-                "base_manager_name": "objects",
-                "permissions": [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")],
-            },
+            name='attachment',
+            options={'base_manager_name': 'objects', 'permissions': [('moderate_attachment', 'Can take down, restore, rescan and requeue attachments')]},
         ),
     ]

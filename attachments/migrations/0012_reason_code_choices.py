@@ -4,32 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0011_attachment_base_manager"),
+        ('attachments', '0011_attachment_base_manager'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="attachment",
-            name="reason_code",
-            field=models.CharField(
-                blank=True,
-                choices=[
-                    ("too_large", "too_large"),
-                    ("type_not_allowed", "type_not_allowed"),
-                    ("malware", "malware"),
-                    ("pixel_limit", "pixel_limit"),
-                    ("page_limit", "page_limit"),
-                    ("archive_limit", "archive_limit"),
-                    ("duration_limit", "duration_limit"),
-                    ("corrupt", "corrupt"),
-                    ("timeout", "timeout"),
-                    ("object_missing", "object_missing"),
-                    ("moderator", "moderator"),
-                    ("infrastructure", "infrastructure"),
-                ],
-                default="",
-                max_length=32,
-            ),
+            model_name='attachment',
+            name='reason_code',
+            field=models.CharField(blank=True, choices=[('too_large', 'too_large'), ('type_not_allowed', 'type_not_allowed'), ('malware', 'malware'), ('pixel_limit', 'pixel_limit'), ('page_limit', 'page_limit'), ('archive_limit', 'archive_limit'), ('duration_limit', 'duration_limit'), ('corrupt', 'corrupt'), ('timeout', 'timeout'), ('object_missing', 'object_missing'), ('moderator', 'moderator'), ('infrastructure', 'infrastructure')], default='', max_length=32),
         ),
     ]

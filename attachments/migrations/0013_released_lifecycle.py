@@ -5,42 +5,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0012_reason_code_choices"),
+        ('attachments', '0012_reason_code_choices'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name="attachment",
-            name="att_sweep_expiry",
+            model_name='attachment',
+            name='att_sweep_expiry',
         ),
         migrations.AddField(
-            model_name="attachment",
-            name="released_at",
+            model_name='attachment',
+            name='released_at',
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name="attachment",
-            name="lifecycle",
-            field=models.CharField(
-                choices=[
-                    ("staged", "Staged"),
-                    ("committed", "Committed"),
-                    ("discarded", "Discarded"),
-                    ("released", "Released"),
-                    ("deleted", "Deleted"),
-                ],
-                default="staged",
-                max_length=16,
-            ),
+            model_name='attachment',
+            name='lifecycle',
+            field=models.CharField(choices=[('staged', 'Staged'), ('committed', 'Committed'), ('discarded', 'Discarded'), ('released', 'Released'), ('deleted', 'Deleted')], default='staged', max_length=16),
         ),
         migrations.AddIndex(
-            model_name="attachment",
-            index=models.Index(
-                condition=models.Q(("lifecycle__in", ["staged", "discarded", "released"])),
-                fields=["expires_at"],
-                name="att_sweep_expiry",
-            ),
+            model_name='attachment',
+            index=models.Index(condition=models.Q(('lifecycle__in', ['staged', 'discarded', 'released'])), fields=['expires_at'], name='att_sweep_expiry'),
         ),
     ]

@@ -4,37 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0015_archive_reasons"),
+        ('attachments', '0015_archive_reasons'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="attachment",
-            name="reason_code",
-            field=models.CharField(
-                blank=True,
-                choices=[
-                    ("too_large", "too_large"),
-                    ("type_not_allowed", "type_not_allowed"),
-                    ("malware", "malware"),
-                    ("pixel_limit", "pixel_limit"),
-                    ("page_limit", "page_limit"),
-                    ("archive_limit", "archive_limit"),
-                    ("archive_uninspectable", "archive_uninspectable"),
-                    ("duration_limit", "duration_limit"),
-                    ("stream_limit", "stream_limit"),
-                    ("codec_not_allowed", "codec_not_allowed"),
-                    ("corrupt", "corrupt"),
-                    ("timeout", "timeout"),
-                    ("object_missing", "object_missing"),
-                    ("size_mismatch", "size_mismatch"),
-                    ("checksum_mismatch", "checksum_mismatch"),
-                    ("moderator", "moderator"),
-                    ("infrastructure", "infrastructure"),
-                ],
-                default="",
-                max_length=32,
-            ),
+            model_name='attachment',
+            name='reason_code',
+            field=models.CharField(blank=True, choices=[('too_large', 'too_large'), ('type_not_allowed', 'type_not_allowed'), ('malware', 'malware'), ('pixel_limit', 'pixel_limit'), ('page_limit', 'page_limit'), ('archive_limit', 'archive_limit'), ('archive_uninspectable', 'archive_uninspectable'), ('duration_limit', 'duration_limit'), ('stream_limit', 'stream_limit'), ('codec_not_allowed', 'codec_not_allowed'), ('corrupt', 'corrupt'), ('timeout', 'timeout'), ('object_missing', 'object_missing'), ('size_mismatch', 'size_mismatch'), ('checksum_mismatch', 'checksum_mismatch'), ('moderator', 'moderator'), ('infrastructure', 'infrastructure')], default='', max_length=32),
         ),
     ]

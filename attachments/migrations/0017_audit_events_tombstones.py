@@ -4,43 +4,44 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0016_media_reasons"),
+        ('attachments', '0016_media_reasons'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="transitionlog",
-            name="details",
+            model_name='transitionlog',
+            name='details',
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.CreateModel(
-            name="Tombstone",
+            name='Tombstone',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("attachment_id", models.UUIDField()),
-                ("tenant_id", models.BigIntegerField()),
-                ("tenant_slug", models.CharField(max_length=63)),
-                ("owner_id", models.BigIntegerField(blank=True, null=True)),
-                ("profile", models.CharField(max_length=32)),
-                ("storage_key", models.CharField(max_length=512)),
-                ("sha256", models.CharField(blank=True, default="", max_length=64)),
-                ("size", models.BigIntegerField(blank=True, null=True)),
-                ("status", models.CharField(max_length=16)),
-                ("reason_code", models.CharField(blank=True, default="", max_length=32)),
-                ("reason_message", models.CharField(blank=True, default="", max_length=500)),
-                ("lifecycle", models.CharField(max_length=16)),
-                ("created_at", models.DateTimeField()),
-                ("ready_at", models.DateTimeField(blank=True, null=True)),
-                ("committed_at", models.DateTimeField(blank=True, null=True)),
-                ("deleted_at", models.DateTimeField(blank=True, null=True)),
-                ("purged_at", models.DateTimeField()),
-                ("purged_by", models.CharField(max_length=150)),
-                ("history", models.JSONField(blank=True, default=list)),
-                ("history_total", models.PositiveIntegerField(default=0)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('attachment_id', models.UUIDField()),
+                ('tenant_id', models.BigIntegerField()),
+                ('tenant_slug', models.CharField(max_length=63)),
+                ('owner_id', models.BigIntegerField(blank=True, null=True)),
+                ('profile', models.CharField(max_length=32)),
+                ('storage_key', models.CharField(max_length=512)),
+                ('sha256', models.CharField(blank=True, default='', max_length=64)),
+                ('size', models.BigIntegerField(blank=True, null=True)),
+                ('status', models.CharField(max_length=16)),
+                ('reason_code', models.CharField(blank=True, default='', max_length=32)),
+                ('reason_message', models.CharField(blank=True, default='', max_length=500)),
+                ('lifecycle', models.CharField(max_length=16)),
+                ('created_at', models.DateTimeField()),
+                ('ready_at', models.DateTimeField(blank=True, null=True)),
+                ('committed_at', models.DateTimeField(blank=True, null=True)),
+                ('deleted_at', models.DateTimeField(blank=True, null=True)),
+                ('purged_at', models.DateTimeField()),
+                ('purged_by', models.CharField(max_length=150)),
+                ('history', models.JSONField(blank=True, default=list)),
+                ('history_total', models.PositiveIntegerField(default=0)),
             ],
             options={
-                "constraints": [models.UniqueConstraint(fields=("attachment_id",), name="tombstone_attachment_unique")],
+                'constraints': [models.UniqueConstraint(fields=('attachment_id',), name='tombstone_attachment_unique')],
             },
         ),
     ]

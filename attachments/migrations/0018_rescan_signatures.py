@@ -5,53 +5,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0017_audit_events_tombstones"),
+        ('attachments', '0017_audit_events_tombstones'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="JobsHeartbeat",
+            name='JobsHeartbeat',
             fields=[
-                ("name", models.CharField(max_length=32, primary_key=True, serialize=False)),
-                ("holder", models.CharField(blank=True, default="", max_length=200)),
-                ("beat_at", models.DateTimeField()),
-                ("in_process_broker", models.BooleanField(default=False)),
+                ('name', models.CharField(max_length=32, primary_key=True, serialize=False)),
+                ('holder', models.CharField(blank=True, default='', max_length=200)),
+                ('beat_at', models.DateTimeField()),
+                ('in_process_broker', models.BooleanField(default=False)),
             ],
         ),
         migrations.CreateModel(
-            name="RescanCheckpoint",
+            name='RescanCheckpoint',
             fields=[
-                ("id", models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
-                ("version", models.CharField(blank=True, default="", max_length=300)),
-                ("cursor_created_at", models.DateTimeField(blank=True, null=True)),
-                ("cursor_id", models.UUIDField(blank=True, null=True)),
-                ("queued", models.PositiveIntegerField(default=0)),
-                ("started_at", models.DateTimeField(blank=True, null=True)),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
-                ("budget_at", models.DateTimeField(blank=True, null=True)),
+                ('id', models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
+                ('version', models.CharField(blank=True, default='', max_length=300)),
+                ('cursor_created_at', models.DateTimeField(blank=True, null=True)),
+                ('cursor_id', models.UUIDField(blank=True, null=True)),
+                ('queued', models.PositiveIntegerField(default=0)),
+                ('started_at', models.DateTimeField(blank=True, null=True)),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('budget_at', models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.AddField(
-            model_name="attachment",
-            name="rescan_requested_at",
+            model_name='attachment',
+            name='rescan_requested_at',
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="attachment",
-            name="scan_signatures",
-            field=models.CharField(blank=True, default="", max_length=300),
+            model_name='attachment',
+            name='scan_signatures',
+            field=models.CharField(blank=True, default='', max_length=300),
         ),
         migrations.AddField(
-            model_name="attachment",
-            name="scanned_at",
+            model_name='attachment',
+            name='scanned_at',
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddIndex(
-            model_name="attachment",
-            index=models.Index(
-                condition=models.Q(("status", "ready")), fields=["created_at", "id"], name="att_ready_created"
-            ),
+            model_name='attachment',
+            index=models.Index(condition=models.Q(('status', 'ready')), fields=['created_at', 'id'], name='att_ready_created'),
         ),
     ]

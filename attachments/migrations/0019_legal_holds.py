@@ -5,41 +5,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0018_rescan_signatures"),
+        ('attachments', '0018_rescan_signatures'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="attachment",
-            name="legal_hold",
+            model_name='attachment',
+            name='legal_hold',
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name="RefHold",
+            name='RefHold',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("ref", models.CharField(max_length=200)),
-                ("reason", models.CharField(max_length=500)),
-                ("created_by", models.CharField(max_length=150)),
-                ("created_at", models.DateTimeField()),
-                ("cleared_by", models.CharField(blank=True, default="", max_length=150)),
-                ("cleared_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT, related_name="ref_holds", to="attachments.tenant"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('ref', models.CharField(max_length=200)),
+                ('reason', models.CharField(max_length=500)),
+                ('created_by', models.CharField(max_length=150)),
+                ('created_at', models.DateTimeField()),
+                ('cleared_by', models.CharField(blank=True, default='', max_length=150)),
+                ('cleared_at', models.DateTimeField(blank=True, null=True)),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='ref_holds', to='attachments.tenant')),
             ],
             options={
-                "constraints": [
-                    models.UniqueConstraint(
-                        condition=models.Q(("cleared_at__isnull", True)),
-                        fields=("tenant", "ref"),
-                        name="refhold_active_unique",
-                    )
-                ],
+                'constraints': [models.UniqueConstraint(condition=models.Q(('cleared_at__isnull', True)), fields=('tenant', 'ref'), name='refhold_active_unique')],
             },
         ),
     ]

@@ -5,30 +5,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0019_legal_holds"),
+        ('attachments', '0019_legal_holds'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="VariantClaim",
+            name='VariantClaim',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("kind", models.CharField(max_length=32)),
-                ("failed", models.BooleanField(default=False)),
-                ("until", models.DateTimeField()),
-                (
-                    "attachment",
-                    models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="attachments.attachment",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(max_length=32)),
+                ('failed', models.BooleanField(default=False)),
+                ('until', models.DateTimeField()),
+                ('attachment', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='attachments.attachment')),
             ],
             options={
-                "constraints": [models.UniqueConstraint(fields=("attachment", "kind"), name="variant_claim_once")],
+                'constraints': [models.UniqueConstraint(fields=('attachment', 'kind'), name='variant_claim_once')],
             },
         ),
     ]

@@ -13,7 +13,8 @@ INDEX = "att_ref_prefix"
 
 def create(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {INDEX} ON attachments_attachment (ref varchar_pattern_ops)")
+        schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {INDEX} ON attachments_attachment "
+                              "(ref varchar_pattern_ops)")
     else:
         schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {INDEX} ON attachments_attachment (ref)")
 

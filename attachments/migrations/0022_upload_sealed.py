@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("attachments", "0021_console_ref_prefix_index"),
+        ('attachments', '0021_console_ref_prefix_index'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="attachment",
-            name="upload_sealed",
+            model_name='attachment',
+            name='upload_sealed',
             field=models.BooleanField(default=False),
         ),
     ]

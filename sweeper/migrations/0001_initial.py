@@ -4,83 +4,68 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="BackfillCheckpoint",
+            name='BackfillCheckpoint',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("selection", models.CharField(max_length=64, unique=True)),
-                ("params", models.JSONField(default=dict)),
-                ("last_id", models.UUIDField(blank=True, null=True)),
-                ("processed", models.PositiveIntegerField(default=0)),
-                ("started_at", models.DateTimeField()),
-                ("updated_at", models.DateTimeField()),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('selection', models.CharField(max_length=64, unique=True)),
+                ('params', models.JSONField(default=dict)),
+                ('last_id', models.UUIDField(blank=True, null=True)),
+                ('processed', models.PositiveIntegerField(default=0)),
+                ('started_at', models.DateTimeField()),
+                ('updated_at', models.DateTimeField()),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name="SweeperLease",
+            name='SweeperLease',
             fields=[
-                ("name", models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ("token", models.CharField(blank=True, default="", max_length=64)),
-                ("holder", models.CharField(blank=True, default="", max_length=200)),
-                ("expires_at", models.DateTimeField()),
+                ('name', models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ('token', models.CharField(blank=True, default='', max_length=64)),
+                ('holder', models.CharField(blank=True, default='', max_length=200)),
+                ('expires_at', models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name="SweepRun",
+            name='SweepRun',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("started_at", models.DateTimeField(db_index=True)),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "mode",
-                    models.CharField(
-                        choices=[
-                            ("normal", "Normal"),
-                            ("dry_run", "Dry Run"),
-                            ("killswitch", "Killswitch"),
-                            ("lock_busy", "Lock Busy"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                ("trigger", models.CharField(default="command", max_length=16)),
-                ("selected", models.PositiveIntegerField(default=0)),
-                ("deleted", models.PositiveIntegerField(default=0)),
-                ("objects_deleted", models.PositiveIntegerField(default=0)),
-                ("errors", models.PositiveIntegerField(default=0)),
-                ("dead_lettered", models.PositiveIntegerField(default=0)),
-                ("hard_deleted", models.PositiveIntegerField(default=0)),
-                ("errors_text", models.TextField(blank=True, default="")),
-                ("would_delete", models.JSONField(blank=True, default=list)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('started_at', models.DateTimeField(db_index=True)),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('mode', models.CharField(choices=[('normal', 'Normal'), ('dry_run', 'Dry Run'), ('killswitch', 'Killswitch'), ('lock_busy', 'Lock Busy')], max_length=16)),
+                ('trigger', models.CharField(default='command', max_length=16)),
+                ('selected', models.PositiveIntegerField(default=0)),
+                ('deleted', models.PositiveIntegerField(default=0)),
+                ('objects_deleted', models.PositiveIntegerField(default=0)),
+                ('errors', models.PositiveIntegerField(default=0)),
+                ('dead_lettered', models.PositiveIntegerField(default=0)),
+                ('hard_deleted', models.PositiveIntegerField(default=0)),
+                ('errors_text', models.TextField(blank=True, default='')),
+                ('would_delete', models.JSONField(blank=True, default=list)),
             ],
             options={
-                "ordering": ["-started_at", "-id"],
+                'ordering': ['-started_at', '-id'],
             },
         ),
         migrations.CreateModel(
-            name="SweeperControl",
+            name='SweeperControl',
             fields=[
-                ("id", models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
-                (
-                    "killswitch",
-                    models.BooleanField(default=False, help_text="Stop every delete (files and rows stay)."),
-                ),
-                (
-                    "dry_run",
-                    models.BooleanField(default=False, help_text="Record what would be deleted, delete nothing."),
-                ),
-                ("changed_by", models.CharField(blank=True, default="", max_length=150)),
-                ("changed_at", models.DateTimeField(blank=True, null=True)),
+                ('id', models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
+                ('killswitch', models.BooleanField(default=False, help_text='Stop every delete (files and rows stay).')),
+                ('dry_run', models.BooleanField(default=False, help_text='Record what would be deleted, delete nothing.')),
+                ('changed_by', models.CharField(blank=True, default='', max_length=150)),
+                ('changed_at', models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                "verbose_name": "sweeper control",
-                "constraints": [models.CheckConstraint(condition=models.Q(("id", 1)), name="sweepercontrol_singleton")],
+                'verbose_name': 'sweeper control',
+                'constraints': [models.CheckConstraint(condition=models.Q(('id', 1)), name='sweepercontrol_singleton')],
             },
         ),
     ]

@@ -4,43 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("sweeper", "0001_initial"),
+        ('sweeper', '0001_initial'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="ReconcileRun",
+            name='ReconcileRun',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("started_at", models.DateTimeField(db_index=True)),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "mode",
-                    models.CharField(
-                        choices=[
-                            ("normal", "Normal"),
-                            ("dry_run", "Dry Run"),
-                            ("killswitch", "Killswitch"),
-                            ("lock_busy", "Lock Busy"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                ("trigger", models.CharField(default="command", max_length=16)),
-                ("scanned", models.PositiveIntegerField(default=0)),
-                ("counts", models.JSONField(blank=True, default=dict)),
-                ("objects_deleted", models.PositiveIntegerField(default=0)),
-                ("kept", models.PositiveIntegerField(default=0)),
-                ("expired_leases", models.PositiveIntegerField(default=0)),
-                ("redriven", models.PositiveIntegerField(default=0)),
-                ("errors", models.PositiveIntegerField(default=0)),
-                ("errors_text", models.TextField(blank=True, default="")),
-                ("note", models.CharField(blank=True, default="", max_length=200)),
-                ("would_delete", models.JSONField(blank=True, default=list)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('started_at', models.DateTimeField(db_index=True)),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('mode', models.CharField(choices=[('normal', 'Normal'), ('dry_run', 'Dry Run'), ('killswitch', 'Killswitch'), ('lock_busy', 'Lock Busy')], max_length=16)),
+                ('trigger', models.CharField(default='command', max_length=16)),
+                ('scanned', models.PositiveIntegerField(default=0)),
+                ('counts', models.JSONField(blank=True, default=dict)),
+                ('objects_deleted', models.PositiveIntegerField(default=0)),
+                ('kept', models.PositiveIntegerField(default=0)),
+                ('expired_leases', models.PositiveIntegerField(default=0)),
+                ('redriven', models.PositiveIntegerField(default=0)),
+                ('errors', models.PositiveIntegerField(default=0)),
+                ('errors_text', models.TextField(blank=True, default='')),
+                ('note', models.CharField(blank=True, default='', max_length=200)),
+                ('would_delete', models.JSONField(blank=True, default=list)),
             ],
             options={
-                "ordering": ["-started_at", "-id"],
+                'ordering': ['-started_at', '-id'],
             },
         ),
     ]

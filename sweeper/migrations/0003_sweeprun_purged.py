@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("sweeper", "0002_reconcile_run"),
+        ('sweeper', '0002_reconcile_run'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="sweeprun",
-            name="purged",
+            model_name='sweeprun',
+            name='purged',
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("sweeper", "0003_sweeprun_purged"),
+        ('sweeper', '0003_sweeprun_purged'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="sweeprun",
-            name="never_uploaded",
+            model_name='sweeprun',
+            name='never_uploaded',
             field=models.PositiveIntegerField(default=0),
         ),
     ]

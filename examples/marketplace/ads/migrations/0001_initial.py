@@ -5,72 +5,49 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="Ad",
+            name='Ad',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("seller", models.CharField(db_index=True, max_length=64)),
-                ("title", models.CharField(blank=True, max_length=200)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[("draft", "Draft"), ("posted", "Posted"), ("cancelled", "Cancelled")],
-                        default="draft",
-                        max_length=16,
-                    ),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("posted_at", models.DateTimeField(blank=True, null=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('seller', models.CharField(db_index=True, max_length=64)),
+                ('title', models.CharField(blank=True, max_length=200)),
+                ('state', models.CharField(choices=[('draft', 'Draft'), ('posted', 'Posted'), ('cancelled', 'Cancelled')], default='draft', max_length=16)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('posted_at', models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name="WebhookDelivery",
+            name='WebhookDelivery',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("webhook_id", models.CharField(max_length=100, unique=True)),
-                ("received_at", models.DateTimeField(auto_now_add=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('webhook_id', models.CharField(max_length=100, unique=True)),
+                ('received_at', models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name="Photo",
+            name='Photo',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("attachment_id", models.UUIDField(unique=True)),
-                ("filename", models.CharField(max_length=255)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("uploading", "Uploading"),
-                            ("pending", "Pending"),
-                            ("ready", "Ready"),
-                            ("rejected", "Rejected"),
-                            ("failed", "Failed"),
-                            ("discarded", "Discarded"),
-                            ("deleted", "Deleted"),
-                        ],
-                        default="uploading",
-                        max_length=16,
-                    ),
-                ),
-                ("reason", models.CharField(blank=True, max_length=500)),
-                ("committed", models.BooleanField(default=False)),
-                ("thumbnail_url", models.URLField(blank=True, max_length=2000)),
-                ("thumbnail_expires", models.IntegerField(default=0)),
-                ("event_at", models.DateTimeField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "ad",
-                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="photos", to="ads.ad"),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('attachment_id', models.UUIDField(unique=True)),
+                ('filename', models.CharField(max_length=255)),
+                ('status', models.CharField(choices=[('uploading', 'Uploading'), ('pending', 'Pending'), ('ready', 'Ready'), ('rejected', 'Rejected'), ('failed', 'Failed'), ('discarded', 'Discarded'), ('deleted', 'Deleted')], default='uploading', max_length=16)),
+                ('reason', models.CharField(blank=True, max_length=500)),
+                ('committed', models.BooleanField(default=False)),
+                ('thumbnail_url', models.URLField(blank=True, max_length=2000)),
+                ('thumbnail_expires', models.IntegerField(default=0)),
+                ('event_at', models.DateTimeField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('ad', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='photos', to='ads.ad')),
             ],
             options={
-                "ordering": ("created_at", "pk"),
+                'ordering': ('created_at', 'pk'),
             },
         ),
     ]
