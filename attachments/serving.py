@@ -144,3 +144,16 @@ def derivative_response(request, derivative, *, filename: str) -> HttpResponseBa
 def stem(filename: str, default: str) -> str:
     """The uploaded name without its extension, for naming a rendition of it."""
     return filename.rsplit(".", 1)[0] or default
+
+
+def served_response(request, attachment, served: tuple[str, int], *, inline: bool) -> HttpResponseBase:
+    """The file as served (served_object's key and size), named for the served copy's type."""
+    key, size = served
+    return file_response(
+        request,
+        key=key,
+        size=size,
+        content_type=attachment.content_type,
+        filename=download_name(attachment.filename, attachment.content_type),
+        inline=inline,
+    )

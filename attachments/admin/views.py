@@ -17,7 +17,7 @@ from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..services.audit import attachment_staff_download_record
 from ..services.variants import page_preview_obtain
-from ..serving import derivative_response, download_name, file_response, stem
+from ..serving import derivative_response, served_response, stem
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
 from . import charts
 from .actions import staff_actor
@@ -156,7 +156,6 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
     served = staff_media_of(attachment) if attachment is not None else None
     if attachment is None or served is None:
         raise Http404("nothing to play")
-    key, size = served
     byte_range = request.headers.get("Range", "")
     if not byte_range or byte_range.replace(" ", "").startswith("bytes=0-"):
         # Who watched what: once per playback (its first request), not once per seek.
@@ -164,14 +163,7 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
             "staff media playback",
             extra={"attachment_id": str(attachment.pk), "actor": staff_actor(request), "range": byte_range},
         )
-    return file_response(
-        request,
-        key=key,
-        size=size,
-        content_type=attachment.content_type,
-        filename=download_name(attachment.filename, attachment.content_type),
-        inline=True,
-    )
+    return served_response(request, attachment, served, inline=True)
 
 
 def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpResponseBase:
@@ -194,13 +186,5 @@ def staff_download(request: HttpRequest, object_id: str) -> HttpResponseBase:
     served = staff_served_of(attachment) if attachment is not None else None
     if attachment is None or served is None:
         raise Http404("nothing to download")
-    key, size = served
-    attachment_staff_download_record(attachment_id=attachment.pk, actor=staff_actor(request), size=size)
-    return file_response(
-        request,
-        key=key,
-        size=size,
-        content_type=attachment.content_type,
-        filename=download_name(attachment.filename, attachment.content_type),
-        inline=False,
-    )
+    attachment_staff_download_record(attachment_id=attachment.pk, actor=staff_actor(request), size=served[1])
+    return served_response(request, attachment, served, inline=False)

@@ -44,7 +44,7 @@ from ..selectors import (
 )
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
-from ..serving import derivative_response, download_name, file_response, served_object, stem
+from ..serving import derivative_response, served_object, served_response, stem
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
@@ -372,15 +372,7 @@ class AttachmentDownloadApi(FileApi):
         served = served_object(attachment)
         if served is None:
             raise NotFound()
-        key, size = served
-        return file_response(
-            request,
-            key=key,
-            size=size,
-            content_type=attachment.content_type,
-            filename=download_name(attachment.filename, attachment.content_type),
-            inline=False,
-        )
+        return served_response(request, attachment, served, inline=False)
 
 
 class AttachmentThumbnailApi(FileApi):
