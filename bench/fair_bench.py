@@ -17,6 +17,10 @@ so the before and after come from one run.
 
 How much of A's backlog was still unready when B's last file was ready is
 reported too (`a_unready_at_end`): a figure near N means B did not wait for A.
+Before the burst, tenant B sends 10 files one at a time, each after a quiet
+second (ttr_idle_p50*_s): an idle worker's pick-up of each step, which
+AIRLOCK_WORKER_POLL_MS bounds.
+
 Prints one JSON line. Goal: ttr_p99_other_tenant_under_burst_s <= 1 s.
 """
 
@@ -48,6 +52,9 @@ from bench.time_to_ready import Client  # noqa: E402
 
 REDIS = "redis://127.0.0.1:6379/0"
 B_FILES, B_SPACING_S, SENDERS = 20, 0.3, 8
+# Idle: one file after a quiet second, as a phone uploads, before any burst: every step's
+# job waits for an idle worker to look at its queue (AIRLOCK_WORKER_POLL_MS).
+IDLE_FILES, IDLE_GAP_S = 10, 1.0
 
 
 def redis_ok() -> bool:
@@ -120,7 +127,7 @@ class Stack:
             self.db.drop()
 
 
-def run_once(mode: str, fair_stages: str, burst: int) -> dict:
+def run_once(mode: str, fair_stages: str, burst: int, *, measure_idle: bool = False) -> dict:
     tmp = scratch_dir(f"airlock-bench-fair-{mode}-")
     stack = Stack(mode, tmp, fair_stages)
     try:
@@ -133,6 +140,13 @@ def run_once(mode: str, fair_stages: str, burst: int) -> dict:
         first = warm.upload(images[0])
         assert first is not None
         warm.wait_ready(first[0])  # fork server, scanner rules, connections
+
+        idle_ttr = []
+        for i in range(IDLE_FILES if measure_idle else 0):
+            time.sleep(IDLE_GAP_S)
+            sent = warm.upload(images[i % len(images)])
+            assert sent is not None
+            idle_ttr.append(max(0.0, warm.wait_ready(sent[0]) - sent[1]))
 
         a_ids: list[str] = []
         lock = threading.Lock()
@@ -175,6 +189,7 @@ def run_once(mode: str, fair_stages: str, burst: int) -> dict:
             "a_upload_seconds": r(burst_seconds, 1),
             "a_unready_at_end": a_unready,
             "fair_stages": fair_stages or "(none)",
+            **({"idle_p50_s": r(percentile(idle_ttr, 50)), "idle_max_s": r(max(idle_ttr))} if idle_ttr else {}),
         }
     finally:
         stack.stop()
@@ -191,15 +206,17 @@ def main() -> None:
         if mode == "redis" and not redis_ok():
             result["fair_redis_skipped"] = "Redis not answering on 127.0.0.1:6379"
             continue
-        after = run_once(mode, "intake,scan,derive", args.burst)
+        after = run_once(mode, "intake,scan,derive", args.burst, measure_idle=True)
         before = run_once(mode, "derive", args.burst)
         suffix = "" if mode == "embedded" else f"_{mode}"
         result[f"ttr_p99_other_tenant_under_burst{suffix}_s"] = after["p99_s"]
         result[f"ttr_p99_other_tenant_under_burst{suffix}_derive_only_s"] = before["p99_s"]
+        result[f"ttr_idle_p50{suffix}_s"] = after["idle_p50_s"]
         result[f"fair_{mode}"] = {"every_stage": after, "derive_only": before}
     result["fair_setup"] = (
         f"tenant A: {args.burst} 160x120 JPEGs from {SENDERS} senders, then tenant B: "
-        f"{B_FILES} files {B_SPACING_S}s apart; 4 worker threads; "
+        f"{B_FILES} files {B_SPACING_S}s apart; 4 worker threads; idle: {IDLE_FILES} files, "
+        f"each after {IDLE_GAP_S}s of quiet, before the burst; "
         "AIRLOCK_TENANT_CONCURRENCY=2 per tenant (all stages)"
     )
     emit(result)

@@ -120,6 +120,8 @@ GOALS: list[tuple[str, str, object]] = [
     ("ttr_p99_other_tenant_under_burst_derive_only_s", "(info: cap on derive only, as before)", None),
     ("ttr_p99_other_tenant_under_burst_redis_s", "<= 1 (PostgreSQL + Redis, rundramatiq)", lambda v: v <= 1.0),
     ("ttr_p99_other_tenant_under_burst_redis_derive_only_s", "(info)", None),
+    ("ttr_idle_p50_s", "(info: one file after a quiet second, embedded)", None),
+    ("ttr_idle_p50_redis_s", "<= 0.5 (one file after a quiet second, rundramatiq)", lambda v: v <= 0.5),
     ("rescan_files_per_s", "(info: rescan_one back to back, YARA only)", None),
     ("rescan_budget_files_per_min_achieved", "(info: vs rescan_budget_files_per_min)", None),
     ("rescan_budget_achieved_ratio", ">= 0.9 (the walk keeps to its budget)", lambda v: v >= 0.9),
@@ -168,7 +170,7 @@ OWN_KEYS = {
     "quotas": ["quota_intent_on_vs_off_ratio"],
     "slow": ["slow_clients_healthz_p99_s", "slow_clients_auth_get_p99_s", "slow_clients_failures"],
     "burst": ["burst_s3_200_clients_ok_ratio", "burst_s3_200_clients_p99_s"],
-    "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s"],
+    "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s", "ttr_idle_p50_redis_s"],
     "rescan": [
         "rescan_files_per_s",
         "rescan_budget_files_per_min_achieved",

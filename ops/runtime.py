@@ -21,7 +21,11 @@ def start_worker(*, threads: int | None = None) -> dramatiq.Worker:
     broker = dramatiq.get_broker()
     for queue in QUEUES:
         broker.declare_queue(queue)
-    worker = dramatiq.Worker(broker, worker_threads=threads or settings.AIRLOCK_WORKER_THREADS, worker_timeout=200)
+    worker = dramatiq.Worker(
+        broker,
+        worker_threads=threads or settings.AIRLOCK_WORKER_THREADS,
+        worker_timeout=settings.AIRLOCK_WORKER_POLL_MS,
+    )
     worker.start()
     return worker
 

@@ -398,6 +398,14 @@ AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_S
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
+# How long a worker's idle queue consumer waits before it looks again: it bounds
+# the pick-up of each step's job (a file's three steps wait for it in turn).
+# `rundramatiq` takes it from Dramatiq's documented `dramatiq_worker_timeout`
+# variable (default 1000 ms there: about a second per file of nothing).
+AIRLOCK_WORKER_POLL_MS = env_int("AIRLOCK_WORKER_POLL_MS", 100)
+if AIRLOCK_WORKER_POLL_MS < 10:
+    raise ImproperlyConfigured("AIRLOCK_WORKER_POLL_MS: at least 10 (ms)")
+os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_WORKER_POLL_MS))
 AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
