@@ -257,22 +257,7 @@ class SweepRunAdmin(_RunAdmin):
         "hard_deleted",
         "would_delete_count",
     )
-    fields = (
-        "started_at",
-        "finished_at",
-        "mode",
-        "trigger",
-        "selected",
-        "deleted",
-        "objects_deleted",
-        "errors",
-        "dead_lettered",
-        "hard_deleted",
-        "purged",
-        "never_uploaded",
-        "errors_pretty",
-        "would_delete_keys",
-    )
+    fields = ("started_at", "finished_at", "mode", "trigger", *SweepRun.COUNTS, "errors_pretty", "would_delete_keys")
     readonly_fields = fields
 
     @admin.display(description="would delete")

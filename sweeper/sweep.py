@@ -92,16 +92,7 @@ def _record(report: SweepReport, trigger: str, run: SweepRun | None = None) -> S
     run = run or SweepRun(started_at=report.started_at, trigger=trigger)
     run.mode = report.mode
     run.finished_at = report.finished_at
-    for name in (
-        "selected",
-        "deleted",
-        "objects_deleted",
-        "errors",
-        "dead_lettered",
-        "hard_deleted",
-        "purged",
-        "never_uploaded",
-    ):
+    for name in SweepRun.COUNTS:
         setattr(run, name, getattr(report, name))
     run.errors_text = "\n".join(report.error_messages[:_MAX_ERROR_LINES])
     run.would_delete = report.would_delete
