@@ -26,6 +26,7 @@ from ..errors import LegalHold, NotFound, ValidationFailed
 from ..models import Attachment, RefHold, Tenant, TransitionLog, ref_held_exists
 from ..selectors import forget_ref_holds
 from .ids import parse_ids
+from .transitions import lifecycle_entries
 
 HOLD_EVENTS = ("legal_hold", "legal_hold_clear")
 
@@ -68,17 +69,9 @@ def _audit(ids: Iterable[uuid.UUID], *, event: str, actor: str, reason: str) -> 
     # from/to hold the file's lifecycle, which a hold does not change.
     rows = Attachment.objects.filter(pk__in=list(ids)).values_list("pk", "lifecycle")
     TransitionLog.objects.bulk_create(
-        [
-            TransitionLog(
-                attachment_id=pk,
-                transition=event,
-                from_status=lifecycle,
-                to_status=lifecycle,
-                actor=actor[:150],
-                message=reason[:500],
-            )
-            for pk, lifecycle in rows
-        ]
+        lifecycle_entries(
+            ((pk, lifecycle, lifecycle) for pk, lifecycle in rows), event=event, actor=actor, message=reason
+        )
     )
 
 
