@@ -75,6 +75,14 @@ def _audit(ids: Iterable[uuid.UUID], *, event: str, actor: str, reason: str) -> 
     )
 
 
+def _audit_ref(tenant_row: Tenant, ref: str, *, event: str, actor: str, reason: str) -> None:
+    # A ref's hold, and its release, go on the timeline of each of its files not deleted yet.
+    ids = (
+        Attachment.objects.filter(tenant=tenant_row, ref=ref).exclude(lifecycle="deleted").values_list("pk", flat=True)
+    )
+    _audit(ids, event=event, actor=actor, reason=reason)
+
+
 def attachment_hold_set(*, attachment_ids: Iterable[object], actor: str, reason: str) -> list[str]:
     """Hold these files (idempotent); returns the ids now held."""
     if not reason.strip():
@@ -146,14 +154,7 @@ def ref_hold_set(*, tenant: str, ref: str, actor: str, reason: str, now: datetim
                 created_by=actor[:150],
                 created_at=now or timezone.now(),
             )
-            _audit(
-                Attachment.objects.filter(tenant=tenant_row, ref=ref)
-                .exclude(lifecycle="deleted")
-                .values_list("pk", flat=True),
-                event="legal_hold",
-                actor=actor,
-                reason=f"ref {ref}: {reason}",
-            )
+            _audit_ref(tenant_row, ref, event="legal_hold", actor=actor, reason=f"ref {ref}: {reason}")
     except IntegrityError:  # another staff member held it at the same moment: theirs is the hold
         return RefHold.objects.get(tenant=tenant_row, ref=ref, cleared_at__isnull=True)
     _forget_now_and_on_commit()
@@ -170,14 +171,7 @@ def ref_hold_clear(*, tenant: str, ref: str, actor: str, now: datetime | None = 
         hold.cleared_at = now or timezone.now()
         hold.cleared_by = actor[:150]
         hold.save(update_fields=["cleared_at", "cleared_by"])
-        _audit(
-            Attachment.objects.filter(tenant=tenant_row, ref=ref)
-            .exclude(lifecycle="deleted")
-            .values_list("pk", flat=True),
-            event="legal_hold_clear",
-            actor=actor,
-            reason=f"ref {ref} released",
-        )
+        _audit_ref(tenant_row, ref, event="legal_hold_clear", actor=actor, reason=f"ref {ref} released")
         _forget_now_and_on_commit()
     return True
 
