@@ -97,6 +97,24 @@ TERMINAL_STATUSES = (Status.READY, Status.REJECTED, Status.FAILED)
 # The columns a transition that ends the current lease writes (see Attachment's transitions).
 _ENDS_LEASE = ("lease_token", "lease_expires_at", "step")
 _ENDS_LEASE_WITH_REASON = ("reason_code", "reason_message", *_ENDS_LEASE)
+# What the attachment resource shows (api/serializers.py): every narrow read that answers with it loads these.
+_RESOURCE_FIELDS = (
+    "profile",
+    "status",
+    "filename",
+    "size",
+    "content_type",
+    "sha256",
+    "metadata",
+    "reason_code",
+    "reason_message",
+    "lifecycle",
+    "created_at",
+    "ready_at",
+    "expires_at",
+    "ref",
+    "legal_hold",
+)
 
 
 class AttachmentQuerySet(models.QuerySet["Attachment"]):
@@ -161,25 +179,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
     def for_upload(self) -> AttachmentQuerySet:
         """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
         return self.only(
-            "profile",
-            "filename",
-            "declared_size",
-            "declared_type",
-            "declared_sha256",
-            "storage_key",
-            "size",
-            "content_type",
-            "sha256",
-            "metadata",
-            "reason_code",
-            "reason_message",
-            "uploaded_at",
-            "lifecycle",
-            "created_at",
-            "ready_at",
-            "expires_at",
-            "ref",
-            "legal_hold",
+            *_RESOURCE_FIELDS, "declared_size", "declared_type", "declared_sha256", "storage_key", "uploaded_at"
         )
 
     def by_pk(self, pk: object) -> Attachment | None:
@@ -194,28 +194,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         row (tests/api/test_hot_paths.py catches a deferred field being touched).
         """
         return self.only(
-            "id",
-            "tenant_id",
-            "owner_id",
-            "profile",
-            "status",
-            "filename",
-            "size",
-            "content_type",
-            "sha256",
-            "metadata",
-            "reason_code",
-            "reason_message",
-            "lifecycle",
-            "created_at",
-            "ready_at",
-            "expires_at",
-            "ref",
-            "served_key",
-            "content_key",
-            "storage_key",
-            "legal_hold",
-            *also,
+            "id", "tenant_id", "owner_id", *_RESOURCE_FIELDS, "served_key", "content_key", "storage_key", *also
         )
 
     def outstanding_uploads(self, *, owner, now) -> AttachmentQuerySet:

@@ -244,35 +244,16 @@ class ReconcileRunAdmin(_RunAdmin):
 
 @admin.register(SweepRun)
 class SweepRunAdmin(_RunAdmin):
+    # The list's columns: every count but the two only the run's page shows (purged is a dict per table).
     list_display = (
         "started_at",
         "finished_at",
         "mode",
         "trigger",
-        "selected",
-        "deleted",
-        "objects_deleted",
-        "errors",
-        "dead_lettered",
-        "hard_deleted",
+        *(name for name in SweepRun.COUNTS if name not in ("purged", "never_uploaded")),
         "would_delete_count",
     )
-    fields = (
-        "started_at",
-        "finished_at",
-        "mode",
-        "trigger",
-        "selected",
-        "deleted",
-        "objects_deleted",
-        "errors",
-        "dead_lettered",
-        "hard_deleted",
-        "purged",
-        "never_uploaded",
-        "errors_pretty",
-        "would_delete_keys",
-    )
+    fields = ("started_at", "finished_at", "mode", "trigger", *SweepRun.COUNTS, "errors_pretty", "would_delete_keys")
     readonly_fields = fields
 
     @admin.display(description="would delete")

@@ -38,6 +38,18 @@ class SweepRun(models.Model):
     """One sweep attempt, whatever it did (even nothing)."""
 
     Mode = RunMode
+    # What the run counted, copied from its report (sweep.py) and shown on its admin page: a new
+    # count is added here once.
+    COUNTS = (
+        "selected",
+        "deleted",
+        "objects_deleted",
+        "errors",
+        "dead_lettered",
+        "hard_deleted",
+        "purged",
+        "never_uploaded",
+    )
 
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -92,16 +92,7 @@ def _record(report: SweepReport, trigger: str, run: SweepRun | None = None) -> S
     run = run or SweepRun(started_at=report.started_at, trigger=trigger)
     run.mode = report.mode
     run.finished_at = report.finished_at
-    for name in (
-        "selected",
-        "deleted",
-        "objects_deleted",
-        "errors",
-        "dead_lettered",
-        "hard_deleted",
-        "purged",
-        "never_uploaded",
-    ):
+    for name in SweepRun.COUNTS:
         setattr(run, name, getattr(report, name))
     run.errors_text = "\n".join(report.error_messages[:_MAX_ERROR_LINES])
     run.would_delete = report.would_delete
@@ -135,33 +126,38 @@ def _brake_engaged(dry_run: bool) -> str:
     return ""
 
 
-def _reap(
-    report: SweepReport,
-    *,
-    now: datetime,
-    limit: int | None,
-    gateway: ObjectDeleter,
-    lock: SweepLock,
-    batch_size: int,
-    concurrency: int,
-) -> None:
+@dataclass(frozen=True)
+class _Plan:
+    """What sweep_expired was asked for (defaults filled in), handed to each phase."""
+
+    now: datetime
+    limit: int | None
+    gateway: ObjectDeleter
+    lock: SweepLock
+    batch_size: int
+    concurrency: int
+
+
+def _reap(report: SweepReport, plan: _Plan) -> None:
     dry_run = report.mode == Mode.DRY_RUN
     cursor: Cursor | None = None
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sweep-delete") as pool:
+    with ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="sweep-delete") as pool:
         while True:
-            size = batch_size if limit is None else min(batch_size, limit - report.selected)
+            size = plan.batch_size if plan.limit is None else min(plan.batch_size, plan.limit - report.selected)
             if size <= 0:
                 report.stopped = "limit"
                 return
             if dry_run:
-                batch = preview_batch(now=now, after=cursor, size=size)
+                batch = preview_batch(now=plan.now, after=cursor, size=size)
             else:
-                batch = reap_batch(now=now, after=cursor, size=size, gateway=gateway, pool=pool, workers=concurrency)
+                batch = reap_batch(
+                    now=plan.now, after=cursor, size=size, gateway=plan.gateway, pool=pool, workers=plan.concurrency
+                )
             report.add(batch)
             if batch.selected < size:
                 return
             cursor = batch.cursor
-            if not lock.renew():
+            if not plan.lock.renew():
                 report.stopped = "lock_lost"
                 return
             report.stopped = _brake_engaged(dry_run)
@@ -211,12 +207,14 @@ def sweep_expired(
         try:
             _run_phases(
                 report,
-                now=now,
-                limit=limit,
-                gateway=gateway or get_gateway(),
-                lock=lock,
-                batch_size=batch_size or settings.AIRLOCK_SWEEP_BATCH,
-                concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY,
+                _Plan(
+                    now=now,
+                    limit=limit,
+                    gateway=gateway or get_gateway(),
+                    lock=lock,
+                    batch_size=batch_size or settings.AIRLOCK_SWEEP_BATCH,
+                    concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY,
+                ),
             )
         except Exception as exc:
             # What finished before stays finished (each batch is its own transaction); say why it stopped.
@@ -232,29 +230,19 @@ def sweep_expired(
     return report
 
 
-def _run_phases(
-    report: SweepReport,
-    *,
-    now: datetime,
-    limit: int | None,
-    gateway: ObjectDeleter,
-    lock: SweepLock,
-    batch_size: int,
-    concurrency: int,
-) -> None:
+def _run_phases(report: SweepReport, plan: _Plan) -> None:
+    dry_run = report.mode == Mode.DRY_RUN
     # Not a delete, but it needs storage's word (HEAD): the sweep's gateway, once per interval.
-    head = cast(StorageGateway, gateway) if hasattr(gateway, "head") else get_gateway()
+    head = cast(StorageGateway, plan.gateway) if hasattr(plan.gateway, "head") else get_gateway()
     report.never_uploaded = len(
-        intents_never_uploaded_reject(now=now, actor="system:sweep", gateway=head, dry_run=report.mode == Mode.DRY_RUN)
+        intents_never_uploaded_reject(now=plan.now, actor="system:sweep", gateway=head, dry_run=dry_run)
     )
-    report.tus_expired = len(tus_uploads_expire(now=now, dry_run=report.mode == Mode.DRY_RUN))
+    report.tus_expired = len(tus_uploads_expire(now=plan.now, dry_run=dry_run))
     phase = time.monotonic()
-    _reap(report, now=now, limit=limit, gateway=gateway, lock=lock, batch_size=batch_size, concurrency=concurrency)
+    _reap(report, plan)
     report.reap_seconds = time.monotonic() - phase
     if report.stopped in ("", "limit"):
         phase = time.monotonic()
-        report.hard_deleted = purge_deleted(
-            now=now, batch_size=batch_size, limit=limit, dry_run=report.mode == Mode.DRY_RUN
-        )
-        report.purged = purge_retention(now=now, batch_size=batch_size, dry_run=report.mode == Mode.DRY_RUN)
+        report.hard_deleted = purge_deleted(now=plan.now, batch_size=plan.batch_size, limit=plan.limit, dry_run=dry_run)
+        report.purged = purge_retention(now=plan.now, batch_size=plan.batch_size, dry_run=dry_run)
         report.purge_seconds = time.monotonic() - phase

@@ -53,6 +53,16 @@ from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedS
 
 _TAGS = ["attachments"]
 MAX_LISTED_IDS = 100  # one page; a waiter registers under each
+_WAIT_MAX_SECONDS = 30
+
+
+def _wait_parameter(what: str) -> OpenApiParameter:
+    """The `?wait=` query parameter of the list and of one attachment, as _wait_seconds reads it."""
+    return OpenApiParameter(
+        "wait",
+        {"type": "number", "minimum": 0, "maximum": _WAIT_MAX_SECONDS},
+        description=f"{what} (0–{_WAIT_MAX_SECONDS}).",
+    )
 
 
 def shown(request, attachment: Attachment) -> AttachmentResource:
@@ -156,11 +166,7 @@ class AttachmentListApi(APIView):
         "the waiter caps it answers at once (`Airlock-Wait: skipped; reason=…`).",
         parameters=[
             FilterSerializer,
-            OpenApiParameter(
-                "wait",
-                {"type": "number", "minimum": 0, "maximum": 30},
-                description="With `ids`: seconds to wait for a change (0–30).",
-            ),
+            _wait_parameter("With `ids`: seconds to wait for a change"),
         ],
         responses={
             200: OpenApiResponse(OutputSerializer, description="One page of your attachments."),
@@ -293,11 +299,7 @@ class AttachmentDetailApi(APIView):
         "(`Airlock-Wait: skipped; reason=…`).",
         parameters=[
             ATTACHMENT_ID,
-            OpenApiParameter(
-                "wait",
-                {"type": "number", "minimum": 0, "maximum": 30},
-                description="Seconds to wait for a terminal status (0–30).",
-            ),
+            _wait_parameter("Seconds to wait for a terminal status"),
         ],
         responses={
             200: OpenApiResponse(AttachmentOutputSerializer, description="The attachment resource."),
@@ -343,9 +345,9 @@ def _wait_seconds(wait: str | None, read) -> float:
         seconds = float(wait)
     except ValueError:
         seconds = -1.0
-    if not 0 <= seconds <= 30:  # NaN fails this too
+    if not 0 <= seconds <= _WAIT_MAX_SECONDS:  # NaN fails this too
         read()  # an unknown attachment is a 404 before a bad parameter is a 400
-        raise ValidationFailed(details={"wait": ["A number of seconds, at most 30."]})
+        raise ValidationFailed(details={"wait": [f"A number of seconds, at most {_WAIT_MAX_SECONDS}."]})
     return seconds
 
 

@@ -26,6 +26,7 @@ from ..errors import LegalHold, NotFound, ValidationFailed
 from ..models import Attachment, RefHold, Tenant, TransitionLog, ref_held_exists
 from ..selectors import forget_ref_holds
 from .ids import parse_ids
+from .transitions import lifecycle_entries
 
 HOLD_EVENTS = ("legal_hold", "legal_hold_clear")
 
@@ -68,18 +69,18 @@ def _audit(ids: Iterable[uuid.UUID], *, event: str, actor: str, reason: str) -> 
     # from/to hold the file's lifecycle, which a hold does not change.
     rows = Attachment.objects.filter(pk__in=list(ids)).values_list("pk", "lifecycle")
     TransitionLog.objects.bulk_create(
-        [
-            TransitionLog(
-                attachment_id=pk,
-                transition=event,
-                from_status=lifecycle,
-                to_status=lifecycle,
-                actor=actor[:150],
-                message=reason[:500],
-            )
-            for pk, lifecycle in rows
-        ]
+        lifecycle_entries(
+            ((pk, lifecycle, lifecycle) for pk, lifecycle in rows), event=event, actor=actor, message=reason
+        )
     )
+
+
+def _audit_ref(tenant_row: Tenant, ref: str, *, event: str, actor: str, reason: str) -> None:
+    # A ref's hold, and its release, go on the timeline of each of its files not deleted yet.
+    ids = (
+        Attachment.objects.filter(tenant=tenant_row, ref=ref).exclude(lifecycle="deleted").values_list("pk", flat=True)
+    )
+    _audit(ids, event=event, actor=actor, reason=reason)
 
 
 def attachment_hold_set(*, attachment_ids: Iterable[object], actor: str, reason: str) -> list[str]:
@@ -153,14 +154,7 @@ def ref_hold_set(*, tenant: str, ref: str, actor: str, reason: str, now: datetim
                 created_by=actor[:150],
                 created_at=now or timezone.now(),
             )
-            _audit(
-                Attachment.objects.filter(tenant=tenant_row, ref=ref)
-                .exclude(lifecycle="deleted")
-                .values_list("pk", flat=True),
-                event="legal_hold",
-                actor=actor,
-                reason=f"ref {ref}: {reason}",
-            )
+            _audit_ref(tenant_row, ref, event="legal_hold", actor=actor, reason=f"ref {ref}: {reason}")
     except IntegrityError:  # another staff member held it at the same moment: theirs is the hold
         return RefHold.objects.get(tenant=tenant_row, ref=ref, cleared_at__isnull=True)
     _forget_now_and_on_commit()
@@ -177,14 +171,7 @@ def ref_hold_clear(*, tenant: str, ref: str, actor: str, now: datetime | None = 
         hold.cleared_at = now or timezone.now()
         hold.cleared_by = actor[:150]
         hold.save(update_fields=["cleared_at", "cleared_by"])
-        _audit(
-            Attachment.objects.filter(tenant=tenant_row, ref=ref)
-            .exclude(lifecycle="deleted")
-            .values_list("pk", flat=True),
-            event="legal_hold_clear",
-            actor=actor,
-            reason=f"ref {ref} released",
-        )
+        _audit_ref(tenant_row, ref, event="legal_hold_clear", actor=actor, reason=f"ref {ref} released")
         _forget_now_and_on_commit()
     return True
 

@@ -139,22 +139,32 @@ def lifecycle_audit(rows: Iterable[tuple[Any, str]], *, event: str, to: str, act
     """Record one lifecycle change per (attachment id, lifecycle before) with its actor."""
     if event not in LIFECYCLE_EVENTS:
         raise ValueError(f"unknown lifecycle event {event!r}")
-    logs = [
-        TransitionLog(
-            attachment_id=pk,
-            transition=event,
-            from_status=before,
-            to_status=to,
-            actor=actor[:150],
-            message=message[:500],
-        )
-        for pk, before in rows
-    ]
+    logs = lifecycle_entries(((pk, before, to) for pk, before in rows), event=event, actor=actor, message=message)
     if logs:
         TransitionLog.objects.bulk_create(logs)
         outcome = hooks.outcome_of_lifecycle(event, to)
         if outcome:
             hooks.announce(outcome, [entry.attachment_id for entry in logs])
+
+
+def lifecycle_entries(
+    rows: Iterable[tuple[Any, str, str]], *, event: str, actor: str, message: str = ""
+) -> list[TransitionLog]:
+    """Unsaved audit rows, one per (attachment id, lifecycle before, lifecycle after), cut to their columns.
+
+    Also for events that leave the lifecycle as it was (a legal hold), so the timeline shows it.
+    """
+    return [
+        TransitionLog(
+            attachment_id=pk,
+            transition=event,
+            from_status=before,
+            to_status=after,
+            actor=actor[:150],
+            message=message[:500],
+        )
+        for pk, before, after in rows
+    ]
 
 
 def user_actor(user: Any) -> str:

@@ -98,13 +98,7 @@ def upload_content_receive(
         # A refused or broken attempt does not use the URL up.
         Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)
         raise
-    object_arrived(
-        key=attachment.storage_key,
-        size=size,
-        source="local",
-        dedupe_key=f"local:{attachment.storage_key}",
-        event_name="ObjectCreated:Put",
-    )
+    _arrived_locally(attachment, size=size, event_name="ObjectCreated:Put")
     # As of the claim: the answer is 202 (accepted, pending) whatever a worker did since.
     attachment.uploaded_at = uploaded_at
     return attachment
@@ -156,17 +150,23 @@ def upload_through(
         raise
     uploaded_at = timezone.now()
     Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=uploaded_at)
-    object_arrived(
-        key=attachment.storage_key,
-        size=None,
-        source="local",
-        dedupe_key=f"local:{attachment.storage_key}",
-        event_name="ObjectCreated:Post",
-    )
+    _arrived_locally(attachment, size=None, event_name="ObjectCreated:Post")
     # The row as committed (pending, bytes in): a worker may have started it since,
     # and the contract's 202 says `pending`, so the row is not read again.
     attachment.uploaded_at = uploaded_at
     return attachment
+
+
+def _arrived_locally(attachment: Attachment, *, size: int | None, event_name: str) -> None:
+    # Bytes this process wrote are announced like a storage event, under one dedupe key per
+    # object whichever way (PUT or POST) they came.
+    object_arrived(
+        key=attachment.storage_key,
+        size=size,
+        source="local",
+        dedupe_key=f"local:{attachment.storage_key}",
+        event_name=event_name,
+    )
 
 
 def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | None = None) -> Attachment:
