@@ -7,11 +7,13 @@ import os
 import random
 import uuid
 from dataclasses import dataclass
+from io import StringIO
 from typing import Any
 from urllib.parse import quote_plus
 
 import requests
 from botocore.exceptions import ClientError
+from django.core.management import call_command
 
 from tests.support import create_intent
 
@@ -184,6 +186,24 @@ def intent(client, data: bytes, **kwargs) -> dict:
     response = create_intent(client, size=len(data), **kwargs)
     assert response.status_code == 201, response.content
     return response.json()
+
+
+def consume(s3: S3Env, queue_url: str, *extra: str) -> str:
+    """One pass of consume_storage_events over the queue (no long poll); its report."""
+    out = StringIO()
+    call_command(
+        "consume_storage_events",
+        "--sqs-queue-url",
+        queue_url,
+        "--once",
+        "--wait-seconds",
+        "0",
+        "--sqs-endpoint-url",
+        s3.endpoint,
+        *extra,
+        stdout=out,
+    )
+    return out.getvalue()
 
 
 def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", content_type: str | None = None):

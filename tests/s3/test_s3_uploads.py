@@ -9,33 +9,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from django.core.management import call_command
 
 from attachments.models import Attachment, OutboxMessage, StorageEvent
-from tests.s3.support import event_for, intent, mp4_bytes, post_events, send_upload
+from tests.s3.support import consume, event_for, intent, mp4_bytes, post_events, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
 MIB = 1024 * 1024
-
-
-def _drain(s3, queue_url) -> str:
-    from io import StringIO
-
-    out = StringIO()
-    call_command(
-        "consume_storage_events",
-        "--sqs-queue-url",
-        queue_url,
-        "--once",
-        "--wait-seconds",
-        "0",
-        "--sqs-endpoint-url",
-        s3.endpoint,
-        stdout=out,
-    )
-    return out.getvalue()
 
 
 def test_presigned_post_upload_then_sqs_event_makes_it_ready(s3, alice, api):
@@ -51,7 +32,7 @@ def test_presigned_post_upload_then_sqs_event_makes_it_ready(s3, alice, api):
     row = Attachment.objects.get(pk=created["id"])
     assert s3.get(row.storage_key) == data and row.uploaded_at is None
 
-    report = _drain(s3, queue_url)
+    report = consume(s3, queue_url)
     assert "test_event=1" in report and "started=1" in report
     assert s3.queue_depth(queue_url) == 0
     event = StorageEvent.objects.get(key=row.storage_key)
