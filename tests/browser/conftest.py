@@ -13,25 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
-# Headless flags that work on a machine with no network beyond the loopback.
-# Playwright adds a new empty --user-data-dir for every launch.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def launch_chromium(playwright):
-    if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"Chromium not found at {CHROMIUM}: apt-get install chromium (Debian)")
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+from tests.support.browser import launch_chromium
 
 
 @pytest.fixture(scope="package")
