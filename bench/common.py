@@ -235,13 +235,24 @@ class ServerProcess:
             raise RuntimeError(f"{argv[1:3]} did not come up: {log.read_text()[-1500:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         self.log.close()
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """SIGTERM to a child still running, SIGKILL if it has not gone after `timeout` seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def migrate(env: dict[str, str]) -> None:
+    """`manage.py migrate` in env's database (a child process, so env's settings hold)."""
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
 
 
 def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
@@ -310,11 +321,7 @@ class MotoServer:
         }
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, timeout=20)
         self.log.close()
 
 

@@ -60,6 +60,7 @@ from bench.common import (  # noqa: E402
     r,
     sample_mix,
     scratch_dir,
+    stop_process,
     timed,
     zlib_versions,
 )
@@ -82,13 +83,7 @@ class RedisWorker:
         )
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
 
