@@ -80,12 +80,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO,
     MotoServer,
     createuser,
     embedded_env,
     emit,
     median,
+    migrate,
     r,
     scratch_dir,
     serve,
@@ -366,7 +366,7 @@ def main() -> None:
         preload()
         bare(clip, tmp / "bare-warm")  # imports, rules compiled, decoders warm
 
-        subprocess_migrate(env)
+        migrate(env)
         token = createuser(env, "video")
         server = serve(env, tmp)
         web = worker_pid(server.proc.pid)
@@ -465,12 +465,6 @@ def main() -> None:
             for log in tmp.glob("*.log"):
                 shutil.copy(log, args.keep_logs / log.name)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def subprocess_migrate(env: dict[str, str]) -> None:
-    import subprocess
-
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
 
 
 if __name__ == "__main__":
