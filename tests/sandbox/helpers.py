@@ -12,26 +12,6 @@ from PIL import Image
 from processing.sandbox import SandboxResult
 from tests.corpus import corpus_dir  # noqa: F401  (re-exported for the sandbox tests)
 
-# Every escape jobkinds._test_escape tries (the keys of its data that name an escape).
-ESCAPES = (
-    "tcp_connect",
-    "unix_connect",
-    "server_environ",
-    "worker_environ",
-    "server_mem",
-    "database",
-    "storage_root",
-    "stored_file",
-    "write_outside",
-    "execve",
-    "ptrace_server",
-    "unshare_user",
-    "signal_worker",
-    "setuid_root",
-    "old_root",
-    "uncover_old_root",
-)
-
 
 def outcome(result: SandboxResult) -> str:
     """The manifest's spelling: ready | rejected:<code>."""

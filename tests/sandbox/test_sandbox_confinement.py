@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from processing.sandbox import Limits, confine, run_job, runner, shutdown
-from tests.sandbox.helpers import ESCAPES, outcome
+from tests.sandbox.helpers import outcome
+from tests.sandbox.jobkinds import ESCAPES
 
 ALL = "uid+nnp+seccomp+landlock+nproc+subreaper"
 # The filesystem fallback for kernels without Landlock, forced here by naming it.

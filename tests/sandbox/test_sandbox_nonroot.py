@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.helpers import ESCAPES, SHOW_TO_NOBODY
+from tests.sandbox.helpers import SHOW_TO_NOBODY
+from tests.sandbox.jobkinds import ESCAPES
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
