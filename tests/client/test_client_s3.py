@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 
-import boto3
 import httpx
 import pytest
 
 from airlock_client import UploadInterrupted
 from tests.client.conftest import MIB, FailingFile, Recorder, big_pdf
+from tests.s3.support import moto_bucket_env
 from tests.support import jpeg_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
@@ -18,17 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 def _serve_on_s3(serve_factory, moto_endpoint, bucket_prefix: str, **env: str):
     """`manage.py serve` on a fresh moto bucket, with these settings on top; .moto is the endpoint."""
-    bucket = f"{bucket_prefix}-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    live = serve_factory(
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-            **env,
-        }
-    )
+    live = serve_factory({**moto_bucket_env(moto_endpoint, bucket_prefix), **env})
     live.moto = moto_endpoint
     return live
 

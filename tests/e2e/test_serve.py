@@ -8,7 +8,6 @@ server (moto over HTTP) with no storage events configured at all.
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -123,19 +122,9 @@ def test_serve_end_to_end(tmp_path):
 @pytest.mark.slow
 @pytest.mark.s3
 def test_serve_end_to_end_on_s3_without_events(tmp_path, moto_endpoint):
-    import boto3
+    from tests.s3.support import moto_bucket_env
 
-    bucket = f"e2e-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    server = Server(
-        tmp_path,
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-        },
-    )
+    server = Server(tmp_path, moto_bucket_env(moto_endpoint, "e2e"))
     try:
         _flow(server)
     finally:

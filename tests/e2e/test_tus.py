@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -364,19 +363,13 @@ def _tus_multipart_uploads(s3, bucket: str) -> list[dict]:
 def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
     import boto3
 
-    bucket = f"tus-{uuid.uuid4().hex[:8]}"
+    from tests.s3.support import moto_bucket_env
+
+    env = moto_bucket_env(moto_endpoint, "tus")
+    bucket = env["AIRLOCK_S3_BUCKET"]
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
-    s3.create_bucket(Bucket=bucket)
     (tmp_path / "serve").mkdir()
-    server = Server(
-        tmp_path / "serve",
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-        },
-    )
+    server = Server(tmp_path / "serve", env)
     try:
         alice = server.createuser("alice", "acme")
         data = mp4(13 * MIB + 5)

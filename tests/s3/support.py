@@ -188,6 +188,20 @@ def intent(client, data: bytes, **kwargs) -> dict:
     return response.json()
 
 
+def moto_bucket_env(moto_endpoint: str, prefix: str) -> dict[str, str]:
+    """A new bucket on the moto server, and the settings that put a child `serve` on it."""
+    import boto3
+
+    bucket = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    return {
+        "AIRLOCK_STORAGE": "s3",
+        "AIRLOCK_S3_BUCKET": bucket,
+        "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+        "AIRLOCK_S3_REGION": "us-east-1",
+    }
+
+
 def consume(s3: S3Env, queue_url: str, *extra: str) -> str:
     """One pass of consume_storage_events over the queue (no long poll); its report."""
     out = StringIO()
