@@ -229,6 +229,18 @@ def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", cont
     return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
 
 
+def send_parts(plan: dict, data: bytes, parts: list[dict] | None = None, headers: dict | None = None) -> list[dict]:
+    """PUT to each part of a multipart plan (`parts`, default all it lists) its slice of data, as
+    any HTTP client would; their [{part_number, etag}], for the complete call."""
+    etags = []
+    for part in plan["parts"] if parts is None else parts:
+        start = (part["part_number"] - 1) * plan["part_size"]
+        sent = requests.put(part["url"], data=data[start : start + plan["part_size"]], headers=headers, timeout=60)
+        assert sent.status_code == 200, sent.text
+        etags.append({"part_number": part["part_number"], "etag": sent.headers["ETag"]})
+    return etags
+
+
 def cpu_hogs(count: int, seconds: float = 300.0) -> list:
     """Processes that keep `count` cores busy (the other work of a busy evening); they end by themselves."""
     import subprocess

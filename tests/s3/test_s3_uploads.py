@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from attachments.models import Attachment, OutboxMessage, StorageEvent
-from tests.s3.support import consume, event_for, intent, mp4_bytes, post_events, send_upload
+from tests.s3.support import consume, event_for, intent, mp4_bytes, post_events, send_parts, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
@@ -153,14 +153,7 @@ def test_multipart_upload_over_the_threshold(s3, alice, api, settings, events_to
     signed = parse_qs(urlsplit(upload["parts"][0]["url"]).query)["X-Amz-SignedHeaders"][0].split(";")
     assert "content-length" in signed  # each part's size is fixed by its signature
 
-    etags = []
-    for part in upload["parts"]:
-        start = (part["part_number"] - 1) * upload["part_size"]
-        response = requests.put(
-            part["url"], data=data[start : start + upload["part_size"]], headers=upload["headers"], timeout=60
-        )
-        assert response.status_code == 200, response.text
-        etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})
+    etags = send_parts(upload, data, headers=upload["headers"])
     assert not s3.exists(row.storage_key)  # nothing until the parts are assembled
 
     client = api(alice)
