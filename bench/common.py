@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.support import pdf_document  # noqa: E402  (the same PDF writer the tests use)
-from tests.support.processes import free_port, wait_healthy  # noqa: E402, F401  (benches import them from here)
+from tests.support.processes import free_port, wait_healthy, wait_settled  # noqa: E402, F401  (benches import them from here)
 
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 
@@ -210,6 +210,14 @@ def make_user(name: str = "bench", tenant: str = "bench"):
     Membership.objects.create(user=user, tenant=tenant_obj)
     user.api_token = api_token_issue(user=user)
     return user
+
+
+def wait_ready(base: str, token: str, attachment_id: str, *, timeout: float = 1800, poll: int = 30) -> dict:
+    """wait_settled, and a RuntimeError unless the attachment ended ready."""
+    body = wait_settled(base, token, attachment_id, timeout=timeout, poll=poll)
+    if body["status"] != "ready":
+        raise RuntimeError(f"{attachment_id} {body['status']}: {body.get('reason')} {body.get('detail', '')}")
+    return body
 
 
 def scratch_dir(prefix: str) -> Path:

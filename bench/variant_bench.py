@@ -51,6 +51,7 @@ from bench.common import (  # noqa: E402
     r,
     scratch_dir,
     serve,
+    wait_ready,
 )
 
 WEBP = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"
@@ -74,23 +75,6 @@ def upload(base: str, token: str, data: bytes, *, profile: str, filename: str, c
     )
     sent.raise_for_status()
     return intent.json()["id"]
-
-
-def wait_ready(base: str, token: str, attachment_id: str) -> dict:
-    import requests
-
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        body = requests.get(
-            f"{base}/api/v1/attachments/{attachment_id}?wait=20",
-            headers={"Authorization": f"Token {token}"},
-            timeout=40,
-        ).json()
-        if body["status"] in ("ready", "rejected", "failed"):
-            if body["status"] != "ready":
-                raise RuntimeError(f"{attachment_id} ended {body['status']}: {body.get('reason')}")
-            return body
-    raise RuntimeError(f"{attachment_id} not ready after 300 s")
 
 
 def zip_of_size(size: int) -> bytes:
@@ -147,7 +131,7 @@ def main() -> None:
             )
             for seed in range(photos + 1)
         ]
-        bodies = [wait_ready(base, token, attachment_id) for attachment_id in ids]
+        bodies = [wait_ready(base, token, attachment_id, timeout=300, poll=20) for attachment_id in ids]
         flight, bodies = bodies[-1], bodies[:-1]
 
         # Cold: each photo's first medium, over a warm connection (the first request of the run warms imports).
@@ -171,7 +155,7 @@ def main() -> None:
             filename="same-size.zip",
             content_type="application/zip",
         )
-        wait_ready(base, token, archive)
+        wait_ready(base, token, archive, timeout=300, poll=20)
         variant_url = f"{base}/api/v1/attachments/{bodies[-1]['id']}/variants/medium"
         download_url = f"{base}/api/v1/attachments/{archive}/download"
 

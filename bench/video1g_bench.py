@@ -90,6 +90,7 @@ from bench.common import (  # noqa: E402
     scratch_dir,
     serve,
     timed,
+    wait_ready,
 )
 
 MIB = 1 << 20
@@ -307,23 +308,6 @@ def upload_s3(base: str, token: str, path: Path) -> tuple[str, float]:
         attachment = client.upload(path, profile="media", content_type="video/mp4", sha256=False, transport="intent")
         done = time.time()
     return attachment["id"], done
-
-
-def wait_ready(base: str, token: str, attachment_id: str, timeout: float = 1800) -> dict:
-    import requests
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = requests.get(
-            f"{base}/api/v1/attachments/{attachment_id}?wait=30",
-            headers={"Authorization": f"Token {token}"},
-            timeout=40,
-        ).json()
-        if body["status"] == "ready":
-            return body
-        if body["status"] in ("rejected", "failed"):
-            raise RuntimeError(f"{attachment_id} {body['status']}: {body.get('reason')} {body.get('detail', '')}")
-    raise RuntimeError(f"{attachment_id} not ready after {timeout}s")
 
 
 def main() -> None:

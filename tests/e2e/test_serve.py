@@ -7,14 +7,13 @@ server (moto over HTTP) with no storage events configured at all.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.support import EICAR, jpeg_bytes, pdf_bytes
-from tests.support.processes import Server
+from tests.support.processes import Server, wait_settled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,19 +38,6 @@ def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, 
     return intent.json()["id"]
 
 
-def _wait(base: str, token: str, attachment_id: str) -> dict:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        body = requests.get(
-            f"{base}/api/v1/attachments/{attachment_id}?wait=10",
-            headers={"Authorization": f"Token {token}"},
-            timeout=20,
-        ).json()
-        if body["status"] in ("ready", "rejected", "failed"):
-            return body
-    raise AssertionError(f"{attachment_id} still {body['status']}")
-
-
 def _flow(server: Server) -> None:
     alice = server.createuser("alice", "acme")
     bob = server.createuser("bob", "acme")
@@ -69,9 +55,9 @@ def _flow(server: Server) -> None:
         content_type="application/pdf",
     )
     virus = _upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
-    assert _wait(base, alice, photo)["status"] == "ready"
-    assert _wait(base, alice, doc)["status"] == "ready"
-    rejected = _wait(base, alice, virus)
+    assert wait_settled(base, alice, photo)["status"] == "ready"
+    assert wait_settled(base, alice, doc)["status"] == "ready"
+    rejected = wait_settled(base, alice, virus)
     assert rejected["status"] == "rejected" and rejected["reason"]["code"] == "malware"
     got = requests.get(
         f"{base}/api/v1/attachments/{photo}/download",

@@ -16,8 +16,9 @@ import pytest
 import requests
 
 from tests.support import jpeg_bytes
+from tests.support.processes import wait_settled
 
-from .test_serve import Server, _upload, _wait
+from .test_serve import Server, _upload
 
 pytestmark = [pytest.mark.slow]
 
@@ -44,7 +45,7 @@ def test_concurrent_cold_requests_make_the_variant_once(tmp_path):
         photo = _upload(
             server.base, alice, jpeg_bytes((3000, 2000)), profile="image", filename="big.jpg", content_type="image/jpeg"
         )
-        body = _wait(server.base, alice, photo)
+        body = wait_settled(server.base, alice, photo)
         assert body["status"] == "ready"
         link = body["links"]["variants"]["medium"]  # signed: sent with no header, as an <img> would
         start = Barrier(CONCURRENT)

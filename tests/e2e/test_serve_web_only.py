@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import jpeg_bytes
-from tests.support.processes import Server
+from tests.support.processes import Server, wait_settled
 
-from .test_serve import _upload, _wait
+from .test_serve import _upload
 
 pytestmark = pytest.mark.slow
 
@@ -54,6 +54,6 @@ def test_web_only_serve_runs_several_processes_and_leaves_its_jobs_to_the_worker
         web.stop()
     full = Server(tmp_path, {})  # the embedded default's serve, on the same data: its worker runs the job
     try:
-        assert _wait(full.base, alice, photo)["status"] == "ready"
+        assert wait_settled(full.base, alice, photo)["status"] == "ready"
     finally:
         full.stop()

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.e2e.test_serve import ROOT, _wait
-from tests.support.processes import Server
+from tests.e2e.test_serve import ROOT
+from tests.support.processes import Server, wait_settled
 
 MP4_HEAD = b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"
 MIB = 1 << 20
@@ -166,7 +166,7 @@ def test_interrupted_upload_resumes_from_a_new_client_process(server, tmp_path):
     # The process is gone; a new one finds the URL, asks for the offset and sends the rest.
     again, started, reached = tus_client(server, alice, path, store, "--chunk", str(MIB))
     assert again == url and (started, reached) == (MIB + 7, len(data))
-    attachment = _wait(server.base, alice, _id(url))
+    attachment = wait_settled(server.base, alice, _id(url))
     assert attachment["status"] == "ready", attachment
     assert attachment["size"] == len(data) and attachment["content_type"] == "video/mp4"
     assert download(server, alice, _id(url)) == data
@@ -186,7 +186,7 @@ def test_a_connection_cut_mid_patch_keeps_what_arrived(server, tmp_path):
     path.write_bytes(data)
     _, started, reached = tus_client(server, alice, path, tmp_path / "urls.json", "--url", url)
     assert (started, reached) == (700_000, len(data))
-    assert _wait(server.base, alice, _id(url))["status"] == "ready"
+    assert wait_settled(server.base, alice, _id(url))["status"] == "ready"
     assert download(server, alice, _id(url)) == data
 
 
@@ -206,7 +206,7 @@ def test_checksums(server, tmp_path):
         server, alice, path, tmp_path / "urls.json", "--url", url, "--checksum", "--chunk", str(256 * 1024)
     )
     assert (started, reached) == (0, len(data))
-    assert _wait(server.base, alice, _id(url))["status"] == "ready"
+    assert wait_settled(server.base, alice, _id(url))["status"] == "ready"
 
 
 @pytest.mark.slow
@@ -250,7 +250,7 @@ def test_a_stalled_writer_is_not_replaced_while_it_can_still_write(tmp_path):
         stalled.sendall(first_bytes[sent:])
         assert status_of(stalled) == 204
         stalled.close()
-        attachment = _wait(server.base, alice, _id(url))
+        attachment = wait_settled(server.base, alice, _id(url))
         assert attachment["status"] == "ready", attachment
         served = download(server, alice, _id(url))
         assert served == first_bytes and hashlib.sha256(served).hexdigest() == attachment["sha256"]
@@ -280,7 +280,7 @@ def test_other_users_get_404_and_a_lying_length_is_refused(server):
     assert head(url, alice).headers["Upload-Offset"] == "0"
     assert patch(url, alice, data, 0).status_code == 204
     assert patch(url, alice, b"more", len(data)).status_code == 413
-    assert _wait(server.base, alice, _id(url))["size"] == len(data)
+    assert wait_settled(server.base, alice, _id(url))["size"] == len(data)
 
 
 @pytest.mark.slow
@@ -317,7 +317,7 @@ def test_resume_after_serve_restarts(server, tmp_path):
     assert int(head(url, alice).headers["Upload-Offset"]) == reached == MIB
     again, started, done = tus_client(server, alice, path, store, "--chunk", str(MIB // 2))
     assert (again, started, done) == (url, MIB, len(data))
-    assert _wait(server.base, alice, _id(url))["status"] == "ready"
+    assert wait_settled(server.base, alice, _id(url))["status"] == "ready"
     assert download(server, alice, _id(url)) == data
 
 
@@ -388,7 +388,7 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
         again, started, done = tus_client(server, alice, path, store, "--chunk", str(3 * MIB))
         assert (again, started, done) == (url, 7 * MIB, len(data))
         assert _tus_multipart_uploads(s3, bucket) == []
-        attachment = _wait(server.base, alice, _id(url))
+        attachment = wait_settled(server.base, alice, _id(url))
         assert attachment["status"] == "ready" and attachment["size"] == len(data)
         assert download(server, alice, _id(url)) == data
 
@@ -407,7 +407,7 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
         small = mp4(300_000)
         path.write_bytes(small)
         url3, _, _ = tus_client(server, alice, path, tmp_path / "third.json", "--chunk", "100000")
-        assert _wait(server.base, alice, _id(url3))["status"] == "ready"
+        assert wait_settled(server.base, alice, _id(url3))["status"] == "ready"
         assert download(server, alice, _id(url3)) == small
     finally:
         server.stop()

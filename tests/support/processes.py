@@ -44,6 +44,21 @@ def wait_healthy(base: str, proc: subprocess.Popen | None = None, timeout: float
     return False
 
 
+def wait_settled(base: str, token: str, attachment_id: str, *, timeout: float = 60.0, poll: int = 10) -> dict:
+    """Long-poll the attachment (`?wait=poll`) until it is ready, rejected or failed; its body.
+    TimeoutError if it is still on its way after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = requests.get(
+            f"{base}/api/v1/attachments/{attachment_id}?wait={poll}",
+            headers={"Authorization": f"Token {token}"},
+            timeout=poll + 10,
+        ).json()
+        if body["status"] in ("ready", "rejected", "failed"):
+            return body
+    raise TimeoutError(f"{attachment_id} still {body['status']} after {timeout}s")
+
+
 class PrivateClamd:
     """A clamd of our own (scripts/clamd.sh with its own dir and port): stopping it touches nobody else."""
 
