@@ -212,6 +212,32 @@ def make_user(name: str = "bench", tenant: str = "bench"):
     return user
 
 
+def sample_intent(user, item: dict, data: bytes):
+    """What the intent view does for one of sample_mix's files (Django set up): the UploadIntent."""
+    from attachments.services.intents import upload_intent_create
+
+    return upload_intent_create(
+        user=user,
+        profile_name=item["profile"],
+        filename=item["path"].name,
+        size=len(data),
+        content_type=item["content_type"],
+    )
+
+
+def signed_put(pk, data: bytes) -> None:
+    """What the signed-PUT view does with `data` for attachment pk, in 64 KiB chunks."""
+    from attachments.services.uploads import upload_content_receive
+    from attachments.signing import upload_token
+
+    upload_content_receive(
+        attachment_id=pk,
+        token=upload_token(pk),
+        chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
+        content_length=len(data),
+    )
+
+
 def wait_ready(base: str, token: str, attachment_id: str, *, timeout: float = 1800, poll: int = 30) -> dict:
     """wait_settled, and a RuntimeError unless the attachment ended ready."""
     body = wait_settled(base, token, attachment_id, timeout=timeout, poll=poll)
