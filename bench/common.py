@@ -185,6 +185,18 @@ def embedded_env(data_dir: Path, **extra: str | None) -> dict[str, str]:
     return env
 
 
+def local_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """This process's environment (its database settings included) with serve's data and local
+    storage under tmp/data, and `extra` on top."""
+    return {
+        **os.environ,
+        "AIRLOCK_DATA_DIR": str(tmp / "data"),
+        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
+        **extra,
+    }
+
+
 def bench_django(settings_module: str = "config.settings.base") -> None:
     """Set Django up in this process (the environment was prepared by bench/run.py) and migrate."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings_module)

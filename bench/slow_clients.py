@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import os
 import resource
 import socket
 import sys
@@ -36,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import createuser, emit, percentile, r, scratch_dir, serve  # noqa: E402
+from bench.common import createuser, emit, local_env, percentile, r, scratch_dir, serve  # noqa: E402
 
 MIB = 1 << 20
 
@@ -154,12 +153,7 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
 
     tmp = scratch_dir("slow-clients-bench-")
-    env = {
-        **os.environ,
-        "AIRLOCK_DATA_DIR": str(tmp / "data"),
-        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-    }
+    env = local_env(tmp)
     server = serve(env, tmp, "--no-worker", "--no-scheduler")
     base, port = server.base, server.port
     slow = None

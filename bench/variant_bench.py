@@ -44,6 +44,7 @@ if str(REPO) not in sys.path:
 from bench.common import (  # noqa: E402
     createuser,
     emit,
+    local_env,
     median,
     paired_rounds,
     percentile,
@@ -113,13 +114,7 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 9)
 
     tmp = scratch_dir("variant-bench-")
-    env = {
-        **os.environ,
-        "AIRLOCK_DATA_DIR": str(tmp / "data"),
-        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-        "AIRLOCK_METRICS_OPEN": "1",
-    }  # the generations counter, read before and after the race
+    env = local_env(tmp, AIRLOCK_METRICS_OPEN="1")  # the generations counter, read before and after the race
     server = serve(env, tmp)
     base = server.base
     try:
