@@ -324,8 +324,6 @@ class MotoServer:
     Its spooled objects go under `tmp` (TMPDIR), removed with it."""
 
     def __init__(self, tmp: Path, bucket_prefix: str) -> None:
-        import boto3
-
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
         self.log = open(tmp / "moto.log", "wb")
@@ -336,13 +334,7 @@ class MotoServer:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        client = boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
-        )
+        client = self.client()
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -355,6 +347,18 @@ class MotoServer:
                 time.sleep(0.2)
         self.bucket = f"{bucket_prefix}-{uuid.uuid4().hex[:8]}"
         client.create_bucket(Bucket=self.bucket)
+
+    def client(self):
+        """A boto3 S3 client of this server, with the bench's keys."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
+        )
 
     def s3_env(self) -> dict[str, str]:
         """What `serve` needs to keep its objects in this bucket (AIRLOCK_STORAGE=s3)."""

@@ -195,18 +195,9 @@ def bare_transfer(moto, path: Path, work: Path) -> dict[str, float]:
     then a file of the remux's size (the original itself: the remux keeps every packet)
     uploaded with the service's part size and threads (the `served` derivative).
     """
-    import boto3
     from boto3.s3.transfer import TransferConfig
 
-    from bench.common import AWS_BENCH_KEYS
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=moto.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
-    )
+    client = moto.client()
     config = TransferConfig(
         multipart_threshold=TRANSFER_CHUNK, multipart_chunksize=TRANSFER_CHUNK, max_concurrency=TRANSFER_THREADS
     )
