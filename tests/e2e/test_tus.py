@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests.e2e.test_serve import ROOT
-from tests.support.processes import Server, wait_settled
+from tests.support.processes import Server, tus_create, wait_settled
 
 MP4_HEAD = b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"
 MIB = 1 << 20
@@ -57,21 +57,7 @@ def head(url: str, token: str) -> requests.Response:
 
 
 def create(server: Server, token: str, length: int, *, profile: str = "media", content_type: str = "video/mp4") -> str:
-    meta = ",".join(
-        f"{k} {base64.b64encode(v.encode()).decode()}"
-        for k, v in {"profile": profile, "filename": "clip.mp4", "content_type": content_type}.items()
-    )
-    response = requests.post(
-        f"{server.base}/api/v1/tus/",
-        timeout=10,
-        headers={
-            "Tus-Resumable": "1.0.0",
-            "Authorization": f"Token {token}",
-            "Upload-Length": str(length),
-            "Upload-Metadata": meta,
-        },
-    )
-    assert response.status_code == 201, response.text
+    response = tus_create(server.base, token, length, profile=profile, filename="clip.mp4", content_type=content_type)
     assert response.headers["Tus-Resumable"] == "1.0.0"
     return response.headers["Location"]
 

@@ -6,6 +6,7 @@ One copy of each, so that a change in how clamd or serve is started is made once
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -57,6 +58,32 @@ def wait_settled(base: str, token: str, attachment_id: str, *, timeout: float = 
         if body["status"] in ("ready", "rejected", "failed"):
             return body
     raise TimeoutError(f"{attachment_id} still {body['status']} after {timeout}s")
+
+
+def tus_create(
+    base: str,
+    token: str,
+    size: int,
+    *,
+    profile: str = "image",
+    filename: str = "t.jpg",
+    content_type: str = "image/jpeg",
+    timeout: float = 10.0,
+) -> requests.Response:
+    """POST /api/v1/tus/ as a tus client does (the metadata base64-encoded); the answer, a 201."""
+    meta = {"profile": profile, "filename": filename, "content_type": content_type}
+    response = requests.post(
+        f"{base}/api/v1/tus/",
+        timeout=timeout,
+        headers={
+            "Authorization": f"Token {token}",
+            "Tus-Resumable": "1.0.0",
+            "Upload-Length": str(size),
+            "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in meta.items()),
+        },
+    )
+    assert response.status_code == 201, response.text
+    return response
 
 
 class PrivateClamd:
