@@ -15,7 +15,7 @@ import requests
 from botocore.exceptions import ClientError
 from django.core.management import call_command
 
-from tests.support import create_intent
+from tests.support import create_intent, jpeg_bytes, run_pipeline
 
 
 @dataclass
@@ -227,6 +227,19 @@ def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", cont
         return requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, ctype)}, timeout=30)
     assert upload["method"] == "PUT"
     return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
+
+
+def ready_jpeg(env: S3Env, client, events_token: str, *, size=(640, 480), filename: str = "cat.jpg") -> str:
+    """A JPEG sent straight to the bucket, announced by its storage event and run to ready; its id."""
+    from attachments.models import Attachment
+
+    data = jpeg_bytes(size)
+    created = intent(client, data, filename=filename, content_type="image/jpeg")
+    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
+    key = Attachment.objects.get(pk=created["id"]).storage_key
+    assert post_events(event_for(env, key), token=events_token).status_code == 202
+    assert run_pipeline(created["id"]) == "ready"
+    return created["id"]
 
 
 def send_parts(plan: dict, data: bytes, parts: list[dict] | None = None, headers: dict | None = None) -> list[dict]:

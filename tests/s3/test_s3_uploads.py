@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from attachments.models import Attachment, OutboxMessage, StorageEvent
-from tests.s3.support import consume, event_for, intent, mp4_bytes, post_events, send_parts, send_upload
+from tests.s3.support import consume, event_for, intent, mp4_bytes, post_events, ready_jpeg, send_parts, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
@@ -106,13 +106,9 @@ def test_post_policy_upper_bound_is_never_above_the_profile_limit(s3, alice, api
 
 
 def test_download_redirects_to_a_presigned_get_that_fixes_type_and_disposition(s3, alice, api, events_token):
-    data = jpeg_bytes((200, 100))
-    created = intent(api(alice), data, filename="Ünïcode cat.jpg", content_type="image/jpeg")
-    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
-    key = Attachment.objects.get(pk=created["id"]).storage_key
-    assert post_events(event_for(s3, key), token=events_token).status_code == 202
-    assert run_pipeline(created["id"]) == "ready"
-    row = Attachment.objects.get(pk=created["id"])
+    row = Attachment.objects.get(
+        pk=ready_jpeg(s3, api(alice), events_token, size=(200, 100), filename="Ünïcode cat.jpg")
+    )
 
     response = api(alice).get(f"/api/v1/attachments/{row.pk}/download")
     assert response.status_code == 302
