@@ -54,28 +54,11 @@ from bench.common import (  # noqa: E402
     serve,
     wait_ready,
 )
+from tests.support.processes import api_upload  # noqa: E402
 
 WEBP = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"
 CONCURRENT = 50
 _MADE = re.compile(r'^airlock_variant_generations_total\{outcome="made"\} ([0-9.e+]+)$', re.M)
-
-
-def upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:
-    import requests
-
-    auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(
-        f"{base}/api/v1/uploads",
-        headers=auth,
-        timeout=60,
-        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
-    )
-    intent.raise_for_status()
-    sent = requests.put(
-        intent.json()["upload"]["url"], data=data, headers=intent.json()["upload"]["headers"], timeout=120
-    )
-    sent.raise_for_status()
-    return intent.json()["id"]
 
 
 def zip_of_size(size: int) -> bytes:
@@ -121,8 +104,14 @@ def main() -> None:
         token = createuser(env, "bench")
         auth = {"Authorization": f"Token {token}"}
         ids = [
-            upload(
-                base, token, photo_jpeg(seed), profile="image", filename=f"photo-{seed}.jpg", content_type="image/jpeg"
+            api_upload(
+                base,
+                token,
+                photo_jpeg(seed),
+                profile="image",
+                filename=f"photo-{seed}.jpg",
+                content_type="image/jpeg",
+                timeout=120,
             )
             for seed in range(photos + 1)
         ]
@@ -142,13 +131,14 @@ def main() -> None:
         variant_bytes = len(got.content)
 
         # Warm vs a download of the same size.
-        archive = upload(
+        archive = api_upload(
             base,
             token,
             zip_of_size(variant_bytes),
             profile="archive",
             filename="same-size.zip",
             content_type="application/zip",
+            timeout=120,
         )
         wait_ready(base, token, archive, timeout=300, poll=20)
         variant_url = f"{base}/api/v1/attachments/{bodies[-1]['id']}/variants/medium"

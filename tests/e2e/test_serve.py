@@ -13,29 +13,9 @@ import pytest
 import requests
 
 from tests.support import EICAR, jpeg_bytes, pdf_bytes
-from tests.support.processes import Server, wait_settled
+from tests.support.processes import Server, api_upload, wait_settled
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:
-    auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(
-        f"{base}/api/v1/uploads",
-        headers=auth,
-        timeout=10,
-        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
-    )
-    assert intent.status_code == 201, intent.text
-    upload = intent.json()["upload"]
-    if upload["method"] == "PUT":
-        sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
-    else:
-        sent = requests.post(
-            upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)}, timeout=30
-        )
-    assert sent.status_code in (200, 201, 202, 204), sent.text
-    return intent.json()["id"]
 
 
 def _flow(server: Server) -> None:
@@ -43,10 +23,10 @@ def _flow(server: Server) -> None:
     bob = server.createuser("bob", "acme")
     mallory = server.createuser("mallory", "evil")
     base = server.base
-    photo = _upload(
+    photo = api_upload(
         base, alice, jpeg_bytes((640, 480)), profile="image", filename="ça va.jpg", content_type="image/jpeg"
     )
-    doc = _upload(
+    doc = api_upload(
         base,
         alice,
         pdf_bytes("searchable aardvark"),
@@ -54,7 +34,7 @@ def _flow(server: Server) -> None:
         filename="a.pdf",
         content_type="application/pdf",
     )
-    virus = _upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
+    virus = api_upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
     assert wait_settled(base, alice, photo)["status"] == "ready"
     assert wait_settled(base, alice, doc)["status"] == "ready"
     rejected = wait_settled(base, alice, virus)

@@ -22,9 +22,9 @@ import requests
 
 from processing.scanners import yara as yara_module
 from tests.support import jpeg_bytes
-from tests.support.processes import wait_settled
+from tests.support.processes import api_upload, wait_settled
 
-from .test_serve import ROOT, Server, _upload
+from .test_serve import ROOT, Server
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def _download(server: Server, token: str, attachment_id: str) -> int:
 
 def _photos(server: Server, alice: str, n: int) -> list[str]:
     ids = [
-        _upload(
+        api_upload(
             server.base,
             alice,
             jpeg_bytes((320 + 16 * i, 240)),

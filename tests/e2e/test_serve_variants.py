@@ -16,9 +16,9 @@ import pytest
 import requests
 
 from tests.support import jpeg_bytes
-from tests.support.processes import wait_settled
+from tests.support.processes import api_upload, wait_settled
 
-from .test_serve import Server, _upload
+from .test_serve import Server
 
 pytestmark = [pytest.mark.slow]
 
@@ -42,7 +42,7 @@ def test_concurrent_cold_requests_make_the_variant_once(tmp_path):
     server = Server(tmp_path, {"AIRLOCK_WEB_PROCESSES": "2"} if shared else {})
     try:
         alice = server.createuser("alice", "acme")
-        photo = _upload(
+        photo = api_upload(
             server.base, alice, jpeg_bytes((3000, 2000)), profile="image", filename="big.jpg", content_type="image/jpeg"
         )
         body = wait_settled(server.base, alice, photo)

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import jpeg_bytes
-from tests.support.processes import Server, wait_settled
-
-from .test_serve import _upload
+from tests.support.processes import Server, api_upload, wait_settled
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +42,7 @@ def test_web_only_serve_runs_several_processes_and_leaves_its_jobs_to_the_worker
     try:
         assert len(_web_processes(web.proc.pid, 2)) == 2
         alice = web.createuser("alice", "acme")
-        photo = _upload(
+        photo = api_upload(
             web.base, alice, jpeg_bytes((320, 240)), profile="image", filename="a.jpg", content_type="image/jpeg"
         )
         with sqlite3.connect(tmp_path / "airlock.sqlite3") as db:

@@ -45,6 +45,28 @@ def wait_healthy(base: str, proc: subprocess.Popen | None = None, timeout: float
     return False
 
 
+def api_upload(
+    base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str, timeout: float = 30.0
+) -> str:
+    """Intent, then the upload its plan asks for (a PUT, or a presigned POST form); the attachment id."""
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers={"Authorization": f"Token {token}"},
+        timeout=timeout,
+        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
+    )
+    assert intent.status_code == 201, intent.text
+    upload = intent.json()["upload"]
+    if upload["method"] == "PUT":
+        sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=timeout)
+    else:
+        sent = requests.post(
+            upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)}, timeout=timeout
+        )
+    assert sent.status_code in (200, 201, 202, 204), sent.text
+    return intent.json()["id"]
+
+
 def wait_settled(base: str, token: str, attachment_id: str, *, timeout: float = 60.0, poll: int = 10) -> dict:
     """Long-poll the attachment (`?wait=poll`) until it is ready, rejected or failed; its body.
     TimeoutError if it is still on its way after `timeout` seconds."""
