@@ -25,24 +25,22 @@ import argparse
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import Database  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO,
     MotoServer,
     createuser,
-    embedded_env,
     emit,
+    migrate,
     percentile,
     r,
     scratch_dir,
     serve,
 )
-from bench.serve_bench import REDIS, pg_connections, redis_ok  # noqa: E402
+from bench.serve_bench import pg_connections, redis_ok, service_env  # noqa: E402
 from tests.s3.support import cpu_hogs, stop_all, upload_burst  # noqa: E402
 from tests.support import jpeg_bytes  # noqa: E402
 
@@ -62,15 +60,8 @@ def main() -> None:
     server = None
     hogs: list[subprocess.Popen] = []
     try:
-        env = embedded_env(
-            tmp,
-            DATABASE_URL=db.url,
-            DJANGO_SETTINGS_MODULE="config.settings.base",
-            REDIS_URL=REDIS,
-            AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-            **moto.s3_env(),
-        )
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
+        env = service_env(tmp, db, **moto.s3_env())
+        migrate(env)
         tokens = [createuser(env, f"guest{i}") for i in range(10)]
         server = serve(env, tmp)
         peak = [0]

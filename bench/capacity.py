@@ -44,7 +44,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_django, emit, make_user, median, photo_jpeg, r, scratch_dir, text_pdf  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_django,
+    emit,
+    make_user,
+    median,
+    photo_jpeg,
+    r,
+    sample_intent,
+    scratch_dir,
+    signed_put,
+    text_pdf,
+)
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -191,9 +202,7 @@ def main() -> None:
     from django.db import connection
 
     from attachments.models import Attachment
-    from attachments.services.intents import upload_intent_create
-    from attachments.services.uploads import upload_complete, upload_content_receive
-    from attachments.signing import upload_token
+    from attachments.services.uploads import upload_complete
     from processing import pipeline
     from processing.sandbox import shutdown
 
@@ -217,13 +226,7 @@ def main() -> None:
         holder: dict = {}
 
         def intent() -> None:
-            made = upload_intent_create(
-                user=user,
-                profile_name=item["profile"],
-                filename=item["path"].name,
-                size=len(data),
-                content_type=item["content_type"],
-            )
+            made = sample_intent(user, item, data)
             holder["pk"], holder["upload"] = made.attachment.pk, made.upload
 
         observe("intent", intent)
@@ -241,15 +244,7 @@ def main() -> None:
             response.raise_for_status()
             observe("complete", lambda: upload_complete(attachment=Attachment.objects.get(pk=pk)))
         else:
-            observe(
-                "put",
-                lambda: upload_content_receive(
-                    attachment_id=pk,
-                    token=upload_token(pk),
-                    chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
-                    content_length=len(data),
-                ),
-            )
+            observe("put", lambda: signed_put(pk, data))
         observe("intake", lambda: pipeline.start_and_intake(pk))
         for _ in range(6):
             row = Attachment.objects.only("status", "lease_token", "step").get(pk=pk)

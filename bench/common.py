@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.support import pdf_document  # noqa: E402  (the same PDF writer the tests use)
-from tests.support.processes import free_port, wait_healthy  # noqa: E402, F401  (benches import them from here)
+from tests.support.processes import free_port, wait_healthy, wait_settled  # noqa: E402, F401  (benches import them from here)
 
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
 
@@ -185,6 +185,18 @@ def embedded_env(data_dir: Path, **extra: str | None) -> dict[str, str]:
     return env
 
 
+def local_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """This process's environment (its database settings included) with serve's data and local
+    storage under tmp/data, and `extra` on top."""
+    return {
+        **os.environ,
+        "AIRLOCK_DATA_DIR": str(tmp / "data"),
+        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
+        **extra,
+    }
+
+
 def bench_django(settings_module: str = "config.settings.base") -> None:
     """Set Django up in this process (the environment was prepared by bench/run.py) and migrate."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings_module)
@@ -212,6 +224,40 @@ def make_user(name: str = "bench", tenant: str = "bench"):
     return user
 
 
+def sample_intent(user, item: dict, data: bytes):
+    """What the intent view does for one of sample_mix's files (Django set up): the UploadIntent."""
+    from attachments.services.intents import upload_intent_create
+
+    return upload_intent_create(
+        user=user,
+        profile_name=item["profile"],
+        filename=item["path"].name,
+        size=len(data),
+        content_type=item["content_type"],
+    )
+
+
+def signed_put(pk, data: bytes) -> None:
+    """What the signed-PUT view does with `data` for attachment pk, in 64 KiB chunks."""
+    from attachments.services.uploads import upload_content_receive
+    from attachments.signing import upload_token
+
+    upload_content_receive(
+        attachment_id=pk,
+        token=upload_token(pk),
+        chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
+        content_length=len(data),
+    )
+
+
+def wait_ready(base: str, token: str, attachment_id: str, *, timeout: float = 1800, poll: int = 30) -> dict:
+    """wait_settled, and a RuntimeError unless the attachment ended ready."""
+    body = wait_settled(base, token, attachment_id, timeout=timeout, poll=poll)
+    if body["status"] != "ready":
+        raise RuntimeError(f"{attachment_id} {body['status']}: {body.get('reason')} {body.get('detail', '')}")
+    return body
+
+
 def scratch_dir(prefix: str) -> Path:
     """A scratch directory, inside bench/run.py's own temporary directory (removed when it ends)."""
     import tempfile
@@ -235,13 +281,24 @@ class ServerProcess:
             raise RuntimeError(f"{argv[1:3]} did not come up: {log.read_text()[-1500:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         self.log.close()
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """SIGTERM to a child still running, SIGKILL if it has not gone after `timeout` seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def migrate(env: dict[str, str]) -> None:
+    """`manage.py migrate` in env's database (a child process, so env's settings hold)."""
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
 
 
 def serve(env: dict[str, str], tmp: Path, *args: str) -> ServerProcess:
@@ -267,8 +324,6 @@ class MotoServer:
     Its spooled objects go under `tmp` (TMPDIR), removed with it."""
 
     def __init__(self, tmp: Path, bucket_prefix: str) -> None:
-        import boto3
-
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
         self.log = open(tmp / "moto.log", "wb")
@@ -279,13 +334,7 @@ class MotoServer:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        client = boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
-        )
+        client = self.client()
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -299,6 +348,18 @@ class MotoServer:
         self.bucket = f"{bucket_prefix}-{uuid.uuid4().hex[:8]}"
         client.create_bucket(Bucket=self.bucket)
 
+    def client(self):
+        """A boto3 S3 client of this server, with the bench's keys."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
+        )
+
     def s3_env(self) -> dict[str, str]:
         """What `serve` needs to keep its objects in this bucket (AIRLOCK_STORAGE=s3)."""
         return {
@@ -310,11 +371,7 @@ class MotoServer:
         }
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, timeout=20)
         self.log.close()
 
 

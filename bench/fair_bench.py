@@ -43,10 +43,12 @@ from bench.common import (  # noqa: E402
     embedded_env,
     emit,
     free_port,
+    migrate,
     percentile,
     r,
     scratch_dir,
     small_jpeg,
+    stop_process,
 )
 from bench.time_to_ready import Client  # noqa: E402
 
@@ -92,9 +94,7 @@ class Stack:
     def start(self) -> None:
         port = free_port()
         if self.mode == "redis":
-            subprocess.run(
-                [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=self.env, check=True, timeout=600
-            )
+            migrate(self.env)
             self.worker = subprocess.Popen(
                 [sys.executable, "manage.py", "rundramatiq", "-p", "1", "-t", "4"],
                 cwd=REPO,
@@ -116,12 +116,8 @@ class Stack:
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
-        if self.worker is not None and self.worker.poll() is None:
-            self.worker.terminate()
-            try:
-                self.worker.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.worker.kill()
+        if self.worker is not None:
+            stop_process(self.worker)
         self.worker_log.close()
         if self.db is not None:
             self.db.drop()

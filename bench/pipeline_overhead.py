@@ -58,8 +58,11 @@ from bench.common import (  # noqa: E402
     make_user,
     median,
     r,
+    sample_intent,
     sample_mix,
     scratch_dir,
+    signed_put,
+    stop_process,
     timed,
     zlib_versions,
 )
@@ -82,13 +85,7 @@ class RedisWorker:
         )
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
 
@@ -228,9 +225,6 @@ def main() -> None:
     from django.conf import settings
 
     from attachments.models import Attachment
-    from attachments.services.intents import upload_intent_create
-    from attachments.services.uploads import upload_content_receive
-    from attachments.signing import upload_token
     from ops.runtime import start_worker
     from processing import pipeline
     from processing.sandbox import Bounds, shutdown
@@ -256,20 +250,9 @@ def main() -> None:
 
     def submit(item: dict, data: bytes):
         """What the intent view and the signed-PUT view do for one file."""
-        intent = upload_intent_create(
-            user=user,
-            profile_name=item["profile"],
-            filename=item["path"].name,
-            size=len(data),
-            content_type=item["content_type"],
-        )
+        intent = sample_intent(user, item, data)
         pk = intent.attachment.pk
-        upload_content_receive(
-            attachment_id=pk,
-            token=upload_token(pk),
-            chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
-            content_length=len(data),
-        )
+        signed_put(pk, data)
         return pk
 
     threads = args.threads or settings.AIRLOCK_WORKER_THREADS
@@ -308,21 +291,10 @@ def main() -> None:
 
     def serial_pipeline(item: dict, data: bytes) -> None:
         t = time.perf_counter()
-        intent = upload_intent_create(
-            user=user,
-            profile_name=item["profile"],
-            filename=item["path"].name,
-            size=len(data),
-            content_type=item["content_type"],
-        )
+        intent = sample_intent(user, item, data)
         pk = intent.attachment.pk
         t = mark("intent", t)
-        upload_content_receive(
-            attachment_id=pk,
-            token=upload_token(pk),
-            chunks=lambda: (data[i : i + 65536] for i in range(0, len(data), 65536)),
-            content_length=len(data),
-        )
+        signed_put(pk, data)
         t = mark("put", t)
         pipeline.start_and_intake(pk)
         t = mark("intake", t)

@@ -51,6 +51,7 @@ from bench.common import (  # noqa: E402
     emit,
     free_port,
     median,
+    migrate,
     r,
     scratch_dir,
     serve,
@@ -59,6 +60,25 @@ from bench.common import (  # noqa: E402
 
 REDIS = "redis://127.0.0.1:6379/0"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def service_env(
+    tmp: Path,
+    db: Database | SqliteDatabase,
+    *,
+    redis: bool = True,
+    settings: str = "config.settings.base",
+    **extra: str,
+) -> dict[str, str]:
+    """embedded_env on db's database, with Redis (under a key prefix of its own) when `redis`."""
+    return embedded_env(
+        tmp,
+        DATABASE_URL=db.url,
+        DJANGO_SETTINGS_MODULE=settings,
+        REDIS_URL=REDIS if redis else None,
+        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+        **extra,
+    )
 
 
 def redis_ok() -> bool:
@@ -187,13 +207,7 @@ def bench_ratio(
     runs, seconds = (5, 3.0) if quick else (7, 8.0)
     if variants:
         runs = max(runs, 8)
-    env = embedded_env(
-        tmp,
-        DATABASE_URL=db.url,
-        DJANGO_SETTINGS_MODULE="bench.settings",
-        REDIS_URL=REDIS if redis else None,
-        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-    )
+    env = service_env(tmp, db, redis=redis, settings="bench.settings")
     setup = subprocess.run(
         [sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
     )
@@ -297,16 +311,8 @@ def bench_soak(tmp: Path, db: Database, quick: bool) -> dict:
 
     clients, seconds, warmup = (50, 15.0, 5.0) if quick else (200, 60.0, 15.0)
     pool_max, processes = 8, 2
-    env = embedded_env(
-        tmp,
-        DATABASE_URL=db.url,
-        DJANGO_SETTINGS_MODULE="config.settings.base",
-        REDIS_URL=REDIS,
-        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-        AIRLOCK_DB_POOL_MAX=str(pool_max),
-        AIRLOCK_WEB_PROCESSES=str(processes),
-    )
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
+    env = service_env(tmp, db, AIRLOCK_DB_POOL_MAX=str(pool_max), AIRLOCK_WEB_PROCESSES=str(processes))
+    migrate(env)
     tokens = [createuser(env, f"soak{i}") for i in range(10)]
     server = serve(env, tmp)
     image = small_jpeg(seed=3)
@@ -401,14 +407,8 @@ def bench_waiters(tmp: Path, db: Database, redis: bool, quick: bool) -> dict:
     import requests
 
     wait = 30  # the figure's own definition, in --quick too
-    env = embedded_env(
-        tmp,
-        DATABASE_URL=db.url,
-        DJANGO_SETTINGS_MODULE="config.settings.base",
-        REDIS_URL=REDIS if redis else None,
-        AIRLOCK_KEY_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-    )
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
+    env = service_env(tmp, db, redis=redis)
+    migrate(env)
     tokens = [createuser(env, f"waiter{i}") for i in range(5)]
     server = serve(env, tmp)
     try:

@@ -22,8 +22,6 @@ with no slow client, measured first, is the baseline. Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import base64
-import os
 import resource
 import socket
 import sys
@@ -36,7 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import createuser, emit, percentile, r, scratch_dir, serve  # noqa: E402
+from bench.common import createuser, emit, local_env, percentile, r, scratch_dir, serve  # noqa: E402
+from tests.support.processes import tus_create  # noqa: E402
 
 MIB = 1 << 20
 
@@ -154,37 +153,16 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
 
     tmp = scratch_dir("slow-clients-bench-")
-    env = {
-        **os.environ,
-        "AIRLOCK_DATA_DIR": str(tmp / "data"),
-        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-    }
+    env = local_env(tmp)
     server = serve(env, tmp, "--no-worker", "--no-scheduler")
     base, port = server.base, server.port
     slow = None
     try:
-        import requests
-
         token = createuser(env, "bench")
-        metadata = ",".join(
-            f"{k} {base64.b64encode(v.encode()).decode()}"
-            for k, v in {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items()
-        )
-        tus_paths = []
-        for _ in range(max(1, args.clients // 10)):
-            created = requests.post(
-                f"{base}/api/v1/tus/",
-                timeout=30,
-                headers={
-                    "Authorization": f"Token {token}",
-                    "Tus-Resumable": "1.0.0",
-                    "Upload-Length": str(3 * MIB),
-                    "Upload-Metadata": metadata,
-                },
-            )
-            created.raise_for_status()
-            tus_paths.append(urlsplit(created.headers["Location"]).path)
+        tus_paths = [
+            urlsplit(tus_create(base, token, 3 * MIB, timeout=30).headers["Location"]).path
+            for _ in range(max(1, args.clients // 10))
+        ]
 
         idle_health, idle_api, idle_failures = probe(base, token, min(5.0, seconds))
         slow = SlowClients(port, token, tus_paths, args.clients, seconds + 30)

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import createuser, emit, median, r, scratch_dir, serve  # noqa: E402
+from bench.common import createuser, emit, local_env, median, r, scratch_dir, serve  # noqa: E402
 
 MIB = 1 << 20
 CHUNK = 5 * MIB
@@ -75,12 +75,7 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 7)
 
     tmp = scratch_dir("tus-bench-")
-    env = {
-        **os.environ,
-        "AIRLOCK_DATA_DIR": str(tmp / "data"),
-        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-    }
+    env = local_env(tmp)
     server = serve(env, tmp, "--no-worker", "--no-scheduler")
     base = server.base
     try:

@@ -44,6 +44,7 @@ if str(REPO) not in sys.path:
 from bench.common import (  # noqa: E402
     createuser,
     emit,
+    local_env,
     median,
     paired_rounds,
     percentile,
@@ -51,46 +52,13 @@ from bench.common import (  # noqa: E402
     r,
     scratch_dir,
     serve,
+    wait_ready,
 )
+from tests.support.processes import api_upload  # noqa: E402
 
 WEBP = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"
 CONCURRENT = 50
 _MADE = re.compile(r'^airlock_variant_generations_total\{outcome="made"\} ([0-9.e+]+)$', re.M)
-
-
-def upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:
-    import requests
-
-    auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(
-        f"{base}/api/v1/uploads",
-        headers=auth,
-        timeout=60,
-        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
-    )
-    intent.raise_for_status()
-    sent = requests.put(
-        intent.json()["upload"]["url"], data=data, headers=intent.json()["upload"]["headers"], timeout=120
-    )
-    sent.raise_for_status()
-    return intent.json()["id"]
-
-
-def wait_ready(base: str, token: str, attachment_id: str) -> dict:
-    import requests
-
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        body = requests.get(
-            f"{base}/api/v1/attachments/{attachment_id}?wait=20",
-            headers={"Authorization": f"Token {token}"},
-            timeout=40,
-        ).json()
-        if body["status"] in ("ready", "rejected", "failed"):
-            if body["status"] != "ready":
-                raise RuntimeError(f"{attachment_id} ended {body['status']}: {body.get('reason')}")
-            return body
-    raise RuntimeError(f"{attachment_id} not ready after 300 s")
 
 
 def zip_of_size(size: int) -> bytes:
@@ -129,25 +97,25 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 9)
 
     tmp = scratch_dir("variant-bench-")
-    env = {
-        **os.environ,
-        "AIRLOCK_DATA_DIR": str(tmp / "data"),
-        "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-        "AIRLOCK_METRICS_OPEN": "1",
-    }  # the generations counter, read before and after the race
+    env = local_env(tmp, AIRLOCK_METRICS_OPEN="1")  # the generations counter, read before and after the race
     server = serve(env, tmp)
     base = server.base
     try:
         token = createuser(env, "bench")
         auth = {"Authorization": f"Token {token}"}
         ids = [
-            upload(
-                base, token, photo_jpeg(seed), profile="image", filename=f"photo-{seed}.jpg", content_type="image/jpeg"
+            api_upload(
+                base,
+                token,
+                photo_jpeg(seed),
+                profile="image",
+                filename=f"photo-{seed}.jpg",
+                content_type="image/jpeg",
+                timeout=120,
             )
             for seed in range(photos + 1)
         ]
-        bodies = [wait_ready(base, token, attachment_id) for attachment_id in ids]
+        bodies = [wait_ready(base, token, attachment_id, timeout=300, poll=20) for attachment_id in ids]
         flight, bodies = bodies[-1], bodies[:-1]
 
         # Cold: each photo's first medium, over a warm connection (the first request of the run warms imports).
@@ -163,15 +131,16 @@ def main() -> None:
         variant_bytes = len(got.content)
 
         # Warm vs a download of the same size.
-        archive = upload(
+        archive = api_upload(
             base,
             token,
             zip_of_size(variant_bytes),
             profile="archive",
             filename="same-size.zip",
             content_type="application/zip",
+            timeout=120,
         )
-        wait_ready(base, token, archive)
+        wait_ready(base, token, archive, timeout=300, poll=20)
         variant_url = f"{base}/api/v1/attachments/{bodies[-1]['id']}/variants/medium"
         download_url = f"{base}/api/v1/attachments/{archive}/download"
 

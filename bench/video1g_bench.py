@@ -80,16 +80,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    REPO,
     MotoServer,
     createuser,
     embedded_env,
     emit,
     median,
+    migrate,
     r,
     scratch_dir,
     serve,
     timed,
+    wait_ready,
 )
 
 MIB = 1 << 20
@@ -194,18 +195,9 @@ def bare_transfer(moto, path: Path, work: Path) -> dict[str, float]:
     then a file of the remux's size (the original itself: the remux keeps every packet)
     uploaded with the service's part size and threads (the `served` derivative).
     """
-    import boto3
     from boto3.s3.transfer import TransferConfig
 
-    from bench.common import AWS_BENCH_KEYS
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=moto.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=AWS_BENCH_KEYS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=AWS_BENCH_KEYS["AWS_SECRET_ACCESS_KEY"],
-    )
+    client = moto.client()
     config = TransferConfig(
         multipart_threshold=TRANSFER_CHUNK, multipart_chunksize=TRANSFER_CHUNK, max_concurrency=TRANSFER_THREADS
     )
@@ -309,23 +301,6 @@ def upload_s3(base: str, token: str, path: Path) -> tuple[str, float]:
     return attachment["id"], done
 
 
-def wait_ready(base: str, token: str, attachment_id: str, timeout: float = 1800) -> dict:
-    import requests
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = requests.get(
-            f"{base}/api/v1/attachments/{attachment_id}?wait=30",
-            headers={"Authorization": f"Token {token}"},
-            timeout=40,
-        ).json()
-        if body["status"] == "ready":
-            return body
-        if body["status"] in ("rejected", "failed"):
-            raise RuntimeError(f"{attachment_id} {body['status']}: {body.get('reason')} {body.get('detail', '')}")
-    raise RuntimeError(f"{attachment_id} not ready after {timeout}s")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -366,7 +341,7 @@ def main() -> None:
         preload()
         bare(clip, tmp / "bare-warm")  # imports, rules compiled, decoders warm
 
-        subprocess_migrate(env)
+        migrate(env)
         token = createuser(env, "video")
         server = serve(env, tmp)
         web = worker_pid(server.proc.pid)
@@ -465,12 +440,6 @@ def main() -> None:
             for log in tmp.glob("*.log"):
                 shutil.copy(log, args.keep_logs / log.name)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def subprocess_migrate(env: dict[str, str]) -> None:
-    import subprocess
-
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=600)
 
 
 if __name__ == "__main__":

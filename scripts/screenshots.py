@@ -29,17 +29,6 @@ from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "screenshots-only-password"
 PICTURES = ("dashboard.png", "upload-page.png", "console-list.png", "console-video.png")
 
@@ -276,11 +265,13 @@ def sign_in(page, base_url: str, username: str, next_url: str) -> None:
 def shoot(base_url: str, out: Path) -> None:
     from playwright.sync_api import sync_playwright
 
+    from tests.support.browser import CHROMIUM, launch_chromium  # the browser tests' launch
+
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"Chromium not found at {CHROMIUM}: apt-get install chromium")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM is not used from Playwright's loop here
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        browser = launch_chromium(playwright)
 
         context = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=1)
         page = context.new_page()

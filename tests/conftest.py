@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from processing.sandbox.kinds import TEST_KINDS_ENV
-from tests.support import EICAR, client_for, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
+from tests.support import EICAR, client_for, create_intent, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 from tests.support.processes import PrivateClamd
 
 # The fork server loads the tests' misbehaving job kinds (tests/sandbox/jobkinds.py) at
@@ -120,6 +120,26 @@ def bob(make_user):
 def mallory(make_user):
     """Another tenant."""
     return make_user("mallory", tenant="evil")
+
+
+@pytest.fixture
+def acme_behind(alice, settings):
+    """Five of acme's uploads have waited past AIRLOCK_MAX_BACKLOG_SECONDS: its new uploads are refused."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from attachments.models import Attachment, Status
+    from attachments.services import backlog
+
+    settings.AIRLOCK_MAX_BACKLOG_SECONDS = 60
+    late = timezone.now() - timedelta(seconds=300)
+    for _ in range(backlog.QUEUE_DEPTH):
+        pk = create_intent(client_for(alice), size=10).json()["id"]
+        Attachment.objects.filter(pk=pk).update(status=Status.PENDING, uploaded_at=late)
+    backlog.forget()
+    yield
+    backlog.forget()
 
 
 @pytest.fixture

@@ -57,15 +57,10 @@ def test_staff_without_the_view_permission_cannot_download(make_user, ready_imag
 def test_a_video_whose_copy_is_a_mov_downloads_named_mov(moderator, alice, browser_for):
     from urllib.parse import parse_qs, urlsplit
 
-    from tests.corpus import make_media as media
+    from tests.corpus.make_media import mp4_h264_pcm
 
     # PCM audio in an MP4: the served copy is a MOV, and the staff download is named for it.
-    def build(c):
-        video, audio = media._video(c, "libx264"), media._audio(c, "pcm_s16le", 8000)
-        media._write_video(c, video, 10)
-        media._write_audio(c, audio, 1)
-
-    data = media._made("mov", build, brand="isom")
+    data = mp4_h264_pcm()
     attachment_id = upload(client_for(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")
     assert run_pipeline(attachment_id) == "ready"
     assert Attachment.objects.get(pk=attachment_id).content_type == "video/quicktime"

@@ -7,30 +7,12 @@ said nothing.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 
-from attachments.models import Attachment, Status
-from attachments.services import backlog
 from sweeper.control import sweeper_control_set
 from tests.support import client_for, create_intent
 
 PAUSED = "New uploads are paused for tenant acme"
-
-
-@pytest.fixture
-def acme_behind(alice, settings):
-    """Five of acme's uploads have waited past AIRLOCK_MAX_BACKLOG_SECONDS: its new uploads are refused."""
-    settings.AIRLOCK_MAX_BACKLOG_SECONDS = 60
-    late = timezone.now() - timedelta(seconds=300)
-    for _ in range(backlog.QUEUE_DEPTH):
-        pk = create_intent(client_for(alice), size=10).json()["id"]
-        Attachment.objects.filter(pk=pk).update(status=Status.PENDING, uploaded_at=late)
-    backlog.forget()
-    yield
-    backlog.forget()
 
 
 @pytest.fixture

@@ -14,9 +14,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from attachments.models import Attachment, TenantUsage, Tombstone
 from attachments.services.quotas import usage_recounted
-from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
-from tests.support import jpeg_bytes, pdf_bytes, put_bytes, run_pipeline
+from tests.support import jpeg_bytes, land_unchecked, pdf_bytes, put_bytes, run_pipeline
 
 pytestmark = pytest.mark.django_db
 
@@ -112,14 +111,7 @@ def test_intake_rejects_bytes_that_landed_with_another_digest(alice, api):
         client, data, hashlib.sha256(data).hexdigest(), profile="image", filename="a.jpg", content_type="image/jpeg"
     )
     row = Attachment.objects.get(pk=created.json()["id"])
-    get_gateway().write_chunks(row.storage_key, [_flipped(data)], content_type="image/jpeg")
-    object_arrived(
-        key=row.storage_key,
-        size=len(data),
-        source="test",
-        dedupe_key=f"test:{row.storage_key}",
-        event_name="ObjectCreated:Put",
-    )
+    land_unchecked(row, _flipped(data))
     assert run_pipeline(row.pk) == "rejected"
     row.refresh_from_db()
     assert row.reason_code == "checksum_mismatch" and hashlib.sha256(data).hexdigest() in row.reason_message

@@ -13,25 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
-# Headless flags that work on a machine with no network beyond the loopback.
-# Playwright adds a new empty --user-data-dir for every launch.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def launch_chromium(playwright):
-    if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"Chromium not found at {CHROMIUM}: apt-get install chromium (Debian)")
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+from tests.support.browser import launch_chromium
 
 
 @pytest.fixture(scope="package")
@@ -70,12 +52,37 @@ def pytest_runtest_makereport(item, call):
 FAILURES_DIR = Path(__file__).resolve().parents[2] / "var" / "browser-failures"
 
 
-@pytest.fixture
-def page(request, chromium, live_server):
-    context = chromium.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+def new_page(chromium, live_server, *, scale: float = 1):
+    """A page of the live server in a context of its own: 1280 x 900 CSS px on a screen of `scale`
+    device pixels per CSS px. The caller closes page.context."""
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": 1280, "height": 900}, device_scale_factor=scale
+    )
     context.set_default_timeout(30_000)
     page = context.new_page()
     page.dialogs = []
+    return page
+
+
+@pytest.fixture
+def page_at(chromium, live_server):
+    """page_at(scale): a new page on a screen of `scale` device pixels per CSS px (a dense screen's
+    srcset choice); its context is closed after the test."""
+    pages = []
+
+    def make(scale: float):
+        pages.append(new_page(chromium, live_server, scale=scale))
+        return pages[-1]
+
+    yield make
+    for made in pages:
+        made.context.close()
+
+
+@pytest.fixture
+def page(request, chromium, live_server):
+    page = new_page(chromium, live_server)
+    context = page.context
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
     server_errors: list[str] = []
     page.on(

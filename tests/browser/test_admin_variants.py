@@ -11,21 +11,8 @@ from tests.support import client_for, jpeg_bytes, upload, wait_for_status
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def dense_page(chromium, live_server):
-    context = chromium.new_context(
-        base_url=live_server.url, viewport={"width": 1280, "height": 900}, device_scale_factor=2
-    )
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    yield page
-    context.close()
-
-
-def test_a_moderator_sees_a_variant_in_the_preview_and_purges_it(
-    dense_page, live_server, live_worker, alice, moderator
-):
-    page = dense_page
+def test_a_moderator_sees_a_variant_in_the_preview_and_purges_it(page_at, live_server, live_worker, alice, moderator):
+    page = page_at(2)
     attachment_id = upload(client_for(alice), jpeg_bytes((3000, 2000)), filename="wide.jpg")
     assert wait_for_status(attachment_id, timeout=60) == "ready"
     change = f"/admin/attachments/attachment/{attachment_id}/change/"

@@ -10,21 +10,8 @@ from tests.support import jpeg_bytes
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def dense_page(chromium, live_server):
-    """A 4× screen: the 72 px box needs 288 px, more than the 256 px thumbnail has."""
-    context = chromium.new_context(
-        base_url=live_server.url, viewport={"width": 1280, "height": 900}, device_scale_factor=4
-    )
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.dialogs = []
-    yield page
-    context.close()
-
-
-def test_a_dense_screen_loads_the_small_variant(dense_page, live_server, live_worker, alice):
-    page = dense_page
+def test_a_dense_screen_loads_the_small_variant(page_at, live_server, live_worker, alice):
+    page = page_at(4)  # a 4× screen: the 72 px box needs 288 px, more than the 256 px thumbnail has
     violations = watch_csp(page)
     images: list[str] = []
     page.on("request", lambda r: images.append(r.url) if r.resource_type == "image" else None)

@@ -3,36 +3,35 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 
-import boto3
 import httpx
 import pytest
 
 from airlock_client import UploadInterrupted
 from tests.client.conftest import MIB, FailingFile, Recorder, big_pdf
+from tests.s3.support import moto_bucket_env
 from tests.support import jpeg_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 
-@pytest.fixture(scope="module")
-def live(serve_factory, moto_endpoint):
-    bucket = f"client-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    live = serve_factory(
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-            "AIRLOCK_S3_UPLOAD_METHOD": "POST",
-            "AIRLOCK_S3_MULTIPART_THRESHOLD": str(5 * MIB),
-            "AIRLOCK_S3_PART_SIZE": str(5 * MIB),
-        }
-    )
+def _serve_on_s3(serve_factory, moto_endpoint, bucket_prefix: str, **env: str):
+    """`manage.py serve` on a fresh moto bucket, with these settings on top; .moto is the endpoint."""
+    live = serve_factory({**moto_bucket_env(moto_endpoint, bucket_prefix), **env})
     live.moto = moto_endpoint
     return live
+
+
+@pytest.fixture(scope="module")
+def live(serve_factory, moto_endpoint):
+    return _serve_on_s3(
+        serve_factory,
+        moto_endpoint,
+        "client",
+        AIRLOCK_S3_UPLOAD_METHOD="POST",
+        AIRLOCK_S3_MULTIPART_THRESHOLD=str(5 * MIB),
+        AIRLOCK_S3_PART_SIZE=str(5 * MIB),
+    )
 
 
 def test_a_small_file_goes_by_the_presigned_post_and_downloads_through_the_redirect(live, tmp_path):
@@ -101,19 +100,7 @@ def test_multipart_with_the_right_digest_is_ready_and_downloads_intact(live, tmp
 @pytest.fixture(scope="module")
 def live_put(serve_factory, moto_endpoint):
     """The same server shape with AIRLOCK_S3_UPLOAD_METHOD=PUT: presigned PUTs instead of POST forms."""
-    bucket = f"client-put-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    live = serve_factory(
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-            "AIRLOCK_S3_UPLOAD_METHOD": "PUT",
-        }
-    )
-    live.moto = moto_endpoint
-    return live
+    return _serve_on_s3(serve_factory, moto_endpoint, "client-put", AIRLOCK_S3_UPLOAD_METHOD="PUT")
 
 
 def test_a_small_file_goes_by_the_presigned_put_with_its_signed_headers(live_put, tmp_path):

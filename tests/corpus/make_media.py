@@ -90,6 +90,17 @@ def mp4_h264_aac() -> bytes:
     return _made("mp4", build)
 
 
+def mp4_h264_pcm() -> bytes:
+    # PCM audio under an MP4 (isom) brand: FFmpeg's mp4 muxer refuses PCM, so it is a MOV inside.
+    # Not a corpus file: the tests that serve its copy (a MOV) build it.
+    def build(c):
+        video, audio = _video(c, "libx264"), _audio(c, "pcm_s16le", 8000)
+        _write_video(c, video, 10)
+        _write_audio(c, audio, 1)
+
+    return _made("mov", build, brand="isom")
+
+
 def mp4_faststart() -> bytes:
     # moov first: what tests pad with a `free` box to any size (tests/s3/support.py mp4_bytes).
     def build(c):

@@ -13,12 +13,11 @@ even with the shared S3 client).
 from __future__ import annotations
 
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.s3.support import cpu_hogs, stop_all, upload_burst
+from tests.s3.support import cpu_hogs, moto_bucket_env, stop_all, upload_burst
 from tests.support import jpeg_bytes
 from tests.support.processes import Server
 
@@ -29,21 +28,7 @@ USERS = 10
 
 
 def _busy_burst(tmp_path: Path, moto_endpoint: str, clients: int, extra_env: dict[str, str]) -> None:
-    import boto3
-
-    bucket = f"burst-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    server = Server(
-        tmp_path,
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-            "AIRLOCK_LOG_LEVEL": "WARNING",
-            **extra_env,
-        },
-    )
+    server = Server(tmp_path, {**moto_bucket_env(moto_endpoint, "burst"), "AIRLOCK_LOG_LEVEL": "WARNING", **extra_env})
     hogs: list[subprocess.Popen] = []
     try:
         tokens = [server.createuser(f"guest{i}", "burst") for i in range(USERS)]

@@ -7,50 +7,15 @@ server (moto over HTTP) with no storage events configured at all.
 
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.support import EICAR, jpeg_bytes, pdf_bytes
-from tests.support.processes import Server
+from tests.support.processes import Server, api_upload, wait_settled
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _upload(base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str) -> str:
-    auth = {"Authorization": f"Token {token}"}
-    intent = requests.post(
-        f"{base}/api/v1/uploads",
-        headers=auth,
-        timeout=10,
-        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
-    )
-    assert intent.status_code == 201, intent.text
-    upload = intent.json()["upload"]
-    if upload["method"] == "PUT":
-        sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
-    else:
-        sent = requests.post(
-            upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)}, timeout=30
-        )
-    assert sent.status_code in (200, 201, 202, 204), sent.text
-    return intent.json()["id"]
-
-
-def _wait(base: str, token: str, attachment_id: str) -> dict:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        body = requests.get(
-            f"{base}/api/v1/attachments/{attachment_id}?wait=10",
-            headers={"Authorization": f"Token {token}"},
-            timeout=20,
-        ).json()
-        if body["status"] in ("ready", "rejected", "failed"):
-            return body
-    raise AssertionError(f"{attachment_id} still {body['status']}")
 
 
 def _flow(server: Server) -> None:
@@ -58,10 +23,10 @@ def _flow(server: Server) -> None:
     bob = server.createuser("bob", "acme")
     mallory = server.createuser("mallory", "evil")
     base = server.base
-    photo = _upload(
+    photo = api_upload(
         base, alice, jpeg_bytes((640, 480)), profile="image", filename="ça va.jpg", content_type="image/jpeg"
     )
-    doc = _upload(
+    doc = api_upload(
         base,
         alice,
         pdf_bytes("searchable aardvark"),
@@ -69,10 +34,10 @@ def _flow(server: Server) -> None:
         filename="a.pdf",
         content_type="application/pdf",
     )
-    virus = _upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
-    assert _wait(base, alice, photo)["status"] == "ready"
-    assert _wait(base, alice, doc)["status"] == "ready"
-    rejected = _wait(base, alice, virus)
+    virus = api_upload(base, alice, EICAR, profile="document", filename="eicar.pdf", content_type="application/pdf")
+    assert wait_settled(base, alice, photo)["status"] == "ready"
+    assert wait_settled(base, alice, doc)["status"] == "ready"
+    rejected = wait_settled(base, alice, virus)
     assert rejected["status"] == "rejected" and rejected["reason"]["code"] == "malware"
     got = requests.get(
         f"{base}/api/v1/attachments/{photo}/download",
@@ -123,19 +88,9 @@ def test_serve_end_to_end(tmp_path):
 @pytest.mark.slow
 @pytest.mark.s3
 def test_serve_end_to_end_on_s3_without_events(tmp_path, moto_endpoint):
-    import boto3
+    from tests.s3.support import moto_bucket_env
 
-    bucket = f"e2e-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    server = Server(
-        tmp_path,
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-        },
-    )
+    server = Server(tmp_path, moto_bucket_env(moto_endpoint, "e2e"))
     try:
         _flow(server)
     finally:

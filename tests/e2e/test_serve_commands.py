@@ -22,8 +22,9 @@ import requests
 
 from processing.scanners import yara as yara_module
 from tests.support import jpeg_bytes
+from tests.support.processes import api_upload, wait_settled
 
-from .test_serve import ROOT, Server, _upload, _wait
+from .test_serve import ROOT, Server
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +61,7 @@ def _download(server: Server, token: str, attachment_id: str) -> int:
 
 def _photos(server: Server, alice: str, n: int) -> list[str]:
     ids = [
-        _upload(
+        api_upload(
             server.base,
             alice,
             jpeg_bytes((320 + 16 * i, 240)),
@@ -70,7 +71,7 @@ def _photos(server: Server, alice: str, n: int) -> list[str]:
         )
         for i in range(n)
     ]
-    assert {_wait(server.base, alice, i)["status"] for i in ids} == {"ready"}
+    assert {wait_settled(server.base, alice, i)["status"] for i in ids} == {"ready"}
     committed = requests.post(
         f"{server.base}/api/v1/attachments/commit",
         json={"ids": ids, "ref": "ad:42"},
@@ -132,7 +133,7 @@ def test_a_commands_jobs_are_run_by_the_running_serve_and_refused_without_one(tm
         assert done.returncode == 0, done.stderr
         assert "re-processed 1 of 1" in done.stdout
         started = time.monotonic()
-        assert _wait(server.base, alice, ids[0])["status"] == "ready"
+        assert wait_settled(server.base, alice, ids[0])["status"] == "ready"
         assert time.monotonic() - started < 30  # serve relayed the job: no 15-minute re-drive
     finally:
         server.stop()

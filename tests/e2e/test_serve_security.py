@@ -14,9 +14,8 @@ import stat
 import pytest
 import requests
 
-from tests.e2e.test_serve import _upload, _wait
 from tests.support import EICAR, jpeg_bytes
-from tests.support.processes import Server
+from tests.support.processes import Server, api_upload, wait_settled
 
 
 @pytest.mark.slow
@@ -53,12 +52,14 @@ def test_serve_keeps_its_files_private_and_its_log_free_of_tokens(tmp_path, monk
             ).status_code
             == 401
         )
-        photo = _upload(
+        photo = api_upload(
             server.base, token, jpeg_bytes((320, 240)), profile="image", filename="p.jpg", content_type="image/jpeg"
         )
-        virus = _upload(server.base, token, EICAR, profile="document", filename="v.pdf", content_type="application/pdf")
-        assert _wait(server.base, token, photo)["status"] == "ready"
-        assert _wait(server.base, token, virus)["reason"]["code"] == "malware"
+        virus = api_upload(
+            server.base, token, EICAR, profile="document", filename="v.pdf", content_type="application/pdf"
+        )
+        assert wait_settled(server.base, token, photo)["status"] == "ready"
+        assert wait_settled(server.base, token, virus)["reason"]["code"] == "malware"
     finally:
         server.stop()
     loose = []

@@ -9,7 +9,6 @@ attachments/services/connections.py).
 
 from __future__ import annotations
 
-import base64
 import socket
 import time
 from urllib.parse import urlsplit
@@ -17,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.support.processes import Server
+from tests.support.processes import Server, tus_create
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -50,20 +49,7 @@ def test_stalled_bodies_of_every_kind_leave_the_pool_to_other_requests(tmp_path)
             ).json()
             for _ in range(2)
         ]
-        tus = requests.post(
-            f"{server.base}/api/v1/tus/",
-            timeout=10,
-            headers={
-                **auth,
-                "Tus-Resumable": "1.0.0",
-                "Upload-Length": str(big),
-                "Upload-Metadata": ",".join(
-                    f"{k} {base64.b64encode(v.encode()).decode()}"
-                    for k, v in {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}.items()
-                ),
-            },
-        )
-        assert tus.status_code == 201, tus.text
+        tus = tus_create(server.base, token, big)
         host = f"Host: 127.0.0.1:{server.port}\r\n"
         for intent in intents:  # signed PUTs
             url = urlsplit(intent["upload"]["url"])

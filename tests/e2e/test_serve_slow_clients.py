@@ -11,7 +11,6 @@ client address, and cuts a streamed body off at its size's allowance
 
 from __future__ import annotations
 
-import base64
 import json
 import resource
 import socket
@@ -21,6 +20,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+
+from tests.support.processes import tus_create
 
 from .test_serve import Server
 
@@ -188,19 +189,7 @@ def test_a_small_body_that_keeps_trickling_past_its_deadline_is_a_408(server, to
 
 
 def _tus_upload(server, token: str, size: int) -> str:
-    metadata = {"profile": "image", "filename": "t.jpg", "content_type": "image/jpeg"}
-    tus = requests.post(
-        f"{server.base}/api/v1/tus/",
-        timeout=10,
-        headers={
-            "Authorization": f"Token {token}",
-            "Tus-Resumable": "1.0.0",
-            "Upload-Length": str(size),
-            "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in metadata.items()),
-        },
-    )
-    assert tus.status_code == 201, tus.text
-    return urlsplit(tus.headers["Location"]).path
+    return urlsplit(tus_create(server.base, token, size).headers["Location"]).path
 
 
 def test_a_streamed_body_that_keeps_trickling_past_its_deadline_is_a_408(server, token):

@@ -16,8 +16,9 @@ import pytest
 import requests
 
 from tests.support import jpeg_bytes
+from tests.support.processes import api_upload, wait_settled
 
-from .test_serve import Server, _upload, _wait
+from .test_serve import Server
 
 pytestmark = [pytest.mark.slow]
 
@@ -41,10 +42,10 @@ def test_concurrent_cold_requests_make_the_variant_once(tmp_path):
     server = Server(tmp_path, {"AIRLOCK_WEB_PROCESSES": "2"} if shared else {})
     try:
         alice = server.createuser("alice", "acme")
-        photo = _upload(
+        photo = api_upload(
             server.base, alice, jpeg_bytes((3000, 2000)), profile="image", filename="big.jpg", content_type="image/jpeg"
         )
-        body = _wait(server.base, alice, photo)
+        body = wait_settled(server.base, alice, photo)
         assert body["status"] == "ready"
         link = body["links"]["variants"]["medium"]  # signed: sent with no header, as an <img> would
         start = Barrier(CONCURRENT)

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import jpeg_bytes
-from tests.support.processes import Server
-
-from .test_serve import _upload, _wait
+from tests.support.processes import Server, api_upload, wait_settled
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +42,7 @@ def test_web_only_serve_runs_several_processes_and_leaves_its_jobs_to_the_worker
     try:
         assert len(_web_processes(web.proc.pid, 2)) == 2
         alice = web.createuser("alice", "acme")
-        photo = _upload(
+        photo = api_upload(
             web.base, alice, jpeg_bytes((320, 240)), profile="image", filename="a.jpg", content_type="image/jpeg"
         )
         with sqlite3.connect(tmp_path / "airlock.sqlite3") as db:
@@ -54,6 +52,6 @@ def test_web_only_serve_runs_several_processes_and_leaves_its_jobs_to_the_worker
         web.stop()
     full = Server(tmp_path, {})  # the embedded default's serve, on the same data: its worker runs the job
     try:
-        assert _wait(full.base, alice, photo)["status"] == "ready"
+        assert wait_settled(full.base, alice, photo)["status"] == "ready"
     finally:
         full.stop()

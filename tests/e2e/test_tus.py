@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,8 +21,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.e2e.test_serve import ROOT, _wait
-from tests.support.processes import Server
+from tests.e2e.test_serve import ROOT
+from tests.support.processes import Server, tus_create, wait_settled
 
 MP4_HEAD = b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"
 MIB = 1 << 20
@@ -58,21 +57,7 @@ def head(url: str, token: str) -> requests.Response:
 
 
 def create(server: Server, token: str, length: int, *, profile: str = "media", content_type: str = "video/mp4") -> str:
-    meta = ",".join(
-        f"{k} {base64.b64encode(v.encode()).decode()}"
-        for k, v in {"profile": profile, "filename": "clip.mp4", "content_type": content_type}.items()
-    )
-    response = requests.post(
-        f"{server.base}/api/v1/tus/",
-        timeout=10,
-        headers={
-            "Tus-Resumable": "1.0.0",
-            "Authorization": f"Token {token}",
-            "Upload-Length": str(length),
-            "Upload-Metadata": meta,
-        },
-    )
-    assert response.status_code == 201, response.text
+    response = tus_create(server.base, token, length, profile=profile, filename="clip.mp4", content_type=content_type)
     assert response.headers["Tus-Resumable"] == "1.0.0"
     return response.headers["Location"]
 
@@ -167,7 +152,7 @@ def test_interrupted_upload_resumes_from_a_new_client_process(server, tmp_path):
     # The process is gone; a new one finds the URL, asks for the offset and sends the rest.
     again, started, reached = tus_client(server, alice, path, store, "--chunk", str(MIB))
     assert again == url and (started, reached) == (MIB + 7, len(data))
-    attachment = _wait(server.base, alice, _id(url))
+    attachment = wait_settled(server.base, alice, _id(url))
     assert attachment["status"] == "ready", attachment
     assert attachment["size"] == len(data) and attachment["content_type"] == "video/mp4"
     assert download(server, alice, _id(url)) == data
@@ -187,7 +172,7 @@ def test_a_connection_cut_mid_patch_keeps_what_arrived(server, tmp_path):
     path.write_bytes(data)
     _, started, reached = tus_client(server, alice, path, tmp_path / "urls.json", "--url", url)
     assert (started, reached) == (700_000, len(data))
-    assert _wait(server.base, alice, _id(url))["status"] == "ready"
+    assert wait_settled(server.base, alice, _id(url))["status"] == "ready"
     assert download(server, alice, _id(url)) == data
 
 
@@ -207,7 +192,7 @@ def test_checksums(server, tmp_path):
         server, alice, path, tmp_path / "urls.json", "--url", url, "--checksum", "--chunk", str(256 * 1024)
     )
     assert (started, reached) == (0, len(data))
-    assert _wait(server.base, alice, _id(url))["status"] == "ready"
+    assert wait_settled(server.base, alice, _id(url))["status"] == "ready"
 
 
 @pytest.mark.slow
@@ -251,7 +236,7 @@ def test_a_stalled_writer_is_not_replaced_while_it_can_still_write(tmp_path):
         stalled.sendall(first_bytes[sent:])
         assert status_of(stalled) == 204
         stalled.close()
-        attachment = _wait(server.base, alice, _id(url))
+        attachment = wait_settled(server.base, alice, _id(url))
         assert attachment["status"] == "ready", attachment
         served = download(server, alice, _id(url))
         assert served == first_bytes and hashlib.sha256(served).hexdigest() == attachment["sha256"]
@@ -281,7 +266,7 @@ def test_other_users_get_404_and_a_lying_length_is_refused(server):
     assert head(url, alice).headers["Upload-Offset"] == "0"
     assert patch(url, alice, data, 0).status_code == 204
     assert patch(url, alice, b"more", len(data)).status_code == 413
-    assert _wait(server.base, alice, _id(url))["size"] == len(data)
+    assert wait_settled(server.base, alice, _id(url))["size"] == len(data)
 
 
 @pytest.mark.slow
@@ -318,7 +303,7 @@ def test_resume_after_serve_restarts(server, tmp_path):
     assert int(head(url, alice).headers["Upload-Offset"]) == reached == MIB
     again, started, done = tus_client(server, alice, path, store, "--chunk", str(MIB // 2))
     assert (again, started, done) == (url, MIB, len(data))
-    assert _wait(server.base, alice, _id(url))["status"] == "ready"
+    assert wait_settled(server.base, alice, _id(url))["status"] == "ready"
     assert download(server, alice, _id(url)) == data
 
 
@@ -364,19 +349,13 @@ def _tus_multipart_uploads(s3, bucket: str) -> list[dict]:
 def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
     import boto3
 
-    bucket = f"tus-{uuid.uuid4().hex[:8]}"
+    from tests.s3.support import moto_bucket_env
+
+    env = moto_bucket_env(moto_endpoint, "tus")
+    bucket = env["AIRLOCK_S3_BUCKET"]
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
-    s3.create_bucket(Bucket=bucket)
     (tmp_path / "serve").mkdir()
-    server = Server(
-        tmp_path / "serve",
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-        },
-    )
+    server = Server(tmp_path / "serve", env)
     try:
         alice = server.createuser("alice", "acme")
         data = mp4(13 * MIB + 5)
@@ -395,7 +374,7 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
         again, started, done = tus_client(server, alice, path, store, "--chunk", str(3 * MIB))
         assert (again, started, done) == (url, 7 * MIB, len(data))
         assert _tus_multipart_uploads(s3, bucket) == []
-        attachment = _wait(server.base, alice, _id(url))
+        attachment = wait_settled(server.base, alice, _id(url))
         assert attachment["status"] == "ready" and attachment["size"] == len(data)
         assert download(server, alice, _id(url)) == data
 
@@ -414,7 +393,7 @@ def test_on_s3_a_multipart_upload_behind_the_scenes(tmp_path, moto_endpoint):
         small = mp4(300_000)
         path.write_bytes(small)
         url3, _, _ = tus_client(server, alice, path, tmp_path / "third.json", "--chunk", "100000")
-        assert _wait(server.base, alice, _id(url3))["status"] == "ready"
+        assert wait_settled(server.base, alice, _id(url3))["status"] == "ready"
         assert download(server, alice, _id(url3)) == small
     finally:
         server.stop()

@@ -24,7 +24,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from airlock_client import Client, NotFound
 from tests.browser.conftest import launch_chromium, watch_csp
+from tests.s3.support import moto_bucket_env
 from tests.support import jpeg_bytes
 from tests.support.processes import REPO, Server, free_port, wait_healthy
 
@@ -137,19 +137,7 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
 @pytest.fixture(scope="module")
 def s3_stack(tmp_path_factory, moto_endpoint) -> Iterator[Stack]:
     """Airlock on S3 (moto over HTTP): the browser posts the presigned form to the bucket."""
-    bucket = f"market-{uuid.uuid4().hex[:8]}"
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
-    s3.create_bucket(Bucket=bucket)
-    yield from start_stack(
-        tmp_path_factory,
-        {
-            "AIRLOCK_STORAGE": "s3",
-            "AIRLOCK_S3_BUCKET": bucket,
-            "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
-            "AIRLOCK_S3_REGION": "us-east-1",
-        },
-        upload_origins=(moto_endpoint,),
-    )
+    yield from start_stack(tmp_path_factory, moto_bucket_env(moto_endpoint, "market"), upload_origins=(moto_endpoint,))
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,21 @@ from tests.ops.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 
-def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k not in ("AIRLOCK_METRICS_TOKEN",)}
+def _production(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """`python args` on config.settings.production, with no DJANGO_ or metrics setting but env's."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "AIRLOCK_METRICS_"))}
     return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
-        [sys.executable, "manage.py", *args],
+        [sys.executable, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
         env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production", **env},
     )
+
+
+def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return _production("manage.py", *args, **env)
 
 
 def test_check_deploy_is_clean():
@@ -95,19 +100,8 @@ def test_production_values():
         "s.SECURE_HSTS_SECONDS >= 31536000, s.ALLOWED_HOSTS, s.SECURE_PROXY_SSL_HEADER, "
         "s.SECURE_REDIRECT_EXEMPT)"
     )
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
-    result = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **base,
-            "DJANGO_SETTINGS_MODULE": "config.settings.production",
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-            "DJANGO_ALLOWED_HOSTS": "a.example.com,b.example.com",
-        },
+    result = _production(
+        "-c", code, DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_ALLOWED_HOSTS="a.example.com,b.example.com"
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
@@ -128,20 +122,8 @@ def test_metrics_need_a_token_or_an_opening_in_production(env, expected):
         "import django; django.setup(); from django.conf import settings as s; "
         "print(s.AIRLOCK_METRICS_TOKEN, s.AIRLOCK_METRICS_OPEN, s.AIRLOCK_METRICS_TENANT_LABELS)"
     )
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and not k.startswith("AIRLOCK_METRICS_")}
-    result = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={
-            **base,
-            "DJANGO_SETTINGS_MODULE": "config.settings.production",
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-            "DJANGO_ALLOWED_HOSTS": "a.example.com",
-            **env,
-        },
+    result = _production(
+        "-c", code, DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_ALLOWED_HOSTS="a.example.com", **env
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected

@@ -229,12 +229,7 @@ def test_download_of_a_served_video_answers_range_requests(alice, api, tmp_path)
 
 def test_a_pcm_track_mp4_muxers_refuse_is_served_as_quicktime(alice, api, tmp_path):
     # An MP4 (isom brand) holding PCM audio: the mp4 muxer refuses PCM, the copy is a MOV.
-    def build(c):
-        video, audio = media._video(c, "libx264"), media._audio(c, "pcm_s16le", 8000)
-        media._write_video(c, video, 10)
-        media._write_audio(c, audio, 1)
-
-    data = media._made("mov", build, brand="isom")
+    data = media.mp4_h264_pcm()
     client = api(alice)
     row, served, path = _served(client, tmp_path, data, "clip.mp4", "video/mp4")
     assert row.content_type == "video/quicktime" and served[8:12] == b"qt  "

@@ -13,9 +13,8 @@ import pytest
 
 from attachments.models import Attachment, Tenant, TenantUsage
 from attachments.services.quotas import usage_recounted
-from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
-from tests.support import create_intent, jpeg_bytes, put_bytes, run_pipeline
+from tests.support import create_intent, jpeg_bytes, land_unchecked, put_bytes, run_pipeline
 
 pytestmark = pytest.mark.django_db
 
@@ -23,18 +22,6 @@ pytestmark = pytest.mark.django_db
 def _counter(tenant_id) -> tuple[int, int]:
     row = TenantUsage.objects.get(tenant_id=tenant_id)
     return row.bytes_used, row.files_used
-
-
-def _land(row: Attachment, data: bytes) -> None:
-    """Bytes a store accepted without bounding them, then its notification."""
-    get_gateway().write_chunks(row.storage_key, [data], content_type="image/jpeg")
-    object_arrived(
-        key=row.storage_key,
-        size=len(data),
-        source="test",
-        dedupe_key=f"test:{row.storage_key}",
-        event_name="ObjectCreated:Put",
-    )
 
 
 def test_declared_small_stored_large_is_rejected_and_never_counts_past_the_quota(alice, api):
@@ -48,7 +35,7 @@ def test_declared_small_stored_large_is_rejected_and_never_counts_past_the_quota
     row = Attachment.objects.get(pk=created.json()["id"])
     assert _counter(row.tenant_id) == (declared, 1)
 
-    _land(row, data)
+    land_unchecked(row, data)
     assert run_pipeline(row.pk) == "rejected"
     row.refresh_from_db()
     assert row.reason_code == "size_mismatch"
@@ -91,7 +78,7 @@ def test_a_tus_upload_is_compared_with_its_upload_length(alice, api):
     intent = upload_intent_create(
         user=alice, profile_name="image", filename="t.jpg", size=100, content_type="image/jpeg", presign=False
     )
-    _land(intent.attachment, jpeg_bytes())
+    land_unchecked(intent.attachment, jpeg_bytes())
     assert run_pipeline(intent.attachment.pk) == "rejected"
     assert Attachment.objects.get(pk=intent.attachment.pk).reason_code == "size_mismatch"
 

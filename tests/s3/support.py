@@ -7,13 +7,15 @@ import os
 import random
 import uuid
 from dataclasses import dataclass
+from io import StringIO
 from typing import Any
 from urllib.parse import quote_plus
 
 import requests
 from botocore.exceptions import ClientError
+from django.core.management import call_command
 
-from tests.support import create_intent
+from tests.support import create_intent, jpeg_bytes, run_pipeline
 
 
 @dataclass
@@ -186,6 +188,38 @@ def intent(client, data: bytes, **kwargs) -> dict:
     return response.json()
 
 
+def moto_bucket_env(moto_endpoint: str, prefix: str) -> dict[str, str]:
+    """A new bucket on the moto server, and the settings that put a child `serve` on it."""
+    import boto3
+
+    bucket = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    return {
+        "AIRLOCK_STORAGE": "s3",
+        "AIRLOCK_S3_BUCKET": bucket,
+        "AIRLOCK_S3_ENDPOINT_URL": moto_endpoint,
+        "AIRLOCK_S3_REGION": "us-east-1",
+    }
+
+
+def consume(s3: S3Env, queue_url: str, *extra: str) -> str:
+    """One pass of consume_storage_events over the queue (no long poll); its report."""
+    out = StringIO()
+    call_command(
+        "consume_storage_events",
+        "--sqs-queue-url",
+        queue_url,
+        "--once",
+        "--wait-seconds",
+        "0",
+        "--sqs-endpoint-url",
+        s3.endpoint,
+        *extra,
+        stdout=out,
+    )
+    return out.getvalue()
+
+
 def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", content_type: str | None = None):
     """Upload as any HTTP client would: PUT with exactly the headers, or the POST form (file last)."""
     if upload["method"] == "POST":
@@ -193,6 +227,31 @@ def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", cont
         return requests.post(upload["url"], data=upload["fields"], files={"file": (filename, data, ctype)}, timeout=30)
     assert upload["method"] == "PUT"
     return requests.put(upload["url"], data=data, headers=upload["headers"], timeout=30)
+
+
+def ready_jpeg(env: S3Env, client, events_token: str, *, size=(640, 480), filename: str = "cat.jpg") -> str:
+    """A JPEG sent straight to the bucket, announced by its storage event and run to ready; its id."""
+    from attachments.models import Attachment
+
+    data = jpeg_bytes(size)
+    created = intent(client, data, filename=filename, content_type="image/jpeg")
+    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
+    key = Attachment.objects.get(pk=created["id"]).storage_key
+    assert post_events(event_for(env, key), token=events_token).status_code == 202
+    assert run_pipeline(created["id"]) == "ready"
+    return created["id"]
+
+
+def send_parts(plan: dict, data: bytes, parts: list[dict] | None = None, headers: dict | None = None) -> list[dict]:
+    """PUT to each part of a multipart plan (`parts`, default all it lists) its slice of data, as
+    any HTTP client would; their [{part_number, etag}], for the complete call."""
+    etags = []
+    for part in plan["parts"] if parts is None else parts:
+        start = (part["part_number"] - 1) * plan["part_size"]
+        sent = requests.put(part["url"], data=data[start : start + plan["part_size"]], headers=headers, timeout=60)
+        assert sent.status_code == 200, sent.text
+        etags.append({"part_number": part["part_number"], "etag": sent.headers["ETag"]})
+    return etags
 
 
 def cpu_hogs(count: int, seconds: float = 300.0) -> list:

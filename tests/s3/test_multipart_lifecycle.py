@@ -5,13 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-import requests
 from django.utils import timezone
 
 from attachments.models import Attachment
 from sweeper.control import sweeper_control_set
 from sweeper.sweep import sweep_expired
-from tests.s3.support import intent, mp4_bytes
+from tests.s3.support import intent, mp4_bytes, send_parts
 from tests.support import run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
@@ -28,10 +27,7 @@ def _in_progress(s3) -> set[str]:
 def _start(client, data: bytes, *, parts_sent: int) -> tuple[dict, Attachment]:
     created = intent(client, data, profile="media", filename="clip.mp4", content_type="video/mp4")
     upload = created["upload"]
-    for part in upload["parts"][:parts_sent]:
-        start = (part["part_number"] - 1) * upload["part_size"]
-        sent = requests.put(part["url"], data=data[start : start + upload["part_size"]], timeout=60)
-        assert sent.status_code == 200, sent.text
+    send_parts(upload, data, upload["parts"][:parts_sent])
     return created, Attachment.objects.get(pk=created["id"])
 
 
@@ -94,12 +90,7 @@ def test_resigned_parts_resume_an_upload_and_complete_it(multipart, alice, bob, 
     plan = response.json()
     assert [p["part_number"] for p in plan["parts"]] == [2, 3]  # part 1 is in storage already
     assert [p["part_number"] for p in plan["uploaded_parts"]] == [1] and plan["part_size"] == 5 * MIB
-    etags = [{"part_number": 1, "etag": plan["uploaded_parts"][0]["etag"]}]
-    for part in plan["parts"]:
-        start = (part["part_number"] - 1) * plan["part_size"]
-        sent = requests.put(part["url"], data=data[start : start + plan["part_size"]], timeout=60)
-        assert sent.status_code == 200, sent.text
-        etags.append({"part_number": part["part_number"], "etag": sent.headers["ETag"]})
+    etags = [{"part_number": 1, "etag": plan["uploaded_parts"][0]["etag"]}, *send_parts(plan, data)]
     assert client.post(plan["complete_url"], {"parts": etags}, format="json").status_code == 202
     assert multipart.get(row.storage_key) == data
     assert run_pipeline(row.pk) == "ready"

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from attachments.models import Attachment
-from tests.s3.support import intent, mp4_bytes, send_upload
+from tests.s3.support import intent, mp4_bytes, send_parts, send_upload
 from tests.support import run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
@@ -64,12 +64,7 @@ def _multipart_upload(client, data: bytes, *, sha256: str = "") -> tuple[dict, A
     assert response.status_code == 201, response.content
     created = response.json()
     upload = created["upload"]
-    etags = []
-    for part in upload["parts"]:
-        start = (part["part_number"] - 1) * upload["part_size"]
-        sent = requests.put(part["url"], data=data[start : start + upload["part_size"]], timeout=60)
-        assert sent.status_code == 200, sent.text
-        etags.append({"part_number": part["part_number"], "etag": sent.headers["ETag"]})
+    etags = send_parts(upload, data)
     assert client.post(upload["complete_url"], {"parts": etags}, format="json").status_code == 202
     return upload, Attachment.objects.get(pk=created["id"])
 

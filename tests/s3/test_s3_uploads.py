@@ -9,33 +9,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from django.core.management import call_command
 
 from attachments.models import Attachment, OutboxMessage, StorageEvent
-from tests.s3.support import event_for, intent, mp4_bytes, post_events, send_upload
+from tests.s3.support import consume, event_for, intent, mp4_bytes, post_events, ready_jpeg, send_parts, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
 MIB = 1024 * 1024
-
-
-def _drain(s3, queue_url) -> str:
-    from io import StringIO
-
-    out = StringIO()
-    call_command(
-        "consume_storage_events",
-        "--sqs-queue-url",
-        queue_url,
-        "--once",
-        "--wait-seconds",
-        "0",
-        "--sqs-endpoint-url",
-        s3.endpoint,
-        stdout=out,
-    )
-    return out.getvalue()
 
 
 def test_presigned_post_upload_then_sqs_event_makes_it_ready(s3, alice, api):
@@ -51,7 +32,7 @@ def test_presigned_post_upload_then_sqs_event_makes_it_ready(s3, alice, api):
     row = Attachment.objects.get(pk=created["id"])
     assert s3.get(row.storage_key) == data and row.uploaded_at is None
 
-    report = _drain(s3, queue_url)
+    report = consume(s3, queue_url)
     assert "test_event=1" in report and "started=1" in report
     assert s3.queue_depth(queue_url) == 0
     event = StorageEvent.objects.get(key=row.storage_key)
@@ -125,13 +106,9 @@ def test_post_policy_upper_bound_is_never_above_the_profile_limit(s3, alice, api
 
 
 def test_download_redirects_to_a_presigned_get_that_fixes_type_and_disposition(s3, alice, api, events_token):
-    data = jpeg_bytes((200, 100))
-    created = intent(api(alice), data, filename="Ünïcode cat.jpg", content_type="image/jpeg")
-    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
-    key = Attachment.objects.get(pk=created["id"]).storage_key
-    assert post_events(event_for(s3, key), token=events_token).status_code == 202
-    assert run_pipeline(created["id"]) == "ready"
-    row = Attachment.objects.get(pk=created["id"])
+    row = Attachment.objects.get(
+        pk=ready_jpeg(s3, api(alice), events_token, size=(200, 100), filename="Ünïcode cat.jpg")
+    )
 
     response = api(alice).get(f"/api/v1/attachments/{row.pk}/download")
     assert response.status_code == 302
@@ -172,14 +149,7 @@ def test_multipart_upload_over_the_threshold(s3, alice, api, settings, events_to
     signed = parse_qs(urlsplit(upload["parts"][0]["url"]).query)["X-Amz-SignedHeaders"][0].split(";")
     assert "content-length" in signed  # each part's size is fixed by its signature
 
-    etags = []
-    for part in upload["parts"]:
-        start = (part["part_number"] - 1) * upload["part_size"]
-        response = requests.put(
-            part["url"], data=data[start : start + upload["part_size"]], headers=upload["headers"], timeout=60
-        )
-        assert response.status_code == 200, response.text
-        etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})
+    etags = send_parts(upload, data, headers=upload["headers"])
     assert not s3.exists(row.storage_key)  # nothing until the parts are assembled
 
     client = api(alice)

@@ -11,8 +11,7 @@ from django.test import Client
 
 from attachments.models import Attachment
 from attachments.services.moderation import attachment_take_down
-from tests.s3.support import event_for, intent, post_events, send_upload
-from tests.support import jpeg_bytes, run_pipeline
+from tests.s3.support import ready_jpeg
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
@@ -23,13 +22,7 @@ def _path(link: str) -> str:
 
 
 def test_signed_links_redirect_to_a_presigned_get_without_any_header(s3, alice, api, events_token):
-    data = jpeg_bytes((640, 480))
-    created = intent(api(alice), data, filename="cat.jpg", content_type="image/jpeg")
-    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
-    key = Attachment.objects.get(pk=created["id"]).storage_key
-    assert post_events(event_for(s3, key), token=events_token).status_code == 202
-    assert run_pipeline(created["id"]) == "ready"
-    row = Attachment.objects.get(pk=created["id"])
+    row = Attachment.objects.get(pk=ready_jpeg(s3, api(alice), events_token))
     links = api(alice).get(f"/api/v1/attachments/{row.pk}").json()["links"]
 
     anonymous = Client()  # no Authorization, no cookie: an <img src> elsewhere

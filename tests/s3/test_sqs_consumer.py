@@ -3,34 +3,15 @@
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.db import DatabaseError
 
 from attachments.models import Attachment, DeadLetter, StorageEvent
-from tests.s3.support import intent, send_upload
+from tests.s3.support import consume, intent, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
-
-
-def consume(s3, queue_url, *extra: str) -> str:
-    out = StringIO()
-    call_command(
-        "consume_storage_events",
-        "--sqs-queue-url",
-        queue_url,
-        "--once",
-        "--wait-seconds",
-        "0",
-        "--sqs-endpoint-url",
-        s3.endpoint,
-        *extra,
-        stdout=out,
-    )
-    return out.getvalue()
 
 
 def test_bucket_notifications_flow_through_the_queue_into_the_pipeline(

@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from attachments.models import Attachment, Derivative
+from attachments.models import Derivative
 from attachments.services.moderation import attachment_take_down
 from sweeper.reconcile import reconcile_storage
-from tests.s3.support import event_for, intent, post_events, send_upload
-from tests.support import jpeg_bytes, run_pipeline
+from tests.s3.support import ready_jpeg
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
 WEBP_ACCEPT = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"
-
-
-def _ready(s3, alice, api, events_token) -> str:
-    data = jpeg_bytes((1600, 1200))
-    created = intent(api(alice), data, filename="cat.jpg", content_type="image/jpeg")
-    assert send_upload(created["upload"], data).status_code in (200, 201, 204)
-    key = Attachment.objects.get(pk=created["id"]).storage_key
-    assert post_events(event_for(s3, key), token=events_token).status_code == 202
-    assert run_pipeline(created["id"]) == "ready"
-    return created["id"]
 
 
 def _in_bucket(s3, key: str) -> bool:
@@ -39,7 +28,7 @@ def _make(s3, api, alice, attachment_id, name: str) -> str:
 def test_a_takedown_deletes_the_variants_from_the_bucket(
     s3, alice, api, events_token, django_capture_on_commit_callbacks
 ):
-    attachment_id = _ready(s3, alice, api, events_token)
+    attachment_id = ready_jpeg(s3, api(alice), events_token, size=(1600, 1200))
     keys = [_make(s3, api, alice, attachment_id, name) for name in ("small", "medium")]
     assert all(_in_bucket(s3, key) for key in keys)
     with django_capture_on_commit_callbacks(execute=True):
@@ -49,7 +38,7 @@ def test_a_takedown_deletes_the_variants_from_the_bucket(
 
 
 def test_reconcile_drops_a_variant_row_whose_object_left_the_bucket(s3, alice, api, events_token):
-    attachment_id = _ready(s3, alice, api, events_token)
+    attachment_id = ready_jpeg(s3, api(alice), events_token, size=(1600, 1200))
     key = _make(s3, api, alice, attachment_id, "small")
     s3.client.delete_object(Bucket=s3.bucket, Key=key)
     report = reconcile_storage()

@@ -217,11 +217,10 @@ def _capabilities() -> dict[str, str]:
         return {k: v.strip() for k, _, v in (line.partition(":") for line in fh) if k.startswith("Cap")}
 
 
-def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
-    """Try every escape the confinement must stop; report each one's result."""
-    probe = req["probe"]  # what the test set up: paths, ports, the worker's pid
-    ppid = os.getppid()
-    tries: dict[str, Callable[[], Any]] = {
+def _escape_tries(probe: dict[str, Any], ppid: int) -> dict[str, Callable[[], Any]]:
+    """Every escape the confinement must stop, by name; probe: what the test set up (paths,
+    ports, the worker's pid), ppid: the fork server's pid. Nothing runs until called."""
+    return {
         "tcp_connect": lambda: _connect(2, ("127.0.0.1", probe["tcp_port"])),
         "unix_connect": lambda: _connect(1, probe["unix_socket"]),
         "server_environ": lambda: _read(f"/proc/{ppid}/environ"),
@@ -240,6 +239,16 @@ def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
         "old_root": lambda: os.listdir("/.old"),
         "uncover_old_root": lambda: _umount("/.old"),
     }
+
+
+# The names of the escapes _t_escape tries: the keys of its data that name an escape.
+ESCAPES = tuple(_escape_tries({}, 0))
+
+
+def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
+    """Try every escape the confinement must stop; report each one's result."""
+    probe = req["probe"]
+    tries = _escape_tries(probe, os.getppid())
     # Identity first: a successful unshare_user below would show a new namespace's view.
     results: dict[str, Any] = {"uid": os.getuid(), "capabilities": _capabilities()}
     results.update((name, _attempt(fn)) for name, fn in tries.items())

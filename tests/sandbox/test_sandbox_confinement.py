@@ -19,6 +19,7 @@ import pytest
 
 from processing.sandbox import Limits, confine, run_job, runner, shutdown
 from tests.sandbox.helpers import outcome
+from tests.sandbox.jobkinds import ESCAPES
 
 ALL = "uid+nnp+seccomp+landlock+nproc+subreaper"
 # The filesystem fallback for kernels without Landlock, forced here by naming it.
@@ -31,24 +32,6 @@ FS_ESCAPES = (
     "storage_root",
     "stored_file",
     "write_outside",
-    "old_root",
-    "uncover_old_root",
-)
-ESCAPES = (
-    "tcp_connect",
-    "unix_connect",
-    "server_environ",
-    "worker_environ",
-    "server_mem",
-    "database",
-    "storage_root",
-    "stored_file",
-    "write_outside",
-    "execve",
-    "ptrace_server",
-    "unshare_user",
-    "signal_worker",
-    "setuid_root",
     "old_root",
     "uncover_old_root",
 )

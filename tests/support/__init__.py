@@ -106,6 +106,22 @@ def put_bytes(url: str, data: bytes, *, content_type="application/octet-stream")
     return APIClient().generic("PUT", f"{parts.path}?{parts.query}", data, content_type=content_type)
 
 
+def land_unchecked(row, data: bytes) -> None:
+    """`data` written straight into row's storage key, as a store that neither bounds nor checks
+    a body would let it land, then announced the way every path announces it (object_arrived)."""
+    from attachments.services.uploads import object_arrived
+    from attachments.storage import get_gateway
+
+    get_gateway().write_chunks(row.storage_key, [data], content_type="image/jpeg")
+    object_arrived(
+        key=row.storage_key,
+        size=len(data),
+        source="test",
+        dedupe_key=f"test:{row.storage_key}",
+        event_name="ObjectCreated:Put",
+    )
+
+
 def upload(client, data: bytes, *, profile="image", filename="cat.jpg", content_type="image/jpeg"):
     """Intent + PUT; returns the attachment id."""
     intent = create_intent(client, profile=profile, filename=filename, size=len(data), content_type=content_type)

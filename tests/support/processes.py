@@ -6,6 +6,7 @@ One copy of each, so that a change in how clamd or serve is started is made once
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -42,6 +43,69 @@ def wait_healthy(base: str, proc: subprocess.Popen | None = None, timeout: float
             return False
         time.sleep(0.1)
     return False
+
+
+def api_upload(
+    base: str, token: str, data: bytes, *, profile: str, filename: str, content_type: str, timeout: float = 30.0
+) -> str:
+    """Intent, then the upload its plan asks for (a PUT, or a presigned POST form); the attachment id."""
+    intent = requests.post(
+        f"{base}/api/v1/uploads",
+        headers={"Authorization": f"Token {token}"},
+        timeout=timeout,
+        json={"profile": profile, "filename": filename, "size": len(data), "content_type": content_type},
+    )
+    assert intent.status_code == 201, intent.text
+    upload = intent.json()["upload"]
+    if upload["method"] == "PUT":
+        sent = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=timeout)
+    else:
+        sent = requests.post(
+            upload["url"], data=upload["fields"], files={"file": (filename, data, content_type)}, timeout=timeout
+        )
+    assert sent.status_code in (200, 201, 202, 204), sent.text
+    return intent.json()["id"]
+
+
+def wait_settled(base: str, token: str, attachment_id: str, *, timeout: float = 60.0, poll: int = 10) -> dict:
+    """Long-poll the attachment (`?wait=poll`) until it is ready, rejected or failed; its body.
+    TimeoutError if it is still on its way after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = requests.get(
+            f"{base}/api/v1/attachments/{attachment_id}?wait={poll}",
+            headers={"Authorization": f"Token {token}"},
+            timeout=poll + 10,
+        ).json()
+        if body["status"] in ("ready", "rejected", "failed"):
+            return body
+    raise TimeoutError(f"{attachment_id} still {body['status']} after {timeout}s")
+
+
+def tus_create(
+    base: str,
+    token: str,
+    size: int,
+    *,
+    profile: str = "image",
+    filename: str = "t.jpg",
+    content_type: str = "image/jpeg",
+    timeout: float = 10.0,
+) -> requests.Response:
+    """POST /api/v1/tus/ as a tus client does (the metadata base64-encoded); the answer, a 201."""
+    meta = {"profile": profile, "filename": filename, "content_type": content_type}
+    response = requests.post(
+        f"{base}/api/v1/tus/",
+        timeout=timeout,
+        headers={
+            "Authorization": f"Token {token}",
+            "Tus-Resumable": "1.0.0",
+            "Upload-Length": str(size),
+            "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in meta.items()),
+        },
+    )
+    assert response.status_code == 201, response.text
+    return response
 
 
 class PrivateClamd:

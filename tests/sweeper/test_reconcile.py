@@ -51,6 +51,25 @@ def _exists(key: str) -> bool:
     return get_gateway().head(key) is not None
 
 
+def _leased(alice, now, expires_at) -> Attachment:
+    """A row in processing whose lease runs out at expires_at."""
+    return make_attachment(
+        alice,
+        created_at=now,
+        status=Status.PROCESSING,
+        files=False,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=expires_at,
+    )
+
+
+def _never_arrived(alice, created_at) -> Attachment:
+    """A pending row with its original in storage but no arrival recorded (no upload event yet)."""
+    return make_attachment(
+        alice, created_at=created_at, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
+    )
+
+
 def test_orphans_past_the_grace_window_are_deleted_younger_ones_kept(alice, storage_root, settings):
     grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
     live = make_attachment(alice, created_at=timezone.now())
@@ -110,21 +129,10 @@ def test_quarantine_older_than_its_retention_is_deleted(alice, storage_root, set
 def test_a_lost_arrival_is_recorded_and_enqueued(alice, storage_root, settings):
     grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
     now = timezone.now()
-    lost = make_attachment(
-        alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
-    )
+    lost = _never_arrived(alice, now)
     _age_files(storage_root, lost, grace + 60)
-    in_flight = make_attachment(
-        alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
-    )  # its event may still be on its way
-    expired = make_attachment(
-        alice,
-        created_at=now - timedelta(days=8),
-        status=Status.PENDING,
-        uploaded_at=None,
-        thumbnail=False,
-        served=False,
-    )
+    in_flight = _never_arrived(alice, now)  # its event may still be on its way
+    expired = _never_arrived(alice, now - timedelta(days=8))
     _age_files(storage_root, expired, grace + 60)  # the sweeper's, not processing's
 
     report = reconcile_storage()
@@ -139,22 +147,8 @@ def test_a_lost_arrival_is_recorded_and_enqueued(alice, storage_root, settings):
 
 def test_expired_leases_go_back_to_pending(alice):
     now = timezone.now()
-    stuck = make_attachment(
-        alice,
-        created_at=now,
-        status=Status.PROCESSING,
-        files=False,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=now - timedelta(minutes=1),
-    )
-    running = make_attachment(
-        alice,
-        created_at=now,
-        status=Status.PROCESSING,
-        files=False,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=now + timedelta(minutes=5),
-    )
+    stuck = _leased(alice, now, now - timedelta(minutes=1))
+    running = _leased(alice, now, now + timedelta(minutes=5))
 
     report = reconcile_storage(now=now)
 
@@ -205,18 +199,9 @@ def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, 
     _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=grace + 60)
     make_attachment(alice, lifecycle=Lifecycle.DELETED, deleted_at=now, thumbnail=False, served=False)
     _put(storage_root, quarantine_key(f"tenants/acme/image/{uuid.uuid4()}"), age_seconds=40 * 86400)
-    lost = make_attachment(
-        alice, created_at=now, status=Status.PENDING, uploaded_at=None, thumbnail=False, served=False
-    )
+    lost = _never_arrived(alice, now)
     _age_files(storage_root, lost, grace + 60)
-    stuck = make_attachment(
-        alice,
-        created_at=now,
-        status=Status.PROCESSING,
-        files=False,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=now - timedelta(minutes=1),
-    )
+    stuck = _leased(alice, now, now - timedelta(minutes=1))
     files = storage_snapshot(storage_root)
     rows = list(Attachment.objects.order_by("pk").values())
 
