@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.support import client_for, jpeg_bytes, run_pipeline, upload
+from tests.support import client_for, jpeg_bytes, make_staff, run_pipeline, upload
+
+
+@pytest.fixture
+def acme_mod():
+    return make_staff("acme-mod")
+
+
+@pytest.fixture
+def platform_mod():
+    return make_staff("ops-mod", "--platform")
 
 
 @pytest.fixture

@@ -6,11 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.core.management import call_command
 
 from attachments.models import Attachment, DeadLetter, TransitionLog
-from tests.support import client_for, jpeg_bytes, run_pipeline, upload
+from tests.support import client_for, jpeg_bytes, make_staff, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +27,7 @@ def two_tenants(alice, mallory):
 
 @pytest.fixture
 def acme_mod(alice):
-    call_command("createuser", "acme-mod", "--tenant", "acme", "--moderator", "--password", "pw-acme-mod")
-    return get_user_model().objects.get(username="acme-mod")
+    return make_staff("acme-mod")
 
 
 def _scope(html: str) -> str:

@@ -7,7 +7,6 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import ApiToken, Attachment, Lifecycle, RefHold
@@ -19,22 +18,20 @@ CHANGELIST = "/admin/attachments/attachment/"
 USERS = "/admin/auth/user/"
 
 
-def _staff(name: str, *extra: str):
-    call_command("createuser", name, "--tenant", "acme", "--moderator", "--password", f"pw-{name}", *extra)
-    user = get_user_model().objects.get(username=name)
+def _may_manage_users(user):
     # Both may manage users here, so only the platform check stands between them and erasure.
     user.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "change_user"]))
     return get_user_model().objects.get(pk=user.pk)
 
 
 @pytest.fixture
-def acme_mod():
-    return _staff("acme-mod")
+def acme_mod(acme_mod):
+    return _may_manage_users(acme_mod)
 
 
 @pytest.fixture
-def platform_mod():
-    return _staff("ops-mod", "--platform")
+def platform_mod(platform_mod):
+    return _may_manage_users(platform_mod)
 
 
 @pytest.fixture

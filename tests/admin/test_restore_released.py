@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, TransitionLog
@@ -25,12 +23,6 @@ def _released(owner, filename: str, ref: str = "ad:42") -> str:
     assert client.post("/api/v1/attachments/commit", {"ids": [pk], "ref": ref}, format="json").status_code == 200
     assert client.post("/api/v1/attachments/release", {"ids": [pk]}, format="json").status_code == 200
     return pk
-
-
-@pytest.fixture
-def acme_mod():
-    call_command("createuser", "acme-mod", "--tenant", "acme", "--moderator", "--password", "pw-acme-mod")
-    return get_user_model().objects.get(username="acme-mod")
 
 
 def _restore(client, pk: str):

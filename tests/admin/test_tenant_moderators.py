@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 
 from attachments.models import Attachment, DeadLetter, Status
-from tests.support import client_for, jpeg_bytes, run_pipeline, upload
+from tests.support import client_for, jpeg_bytes, make_staff, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/attachments/attachment/"
-
-
-def _staff(name: str, *extra: str):
-    """A staff member made the documented way, with a known password."""
-    call_command("createuser", name, "--tenant", "acme", "--moderator", "--password", f"pw-{name}", *extra)
-    return get_user_model().objects.get(username=name)
 
 
 @pytest.fixture
@@ -34,16 +27,6 @@ def files(make_user):
             kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error=f"{prefix}-letter-error"
         ).pk
     return made
-
-
-@pytest.fixture
-def acme_mod():
-    return _staff("acme-mod")
-
-
-@pytest.fixture
-def platform_mod():
-    return _staff("ops-mod", "--platform")
 
 
 def test_the_changelist_shows_only_the_moderators_tenant(acme_mod, platform_mod, files, browser_for):
@@ -120,7 +103,7 @@ def test_platform_controls_are_for_platform_staff(acme_mod, platform_mod, browse
 def test_staff_with_no_tenant_and_no_platform_flag_see_nothing(make_user, files, browser_for):
     from attachments.models import Membership
 
-    user = _staff("drifter")
+    user = make_staff("drifter")
     Membership.objects.filter(user=user).delete()
     user = get_user_model().objects.get(pk=user.pk)
     client = browser_for(user)

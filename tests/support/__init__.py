@@ -22,6 +22,15 @@ def client_for(user=None):
 # --- sample files, built small and real ---------------------------------------
 
 
+def make_staff(name: str, *extra: str):
+    """A moderator of tenant acme made the documented way (`manage.py createuser`), password `pw-<name>`."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("createuser", name, "--tenant", "acme", "--moderator", "--password", f"pw-{name}", *extra)
+    return get_user_model().objects.get(username=name)
+
+
 def jpeg_bytes(size=(64, 48), color=(200, 30, 30), exif=None) -> bytes:
     from PIL import Image
 
