@@ -29,9 +29,7 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -41,9 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import loadgen  # noqa: E402
-from bench.api import Database  # noqa: E402
+from bench.api import Database, prepare  # noqa: E402
 from bench.common import (  # noqa: E402
-    REPO,
     Gunicorn,
     ServerProcess,
     createuser,
@@ -208,13 +205,7 @@ def bench_ratio(
     if variants:
         runs = max(runs, 8)
     env = service_env(tmp, db, redis=redis, settings="bench.settings")
-    setup = subprocess.run(
-        [sys.executable, "bench/api_setup.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-    )
-    if setup.returncode != 0:
-        raise RuntimeError(f"api_setup failed: {setup.stderr[-2000:]}")
-    facts = json.loads(setup.stdout.strip().splitlines()[-1])
-    env["BENCH_TENANT_ID"] = str(facts["tenant_id"])
+    facts = prepare(env)
     sides: dict[str, ServerProcess] = {
         "gunicorn": Gunicorn(env, tmp),
         "serve": serve(env, tmp, "--no-worker", "--no-scheduler"),
