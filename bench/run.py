@@ -71,7 +71,8 @@ GOALS: list[tuple[str, str, object]] = [
     ("pipeline_vs_bare_parallel_ratio_redis", "(info: rundramatiq -p 2, PostgreSQL + Redis)", None),
     ("pipeline_overhead_ratio_redis", "(info)", None),
     ("thumbnail_vs_pillow_plain_ratio", ">= 1.0", lambda v: v >= 1.0),
-    ("thumbnail_vs_pyvips_ratio", ">= 1.0", lambda v: v >= 1.0),
+    # >= 1.0 until the per-spare pre-warm went (#33 item 1: under 15 % on a user's figure); 0.90 without it.
+    ("thumbnail_vs_pyvips_ratio", ">= 0.85", lambda v: v >= 0.85),
     ("thumbnail_inprocess_vs_pillow_plain_ratio", "(info)", None),
     ("thumbnail_inprocess_vs_pyvips_ratio", "(info)", None),
     ("heic_thumbnail_vs_bare_ratio", "<= 1.3", lambda v: v <= 1.3),
