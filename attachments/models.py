@@ -75,6 +75,39 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user})"
 
 
+class ClientToken(models.Model):
+    """A short-lived token a host mints for one of its people's devices (attachments/services/client_tokens.py).
+
+    It acts as the minting account, confined to one subject and to what the host
+    granted: profiles, a ref to commit to, and a budget of files and bytes that
+    `files_used`/`bytes_used` count (moved by conditional UPDATEs, so concurrent
+    intents cannot pass it). Kept only as its SHA-256, like an ApiToken.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    digest = models.CharField(max_length=64)  # unique: clienttoken_digest_unique
+    prefix = models.CharField(max_length=12)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="client_tokens", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="client_tokens")
+    subject = models.CharField(max_length=128)
+    profiles = models.JSONField(default=list, blank=True)  # empty: every profile
+    ref = models.CharField(max_length=200, null=True, blank=True)  # the one ref it may commit to, if any
+    max_files = models.PositiveIntegerField(null=True, blank=True)
+    max_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    files_used = models.PositiveIntegerField(default=0)
+    bytes_used = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["digest"], name="clienttoken_digest_unique")]
+        indexes = [models.Index(fields=["tenant", "subject"], name="clienttoken_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.tenant_id}:{self.subject})"
+
+
 class Status(models.TextChoices):
     PENDING = "pending"
     PROCESSING = "processing"
@@ -99,6 +132,7 @@ _ENDS_LEASE = ("lease_token", "lease_expires_at", "step")
 _ENDS_LEASE_WITH_REASON = ("reason_code", "reason_message", *_ENDS_LEASE)
 # What the attachment resource shows (api/serializers.py): every narrow read that answers with it loads these.
 _RESOURCE_FIELDS = (
+    "subject",
     "profile",
     "status",
     "filename",
@@ -224,6 +258,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments", db_index=False
     )
+    # The host's id for the person the file is for (attachments/subjects.py); the owner's username by default.
+    subject = models.CharField(max_length=128, default="")
     profile = models.CharField(max_length=32)
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
 
@@ -298,6 +334,13 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="att_owner_created"),
+            # A subject's files (its list, slot, discard-all, erasure) and its outstanding intents.
+            models.Index(fields=["tenant", "subject", "-created_at"], name="att_tenant_subject"),
+            models.Index(
+                fields=["tenant", "subject", "expires_at"],
+                name="att_pending_subject",
+                condition=Q(status="pending", lifecycle="staged", uploaded_at__isnull=True),
+            ),
             models.Index(fields=["tenant", "status"], name="att_tenant_status"),
             # The sweeper's selection: staged/discarded/released rows by expiry.
             models.Index(
@@ -561,6 +604,7 @@ class Tombstone(models.Model):
     tenant_id = models.BigIntegerField()
     tenant_slug = models.CharField(max_length=63)
     owner_id = models.BigIntegerField(null=True, blank=True)
+    subject = models.CharField(max_length=128, blank=True, default="")
     profile = models.CharField(max_length=32)
     storage_key = models.CharField(max_length=512)
     sha256 = models.CharField(max_length=64, blank=True, default="")

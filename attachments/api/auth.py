@@ -11,6 +11,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
 from ..services.tokens import api_token_find
+from ..subjects import SUBJECT_META_KEY, act_for, parse_subject
 
 WRONG_SCHEME_MESSAGE = "API tokens use `Authorization: Token <key>`; the Bearer scheme is not accepted."
 
@@ -22,7 +23,12 @@ class ApiTokenAuthentication(TokenAuthentication):
         if get_authorization_header(request).split(b" ", 1)[0].lower() == b"bearer":
             request.airlock_wrong_scheme = True
             return None
-        return super().authenticate(request)
+        found = super().authenticate(request)
+        if found is not None:
+            # A service token acts for one of the host's people with `Airlock-Subject`.
+            header = request.META.get(SUBJECT_META_KEY)
+            act_for(found[0], subject=None if header is None else parse_subject(header, field="Airlock-Subject"))
+        return found
 
     def authenticate_credentials(self, key):
         token = api_token_find(key)

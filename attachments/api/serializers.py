@@ -260,6 +260,10 @@ class AttachmentOutputSerializer(SharedSerializer):
     # Renders an AttachmentResource: the attachment resource of docs/api.md.
 
     id = serializers.UUIDField(source="attachment.pk")
+    subject = serializers.CharField(
+        source="attachment.subject",
+        help_text="The host's id for the person the file is for (`Airlock-Subject`), or the owner's username.",
+    )
     profile = serializers.CharField(source="attachment.profile")
     status = serializers.ChoiceField(choices=Status.choices)
     reason = ReasonOutputSerializer(allow_null=True, help_text="Null unless rejected or failed.")

@@ -93,6 +93,7 @@ class UploadIntentApi(APIView):
     class OutputSerializer(SharedSerializer):
         id = serializers.UUIDField(source="attachment.pk")
         status = serializers.ChoiceField(choices=[Status.PENDING], source="attachment.status")
+        subject = serializers.CharField(source="attachment.subject", help_text="Whom the file is for.")
         profile = serializers.CharField(source="attachment.profile")
         expires_at = UtcDateTimeField(source="attachment.expires_at")
         upload = UploadInstructionSerializer()

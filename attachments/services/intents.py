@@ -18,6 +18,7 @@ from ..naming import clean_filename, original_key
 from ..profiles import Profile, get_profile
 from ..signing import upload_token
 from ..storage import get_gateway
+from ..subjects import subject_of
 from ..storage.base import UploadInstruction
 from ..tenancy import tenant_of
 from .audit import INTENT, audit_entry
@@ -65,6 +66,7 @@ def create_pending_row(
         id=attachment_id,
         tenant=tenant,
         owner=user,
+        subject=subject_of(user),
         profile=profile.name,
         filename=clean_filename(filename),
         declared_size=size,
@@ -81,6 +83,7 @@ def create_pending_row(
         actor=user_actor(user),
         details={
             "profile": profile.name,
+            "subject": attachment.subject,
             "declared_size": size,
             "declared_type": content_type[:127],
             "declared_sha256": sha256,

@@ -19,6 +19,7 @@ def test_resource_shape(alice, api):
     body = client.get(f"/api/v1/attachments/{attachment_id}").json()
     assert set(body) == {
         "id",
+        "subject",
         "profile",
         "status",
         "reason",
@@ -38,6 +39,7 @@ def test_resource_shape(alice, api):
         "links",
     }
     assert body["status"] == "ready" and body["content_type"] == "image/jpeg"
+    assert body["subject"] == alice.get_username()  # a human account's files are its own subject's
     assert re.fullmatch(r"[0-9a-f]{64}", body["sha256"])
     assert body["metadata"] == {"width": 320, "height": 240, "page_count": None}
     assert (
