@@ -18,8 +18,8 @@ from ..naming import clean_filename, original_key
 from ..profiles import Profile, get_profile
 from ..signing import upload_token
 from ..storage import get_gateway
-from ..subjects import subject_of
 from ..storage.base import UploadInstruction
+from ..subjects import subject_of
 from ..tenancy import tenant_of
 from .audit import INTENT, audit_entry
 from .backlog import refuse_when_behind
