@@ -195,6 +195,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         return self.select_related("tenant").only(
             "tenant__slug",
             "owner",
+            "subject",
             "profile",
             "lease_token",
             "step",
@@ -231,10 +232,15 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "id", "tenant_id", "owner_id", *_RESOURCE_FIELDS, "served_key", "content_key", "storage_key", *also
         )
 
-    def outstanding_uploads(self, *, owner, now) -> AttachmentQuerySet:
-        """The owner's intents whose bytes never came and that have not expired (index att_pending_owner)."""
+    def outstanding_uploads(self, *, tenant_id: int, subject: str, now) -> AttachmentQuerySet:
+        """A subject's intents whose bytes never came and that have not expired (index att_pending_subject)."""
         return self.filter(
-            owner=owner, status=Status.PENDING, lifecycle=Lifecycle.STAGED, uploaded_at__isnull=True, expires_at__gt=now
+            tenant_id=tenant_id,
+            subject=subject,
+            status=Status.PENDING,
+            lifecycle=Lifecycle.STAGED,
+            uploaded_at__isnull=True,
+            expires_at__gt=now,
         )
 
 
@@ -334,7 +340,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="att_owner_created"),
-            # A subject's files (its list, slot, discard-all, erasure) and its outstanding intents.
+            # A subject's files (its list, slot, discard-all, erasure), and its outstanding
+            # intents (the pending cap probed on every intent: never its whole history).
             models.Index(fields=["tenant", "subject", "-created_at"], name="att_tenant_subject"),
             models.Index(
                 fields=["tenant", "subject", "expires_at"],
@@ -349,13 +356,6 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
                 condition=Q(lifecycle__in=["staged", "discarded", "released"]),
             ),
             models.Index(fields=["status", "lease_expires_at"], name="att_status_lease"),
-            # The pending-upload cap, probed on every intent: only this user's
-            # outstanding intents, never their whole history nor every staged row.
-            models.Index(
-                fields=["owner", "expires_at"],
-                name="att_pending_owner",
-                condition=Q(status="pending", lifecycle="staged", uploaded_at__isnull=True),
-            ),
             # The purge of soft-deleted rows after the audit window.
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
             # The background rescan's walk: ready files, newest first, from its checkpoint.

@@ -15,6 +15,7 @@ from django.utils import timezone
 from .errors import NotFound, SignatureInvalid
 from .models import Attachment, Derivative, Lifecycle, RefHold, Status
 from .signing import delivery_check
+from .subjects import confined_subject, may_act_on, owned_q
 from .tenancy import tenant_of
 
 OWNER_READABLE = (Status.PENDING, Status.PROCESSING, Status.READY)
@@ -47,8 +48,10 @@ def attachment_visible(*, user, attachment_id: object) -> Attachment:
         raise NotFound() from None
     if attachment.tenant_id != tenant.pk or attachment.lifecycle == Lifecycle.DELETED:
         raise NotFound()
-    if attachment.owner_id == user.pk:
+    if may_act_on(user, attachment):
         return attachment
+    if confined_subject(user) is not None:
+        raise NotFound()  # a request for one subject sees that subject's files, nobody else's
     if _servable_to_tenant(attachment, timezone.now()):
         return attachment
     raise NotFound()
@@ -66,7 +69,7 @@ def _servable_to_tenant(attachment: Attachment, now: datetime) -> bool:
 
 def attachment_owned(*, user, attachment_id: object) -> Attachment:
     attachment = (
-        Attachment.objects.filter(pk=_parse(attachment_id), owner=user).exclude(lifecycle=Lifecycle.DELETED).first()
+        Attachment.objects.filter(owned_q(user), pk=_parse(attachment_id)).exclude(lifecycle=Lifecycle.DELETED).first()
     )
     if attachment is None:
         raise NotFound()
@@ -81,9 +84,11 @@ def can_read_file(*, user, attachment: Attachment, now: datetime | None = None) 
     membership = getattr(user, "membership", None)
     if membership is None or membership.tenant_id != attachment.tenant_id:
         return False
+    if confined_subject(user) is not None and not may_act_on(user, attachment):
+        return False
     if attachment.status == Status.READY:
         return True
-    return attachment.owner_id == user.pk and attachment.status in OWNER_READABLE
+    return may_act_on(user, attachment) and attachment.status in OWNER_READABLE
 
 
 def attachment_for_download(*, user, attachment_id: object) -> Attachment:
@@ -155,8 +160,8 @@ def attachments_of_owner(
     before: tuple[datetime, uuid.UUID] | None = None,
     ids: Collection[uuid.UUID] | None = None,
 ) -> QuerySet[Attachment]:
-    """The owner's attachments, newest first; `before` continues after a (created_at, id) cursor."""
-    qs = Attachment.objects.for_resource().filter(owner=user).exclude(lifecycle=Lifecycle.DELETED)
+    """The owner's attachments (its subject's when confined), newest first; `before` continues after a cursor."""
+    qs = Attachment.objects.for_resource().filter(owned_q(user)).exclude(lifecycle=Lifecycle.DELETED)
     if ids is not None:
         qs = qs.filter(pk__in=ids)
     if status:

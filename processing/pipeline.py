@@ -226,7 +226,7 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
     outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
         # A committed avatar that just became ready takes its owner's slot.
-        single_slot_settle(owner_id=attachment.owner_id, profile_name=attachment.profile)
+        single_slot_settle(owner_id=attachment.owner_id, subject=attachment.subject, profile_name=attachment.profile)
         if attachment.uploaded_at is not None:
             TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)

@@ -53,6 +53,7 @@ class Migration(migrations.Migration):
             name='subject',
             field=models.CharField(blank=True, default='', max_length=128),
         ),
+        migrations.RemoveIndex(model_name='attachment', name='att_pending_owner'),
         migrations.RunPython(owners_are_subjects, migrations.RunPython.noop, elidable=True),
         migrations.AddIndex(
             model_name='attachment',

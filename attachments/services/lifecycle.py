@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status, TransitionLog
+from ..subjects import owned_q
 from .audit import heartbeat_entries
 from .holds import not_held_q, refuse_held
 from .ids import parse_ids
@@ -56,7 +57,7 @@ def attachments_heartbeat(
         rows = {
             a.pk: a
             for a in Attachment.objects.select_for_update()
-            .filter(pk__in=parsed, owner=user)
+            .filter(owned_q(user), pk__in=parsed)
             .order_by("pk")
             .only("pk", "lifecycle", "expires_at", "created_at")
         }
@@ -104,7 +105,7 @@ def attachment_discard(
     with transaction.atomic():
         attachment = (
             Attachment.objects.select_for_update()
-            .filter(pk__in=parsed, owner=user)
+            .filter(owned_q(user), pk__in=parsed)
             .exclude(lifecycle=Lifecycle.DELETED)
             .first()
         )
@@ -137,11 +138,11 @@ def discard_locked(attachment: Attachment, *, now: datetime, actor: str) -> None
 
 
 def attachments_discard_all(*, user: AbstractBaseUser, now: datetime | None = None) -> int:
-    """Discard every staged attachment of the user (also what logging out does)."""
+    """Discard every staged attachment of the user, or of its subject when confined (what logging out does)."""
     now = now or timezone.now()
     with transaction.atomic():
         # A held draft stays (logging out is no reason to override a hold).
-        staged = Attachment.objects.filter(not_held_q(), owner=user, lifecycle=Lifecycle.STAGED)
+        staged = Attachment.objects.filter(not_held_q(), owned_q(user), lifecycle=Lifecycle.STAGED)
         abort_after_commit(
             list(staged.filter(multipart_upload_id__isnull=False).values_list("storage_key", "multipart_upload_id"))
         )
@@ -218,7 +219,7 @@ def attachments_commit(
         wanted = Q(pk__in=parsed)
         if replace:  # the ref's current set, locked with the new one in the same primary-key order
             wanted |= Q(ref=ref, lifecycle=Lifecycle.COMMITTED)
-        locked = {a.pk: a for a in Attachment.objects.select_for_update().filter(wanted, owner=owner).order_by("pk")}
+        locked = {a.pk: a for a in Attachment.objects.select_for_update().filter(wanted, owned_q(owner)).order_by("pk")}
         requested = set(parsed)
         rows = {pk: a for pk, a in locked.items() if pk in requested}
         for attachment_id in parsed:
@@ -253,8 +254,10 @@ def attachments_commit(
             )
         # Committing a ready avatar is the user's "use this one": the old one goes in
         # the same transaction, so a commit that fails (or loses to the sweeper) never touches it.
-        for profile in {rows[pk].profile for pk in to_commit if rows[pk].status == Status.READY}:
-            single_slot_settle(owner_id=owner.pk, profile_name=profile, now=now, actor=actor)
+        for subject, profile in {
+            (rows[pk].subject, rows[pk].profile) for pk in to_commit if rows[pk].status == Status.READY
+        }:
+            single_slot_settle(owner_id=owner.pk, subject=subject, profile_name=profile, now=now, actor=actor)
     return [str(pk) for pk in dict.fromkeys(parsed)]
 
 

@@ -1,7 +1,12 @@
-"""Per-user limits on intents: a rate per minute and a cap on outstanding uploads."""
+"""Per-subject limits on intents: a rate per minute and a cap on outstanding uploads.
+
+Per subject (the host's person, attachments/subjects.py), not per token: one
+host's busy evening is many people's, each with their own allowance.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 from django.conf import settings
@@ -9,20 +14,26 @@ from django.core.cache import cache
 
 from ..errors import RateLimited
 from ..models import Attachment
+from ..subjects import subject_of
+from ..tenancy import tenant_of
 
 
 def pending_at_limit(*, user, now: datetime, limit: int) -> bool:
-    """Whether the user already has `limit` outstanding uploads (`Attachment.objects.outstanding_uploads`)."""
+    """Whether the request's subject already has `limit` outstanding uploads (`outstanding_uploads`)."""
     if limit <= 0:
         return True
     # "Is there a limit-th row?" rather than COUNT(*): the database stops at the
     # limit, so a huge backlog costs no more than one at the cap.
-    return Attachment.objects.outstanding_uploads(owner=user, now=now)[limit - 1 : limit].exists()
+    return Attachment.objects.outstanding_uploads(tenant_id=tenant_of(user).pk, subject=subject_of(user), now=now)[
+        limit - 1 : limit
+    ].exists()
 
 
 def check_intent_rate(*, user, now: datetime) -> None:
     window = int(now.timestamp() // 60)
-    key = f"airlock:intents:{user.pk}:{window}"
+    # The subject id is the host's text: hashed, so any id makes a valid cache key.
+    subject = hashlib.sha256(subject_of(user).encode()).hexdigest()[:32]
+    key = f"airlock:intents:{tenant_of(user).pk}:{subject}:{window}"
     # add() then incr() is atomic on Redis and on the local-memory cache.
     cache.add(key, 0, timeout=120)
     try:

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from ..errors import AttachmentInvalid, NotFound, NotRestorable, ValidationFailed
 from ..models import Attachment, Lifecycle
+from ..subjects import confined_subject, owned_q
 from .holds import refuse_held
 from .lifecycle import discard_locked, parse_ids
 from .removal import release_locked
@@ -40,10 +41,11 @@ def is_moderator(user: AbstractBaseUser) -> bool:
 def actionable_q(user: AbstractBaseUser) -> Q:
     """The files `user` may release, delete or restore: their own, or their tenant's for a moderator."""
     membership = getattr(user, "membership", None)
+    subject = confined_subject(user)
     if membership is not None and is_moderator(user):
-        return Q(tenant_id=membership.tenant_id)
+        return Q(tenant_id=membership.tenant_id) & (Q() if subject is None else Q(subject=subject))
     # An owner is always in their own tenant; the tenant check keeps a moved user to theirs.
-    return Q(owner_id=user.pk) if membership is None else Q(owner_id=user.pk, tenant_id=membership.tenant_id)
+    return owned_q(user) if membership is None else owned_q(user) & Q(tenant_id=membership.tenant_id)
 
 
 def _locked(query: Q) -> list[Attachment]:
@@ -51,7 +53,7 @@ def _locked(query: Q) -> list[Attachment]:
         Attachment.objects.select_for_update()
         .filter(query)
         .order_by("pk")
-        .only("pk", "tenant_id", "owner_id", "lifecycle", "ref", "expires_at")
+        .only("pk", "tenant_id", "owner_id", "subject", "lifecycle", "ref", "expires_at")
     )
 
 

@@ -41,9 +41,12 @@ def lock_owner(owner_id: int) -> None:
 
 
 def single_slot_settle(
-    *, owner_id: int, profile_name: str, now: datetime | None = None, actor: str = "system:pipeline"
+    *, owner_id: int, subject: str, profile_name: str, now: datetime | None = None, actor: str = "system:pipeline"
 ) -> list[uuid.UUID]:
-    """Discard the owner's ready files the slot's winner replaces; return their ids.
+    """Discard the subject's ready files the slot's winner replaces; return their ids.
+
+    The slot is the subject's (the host's person), not the token's: one service
+    token committing avatars for two of its people keeps both.
 
     Call it inside the transaction that committed a file (after lock_owner) or
     once a file became ready. The profile is checked first: most profiles are
@@ -56,7 +59,7 @@ def single_slot_settle(
         lock_owner(owner_id)
         rows = list(
             Attachment.objects.select_for_update()
-            .filter(owner_id=owner_id, profile=profile_name, status=Status.READY, lifecycle__in=_LIVE)
+            .filter(owner_id=owner_id, subject=subject, profile=profile_name, status=Status.READY, lifecycle__in=_LIVE)
             .order_by("pk")
             .only("pk", "lifecycle", "created_at", "committed_at")
         )

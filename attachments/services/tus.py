@@ -43,6 +43,7 @@ from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
 from ..storage import StorageError, get_gateway
 from ..storage.tus import LocalStaging, S3Staging, StagingBusy, StagingFence, s3_part_size, staging_for
+from ..subjects import owned_q
 from .connections import give_connection_back
 from .intents import upload_intent_create
 from .uploads import object_arrived, upload_seal
@@ -116,7 +117,7 @@ def tus_upload_of(*, user, attachment_id: object, now: datetime | None = None) -
         pk = uuid.UUID(str(attachment_id))
     except ValueError:
         raise NotFound() from None
-    upload = TusUpload.objects.select_related("attachment").filter(pk=pk, attachment__owner=user).first()
+    upload = TusUpload.objects.select_related("attachment").filter(owned_q(user, prefix="attachment__"), pk=pk).first()
     if upload is None or upload.state == State.TERMINATED:
         raise NotFound()
     attachment = upload.attachment

@@ -86,7 +86,12 @@ def test_an_upload_is_audited_from_intent_to_scan_with_its_facts_and_actors(alic
     assert story == ["intent", "arrived", "start", "scan", "finish"], story
     [intent] = _events(pk, "intent")
     assert intent.actor == "user:alice"
-    assert intent.details == {"profile": "image", "declared_size": len(data), "declared_type": "image/jpeg"}
+    assert intent.details == {
+        "profile": "image",
+        "subject": "alice",
+        "declared_size": len(data),
+        "declared_type": "image/jpeg",
+    }
     [arrived] = _events(pk, "arrived")
     assert arrived.actor == "worker"
     assert arrived.details == {"stored_size": len(data), "content_type": "image/jpeg"}  # no digest declared

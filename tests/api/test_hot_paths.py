@@ -119,6 +119,7 @@ def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
         Attachment.objects.create(
             tenant=tenant,
             owner=owner,
+            subject=owner.get_username(),
             profile="image",
             filename="a.jpg",
             declared_size=1,
@@ -139,7 +140,7 @@ def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
     assert pending_at_limit(user=alice, now=now, limit=2) is counts
     assert not pending_at_limit(user=alice, now=now, limit=3)
     assert pending_at_limit(user=alice, now=now, limit=0)
-    outstanding = Attachment.objects.outstanding_uploads(owner=alice, now=now)
+    outstanding = Attachment.objects.outstanding_uploads(tenant_id=alice.membership.tenant_id, subject="alice", now=now)
     assert list(outstanding.order_by("storage_key").values_list("storage_key", flat=True)) == [f"k/{alice.pk}/1"] + (
         [f"k/{alice.pk}/2"] if counts else []
     )

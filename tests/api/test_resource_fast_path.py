@@ -186,6 +186,7 @@ NOW = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
 def _row(**fields) -> Attachment:
     values = {
         "id": uuid.UUID("8c0e3d4e-0000-4000-8000-000000000001"),
+        "subject": "user-7",
         "profile": "image",
         "status": Status.READY,
         "filename": "cat.jpg",
@@ -252,6 +253,7 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
     monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0)  # one expiry step for the whole test
     assert AttachmentOutputSerializer.render(RESOURCES["ready, readable, thumbnail"]) == {
         "id": "8c0e3d4e-0000-4000-8000-000000000001",
+        "subject": "user-7",
         "profile": "image",
         "status": "ready",
         "reason": None,
