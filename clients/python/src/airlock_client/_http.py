@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from .errors import StorageError, TransportError, error_from_response, retry_after_seconds
+from .errors import AirlockError, StorageError, TransportError, error_from_response, retry_after_seconds
+from .redact import safe_url, scrub
 
 RETRY_STATUSES = frozenset({423, 429, 503})
 
@@ -23,8 +24,10 @@ class Sender:
         backoff: float,
         max_backoff: float,
         sleep: Callable[[float], None],
+        errors: Callable[[httpx.Response], AirlockError] = error_from_response,
     ) -> None:
         self.http = http
+        self.errors = errors  # the typed error for an answer outside `ok`
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -62,7 +65,7 @@ class Sender:
                 response = self.http.request(method, url, content=body, **kwargs)
             except httpx.TransportError as exc:
                 if not reconnect or attempt >= self.max_retries:
-                    raise TransportError(f"{method} {url}: {exc!r}") from exc
+                    raise TransportError(f"{method} {safe_url(url)}: {scrub(exc)!r}") from exc
                 self.sleep(self.delay(attempt, None))
                 attempt += 1
                 continue
@@ -72,18 +75,16 @@ class Sender:
                 self.sleep(self.delay(attempt, retry_after_seconds(response)))
                 attempt += 1
                 continue
-            raise error_from_response(response)
+            raise self.errors(response)
 
 
-def raise_for_storage(response: httpx.Response) -> None:
-    """Raise a StorageError for a refused presigned request (S3 answers XML, not Airlock's JSON)."""
-    if response.status_code < 400:
-        return
+def storage_error_from_response(response: httpx.Response) -> AirlockError:
+    """The error for a refused signed or presigned request: Airlock's own (JSON) or the bucket's (XML)."""
     if response.headers.get("content-type", "").startswith("application/json"):
-        raise error_from_response(response)
+        return error_from_response(response)
     text = response.text
     code = _xml_tag(text, "Code") or f"HTTP_{response.status_code}"
-    raise StorageError(
+    return StorageError(
         _xml_tag(text, "Message") or text[:200],
         code=code,
         status=response.status_code,

@@ -12,8 +12,9 @@ from typing import Any, BinaryIO, Literal
 
 import httpx
 
-from ._http import Sender
+from ._http import Sender, storage_error_from_response
 from .errors import DownloadMismatch, NotFound, TransportError, WaitTimeout, error_from_response
+from .redact import redact_httpx_logs, safe_url, scrub
 from .sources import Source
 from .types import TERMINAL, Attachment, Commit, Heartbeat, ProgressCallback, Usage
 from .uploads import TUS, Progress, Uploader, is_local_plan
@@ -52,6 +53,7 @@ class Client:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        redact_httpx_logs()  # httpx logs each request's URL: signed ones carry their credential
         self.tus_threshold = tus_threshold
         self._backend: Literal["local", "s3"] | None = None  # learnt from the first intent
         self._http = httpx.Client(
@@ -63,7 +65,12 @@ class Client:
         self._bare = httpx.Client(timeout=timeout, transport=transport)
         self._api = Sender(self._http, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep)
         self._storage = Sender(
-            self._bare, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep
+            self._bare,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            sleep=sleep,
+            errors=storage_error_from_response,
         )
         self._uploader = Uploader(self._api, self._storage, self.base_url, tus_chunk_size)
 
@@ -284,7 +291,7 @@ class Client:
                             on_progress(have, total)
                 return total if total >= 0 else have
         except httpx.TransportError as exc:
-            raise TransportError(f"GET {url}: {exc!r}") from exc
+            raise TransportError(f"GET {safe_url(url)}: {scrub(exc)!r}") from exc
 
     # --- lifecycle -----------------------------------------------------------------------
 
