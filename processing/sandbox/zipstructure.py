@@ -93,22 +93,28 @@ def _read(fh: IO[bytes], offset: int, n: int) -> bytes:
 
 
 def _find_end_record(fh: IO[bytes], size: int) -> tuple[int, tuple[int, ...]]:
-    """The end record whose comment reaches exactly the end of the file."""
+    """The one end record whose comment reaches exactly the end of the file."""
     start = max(0, size - EOCD_SIZE - MAX_COMMENT)
     tail = _read(fh, start, size - start)
-    pos = tail.rfind(EOCD)
+    found: list[tuple[int, tuple[int, ...]]] = []
     seen = False
-    while pos != -1:
+    pos = tail.rfind(EOCD)
+    while pos != -1:  # at most one candidate per 4 bytes of the 64 KiB tail
         if pos + EOCD_SIZE <= len(tail):
             seen = True
             record = _EOCD.unpack_from(tail, pos)
             if pos + EOCD_SIZE + record[7] == len(tail):
-                comment = tail[pos + EOCD_SIZE :]
-                for sig in (EOCD, ZIP64_LOCATOR, ZIP64_EOCD):
-                    if sig in comment:
-                        raise _uninspectable("the ZIP comment holds another end-record signature")
-                return start + pos, record
+                found.append((pos, record))
         pos = tail.rfind(EOCD, 0, pos)
+    if len(found) > 1:
+        raise _uninspectable("more than one end record reaches the end of the file (one inside the other's comment)")
+    if found:
+        pos, record = found[0]
+        comment = tail[pos + EOCD_SIZE :]
+        for sig in (EOCD, ZIP64_LOCATOR, ZIP64_EOCD):
+            if sig in comment:
+                raise _uninspectable("the ZIP comment holds another end-record signature")
+        return start + pos, record
     if seen:
         raise _uninspectable("bytes follow the end record beyond the comment it declares")
     raise _corrupt("not a readable zip: no end of central directory record")
