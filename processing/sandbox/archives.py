@@ -141,9 +141,7 @@ def _inflate(fh: IO[bytes], entry: Entry, st: _Stats, scan: MemberScan | None) -
         produced += len(chunk)
         crc = zlib.crc32(chunk, crc)
         if produced > entry.file_size:
-            raise _limit(
-                f"entry {short_repr(entry.name)} inflates past its declared size of {entry.file_size} bytes"
-            )
+            raise _limit(f"entry {short_repr(entry.name)} inflates past its declared size of {entry.file_size} bytes")
         if keep is None:
             keep = bytearray() if scan is not None or chunk[:4] in ZIP_MAGICS else False
             if keep is not False and st.held + entry.file_size > NESTED_MAX_BYTES:

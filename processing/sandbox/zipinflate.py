@@ -18,10 +18,10 @@ before it; LZMA may lack an end marker, so there the check is per SMALL_INPUT bl
 from __future__ import annotations
 
 import bz2
-import zipfile
 import zlib
 from collections.abc import Iterator
 from typing import IO
+from zipfile import LZMADecompressor  # type: ignore[attr-defined]  # untyped: the ZIP framing of LZMA
 
 import inflate64
 
@@ -119,7 +119,7 @@ def _deflate64(fh: IO[bytes], entry: Entry) -> Iterator[bytes]:
 
 
 def _lzma(fh: IO[bytes], entry: Entry) -> Iterator[bytes]:
-    d = zipfile.LZMADecompressor()  # the ZIP framing (version, properties) around a raw LZMA1 stream
+    d = LZMADecompressor()  # zipfile's: the ZIP framing (version, properties) around a raw LZMA1 stream
     for block in _raw(fh, entry):
         for at in range(0, len(block), SMALL_INPUT):
             if d.eof:  # an end marker before the compressed size runs out

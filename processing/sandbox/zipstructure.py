@@ -195,7 +195,7 @@ def read_directory(fh: IO[bytes], size: int, max_entries: int) -> Directory:
         )
     if total > max_entries:
         raise Rejected("archive_limit", f"{total} entries > {max_entries}")
-    entries = []
+    entries: list[Entry] = []
     at = cd_offset
     for _ in range(total):
         raw = _read(fh, at, _CENTRAL.size)
@@ -210,9 +210,10 @@ def read_directory(fh: IO[bytes], size: int, max_entries: int) -> Directory:
         name = _name(variable[:n], flags)
         wanted = [usize == U32, csize == U32, offset == U32, disk_start == U16]
         if any(wanted):
-            wide = _zip64_values(variable[n : n + m], wanted, f"entry {short_repr(name)}")
+            from64 = _zip64_values(variable[n : n + m], wanted, f"entry {short_repr(name)}")
             usize, csize, offset, disk_start = (
-                old if new is None else new for new, old in zip(wide, (usize, csize, offset, disk_start), strict=True)
+                short if value is None else value
+                for value, short in zip(from64, (usize, csize, offset, disk_start), strict=True)
             )
         if disk_start != 0:
             raise _corrupt("a spanned (multi-disk) archive")
@@ -299,7 +300,8 @@ def check_entries(fh: IO[bytes], size: int, directory: Directory) -> list[Entry]
             raise _corrupt("entry data runs past the end of the archive")
         if method != entry.method:
             raise _uninspectable(
-                f"{what}: its local header says compression method {method}, its central directory record {entry.method}"
+                f"{what}: its local header says compression method {method},"
+                f" its central directory record {entry.method}"
             )
         if flags != entry.flags:
             raise _uninspectable(

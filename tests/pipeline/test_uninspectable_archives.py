@@ -21,7 +21,9 @@ def _imploded_zip() -> bytes:
 
 
 def _upload(api, alice):
-    return upload(api(alice), _imploded_zip(), filename="implode.zip", profile="archive", content_type="application/zip")
+    return upload(
+        api(alice), _imploded_zip(), filename="implode.zip", profile="archive", content_type="application/zip"
+    )
 
 
 def test_rejected_by_default(alice, api):

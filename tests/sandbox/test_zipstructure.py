@@ -43,7 +43,9 @@ def two() -> list[dict]:
 
 def test_a_hand_built_zip_passes(tmp_path: Path) -> None:
     assert verdict(hand_zip(two()), tmp_path) == "ready"
-    assert verdict(hand_zip([member("s.txt", README, method=0), member("d.txt", README, method=9)]), tmp_path) == "ready"
+    assert (
+        verdict(hand_zip([member("s.txt", README, method=0), member("d.txt", README, method=9)]), tmp_path) == "ready"
+    )
 
 
 # Rule 1: the local header agrees with its directory record.
@@ -223,7 +225,9 @@ def test_deflate64_members_are_bounded_like_any_other(tmp_path: Path) -> None:
     assert verdict(bomb, tmp_path).startswith("rejected:archive_limit: expansion ratio")
     m = member("zeros", bytes(4 << 20), method=9)
     lie = hand_zip([m | {"size": 1000}])
-    assert verdict(lie, tmp_path) == "rejected:archive_limit: entry 'zeros' inflates past its declared size of 1000 bytes"
+    assert (
+        verdict(lie, tmp_path) == "rejected:archive_limit: entry 'zeros' inflates past its declared size of 1000 bytes"
+    )
     many = hand_zip([member(f"f{i}", b"x", method=9) for i in range(11)])
     assert verdict(many, tmp_path, Bounds(zip_max_entries=10)).startswith("rejected:archive_limit: 11 entries > 10")
     wide = hand_zip([member("a", README * 50, method=9)])
