@@ -363,7 +363,7 @@ AIRLOCK_ZIP_MAX_ENTRIES = env_int("AIRLOCK_ZIP_MAX_ENTRIES", 1000)
 AIRLOCK_ZIP_MAX_RATIO = env_float("AIRLOCK_ZIP_MAX_RATIO", 100.0)
 AIRLOCK_ZIP_MAX_TOTAL_BYTES = env_int("AIRLOCK_ZIP_MAX_TOTAL_BYTES", 1024 * MIB)
 AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3)
-# ZIP entries the sandbox cannot inflate (Deflate64, implode, encrypted) are rejected
+# ZIP entries the sandbox cannot inflate (implode, PPMd, encrypted) are rejected
 # (archive_uninspectable) unless this allows them, unscanned, on their declared sizes.
 AIRLOCK_ZIP_ALLOW_UNINSPECTABLE = env_bool("AIRLOCK_ZIP_ALLOW_UNINSPECTABLE", False)
 # Video and audio (the media profile), read from the headers before any frame is decoded.
