@@ -388,7 +388,8 @@ def readiness(*, timeout: float | None = None) -> Readiness:
 # --- one computation a second, one computing thread ---------------------------
 
 _computing = threading.Lock()  # held by the one thread running the checks
-_last: tuple[float, Readiness] | None = None  # (monotonic time computed, report)
+_last: tuple[float, Readiness] | None = None  # (_now() when computed, report)
+_now = time.monotonic  # the reuse window's clock (tests pass their own)
 
 
 def forget_readiness() -> None:
@@ -404,10 +405,10 @@ def current_readiness() -> Readiness:
     (younger than REUSE_SECONDS plus one check timeout), else wait for the new one.
     """
     last = _last
-    if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
+    if last is not None and _now() - last[0] < REUSE_SECONDS:
         return last[1]
     if not _computing.acquire(blocking=False):
-        if last is not None and time.monotonic() - last[0] < REUSE_SECONDS + timeout_seconds():
+        if last is not None and _now() - last[0] < REUSE_SECONDS + timeout_seconds():
             return last[1]
         _computing.acquire()  # none recent enough: wait for the thread computing it
     try:
@@ -420,9 +421,9 @@ def _compute_once() -> Readiness:
     """Under _computing: the answer another thread just computed, if fresh, else a new one."""
     global _last
     last = _last
-    if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
+    if last is not None and _now() - last[0] < REUSE_SECONDS:
         return last[1]
     CHECK_RUNS.inc()
     report = readiness()
-    _last = (time.monotonic(), report)
+    _last = (_now(), report)
     return report
