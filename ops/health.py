@@ -417,6 +417,11 @@ def current_readiness() -> Readiness:
         _computing.release()
 
 
+def warm_readiness() -> None:
+    """Compute the first answer in the background (a web process that just started)."""
+    threading.Thread(target=current_readiness, name="airlock-readyz-warm", daemon=True).start()
+
+
 def _compute_once() -> Readiness:
     """Under _computing: the answer another thread just computed, if fresh, else a new one."""
     global _last

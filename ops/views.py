@@ -36,7 +36,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     report = current_readiness()
     # Anyone may probe; which tenants are paused is for whoever may read /metrics by its token.
     expected = settings.AIRLOCK_METRICS_TOKEN
-    named = bool(expected) and _metrics_authorized(request, expected)
+    named = _metrics_authorized(request, expected) if expected else False
     return JsonResponse(report.as_dict(named=named), status=200 if report.ok else 503)
 
 
