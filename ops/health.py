@@ -29,8 +29,8 @@ still ready, HTTP 200, and every such reason is listed in the top-level
 Probes are cheap: `current_readiness()` computes at most once per
 REUSE_SECONDS per process, in one thread at a time (single flight): a caller
 that finds the last answer fresh gets it; one that finds it stale while another
-thread computes gets that last answer too, and waits only when there is none
-recent enough to give. Thirty load balancers polling cost one set of checks a
+thread computes gets that last answer too, and waits only before the process's
+first answer (web processes compute it as they start: `warm_readiness`). Thirty load balancers polling cost one set of checks a
 second, not thirty.
 """
 
@@ -401,16 +401,17 @@ def forget_readiness() -> None:
 def current_readiness() -> Readiness:
     """The readiness of this process, computed at most once per REUSE_SECONDS, by one thread at a time.
 
-    While one thread computes, the others answer the last report if it is recent
-    (younger than REUSE_SECONDS plus one check timeout), else wait for the new one.
+    While one thread computes, the others answer the last report at once (the
+    computing caller gets the new one, the next probes too); only before the first
+    report of the process do they wait for it.
     """
     last = _last
     if last is not None and _now() - last[0] < REUSE_SECONDS:
         return last[1]
     if not _computing.acquire(blocking=False):
-        if last is not None and _now() - last[0] < REUSE_SECONDS + timeout_seconds():
+        if last is not None:
             return last[1]
-        _computing.acquire()  # none recent enough: wait for the thread computing it
+        _computing.acquire()  # no report yet: wait for the thread computing the first
     try:
         return _compute_once()
     finally:

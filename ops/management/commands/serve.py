@@ -27,6 +27,8 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from ops.health import warm_readiness
+
 log = logging.getLogger("airlock.serve")
 
 
@@ -101,8 +103,6 @@ class Command(BaseCommand):
                 runtime.stop()
 
         def web_process_init(worker) -> None:
-            from ops.health import warm_readiness
-
             # A new process's first checks build its clients (S3's takes most of a second): done
             # now, not by the first probes, which would all wait for it.
             warm_readiness()
