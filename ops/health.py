@@ -30,8 +30,8 @@ Probes are cheap: `current_readiness()` computes at most once per
 REUSE_SECONDS per process, in one thread at a time (single flight): a caller
 that finds the last answer fresh gets it; one that finds it stale while another
 thread computes gets that last answer too, and waits only before the process's
-first answer (web processes compute it as they start: `warm_readiness`). Thirty load balancers polling cost one set of checks a
-second, not thirty.
+first answer (web processes compute it as they start: `warm_readiness`).
+Thirty load balancers polling cost one set of checks a second, not thirty.
 """
 
 from __future__ import annotations
