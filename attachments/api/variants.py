@@ -10,7 +10,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 
 from ..errors import NotAuthenticated, NotFound, SignatureInvalid, UrlExpired
 from ..models import Status
-from ..services.variants import VariantFailed, variant_obtain
+from ..services.variants import VariantBusy, VariantFailed, variant_obtain
 from ..serving import derivative_response, stem
 from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
 from .delivery import SIGNED_LINK_PARAMETERS, readable_attachment
@@ -54,7 +54,7 @@ class AttachmentVariantApi(FileApi):
         responses={
             **file_responses("image/webp"),
             304: OpenApiResponse(description="`If-None-Match` names the current `ETag`."),
-            **errors(NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, VariantFailed),
+            **errors(NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, VariantFailed, VariantBusy),
         },
     )
     def get(self, request, attachment_id, name):

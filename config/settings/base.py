@@ -397,6 +397,13 @@ AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_S
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
+# Variants made at once in one web process (each is a sandbox job); more answer 503 VARIANT_BUSY.
+# Above the tenant's share by default, so one tenant alone never fills a process.
+AIRLOCK_VARIANT_CONCURRENCY = env_int(
+    "AIRLOCK_VARIANT_CONCURRENCY", max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1)
+)
+if AIRLOCK_VARIANT_CONCURRENCY < 1:
+    raise ImproperlyConfigured(f"AIRLOCK_VARIANT_CONCURRENCY must be at least 1, not {AIRLOCK_VARIANT_CONCURRENCY}")
 # How long a worker's idle queue consumer waits before it looks again: it bounds
 # the pick-up of each step's job (a file's three steps wait for it in turn).
 # `rundramatiq` takes it from Dramatiq's documented `dramatiq_worker_timeout`
