@@ -267,6 +267,23 @@ def attachment_retry_or_fail(
         return "retried"
 
 
+def attachment_wait_for_dependency(
+    *, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str, delay_seconds: float
+) -> bool:
+    """A dependency the stage needs is down: back to pending, no attempt counted, tried again after the delay.
+
+    The file is not the problem, so its attempts are kept for failures against
+    healthy dependencies (processing/outages.py decides which is which).
+    """
+    with transaction.atomic():
+        attachment = _locked_if_current(attachment_id, token)
+        if attachment is None:
+            return False
+        apply_transition(attachment, "release", actor=WORKER, note=f"waiting for {error}"[:500])
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay_seconds * 1000))
+    return True
+
+
 def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, actor: str = WORKER) -> bool:
     """Hand a lease back (the worker is stopping): pending at once, a new intake job queued.
 
