@@ -19,6 +19,7 @@ from attachments.services.processing import (
     attachments_touch_parked,
 )
 
+from .broker_epoch import check_broker_epoch
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_limit, pool_of
 from .liveness import registry
 from .stages import INTAKE, STAGES
@@ -35,6 +36,7 @@ class RecoveryReport:
     lost_workers: int = 0
     redriven_after_loss: int = 0
     woken_after_expiry: int = 0
+    redriven_after_broker_loss: int = 0
 
 
 def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
@@ -311,7 +313,10 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
 
 
 def recover(*, now: datetime | None = None) -> RecoveryReport:
+    # First: after a loss of the broker's state every file is re-driven, and nothing else needs doing for it.
+    lost_with_broker = check_broker_epoch(now=now)
     report = RecoveryReport(expired_leases=expire_leases(now=now), redriven=redrive_pending(now=now))
+    report.redriven_after_broker_loss = lost_with_broker
     report.lost_workers, report.redriven_after_loss = redrive_after_lost_workers(now=now)
     # After the two above, which read the waiting rooms to tell a parked job from a lost one.
     report.woken_after_expiry = wake_behind_expired_slots()

@@ -309,6 +309,18 @@ def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_
         outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
 
 
+def attachment_stage_resend(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant_id: int) -> bool:
+    """Send a processing file's current stage job again (the broker lost it), its lease renewed; the lease decides."""
+    with transaction.atomic():
+        renewed = Attachment.objects.filter(
+            pk=attachment_id, status=Status.PROCESSING, lease_token=token, step=step
+        ).update(lease_expires_at=_lease_deadline(timezone.now()))
+        if not renewed or not step:
+            return False
+        outbox.enqueue(step, attachment_id, token, tenant_id)
+    return True
+
+
 def attachments_touch_parked(*, attachment_ids: list[uuid.UUID], now: datetime) -> int:
     """Pending rows whose intake job is parked behind their tenant's cap: waiting, not lost.
 
