@@ -14,6 +14,8 @@ dependency hangs instead of refusing:
   such a layer is not accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING (no decoder job runs
   then) and on an invalid configuration.
 
+- workers: with a shared broker, some worker beat within three beats, or no file
+  waits for one (processing/liveness.py);
 - uploads: the tenants whose new uploads the backlog check refuses now
   (attachments/services/backlog.py);
 - brakes: the sweeper's killswitch or dry run, when on.
@@ -231,6 +233,25 @@ def check_sandbox() -> dict[str, Any]:
     return details
 
 
+def check_workers() -> dict[str, Any]:
+    """Some worker beat lately, or no work waits; fails when files wait and no worker consumes.
+
+    Only with a shared broker: an in-process broker's worker is this process.
+    """
+    from processing.liveness import lost_after_seconds, registry
+
+    if broker_kind() == "stub":
+        return {"state": "ok"}
+    if registry().beating_within(lost_after_seconds()):
+        return {"state": "ok"}
+    from attachments.selectors import files_waiting_for_processing
+
+    waiting = files_waiting_for_processing(older_than_seconds=lost_after_seconds())
+    if waiting:
+        raise RuntimeError(f"no worker is consuming ({waiting} files waiting); start or restart the workers")
+    return {"state": "ok"}
+
+
 def check_uploads() -> dict[str, Any]:
     """Tenants whose new uploads are paused by the backlog check: ready, but degraded."""
     from attachments.notices import uploads_paused
@@ -338,6 +359,7 @@ def readiness(*, timeout: float | None = None) -> Readiness:
         "sandbox": check_sandbox,
         "uploads": check_uploads,
         "brakes": check_brakes,
+        "workers": check_workers,
     }
     waiting = {name: _run(name, check, timeout) for name, check in checks.items()}
     results = {name: wait() for name, wait in waiting.items()}

@@ -34,6 +34,17 @@ def beat_seconds() -> float:
     return max(0.5, min(settings.AIRLOCK_LEASE_SECONDS / 4, 15.0))
 
 
+def lost_after_seconds() -> float:
+    """Silent this long, a worker is taken for dead: three missed beats (never longer than a lease).
+
+    A false alarm costs duplicates only (every job is idempotent) and the worker
+    registers again with its next beat.
+    """
+    from django.conf import settings
+
+    return min(float(settings.AIRLOCK_LEASE_SECONDS), 3 * beat_seconds() + 1)
+
+
 class Registry(Protocol):
     """Last beats by worker id, on one clock (Redis's own when shared: hosts' clocks may disagree)."""
 
@@ -42,6 +53,8 @@ class Registry(Protocol):
     def leave(self, worker_id: str) -> bool: ...
 
     def silent_for(self, seconds: float) -> list[tuple[str, float]]: ...
+
+    def beating_within(self, seconds: float) -> int: ...
 
 
 class MemoryRegistry:
@@ -61,6 +74,11 @@ class MemoryRegistry:
         before = time.time() - seconds
         with self._lock:
             return [(worker, at) for worker, at in self._seen.items() if at < before]
+
+    def beating_within(self, seconds: float) -> int:
+        since = time.time() - seconds
+        with self._lock:
+            return sum(1 for at in self._seen.values() if at >= since)
 
 
 class RedisRegistry:
@@ -87,6 +105,9 @@ class RedisRegistry:
             self._key, "-inf", f"({self._now() - seconds}", withscores=True
         )  # type: ignore[assignment]
         return [(member.decode(), float(score)) for member, score in found]
+
+    def beating_within(self, seconds: float) -> int:
+        return int(self._client.zcount(self._key, self._now() - seconds, "+inf"))
 
 
 _this_worker = ""

@@ -19,9 +19,8 @@ from attachments.services.processing import (
     attachments_touch_parked,
 )
 
-from .broker_epoch import check_broker_epoch
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_limit, pool_of
-from .liveness import registry
+from .liveness import lost_after_seconds, registry
 from .stages import INTAKE, STAGES
 
 log = logging.getLogger("airlock.recovery")
@@ -36,7 +35,6 @@ class RecoveryReport:
     lost_workers: int = 0
     redriven_after_loss: int = 0
     woken_after_expiry: int = 0
-    redriven_after_broker_loss: int = 0
 
 
 def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
@@ -198,7 +196,7 @@ def redrive_pending(
 
 
 def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int]:
-    """A worker silent for a lease is gone: re-drive every pending file whose job it may have held.
+    """A worker that missed three beats is gone: free its tenant slots, re-drive every pending file it may have held.
 
     Its leases run out by themselves (expire_leases); what it had fetched from
     the broker and not acked is invisible here, and Redis gives it back only
@@ -212,7 +210,7 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
     now = now or timezone.now()
     workers = registry()
     try:
-        lost = workers.silent_for(settings.AIRLOCK_LEASE_SECONDS)
+        lost = workers.silent_for(lost_after_seconds())
     except Exception as exc:  # Redis is away: leases still expire, and the slow re-drive still runs
         log.warning("could not read the worker registry", extra={"error": str(exc)[:300]})
         return 0, 0
@@ -313,10 +311,7 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
 
 
 def recover(*, now: datetime | None = None) -> RecoveryReport:
-    # First: after a loss of the broker's state every file is re-driven, and nothing else needs doing for it.
-    lost_with_broker = check_broker_epoch(now=now)
     report = RecoveryReport(expired_leases=expire_leases(now=now), redriven=redrive_pending(now=now))
-    report.redriven_after_broker_loss = lost_with_broker
     report.lost_workers, report.redriven_after_loss = redrive_after_lost_workers(now=now)
     # After the two above, which read the waiting rooms to tell a parked job from a lost one.
     report.woken_after_expiry = wake_behind_expired_slots()
