@@ -40,6 +40,8 @@ from typing import Any
 
 from django.conf import settings
 
+from processing.liveness import lost_after_seconds, registry
+
 log = logging.getLogger("airlock.health")
 
 DEFAULT_TIMEOUT_SECONDS = 2.0
@@ -238,8 +240,6 @@ def check_workers() -> dict[str, Any]:
 
     Only with a shared broker: an in-process broker's worker is this process.
     """
-    from processing.liveness import lost_after_seconds, registry
-
     if broker_kind() == "stub":
         return {"state": "ok"}
     if registry().beating_within(lost_after_seconds()):

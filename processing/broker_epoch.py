@@ -20,6 +20,7 @@ import logging
 import uuid
 from datetime import datetime
 
+import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -33,10 +34,8 @@ def epoch_key() -> str:
     return f"{settings.AIRLOCK_KEY_PREFIX}-broker-epoch"
 
 
-def _client():
-    import redis
-
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
+def _client() -> redis.Redis:
+    return redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=5, socket_connect_timeout=5)
 
 
 def broker_state_lost() -> bool:

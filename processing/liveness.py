@@ -24,13 +24,13 @@ import time
 import uuid
 from typing import Protocol
 
+from django.conf import settings
+
 log = logging.getLogger("airlock.runtime")
 
 
 def beat_seconds() -> float:
     """How often a worker beats: several times per lease, so one late beat does not make it look dead."""
-    from django.conf import settings
-
     return max(0.5, min(settings.AIRLOCK_LEASE_SECONDS / 4, 15.0))
 
 
@@ -40,8 +40,6 @@ def lost_after_seconds() -> float:
     A false alarm costs duplicates only (every job is idempotent) and the worker
     registers again with its next beat.
     """
-    from django.conf import settings
-
     return min(float(settings.AIRLOCK_LEASE_SECONDS), 3 * beat_seconds() + 1)
 
 
@@ -126,8 +124,6 @@ def registry() -> Registry:
     global _registry
     with _registry_lock:
         if _registry is None:
-            from django.conf import settings
-
             url = settings.REDIS_URL
             _registry = RedisRegistry(url, settings.AIRLOCK_KEY_PREFIX) if url else MemoryRegistry()
         return _registry

@@ -24,7 +24,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import redis
 from django.db import InterfaceError, OperationalError, connections
+
+from attachments.storage import get_gateway
+
+from .scanners import ScannerError, scanners_from_settings
 
 log = logging.getLogger("airlock.pipeline")
 
@@ -50,8 +55,6 @@ PROBE_TIMEOUT_SECONDS = 2.0
 
 def infrastructure_errors() -> tuple[type[BaseException], ...]:
     """Errors of the database, or of Redis (the broker, the tenant slots), that a moment later may be gone."""
-    import redis
-
     return (OperationalError, InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
@@ -110,8 +113,6 @@ def dependency_wait_seconds() -> float:
 
 
 def _scanners_down() -> str | None:
-    from .scanners import scanners_from_settings
-
     for scanner in scanners_from_settings():
         probe = scanner
         if hasattr(probe, "timeout"):
@@ -125,8 +126,6 @@ def _scanners_down() -> str | None:
 
 
 def _storage_down() -> str | None:
-    from attachments.storage import get_gateway
-
     try:
         get_gateway().ping()
     except Exception as exc:  # noqa: BLE001 - whatever the gateway raises, storage does not answer
@@ -140,8 +139,6 @@ def dependency_down(exc: BaseException) -> str | None:
     Only the dependency the error points at is probed: a scanner error probes the
     scanners, a storage error (or any other) the storage.
     """
-    from .scanners import ScannerError
-
     if isinstance(exc, ScannerError):
         return _scanners_down()
     return _storage_down()
