@@ -14,6 +14,8 @@ dependency hangs instead of refusing:
   such a layer is not accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING (no decoder job runs
   then) and on an invalid configuration.
 
+- workers: with a shared broker, some worker beat within three beats, or no file
+  waits for one (processing/liveness.py);
 - uploads: how many tenants' new uploads the backlog check refuses now
   (attachments/services/backlog.py), and which (named only to a caller that
   presents the metrics token: `Readiness.as_dict(named=True)`);
@@ -46,6 +48,8 @@ from typing import Any
 
 from django.conf import settings
 from prometheus_client import Counter
+
+from processing.liveness import lost_after_seconds, registry
 
 log = logging.getLogger("airlock.health")
 
@@ -249,6 +253,23 @@ def check_sandbox() -> dict[str, Any]:
     return details
 
 
+def check_workers() -> dict[str, Any]:
+    """Some worker beat lately, or no work waits; fails when files wait and no worker consumes.
+
+    Only with a shared broker: an in-process broker's worker is this process.
+    """
+    if broker_kind() == "stub":
+        return {"state": "ok"}
+    if registry().beating_within(lost_after_seconds()):
+        return {"state": "ok"}
+    from attachments.selectors import files_waiting_for_processing
+
+    waiting = files_waiting_for_processing(older_than_seconds=lost_after_seconds())
+    if waiting:
+        raise RuntimeError(f"no worker is consuming ({waiting} files waiting); start or restart the workers")
+    return {"state": "ok"}
+
+
 def check_uploads() -> dict[str, Any]:
     """Tenants whose new uploads are paused by the backlog check: ready, but degraded.
 
@@ -369,6 +390,7 @@ def readiness(*, timeout: float | None = None) -> Readiness:
         "sandbox": check_sandbox,
         "uploads": check_uploads,
         "brakes": check_brakes,
+        "workers": check_workers,
     }
     waiting = {name: _run(name, check, timeout) for name, check in checks.items()}
     results = {name: wait() for name, wait in waiting.items()}

@@ -32,8 +32,10 @@ class Client:
     Uploads go where the server's intent says (its signed PUT, an S3 presigned
     POST or PUT, an S3 multipart plan); files of `tus_threshold` bytes or more
     go through tus instead when the server stores locally, so they can resume.
-    429, 503 and 423 answers are retried up to `max_retries` times, waiting at
-    least the server's `Retry-After`.
+    429, 503 and 423 answers, and connections that cannot be opened, are
+    retried `max_retries` times or for `outage_budget` seconds of waiting,
+    whichever is longer, waiting at least the server's `Retry-After` and
+    backing off up to `max_backoff` between tries.
     """
 
     verify_webhook = staticmethod(verify_webhook)
@@ -47,6 +49,7 @@ class Client:
         max_retries: int = 4,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        outage_budget: float = 60.0,
         tus_threshold: int = 32 * MIB,
         tus_chunk_size: int = 8 * MIB,
         transport: httpx.BaseTransport | None = None,
@@ -63,15 +66,15 @@ class Client:
         )
         # Signed and presigned URLs carry their own credential: the API token never goes to a bucket.
         self._bare = httpx.Client(timeout=timeout, transport=transport)
-        self._api = Sender(self._http, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep)
-        self._storage = Sender(
-            self._bare,
-            max_retries=max_retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            sleep=sleep,
-            errors=storage_error_from_response,
-        )
+        retries: dict[str, Any] = {
+            "max_retries": max_retries,
+            "backoff": backoff,
+            "max_backoff": max_backoff,
+            "sleep": sleep,
+            "outage_budget": outage_budget,
+        }
+        self._api = Sender(self._http, **retries)
+        self._storage = Sender(self._bare, **retries, errors=storage_error_from_response)
         self._uploader = Uploader(self._api, self._storage, self.base_url, tus_chunk_size)
 
     def close(self) -> None:
