@@ -48,6 +48,8 @@ class HeartbeatEntrySerializer(SharedSerializer):
 
 
 class HeartbeatApi(APIView):
+    client_token_allowed = True
+
     @extend_schema_serializer(component_name="Heartbeat")
     class InputSerializer(SharedSerializer):
         ids = _ids()
@@ -83,6 +85,8 @@ class HeartbeatApi(APIView):
 
 
 class DiscardApi(APIView):
+    client_token_allowed = True
+
     @extend_schema(
         operation_id="attachments_discard",
         tags=_TAGS,
@@ -101,6 +105,8 @@ class DiscardApi(APIView):
 
 
 class DiscardAllApi(APIView):
+    client_token_allowed = True
+
     @extend_schema_serializer(component_name="DiscardAllResponse")
     class OutputSerializer(SharedSerializer):
         discarded = serializers.IntegerField(min_value=0)
@@ -120,6 +126,8 @@ class DiscardAllApi(APIView):
 
 
 class CommitApi(APIView):
+    client_token_allowed = True  # to the granted ref only (services/client_grants.py)
+
     @extend_schema_serializer(component_name="Commit")
     class InputSerializer(SharedSerializer):
         ids = _ids()
