@@ -13,6 +13,7 @@ from ..errors import (
     NotAuthenticated,
     NotFound,
     NotRestorable,
+    OutOfScope,
     TooLarge,
     ValidationFailed,
 )
@@ -152,7 +153,15 @@ class CommitApi(APIView):
         request=InputSerializer,
         responses={
             200: OpenApiResponse(OutputSerializer, description="All committed."),
-            **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE),
+            **errors(
+                ValidationFailed,
+                NotAuthenticated,
+                OutOfScope,
+                TooLarge,
+                AttachmentInvalid,
+                TOO_LARGE=JSON_TOO_LARGE,
+                CLIENT_TOKEN_SCOPE="a client token committing to another ref than its granted one, or with `replace`",
+            ),
         },
     )
     def post(self, request):
