@@ -45,6 +45,7 @@ from ..selectors import (
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
 from ..serving import derivative_response, served_object, served_response, stem
+from .client_scope import ClientTokenScope
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
@@ -87,6 +88,8 @@ class ProfileSerializer(SharedSerializer):
 
 
 class ProfilesApi(APIView):
+    client_token_allowed = True  # upload pages read the limits they upload within
+
     @extend_schema_serializer(component_name="Profiles")
     class OutputSerializer(SharedSerializer):
         profiles = ProfileSerializer(many=True)
@@ -119,6 +122,7 @@ def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
 
 
 class AttachmentListApi(APIView):
+    client_token_allowed = True
     parser_classes = [MultiPartParser, FormParser]
     streams_body = True  # upload-through reads its form itself (ops/body_first.py)
 
@@ -290,6 +294,8 @@ class AttachmentListApi(APIView):
 
 
 class AttachmentDetailApi(APIView):
+    client_token_allowed = frozenset({"GET", "HEAD"})  # not DELETE: a committed file would be released
+
     @extend_schema(
         operation_id="attachments_retrieve",
         tags=_TAGS,
@@ -357,7 +363,9 @@ _FILE_ERRORS = (NotAuthenticated, SignatureInvalid, UrlExpired, NotFound)
 class FileApi(APIView):
     """A gated file read: by the caller's header or session, or by a signed link (api/delivery.py)."""
 
-    permission_classes = [SignedOrAuthenticated]
+    client_token_allowed = True
+
+    permission_classes = [SignedOrAuthenticated, ClientTokenScope]
 
 
 class AttachmentDownloadApi(FileApi):

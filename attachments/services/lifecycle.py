@@ -15,9 +15,16 @@ from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
+<<<<<<< HEAD
 from ..models import Attachment, Lifecycle, Status
 from ..subjects import owned_q
 from .audit import heartbeat_entries, heartbeats_record
+=======
+from ..models import Attachment, Lifecycle, Status, TransitionLog
+from ..subjects import client_token_of, owned_q
+from .audit import heartbeat_entries
+from .client_grants import client_token_check_commit
+>>>>>>> wip/clienttokens
 from .holds import not_held_q, refuse_held
 from .ids import parse_ids
 from .multipart import abort_after_commit
@@ -213,6 +220,9 @@ def attachments_commit(
         raise ValidationFailed(details={"ids": ["At least one id is required."]})
     if not isinstance(ref, str) or not ref or len(ref) > 200:
         raise ValidationFailed(details={"ref": ["A non-empty string of at most 200 characters."]})
+    grant = client_token_of(owner)
+    if grant is not None:
+        client_token_check_commit(grant, ref=ref, replace=replace)
     parsed, bad = parse_ids(ids)
     problems: dict[str, str] = {raw: "not_found" for raw in bad}
     with transaction.atomic():

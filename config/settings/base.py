@@ -581,7 +581,11 @@ REST_FRAMEWORK = {
         "attachments.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A client token reaches only the views that allow it (attachments/api/client_scope.py).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "attachments.api.client_scope.ClientTokenScope",
+    ],
     "DEFAULT_PARSER_CLASSES": ["attachments.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "attachments.api.errors.exception_handler",

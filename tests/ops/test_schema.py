@@ -35,10 +35,16 @@ OPERATIONS = {
     ("/api/v1/search", "get"): ("200", "SearchResponse"),
     ("/api/v1/storage-events", "post"): ("202", "StorageEventsAccepted"),
     ("/api/v1/usage", "get"): ("200", "Usage"),
+    ("/api/v1/client-tokens", "post"): ("201", "ClientToken"),
+    ("/api/v1/client-tokens/{token_id}", "delete"): ("204", None),
+    ("/api/v1/subjects/logout", "post"): ("200", "SubjectLogoutResponse"),
 }
 
 # Error statuses each operation must document (API.md's table applied per operation).
 ERRORS = {
+    ("/api/v1/client-tokens", "post"): {400, 401, 403},
+    ("/api/v1/client-tokens/{token_id}", "delete"): {401, 403, 404},
+    ("/api/v1/subjects/logout", "post"): {400, 401, 403},
     ("/api/v1/profiles", "get"): {401},
     ("/api/v1/uploads", "post"): {400, 401, 413, 429},
     ("/api/v1/uploads/{attachment_id}/content", "put"): {403, 409, 413},

@@ -19,6 +19,7 @@ class Reason(TypedDict):
 
 class Attachment(TypedDict, total=False):
     id: str
+    subject: str
     profile: str
     status: Status
     reason: Reason | None
@@ -57,3 +58,15 @@ class Heartbeat(TypedDict):
 class Commit(TypedDict):
     committed: list[str]
     ref: str
+
+
+class ClientToken(TypedDict):
+    id: str
+    token: str
+    subject: str
+    expires_at: str
+
+
+class Logout(TypedDict):
+    revoked: int
+    discarded: int
