@@ -15,16 +15,10 @@ from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
-<<<<<<< HEAD
 from ..models import Attachment, Lifecycle, Status
-from ..subjects import owned_q
-from .audit import heartbeat_entries, heartbeats_record
-=======
-from ..models import Attachment, Lifecycle, Status, TransitionLog
 from ..subjects import client_token_of, owned_q
-from .audit import heartbeat_entries
+from .audit import heartbeat_entries, heartbeats_record
 from .client_grants import client_token_check_commit
->>>>>>> wip/clienttokens
 from .holds import not_held_q, refuse_held
 from .ids import parse_ids
 from .multipart import abort_after_commit
