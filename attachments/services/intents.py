@@ -92,7 +92,7 @@ def create_pending_row(
     if attachment_insert_reserving(attachment, entry):
         return attachment
     with transaction.atomic():
-        quota_reserve(tenant=tenant, size=size)
+        quota_reserve(tenant=tenant, size=size, subject=attachment.subject)
         attachment.save(force_insert=True)
         entry.save()
     return attachment
