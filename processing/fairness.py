@@ -28,6 +28,14 @@ Why this design and not another:
 A single tenant alone runs at most N jobs at once: keep N below the worker
 threads so that other tenants, and the parking of a flood, always find one.
 
+The pool is the tenant's, not its subjects' (a host's people,
+attachments/subjects.py): messages carry no subject, and a pool per subject
+inside the tenant's would need a waiting room of its own (else a full
+subject's parked jobs churn through the tenant's room on every release and
+tick) and a second pool in every recovery path. One person's flood is bounded
+before the pipeline instead, by the per-subject intent rate, pending cap and
+optional quota (docs/architecture.md, "Within a tenant").
+
 Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
 AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
 at all holds at most that many threads, and a flood of one tenant's events to

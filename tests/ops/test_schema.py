@@ -35,6 +35,7 @@ OPERATIONS = {
     ("/api/v1/search", "get"): ("200", "SearchResponse"),
     ("/api/v1/storage-events", "post"): ("202", "StorageEventsAccepted"),
     ("/api/v1/usage", "get"): ("200", "Usage"),
+    ("/api/v1/subjects/erase", "post"): ("200", "SubjectErasure"),
 }
 
 # Error statuses each operation must document (API.md's table applied per operation).
@@ -62,6 +63,7 @@ ERRORS = {
     ("/api/v1/search", "get"): {400, 401},
     ("/api/v1/storage-events", "post"): {400, 401, 413},
     ("/api/v1/usage", "get"): {401},
+    ("/api/v1/subjects/erase", "post"): {400, 401, 404, 413},
 }
 
 
@@ -195,6 +197,8 @@ def test_real_responses_conform(document, alice, bob, settings):
     assert "thumbnail" in ready["links"]
     conforms(document, "Attachment", ready)
     conforms(document, "Attachment", client_for(bob).get(f"/api/v1/attachments/{image}").json())
+    erased = client.post("/api/v1/subjects/erase", {"subject": "alice", "dry_run": True}, format="json")
+    conforms(document, "SubjectErasure", erased.json())
 
     document_id = upload(
         client,
