@@ -143,3 +143,13 @@ def test_the_outstanding_pending_cap_is_per_subject(alice, settings, frozen_now)
     assert ann.post(f"/api/v1/attachments/{first}/discard").status_code == 204
     assert create_intent(ann).status_code == 201
     assert create_intent(ben).status_code == 429
+
+
+def test_a_release_under_the_header_of_another_subjects_file_is_not_found(alice):
+    ben = as_subject(alice, "user-ben")
+    bens = create_intent(ben).json()["id"]
+    assert _commit(ben, bens, ref="post:1").status_code == 200
+    response = as_subject(alice, "user-ann").post("/api/v1/attachments/release", {"ids": [bens]}, format="json")
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"] == {bens: "not_found"}
+    assert _lifecycle(bens) == Lifecycle.COMMITTED
