@@ -146,3 +146,24 @@ def test_twenty_concurrent_intents_of_one_subject_race_for_its_last_room(transac
     expected = (sum(fill) + SIZE, len(fill) + 1)
     assert _counter("guest-1", "race") == _recounted("guest-1", "race") == expected
     assert _counter("guest-2", "race") == (SIZE, 1)
+
+
+@pytest.mark.django_db
+def test_with_a_subject_quota_an_intent_adds_one_conditional_update_in_its_transaction(alice, settings):
+    """Without a subject quota the intent is unchanged (tests/api/test_hot_paths.py pins it); with one,
+    the subject's conditional UPDATE follows the tenant's inside the intent's transaction."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.AIRLOCK_SUBJECT_QUOTA_FILES = 10
+    ann = as_subject(alice, "user-ann")
+    assert create_intent(ann, size=SIZE).status_code == 201  # the first builds the subject's counter
+    with CaptureQueriesContext(connection) as ctx:
+        assert create_intent(ann, size=SIZE).status_code == 201
+    statements = [q["sql"].upper() for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"].upper()]
+    updates = [sql for sql in statements if sql.startswith("UPDATE")]
+    assert [sql.split()[1] for sql in updates] == ['"ATTACHMENTS_TENANTUSAGE"', '"ATTACHMENTS_SUBJECTUSAGE"']
+    assert not any(sql.startswith("WITH ROOM AS") for sql in statements)  # the transaction path
+    assert sum(sql.startswith("INSERT") for sql in statements) == 2  # the row and its audit entry
+    # Token+user+tenant, the pending-cap probe, the two UPDATEs and two INSERTs.
+    assert len(statements) == 6, statements
