@@ -107,7 +107,7 @@ def _insert_reserving(attachment: Attachment, entry, *, size: int) -> None:
     if attachment_insert_reserving(attachment, entry):
         return
     with transaction.atomic():
-        quota_reserve(tenant=attachment.tenant, size=size)
+        quota_reserve(tenant=attachment.tenant, size=size, subject=attachment.subject)
         attachment.save(force_insert=True)
         entry.save()
 

@@ -38,6 +38,7 @@ OPERATIONS = {
     ("/api/v1/client-tokens", "post"): ("201", "ClientToken"),
     ("/api/v1/client-tokens/{token_id}", "delete"): ("204", None),
     ("/api/v1/subjects/logout", "post"): ("200", "SubjectLogoutResponse"),
+    ("/api/v1/subjects/erase", "post"): ("200", "SubjectErasure"),
 }
 
 # Error statuses each operation must document (API.md's table applied per operation).
@@ -68,6 +69,7 @@ ERRORS = {
     ("/api/v1/search", "get"): {400, 401},
     ("/api/v1/storage-events", "post"): {400, 401, 413},
     ("/api/v1/usage", "get"): {401},
+    ("/api/v1/subjects/erase", "post"): {400, 401, 404, 413},
 }
 
 
@@ -201,6 +203,8 @@ def test_real_responses_conform(document, alice, bob, settings):
     assert "thumbnail" in ready["links"]
     conforms(document, "Attachment", ready)
     conforms(document, "Attachment", client_for(bob).get(f"/api/v1/attachments/{image}").json())
+    erased = client.post("/api/v1/subjects/erase", {"subject": "alice", "dry_run": True}, format="json")
+    conforms(document, "SubjectErasure", erased.json())
 
     document_id = upload(
         client,
