@@ -100,8 +100,17 @@ def parse_wrk(text: str) -> dict:
     }
 
 
-def lua_script(tmp: Path, *, method: str, tokens: list[str], paths: list[str], body: dict | None) -> Path:
-    """A wrk script rotating tokens and paths per request."""
+def lua_script(
+    tmp: Path,
+    *,
+    method: str,
+    tokens: list[str],
+    paths: list[str],
+    body: dict | None,
+    scheme: str = "Token",
+    headers: dict[str, str] | None = None,
+) -> Path:
+    """A wrk script rotating tokens and paths per request (`scheme` and fixed `headers` on each)."""
     lines = [
         "local tokens = {" + ",".join(f'"{t}"' for t in tokens) + "}",
         "local paths = {" + ",".join(f'"{p}"' for p in paths) + "}",
@@ -110,23 +119,33 @@ def lua_script(tmp: Path, *, method: str, tokens: list[str], paths: list[str], b
     ]
     if body is not None:
         lines += [f"wrk.body = {json.dumps(json.dumps(body))}", 'wrk.headers["Content-Type"] = "application/json"']
+    lines += [f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}" for name, value in (headers or {}).items()]
     lines += [
         "request = function()",
         "  i = i + 1",
-        '  wrk.headers["Authorization"] = "Token " .. tokens[(i % #tokens) + 1]',
+        f'  wrk.headers["Authorization"] = "{scheme} " .. tokens[(i % #tokens) + 1]',
         "  return wrk.format(nil, paths[(i % #paths) + 1])",
         "end",
     ]
-    path = tmp / f"wrk-{abs(hash((method, tuple(paths)))) % 10**8}.lua"
+    path = tmp / f"wrk-{abs(hash((method, tuple(paths), scheme, tuple(sorted((headers or {}).items()))))) % 10**8}.lua"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def drive(
-    base: str, tmp: Path, *, method: str, tokens: list[str], paths: list[str], body: dict | None, seconds: float
+    base: str,
+    tmp: Path,
+    *,
+    method: str,
+    tokens: list[str],
+    paths: list[str],
+    body: dict | None,
+    seconds: float,
+    scheme: str = "Token",
+    headers: dict[str, str] | None = None,
 ) -> dict:
     if shutil.which("wrk"):
-        script = lua_script(tmp, method=method, tokens=tokens, paths=paths, body=body)
+        script = lua_script(tmp, method=method, tokens=tokens, paths=paths, body=body, scheme=scheme, headers=headers)
         out = subprocess.run(
             ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "--latency", "-s", str(script), base + paths[0]],
             capture_output=True,
@@ -141,7 +160,9 @@ def drive(
         connections=CONNECTIONS,
         seconds=seconds,
         bodies=[json.dumps(body).encode()] if body else None,
-        headers_list=[{"Authorization": f"Token {t}", "Content-Type": "application/json"} for t in tokens],
+        headers_list=[
+            {"Authorization": f"{scheme} {t}", "Content-Type": "application/json", **(headers or {})} for t in tokens
+        ],
     )
 
 

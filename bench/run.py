@@ -25,6 +25,7 @@ against a baseline measured in the same run, interleaved with it.
   webhooks     bench/webhooks_bench.py      signed webhook deliveries/s from the outbox to a loopback receiver
   tus          bench/tus_bench.py           tus upload (tuspy, 5 MiB PATCHes) vs one PUT of the same file, via serve
   quotas       bench/quotas_bench.py        intents/s with a tenant quota vs without (same server); SUM vs counter
+  client_tokens bench/client_token_bench.py intents/s with a client token vs the service token + Airlock-Subject
   slow         bench/slow_clients.py        /healthz, authenticated GET p99 while 500 slow clients trickle (serve)
   burst        bench/burst_s3.py            200 S3 uploads at once while CPU hogs load both cores: share answered, p99
   fair         bench/fair_bench.py          tenant B's time to ready while A has 1,000 files queued (embedded, Redis)
@@ -106,6 +107,7 @@ GOALS: list[tuple[str, str, object]] = [
     ("burst_s3_200_clients_ok_ratio", "== 1.0 (slower, never refused)", lambda v: v == 1.0),
     ("burst_s3_200_clients_p99_s", "(info)", None),
     ("quota_intent_on_vs_off_ratio", ">= 0.9", lambda v: v >= 0.9),
+    ("client_token_vs_service_token_intent_ratio", ">= 0.9", lambda v: v >= 0.9),
     ("quota_usage_sum_alternative.sum_ms", "(info: the SUM a counter avoids)", None),
     ("quota_usage_sum_alternative.counter_update_ms", "(info)", None),
     ("sweeper_vs_bare_delete_ratio", ">= 0.5 (same rows and storage deletes; PostgreSQL)", lambda v: v >= 0.5),
@@ -174,6 +176,7 @@ OWN_KEYS = {
     "webhooks": ["webhook_delivery_events_per_s"],
     "tus": ["tus_vs_put_throughput_ratio"],
     "quotas": ["quota_intent_on_vs_off_ratio"],
+    "client_tokens": ["client_token_vs_service_token_intent_ratio"],
     "slow": ["slow_clients_healthz_p99_s", "slow_clients_auth_get_p99_s", "slow_clients_failures"],
     "burst": ["burst_s3_200_clients_ok_ratio", "burst_s3_200_clients_p99_s"],
     "fair": ["ttr_p99_other_tenant_under_burst_s", "ttr_p99_other_tenant_under_burst_redis_s", "ttr_idle_p50_redis_s"],
@@ -335,6 +338,11 @@ def bench_quotas(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/quotas_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "quotas"), 1800)
 
 
+def bench_client_tokens(quick: bool, tmp: Path) -> dict:
+    args = ["bench/client_token_bench.py", *(["--quick"] if quick else [])]
+    return run_child(args, embedded_env(tmp / "client_tokens"), 1800)
+
+
 def bench_serve(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/serve_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "serve"), 1800)
 
@@ -392,6 +400,7 @@ BENCHES = {
     "webhooks": bench_webhooks,
     "tus": bench_tus,
     "quotas": bench_quotas,
+    "client_tokens": bench_client_tokens,
     "slow": bench_slow,
     "burst": bench_burst,
     "fair": bench_fair,
