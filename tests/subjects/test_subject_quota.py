@@ -149,12 +149,17 @@ def test_twenty_concurrent_intents_of_one_subject_race_for_its_last_room(transac
 
 
 @pytest.mark.django_db
-def test_with_a_subject_quota_an_intent_adds_one_conditional_update_in_its_transaction(alice, settings):
+def test_with_a_subject_quota_an_intent_adds_one_conditional_update_in_its_transaction(alice, settings, monkeypatch):
     """Without a subject quota the intent is unchanged (tests/api/test_hot_paths.py pins it); with one,
     the subject's conditional UPDATE follows the tenant's inside the intent's transaction."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from attachments.services import backlog
+
+    # The backlog age is read at most once a second per process: held for the test, as the hot-path pins do.
+    monkeypatch.setattr(backlog, "_CACHE_SECONDS", 3600.0)
+    backlog.forget()
     settings.AIRLOCK_SUBJECT_QUOTA_FILES = 10
     ann = as_subject(alice, "user-ann")
     assert create_intent(ann, size=SIZE).status_code == 201  # the first builds the subject's counter
