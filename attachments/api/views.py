@@ -142,6 +142,7 @@ class AttachmentListApi(DeclaredQuery, APIView):
         ref = serializers.CharField(required=False, max_length=200, help_text="Only files committed to this ref.")
         subject = serializers.CharField(
             required=False,
+            trim_whitespace=False,  # as the header: a padded id is malformed, not another subject
             help_text="Only files of this subject. A request confined to another subject (`Airlock-Subject`) "
             "gets an empty list.",
         )
