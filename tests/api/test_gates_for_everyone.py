@@ -218,3 +218,47 @@ def test_available_is_true_exactly_when_the_owners_download_succeeds(photo, alic
     if change is _released:
         row = Attachment.objects.get(pk=photo.pk)
         assert row.lifecycle == Lifecycle.RELEASED and row.expires_at > timezone.now()
+
+
+# --- the console: staff open a file only through its audited download -------------------------------
+
+
+@pytest.fixture
+def moderator(make_user):
+    from attachments.permissions import ensure_moderator_group
+    from attachments.staff_scope import ensure_platform_group
+
+    user = make_user("mod", tenant="staff", staff=True)
+    user.groups.add(ensure_moderator_group(), ensure_platform_group())
+    return user
+
+
+@pytest.mark.parametrize("status", ["pending", "processing"])
+def test_the_console_serves_no_byte_of_a_file_being_checked(photo, moderator, status):
+    from attachments.models import TransitionLog
+    from attachments.services.audit import STAFF_DOWNLOAD
+
+    Attachment.objects.filter(pk=photo.pk).update(status=status)
+    console = Client()
+    console.force_login(moderator)
+    for what in ("download", "media"):
+        assert console.get(f"/admin/attachments/attachment/{photo.pk}/{what}/").status_code == 404, what
+    # A staff session on the API is nobody's read: it is not in the file's tenant.
+    assert console.get(f"/api/v1/attachments/{photo.pk}/download").status_code == 404
+    assert not TransitionLog.objects.filter(attachment_id=photo.pk, transition=STAFF_DOWNLOAD).exists()
+
+
+def test_a_taken_down_file_is_served_to_staff_only_through_the_audited_download(photo, alice, api, moderator):
+    from attachments.models import TransitionLog
+    from attachments.services.audit import STAFF_DOWNLOAD
+    from attachments.services.moderation import attachment_take_down
+
+    attachment_take_down(attachment_id=photo.pk, actor="staff:mod", note="abuse")
+    for how, response in _reads(photo, "download", api(alice)):
+        assert response.status_code == 404, how
+    console = Client()
+    console.force_login(moderator)
+    response = console.get(f"/admin/attachments/attachment/{photo.pk}/download/")
+    assert response.status_code == 200 and response["Content-Disposition"].startswith("attachment;")
+    [entry] = TransitionLog.objects.filter(attachment_id=photo.pk, transition=STAFF_DOWNLOAD)
+    assert entry.actor == "staff:mod"
