@@ -11,12 +11,15 @@ registers here from its AppConfig.ready(); attachments never imports it.
 - `collectors()` are added to every `/metrics` scrape (gauges read at scrape time).
 - `variant_renderer()` makes a named variant in the sandbox: processing registers it
   (the web process never decodes an image itself, and attachments never imports processing).
+- `variant_slot(tenant, job)` holds one of the tenant's fair-share slots while a variant is
+  made, or raises `SlotsFull`: processing registers it (the pipeline's pools, fairness.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +50,14 @@ class RenderUnavailable(Exception):
     """The sandbox could not run (infrastructure: retry soon)."""
 
 
+class SlotsFull(Exception):
+    """Every slot of the tenant's fair share is in use: a web request is refused, it never waits for one."""
+
+
+# (tenant id, the job's name) -> held for the work; raises SlotsFull on entry when none is free.
+VariantSlot = Callable[[str, str], AbstractContextManager[None]]
+
+
 class VariantRenderer(Protocol):
     """(source file, work dir, long edge, "webp"|"jpeg", PDF page or 0) -> the file made."""
 
@@ -54,6 +65,7 @@ class VariantRenderer(Protocol):
 
 
 _variant_renderer: list[VariantRenderer] = []
+_variant_slot: list[VariantSlot] = []
 _listeners: list[Listener] = []
 _tick_listeners: list[Callable[[], object]] = []
 _collector_factories: list[Callable[[], Any]] = []
@@ -83,6 +95,15 @@ def variant_renderer() -> VariantRenderer:
     if not _variant_renderer:
         raise RenderUnavailable("no variant renderer registered (the processing app is not installed)")
     return _variant_renderer[0]
+
+
+def register_variant_slot(slot: VariantSlot) -> None:
+    _variant_slot[:] = [slot]
+
+
+def variant_slot(tenant: str, job: str) -> AbstractContextManager[None]:
+    """A slot of `tenant`'s fair share for one variant; no limit when processing is not installed."""
+    return _variant_slot[0](tenant, job) if _variant_slot else nullcontext()
 
 
 def collectors() -> list[Any]:

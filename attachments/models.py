@@ -594,7 +594,7 @@ class Tombstone(models.Model):
 
     Written by attachments/services/hard_delete.py in the transaction that deletes
     the row, one INSERT per batch. The row's audit history (TransitionLog) goes
-    with the row; a summary of it is kept here (`history`), so "what happened to
+    with the row; all of it is kept here (`history`), so "what happened to
     file X, and who did it" stays answerable after the purge. No foreign keys:
     the tombstone outlives the rows it would point at. Its own id grows with
     `purged_at`, so the retention purge walks the head of the primary key.
@@ -620,8 +620,9 @@ class Tombstone(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)  # soft delete (objects removed)
     purged_at = models.DateTimeField()  # hard delete (row removed)
     purged_by = models.CharField(max_length=150)
-    # The audit timeline, summarized: [{"at", "event", "from", "to", "actor", "reason"?, "details"?}, …],
-    # the first and last entries when it was longer than TOMBSTONE_HISTORY_LIMIT (history_total says).
+    # The audit timeline, every entry in order: [{"at", "event", "from", "to", "actor", "reason"?, "details"?,
+    # "count"?, "until"?}, …]; a run of one repeated event is one entry with its count (services/hard_delete.py);
+    # history_total is the number of rows it was made from.
     history = models.JSONField(default=list, blank=True)
     history_total = models.PositiveIntegerField(default=0)
 

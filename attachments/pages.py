@@ -1,4 +1,8 @@
-"""The upload page (`/`): the reference browser client of the API, for a signed-in user."""
+"""The upload page: the reference browser client of the API.
+
+`/` for a signed-in user (the session cookie); `/upload#token=…` for anyone a
+host handed a client token (the page sends it as a Bearer token, no session).
+"""
 
 from __future__ import annotations
 
@@ -44,12 +48,27 @@ def _upload_origins() -> list[str]:
 def upload_page(request: HttpRequest) -> HttpResponse:
     """Serve the page; everything else happens through /api/v1 with the session cookie."""
     membership = getattr(request.user, "membership", None)
+    return _page(
+        request,
+        tenant=membership.tenant.slug if membership else None,
+        notices=service_notices(tenant_id=membership.tenant_id if membership else None),
+    )
+
+
+@require_GET
+def client_upload_page(request: HttpRequest) -> HttpResponse:
+    """The same page for a client token in the URL's fragment: no sign-in, nothing of the session used."""
+    return _page(request, tenant=None, notices=[], client=True)
+
+
+def _page(request: HttpRequest, *, tenant: str | None, notices: list, client: bool = False) -> HttpResponse:
     s3 = settings.AIRLOCK_STORAGE == "s3"
     response = render(
         request,
         "upload.html",
         {
-            "tenant": membership.tenant.slug if membership else None,
+            "client": client,
+            "tenant": tenant,
             # Local storage: Uppy's Tus plugin. S3: Uppy's AwsS3 plugin on our intents; over this size
             # an intent is a multipart plan of parts this large (Uppy must cut the file the same way).
             "storage": "s3" if s3 else "local",
@@ -59,7 +78,7 @@ def upload_page(request: HttpRequest) -> HttpResponse:
             # The variants' long edges per profile: the page gives each thumbnail a srcset over them.
             "variant_edges": json.dumps(settings.AIRLOCK_VARIANTS, sort_keys=True),
             # Paused uploads (this tenant's) and active brakes, as a banner: a refused upload is no surprise.
-            "notices": service_notices(tenant_id=membership.tenant_id if membership else None),
+            "notices": notices,
         },
     )
     # The page loads only its own scripts (Uppy's bundle and locale are static files here) and

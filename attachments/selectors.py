@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
@@ -246,3 +246,16 @@ def forget_ref_holds() -> None:
     """Drop the cache (a hold was set or cleared in this process; tests between cases)."""
     with _ref_holds_lock:
         _ref_holds.clear()
+
+
+def files_waiting_for_processing(*, older_than_seconds: float, limit: int = 1000) -> int:
+    """Files whose bytes arrived over `older_than_seconds` ago and that no worker finished yet (at most `limit`)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return (
+        Attachment.objects.filter(
+            status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, uploaded_at__lt=cutoff
+        )
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .values("pk")[:limit]
+        .count()
+    )

@@ -30,6 +30,8 @@ against a baseline measured in the same run, interleaved with it.
   fair         bench/fair_bench.py          tenant B's time to ready while A has 1,000 files queued (embedded, Redis)
   rescan       bench/rescan_bench.py        rescan_one files/s, the walk's rate vs its budget, status reads during it
   variants     bench/variant_bench.py       12 MP photo: cold medium variant, warm vs download, single flight (serve)
+  variant_flood bench/variant_flood_bench.py another tenant's cold variant while one floods 36 cold variants (serve)
+  readyz       bench/readyz_bench.py        /readyz p99 and 503s, 30 clients x 20, PostgreSQL + Redis + S3 (moto)
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
 requests and bytes per file kind, the inputs of docs/capacity.md.
@@ -132,6 +134,9 @@ GOALS: list[tuple[str, str, object]] = [
     ("variant_cold_p50_s", "(info)", None),
     ("variant_warm_vs_download_ratio", ">= 0.9", lambda v: v >= 0.9),
     ("variant_single_flight_generations", "== 1 (50 concurrent cold requests)", lambda v: v == 1),
+    ("variant_flood_other_tenant_p99_s", "<= 1.0 (one tenant floods 36 cold variants, embedded)", lambda v: v <= 1.0),
+    ("readyz_p99_s", "<= 0.2 (30 clients, PostgreSQL + Redis + S3)", lambda v: v <= 0.2),
+    ("readyz_503", "== 0 (a healthy instance)", lambda v: v == 0),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -179,6 +184,8 @@ OWN_KEYS = {
         "api_status_vs_bare_select_ratio_during_rescan",
     ],
     "variants": ["variant_cold_p99_s", "variant_warm_vs_download_ratio", "variant_single_flight_generations"],
+    "variant_flood": ["variant_flood_other_tenant_p99_s"],
+    "readyz": ["readyz_p99_s", "readyz_503"],
 }
 
 
@@ -360,6 +367,16 @@ def bench_variants(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/variant_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "variants"), 1800)
 
 
+def bench_variant_flood(quick: bool, tmp: Path) -> dict:
+    return run_child(
+        ["bench/variant_flood_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "variant_flood"), 1800
+    )
+
+
+def bench_readyz(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/readyz_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "readyz"), 900)
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -380,6 +397,8 @@ BENCHES = {
     "fair": bench_fair,
     "rescan": bench_rescan,
     "variants": bench_variants,
+    "variant_flood": bench_variant_flood,
+    "readyz": bench_readyz,
 }
 
 

@@ -99,7 +99,7 @@ from webhooks.models import WebhookAttempt, WebhookDelivery  # noqa: E402
 DAY = timedelta(days=1)
 # Bookkeeping rows per live attachment that still count as bounded: what one
 # upload writes (1 event + 3 jobs + its audit timeline: intent, arrived, start,
-# scan, finish, a commit or discard, sweep_delete, and one heartbeat entry a day
+# scan, finish, a commit or discard, sweep_delete, and one heartbeat row (folded)
 # while a draft) times the uploads a live attachment can stand for within the
 # longest window, with room to spare. (10 before the timeline had its events;
 # the timeline measured 14.7 per live attachment at the end of a 46-day run.)
@@ -110,6 +110,8 @@ OBJECTS_PER_LIVE_LIMIT = 3.0
 # webhook deliveries and attempts that go with their events.
 TABLES = {
     **{name: rule.rows(T0).model for name, rule in RULES.items()},
+    # No retention window: kept as long as its file (heartbeats folded into one row per file).
+    "transition_logs": TransitionLog,
     "webhook_deliveries": WebhookDelivery,
     "webhook_attempts": WebhookAttempt,
 }

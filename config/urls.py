@@ -10,6 +10,7 @@ urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("", pages.upload_page, name="upload-page"),
+    path("upload", pages.client_upload_page, name="client-upload-page"),
     path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("attachments.api.urls")),

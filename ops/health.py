@@ -14,8 +14,11 @@ dependency hangs instead of refusing:
   such a layer is not accepted by AIRLOCK_SANDBOX_ACCEPT_MISSING (no decoder job runs
   then) and on an invalid configuration.
 
-- uploads: the tenants whose new uploads the backlog check refuses now
-  (attachments/services/backlog.py);
+- workers: with a shared broker, some worker beat within three beats, or no file
+  waits for one (processing/liveness.py);
+- uploads: how many tenants' new uploads the backlog check refuses now
+  (attachments/services/backlog.py), and which (named only to a caller that
+  presents the metrics token: `Readiness.as_dict(named=True)`);
 - brakes: the sweeper's killswitch or dry run, when on.
 
 Every check reports ``{"ok", "latency_ms", "error"}``; one failed check makes
@@ -24,6 +27,13 @@ A check that passes in a reduced mode says ``"state": "degraded: <reason>"``
 (the sandbox with an accepted missing layer, paused uploads, an active brake):
 still ready, HTTP 200, and every such reason is listed in the top-level
 ``"degraded"``.
+
+Probes are cheap: `current_readiness()` computes at most once per
+REUSE_SECONDS per process, in one thread at a time (single flight): a caller
+that finds the last answer fresh gets it; one that finds it stale while another
+thread computes gets that last answer too, and waits only before the process's
+first answer (web processes compute it as they start: `warm_readiness`).
+Thirty load balancers polling cost one set of checks a second, not thirty.
 """
 
 from __future__ import annotations
@@ -37,11 +47,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from prometheus_client import Counter
+
+from processing.liveness import lost_after_seconds, registry
 
 log = logging.getLogger("airlock.health")
 
+# Sets of checks run (not requests answered): at most one a second per process.
+CHECK_RUNS = Counter("airlock_readyz_computations_total", "Times /readyz ran its checks in this process.")
+
 DEFAULT_TIMEOUT_SECONDS = 2.0
 DEGRADED = "degraded: "
+# How long one computed answer is given to every caller (tests set 0: every call computes).
+REUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -50,10 +68,13 @@ class CheckResult:
     latency_ms: float
     error: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    named: dict[str, Any] = field(default_factory=dict)  # over `details` for a caller allowed tenant names
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, named: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {"ok": self.ok, "latency_ms": self.latency_ms, "error": self.error}
         data.update(self.details)
+        if named:
+            data.update(self.named)
         return data
 
 
@@ -65,20 +86,21 @@ class Readiness:
     def ok(self) -> bool:
         return all(check.ok for check in self.checks.values())
 
-    @property
-    def degraded(self) -> list[str]:
+    def degraded(self, *, named: bool = False) -> list[str]:
         """ "<check>: <reason>" for every passing check that runs in a reduced mode."""
+        states = {name: str(check.as_dict(named=named).get("state", "")) for name, check in self.checks.items()}
         return [
-            f"{name}: {str(check.details['state'])[len(DEGRADED) :]}"
+            f"{name}: {states[name][len(DEGRADED) :]}"
             for name, check in self.checks.items()
-            if check.ok and str(check.details.get("state", "")).startswith(DEGRADED)
+            if check.ok and states[name].startswith(DEGRADED)
         ]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, named: bool = False) -> dict[str, Any]:
+        """The probe's body; tenant names only when `named` (the caller presented the metrics token)."""
         return {
             "status": "ok" if self.ok else "unavailable",
-            "degraded": self.degraded,
-            "checks": {name: check.as_dict() for name, check in self.checks.items()},
+            "degraded": self.degraded(named=named),
+            "checks": {name: check.as_dict(named=named) for name, check in self.checks.items()},
         }
 
 
@@ -231,17 +253,45 @@ def check_sandbox() -> dict[str, Any]:
     return details
 
 
+def check_workers() -> dict[str, Any]:
+    """Some worker beat lately, or no work waits; fails when files wait and no worker consumes.
+
+    Only with a shared broker: an in-process broker's worker is this process.
+    """
+    if broker_kind() == "stub":
+        return {"state": "ok"}
+    if registry().beating_within(lost_after_seconds()):
+        return {"state": "ok"}
+    from attachments.selectors import files_waiting_for_processing
+
+    waiting = files_waiting_for_processing(older_than_seconds=lost_after_seconds())
+    if waiting:
+        raise RuntimeError(f"no worker is consuming ({waiting} files waiting); start or restart the workers")
+    return {"state": "ok"}
+
+
 def check_uploads() -> dict[str, Any]:
-    """Tenants whose new uploads are paused by the backlog check: ready, but degraded."""
+    """Tenants whose new uploads are paused by the backlog check: ready, but degraded.
+
+    The public answer counts them; their names (and the sentences that name them)
+    go under "named", shown only to a caller allowed to see them.
+    """
     from attachments.notices import uploads_paused
     from attachments.services.backlog import paused_tenants
 
     paused = paused_tenants()
     if not paused:
-        return {"state": "ok", "paused_tenants": []}
+        return {"state": "ok", "paused_tenant_count": 0, "named": {"paused_tenants": []}}
+    count = len(paused)
+    limit = paused[0]["max_backlog_seconds"]
     return {
-        "state": DEGRADED + " ".join(notice.message for notice in uploads_paused()),
-        "paused_tenants": [row["tenant"] for row in paused],
+        "state": f"{DEGRADED}New uploads are paused for {count} tenant{'' if count == 1 else 's'}: "
+        f"uploaded files have waited for processing longer than {limit:g} s.",
+        "paused_tenant_count": count,
+        "named": {
+            "state": DEGRADED + " ".join(notice.message for notice in uploads_paused()),
+            "paused_tenants": [row["tenant"] for row in paused],
+        },
     }
 
 
@@ -314,7 +364,8 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
         elif isinstance(error, _SandboxRefused):
             details = error.details
         elif isinstance(value, dict) and name in _DETAILED:
-            details = value
+            details = dict(value)
+        named = details.pop("named", {})
         return CheckResult(
             ok=error is None,
             latency_ms=outcome["latency_ms"],
@@ -322,6 +373,7 @@ def _run(name: str, check: Callable[[], Any], timeout: float) -> Callable[[], Ch
                 None if error is None else str(error) if isinstance(error, _SandboxRefused) else _describe(error)
             ),  # a refusal is its own sentence (confine.Posture.state)
             details=details,
+            named=named,
         )
 
     return result
@@ -338,6 +390,7 @@ def readiness(*, timeout: float | None = None) -> Readiness:
         "sandbox": check_sandbox,
         "uploads": check_uploads,
         "brakes": check_brakes,
+        "workers": check_workers,
     }
     waiting = {name: _run(name, check, timeout) for name, check in checks.items()}
     results = {name: wait() for name, wait in waiting.items()}
@@ -351,4 +404,54 @@ def readiness(*, timeout: float | None = None) -> Readiness:
                 "failed": {name: r.error for name, r in results.items() if not r.ok},
             },
         )
+    return report
+
+
+# --- one computation a second, one computing thread ---------------------------
+
+_computing = threading.Lock()  # held by the one thread running the checks
+_last: tuple[float, Readiness] | None = None  # (_now() when computed, report)
+_now = time.monotonic  # the reuse window's clock (tests pass their own)
+
+
+def forget_readiness() -> None:
+    """Drop the remembered answer: the next call computes."""
+    global _last
+    _last = None
+
+
+def current_readiness() -> Readiness:
+    """The readiness of this process, computed at most once per REUSE_SECONDS, by one thread at a time.
+
+    While one thread computes, the others answer the last report at once (the
+    computing caller gets the new one, the next probes too); only before the first
+    report of the process do they wait for it.
+    """
+    last = _last
+    if last is not None and _now() - last[0] < REUSE_SECONDS:
+        return last[1]
+    if not _computing.acquire(blocking=False):
+        if last is not None:
+            return last[1]
+        _computing.acquire()  # no report yet: wait for the thread computing the first
+    try:
+        return _compute_once()
+    finally:
+        _computing.release()
+
+
+def warm_readiness() -> None:
+    """Compute the first answer in the background (a web process that just started)."""
+    threading.Thread(target=current_readiness, name="airlock-readyz-warm", daemon=True).start()
+
+
+def _compute_once() -> Readiness:
+    """Under _computing: the answer another thread just computed, if fresh, else a new one."""
+    global _last
+    last = _last
+    if last is not None and _now() - last[0] < REUSE_SECONDS:
+        return last[1]
+    CHECK_RUNS.inc()
+    report = readiness()
+    _last = (_now(), report)
     return report

@@ -43,6 +43,7 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
     database (attachments/services/handoff.py) at every tick.
     """
     from attachments import hooks
+    from processing.broker_epoch import check_broker_epoch
     from processing.recovery import recover
     from processing.rescan import rescan_tick
     from sweeper.schedule import sweep_if_due
@@ -51,6 +52,7 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
     try:
         if relays_for_commands:
             handoff.jobs_heartbeat_beat(in_process_broker=broker_is_in_process())
+        check_broker_epoch()  # first: after Redis lost its state, every file is re-driven at once
         recover()
         sweep_if_due()
         hooks.run_ticks()  # other apps' periodic work (webhook re-drive and retention)

@@ -2,7 +2,8 @@
 
 - ``GET /healthz``: the process answers (no dependency is touched).
 - ``GET /readyz``: database, broker, storage and scanners, each bounded by a
-  short timeout (ops/health.py); 200 when all are up, else 503.
+  short timeout (ops/health.py); 200 when all are up, else 503. Computed at
+  most once a second per process; tenant names only with the metrics token.
 - ``GET /metrics``: Prometheus text (ops/metrics.py). When
   AIRLOCK_METRICS_TOKEN is set it needs ``Authorization: Bearer <token>``;
   without a token it is open only while AIRLOCK_METRICS_OPEN is on (the
@@ -30,10 +31,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    from .health import readiness
+    from .health import current_readiness
 
-    report = readiness()
-    return JsonResponse(report.as_dict(), status=200 if report.ok else 503)
+    report = current_readiness()
+    # Anyone may probe; which tenants are paused is for whoever may read /metrics by its token.
+    expected = settings.AIRLOCK_METRICS_TOKEN
+    named = _metrics_authorized(request, expected) if expected else False
+    return JsonResponse(report.as_dict(named=named), status=200 if report.ok else 503)
 
 
 def _metrics_authorized(request: HttpRequest, expected: str) -> bool:

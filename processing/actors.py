@@ -14,7 +14,7 @@ from typing import Any
 
 import dramatiq
 
-from . import pipeline
+from . import outages, pipeline
 from .rescan import rescan_one
 from .stages import DERIVE, INTAKE, RESCAN_QUEUE, SCAN
 
@@ -78,7 +78,8 @@ def intake(*args: object) -> None:
     parsed = _intake_args(args)
     if parsed is None:
         return _dead_letter_message(intake.actor_name, args)
-    pipeline.intake_within_tenant_cap(*parsed, resend=intake.send)
+    # A database or Redis blip runs the job again here, not after the lease (outages.py).
+    outages.run_through_blips(lambda: pipeline.intake_within_tenant_cap(*parsed, resend=intake.send), what="intake")
 
 
 @dramatiq.actor(actor_name=SCAN.actor_name, queue_name=SCAN.queue, **_OPTS)
@@ -88,7 +89,10 @@ def scan(*args: object) -> None:
     if parsed is None:
         return _dead_letter_message(scan.actor_name, args)
     attachment_id, token, tenant = parsed
-    pipeline.stage_within_tenant_cap(attachment_id, token, SCAN.name, tenant, resend=scan.send)
+    outages.run_through_blips(
+        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, SCAN.name, tenant, resend=scan.send),
+        what=SCAN.name,
+    )
 
 
 @dramatiq.actor(actor_name=DERIVE.actor_name, queue_name=DERIVE.queue, **_OPTS)
@@ -98,7 +102,10 @@ def derive(*args: object) -> None:
     if parsed is None:
         return _dead_letter_message(derive.actor_name, args)
     attachment_id, token, tenant = parsed
-    pipeline.stage_within_tenant_cap(attachment_id, token, DERIVE.name, tenant, resend=derive.send)
+    outages.run_through_blips(
+        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, DERIVE.name, tenant, resend=derive.send),
+        what=DERIVE.name,
+    )
 
 
 @dramatiq.actor(queue_name=DERIVE.queue, **_OPTS)
@@ -107,7 +114,7 @@ def rederive(*args: object) -> None:
     parsed = _uuids(*args) if len(args) == 1 else None
     if parsed is None:
         return _dead_letter_message(rederive.actor_name, args)
-    pipeline.rederive(parsed[0])
+    outages.run_through_blips(lambda: pipeline.rederive(parsed[0]), what="rederive")
 
 
 # Its own queue, and behind every upload's step in a worker's queue of fetched
@@ -118,4 +125,4 @@ def rescan(*args: object) -> None:
     parsed = _uuids(*args) if len(args) == 1 else None
     if parsed is None:
         return _dead_letter_message(rescan.actor_name, args)
-    rescan_one(parsed[0])
+    outages.run_through_blips(lambda: rescan_one(parsed[0]), what="rescan")

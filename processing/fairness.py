@@ -28,6 +28,11 @@ Why this design and not another:
 A single tenant alone runs at most N jobs at once: keep N below the worker
 threads so that other tenants, and the parking of a flood, always find one.
 
+Named variants made in web requests (attachments/services/variants.py) hold a
+slot of the same pool while the sandbox makes them (`variant_slot`): a tenant's
+viewers and its uploads share one fair share. A request never parks (a browser
+waits on it): with no slot free it is refused, and the browser retries.
+
 Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
 AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
 at all holds at most that many threads, and a flood of one tenant's events to
@@ -47,9 +52,12 @@ so a duplicate costs a slot for a moment and changes nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
+
+from attachments.hooks import RenderUnavailable, SlotsFull
 
 from . import tenant_slots
 from .stages import DERIVE, STAGES
@@ -57,6 +65,7 @@ from .stages import DERIVE, STAGES
 log = logging.getLogger("airlock.pipeline")
 
 WEBHOOK = "webhook"
+VARIANT = "variant"  # a web request's variant: a holder in the tenant's pool, never parked
 TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
 # The actor that runs each stage's jobs (a parked job is sent back to it).
 ACTOR_OF_STAGE = {**{stage.name: stage.actor_name for stage in STAGES.values()}, WEBHOOK: "webhook_deliver"}
@@ -157,3 +166,33 @@ def _resend_next_parked(
             dramatiq.get_broker().get_actor(ACTOR_OF_STAGE[parked_stage]).send(*args)
     except Exception as exc:  # the broker is down: the reconciler re-drives the file (or delivery)
         log.warning("could not resend a parked job", extra={"step": stage, "error": str(exc)[:300]})
+
+
+@contextmanager
+def variant_slot(tenant: str, job: str) -> Iterator[None]:
+    """Hold one of `tenant`'s slots (the pipeline's pool) while a variant is made, or raise SlotsFull at once.
+
+    Capped as derive is (variants are derive's work); the holder lives as long as a
+    derive job's, and its release hands the slot to the tenant's next parked job.
+    """
+    if not stage_is_capped(DERIVE.name):
+        yield
+        return
+    slots = tenant_slots.backend()
+    holder = tenant_slots.holder_name(f"{VARIANT}-{job}")  # never a file's holder: a lease reaper leaves it
+    try:
+        acquired = slots.acquire(
+            tenant, holder, limit=_limit(DERIVE.name), ttl_ms=_holder_ttl_ms(DERIVE.name), stage=TENANT_POOL
+        )
+    except Exception as exc:  # Redis is away: an outage for this request, as a sandbox outage is
+        raise RenderUnavailable(f"tenant slots unavailable: {exc}"[:300]) from exc
+    if not acquired:
+        raise SlotsFull(f"the tenant's {_limit(DERIVE.name)} slots are in use")
+    try:
+        yield
+    finally:
+        _resend_next_parked(slots, TENANT_POOL, tenant, holder, VARIANT, _never_parked)
+
+
+def _never_parked(*args: object) -> None:
+    raise AssertionError("a variant is refused, never parked")

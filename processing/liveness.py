@@ -24,14 +24,23 @@ import time
 import uuid
 from typing import Protocol
 
+from django.conf import settings
+
 log = logging.getLogger("airlock.runtime")
 
 
 def beat_seconds() -> float:
     """How often a worker beats: several times per lease, so one late beat does not make it look dead."""
-    from django.conf import settings
-
     return max(0.5, min(settings.AIRLOCK_LEASE_SECONDS / 4, 15.0))
+
+
+def lost_after_seconds() -> float:
+    """Silent this long, a worker is taken for dead: three missed beats (never longer than a lease).
+
+    A false alarm costs duplicates only (every job is idempotent) and the worker
+    registers again with its next beat.
+    """
+    return min(float(settings.AIRLOCK_LEASE_SECONDS), 3 * beat_seconds() + 1)
 
 
 class Registry(Protocol):
@@ -42,6 +51,8 @@ class Registry(Protocol):
     def leave(self, worker_id: str) -> bool: ...
 
     def silent_for(self, seconds: float) -> list[tuple[str, float]]: ...
+
+    def beating_within(self, seconds: float) -> int: ...
 
 
 class MemoryRegistry:
@@ -61,6 +72,11 @@ class MemoryRegistry:
         before = time.time() - seconds
         with self._lock:
             return [(worker, at) for worker, at in self._seen.items() if at < before]
+
+    def beating_within(self, seconds: float) -> int:
+        since = time.time() - seconds
+        with self._lock:
+            return sum(1 for at in self._seen.values() if at >= since)
 
 
 class RedisRegistry:
@@ -88,6 +104,9 @@ class RedisRegistry:
         )  # type: ignore[assignment]
         return [(member.decode(), float(score)) for member, score in found]
 
+    def beating_within(self, seconds: float) -> int:
+        return int(self._client.zcount(self._key, self._now() - seconds, "+inf"))
+
 
 _this_worker = ""
 
@@ -105,8 +124,6 @@ def registry() -> Registry:
     global _registry
     with _registry_lock:
         if _registry is None:
-            from django.conf import settings
-
             url = settings.REDIS_URL
             _registry = RedisRegistry(url, settings.AIRLOCK_KEY_PREFIX) if url else MemoryRegistry()
         return _registry

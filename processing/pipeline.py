@@ -34,12 +34,13 @@ from attachments.services.processing import (
     attachment_reject,
     attachment_retry_or_fail,
     attachment_snapshot_record,
+    attachment_wait_for_dependency,
 )
 from attachments.services.single_slot import single_slot_settle
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageError
 
-from . import fairness, inflight
+from . import fairness, inflight, outages
 from .errors import ContentRejected, TransientError
 from .metrics import STEP_OUTCOMES, STEP_SECONDS, TIME_TO_READY, record_scan_error
 from .scanners import ScannerError
@@ -204,14 +205,17 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
     context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": stage}
     try:
         with inflight.holding(attachment_id, token):  # a stopping worker hands this lease back
-            result = work(attachment)
+            # A storage 5xx or timeout: the work runs again at once, a few times, before it counts.
+            result = outages.run_through_blips(
+                lambda: work(attachment), what=stage, budget=outages.STORAGE_RETRY_SECONDS, errors=(StorageError,)
+            )
     except ContentRejected as exc:
         return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:
         error = f"{stage}: {type(exc).__name__}: {exc}"
         if stage == SCAN.name:
             record_scan_error(getattr(exc, "scanner", "scanner"))
-        outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
+        outcome = _retry_or_wait(attachment_id, token, exc, error)
         _log(context, started, outcome, error=error[:300])
         return outcome
     advanced = attachment_advance(
@@ -231,6 +235,17 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
             TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)
     return outcome
+
+
+def _retry_or_wait(attachment_id: uuid.UUID, token: uuid.UUID, exc: BaseException, error: str) -> str:
+    """A dependency that is down makes the file wait (no attempt counted); a healthy one makes it a retry."""
+    down = outages.dependency_down(exc)
+    if down is not None:
+        waited = attachment_wait_for_dependency(
+            attachment_id=attachment_id, token=token, error=down, delay_seconds=outages.dependency_wait_seconds()
+        )
+        return "waiting" if waited else "stale"
+    return attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
 
 
 def tenant_of(attachment_id: uuid.UUID) -> str | None:

@@ -20,7 +20,7 @@ from attachments.services.processing import (
 )
 
 from .fairness import ACTOR_OF_STAGE, parked_job, pool_limit, pool_of
-from .liveness import registry
+from .liveness import lost_after_seconds, registry
 from .stages import INTAKE, STAGES
 
 log = logging.getLogger("airlock.recovery")
@@ -196,7 +196,7 @@ def redrive_pending(
 
 
 def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int]:
-    """A worker silent for a lease is gone: re-drive every pending file whose job it may have held.
+    """A worker that missed three beats is gone: free its tenant slots, re-drive every pending file it may have held.
 
     Its leases run out by themselves (expire_leases); what it had fetched from
     the broker and not acked is invisible here, and Redis gives it back only
@@ -210,7 +210,7 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
     now = now or timezone.now()
     workers = registry()
     try:
-        lost = workers.silent_for(settings.AIRLOCK_LEASE_SECONDS)
+        lost = workers.silent_for(lost_after_seconds())
     except Exception as exc:  # Redis is away: leases still expire, and the slow re-drive still runs
         log.warning("could not read the worker registry", extra={"error": str(exc)[:300]})
         return 0, 0

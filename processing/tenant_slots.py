@@ -52,6 +52,20 @@ redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return 0
 """
 
+# The same admission without a waiting room: a caller that cannot wait (a web request) is refused instead.
+_ACQUIRE = """
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  end
+  return 1
+end
+return 0
+"""
+
 _RELEASE_AND_POP = """
 redis.call('ZREM', KEYS[1], ARGV[1])
 return redis.call('LPOP', KEYS[2])
@@ -80,6 +94,8 @@ class SlotsBackend(Protocol):
     def acquire_or_park(
         self, tenant: str, holder: str, parked: str, *, limit: int, ttl_ms: int, park_ttl_ms: int, stage: str = DERIVE
     ) -> bool: ...
+
+    def acquire(self, tenant: str, holder: str, *, limit: int, ttl_ms: int, stage: str = DERIVE) -> bool: ...
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None: ...
 
@@ -128,6 +144,18 @@ class MemorySlots:
                 return True
             self._waiting.setdefault((stage, tenant), deque()).append(parked)
             return False
+
+    def acquire(self, tenant: str, holder: str, *, limit: int, ttl_ms: int, stage: str = DERIVE) -> bool:
+        """A slot now, or False (nothing parked): for work done in a web request, which answers 503 instead."""
+        now = time.monotonic()
+        with self._lock:
+            holders = self._holders.setdefault((stage, tenant), {})
+            for stale in [h for h, expires in holders.items() if expires <= now]:
+                del holders[stale]
+            if len(holders) >= limit:
+                return False
+            holders[holder] = now + ttl_ms / 1000
+            return True
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None:
         with self._lock:
@@ -194,6 +222,7 @@ class RedisSlots:
         self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         self._prefix = prefix
         self._acquire = self._client.register_script(_ACQUIRE_OR_PARK)
+        self._acquire_only = self._client.register_script(_ACQUIRE)
         self._release = self._client.register_script(_RELEASE_AND_POP)
         self._wake = self._client.register_script(_DROP_EXPIRED_AND_POP)
 
@@ -207,6 +236,11 @@ class RedisSlots:
         return bool(
             self._acquire(keys=self._keys(tenant, stage), args=[now_ms, holder, limit, ttl_ms, parked, park_ttl_ms])
         )
+
+    def acquire(self, tenant: str, holder: str, *, limit: int, ttl_ms: int, stage: str = DERIVE) -> bool:
+        """A slot now, or False (nothing parked): for work done in a web request, which answers 503 instead."""
+        now_ms = int(time.time() * 1000)
+        return bool(self._acquire_only(keys=self._keys(tenant, stage)[:1], args=[now_ms, holder, limit, ttl_ms]))
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None:
         popped = self._release(keys=self._keys(tenant, stage), args=[holder])

@@ -8,7 +8,9 @@ rows per table; a backlog drains over ticks, and a brake pulled mid-run stops
 the next batch. Every table that grows with use has a rule here (bench/sweeper_sim.py
 reports each one's rows per live attachment); rows a human or a process still
 needs (an unsent job, an open dead letter, an unfinished backfill, a webhook
-still owed) are never selected.
+still owed) are never selected. A file's audit timeline has no window of its own:
+it is kept as long as the file (live, deleted within its audit window, or held),
+then as long as its tombstone (attachments/services/hard_delete.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tombstone, TransitionLog
+from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tombstone
 from webhooks.models import DeliveryStatus, WebhookEvent
 
 from .control import delete_brake
@@ -61,10 +63,8 @@ RULES: dict[str, Rule] = {
     "storage_events": Rule(
         lambda cutoff: StorageEvent.objects.all(), "received_at", "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"
     ),
-    # The audit timeline: status transitions, lifecycle changes and events (attachments/services/audit.py).
-    "transition_logs": Rule(
-        lambda cutoff: TransitionLog.objects.all(), "created_at", "AIRLOCK_TRANSITION_LOG_RETENTION_DAYS"
-    ),
+    # No rule for the audit timeline (TransitionLog): a file's history lives as long as its row,
+    # goes into its tombstone when the row is hard-deleted, and leaves with the tombstone.
     "tombstones": Rule(lambda cutoff: Tombstone.objects.all(), "purged_at", "AIRLOCK_TOMBSTONE_RETENTION_DAYS"),
     "sweep_runs": Rule(lambda cutoff: _runs(SweepRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
     "reconcile_runs": Rule(lambda cutoff: _runs(ReconcileRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),

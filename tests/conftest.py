@@ -66,6 +66,18 @@ def _clear_cache():
 
 
 @pytest.fixture(autouse=True)
+def _readyz_computed_at_each_call(monkeypatch):
+    """/readyz reuses one answer for a second in production: a test that changes a dependency and asks
+    again must see the change (tests/ops/test_readyz_single_flight.py puts the second back)."""
+    from ops import health
+
+    monkeypatch.setattr(health, "REUSE_SECONDS", 0.0)
+    health.forget_readiness()
+    yield
+    health.forget_readiness()
+
+
+@pytest.fixture(autouse=True)
 def _no_ref_holds_cached():
     """A ref hold a previous test set (and rolled back) must not linger in the process's cache."""
     from attachments.selectors import forget_ref_holds

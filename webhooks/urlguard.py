@@ -8,12 +8,8 @@ must pass (a name with one public and one private address is refused), and the
 delivery connects to an address it checked, so a DNS answer that changes between
 the check and the connection cannot move the request inside.
 
-IPv6 addresses that carry an IPv4 one are judged by where they lead: an
-IPv4-mapped address (::ffff:a.b.c.d) and a NAT64 one (64:ff9b::a.b.c.d, what
-DNS64 answers for an IPv4-only host on an IPv6-only network) pass only when
-their IPv4 address would. The deprecated forms, 6to4 (2002::/16) and
-IPv4-compatible (::a.b.c.d), and local-use NAT64 (64:ff9b:1::/48, a translator
-inside the network) are refused whatever they carry.
+Which addresses are public, and how IPv6 forms that carry an IPv4 address
+are judged, is webhooks/addresses.py.
 
 The port must be one of AIRLOCK_WEBHOOK_ALLOWED_PORTS (443 by default), so a
 public host cannot be used to reach its other services (SMTP, databases);
@@ -31,23 +27,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-# Instance metadata services (AWS, GCP, Azure: 169.254.169.254; AWS IPv6; ECS task
-# credentials; Alibaba Cloud). Never a webhook target, whatever the flag says.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in (
-        "169.254.169.254",
-        "fd00:ec2::254",
-        "169.254.170.2",
-        "100.100.100.200",
-    )
-)
-NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
-# Never a webhook target: 6to4 (RFC 3056, deprecated by RFC 7526), IPv4-compatible
-# (RFC 4291, deprecated) and local-use NAT64 (RFC 8215). :: and ::1 lie in ::/96 but
-# are the IPv6 unspecified and loopback addresses: the usual rule judges them.
-EMBEDDING_REFUSED = tuple(ipaddress.ip_network(n) for n in ("2002::/16", "::/96", "64:ff9b:1::/48"))
-_NOT_EMBEDDING = frozenset(ipaddress.IPv6Address(a) for a in ("::", "::1"))
+from .addresses import Address, address_refusal
+
 # Resolutions are reused this long, so a burst to one host does not query DNS per event.
 RESOLVE_CACHE_SECONDS = 10.0
 
@@ -79,21 +60,8 @@ def allowed_ports() -> frozenset[int]:
     return frozenset(settings.AIRLOCK_WEBHOOK_ALLOWED_PORTS)
 
 
-def address_allowed(address: ipaddress.IPv4Address | ipaddress.IPv6Address, *, private_ok: bool) -> bool:
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        elif address in NAT64:
-            address = ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
-        elif address not in _NOT_EMBEDDING and any(address in network for network in EMBEDDING_REFUSED):
-            return False
-    if address in METADATA_ADDRESSES:
-        return False
-    if private_ok:
-        return True
-    # is_global is False for loopback, RFC 1918, link-local, CGNAT (100.64/10), ULA,
-    # documentation, reserved and unspecified addresses.
-    return address.is_global and not address.is_multicast
+def address_allowed(address: Address, *, private_ok: bool) -> bool:
+    return address_refusal(address, private_ok=private_ok) is None
 
 
 def parse(url: str, *, private_ok: bool | None = None) -> tuple[str, str, int, str]:
@@ -147,8 +115,9 @@ def resolve(url: str, *, private_ok: bool | None = None, use_cache: bool = True)
         raise UrlRefused(f"{host} does not resolve")
     for raw in addresses:
         address = ipaddress.ip_address(raw.split("%", 1)[0])
-        if not address_allowed(address, private_ok=private_ok):
-            raise UrlRefused(f"{host} resolves to {address}, which is not a public address")
+        why = address_refusal(address, private_ok=private_ok)
+        if why is not None:
+            raise UrlRefused(f"{host} resolves to {address}, which is not a public address ({why})")
     with _resolved_lock:
         if len(_resolved) > 1000:
             _resolved.clear()

@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.negotiation import DefaultContentNegotiation
 
 from ..errors import NotAuthenticated, NotFound, NotReady, SignatureInvalid, UrlExpired
-from ..services.variants import VariantFailed, variant_obtain
+from ..services.variants import VariantBusy, VariantFailed, variant_obtain
 from ..serving import derivative_response, stem
 from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
 from .delivery import SIGNED_LINK_PARAMETERS, readable_attachment
@@ -60,6 +60,7 @@ class AttachmentVariantApi(FileApi):
                 NotFound,
                 NotReady,
                 VariantFailed,
+                VariantBusy,
                 NOT_READY="the owner's file is still `pending` or `processing` (`details.status`)",
             ),
         },

@@ -19,8 +19,10 @@ STAFF_DOWNLOAD = "staff_download"  # a staff member took the file's bytes out of
 VARIANTS_PURGED = "variants_purged"  # staff dropped the file's named variants (services/variant_purge.py)
 AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT, STAFF_DOWNLOAD, VARIANTS_PURGED)
 
-# A client may heartbeat every minute: one entry per file per hour of expiry it gains is the story
-# (the expiry it ended at is in each entry), not one row per request.
+# A client may heartbeat every minute: an extension is recorded when it gains a new hour of expiry,
+# and the file keeps one heartbeat row, folding each recorded extension into it (heartbeats_record):
+# when they began, how many, the expiry before the first and after the last. A draft heartbeated
+# for as long as its hard cap allows still has one heartbeat row, whatever the client's rhythm.
 HEARTBEAT_AUDIT_GRANULARITY = timedelta(hours=1)
 
 # What a pipeline stage's facts say about an event: stage → (event, the facts it keeps).
@@ -79,6 +81,37 @@ def heartbeat_entries(extended: Iterable[tuple[Any, datetime | None, datetime]],
         for pk, before, after in extended
         if before is None or before.timestamp() // step != after.timestamp() // step
     ]
+
+
+def heartbeats_record(entries: list[TransitionLog]) -> None:
+    """Save heartbeat entries, each replacing its file's earlier heartbeat row with one that sums both.
+
+    The replacement is appended (a DELETE, then one INSERT for all), so the row
+    sits where the latest extension happened in the timeline and ids still grow
+    with time. Only runs when an extension gained a new hour: at most hourly per file.
+    """
+    if not entries:
+        return
+    ids = [entry.attachment_id for entry in entries]
+    earlier = {
+        pk: (details, created_at)
+        for pk, details, created_at in TransitionLog.objects.filter(attachment_id__in=ids, transition=HEARTBEAT)
+        .order_by("created_at", "id")
+        .values_list("attachment_id", "details", "created_at")
+    }
+    for entry in entries:
+        found = earlier.get(entry.attachment_id)
+        details = found[0] if found else {}
+        entry.details = {
+            **entry.details,
+            "since": details.get("since") or (found[1].isoformat() if found else None),
+            "count": int(details.get("count", 1)) + 1 if found else 1,
+            "was": details.get("was") if found else entry.details.get("was"),
+        }
+        entry.details = {k: v for k, v in entry.details.items() if v is not None}
+    if earlier:
+        TransitionLog.objects.filter(attachment_id__in=list(earlier), transition=HEARTBEAT).delete()
+    TransitionLog.objects.bulk_create(entries)
 
 
 def attachment_staff_download_record(*, attachment_id: Any, actor: str, size: int) -> TransitionLog:

@@ -1,8 +1,12 @@
 """Hard delete: attachment rows leave the database here, and only here, each leaving a tombstone.
 
-The tombstone keeps the file's identity, digest, final state and times, and a
-summary of its audit timeline (the TransitionLog rows cascade with the row),
-for AIRLOCK_TOMBSTONE_RETENTION_DAYS (sweeper/retention.py purges it after).
+The tombstone keeps the file's identity, digest, final state and times, and its
+whole audit timeline (the TransitionLog rows cascade with the row), for
+AIRLOCK_TOMBSTONE_RETENTION_DAYS (sweeper/retention.py purges it after). Every
+event is kept, in order; the size stays bounded in two ways: a run of the same
+event repeated in a row (the same change by the same actor: clean rescans,
+say) is one entry with its `count` and the time of the last (`until`), and an
+entry's details longer than TOMBSTONE_DETAILS_BYTES are replaced by their size.
 Per batch: one SELECT of the rows, one of their history, one INSERT of the
 tombstones, then the DELETE: nothing per row (issue #34: per-row writes in the
 sweeper cost it two thirds of its throughput).
@@ -10,6 +14,7 @@ sweeper cost it two thirds of its throughput).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -19,9 +24,9 @@ from django.db.models import QuerySet
 
 from ..models import Attachment, Tombstone, TransitionLog
 
-# A timeline longer than this keeps its first and last entries (history_total has the full count).
-TOMBSTONE_HISTORY_LIMIT = 50
-_HISTORY_HEAD = 10
+# An entry's details (what a scan reported, an intake's facts) up to this size, as JSON, are kept;
+# larger ones are replaced by {"omitted_bytes": n}.
+TOMBSTONE_DETAILS_BYTES = 1024
 
 _COLUMNS = (
     "id",
@@ -43,10 +48,26 @@ _COLUMNS = (
 )
 
 
-def _summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if len(entries) <= TOMBSTONE_HISTORY_LIMIT:
-        return entries
-    return entries[:_HISTORY_HEAD] + entries[len(entries) - (TOMBSTONE_HISTORY_LIMIT - _HISTORY_HEAD) :]
+def _same_run(entry: dict[str, Any], last: dict[str, Any]) -> bool:
+    keys = ("event", "from", "to", "actor", "reason")
+    return all(entry.get(k) == last.get(k) for k in keys)
+
+
+def _compact(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every entry in order, a repeated run folded into its first entry (count, until), big details sized."""
+    kept: list[dict[str, Any]] = []
+    for entry in entries:
+        details = entry.get("details")
+        if details:
+            size = len(json.dumps(details, separators=(",", ":"), default=str))
+            if size > TOMBSTONE_DETAILS_BYTES:
+                entry["details"] = {"omitted_bytes": size}
+        if kept and _same_run(entry, kept[-1]):
+            kept[-1]["count"] = kept[-1].get("count", 1) + 1
+            kept[-1]["until"] = entry["at"]
+            continue
+        kept.append(entry)
+    return kept
 
 
 def _histories(ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
@@ -102,7 +123,7 @@ def attachments_hard_delete(*, rows: QuerySet[Attachment], actor: str, now: date
                     deleted_at=row["deleted_at"],
                     purged_at=now,
                     purged_by=actor[:150],
-                    history=_summary(histories.get(row["id"], [])),
+                    history=_compact(histories.get(row["id"], [])),
                     history_total=len(histories.get(row["id"], [])),
                 )
                 for row in selected

@@ -267,6 +267,23 @@ def attachment_retry_or_fail(
         return "retried"
 
 
+def attachment_wait_for_dependency(
+    *, attachment_id: uuid.UUID, token: uuid.UUID | None, error: str, delay_seconds: float
+) -> bool:
+    """A dependency the stage needs is down: back to pending, no attempt counted, tried again after the delay.
+
+    The file is not the problem, so its attempts are kept for failures against
+    healthy dependencies (processing/outages.py decides which is which).
+    """
+    with transaction.atomic():
+        attachment = _locked_if_current(attachment_id, token)
+        if attachment is None:
+            return False
+        apply_transition(attachment, "release", actor=WORKER, note=f"waiting for {error}"[:500])
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay_seconds * 1000))
+    return True
+
+
 def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, actor: str = WORKER) -> bool:
     """Hand a lease back (the worker is stopping): pending at once, a new intake job queued.
 
@@ -290,6 +307,18 @@ def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_
     with transaction.atomic():
         Attachment.objects.filter(pk=attachment_id).update(updated_at=now)
         outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
+
+
+def attachment_stage_resend(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant_id: int) -> bool:
+    """Send a processing file's current stage job again (the broker lost it), its lease renewed; the lease decides."""
+    with transaction.atomic():
+        renewed = Attachment.objects.filter(
+            pk=attachment_id, status=Status.PROCESSING, lease_token=token, step=step
+        ).update(lease_expires_at=_lease_deadline(timezone.now()))
+        if not renewed or not step:
+            return False
+        outbox.enqueue(step, attachment_id, token, tenant_id)
+    return True
 
 
 def attachments_touch_parked(*, attachment_ids: list[uuid.UUID], now: datetime) -> int:

@@ -8,6 +8,12 @@ AIRLOCK_VARIANT_WAIT_SECONDS, then answers 503 + Retry-After. A failed
 generation leaves the claim marked failed for AIRLOCK_VARIANT_FAILURE_SECONDS:
 requests in that window get 503 at once, nobody retries the decode. A claim
 whose maker died (past the sandbox's wall time) is taken over.
+
+Bounded work: the maker makes it only within AIRLOCK_VARIANT_CONCURRENCY
+generations in this process and one of its tenant's fair-share slots (the
+pipeline's, hooks.variant_slot); when either is full it drops its claim and
+answers 503 VARIANT_BUSY + Retry-After at once: a browser retries, and neither
+this process's other requests nor other tenants wait behind a flood.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -44,8 +52,12 @@ POLL_SECONDS = 0.1
 # A maker's claim outlives the sandbox's own deadline by this much before another takes it over.
 CLAIM_GRACE_SECONDS = 30
 
+# A refused generation's Retry-After: about one cold variant of a large photo.
+BUSY_RETRY_SECONDS = 2
+
 # made, failed (remembered for AIRLOCK_VARIANT_FAILURE_SECONDS), unavailable (sandbox or
-# storage outage), waited_out (gave up waiting for another request's generation).
+# storage outage), waited_out (gave up waiting for another request's generation),
+# busy (refused: this process's limit or the tenant's slots were full).
 GENERATIONS = Counter("airlock_variant_generations_total", "Named variant generations by outcome.", ["outcome"])
 
 
@@ -53,8 +65,50 @@ class VariantFailed(Unavailable):
     code, default_message = "VARIANT_FAILED", "This variant could not be made; it is not retried before Retry-After."
 
 
+class VariantBusy(Unavailable):
+    code, default_message = "VARIANT_BUSY", "Too many variants are being made right now; retry after Retry-After."
+
+
 def _retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def _busy(limit: str) -> VariantBusy:
+    return VariantBusy(details={"limit": limit}, headers=_retry_after(BUSY_RETRY_SECONDS))
+
+
+class _ProcessLimit:
+    """Generations running in this process, at most AIRLOCK_VARIANT_CONCURRENCY (read at each admission)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            if self.running >= settings.AIRLOCK_VARIANT_CONCURRENCY:
+                raise _busy("process")
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+_PROCESS_LIMIT = _ProcessLimit()
+
+
+@contextmanager
+def _admitted(attachment: Attachment) -> Iterator[None]:
+    """A place in this process's limit and one of the tenant's slots for one generation, or VariantBusy."""
+    with _PROCESS_LIMIT.held(), ExitStack() as held:
+        try:
+            held.enter_context(hooks.variant_slot(str(attachment.tenant_id), str(attachment.pk)))
+        except hooks.SlotsFull as exc:
+            raise _busy("tenant") from exc
+        yield
 
 
 def _claim(attachment: Attachment, kind: str, now: datetime) -> VariantClaim | None:
@@ -238,7 +292,12 @@ def _make(
 ) -> Derivative:
     claim = VariantClaim.objects.filter(attachment=attachment, kind=kind)
     try:
-        derivative = _generate(attachment, name=name, fmt=fmt, kind=kind, edge=size, page=page)
+        with _admitted(attachment):
+            derivative = _generate(attachment, name=name, fmt=fmt, kind=kind, edge=size, page=page)
+    except VariantBusy:
+        claim.delete()  # refused before any work: the next request (this one retried) claims it afresh
+        GENERATIONS.labels(outcome="busy").inc()
+        raise
     except hooks.RenderFailed as exc:
         GENERATIONS.labels(outcome="failed").inc()
         log.warning("variant failed", extra={"attachment_id": str(attachment.pk), "kind": kind, "error": str(exc)})

@@ -2,6 +2,12 @@
 
 Every directory it makes is 0700 and every object 0600 (attachments.private_files):
 uploads and quarantined files are readable by Airlock's own user only.
+
+An object counts as stored only once it would survive a power cut: its bytes
+are fsynced before the rename that names it, and its directory (with any
+directory made for it) after, so the new name is on disk too. Without the
+first, a crash can leave the name pointing at an empty or short file; without
+the second, the rename itself can be lost.
 """
 
 from __future__ import annotations
@@ -73,13 +79,25 @@ class LocalGateway:
                     remaining -= len(chunk)
                 yield chunk
 
-    def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
-        """Write to a temp file, then link it into place: readers never see half a file.
+    def _parent_dir(self, final: Path) -> list[Path]:
+        """Make the object's directory; the directories whose entries must be synced once it is named."""
+        made = []
+        current = final.parent
+        while current != self.root and not current.exists():
+            made.append(current)
+            current = current.parent
+        private_dir(final.parent)
+        # The object's own directory, then each parent that gained a new directory.
+        return [final.parent, *(directory.parent for directory in made)]
 
-        If the iterable raises (e.g. the body grew past its limit) nothing is kept.
+    def write_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
+        """Write to a temp file, fsync it, rename it into place, fsync the directory.
+
+        Readers never see half a file; if the iterable raises (e.g. the body grew
+        past its limit) nothing is kept.
         """
         final = self._path(key)
-        private_dir(final.parent)
+        directories = self._parent_dir(final)
         fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".upload-")  # 0600
         written = 0
         try:
@@ -87,10 +105,13 @@ class LocalGateway:
                 for chunk in chunks:
                     fh.write(chunk)
                     written += len(chunk)
+                fh.flush()
+                os.fsync(fh.fileno())
             os.replace(tmp, final)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        _sync_directories(directories)
         return written
 
     def scratch_dir(self) -> Path:
@@ -100,13 +121,15 @@ class LocalGateway:
     def move_file_in(self, key: str, path: Path, *, content_type: str = "") -> int:
         """Store a file the caller no longer needs: a rename when on the same filesystem."""
         final = self._path(key)
-        private_dir(final.parent)
+        directories = self._parent_dir(final)
         size = Path(path).stat().st_size
         try:
             os.chmod(path, FILE_MODE)  # a rename keeps the mode its writer (e.g. the sandbox) gave it
+            _sync_file(Path(path))  # its writer (the sandbox, a tus PATCH) did not sync it
             os.replace(path, final)
         except OSError:  # another filesystem: copy
             return self.write_file(key, path, content_type=content_type)
+        _sync_directories(directories)
         return size
 
     def write_file(self, key: str, path: Path, *, content_type: str = "") -> int:
@@ -163,3 +186,21 @@ class LocalGateway:
         private_dir(self.root)
         if not os.access(self.root, os.W_OK):
             raise StorageError(f"{self.root} is not writable")
+
+
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_directories(directories: Iterable[Path]) -> None:
+    """fsync each directory, so the names written in it (a rename, a new directory) survive a crash."""
+    for directory in directories:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

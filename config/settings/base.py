@@ -337,7 +337,6 @@ AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
 # (sweeper/retention.py). Unsent outbox rows are never purged.
 AIRLOCK_OUTBOX_RETENTION_DAYS = env_int("AIRLOCK_OUTBOX_RETENTION_DAYS", 7)
 AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = env_int("AIRLOCK_STORAGE_EVENT_RETENTION_DAYS", 30)
-AIRLOCK_TRANSITION_LOG_RETENTION_DAYS = env_int("AIRLOCK_TRANSITION_LOG_RETENTION_DAYS", 90)
 AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 30)
 # What stays of a hard-deleted attachment (id, tenant, key, digest, final state, times, its history summarized).
 AIRLOCK_TOMBSTONE_RETENTION_DAYS = env_int("AIRLOCK_TOMBSTONE_RETENTION_DAYS", 365)
@@ -364,7 +363,7 @@ AIRLOCK_ZIP_MAX_ENTRIES = env_int("AIRLOCK_ZIP_MAX_ENTRIES", 1000)
 AIRLOCK_ZIP_MAX_RATIO = env_float("AIRLOCK_ZIP_MAX_RATIO", 100.0)
 AIRLOCK_ZIP_MAX_TOTAL_BYTES = env_int("AIRLOCK_ZIP_MAX_TOTAL_BYTES", 1024 * MIB)
 AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3)
-# ZIP entries the sandbox cannot inflate (Deflate64, implode, encrypted) are rejected
+# ZIP entries the sandbox cannot inflate (implode, PPMd, encrypted) are rejected
 # (archive_uninspectable) unless this allows them, unscanned, on their declared sizes.
 AIRLOCK_ZIP_ALLOW_UNINSPECTABLE = env_bool("AIRLOCK_ZIP_ALLOW_UNINSPECTABLE", False)
 # Video and audio (the media profile), read from the headers before any frame is decoded.
@@ -398,6 +397,13 @@ AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_S
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
+# Variants made at once in one web process (each is a sandbox job); more answer 503 VARIANT_BUSY.
+# Above the tenant's share by default, so one tenant alone never fills a process.
+AIRLOCK_VARIANT_CONCURRENCY = env_int(
+    "AIRLOCK_VARIANT_CONCURRENCY", max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1)
+)
+if AIRLOCK_VARIANT_CONCURRENCY < 1:
+    raise ImproperlyConfigured(f"AIRLOCK_VARIANT_CONCURRENCY must be at least 1, not {AIRLOCK_VARIANT_CONCURRENCY}")
 # How long a worker's idle queue consumer waits before it looks again: it bounds
 # the pick-up of each step's job (a file's three steps wait for it in turn).
 # `rundramatiq` takes it from Dramatiq's documented `dramatiq_worker_timeout`

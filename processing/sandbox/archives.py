@@ -16,36 +16,38 @@ past its claim; one that produces fewer is corrupt). The rules (all -> rejected/
   at every level is scanned as a client would extract it: a match is rejected/malware;
   an entry too large to hold for the scan is archive_limit;
 - a nested zip (detected by magic, not name) deeper than zip_max_depth.
-A central directory whose entries do not point at local headers is corrupt (a spanned
-archive's last segment), and so is an entry that does not inflate (bad CRC, broken
-stream, shorter than declared). An entry we cannot decompress (Deflate64, implode,
-encrypted, any method zipfile lacks) is rejected/archive_uninspectable: its declared size
-could hide a bomb and its content a payload no scan saw. With zip_allow_uninspectable it
-is counted instead and passes unscanned, its declared size still bounded. bzip2/LZMA entries are inflated through
-zipfile,
-which does not bound one call's output: RLIMIT_AS does (a MemoryError is corrupt).
-A nested zip that does not parse is uninspectable too; only its limits propagate.
+Before any of that the file is read once, as every extractor would read it
+(zipstructure.py): one end record, local headers that agree with the directory, entries
+that tile the file; otherwise rejected/archive_uninspectable (overlaps: archive_limit;
+no zip, truncated, spanned, a directory pointing at no local header: corrupt). An entry
+that does not inflate (bad CRC, broken stream, shorter than declared) is corrupt; one
+whose stream ends before its compressed size is archive_uninspectable (zipinflate.py).
+Stored, deflate, Deflate64, bzip2 and LZMA entries are inflated; an entry we cannot
+decompress (implode, PPMd, any other method, encrypted) is rejected/archive_uninspectable:
+its declared size could hide a bomb and its content a payload no scan saw. With
+zip_allow_uninspectable it is counted instead and passes unscanned, its declared size
+still bounded. A nested zip that does not parse (corrupt) only counts; any other
+rejection one level down is the archive's.
 """
 
 from __future__ import annotations
 
-import copy
 import io
-import itertools
 import os
 import posixpath
 import re
 import stat
 import struct
-import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from . import zipinflate, zipstructure
 from .limits import Bounds
 from .outcome import Rejected, Source, short_repr
+from .zipstructure import Entry
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NESTED_MAX_BYTES = 256 << 20  # nested archives held in memory at once (RLIMIT_AS is 1 GiB)
@@ -54,7 +56,6 @@ LINK_MAX = 4096
 LISTING_MAX = 200
 LISTING_NAME_CHARS = 255  # a ZIP name may be 64 KiB: the listing keeps the start of it
 MemberScan = Callable[[bytes], "str | None"]  # inflated entry -> matching rule, or None
-CHUNK = 1 << 20  # output per read: deflate is bounded per call by zipfile's max_length
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SEP = re.compile(r"[\\/]")
 
@@ -91,84 +92,69 @@ def _normalise(name: str) -> str:
     return posixpath.normpath(name.replace("\\", "/")).rstrip("/")
 
 
-def _check_layout(fh: IO[bytes], size: int, infos: list[zipfile.ZipInfo]) -> None:
-    """Every entry must start with a local header, end inside the file, and not overlap."""
-    spans = []
-    for info in infos:
-        fh.seek(info.header_offset)
-        header = fh.read(30)
-        if len(header) < 30 or header[:4] != b"PK\x03\x04":
-            raise Rejected("corrupt", "central directory does not point at a local header")
-        name_len, extra_len = struct.unpack("<HH", header[26:30])
-        end = info.header_offset + 30 + name_len + extra_len + info.compress_size
-        if end > size:
-            raise Rejected("corrupt", "entry data runs past the end of the archive")
-        spans.append((info.header_offset, end))
-    spans.sort()
-    for (_, prev_end), (start, _) in itertools.pairwise(spans):
-        if start < prev_end:
-            raise _limit("entries overlap (non-recursive zip bomb)")
+def _read_link(fh: IO[bytes], entry: Entry) -> bytes:
+    target = b""
+    for chunk in zipinflate.chunks(fh, entry):
+        target += chunk
+        if len(target) > LINK_MAX:
+            break
+    return target[:LINK_MAX]
 
 
-def _check_symlink(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
-    if info.file_size > LINK_MAX:
+def _check_symlink(fh: IO[bytes], entry: Entry) -> None:
+    if entry.file_size > LINK_MAX:
         raise _limit("symlink target too long")
     try:
-        target = zf.read(info)[:LINK_MAX].decode("utf-8", "replace")
-    except Exception:  # noqa: BLE001 - encrypted, unsupported method, bad CRC: all unreadable
+        target = _read_link(fh, entry).decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - encrypted, unsupported method, broken stream: all unreadable
         raise _limit("symlink target cannot be read") from None
     if target.startswith(("/", "\\")) or _DRIVE.match(target):
         raise _limit(f"symlink to an absolute path: {short_repr(target)}")
-    base = posixpath.dirname(_normalise(info.filename))
+    base = posixpath.dirname(_normalise(entry.name))
     resolved = posixpath.normpath(posixpath.join(base, target.replace("\\", "/")))
     if resolved == ".." or resolved.startswith(("../", "/")):
         raise _limit(f"symlink leaves the archive: {short_repr(target)}")
 
 
-def _uninspectable(info: zipfile.ZipInfo, why: str, bounds: Bounds, st: _Stats) -> None:
+def _uninspectable(entry: Entry, why: str, bounds: Bounds, st: _Stats) -> None:
     if not bounds.zip_allow_uninspectable:
         raise Rejected(
             "archive_uninspectable",
-            f"entry {short_repr(info.filename)} {why}: its content cannot be inflated or scanned",
+            f"entry {short_repr(entry.name)} {why}: its content cannot be inflated or scanned",
         )
     st.uninspectable += 1
 
 
-def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats, scan: MemberScan | None) -> bytes | None:
+def _inflate(fh: IO[bytes], entry: Entry, st: _Stats, scan: MemberScan | None) -> bytes | None:
     """Inflate one entry, counting the bytes it really produces; keep them only if nested.
 
-    zipfile stops at the declared size: it is handed a copy that allows one byte more,
-    so a lie shows up as that byte, and no CRC (zipfile would check it on the truncated
-    output and call the lie a bad CRC); the CRC is checked here, over what was produced.
-    Returns the bytes when they start a zip, None otherwise, or raises (Rejected;
-    anything else = cannot be inflated).
+    A lie about the size shows up as the first byte past the claim; the CRC is checked
+    over what was produced. Returns the bytes when they start a zip, None otherwise, or
+    raises (Rejected; NotImplementedError for a method we lack; anything else = cannot
+    be inflated).
     """
-    capped = copy.copy(info)
-    capped.file_size = info.file_size + 1
-    del capped.CRC
     produced, crc = 0, 0
     keep: bytearray | bool | None = None
-    with zf.open(capped) as member:
-        while chunk := member.read(CHUNK):
-            produced += len(chunk)
-            crc = zlib.crc32(chunk, crc)
-            if produced > info.file_size:
+    for chunk in zipinflate.chunks(fh, entry):
+        if not chunk:
+            continue
+        produced += len(chunk)
+        crc = zlib.crc32(chunk, crc)
+        if produced > entry.file_size:
+            raise _limit(f"entry {short_repr(entry.name)} inflates past its declared size of {entry.file_size} bytes")
+        if keep is None:
+            keep = bytearray() if scan is not None or chunk[:4] in ZIP_MAGICS else False
+            if keep is not False and st.held + entry.file_size > NESTED_MAX_BYTES:
                 raise _limit(
-                    f"entry {short_repr(info.filename)} inflates past its declared size of {info.file_size} bytes"
+                    f"entry {short_repr(entry.name)} too large to inspect in memory"
+                    f" ({entry.file_size} bytes; {NESTED_MAX_BYTES} held at most)"
                 )
-            if keep is None:
-                keep = bytearray() if scan is not None or chunk[:4] in ZIP_MAGICS else False
-                if keep is not False and st.held + info.file_size > NESTED_MAX_BYTES:
-                    raise _limit(
-                        f"entry {short_repr(info.filename)} too large to inspect in memory"
-                        f" ({info.file_size} bytes; {NESTED_MAX_BYTES} held at most)"
-                    )
-            if isinstance(keep, bytearray):
-                keep += chunk
-    if produced < info.file_size:
-        raise Rejected("corrupt", f"entry {short_repr(info.filename)} is shorter than declared")
-    if crc != info.CRC:
-        raise Rejected("corrupt", f"entry {short_repr(info.filename)} fails its CRC-32")
+        if isinstance(keep, bytearray):
+            keep += chunk
+    if produced < entry.file_size:
+        raise Rejected("corrupt", f"entry {short_repr(entry.name)} is shorter than declared")
+    if crc != entry.crc:
+        raise Rejected("corrupt", f"entry {short_repr(entry.name)} fails its CRC-32")
     st.produced += produced
     data = bytes(keep) if keep else b""  # yara-x takes bytes only: one copy, shared below
     del keep
@@ -178,20 +164,20 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, st: _Stats, scan: Membe
         st.scanned += 1
         match = scan(data)
         if match:
-            raise Rejected("malware", f"{match} in entry {short_repr(info.filename)}")
+            raise Rejected("malware", f"{match} in entry {short_repr(entry.name)}")
     return data if data[:4] in ZIP_MAGICS else None
 
 
-def _entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, depth: int, bounds: Bounds, st: _Stats) -> None:
+def _entry(fh: IO[bytes], entry: Entry, depth: int, bounds: Bounds, st: _Stats) -> None:
     try:
-        blob = _inflate(zf, info, st, st.scan)
-    except NotImplementedError:  # Deflate64, implode, PPMd...: zipfile has no decompressor
-        _uninspectable(info, f"uses compression method {info.compress_type}", bounds, st)
+        blob = _inflate(fh, entry, st, st.scan)
+    except NotImplementedError:  # implode, PPMd, ...: no decompressor here
+        _uninspectable(entry, f"uses compression method {entry.method}", bounds, st)
         return
     except Rejected:
         raise
-    except Exception as exc:  # noqa: BLE001 - bad CRC, broken deflate stream, truncated data
-        raise Rejected("corrupt", f"entry {short_repr(info.filename)} does not inflate: {type(exc).__name__}") from None
+    except Exception as exc:  # noqa: BLE001 - broken stream, truncated data
+        raise Rejected("corrupt", f"entry {short_repr(entry.name)} does not inflate: {type(exc).__name__}") from None
     if blob is None:
         return
     if depth + 1 > bounds.zip_max_depth:
@@ -206,55 +192,42 @@ def _entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, depth: int, bounds: Bound
             if exc.reason_code != "corrupt":
                 raise
             st.uninspectable += 1  # a broken inner zip cannot expand: only limits matter
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error):
+        except (ValueError, OSError, EOFError, struct.error):
             st.uninspectable += 1
     finally:
         st.held -= len(blob)
 
 
 def _inspect(fh: IO[bytes], size: int, depth: int, bounds: Bounds, st: _Stats) -> tuple[int, int]:
-    try:
-        zf = zipfile.ZipFile(fh)
-    except (
-        zipfile.BadZipFile,
-        ValueError,
-        OSError,
-        EOFError,
-        struct.error,
-        NotImplementedError,
-    ) as exc:
-        raise Rejected("corrupt", f"not a readable zip: {type(exc).__name__}") from None
-    with zf:
-        infos = zf.infolist()
-        if len(infos) > bounds.zip_max_entries:
-            raise _limit(f"{len(infos)} entries > {bounds.zip_max_entries}")
-        seen: set[str] = set()
-        for info in infos:
-            _check_name(info.orig_filename)
-            key = _normalise(info.filename)
-            if key in seen:
-                raise _limit(f"duplicate entry name: {short_repr(info.filename)}")
-            seen.add(key)
-        total = sum(info.file_size for info in infos)
-        st.total_all += total
-        if st.total_all > bounds.zip_max_total_bytes:
-            raise _limit(f"declared expanded size {st.total_all} > {bounds.zip_max_total_bytes}")
-        if total / max(size, 1) > bounds.zip_max_ratio:
-            raise _limit(f"expansion ratio {total / max(size, 1):.1f} > {bounds.zip_max_ratio:g}")
-        _check_layout(fh, size, infos)
-        if depth == 0:  # what a person unpacking it sees first; the checks below still cover every entry
-            st.listing = [[info.filename[:LISTING_NAME_CHARS], info.file_size] for info in infos[:LISTING_MAX]]
-        for info in infos:
-            if info.flag_bits & 0x1:  # ZipCrypto or WinZip AES: no password here
-                st.encrypted += 1
-                _uninspectable(info, "is encrypted", bounds, st)
-                continue
-            if info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16):
-                st.symlinks += 1
-                _check_symlink(zf, info)
-                continue
-            _entry(zf, info, depth, bounds, st)
-    return len(infos), total
+    directory = zipstructure.read_directory(fh, size, bounds.zip_max_entries)
+    entries = directory.entries
+    seen: set[str] = set()
+    for entry in entries:
+        _check_name(entry.name)
+        key = _normalise(entry.name)
+        if key in seen:
+            raise _limit(f"duplicate entry name: {short_repr(entry.name)}")
+        seen.add(key)
+    total = sum(entry.file_size for entry in entries)
+    st.total_all += total
+    if st.total_all > bounds.zip_max_total_bytes:
+        raise _limit(f"declared expanded size {st.total_all} > {bounds.zip_max_total_bytes}")
+    if total / max(size, 1) > bounds.zip_max_ratio:
+        raise _limit(f"expansion ratio {total / max(size, 1):.1f} > {bounds.zip_max_ratio:g}")
+    entries = zipstructure.check_entries(fh, size, directory)
+    if depth == 0:  # what a person unpacking it sees first; the checks below still cover every entry
+        st.listing = [[entry.name[:LISTING_NAME_CHARS], entry.file_size] for entry in entries[:LISTING_MAX]]
+    for entry in entries:
+        if entry.encrypted:  # ZipCrypto or WinZip AES: no password here
+            st.encrypted += 1
+            _uninspectable(entry, "is encrypted", bounds, st)
+            continue
+        if entry.create_system == 3 and stat.S_ISLNK(entry.external_attr >> 16):
+            st.symlinks += 1
+            _check_symlink(fh, entry)
+            continue
+        _entry(fh, entry, depth, bounds, st)
+    return len(entries), total
 
 
 def process(

@@ -35,7 +35,7 @@ class Bounds:
     zip_max_ratio: float = 100.0
     zip_max_total_bytes: int = 1 << 30
     zip_max_depth: int = 3
-    # Entries nothing here can inflate (Deflate64, implode, encrypted, other methods) pass
+    # Entries nothing here can inflate (implode, PPMd, encrypted, other methods) pass
     # unscanned instead of rejected/archive_uninspectable: their declared sizes still count.
     zip_allow_uninspectable: bool = False
     max_gif_frames: int = 10_000  # frame-flood bound for counting frames (we only decode frame 0)

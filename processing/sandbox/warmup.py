@@ -34,6 +34,7 @@ PRELOAD = (
     "zipfile",
     "bz2",
     "lzma",
+    "inflate64",  # Deflate64 ZIP members
 )
 
 

@@ -126,18 +126,25 @@ def test_a_declared_digest_is_on_the_intents_entry(alice):
     assert arrived.details == {"stored_size": len(data), "content_type": "image/png", "sha256": digest}
 
 
-def test_heartbeat_extensions_are_audited_at_most_once_per_file_and_hour(alice):
+def test_heartbeat_extensions_are_audited_once_per_hour_gained_in_one_row_per_file(alice):
     pk = upload(client_for(alice), jpeg_bytes())
+    original = Attachment.objects.get(pk=pk).expires_at
     base = timezone.now().replace(minute=5, second=0, microsecond=0) + timedelta(days=1)
     for minutes in (0, 10, 20):  # a client heartbeating every ten minutes
         attachments_heartbeat(user=alice, ids=[pk], now=base + timedelta(minutes=minutes))
-    assert len(_events(pk, "heartbeat")) == 1
+    [first] = _events(pk, "heartbeat")
+    assert first.details["count"] == 1 and first.details["was"] == original.isoformat()
     attachments_heartbeat(user=alice, ids=[pk], now=base + timedelta(hours=2))
 
-    entries = _events(pk, "heartbeat")
-    assert len(entries) == 2 and {e.actor for e in entries} == {"user:alice"}
+    [entry] = _events(pk, "heartbeat")  # folded into the file's one heartbeat row
     row = Attachment.objects.get(pk=pk)
-    assert entries[-1].details["expires_at"] == row.expires_at.isoformat()
+    assert entry.actor == "user:alice" and entry.pk > first.pk
+    assert entry.details == {
+        "expires_at": row.expires_at.isoformat(),
+        "was": original.isoformat(),  # the expiry before the first extension
+        "since": first.created_at.isoformat(),
+        "count": 2,
+    }
 
 
 def test_a_heartbeat_through_the_api_names_its_user(alice):

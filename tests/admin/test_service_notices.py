@@ -7,6 +7,8 @@ said nothing.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sweeper.control import sweeper_control_set
@@ -21,8 +23,8 @@ def no_brake_overrides(settings):
     settings.AIRLOCK_SWEEPER_DRY_RUN = None
 
 
-def _readyz(client) -> tuple[int, dict]:
-    response = client.get("/readyz")
+def _readyz(client, **headers: str) -> tuple[int, dict]:
+    response = client.get("/readyz", **headers)
     return response.status_code, response.json()
 
 
@@ -34,17 +36,27 @@ def test_readyz_says_ok_with_nothing_degraded(client, transactional_db, no_brake
 
 
 def test_paused_uploads_show_on_readyz_as_degraded_with_the_reason(
-    client, transactional_db, acme_behind, alice, no_brake_overrides
+    client, transactional_db, acme_behind, alice, no_brake_overrides, settings
 ):
     refused = create_intent(client_for(alice), size=10)
     assert refused.status_code == 503 and "paused" in refused.json()["error"]["message"]
 
-    status, body = _readyz(client)
+    settings.AIRLOCK_METRICS_TOKEN = "metrics-secret"
+    status, body = _readyz(client, HTTP_AUTHORIZATION="Bearer metrics-secret")
     assert status == 200 and body["status"] == "ok"  # degraded, as an accepted sandbox layer is: still ready
     uploads = body["checks"]["uploads"]
-    assert uploads["ok"] is True and uploads["paused_tenants"] == ["acme"]
+    assert uploads["ok"] is True and uploads["paused_tenants"] == ["acme"] and uploads["paused_tenant_count"] == 1
     assert uploads["state"].startswith("degraded: " + PAUSED)
     assert any(d.startswith("uploads: " + PAUSED) for d in body["degraded"])
+
+    # Anyone else learns that uploads are paused, and for how many tenants; never which.
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}):
+        status, public = _readyz(client, **headers)
+        assert status == 200 and "acme" not in json.dumps(public)
+        uploads = public["checks"]["uploads"]
+        assert "paused_tenants" not in uploads and uploads["paused_tenant_count"] == 1
+        assert uploads["state"].startswith("degraded: New uploads are paused for 1 tenant: ")
+        assert any(d.startswith("uploads: New uploads are paused for 1 tenant") for d in public["degraded"])
 
 
 def test_an_active_brake_shows_on_readyz_as_degraded(client, transactional_db, no_brake_overrides):

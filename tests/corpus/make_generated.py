@@ -14,9 +14,11 @@ import io
 import struct
 import sys
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import inflate64
 import pillow_heif
 from PIL import Image
 
@@ -120,6 +122,118 @@ def eicar_in_nested_zip() -> bytes:
     return _zip([("backup/2026.zip", inner), ("index.txt", b"one backup\n")])
 
 
+# Hand-built ZIPs: what zipfile cannot write (Deflate64) or will not (parts that disagree).
+DOS_DATE, DOS_TIME = ((2026 - 1980) << 9) | (1 << 5) | 1, 0  # EPOCH
+FIELDS = ("name", "method", "flags", "crc", "csize", "size")
+
+
+def member(name: str, payload: bytes, method: int = 8, **extra: object) -> dict:
+    """One entry's fields and stored bytes: method 0 (stored), 8 (deflate) or 9 (Deflate64)."""
+    if method == 8:
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        data = packer.compress(payload) + packer.flush()
+    elif method == 9:
+        deflater = inflate64.Deflater()
+        data = deflater.deflate(payload) + deflater.flush()
+    else:
+        data = payload
+    fields = {"name": name.encode(), "method": method, "flags": 0, "crc": zlib.crc32(payload)}
+    return fields | {"csize": len(data), "size": len(payload), "data": data} | extra
+
+
+def local_header(*, name: bytes, method: int, flags: int, crc: int, csize: int, size: int, extra: bytes = b"") -> bytes:
+    head = struct.pack(
+        "<4sHHHHHIIIHH", b"PK\x03\x04", 20, flags, method, DOS_TIME, DOS_DATE, crc, csize, size, len(name), len(extra)
+    )
+    return head + name + extra
+
+
+def central_record(
+    *, name: bytes, method: int, flags: int, crc: int, csize: int, size: int, offset: int, extra: bytes = b""
+) -> bytes:
+    head = struct.pack(
+        "<4sBBHHHHHIIIHHHHHII",
+        b"PK\x01\x02",
+        20,
+        0,  # made by: MS-DOS (FAT), as Windows' own zip does
+        20,
+        flags,
+        method,
+        DOS_TIME,
+        DOS_DATE,
+        crc,
+        csize,
+        size,
+        len(name),
+        len(extra),
+        0,
+        0,
+        0,
+        0,
+        offset,
+    )
+    return head + name + extra
+
+
+def end_record(count: int, cd_size: int, cd_offset: int, comment: bytes = b"") -> bytes:
+    return struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, cd_size, cd_offset, len(comment)) + comment
+
+
+def hand_zip(members: list[dict], *, listed: list[int] | None = None, comment: bytes = b"") -> bytes:
+    """Local entries in order, then a directory of the `listed` ones (all by default).
+
+    A member's `local` / `central` dicts override its fields in that header only;
+    `descriptor` is written after its data.
+    """
+    out, records = bytearray(), []
+    for m in members:
+        offset = len(out)
+        out += local_header(**({k: m[k] for k in FIELDS} | m.get("local", {})))
+        out += m["data"] + m.get("descriptor", b"")
+        records.append(central_record(**({k: m[k] for k in FIELDS} | m.get("central", {})), offset=offset))
+    chosen = range(len(members)) if listed is None else listed
+    directory = b"".join(records[i] for i in chosen)
+    return bytes(out + directory + end_record(len(chosen), len(directory), len(out), comment))
+
+
+README = b"Quarterly figures, see the attached sheets.\r\n" * 20
+
+
+def zip_stored_over_deflate() -> bytes:
+    # The directory says stored: a reader of it gets the raw deflate bytes (CRC and size
+    # made to match them). The local header says deflate: a reader of it gets EICAR.
+    m = member("tools/eicar.com", EICAR)
+    raw = {"method": 0, "crc": zlib.crc32(m["data"]), "size": m["csize"]}
+    return hand_zip([member("README.txt", README), m | {"central": raw}])
+
+
+def zip_local_entry_unlisted() -> bytes:
+    # Two local entries; the directory lists only the first.
+    return hand_zip([member("README.txt", README), member("tools/eicar.com", EICAR)], listed=[0])
+
+
+def zip_concatenated() -> bytes:
+    # A ZIP holding EICAR, then a benign ZIP: a reader of the last end record sees only
+    # the benign one (zipfile and Info-ZIP shift its offsets past the prepended bytes).
+    return _zip([("tools/eicar.com", EICAR)]) + _zip([("README.txt", README)])
+
+
+WINDOWS_FOLDER = [
+    ("report/", b""),
+    ("report/summary.txt", README),
+    ("report/data.csv", b"".join(b"%d,%d,%d\r\n" % (i, i * i, i % 7) for i in range(4000))),
+]
+
+
+def zip_deflate64() -> bytes:
+    # What Windows' "Send to > Compressed folder" writes for a large folder: Deflate64 members.
+    return hand_zip([member(name, data, method=0 if name.endswith("/") else 9) for name, data in WINDOWS_FOLDER])
+
+
+def eicar_in_deflate64_zip() -> bytes:
+    return hand_zip([member("README.txt", README, method=9), member("tools/eicar.com", EICAR, method=9)])
+
+
 def png_hides_elf() -> bytes:
     # A valid PNG with a (header-only) x86-64 ELF executable appended after IEND.
     elf = b"\x7fELF\x02\x01\x01\x00" + bytes(8) + struct.pack("<HH", 2, 62) + bytes(44)
@@ -207,6 +321,11 @@ FILES: dict[str, Callable[[], bytes]] = {
     "eicar_in_zip.zip": eicar_in_zip,
     "eicar_in_nested_zip.zip": eicar_in_nested_zip,
     "png_hides_elf.png": png_hides_elf,
+    "zip_stored_over_deflate.zip": zip_stored_over_deflate,
+    "zip_local_entry_unlisted.zip": zip_local_entry_unlisted,
+    "zip_concatenated.zip": zip_concatenated,
+    "zip_deflate64.zip": zip_deflate64,
+    "eicar_in_deflate64_zip.zip": eicar_in_deflate64_zip,
     "heic_gps_rotated.heic": heic_gps_rotated,
     "avif_gps_rotated.avif": avif_gps_rotated,
     "heic_multi.heic": heic_multi,

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import connections
 
-CHECKS = {"database", "broker", "storage", "scanner", "sandbox", "uploads", "brakes"}
+CHECKS = {"database", "broker", "storage", "scanner", "sandbox", "uploads", "brakes", "workers"}
 
 
 def _ready(client) -> tuple[int, dict]:

@@ -5,6 +5,7 @@ import pytest
 from attachments.models import Attachment
 from sweeper.sweep import sweep_expired
 from tests.support import jpeg_bytes, png_bytes, run_pipeline, upload
+from tests.support.fake_clamd import erroring_clamd
 
 pytestmark = pytest.mark.django_db
 
@@ -83,8 +84,8 @@ def test_a_failed_replacement_leaves_the_old_one(alice, api, current, settings):
     new = _avatar(client, png_bytes((90, 90)), content_type="image/png")
     assert _commit(client, new).status_code == 200
     settings.AIRLOCK_MAX_ATTEMPTS = 1
-    settings.CLAMD_SOCKET, settings.CLAMD_HOST, settings.CLAMD_PORT = None, "127.0.0.1", 9  # nothing listens
-    assert run_pipeline(new) == "failed"
+    with erroring_clamd(settings):  # up, yet failing every scan: attempts run out
+        assert run_pipeline(new) == "failed"
     _untouched(current)
 
 

@@ -209,3 +209,16 @@ def test_an_expired_holders_slot_gives_up_the_jobs_parked_behind_it_and_a_full_p
     assert slots.parked_files("t") == set() and slots.pools_with_parked() == [("tenant", "t")]
     assert slots.wake_free("t", limit=3) == ["job-2"]  # the limit given is the one counted against
     assert slots.pools_with_parked() == []
+
+
+def test_acquire_without_parking_shares_the_pool_and_refuses_when_full(slots):
+    """A web request's slot (a variant): the same pool as the jobs', refused instead of parked when full."""
+    opts = {"limit": 2, "ttl_ms": 60_000}
+    assert slots.acquire_or_park("t", "job", "parked-a", park_ttl_ms=60_000, **opts)
+    assert slots.acquire("t", "variant-1", **opts)
+    assert not slots.acquire("t", "variant-2", **opts)  # full: refused, and nothing joins the waiting room
+    assert slots.parked_files("t") == set()
+    assert slots.acquire("t2", "variant-3", **opts)  # another tenant's pool
+    assert not slots.acquire_or_park("t", "job-2", '["parked-b"]', park_ttl_ms=60_000, **opts)
+    assert slots.release("t", "variant-1") == '["parked-b"]'  # a variant's release hands over to the parked job
+    assert slots.acquire("t", "variant-4", **opts)

@@ -113,8 +113,8 @@ def test_symlinks(run) -> None:
 
 
 UNINSPECTABLE = {
-    "deflate64": {"method": 9},
     "implode": {"method": 6},
+    "xz": {"method": 95},
     "ppmd": {"method": 98},
     "encrypted": {"flags": 0x01},
 }
@@ -133,7 +133,7 @@ def test_members_that_cannot_be_inflated_are_rejected(run, kind: str) -> None:
 
 
 def test_an_uninspectable_member_one_level_down_is_rejected(run) -> None:
-    inner = zip_patched(make_zip([("bomb.bin", b"\0" * 1000)]), method=9)
+    inner = zip_patched(make_zip([("bomb.bin", b"\0" * 1000)]), method=6)
     result = run("zip", make_zip([("inner.zip", inner), ("a.txt", b"x")]), member_rules=RULES)
     assert outcome(result) == "rejected:archive_uninspectable" and "bomb.bin" in result.message
 

@@ -120,9 +120,12 @@ def test_corpus_specific_facts(run) -> None:
     nested = run("zip", c / "recursive-extractor/TestDataArchivesNested.zip")
     assert nested.data["nested_archives"] == 1 and nested.data["max_depth"] == 1
     assert run("zip", c / "tika/test-documents-spanned.zip").reason_code == "corrupt"
-    deflate64 = run("zip", c / "commons-compress/lorem-ipsum-deflate64.zip")
-    assert deflate64.reason_code == "archive_uninspectable" and "method 9" in deflate64.message
-    allowed = run("zip", c / "commons-compress/lorem-ipsum-deflate64.zip", bounds=Bounds(zip_allow_uninspectable=True))
+    deflate64 = run("zip", c / "commons-compress/lorem-ipsum-deflate64.zip")  # inflated with inflate64
+    assert deflate64.outcome == "ok" and deflate64.data["inflated_bytes"] == 144_060
+    assert deflate64.data["uninspectable_entries"] == 0
+    implode = run("zip", c / "clamav/clam.impl.zip")
+    assert implode.reason_code == "archive_uninspectable" and "method 6" in implode.message
+    allowed = run("zip", c / "clamav/clam.impl.zip", bounds=Bounds(zip_allow_uninspectable=True))
     assert allowed.outcome == "ok" and allowed.data["uninspectable_entries"] == 1
     aes = run("zip", c / "recursive-extractor/TestDataEncryptedAES.zip")
     assert aes.reason_code == "archive_uninspectable" and "encrypted" in aes.message

@@ -1,4 +1,4 @@
-"""Processes the tests start for real: a loopback port, a private clamd, `manage.py serve`.
+"""Processes the tests start for real: a loopback port, a private clamd or Redis, `manage.py serve`.
 
 One copy of each, so that a change in how clamd or serve is started is made once
 (bench/common.py takes free_port and wait_healthy from here too).
@@ -143,6 +143,38 @@ class PrivateClamd:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PrivateRedis:
+    """A redis-server of our own on a free port, no persistence: a kill and a start lose every key, as a crash does."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("private redis-server did not start")
+
+    def kill(self) -> None:
+        """SIGKILL: every queued message, slot and beat is gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
 
 
 class Server:

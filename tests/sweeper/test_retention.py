@@ -1,7 +1,8 @@
 """Retention: the sweeper's purge phase removes rows past their windows, in batches, under the brakes.
 
-Every table that grows with use has a window: the pipeline's bookkeeping, the audit
-timeline and tombstones, sweep runs, dead letters, backfill checkpoints, the admin's
+Every table that grows with use has a window: the pipeline's bookkeeping, tombstones
+(which carry a hard-deleted file's audit timeline; a live file's stays, tested by
+tests/sweeper/test_history_kept.py), sweep runs, dead letters, backfill checkpoints, the admin's
 log, django-axes' attempts and logs, expired browser sessions, webhook history.
 """
 
@@ -28,7 +29,6 @@ NOW = T0 + 400 * DAY
 TABLES = {
     "outbox_sent": OutboxMessage,
     "storage_events": StorageEvent,
-    "transition_logs": TransitionLog,
     "tombstones": Tombstone,
     "sweep_runs": SweepRun,
     "reconcile_runs": ReconcileRun,
@@ -148,6 +148,7 @@ def test_rows_past_their_windows_are_purged_in_batches_and_the_run_says_how_many
     }
     assert OutboxMessage.objects.filter(pk=aged.pk).exists()
     assert SweepRun.objects.get(pk=report.run_id).purged == report.purged
+    assert TransitionLog.objects.count() == 7  # a live file's history, 800 days old or not, stays
 
 
 def test_a_brake_pulled_mid_purge_stops_the_next_batch(aged, monkeypatch):
@@ -169,9 +170,9 @@ def test_a_brake_pulled_mid_purge_stops_the_next_batch(aged, monkeypatch):
 
 def test_each_window_is_a_setting(aged, settings):
     settings.AIRLOCK_OUTBOX_RETENTION_DAYS = 1000
-    settings.AIRLOCK_TRANSITION_LOG_RETENTION_DAYS = 1000
+    settings.AIRLOCK_TOMBSTONE_RETENTION_DAYS = 1000
     report = sweep_expired(now=NOW)
-    assert report.purged["outbox_sent"] == 0 and report.purged["transition_logs"] == 0
+    assert report.purged["outbox_sent"] == 0 and report.purged["tombstones"] == 0
     assert report.purged["storage_events"] == 5
 
 

@@ -1,4 +1,4 @@
-"""A hard-deleted attachment leaves a tombstone (identity, digest, final state, times, its history summarized)."""
+"""A hard-deleted attachment leaves a tombstone (identity, digest, final state, times, its whole history)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_a_purged_file_leaves_a_tombstone_with_its_story(alice, settings):
     assert (stone.status, stone.reason_code, stone.lifecycle) == ("ready", "", Lifecycle.DELETED)
     assert (stone.created_at, stone.ready_at, stone.deleted_at) == (row.created_at, row.ready_at, deleted_at)
     assert stone.purged_by == "system:purge"
-    # …and their summary stayed: who did what, in order
+    # …and the whole story stayed: who did what, in order
     story = [(e["event"], e["actor"]) for e in stone.history]
     assert story == [
         ("intent", "user:alice"),
@@ -79,17 +79,29 @@ def test_tombstones_are_written_one_insert_per_batch(alice, settings):
     assert all(stone.history_total == 1 for stone in Tombstone.objects.all())
 
 
-def test_a_long_history_keeps_its_first_and_last_entries(alice, settings):
+def test_a_long_history_is_kept_whole_with_repeats_folded_and_big_details_sized(alice, settings):
     row = make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0)
-    n = hard_delete.TOMBSTONE_HISTORY_LIMIT + 30
-    TransitionLog.objects.bulk_create(
-        [TransitionLog(attachment=row, transition="heartbeat", actor="user:alice", details={"n": i}) for i in range(n)]
-    )
+
+    def entry(i: int, transition: str, **fields) -> TransitionLog:
+        return TransitionLog(attachment=row, transition=transition, actor="user:alice", **fields)
+
+    distinct = [entry(i, "legal_hold" if i % 2 else "legal_hold_cleared", details={"n": i}) for i in range(120)]
+    rescans = [
+        entry(120 + i, "rescan", from_status="ready", to_status="ready", details={"n": 120 + i}) for i in range(30)
+    ]
+    big = entry(150, "scan", details={"report": "x" * 5000})
+    TransitionLog.objects.bulk_create([*distinct, *rescans, big])
+    TransitionLog.objects.filter(attachment=row).update(created_at=T0)  # one instant: the id orders them
+
     sweep_expired(now=T0 + (settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY)
     stone = Tombstone.objects.get(attachment_id=row.pk)
-    assert stone.history_total == n and len(stone.history) == hard_delete.TOMBSTONE_HISTORY_LIMIT
-    kept = [e["details"]["n"] for e in stone.history]
-    assert kept[0] == 0 and kept[-1] == n - 1
+    assert stone.history_total == 151
+    # every one of the 120 alternating entries, in order; the 30 rescans as one entry; the scan's details sized
+    assert [e["details"]["n"] for e in stone.history[:120]] == list(range(120))
+    folded, sized = stone.history[120:]
+    assert (folded["event"], folded["count"], folded["details"]["n"]) == ("rescan", 30, 120)
+    assert "until" in folded
+    assert sized["event"] == "scan" and sized["details"]["omitted_bytes"] > hard_delete.TOMBSTONE_DETAILS_BYTES
 
 
 def test_a_dry_run_and_the_killswitch_write_no_tombstone(alice, settings):

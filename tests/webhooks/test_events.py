@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from attachments import signing
 from tests.support import EICAR, jpeg_bytes, run_pipeline, upload
+from tests.support.fake_clamd import erroring_clamd
 from webhooks.models import WebhookDelivery, WebhookEvent
 
 from .conftest import deliver_due, verified
@@ -69,8 +70,8 @@ def test_rejected(alice, api, hooked, receiver):
 def test_failed(alice, api, hooked, receiver, settings):
     attachment_id = upload(api(alice), jpeg_bytes())
     settings.AIRLOCK_MAX_ATTEMPTS = 1
-    settings.CLAMD_SOCKET, settings.CLAMD_HOST, settings.CLAMD_PORT = None, "127.0.0.1", 9  # nothing listens
-    assert run_pipeline(attachment_id) == "failed"
+    with erroring_clamd(settings):  # up, yet failing every scan: attempts run out
+        assert run_pipeline(attachment_id) == "failed"
     [payload] = _payloads(receiver, hooked)
     assert payload["type"] == "attachment.failed"
     assert payload["data"]["reason"]["code"] == "infrastructure"

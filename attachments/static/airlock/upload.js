@@ -20,6 +20,11 @@
  * connection, a service in trouble), never after a content decision; remove discards; a heartbeat
  * keeps staged uploads alive while the page is open; Commit binds the rest to a ref in one call.
  *
+ * Signed in (`/`), the page speaks as the session's user (cookie + CSRF header). At `/upload#token=…`
+ * it speaks with a client token a host minted for one of its people (Authorization: Bearer, no
+ * cookie): the token is taken from the fragment, which never reaches a server or a Referer, kept in
+ * sessionStorage for reloads, and removed from the address bar.
+ *
  * Each file gets a profile from its type (photo → image, video or audio → media, PDF → document,
  * ZIP → archive) unless the picker names one. Everything from the server or the user is put in the
  * page with textContent or setAttribute on fixed attribute names, never with innerHTML.
@@ -68,6 +73,23 @@
   }
 
   var csrfToken = metaContent("csrf-token");
+  var clientToken = metaContent("airlock-client") === "1" ? takeClientToken() : "";
+
+  function takeClientToken() {
+    var found = /(?:^|&)token=([^&]+)/.exec(window.location.hash.slice(1));
+    if (found) {
+      window.sessionStorage.setItem("airlock-client-token", decodeURIComponent(found[1]));
+      window.history.replaceState(null, "", window.location.pathname + window.location.search);
+    }
+    return window.sessionStorage.getItem("airlock-client-token") || "";
+  }
+
+  /* How a request proves who it is: the client token, or the session's CSRF header on writes. */
+  function credentialHeaders(headers, write) {
+    if (clientToken) headers.Authorization = "Bearer " + clientToken;
+    else if (write) headers["X-CSRFToken"] = csrfToken;
+    return headers;
+  }
   var STORAGE = metaContent("airlock-storage");
   var MULTIPART_OVER = Number(metaContent("airlock-multipart-bytes")) || Infinity;
   var PART_SIZE = Number(metaContent("airlock-part-size")) || 16 * MIB;
@@ -123,11 +145,10 @@
   }
   ApiError.prototype = Object.create(Error.prototype);
 
-  /* JSON request to our own API with the session cookie (+ CSRF header on writes): {body, headers}. */
+  /* JSON request to our own API as the page's user (credentialHeaders): {body, headers}. */
   function request(method, path, payload, signal) {
-    var options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" },
-                    signal: signal };
-    if (method !== "GET") options.headers["X-CSRFToken"] = csrfToken;
+    var options = { method: method, credentials: clientToken ? "omit" : "same-origin",
+                    headers: credentialHeaders({ Accept: "application/json" }, method !== "GET"), signal: signal };
     if (payload !== undefined) {
       options.headers["Content-Type"] = "application/json";
       options.body = JSON.stringify(payload);
@@ -617,7 +638,8 @@
 
   /* A video's poster: fetched and shown as a blob: URL. */
   function loadPreview(item, url, kind, duration) {
-    fetch(url, { credentials: "same-origin" }).then(function (response) {
+    fetch(url, { credentials: clientToken ? "omit" : "same-origin", headers: credentialHeaders({}, false) })
+    .then(function (response) {
       if (!response.ok) throw new Error(kind + " " + response.status);
       return response.blob();
     }).then(function (blob) {
@@ -770,7 +792,7 @@
     var U = window.Uppy;
     uppy = new U.Uppy({
       // One store per user: Golden Retriever must not hand one user's files to another on a shared browser.
-      id: "airlock-" + metaContent("airlock-user"),
+      id: "airlock-" + (clientToken ? "client" : metaContent("airlock-user")),
       autoProceed: true,
       locale: locale || undefined,
       onBeforeFileAdded: function (file) {
@@ -796,7 +818,7 @@
       uppy.use(U.Tus, {
         endpoint: API + "/tus/", chunkSize: TUS_CHUNK, limit: 4,
         retryDelays: [0, 1000, 3000, 5000, 10000],
-        headers: { "X-CSRFToken": csrfToken },
+        headers: credentialHeaders({}, true),
         allowedMetaFields: ["profile", "filename", "content_type"],
         removeFingerprintOnSuccess: true,
         onBeforeRequest: function (req, file) {

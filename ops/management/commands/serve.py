@@ -27,6 +27,8 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from ops.health import warm_readiness
+
 log = logging.getLogger("airlock.serve")
 
 
@@ -100,6 +102,13 @@ class Command(BaseCommand):
             for runtime in runtime_box:
                 runtime.stop()
 
+        def web_process_init(worker) -> None:
+            # A new process's first checks build its clients (S3's takes most of a second): done
+            # now, not by the first probes, which would all wait for it.
+            warm_readiness()
+            if want_jobs and single:
+                start_jobs(worker)
+
         supervisor = JobsSupervisor(opts)
         server = httpserver.AirlockServer(
             app,
@@ -107,7 +116,7 @@ class Command(BaseCommand):
                 bind=bind,
                 processes=1 if single else settings_value("AIRLOCK_WEB_PROCESSES"),
                 on_ready=ready,
-                post_worker_init=start_jobs if (want_jobs and single) else None,
+                post_worker_init=web_process_init,
                 worker_exit=stop_jobs if (want_jobs and single) else None,
                 on_exit=supervisor.stop,
             ),

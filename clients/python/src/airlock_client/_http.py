@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from .errors import StorageError, TransportError, error_from_response, retry_after_seconds
+from .errors import AirlockError, StorageError, TransportError, error_from_response, retry_after_seconds
+from .redact import safe_url, scrub
 
 RETRY_STATUSES = frozenset({423, 429, 503})
 
@@ -23,9 +24,13 @@ class Sender:
         backoff: float,
         max_backoff: float,
         sleep: Callable[[float], None],
+        errors: Callable[[httpx.Response], AirlockError] = error_from_response,
+        outage_budget: float = 60.0,
     ) -> None:
         self.http = http
+        self.errors = errors  # the typed error for an answer outside `ok`
         self.max_retries = max_retries
+        self.outage_budget = outage_budget
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.sleep = sleep
@@ -51,39 +56,51 @@ class Sender:
         """Send until an answer in `ok` (returned) or an error (raised, typed).
 
         429, 503 and 423 are always retried (the server created nothing and said
-        when to come back); a lost connection only when `reconnect` says the
-        request is safe to repeat. A body given as a callable is rebuilt per attempt.
+        when to come back), and so is a connection that could not be opened (the
+        request never left); a connection lost later only when `reconnect` says
+        the request is safe to repeat. Retries go on for `max_retries` tries or
+        until `outage_budget` seconds were waited, whichever is longer: a server
+        or bucket that is away for a minute is waited out. A body given as a
+        callable is rebuilt per attempt.
         """
         content = kwargs.pop("content", None)
         attempt = 0
+        waited = 0.0
         while True:
             body = content() if callable(content) else content
             try:
                 response = self.http.request(method, url, content=body, **kwargs)
             except httpx.TransportError as exc:
-                if not reconnect or attempt >= self.max_retries:
-                    raise TransportError(f"{method} {url}: {exc!r}") from exc
-                self.sleep(self.delay(attempt, None))
+                unsent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+                if not (reconnect or unsent) or not self._may_retry(attempt, waited):
+                    raise TransportError(f"{method} {safe_url(url)}: {scrub(exc)!r}") from exc
+                waited += self._pause(attempt, None)
                 attempt += 1
                 continue
             if response.status_code in ok:
                 return response
-            if response.status_code in RETRY_STATUSES and attempt < self.max_retries:
-                self.sleep(self.delay(attempt, retry_after_seconds(response)))
+            if response.status_code in RETRY_STATUSES and self._may_retry(attempt, waited):
+                waited += self._pause(attempt, retry_after_seconds(response))
                 attempt += 1
                 continue
-            raise error_from_response(response)
+            raise self.errors(response)
+
+    def _may_retry(self, attempt: int, waited: float) -> bool:
+        return attempt < self.max_retries or waited < self.outage_budget
+
+    def _pause(self, attempt: int, retry_after: float | None) -> float:
+        pause = self.delay(attempt, retry_after)
+        self.sleep(pause)
+        return pause
 
 
-def raise_for_storage(response: httpx.Response) -> None:
-    """Raise a StorageError for a refused presigned request (S3 answers XML, not Airlock's JSON)."""
-    if response.status_code < 400:
-        return
+def storage_error_from_response(response: httpx.Response) -> AirlockError:
+    """The error for a refused signed or presigned request: Airlock's own (JSON) or the bucket's (XML)."""
     if response.headers.get("content-type", "").startswith("application/json"):
-        raise error_from_response(response)
+        return error_from_response(response)
     text = response.text
     code = _xml_tag(text, "Code") or f"HTTP_{response.status_code}"
-    raise StorageError(
+    return StorageError(
         _xml_tag(text, "Message") or text[:200],
         code=code,
         status=response.status_code,

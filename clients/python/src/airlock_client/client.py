@@ -12,8 +12,9 @@ from typing import Any, BinaryIO, Literal
 
 import httpx
 
-from ._http import Sender
+from ._http import Sender, storage_error_from_response
 from .errors import DownloadMismatch, NotFound, TransportError, WaitTimeout, error_from_response
+from .redact import redact_httpx_logs, safe_url, scrub
 from .sources import Source
 from .types import TERMINAL, Attachment, Commit, Heartbeat, ProgressCallback, Usage
 from .uploads import TUS, Progress, Uploader, is_local_plan
@@ -31,8 +32,10 @@ class Client:
     Uploads go where the server's intent says (its signed PUT, an S3 presigned
     POST or PUT, an S3 multipart plan); files of `tus_threshold` bytes or more
     go through tus instead when the server stores locally, so they can resume.
-    429, 503 and 423 answers are retried up to `max_retries` times, waiting at
-    least the server's `Retry-After`.
+    429, 503 and 423 answers, and connections that cannot be opened, are
+    retried `max_retries` times or for `outage_budget` seconds of waiting,
+    whichever is longer, waiting at least the server's `Retry-After` and
+    backing off up to `max_backoff` between tries.
     """
 
     verify_webhook = staticmethod(verify_webhook)
@@ -46,12 +49,14 @@ class Client:
         max_retries: int = 4,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        outage_budget: float = 60.0,
         tus_threshold: int = 32 * MIB,
         tus_chunk_size: int = 8 * MIB,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        redact_httpx_logs()  # httpx logs each request's URL: signed ones carry their credential
         self.tus_threshold = tus_threshold
         self._backend: Literal["local", "s3"] | None = None  # learnt from the first intent
         self._http = httpx.Client(
@@ -61,10 +66,15 @@ class Client:
         )
         # Signed and presigned URLs carry their own credential: the API token never goes to a bucket.
         self._bare = httpx.Client(timeout=timeout, transport=transport)
-        self._api = Sender(self._http, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep)
-        self._storage = Sender(
-            self._bare, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep
-        )
+        retries: dict[str, Any] = {
+            "max_retries": max_retries,
+            "backoff": backoff,
+            "max_backoff": max_backoff,
+            "sleep": sleep,
+            "outage_budget": outage_budget,
+        }
+        self._api = Sender(self._http, **retries)
+        self._storage = Sender(self._bare, **retries, errors=storage_error_from_response)
         self._uploader = Uploader(self._api, self._storage, self.base_url, tus_chunk_size)
 
     def close(self) -> None:
@@ -284,7 +294,7 @@ class Client:
                             on_progress(have, total)
                 return total if total >= 0 else have
         except httpx.TransportError as exc:
-            raise TransportError(f"GET {url}: {exc!r}") from exc
+            raise TransportError(f"GET {safe_url(url)}: {scrub(exc)!r}") from exc
 
     # --- lifecycle -----------------------------------------------------------------------
 

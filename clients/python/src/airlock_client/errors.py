@@ -6,11 +6,15 @@ from typing import Any
 
 import httpx
 
+from .redact import redact, redact_value
+
 
 class AirlockError(Exception):
     """An error answered by Airlock (`code`, `status`, `details`) or met on the way to it.
 
     `retry_after` is the server's `Retry-After` in seconds, when it sent one.
+    The message and details never carry a URL's query, a token or a signature
+    (airlock_client.redact): host apps log exceptions whole.
     """
 
     code: str = "ERROR"
@@ -25,12 +29,13 @@ class AirlockError(Exception):
         retry_after: float | None = None,
         request_id: str | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
         self.status = status
-        self.details: dict[str, Any] = details or {}
+        self.details: dict[str, Any] = redact_value(details) if details else {}
         self.retry_after = retry_after
         self.request_id = request_id
 
