@@ -59,6 +59,15 @@ class UrlExpired(AirlockError):
     code, status, default_message = "URL_EXPIRED", 403, "The signed URL has expired; read the resource for a new link."
 
 
+class OutOfScope(AirlockError):
+    # A client token reaches only what its host granted (docs/api.md, "Client tokens").
+    code, status, default_message = (
+        "CLIENT_TOKEN_SCOPE",
+        403,
+        "A client token cannot do this: use the host's service token.",
+    )
+
+
 class NotFound(AirlockError):
     code, status, default_message = "NOT_FOUND", 404, "Not found."
 

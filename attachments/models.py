@@ -45,6 +45,25 @@ class TenantUsage(models.Model):
         return f"{self.tenant_id}: {self.bytes_used} B, {self.files_used} files"
 
 
+class SubjectUsage(models.Model):
+    """What one subject of a tenant holds now, kept only while a subject quota is set (services/quotas.py).
+
+    Moved in the same transactions as TenantUsage, after it; created from the
+    subject's rows the first time it is needed.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="subject_usage", db_index=False)
+    subject = models.CharField(max_length=128)
+    bytes_used = models.BigIntegerField(default=0)
+    files_used = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "subject"], name="subjectusage_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.subject}: {self.bytes_used} B, {self.files_used} files"
+
+
 class Membership(models.Model):
     """Every user belongs to exactly one tenant."""
 

@@ -82,7 +82,7 @@ from attachments.models import (  # noqa: E402
     TransitionLog,
 )
 from attachments.naming import derivative_key, original_key  # noqa: E402
-from attachments.services.erasure import erasure_subject_user  # noqa: E402
+from attachments.services.erasure import erasure_scope_user  # noqa: E402
 from attachments.services.holds import attachment_hold_set, ref_hold_set  # noqa: E402
 from attachments.services.lifecycle import (  # noqa: E402
     attachment_discard,
@@ -444,7 +444,7 @@ class Simulation:
         # What is still stored now (a file swept before the erasure is not the erasure's)
         present = [pk for pk in self.owned[user] if pk in self.created_at and self.original[pk] in self.gateway.objects]
         report = erase(
-            erasure_subject_user(self.users[user].get_username()),
+            erasure_scope_user(self.users[user].get_username()),
             actor="command:erase_user:sim",
             now=when,
             gateway=self.gateway,

@@ -33,6 +33,14 @@ slot of the same pool while the sandbox makes them (`variant_slot`): a tenant's
 viewers and its uploads share one fair share. A request never parks (a browser
 waits on it): with no slot free it is refused, and the browser retries.
 
+The pool is the tenant's, not its subjects' (a host's people,
+attachments/subjects.py): messages carry no subject, and a pool per subject
+inside the tenant's would need a waiting room of its own (else a full
+subject's parked jobs churn through the tenant's room on every release and
+tick) and a second pool in every recovery path. One person's flood is bounded
+before the pipeline instead, by the per-subject intent rate, pending cap and
+optional quota (docs/architecture.md, "Within a tenant").
+
 Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
 AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
 at all holds at most that many threads, and a flood of one tenant's events to

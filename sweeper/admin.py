@@ -32,7 +32,7 @@ from attachments.admin.actions import (
 from attachments.admin.modeladmins import ReadOnlyModelAdmin, _pre
 from attachments.errors import AirlockError
 from attachments.models import DeadLetter
-from attachments.services.erasure import erasure_subject_user
+from attachments.services.erasure import erasure_scope_user
 from attachments.services.moderation import attachment_requeue, dead_letter_resolve
 from attachments.services.transitions import TransitionConflict
 from attachments.staff_scope import PlatformStaffOnly, scoped
@@ -511,14 +511,14 @@ class ErasableUserAdmin(UserAdmin):
         actor = staff_actor(request)
         if request.POST.get("post") == "yes":
             for user in users:
-                result = erase(erasure_subject_user(user.get_username()), actor=actor)
+                result = erase(erasure_scope_user(user.get_username()), actor=actor)
                 self.log_change(request, user, f"Erased by {actor}: " + " ".join(result.summary()))
                 level = messages.WARNING if result.errors or result.deferred else messages.SUCCESS
                 for line in result.summary():
                     self.message_user(request, line, level)
             return None
         for user in users:
-            user.erasure_plan = erase(erasure_subject_user(user.get_username()), actor=actor, dry_run=True).summary()
+            user.erasure_plan = erase(erasure_scope_user(user.get_username()), actor=actor, dry_run=True).summary()
         return confirmation_page(
             self,
             request,

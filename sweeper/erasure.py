@@ -1,9 +1,9 @@
-"""Erase a user or a tenant: let every file go now, revoke their tokens, and remove the objects at once.
+"""Erase a user, a tenant or a subject: let every file go now, revoke the tokens, and remove the objects at once.
 
 The rows change in attachments.services.erasure (tokens revoked, staged files
 discarded and committed ones released, all due now, held files skipped);
 then the objects are removed here by the sweeper's own batches
-(reaping.reap_batch, narrowed to the subject's files), so each removal marks
+(reaping.reap_batch, narrowed to the scope's files), so each removal marks
 its row deleted and sends `attachment.deleted`, as a sweep would. The
 sweeper's brakes apply: under the killswitch or its dry run nothing is
 removed now, the files stay due, and the first sweep after the brake is
@@ -22,7 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle
-from attachments.services.erasure import ErasurePlan, ErasureSubject, erasure_plan, erasure_release, stored_footprint
+from attachments.services.erasure import ErasurePlan, ErasureScope, erasure_plan, erasure_release, stored_footprint
 from attachments.storage import get_gateway
 
 from .control import delete_brake
@@ -91,23 +91,23 @@ def _report(plan: ErasurePlan, *, dry_run: bool) -> ErasureReport:
 
 
 def erase(
-    subject: ErasureSubject,
+    scope: ErasureScope,
     *,
     actor: str,
     dry_run: bool = False,
     now: datetime | None = None,
     gateway: ObjectDeleter | None = None,
 ) -> ErasureReport:
-    """Erase `subject` (dry run: report only, change nothing)."""
+    """Erase `scope` (dry run: report only, change nothing)."""
     if not actor:
         raise ValueError("actor is required: an erasure says who ran it")
     if dry_run:
-        return _report(erasure_plan(subject), dry_run=True)
+        return _report(erasure_plan(scope), dry_run=True)
     now = now or timezone.now()
-    report = _report(erasure_release(subject, actor=actor, now=now), dry_run=False)
+    report = _report(erasure_release(scope, actor=actor, now=now), dry_run=False)
     report.deferred = delete_brake()
     if not report.deferred:
-        _remove(report, subject, now=now, actor=actor, gateway=gateway or get_gateway())
+        _remove(report, scope, now=now, actor=actor, gateway=gateway or get_gateway())
     log.warning(
         "erasure",
         extra={k: v for k, v in report.to_dict().items() if k != "held_skipped"}
@@ -116,10 +116,8 @@ def erase(
     return report
 
 
-def _remove(
-    report: ErasureReport, subject: ErasureSubject, *, now: datetime, actor: str, gateway: ObjectDeleter
-) -> None:
-    """Reap the subject's due files now, batch by batch (each its own transaction, like a sweep)."""
+def _remove(report: ErasureReport, scope: ErasureScope, *, now: datetime, actor: str, gateway: ObjectDeleter) -> None:
+    """Reap the scope's due files now, batch by batch (each its own transaction, like a sweep)."""
     size = settings.AIRLOCK_SWEEP_BATCH
     workers = settings.AIRLOCK_SWEEP_CONCURRENCY
     cursor: Cursor | None = None
@@ -132,7 +130,7 @@ def _remove(
                 gateway=gateway,
                 pool=pool,
                 workers=workers,
-                only=subject.files,
+                only=scope.files,
                 actor=actor,
             )
             report.objects_removed += batch.objects_deleted
@@ -141,9 +139,7 @@ def _remove(
                 break
             cursor = batch.cursor
     removed = list(
-        Attachment.objects.filter(subject.files, lifecycle=Lifecycle.DELETED, deleted_at=now).values_list(
-            "pk", flat=True
-        )
+        Attachment.objects.filter(scope.files, lifecycle=Lifecycle.DELETED, deleted_at=now).values_list("pk", flat=True)
     )
     report.files_removed = len(removed)
     _objects, report.bytes_removed = stored_footprint(removed)

@@ -1,9 +1,11 @@
-"""Finding a file in the console: search by ref, owner, tenant, filename, id and digest; saved questions.
+"""Finding a file in the console: search by ref, subject, owner, tenant, filename, id and digest; saved questions.
 
 Support staff start from a ticket that names the owning object ("my wedding
 video": `wedding:smith-2026`), a person, or a file name; the search box takes
 any of them. `ref:wedding:smith` narrows to refs starting with that text (an
 exact ref is its own prefix); a bare term also matches ref prefixes.
+`subject:user-42` lists the files of one of a host's people (the id the host
+sends in `Airlock-Subject`), exactly; a bare term matches a subject exactly too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..models import Attachment, DeadLetter, Status, TransitionLog
 from ..services import backlog
 
 REF_PREFIX = "ref:"
+SUBJECT_PREFIX = "subject:"
 # The saved question "stuck": files uploaded (or being processed) this long ago and not settled.
 STUCK_MINUTES = 30
 
@@ -32,8 +35,12 @@ def search_query(term: str) -> Q | None:
         ref = term[len(REF_PREFIX) :].strip()
         # `ref__startswith` is a range scan on an index where one exists; exact refs are their own prefix.
         return Q(ref__startswith=ref) if ref else Q(ref__isnull=False)
+    if term.lower().startswith(SUBJECT_PREFIX):
+        # Exact, as the host sent it (case and inner spaces count): index att_tenant_subject within a tenant.
+        return Q(subject=term[len(SUBJECT_PREFIX) :].strip())
     query = (
         Q(ref__startswith=term)
+        | Q(subject=term)
         | Q(filename__icontains=term)
         | Q(owner__username__icontains=term)
         | Q(tenant__slug__iexact=term)

@@ -229,7 +229,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     search_fields = ("filename",)  # get_search_results builds the whole query (finding.search_query)
     search_help_text = (
         "Search by ref (ref:wedding:smith for refs starting so; a plain term matches ref "
-        "prefixes too), owner username, tenant slug, filename, id or sha256."
+        "prefixes too), subject (subject:user-42, exactly), owner username, tenant slug, filename, id or sha256."
     )
     list_select_related = ("owner", "tenant")
     ordering = ("-created_at",)
@@ -249,6 +249,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                     "filename",
                     "preview",
                     "owner",
+                    "subject",
                     "tenant",
                     "profile",
                     "status",
@@ -369,6 +370,15 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_tenant(self, obj: Attachment) -> str:
+        # The subject under its owner when a host's token made the file for one of its people.
+        if obj.subject and obj.subject != obj.owner.get_username():
+            return format_html(
+                '{}<br><span class="airlock-subject" title="subject">for {}</span>'
+                '<br><span class="airlock-quiet">{}</span>',
+                obj.owner,
+                obj.subject,
+                obj.tenant.slug,
+            )
         return format_html('{}<br><span class="airlock-quiet">{}</span>', obj.owner, obj.tenant.slug)
 
     @admin.display(description="created", ordering="created_at")
@@ -551,6 +561,7 @@ class TombstoneAdmin(ReadOnlyModelAdmin):
         "purged_at",
         "attachment_id",
         "tenant_slug",
+        "subject",
         "status",
         "reason_code",
         "lifecycle",
@@ -559,7 +570,7 @@ class TombstoneAdmin(ReadOnlyModelAdmin):
         "deleted_at",
     )
     list_filter = ("status", "reason_code")
-    search_fields = ("=attachment_id", "=sha256", "storage_key")
+    search_fields = ("=attachment_id", "=sha256", "=subject", "storage_key")
     ordering = ("-purged_at", "-id")
     show_full_result_count = False
 

@@ -13,6 +13,7 @@ from ..errors import (
     NotAuthenticated,
     NotFound,
     NotRestorable,
+    OutOfScope,
     TooLarge,
     ValidationFailed,
 )
@@ -48,6 +49,8 @@ class HeartbeatEntrySerializer(SharedSerializer):
 
 
 class HeartbeatApi(APIView):
+    client_token_allowed = True
+
     @extend_schema_serializer(component_name="Heartbeat")
     class InputSerializer(SharedSerializer):
         ids = _ids()
@@ -83,6 +86,8 @@ class HeartbeatApi(APIView):
 
 
 class DiscardApi(APIView):
+    client_token_allowed = True
+
     @extend_schema(
         operation_id="attachments_discard",
         tags=_TAGS,
@@ -101,6 +106,8 @@ class DiscardApi(APIView):
 
 
 class DiscardAllApi(APIView):
+    client_token_allowed = True
+
     @extend_schema_serializer(component_name="DiscardAllResponse")
     class OutputSerializer(SharedSerializer):
         discarded = serializers.IntegerField(min_value=0)
@@ -120,6 +127,8 @@ class DiscardAllApi(APIView):
 
 
 class CommitApi(APIView):
+    client_token_allowed = True  # to the granted ref only (services/client_grants.py)
+
     @extend_schema_serializer(component_name="Commit")
     class InputSerializer(SharedSerializer):
         ids = _ids()
@@ -144,7 +153,15 @@ class CommitApi(APIView):
         request=InputSerializer,
         responses={
             200: OpenApiResponse(OutputSerializer, description="All committed."),
-            **errors(ValidationFailed, NotAuthenticated, TooLarge, AttachmentInvalid, TOO_LARGE=JSON_TOO_LARGE),
+            **errors(
+                ValidationFailed,
+                NotAuthenticated,
+                OutOfScope,
+                TooLarge,
+                AttachmentInvalid,
+                TOO_LARGE=JSON_TOO_LARGE,
+                CLIENT_TOKEN_SCOPE="a client token committing to another ref than its granted one, or with `replace`",
+            ),
         },
     )
     def post(self, request):

@@ -29,6 +29,7 @@ from ..services.tus import (
     tus_upload_recover,
     tus_upload_terminate,
 )
+from .client_scope import ClientTokenScope
 from .links import absolute_url
 
 TUS_VERSION = "1.0.0"
@@ -123,6 +124,7 @@ class TusApi(APIView):
     """Shared by the creation URL and each upload's URL: version check, OPTIONS, the headers on every answer."""
 
     parser_classes: list = []  # raw bodies, read by the views themselves
+    client_token_allowed = True
     streams_body = True  # ops/body_first.py leaves the body to the view
 
     def dispatch(self, request, *args, **kwargs):
@@ -136,7 +138,7 @@ class TusApi(APIView):
     def get_permissions(self):
         if self.request.method == "OPTIONS":
             return [AllowAny()]
-        return [IsAuthenticated()]
+        return [IsAuthenticated(), ClientTokenScope()]
 
     def initial(self, request, *args, **kwargs):
         if request.method != "OPTIONS" and request.headers.get("Tus-Resumable") != TUS_VERSION:

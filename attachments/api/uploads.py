@@ -18,6 +18,7 @@ from ..errors import (
     AirlockError,
     NotAuthenticated,
     NotFound,
+    OutOfScope,
     QuotaExceeded,
     RateLimited,
     TooLarge,
@@ -75,6 +76,8 @@ class UploadInstructionSerializer(SharedSerializer):
 
 
 class UploadIntentApi(APIView):
+    client_token_allowed = True
+
     @extend_schema_serializer(component_name="UploadIntent")
     class InputSerializer(SharedSerializer):
         profile = StrictCharField(max_length=64)
@@ -113,6 +116,7 @@ class UploadIntentApi(APIView):
                 UnknownProfile,
                 TypeNotAllowed,
                 NotAuthenticated,
+                OutOfScope,
                 TooLarge,
                 QuotaExceeded,
                 RateLimited,
@@ -187,6 +191,8 @@ class UploadCompletePartSerializer(SharedSerializer):
 class UploadCompleteApi(APIView):
     """The client's "bytes are in place" hint; for S3 multipart intents it also assembles the parts."""
 
+    client_token_allowed = True
+
     @extend_schema_serializer(component_name="UploadComplete")
     class InputSerializer(SharedSerializer):
         parts: serializers.ListSerializer = serializers.ListSerializer(
@@ -253,6 +259,8 @@ class UploadedPartSerializer(SharedSerializer):
 
 class UploadPartsApi(APIView):
     """Fresh URLs for the parts of an in-progress multipart upload that are not in storage yet."""
+
+    client_token_allowed = True
 
     @extend_schema_serializer(component_name="PartsResponse")
     class OutputSerializer(SharedSerializer):

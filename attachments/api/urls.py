@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import lifecycle, storage_events, tus, uploads, usage, variants, views
+from . import client_tokens, lifecycle, storage_events, subjects, tus, uploads, usage, variants, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
@@ -12,6 +12,10 @@ urlpatterns = [
     path("tus/", tus.TusCreateApi.as_view(), name="tus-create"),
     path("tus/<str:attachment_id>", tus.TusUploadApi.as_view(), name="tus-upload"),
     path("usage", usage.UsageApi.as_view(), name="usage"),
+    path("client-tokens", client_tokens.ClientTokenCreateApi.as_view(), name="client-tokens"),
+    path("client-tokens/<uuid:token_id>", client_tokens.ClientTokenApi.as_view(), name="client-token"),
+    path("subjects/logout", client_tokens.SubjectLogoutApi.as_view(), name="subjects-logout"),
+    path("subjects/erase", subjects.SubjectEraseApi.as_view(), name="subjects-erase"),
     path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
     path("attachments/heartbeat", lifecycle.HeartbeatApi.as_view(), name="attachments-heartbeat"),

@@ -47,6 +47,7 @@ from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
 from ..serving import derivative_response, served_object, served_response, stem
 from ..subjects import parse_subject
+from .client_scope import ClientTokenScope
 from .delivery import SIGNED_LINK_NAMES, SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
@@ -90,6 +91,8 @@ class ProfileSerializer(SharedSerializer):
 
 
 class ProfilesApi(DeclaredQuery, APIView):
+    client_token_allowed = True  # upload pages read the limits they upload within
+
     @extend_schema_serializer(component_name="Profiles")
     class OutputSerializer(SharedSerializer):
         profiles = ProfileSerializer(many=True)
@@ -122,6 +125,7 @@ def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
 
 
 class AttachmentListApi(DeclaredQuery, APIView):
+    client_token_allowed = True
     parser_classes = [MultiPartParser, FormParser]
     streams_body = True  # upload-through reads its form itself (ops/body_first.py)
     query_parameters = frozenset(
@@ -318,6 +322,7 @@ class AttachmentListApi(DeclaredQuery, APIView):
 
 
 class AttachmentDetailApi(DeclaredQuery, APIView):
+    client_token_allowed = frozenset({"GET", "HEAD"})  # not DELETE: a committed file would be released
     query_parameters = frozenset({"wait"})
 
     @extend_schema(
@@ -390,7 +395,9 @@ _NOT_READY = (
 class FileApi(DeclaredQuery, APIView):
     """A gated file read: by the caller's header or session, or by a signed link (api/delivery.py)."""
 
-    permission_classes = [SignedOrAuthenticated]
+    client_token_allowed = True
+
+    permission_classes = [SignedOrAuthenticated, ClientTokenScope]
     query_parameters = SIGNED_LINK_NAMES
 
 

@@ -1,4 +1,9 @@
-"""Erasure of a user or a tenant: every file they own let go at once, and their API tokens revoked.
+"""Erasure of a user, a tenant or a subject: every file in scope let go at once, and its tokens revoked.
+
+A subject (attachments/subjects.py: the host's own id for one of its people)
+is erased within its tenant: its files, whichever account's token made them,
+and the client tokens minted for it; the host's API tokens stay (they act for
+the host's other people too).
 
 Staged files are discarded and committed ones released, like their owner
 would, but due *now*: erasure skips the release grace (a released or
@@ -7,7 +12,7 @@ edit of an ad; an erasure request (GDPR art. 17: "without undue delay") is
 not undone by the host, and the operator's safeguard is the dry run that
 comes first. Held files (services/holds.py) are left exactly as they are and
 reported. Removing the objects is the sweeper's (sweeper/erasure.py reaps
-the subject's due files at once, under the sweeper's brakes).
+the scope's due files at once, under the sweeper's brakes).
 
 Rows are changed in primary-key chunks, one transaction each, so erasing a
 large tenant never holds all its rows locked at once.
@@ -25,25 +30,28 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from ..errors import NotFound
-from ..models import ApiToken, Attachment, Derivative, Lifecycle, Tenant
+from ..models import ApiToken, Attachment, ClientToken, Derivative, Lifecycle, Tenant
+from ..subjects import client_token_of, confined_subject, parse_subject
+from ..tenancy import tenant_of
 from .holds import held_q_expression, not_held_q
 from .quotas import usage_release
-from .transitions import lifecycle_audit
+from .transitions import lifecycle_audit, user_actor
 
 CHUNK = 1000
 
 
 @dataclass(frozen=True)
-class ErasureSubject:
-    """Whose files: one user's (owner) or a whole tenant's, and whose tokens."""
+class ErasureScope:
+    """Which files: one user's (owner), a whole tenant's or one subject's; and which tokens go."""
 
-    kind: str  # user | tenant
-    label: str  # the username or tenant slug, for reports and the audit message
-    files: Q  # the attachments they own
+    kind: str  # user | tenant | subject
+    label: str  # the username, tenant slug or `tenant/subject`, for reports and the audit message
+    files: Q  # the attachments in scope
     user_ids: tuple[int, ...]  # whose API tokens go
+    client_tokens: Q = Q(pk__in=[])  # which client tokens go (none unless a subject is erased)
 
 
-def erasure_subject_user(identifier: str | int) -> ErasureSubject:
+def erasure_scope_user(identifier: str | int) -> ErasureScope:
     """The user with this username, or this id when no username matches."""
     users = get_user_model().objects
     user = users.filter(username=str(identifier)).first()
@@ -51,15 +59,35 @@ def erasure_subject_user(identifier: str | int) -> ErasureSubject:
         user = users.filter(pk=int(identifier)).first()
     if user is None:
         raise NotFound(f"No user {identifier!r}.")
-    return ErasureSubject("user", user.get_username(), Q(owner_id=user.pk), (user.pk,))
+    return ErasureScope("user", user.get_username(), Q(owner_id=user.pk), (user.pk,), client_tokens=Q(user_id=user.pk))
 
 
-def erasure_subject_tenant(slug: str) -> ErasureSubject:
+def erasure_scope_tenant(slug: str) -> ErasureScope:
     tenant = Tenant.objects.filter(slug=slug).first()
     if tenant is None:
         raise NotFound(f"No tenant {slug!r}.")
     members = tuple(tenant.memberships.values_list("user_id", flat=True))
-    return ErasureSubject("tenant", tenant.slug, Q(tenant_id=tenant.pk), members)
+    return ErasureScope("tenant", tenant.slug, Q(tenant_id=tenant.pk), members, client_tokens=Q(tenant_id=tenant.pk))
+
+
+def erasure_scope_subject(*, tenant: Tenant | str, subject: object) -> ErasureScope:
+    """Every file of one subject of `tenant` (a Tenant or its slug), and its client tokens.
+
+    An unknown subject is no error: it has no files, and the plan says so.
+    """
+    subject = parse_subject(subject)
+    if isinstance(tenant, str):
+        found = Tenant.objects.filter(slug=tenant).first()
+        if found is None:
+            raise NotFound(f"No tenant {tenant!r}.")
+        tenant = found
+    return ErasureScope(
+        "subject",
+        f"{tenant.slug}/{subject}",
+        Q(tenant_id=tenant.pk, subject=subject),
+        (),
+        client_tokens=Q(tenant_id=tenant.pk, subject=subject),
+    )
 
 
 @dataclass
@@ -72,11 +100,11 @@ class ErasurePlan:
     objects: int = 0
     bytes: int = 0
     held: list[str] = field(default_factory=list)
-    tokens: int = 0
+    tokens: int = 0  # API tokens and client tokens that go
 
 
-def _live(subject: ErasureSubject):
-    return Attachment.objects.filter(subject.files).exclude(lifecycle=Lifecycle.DELETED)
+def _live(scope: ErasureScope):
+    return Attachment.objects.filter(scope.files).exclude(lifecycle=Lifecycle.DELETED)
 
 
 def stored_footprint(ids: list[uuid.UUID]) -> tuple[int, int]:
@@ -101,10 +129,10 @@ def stored_footprint(ids: list[uuid.UUID]) -> tuple[int, int]:
     return objects, size
 
 
-def erasure_plan(subject: ErasureSubject) -> ErasurePlan:
-    """What erasing `subject` would do now; changes nothing."""
-    plan = ErasurePlan(subject=f"{subject.kind} {subject.label}")
-    rows = list(_live(subject).annotate(held=held_q_expression()).order_by("pk").values_list("pk", "lifecycle", "held"))
+def erasure_plan(scope: ErasureScope) -> ErasurePlan:
+    """What erasing `scope` would do now; changes nothing."""
+    plan = ErasurePlan(subject=f"{scope.kind} {scope.label}")
+    rows = list(_live(scope).annotate(held=held_q_expression()).order_by("pk").values_list("pk", "lifecycle", "held"))
     kept = [pk for pk, lifecycle, held in rows if not held]
     plan.held = [str(pk) for pk, _lifecycle, held in rows if held]
     plan.files = len(kept)
@@ -112,8 +140,12 @@ def erasure_plan(subject: ErasureSubject) -> ErasurePlan:
         if not held:
             plan.by_lifecycle[lifecycle] = plan.by_lifecycle.get(lifecycle, 0) + 1
     plan.objects, plan.bytes = stored_footprint(kept)
-    plan.tokens = ApiToken.objects.filter(user_id__in=subject.user_ids).count()
+    plan.tokens = ApiToken.objects.filter(user_id__in=scope.user_ids).count() + _live_client_tokens(scope).count()
     return plan
+
+
+def _live_client_tokens(scope: ErasureScope):
+    return ClientToken.objects.filter(scope.client_tokens, revoked_at__isnull=True)
 
 
 def api_tokens_revoke(*, user_ids: tuple[int, ...]) -> int:
@@ -122,20 +154,20 @@ def api_tokens_revoke(*, user_ids: tuple[int, ...]) -> int:
     return count
 
 
-def erasure_release(subject: ErasureSubject, *, actor: str, now: datetime | None = None) -> ErasurePlan:
-    """Revoke the subject's tokens, then make every unheld file of theirs due to the sweeper now.
+def erasure_release(scope: ErasureScope, *, actor: str, now: datetime | None = None) -> ErasurePlan:
+    """Revoke the scope's tokens, then make every unheld file in it due to the sweeper now.
 
     Returns the plan as it stood (files, objects, bytes let go; held ids skipped).
     Tokens first: no new upload with them lands behind the erasure.
     """
     now = now or timezone.now()
-    plan = erasure_plan(subject)
-    plan.tokens = api_tokens_revoke(user_ids=subject.user_ids)
-    message = f"erasure of {subject.kind} {subject.label}"
+    plan = erasure_plan(scope)
+    plan.tokens = api_tokens_revoke(user_ids=scope.user_ids) + _live_client_tokens(scope).update(revoked_at=now)
+    message = f"erasure of {scope.kind} {scope.label}"
     after: uuid.UUID | None = None
     while True:
         with transaction.atomic():
-            page = _live(subject).filter(not_held_q())
+            page = _live(scope).filter(not_held_q())
             if after is not None:
                 page = page.filter(pk__gt=after)
             rows = list(page.select_for_update().order_by("pk").values_list("pk", "lifecycle")[:CHUNK])
@@ -169,3 +201,24 @@ def _let_go(rows: list[tuple[uuid.UUID, str]], *, now: datetime, actor: str, mes
         lifecycle_audit(
             [(pk, source) for pk in ids], event="erase", to=to.get(source, source), actor=actor, message=message
         )
+
+
+def subject_erase(*, user, subject: object, dry_run: bool = False, now: datetime | None = None) -> ErasurePlan:
+    """Erase one subject of the caller's tenant (a host's API request); dry run: the plan only.
+
+    The files become due now; the sweeper removes their objects on its next
+    run, under its brakes (killswitch, dry run). A client token never erases
+    (its subject's own device is no erasure request), and a request confined to
+    one subject by `Airlock-Subject` erases only that one: both are NOT_FOUND,
+    as anything outside a caller's reach is.
+    """
+    subject = parse_subject(subject)
+    if client_token_of(user) is not None:
+        raise NotFound()
+    confined = confined_subject(user)
+    if confined is not None and confined != subject:
+        raise NotFound()
+    scope = erasure_scope_subject(tenant=tenant_of(user), subject=subject)
+    if dry_run:
+        return erasure_plan(scope)
+    return erasure_release(scope, actor=user_actor(user), now=now)

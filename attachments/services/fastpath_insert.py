@@ -12,7 +12,7 @@ INSERT at " VALUES (". That leans on Django's SQL classes (InsertQuery,
 UpdateQuery, not documented API) and on the shape of the INSERT they compile:
 tests/quotas/test_fastpath_insert.py fails when either changes (pyproject pins
 Django 5.2). False (not PostgreSQL, no room, no counter yet, an INSERT of another
-shape, AIRLOCK_BENCH_DISABLE=insert_reserving) sends the caller to
+shape, a subject quota set, AIRLOCK_BENCH_DISABLE=insert_reserving) sends the caller to
 quotas.quota_reserve in a transaction, which says why.
 """
 
@@ -26,7 +26,7 @@ from django.db.models.sql import InsertQuery, UpdateQuery
 
 from ..benchswitch import trick_on
 from ..models import Attachment
-from .quotas import counter_with_room, room_taken
+from .quotas import counter_with_room, room_taken, subject_quota_on
 
 
 def _insert_sql(row: Model, *, with_pk: bool) -> tuple[str, str, tuple] | None:
@@ -50,7 +50,7 @@ def attachment_insert_reserving(attachment: Attachment, audit: Model) -> bool:
 
     False = not done (the caller takes the transaction path).
     """
-    if connection.vendor != "postgresql" or not trick_on("insert_reserving"):
+    if connection.vendor != "postgresql" or not trick_on("insert_reserving") or subject_quota_on():
         return False
     counter = counter_with_room(attachment.tenant, attachment.declared_size)
     update = cast(UpdateQuery, counter.query.chain(UpdateQuery))

@@ -19,10 +19,11 @@ from ..profiles import Profile, get_profile
 from ..signing import upload_token
 from ..storage import get_gateway
 from ..storage.base import UploadInstruction
-from ..subjects import subject_of
+from ..subjects import client_token_of, subject_of
 from ..tenancy import tenant_of
 from .audit import INTENT, audit_entry
 from .backlog import refuse_when_behind
+from .client_grants import client_token_check_profile, client_token_reserve
 from .connections import give_connection_back
 from .fastpath_insert import attachment_insert_reserving
 from .quotas import quota_reserve
@@ -60,6 +61,9 @@ def create_pending_row(
     Every way of creating an upload (intent, upload-through, tus) comes here,
     so none can pass the quota.
     """
+    grant = client_token_of(user)
+    if grant is not None:
+        client_token_check_profile(grant, profile.name)
     tenant = tenant_of(user)
     attachment_id = uuid.uuid4()
     attachment = Attachment(
@@ -89,13 +93,23 @@ def create_pending_row(
             "declared_sha256": sha256,
         },
     )
-    if attachment_insert_reserving(attachment, entry):
+    if grant is None:
+        _insert_reserving(attachment, entry, size=size)
         return attachment
+    with transaction.atomic():  # the token's budget and the row together, or neither
+        client_token_reserve(grant, size=size, now=now)
+        _insert_reserving(attachment, entry, size=size)
+    return attachment
+
+
+def _insert_reserving(attachment: Attachment, entry, *, size: int) -> None:
+    """Insert the row and its audit entry, taking room in the tenant's quota."""
+    if attachment_insert_reserving(attachment, entry):
+        return
     with transaction.atomic():
-        quota_reserve(tenant=tenant, size=size)
+        quota_reserve(tenant=attachment.tenant, size=size, subject=attachment.subject)
         attachment.save(force_insert=True)
         entry.save()
-    return attachment
 
 
 def upload_intent_create(

@@ -16,12 +16,13 @@ from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Attachment, Lifecycle, Status
-from ..subjects import owned_q
+from ..subjects import client_token_of, owned_q
 from .audit import heartbeat_entries, heartbeats_record
+from .client_grants import client_token_check_commit
 from .holds import not_held_q, refuse_held
 from .ids import parse_ids
 from .multipart import abort_after_commit
-from .quotas import usage_apply, usage_delta, usage_release, usage_snapshot
+from .quotas import usage_delta, usage_move, usage_release, usage_snapshot
 from .removal import release_locked
 from .single_slot import lock_owner, single_slot_settle
 from .transitions import lifecycle_audit, user_actor
@@ -134,7 +135,7 @@ def discard_locked(attachment: Attachment, *, now: datetime, actor: str) -> None
     attachment.expires_at = now if attachment.expires_at is None else min(attachment.expires_at, now)
     delta = usage_delta(attachment, before=usage_before)  # it stops counting now, not when swept
     attachment.save(update_fields=["lifecycle", "discarded_at", "expires_at", "updated_at"])
-    usage_apply(attachment.tenant_id, delta, change_written=True)
+    usage_move(attachment, delta, change_written=True)
     lifecycle_audit([(attachment.pk, Lifecycle.STAGED)], event="discard", to=Lifecycle.DISCARDED, actor=actor)
 
 
@@ -213,6 +214,9 @@ def attachments_commit(
         raise ValidationFailed(details={"ids": ["At least one id is required."]})
     if not isinstance(ref, str) or not ref or len(ref) > 200:
         raise ValidationFailed(details={"ref": ["A non-empty string of at most 200 characters."]})
+    grant = client_token_of(owner)
+    if grant is not None:
+        client_token_check_commit(grant, ref=ref, replace=replace)
     parsed, bad = parse_ids(ids)
     problems: dict[str, str] = {raw: "not_found" for raw in bad}
     with transaction.atomic():

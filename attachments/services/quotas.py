@@ -26,6 +26,18 @@ even with a covering partial index (about 600 ms without one), against about
 5 ms for a whole intent, and it grows with the tenant; the counter costs one
 indexed UPDATE whatever the size. ``tenant_usage_recount`` rebuilds a counter
 from the rows (exact even under concurrent changes, see its docstring).
+
+Per subject (optional: AIRLOCK_SUBJECT_QUOTA_BYTES/FILES, unset = no limit),
+the same again one level down: a ``SubjectUsage`` row per (tenant, subject),
+reserved by a conditional UPDATE right after the tenant's and moved by every
+change right after the tenant's counter, so the tenant counter's row lock
+(taken first by every mover) also serialises a subject's counter and its
+creation from the rows. Subject counters are kept only while a subject quota
+is set: without one an intent and a transition run no statement more, and the
+one-statement intent (fastpath_insert.py) is used; with one, the intent takes
+the transaction path. A counter left from an earlier period with a subject
+quota is stale: ``tenant_usage_recount`` drops the tenant's subject counters,
+which are rebuilt from the rows when next needed.
 """
 
 from __future__ import annotations
@@ -41,7 +53,7 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from ..errors import QuotaExceeded
-from ..models import Attachment, Lifecycle, Status, Tenant, TenantUsage
+from ..models import Attachment, Lifecycle, Status, SubjectUsage, Tenant, TenantUsage
 
 log = logging.getLogger("airlock.quotas")
 
@@ -73,6 +85,16 @@ def tenant_limits(tenant: Tenant) -> tuple[int | None, int | None]:
     limit_bytes = tenant.quota_bytes if tenant.quota_bytes is not None else settings.AIRLOCK_TENANT_QUOTA_BYTES
     limit_files = tenant.quota_files if tenant.quota_files is not None else settings.AIRLOCK_TENANT_QUOTA_FILES
     return limit_bytes, limit_files
+
+
+def subject_limits() -> tuple[int | None, int | None]:
+    """(bytes, files) one subject of any tenant may hold; None = unlimited."""
+    return settings.AIRLOCK_SUBJECT_QUOTA_BYTES, settings.AIRLOCK_SUBJECT_QUOTA_FILES
+
+
+def subject_quota_on() -> bool:
+    """Whether subject counters are kept (a subject quota is set)."""
+    return subject_limits() != (None, None)
 
 
 # --- reading ------------------------------------------------------------------------
@@ -116,13 +138,20 @@ def room_taken(size: int) -> dict[str, Any]:
     return {"bytes_used": F("bytes_used") + size, "files_used": F("files_used") + 1}
 
 
-def quota_reserve(*, tenant: Tenant, size: int) -> None:
+def quota_reserve(*, tenant: Tenant, size: int, subject: str | None = None) -> None:
     """Take room for one file of `size` bytes, or raise QuotaExceeded (inside the intent's transaction).
 
-    The success path is one UPDATE: it holds the counter row until the intent
-    commits, so concurrent intents of the tenant queue here and each sees the
-    room the previous one took.
+    The success path is one UPDATE (two with a subject quota): it holds the
+    counter row until the intent commits, so concurrent intents of the tenant
+    queue here and each sees the room the previous one took. `subject`: the
+    new file's, checked against the subject quota when one is set.
     """
+    _tenant_reserve(tenant, size)
+    if subject is not None and subject_quota_on():
+        _subject_reserve(tenant.pk, subject, size)
+
+
+def _tenant_reserve(tenant: Tenant, size: int) -> None:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("quota_reserve runs in the transaction that inserts the attachment")
     limit_bytes, limit_files = tenant_limits(tenant)
@@ -151,6 +180,70 @@ def quota_reserve(*, tenant: Tenant, size: int) -> None:
                 details={"quota": "bytes", "used": used_bytes, "limit": limit_bytes, "requested": size},
             )
         # Room was freed between the UPDATE and the read (the lock is ours now): take it.
+
+
+def _subject_counter(tenant_id: Any, subject: str) -> QuerySet[SubjectUsage]:
+    return SubjectUsage.objects.filter(tenant_id=tenant_id, subject=subject)
+
+
+def _subject_reserve(tenant_id: Any, subject: str, size: int) -> None:
+    """The subject's part of quota_reserve, under the tenant counter's lock (taken just before)."""
+    limit_bytes, limit_files = subject_limits()
+    while True:
+        rows = _subject_counter(tenant_id, subject)
+        if limit_bytes is not None:
+            rows = rows.filter(bytes_used__lte=limit_bytes - size)
+        if limit_files is not None:
+            rows = rows.filter(files_used__lte=limit_files - 1)
+        if rows.update(**room_taken(size)):
+            return
+        current = _subject_counter(tenant_id, subject).values_list("bytes_used", "files_used").first()
+        if current is None:
+            _subject_counter_create(tenant_id, subject)  # first file while a subject quota is set
+            continue
+        used_bytes, used_files = current
+        if limit_files is not None and used_files + 1 > limit_files:
+            raise QuotaExceeded(
+                f"Subject {subject!r} holds {used_files} of its {limit_files} files.",
+                details={
+                    "quota": "files",
+                    "subject": subject,
+                    "used": used_files,
+                    "limit": limit_files,
+                    "requested": 1,
+                },
+            )
+        if limit_bytes is not None and used_bytes + size > limit_bytes:
+            raise QuotaExceeded(
+                f"{size} more bytes would pass subject {subject!r}'s {limit_bytes} bytes ({used_bytes} used).",
+                details={
+                    "quota": "bytes",
+                    "subject": subject,
+                    "used": used_bytes,
+                    "limit": limit_bytes,
+                    "requested": size,
+                },
+            )
+
+
+def _subject_counter_create(tenant_id: Any, subject: str) -> None:
+    """Create a subject's missing counter from its rows (the caller holds the tenant counter's lock).
+
+    Every transaction that moves a subject counter has moved its tenant's
+    counter first, so none of them is half-way while this counts: a change
+    written but not committed by another transaction is not in the rows read
+    here and moves the counter itself once it exists.
+    """
+    totals = Attachment.objects.filter(counted_q(), tenant_id=tenant_id, subject=subject).aggregate(
+        b=Sum(_size_expr()), n=Count("pk")
+    )
+    try:
+        with transaction.atomic():
+            SubjectUsage.objects.create(
+                tenant_id=tenant_id, subject=subject, bytes_used=int(totals["b"] or 0), files_used=int(totals["n"] or 0)
+            )
+    except IntegrityError:
+        pass  # created meanwhile (a tenant without a counter row takes no lock): it is exact too
 
 
 # --- keeping the counter ---------------------------------------------------------------
@@ -213,27 +306,55 @@ def usage_delta(attachment: Attachment, *, before: Mapping[str, Any]) -> tuple[i
     return (size(new_value) if now else 0) - (size(old_value) if was else 0), int(now) - int(was)
 
 
-def usage_apply(tenant_id: Any, delta: tuple[int, int], *, change_written: bool) -> None:
-    """Move a tenant's counter by `delta`; `change_written`: the rows already show the change."""
+def usage_move(attachment: Attachment, delta: tuple[int, int], *, change_written: bool) -> None:
+    """usage_apply for one attachment: its tenant's counter, and its subject's when a subject quota is set."""
+    if not delta[0] and not delta[1]:
+        return
+    usage_apply(
+        attachment.tenant_id,
+        delta,
+        change_written=change_written,
+        subject=attachment.subject if subject_quota_on() else None,  # read only when needed: it may be deferred
+    )
+
+
+def usage_apply(tenant_id: Any, delta: tuple[int, int], *, change_written: bool, subject: str | None = None) -> None:
+    """Move a tenant's counter (then `subject`'s, if given) by `delta`; `change_written`: the rows show the change."""
     moved_bytes, moved_files = delta
     if not moved_bytes and not moved_files:
         return
     updated = TenantUsage.objects.filter(tenant_id=tenant_id).update(
         bytes_used=F("bytes_used") + moved_bytes, files_used=F("files_used") + moved_files
     )
-    if updated:
+    if not updated:
+        # No counter yet (a tenant from before quotas): counting the rows includes
+        # this transaction's own change once it is written.
+        if _counter_create(tenant_id, created_only=True) is None or not change_written:
+            usage_apply(tenant_id, delta, change_written=change_written)
+    if subject is not None:
+        _subject_apply(tenant_id, subject, delta, change_written=change_written)
+
+
+def _subject_apply(tenant_id: Any, subject: str, delta: tuple[int, int], *, change_written: bool) -> None:
+    moved = {"bytes_used": F("bytes_used") + delta[0], "files_used": F("files_used") + delta[1]}
+    if _subject_counter(tenant_id, subject).update(**moved):
         return
-    # No counter yet (a tenant from before quotas): counting the rows includes
-    # this transaction's own change once it is written.
-    if _counter_create(tenant_id, created_only=True) is None or not change_written:
-        usage_apply(tenant_id, delta, change_written=change_written)
+    _subject_counter_create(tenant_id, subject)
+    if not change_written:  # the rows read did not show this change yet
+        _subject_counter(tenant_id, subject).update(**moved)
 
 
 def usage_release(rows: QuerySet[Attachment]) -> None:
     """Stop counting `rows` (locked by the caller): call it just before the change that discards or deletes them."""
-    totals = rows.filter(counted_q()).order_by().values_list("tenant_id").annotate(b=Sum(_size_expr()), n=Count("pk"))
-    for tenant_id, moved_bytes, moved_files in sorted(totals, key=lambda t: t[0]):  # counters in one order
-        usage_apply(tenant_id, (-int(moved_bytes or 0), -moved_files), change_written=False)
+    counted = rows.filter(counted_q()).order_by()
+    if not subject_quota_on():
+        totals = counted.values_list("tenant_id").annotate(b=Sum(_size_expr()), n=Count("pk"))
+        for tenant_id, moved_bytes, moved_files in sorted(totals, key=lambda t: t[0]):  # counters in one order
+            usage_apply(tenant_id, (-int(moved_bytes or 0), -moved_files), change_written=False)
+        return
+    by_subject = counted.values_list("tenant_id", "subject").annotate(b=Sum(_size_expr()), n=Count("pk"))
+    for tenant_id, subject, moved_bytes, moved_files in sorted(by_subject, key=lambda t: (t[0], t[1])):
+        usage_apply(tenant_id, (-int(moved_bytes or 0), -moved_files), change_written=False, subject=subject)
 
 
 def _counter_create(tenant_id: Any, *, created_only: bool = False) -> tuple[int, int] | None:
@@ -275,6 +396,9 @@ def tenant_usage_recount(*, tenant_id: Any) -> tuple[tuple[int, int], tuple[int,
             .values_list("bytes_used", "files_used")
             .first()
         )
+        # Under the counter's lock no subject counter of the tenant moves: dropped, each is
+        # rebuilt from the rows when next needed (exact, and never stale from a period without them).
+        SubjectUsage.objects.filter(tenant_id=tenant_id).delete()
         if row is None:
             created = _counter_create(tenant_id)
             return (0, 0), created or (0, 0)

@@ -29,11 +29,16 @@ def pending_at_limit(*, user, now: datetime, limit: int) -> bool:
     ].exists()
 
 
-def check_intent_rate(*, user, now: datetime) -> None:
+def intent_rate_key(*, user, now: datetime) -> str:
+    """The cache key counting the request's subject's intents in `now`'s minute."""
     window = int(now.timestamp() // 60)
     # The subject id is the host's text: hashed, so any id makes a valid cache key.
     subject = hashlib.sha256(subject_of(user).encode()).hexdigest()[:32]
-    key = f"airlock:intents:{tenant_of(user).pk}:{subject}:{window}"
+    return f"airlock:intents:{tenant_of(user).pk}:{subject}:{window}"
+
+
+def check_intent_rate(*, user, now: datetime) -> None:
+    key = intent_rate_key(user=user, now=now)
     # add() then incr() is atomic on Redis and on the local-memory cache.
     cache.add(key, 0, timeout=120)
     try:

@@ -37,14 +37,14 @@ def transition_writes(name: str) -> tuple[str, ...]:
 
 
 def save_fields(attachment: Attachment, names: Iterable[str], *, usage_before: Mapping[str, Any]) -> None:
-    """Save the named columns (and updated_at); the tenant's usage counter follows its status and size.
+    """Save the named columns (and updated_at); the usage counters follow its status and size.
 
     `usage_before` is quotas.usage_snapshot() of the row as it was locked, taken
     before anything was set on it.
     """
     delta = quotas.usage_delta(attachment, before=usage_before)
     attachment.save(update_fields=[*names, "updated_at"])
-    quotas.usage_apply(attachment.tenant_id, delta, change_written=True)
+    quotas.usage_move(attachment, delta, change_written=True)
 
 
 def apply_transition(

@@ -467,6 +467,9 @@ AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500)
 # Per tenant; unset = unlimited. A tenant's own limits (admin) override these.
 AIRLOCK_TENANT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_BYTES")) else None
 AIRLOCK_TENANT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_FILES")) else None
+# Per subject (one of a host's people, in any tenant); unset = no limit.
+AIRLOCK_SUBJECT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_SUBJECT_QUOTA_BYTES")) else None
+AIRLOCK_SUBJECT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_SUBJECT_QUOTA_FILES")) else None
 
 # --- Operations ----------------------------------------------------------------
 # /metrics needs `Authorization: Bearer <token>` when set.
@@ -581,7 +584,11 @@ REST_FRAMEWORK = {
         "attachments.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A client token reaches only the views that allow it (attachments/api/client_scope.py).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "attachments.api.client_scope.ClientTokenScope",
+    ],
     "DEFAULT_PARSER_CLASSES": ["attachments.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "attachments.api.errors.exception_handler",

@@ -20,6 +20,7 @@ URLS_REGEX = r"^/api/.*$"
 ALLOW_HEADERS = (
     "accept",
     "authorization",
+    "airlock-subject",
     "content-type",
     "user-agent",
     "x-csrftoken",

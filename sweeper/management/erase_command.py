@@ -1,4 +1,4 @@
-"""What erase_user and erase_tenant share: options, the operator as the audit actor, the printed report."""
+"""What the erase_* commands share: options, the operator as the audit actor, the printed report."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments.bootstrap import require_migrated
 from attachments.errors import AirlockError
-from attachments.services.erasure import ErasureSubject
+from attachments.services.erasure import ErasureScope
 
 from ..erasure import erase
 
@@ -23,7 +23,7 @@ def _login() -> str:
 
 
 class EraseCommand(BaseCommand):
-    subject_kind = ""  # "user" | "tenant"
+    scope_kind = ""  # "user" | "tenant" | "subject"
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -36,16 +36,16 @@ class EraseCommand(BaseCommand):
             "--operator", default="", help="who runs the erasure, for the audit log (default: the login name)"
         )
 
-    def subject(self, opts: dict[str, Any]) -> ErasureSubject:
+    def scope(self, opts: dict[str, Any]) -> ErasureScope:
         raise NotImplementedError
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        command = f"erase_{self.subject_kind}"
+        command = f"erase_{self.scope_kind}"
         require_migrated(command)
         try:
-            subject = self.subject(opts)
+            scope = self.scope(opts)
             report = erase(
-                subject, actor=f"command:{command}:{opts['operator'] or _login()}", dry_run=bool(opts["dry_run"])
+                scope, actor=f"command:{command}:{opts['operator'] or _login()}", dry_run=bool(opts["dry_run"])
             )
         except AirlockError as exc:
             raise CommandError(f"{command}: {exc.message}") from exc

@@ -72,6 +72,45 @@ def test_preflight_for_tus_allows_its_headers(cors, api, method, headers):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/api/v1/uploads", "POST"),
+        ("/api/v1/attachments/heartbeat", "POST"),
+        ("/api/v1/attachments/discard-all", "POST"),
+        ("/api/v1/attachments/commit", "POST"),
+        ("/api/v1/attachments/00000000-0000-0000-0000-000000000000", "GET"),
+        ("/api/v1/attachments/00000000-0000-0000-0000-000000000000/download", "GET"),
+        ("/api/v1/tus/", "POST"),
+    ],
+)
+def test_preflight_for_a_client_tokens_calls_allows_authorization_and_the_subject(cors, api, path, method):
+    headers = "authorization,airlock-subject,content-type"
+    response = _preflight(api(), path, method, headers)
+    assert response.status_code == 200
+    _allowed(response, method, headers)
+
+
+@pytest.mark.django_db
+def test_a_client_tokens_answer_and_its_refusal_carry_cors_headers(cors, alice):
+    from rest_framework.test import APIClient
+
+    from attachments.services.client_tokens import client_token_issue
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {client_token_issue(user=alice, subject='s-1', ttl_seconds=60).key}")
+    created = client.post(
+        "/api/v1/uploads",
+        {"profile": "image", "filename": "cat.jpg", "size": 100, "content_type": "image/jpeg"},
+        format="json",
+        HTTP_ORIGIN=APP,
+    )
+    assert created.status_code == 201 and created["Access-Control-Allow-Origin"] == APP
+    refused = client.get("/api/v1/usage", HTTP_ORIGIN=APP)
+    assert refused.status_code == 403 and refused["Access-Control-Allow-Origin"] == APP
+
+
+@pytest.mark.django_db
 def test_method_override_header_is_allowed(cors, api):
     response = _preflight(api(), "/api/v1/tus/x", "POST", "x-http-method-override,tus-resumable,upload-offset")
     _allowed(response, "POST", "x-http-method-override,tus-resumable,upload-offset")

@@ -7,7 +7,10 @@ used (it downloads a browser).
 
 from __future__ import annotations
 
+import http.server
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,41 @@ def moderator(make_user):
     user = make_user("mod", tenant="staff", staff=True)
     user.groups.add(ensure_moderator_group(), ensure_platform_group())  # platform staff: every tenant
     return user
+
+
+# --- another app's origin (a plain page on 127.0.0.1, its own port): cross-origin to the live server ---------
+
+APP_PAGE = b"<!doctype html><meta charset=utf-8><title>another app</title><p>app</p>"
+
+
+@pytest.fixture
+def app_origin() -> Iterator[str]:
+    """The other app's origin: a plain page on 127.0.0.1, on a port of its own."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(APP_PAGE)))
+            self.end_headers()
+            self.wfile.write(APP_PAGE)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def app_page(chromium, app_origin):
+    context = chromium.new_context()
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto(app_origin + "/")
+    yield page
+    context.close()

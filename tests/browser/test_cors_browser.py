@@ -9,18 +9,12 @@ creates a tus upload and PATCHes a chunk; without it the browser refuses.
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
-
 import pytest
 
 from attachments.models import Attachment, TusUpload
 from config.settings.cors import cors_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-APP_PAGE = b"<!doctype html><meta charset=utf-8><title>another app</title><p>app</p>"
 
 # Runs in the app's page: every call the way a browser client makes it.
 SCRIPT = """async ({api, token}) => {
@@ -59,39 +53,6 @@ REFUSED = """async ({api, token}) => {
     return "answered " + r.status;
   } catch (e) { return "refused: " + e.name; }
 }"""
-
-
-@pytest.fixture
-def app_origin() -> Iterator[str]:
-    """The other app's origin: a plain page on 127.0.0.1, on a port of its own."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(APP_PAGE)))
-            self.end_headers()
-            self.wfile.write(APP_PAGE)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def app_page(chromium, app_origin):
-    context = chromium.new_context()
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.goto(app_origin + "/")
-    yield page
-    context.close()
 
 
 def _allow(settings, origins: list[str]) -> None:

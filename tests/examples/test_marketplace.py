@@ -196,6 +196,8 @@ def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(c
     violations = watch_csp(page)
     sent: list[tuple[str, str]] = []  # the bytes' requests, wherever they went
     page.on("requestfinished", lambda r: sent.append((r.method, r.url)) if r.method in ("PUT", "POST") else None)
+    requests: list[tuple[str, str, dict[str, str]]] = []  # every request the page made, with its headers
+    page.on("request", lambda r: requests.append((r.method, r.url, r.all_headers())))
     new_draft(page)
     page.set_input_files(
         "#picker",
@@ -233,6 +235,17 @@ def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(c
         assert (
             len([u for m, u in sent if m == "PUT" and u.startswith(stack.server.base) and "/content?token=" in u]) == 3
         )
+
+    # The browser created the intents itself, with the client token the host minted for this seller.
+    intents = [h for m, u, h in requests if m == "POST" and u == f"{stack.server.base}/api/v1/uploads"]
+    assert len(intents) == 3 and all(h["authorization"].startswith("Bearer act_") for h in intents)
+    with stack.airlock() as airlock:
+        subjects = {airlock.get(i)["subject"] for i in (*good, rejected)}
+    assert len(subjects) == 1 and next(iter(subjects)) != "marketplace"  # the seller, not the host's account
+    # The service token never reached the page: not in its HTML, its script's view, nor any request.
+    assert stack.token not in page.content()
+    assert not page.evaluate("t => document.documentElement.outerHTML.includes(t)", stack.token)
+    assert all(stack.token not in u and stack.token not in json.dumps(h) for _, u, h in requests)
 
     page.fill("#title", "Red bicycle")
     page.click("#post")

@@ -93,8 +93,9 @@ def test_intent_counter_lives_in_redis(alice, settings, frozen_now):
     settings.AIRLOCK_INTENTS_PER_MINUTE = 2
     client = client_for(alice)
     assert create_intent(client).status_code == 201
-    window = int(FROZEN.timestamp() // 60)
-    key = cache.make_key(f"airlock:intents:{alice.pk}:{window}")
+    from attachments.services.ratelimits import intent_rate_key
+
+    key = cache.make_key(intent_rate_key(user=alice, now=FROZEN))
     assert int(redis.Redis.from_url(settings.REDIS_URL).get(key)) == 1
     # Another process (a second client on the same Redis) bumps the same counter.
     redis.Redis.from_url(settings.REDIS_URL).incr(key)

@@ -35,10 +35,17 @@ OPERATIONS = {
     ("/api/v1/search", "get"): ("200", "SearchResponse"),
     ("/api/v1/storage-events", "post"): ("202", "StorageEventsAccepted"),
     ("/api/v1/usage", "get"): ("200", "Usage"),
+    ("/api/v1/client-tokens", "post"): ("201", "ClientToken"),
+    ("/api/v1/client-tokens/{token_id}", "delete"): ("204", None),
+    ("/api/v1/subjects/logout", "post"): ("200", "SubjectLogoutResponse"),
+    ("/api/v1/subjects/erase", "post"): ("200", "SubjectErasure"),
 }
 
 # Error statuses each operation must document (API.md's table applied per operation).
 ERRORS = {
+    ("/api/v1/client-tokens", "post"): {400, 401, 403},
+    ("/api/v1/client-tokens/{token_id}", "delete"): {401, 403, 404},
+    ("/api/v1/subjects/logout", "post"): {400, 401, 403},
     ("/api/v1/profiles", "get"): {401},
     ("/api/v1/uploads", "post"): {400, 401, 413, 429},
     ("/api/v1/uploads/{attachment_id}/content", "put"): {403, 409, 413},
@@ -62,6 +69,7 @@ ERRORS = {
     ("/api/v1/search", "get"): {400, 401},
     ("/api/v1/storage-events", "post"): {400, 401, 413},
     ("/api/v1/usage", "get"): {401},
+    ("/api/v1/subjects/erase", "post"): {400, 401, 404, 413},
 }
 
 
@@ -195,6 +203,8 @@ def test_real_responses_conform(document, alice, bob, settings):
     assert "thumbnail" in ready["links"]
     conforms(document, "Attachment", ready)
     conforms(document, "Attachment", client_for(bob).get(f"/api/v1/attachments/{image}").json())
+    erased = client.post("/api/v1/subjects/erase", {"subject": "alice", "dry_run": True}, format="json")
+    conforms(document, "SubjectErasure", erased.json())
 
     document_id = upload(
         client,

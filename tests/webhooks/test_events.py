@@ -116,7 +116,7 @@ def test_deleted_when_discarded_and_reaped(alice, api, hooked, receiver):
 
 
 def test_deleted_when_the_owner_is_erased(alice, api, hooked, receiver):
-    from attachments.services.erasure import erasure_subject_user
+    from attachments.services.erasure import erasure_scope_user
     from sweeper.erasure import erase
 
     attachment_id = upload(api(alice), jpeg_bytes())
@@ -127,7 +127,7 @@ def test_deleted_when_the_owner_is_erased(alice, api, hooked, receiver):
         .status_code
         == 200
     )
-    erase(erasure_subject_user("alice"), actor="command:erase_user:test")
+    erase(erasure_scope_user("alice"), actor="command:erase_user:test")
     ready, committed, deleted = _payloads(receiver, hooked, n=3)
     assert deleted["type"] == "attachment.deleted" and deleted["data"]["id"] == attachment_id
     assert deleted["data"]["lifecycle"] == "deleted" and "download" not in deleted["data"]["links"]

@@ -1,4 +1,4 @@
-"""The one place this host talks to Airlock: a client with the marketplace's token, and its links."""
+"""The one place this host talks to Airlock: a client with the marketplace's service token, and its links."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from django.conf import settings
 from airlock_client import Client
 
 
-def airlock() -> Client:
-    """A client for the marketplace's service user in Airlock (the token never reaches a browser)."""
-    return Client(settings.AIRLOCK_URL, settings.AIRLOCK_TOKEN, timeout=30.0)
+def airlock(*, seller: str | None = None) -> Client:
+    """A client for the marketplace's service user in Airlock (its token never reaches a browser).
+
+    `seller`: act for that seller (Airlock-Subject): Airlock then reaches only that seller's files.
+    """
+    return Client(settings.AIRLOCK_URL, settings.AIRLOCK_TOKEN, subject=seller, timeout=30.0)
 
 
 def absolute(link: str) -> str:

@@ -25,6 +25,8 @@ log = logging.getLogger("ads")
 GONE = (Photo.Status.REJECTED, Photo.Status.FAILED, Photo.Status.DISCARDED, Photo.Status.DELETED)
 PROFILE = "image"  # Airlock's profile for photos: its allowed types and limits apply
 REFRESH_BEFORE = 300  # seconds: a thumbnail link this close to its `exp` is read again
+CLIENT_TOKEN_SECONDS = 3600  # a draft page's client token; reopening the draft mints a fresh one
+MAX_PHOTOS = 20  # photos a draft page may upload with its token
 
 
 class PhotoRefused(Exception):
@@ -37,39 +39,35 @@ def draft_create(*, seller: str) -> Ad:
     return Ad.objects.create(seller=seller)
 
 
-def draft_photo_add(*, ad: Ad, filename: str, size: int, content_type: str) -> tuple[Photo, dict[str, Any]]:
-    """Declare a photo to Airlock; the plan returned (a single-use, expiring URL) is all the browser gets."""
+def draft_client_token(*, seller: str) -> dict[str, Any]:
+    """A client token for the seller's browser: it uploads photos (profile `image`) for this seller only.
+
+    No ref is granted: posting (the commit) stays the host's. The browser never sees the service token.
+    """
     with airlock() as client:
-        intent = client.create_intent(profile=PROFILE, filename=filename, size=size, content_type=content_type)
-        plan = intent["upload"]
-        if plan.get("parts"):  # an S3 multipart plan: far larger than a photo needs to be
-            client.discard(intent["id"])
-            raise PhotoRefused("this photo is too large for the marketplace", status=413)
-    photo = Photo.objects.create(ad=ad, attachment_id=intent["id"], filename=filename[:255])
-    return photo, plan
+        return dict(client.mint_client_token(seller, CLIENT_TOKEN_SECONDS, profiles=[PROFILE], max_files=MAX_PHOTOS))
 
 
-def draft_photo_sent(*, photo: Photo) -> None:
-    """The browser says the bytes are in: tell Airlock (needed on S3 without bucket events, harmless otherwise)."""
-    with airlock() as client:
-        client.complete(str(photo.attachment_id))
-    # Only the first word: a webhook may already have said more.
-    Photo.objects.filter(pk=photo.pk, status=Photo.Status.UPLOADING).update(status=Photo.Status.PENDING)
-
-
-def draft_heartbeat(*, ad: Ad) -> None:
-    """Keep the open draft's photos alive in Airlock (an abandoned draft stops beating and is swept)."""
-    ids = [str(i) for i in ad.photos.exclude(status__in=GONE).values_list("attachment_id", flat=True)]
-    if ids:
-        with airlock() as client:
-            client.heartbeat(ids)
+def draft_photo_record(*, ad: Ad, attachment_id: str) -> Photo:
+    """Record a photo the seller's browser created in Airlock, once Airlock confirms it is this seller's."""
+    with airlock(seller=ad.seller) as client:
+        try:
+            resource = client.get(attachment_id)  # another seller's file is NotFound here
+        except NotFound:
+            raise PhotoRefused("no such photo", status=404) from None
+    photo, _ = Photo.objects.get_or_create(
+        attachment_id=resource["id"], defaults={"ad": ad, "filename": resource.get("filename", "")[:255]}
+    )
+    if photo.ad_id != ad.pk:
+        raise PhotoRefused("this photo belongs to another draft", status=409)
+    return photo
 
 
 def draft_post(*, ad: Ad, title: str) -> Ad:
     """Commit the draft's photos to `ad:<id>` in Airlock, then mark the ad posted."""
     photos = {str(p.attachment_id): p for p in ad.photos.exclude(status__in=GONE)}
     ids = list(photos)
-    with airlock() as client:
+    with airlock(seller=ad.seller) as client:
         for _ in range(2):
             if not ids:
                 break
@@ -95,7 +93,7 @@ def draft_post(*, ad: Ad, title: str) -> Ad:
 def draft_cancel(*, ad: Ad) -> None:
     """Discard the draft's photos in Airlock (swept on its next run) and close the draft."""
     live = list(ad.photos.exclude(status__in=GONE))
-    with airlock() as client:
+    with airlock(seller=ad.seller) as client:
         for photo in live:
             try:
                 client.discard(str(photo.attachment_id))

@@ -9,10 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-
-from airlock_client import AirlockError
 
 from . import services
 from .models import Ad, Photo
@@ -78,44 +75,29 @@ def draft_edit(request: HttpRequest, ad_id: int) -> HttpResponse:
         {
             "ad": ad,
             "heartbeat_seconds": settings.HEARTBEAT_SECONDS,
-            "sent_url": reverse("draft-photo-sent", args=[ad.pk, "00000000-0000-0000-0000-000000000000"]),
+            "airlock_url": settings.AIRLOCK_URL,
+            "client_token": services.draft_client_token(seller=ad.seller)["token"],
+            "profile": services.PROFILE,
         },
     )
 
 
 def draft_photos(request: HttpRequest, ad_id: int) -> HttpResponse:
-    """GET: the photos as the host knows them (its own records); POST: declare one, get its upload plan."""
+    """GET: the photos as the host knows them (its own records); POST: record one the browser created."""
     ad = own_draft(request, ad_id)
     if request.method == "GET":
         return photos_json(ad)
     if request.method != "POST":
         return HttpResponse(status=405)
     try:
-        body = json.loads(request.body)
-        filename, size, content_type = str(body["filename"]), int(body["size"]), str(body["content_type"])
+        attachment_id = str(json.loads(request.body)["id"])
     except (ValueError, KeyError, TypeError):
-        return JsonResponse({"error": "filename, size and content_type are needed"}, status=400)
+        return JsonResponse({"error": "the attachment id is needed"}, status=400)
     try:
-        photo, plan = services.draft_photo_add(ad=ad, filename=filename, size=size, content_type=content_type)
+        photo = services.draft_photo_record(ad=ad, attachment_id=attachment_id)
     except services.PhotoRefused as refused:
         return JsonResponse({"error": str(refused)}, status=refused.status)
-    except AirlockError as refused:  # not a photo Airlock takes (type, size, quota): say why
-        return JsonResponse({"error": refused.message, "code": refused.code}, status=400)
-    return JsonResponse({"id": str(photo.attachment_id), "upload": plan}, status=201)
-
-
-@require_POST
-def draft_photo_sent(request: HttpRequest, ad_id: int, attachment_id: Any) -> HttpResponse:
-    ad = own_draft(request, ad_id)
-    services.draft_photo_sent(photo=get_object_or_404(Photo, ad=ad, attachment_id=attachment_id))
-    return HttpResponse(status=204)
-
-
-@require_POST
-def draft_heartbeat(request: HttpRequest, ad_id: int) -> HttpResponse:
-    ad = own_draft(request, ad_id)
-    services.draft_heartbeat(ad=ad)
-    return photos_json(ad)
+    return JsonResponse(photo_json(photo), status=201)
 
 
 @require_POST

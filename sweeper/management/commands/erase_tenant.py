@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from attachments.services.erasure import ErasureSubject, erasure_subject_tenant
+from attachments.services.erasure import ErasureScope, erasure_scope_tenant
 
 from ..erase_command import EraseCommand
 
@@ -16,11 +16,11 @@ class Command(EraseCommand):
         "Release everything a tenant owns (staged and committed, every status) and remove its objects now, "
         "revoke its members' API tokens; held files are skipped and listed. Run with --dry-run first."
     )
-    subject_kind = "tenant"
+    scope_kind = "tenant"
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant", help="tenant slug")
         super().add_arguments(parser)
 
-    def subject(self, opts: dict[str, Any]) -> ErasureSubject:
-        return erasure_subject_tenant(opts["tenant"])
+    def scope(self, opts: dict[str, Any]) -> ErasureScope:
+        return erasure_scope_tenant(opts["tenant"])

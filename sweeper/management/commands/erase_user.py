@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from attachments.services.erasure import ErasureSubject, erasure_subject_user
+from attachments.services.erasure import ErasureScope, erasure_scope_user
 
 from ..erase_command import EraseCommand
 
@@ -16,11 +16,11 @@ class Command(EraseCommand):
         "Release everything a user owns (staged and committed, every status) and remove its objects now, "
         "revoke their API tokens; held files are skipped and listed. Run with --dry-run first."
     )
-    subject_kind = "user"
+    scope_kind = "user"
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("user", help="username, or numeric user id")
         super().add_arguments(parser)
 
-    def subject(self, opts: dict[str, Any]) -> ErasureSubject:
-        return erasure_subject_user(opts["user"])
+    def scope(self, opts: dict[str, Any]) -> ErasureScope:
+        return erasure_scope_user(opts["user"])

@@ -33,7 +33,7 @@ from .errors import (
     WaitTimeout,
     WebhookVerificationError,
 )
-from .types import Attachment, Commit, Heartbeat, ProgressCallback, Usage
+from .types import Attachment, ClientToken, Commit, Heartbeat, Logout, ProgressCallback, Usage
 from .webhooks import verify_webhook
 
 __all__ = [
@@ -44,11 +44,13 @@ __all__ = [
     "AttachmentInvalid",
     "ChecksumMismatch",
     "Client",
+    "ClientToken",
     "Commit",
     "Conflict",
     "DownloadMismatch",
     "Heartbeat",
     "InternalError",
+    "Logout",
     "NotAuthenticated",
     "NotFound",
     "NotRestorable",

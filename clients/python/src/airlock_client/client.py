@@ -16,7 +16,7 @@ from ._http import Sender, storage_error_from_response
 from .errors import DownloadMismatch, NotFound, TransportError, WaitTimeout, error_from_response
 from .redact import redact_httpx_logs, safe_url, scrub
 from .sources import Source
-from .types import TERMINAL, Attachment, Commit, Heartbeat, ProgressCallback, Usage
+from .types import TERMINAL, Attachment, ClientToken, Commit, Heartbeat, Logout, ProgressCallback, Usage
 from .uploads import TUS, Progress, Uploader, is_local_plan
 from .webhooks import verify_webhook
 
@@ -27,7 +27,10 @@ MAX_WAIT = 30  # the server's cap on ?wait=
 
 
 class Client:
-    """A client for one Airlock server and one API token.
+    """A client for one Airlock server and one API token (a host's service token, or a device's client token).
+
+    `subject`: act for one of the host's people (`Airlock-Subject` on every
+    request); a client token (`act_…`) already acts for its own subject.
 
     Uploads go where the server's intent says (its signed PUT, an S3 presigned
     POST or PUT, an S3 multipart plan); files of `tus_threshold` bytes or more
@@ -45,6 +48,7 @@ class Client:
         base_url: str,
         token: str,
         *,
+        subject: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 4,
         backoff: float = 0.5,
@@ -59,8 +63,11 @@ class Client:
         redact_httpx_logs()  # httpx logs each request's URL: signed ones carry their credential
         self.tus_threshold = tus_threshold
         self._backend: Literal["local", "s3"] | None = None  # learnt from the first intent
+        headers = {"Authorization": f"Token {token}", "Accept": "application/json"}
+        if subject is not None:
+            headers["Airlock-Subject"] = subject
         self._http = httpx.Client(
-            headers={"Authorization": f"Token {token}", "Accept": "application/json"},
+            headers=headers,
             timeout=timeout,
             transport=transport,
         )
@@ -325,6 +332,39 @@ class Client:
 
     def delete(self, attachment_id: str) -> None:
         self._json("DELETE", f"attachments/{attachment_id}", ok=(204,))
+
+    # --- client tokens (a host's service token only) ----------------------------------------
+
+    def mint_client_token(
+        self,
+        subject: str,
+        ttl_seconds: int,
+        *,
+        profiles: Iterable[str] | None = None,
+        ref: str | None = None,
+        max_files: int | None = None,
+        max_bytes: int | None = None,
+    ) -> ClientToken:
+        """A short-lived token for one of your people's devices: it uploads and reads for `subject` only.
+
+        Hand `token` to the device (`Client(base_url, token)` there, or a browser's
+        `Authorization: Bearer`); it never sees your service token.
+        """
+        body: dict[str, Any] = {"subject": subject, "ttl_seconds": ttl_seconds}
+        grant = {"ref": ref, "max_files": max_files, "max_bytes": max_bytes}
+        body.update({key: value for key, value in grant.items() if value is not None})
+        if profiles is not None:
+            body["profiles"] = list(profiles)
+        # A lost answer would leave a token nobody holds: harmless, so safe to ask again.
+        return self._json("POST", "client-tokens", ok=(201,), json=body)  # type: ignore[no-any-return]
+
+    def revoke_client_token(self, token_id: str) -> None:
+        """The token answers 401 from now on (idempotent)."""
+        self._json("DELETE", f"client-tokens/{token_id}", ok=(204,))
+
+    def logout_subject(self, subject: str) -> Logout:
+        """Revoke every client token of `subject` and discard its staged uploads (held drafts stay)."""
+        return self._json("POST", "subjects/logout", json={"subject": subject})  # type: ignore[no-any-return]
 
 
 def _query_value(value: Any) -> str:

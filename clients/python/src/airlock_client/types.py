@@ -61,3 +61,15 @@ class Heartbeat(TypedDict):
 class Commit(TypedDict):
     committed: list[str]
     ref: str
+
+
+class ClientToken(TypedDict):
+    id: str
+    token: str
+    subject: str
+    expires_at: str
+
+
+class Logout(TypedDict):
+    revoked: int
+    discarded: int

@@ -1,10 +1,11 @@
-// The ad draft page: photos go to Airlock first, through plans the host asks for.
+// The ad draft page: photos go to Airlock first, straight from the browser, with a client token.
 //
-// The browser never holds an Airlock API token. For each photo it asks the host for an
-// upload plan (the host creates the intent with its own token) and sends the bytes to the
-// plan's URL, whose single-use, short-lived credential is in the URL (or the signed form);
-// then it tells the host, which completes the intent. Outcomes arrive at the host by
-// webhook; this page reads the host's records, never Airlock's API.
+// The host minted the page a client token for this seller (data-token): it may create
+// intents for photos, send their bytes, heartbeat and complete them, for this seller only,
+// and nothing else (no commit, no other seller's files). The host's service token never
+// reaches the page. The browser tells the host each new photo's id (the host checks with
+// Airlock that it is this seller's, then records it); outcomes arrive at the host by
+// webhook, and this page reads the host's records for them. Posting commits on the host.
 "use strict";
 
 (function () {
@@ -13,8 +14,9 @@
   const list = document.getElementById("photos");
   const message = document.getElementById("message");
   const postButton = document.getElementById("post");
-  const urls = { photos: root.dataset.photos, heartbeat: root.dataset.heartbeat, sent: root.dataset.sent };
-  const PLACEHOLDER = "00000000-0000-0000-0000-000000000000";
+  const urls = { photos: root.dataset.photos };
+  const airlockBase = root.dataset.airlock + "/api/v1/";
+  const token = root.dataset.token;
   const sending = new Map();  // local name -> state, for photos not yet known to the host
   let inFlight = 0;
 
@@ -24,6 +26,19 @@
     if (body === undefined) return fetch(url, { method: "POST", credentials: "same-origin", headers });
     headers["Content-Type"] = "application/json";
     return fetch(url, { method: "POST", credentials: "same-origin", headers, body: JSON.stringify(body) });
+  }
+
+  // A call to Airlock's API with the page's client token (CORS: Airlock lists this origin).
+  async function airlock(method, path, body) {
+    const init = { method, headers: { Authorization: "Bearer " + token } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const answer = await fetch(airlockBase + path, init);
+    const data = answer.status === 204 ? null : await answer.json();
+    if (!answer.ok) throw new Error((data && data.error && data.error.message) || "refused (" + answer.status + ")");
+    return data;
   }
 
   // Send the bytes as the plan says: a raw PUT with its headers, or a form POST with its fields, file last.
@@ -47,13 +62,18 @@
     sending.set(key, { filename: file.name, status: "uploading" });
     render(lastPhotos);
     try {
-      const asked = await hostPost(urls.photos, { filename: file.name, size: file.size,
-        content_type: file.type || "application/octet-stream" });
-      const body = await asked.json();
-      if (!asked.ok) throw new Error(body.error || "refused");
-      await sendBytes(file, body.upload);
-      const sent = await hostPost(urls.sent.replace(PLACEHOLDER, body.id));
-      if (!sent.ok) throw new Error("the host could not complete it (" + sent.status + ")");
+      const intent = await airlock("POST", "uploads", { profile: root.dataset.profile, filename: file.name,
+        size: file.size, content_type: file.type || "application/octet-stream" });
+      if (intent.upload.parts) {  // an S3 multipart plan: far larger than a photo needs to be
+        await airlock("POST", "attachments/" + intent.id + "/discard");
+        throw new Error("this photo is too large for the marketplace");
+      }
+      // Before the bytes: the host knows the photo when Airlock's webhook about it arrives.
+      const recorded = await hostPost(urls.photos, { id: intent.id });
+      if (!recorded.ok) throw new Error("the host could not record it (" + recorded.status + ")");
+      await sendBytes(file, intent.upload);
+      // Needed on S3 without bucket events, harmless otherwise.
+      await airlock("POST", "uploads/" + intent.id + "/complete");
       sending.delete(key);
     } catch (error) {
       sending.set(key, { filename: file.name, status: "failed", reason: String(error.message || error) });
@@ -64,6 +84,7 @@
   }
 
   let lastPhotos = [];
+  const GONE = ["rejected", "failed", "discarded", "deleted"];
 
   function item(photo) {
     const li = document.createElement("li");
@@ -108,9 +129,11 @@
     sync();
   }
 
+  // Keep the open draft's photos alive in Airlock (an abandoned draft stops beating and is swept).
   async function heartbeat() {
-    const answer = await hostPost(urls.heartbeat);
-    if (answer.ok) render((await answer.json()).photos);
+    const ids = lastPhotos.filter((p) => p.id && !GONE.includes(p.status)).map((p) => p.id);
+    if (ids.length) await airlock("POST", "attachments/heartbeat", { ids }).catch(() => {});
+    await refresh();
   }
 
   // Until a photo's outcome is known, re-read the host's records (they change when Airlock's webhook lands).
