@@ -76,6 +76,11 @@ class AlreadyCommitted(AirlockError):
     code, status, default_message = "ALREADY_COMMITTED", 409, "The attachment is committed."
 
 
+class NotReady(AirlockError):
+    # details: {"status": "pending" | "processing"}: the owner's file exists, its bytes are not served yet.
+    code, status, default_message = "NOT_READY", 409, "The file is not ready: nothing is served until it is checked."
+
+
 class NotRestorable(AirlockError):
     code, status, default_message = "NOT_RESTORABLE", 409, "Only a released file can be restored, within its grace."
 

@@ -12,13 +12,14 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .errors import NotFound, SignatureInvalid
+from .errors import NotFound, NotReady, SignatureInvalid
 from .models import Attachment, Derivative, Lifecycle, RefHold, Status
 from .signing import delivery_check
 from .subjects import confined_subject, may_act_on, owned_q
 from .tenancy import tenant_of
 
-OWNER_READABLE = (Status.PENDING, Status.PROCESSING, Status.READY)
+# Statuses on the way to `ready`: their owner is told to wait (409 NOT_READY), never served a byte.
+NOT_YET_READY = (Status.PENDING, Status.PROCESSING)
 
 
 def _parse(attachment_id: object) -> uuid.UUID:
@@ -77,25 +78,29 @@ def attachment_owned(*, user, attachment_id: object) -> Attachment:
 
 
 def can_read_file(*, user, attachment: Attachment, now: datetime | None = None) -> bool:
-    """The gating rule of the serving path."""
-    now = now or timezone.now()
-    if _gone(attachment, now) or user is None:
+    """The gating rule of the serving path: a servable file (servable_now), to a member of its tenant.
+
+    The owner is no exception: no byte of a pending or processing file is served
+    to anyone, since nothing has checked it yet. A request confined to a subject
+    reads only that subject's files.
+    """
+    if user is None or not _servable_to_tenant(attachment, now or timezone.now()):
         return False
     membership = getattr(user, "membership", None)
     if membership is None or membership.tenant_id != attachment.tenant_id:
         return False
-    if confined_subject(user) is not None and not may_act_on(user, attachment):
-        return False
-    if attachment.status == Status.READY:
-        return True
-    return may_act_on(user, attachment) and attachment.status in OWNER_READABLE
+    return confined_subject(user) is None or may_act_on(user, attachment)
 
 
 def attachment_for_download(*, user, attachment_id: object) -> Attachment:
+    """The attachment whose bytes this user may read now; NotReady to its owner while it is being checked."""
     attachment = attachment_visible(user=user, attachment_id=attachment_id)
-    if not can_read_file(user=user, attachment=attachment):
-        raise NotFound()
-    return attachment
+    now = timezone.now()
+    if can_read_file(user=user, attachment=attachment, now=now):
+        return attachment
+    if attachment.status in NOT_YET_READY and not _gone(attachment, now) and may_act_on(user, attachment):
+        raise NotReady(details={"status": attachment.status})
+    raise NotFound()  # rejected, failed, discarded, released, expired: as if it did not exist
 
 
 def attachment_for_signed_read(
@@ -157,11 +162,27 @@ def attachments_of_owner(
     status: str | None = None,
     profile: str | None = None,
     committed: bool | None = None,
+    ref: str | None = None,
+    subject: str | None = None,
+    include_removed: bool = False,
     before: tuple[datetime, uuid.UUID] | None = None,
     ids: Collection[uuid.UUID] | None = None,
+    now: datetime | None = None,
 ) -> QuerySet[Attachment]:
-    """The owner's attachments (its subject's when confined), newest first; `before` continues after a cursor."""
-    qs = Attachment.objects.for_resource().filter(owned_q(user)).exclude(lifecycle=Lifecycle.DELETED)
+    """The owner's attachments (its subject's when confined), newest first; `before` continues after a cursor.
+
+    Removed files (discarded, deleted, released past their grace) only with
+    `include_removed`: a released file stays listed while it can be restored.
+    """
+    qs = Attachment.objects.for_resource().filter(owned_q(user))
+    if not include_removed:
+        qs = qs.exclude(lifecycle__in=(Lifecycle.DISCARDED, Lifecycle.DELETED)).exclude(
+            lifecycle=Lifecycle.RELEASED, expires_at__lte=now or timezone.now()
+        )
+    if subject is not None:
+        qs = qs.filter(subject=subject)  # with a confined request's own subject: another one lists nothing
+    if ref is not None:
+        qs = qs.filter(ref=ref)
     if ids is not None:
         qs = qs.filter(pk__in=ids)
     if status:

@@ -88,12 +88,13 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | None | Literal[Fal
 
 
 def served_object(attachment) -> tuple[str, int] | None:
-    """The key and size of what a download serves, or None while there are no bytes yet."""
+    """The key and size of what a download serves, or None until processing recorded the checked copy.
+
+    Never the upload as it came: what was not described by processing was not checked either.
+    """
     if attachment.served_key and attachment.size is not None:
         return attachment.served_key, attachment.size
-    # Before processing described it (the owner's pending file): ask storage.
-    info = get_gateway().head(attachment.working_key)
-    return None if info is None else (attachment.working_key, info.size)
+    return None
 
 
 def file_response(request, *, key: str, size: int, content_type: str, filename: str, inline: bool) -> HttpResponseBase:

@@ -1,10 +1,11 @@
 """The two credentials of a file read: the caller's own (header or session), or a signed link.
 
-An API client sends `Authorization: Token` and reads as itself (the owner also
-reads its pending file). An `<img src>` sends nothing: the link's `exp`, `kid`
-and `sig` (attachments/signing.py) stand for a read by the attachment's
-tenant, checked against the gate at every request (selectors). A request
-carrying both is served when either allows it.
+An API client sends `Authorization: Token` and reads as itself. An `<img src>`
+sends nothing: the link's `exp`, `kid` and `sig` (attachments/signing.py)
+stand for a read by the attachment's tenant, checked against the gate at every
+request (selectors). A request carrying both is served when either allows it.
+Neither ever reads a file that is not `ready`: its owner learns 409 NOT_READY,
+everyone else 404.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ class SignedOrAuthenticated(BasePermission):
 
 
 def readable_attachment(request, *, attachment_id: object, name: str) -> Attachment:
-    """The attachment whose `name` rendition this request may read, or NotFound/SignatureInvalid/UrlExpired.
+    """The attachment whose `name` rendition this request may read, or NotFound/NotReady/SignatureInvalid/UrlExpired.
 
-    Either credential suffices. The caller's own read comes first (the owner reads
-    its pending file through the very links it was given); when it refuses and the
-    request carries a link's signature, the link decides, as it would for anyone
-    holding it without a header (a tenant-less staff session in the same browser,
-    say): refusing a signed-in holder what an anonymous one gets would protect nothing.
+    Either credential suffices. The caller's own read comes first; when it refuses
+    and the request carries a link's signature, the link decides, as it would for
+    anyone holding it without a header (a tenant-less staff session in the same
+    browser, say): refusing a signed-in holder what an anonymous one gets would
+    protect nothing. The owner's NotReady stands: no link serves that file either.
     """
     signed = delivery_signed(request.query_params)
     if _signed_in(request):
@@ -52,6 +53,7 @@ def readable_attachment(request, *, attachment_id: object, name: str) -> Attachm
     )
 
 
+SIGNED_LINK_NAMES = frozenset({"exp", "kid", "sig"})  # the query parameters a file read takes
 SIGNED_LINK_PARAMETERS = [
     OpenApiParameter(
         "exp",

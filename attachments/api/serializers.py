@@ -10,7 +10,7 @@ derived).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_serializer
@@ -19,7 +19,7 @@ from rest_framework.fields import SkipField
 
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
-from ..selectors import is_held
+from ..selectors import is_held, servable_now
 from ..signing import delivery_expiry, delivery_query
 from ..variants import signed_name, variant_sizes
 from .fastpath_serializer import SharedSerializer
@@ -90,10 +90,16 @@ class AttachmentResource:
     url: str  # the resource's absolute URL
     can_read: bool = False
     thumbnail: dict | None = None  # {"width", "height"} of a thumbnail the caller may read
+    now: datetime | None = None  # when `available` is judged (a webhook's event time); None: when rendered
     status: str = field(init=False)  # read once: the model's FSM descriptor is not free
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", self.attachment.status)
+
+    @property
+    def available(self) -> bool:
+        # Whoever reads the resource: whether its owner's download would succeed now.
+        return servable_now(self.attachment, self.now)
 
     @property
     def reason(self) -> Attachment | None:
@@ -266,6 +272,10 @@ class AttachmentOutputSerializer(SharedSerializer):
     )
     profile = serializers.CharField(source="attachment.profile")
     status = serializers.ChoiceField(choices=Status.choices)
+    available = serializers.BooleanField(
+        help_text="True exactly when the file can be downloaded now: `ready`, and neither discarded, released, "
+        "deleted nor an expired draft. A `ready` file can be unavailable; nothing else is ever available."
+    )
     reason = ReasonOutputSerializer(allow_null=True, help_text="Null unless rejected or failed.")
     filename = serializers.CharField(source="attachment.filename")
     size = serializers.IntegerField(allow_null=True, help_text="Bytes served by `download` (null until ready).")
@@ -295,7 +305,9 @@ class AttachmentOutputSerializer(SharedSerializer):
     links = LinksOutputSerializer()
 
 
-def attachment_resource(attachment: Attachment, request, *, can_read: bool, thumbnail=None) -> dict:
+def attachment_resource(
+    attachment: Attachment, request, *, can_read: bool, thumbnail=None, now: datetime | None = None
+) -> dict:
     """The attachment resource of docs/api.md for a caller who may (or may not) read the file."""
     url = absolute_url(request, f"/api/v1/attachments/{attachment.pk}")
-    return AttachmentOutputSerializer.render(AttachmentResource(attachment, url, can_read, thumbnail))
+    return AttachmentOutputSerializer.render(AttachmentResource(attachment, url, can_read, thumbnail, now))

@@ -10,11 +10,12 @@ from rest_framework.views import APIView
 from ..errors import NotAuthenticated
 from ..services.quotas import tenant_usage
 from ..tenancy import tenant_of
+from .query import DeclaredQuery
 from .schema import errors
 from .serializers import SharedSerializer
 
 
-class UsageApi(APIView):
+class UsageApi(DeclaredQuery, APIView):
     @extend_schema_serializer(component_name="Usage")
     class OutputSerializer(SharedSerializer):
         bytes_used = serializers.IntegerField(

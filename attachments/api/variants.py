@@ -8,8 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from ..errors import NotAuthenticated, NotFound, SignatureInvalid, UrlExpired
-from ..models import Status
+from ..errors import NotAuthenticated, NotFound, NotReady, SignatureInvalid, UrlExpired
 from ..services.variants import VariantBusy, VariantFailed, variant_obtain
 from ..serving import derivative_response, stem
 from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
@@ -54,13 +53,22 @@ class AttachmentVariantApi(FileApi):
         responses={
             **file_responses("image/webp"),
             304: OpenApiResponse(description="`If-None-Match` names the current `ETag`."),
-            **errors(NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, VariantFailed, VariantBusy),
+            **errors(
+                NotAuthenticated,
+                SignatureInvalid,
+                UrlExpired,
+                NotFound,
+                NotReady,
+                VariantFailed,
+                VariantBusy,
+                NOT_READY="the owner's file is still `pending` or `processing` (`details.status`)",
+            ),
         },
     )
     def get(self, request, attachment_id, name):
         attachment = readable_attachment(request, attachment_id=attachment_id, name=signed_name(name))
-        # Only a ready file has variants: the owner's pending file is not one, signed link or not.
-        if attachment.status != Status.READY or name not in variant_sizes(attachment.profile):
+        # readable_attachment let only a ready file through: the profile decides which variants it has.
+        if name not in variant_sizes(attachment.profile):
             raise NotFound()
         fmt = negotiated_format(request.headers.get("Accept", ""))
         etag = variant_etag(sha256=attachment.sha256, name=name, fmt=fmt)

@@ -24,6 +24,7 @@ from ..errors import (
     BodyChecksumMismatch,
     NotAuthenticated,
     NotFound,
+    NotReady,
     QuotaExceeded,
     RateLimited,
     SignatureInvalid,
@@ -45,10 +46,12 @@ from ..selectors import (
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
 from ..serving import derivative_response, served_object, served_response, stem
+from ..subjects import parse_subject
 from .client_scope import ClientTokenScope
-from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
+from .delivery import SIGNED_LINK_NAMES, SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url
+from .query import DeclaredQuery
 from .schema import ATTACHMENT_ID, errors, file_responses
 from .serializers import AttachmentOutputSerializer, AttachmentResource, SharedSerializer
 
@@ -87,7 +90,7 @@ class ProfileSerializer(SharedSerializer):
     single_per_owner = serializers.BooleanField()
 
 
-class ProfilesApi(APIView):
+class ProfilesApi(DeclaredQuery, APIView):
     client_token_allowed = True  # upload pages read the limits they upload within
 
     @extend_schema_serializer(component_name="Profiles")
@@ -118,13 +121,16 @@ def _decode_cursor(value: str) -> tuple[datetime, uuid.UUID]:
         created, pk = raw.split("|", 1)
         return datetime.fromisoformat(created), uuid.UUID(pk)
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValidationFailed("Invalid cursor.", details={"cursor": ["Invalid cursor."]}) from None
+        raise serializers.ValidationError("Invalid cursor.") from None
 
 
-class AttachmentListApi(APIView):
+class AttachmentListApi(DeclaredQuery, APIView):
     client_token_allowed = True
     parser_classes = [MultiPartParser, FormParser]
     streams_body = True  # upload-through reads its form itself (ops/body_first.py)
+    query_parameters = frozenset(
+        {"status", "profile", "committed", "ref", "subject", "include", "limit", "cursor", "ids", "wait"}
+    )
 
     @extend_schema_serializer(component_name="AttachmentList")
     class OutputSerializer(SharedSerializer):
@@ -137,6 +143,18 @@ class AttachmentListApi(APIView):
         status = serializers.ChoiceField(choices=Status.choices, required=False)
         profile = serializers.CharField(required=False, help_text="A configured profile (GET /profiles).")
         committed = serializers.ChoiceField(choices=["true", "false"], required=False)
+        ref = serializers.CharField(required=False, max_length=200, help_text="Only files committed to this ref.")
+        subject = serializers.CharField(
+            required=False,
+            trim_whitespace=False,  # as the header: a padded id is malformed, not another subject
+            help_text="Only files of this subject. A request confined to another subject (`Airlock-Subject`) "
+            "gets an empty list.",
+        )
+        include = serializers.ChoiceField(
+            choices=["removed"],
+            required=False,
+            help_text="`removed`: also discarded, deleted and released files whose grace is over (hidden otherwise).",
+        )
         limit = serializers.IntegerField(required=False, help_text="Page size, 1–100 (default 50).")
         cursor = serializers.CharField(required=False, help_text="From a previous page's `next`.")
         ids = serializers.CharField(
@@ -155,6 +173,15 @@ class AttachmentListApi(APIView):
                 return list(dict.fromkeys(uuid.UUID(part) for part in parts))
             except ValueError:
                 raise serializers.ValidationError("Comma-separated attachment ids.") from None
+
+        def validate_subject(self, value: str) -> str:
+            try:
+                return parse_subject(value)
+            except ValidationFailed as exc:
+                raise serializers.ValidationError(exc.details["subject"]) from None
+
+        def validate_cursor(self, value: str) -> tuple[datetime, uuid.UUID]:
+            return _decode_cursor(value)
 
         def validate_profile(self, value: str) -> str:
             if value not in all_profiles():
@@ -185,16 +212,17 @@ class AttachmentListApi(APIView):
             raise ValidationFailed(details={"wait": ["Only with ids: the attachments to wait for."]})
         limit = min(100, max(1, filters.get("limit", len(ids) if ids else 50)))
         committed = filters.get("committed")
-        cursor = filters.get("cursor")
-        status, profile = filters.get("status"), filters.get("profile")
 
         def read() -> list[Attachment]:
             qs = attachments_of_owner(
                 user=request.user,
-                status=status,
-                profile=profile,
+                status=filters.get("status"),
+                profile=filters.get("profile"),
                 committed=None if committed is None else committed == "true",
-                before=_decode_cursor(cursor) if cursor else None,
+                ref=filters.get("ref"),
+                subject=filters.get("subject"),
+                include_removed="include" in filters,
+                before=filters.get("cursor"),
                 ids=ids,
             )
             return list(qs.prefetch_related("derivatives")[: limit + 1])
@@ -293,8 +321,9 @@ class AttachmentListApi(APIView):
         return Response(resource_for(request, attachment), status=202)
 
 
-class AttachmentDetailApi(APIView):
+class AttachmentDetailApi(DeclaredQuery, APIView):
     client_token_allowed = frozenset({"GET", "HEAD"})  # not DELETE: a committed file would be released
+    query_parameters = frozenset({"wait"})
 
     @extend_schema(
         operation_id="attachments_retrieve",
@@ -357,15 +386,19 @@ def _wait_seconds(wait: str | None, read) -> float:
     return seconds
 
 
-_FILE_ERRORS = (NotAuthenticated, SignatureInvalid, UrlExpired, NotFound)
+_FILE_ERRORS = (NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, NotReady)
+_NOT_READY = (
+    "the owner's file is still `pending` or `processing` (`details.status`): no byte is served until it is `ready`"
+)
 
 
-class FileApi(APIView):
+class FileApi(DeclaredQuery, APIView):
     """A gated file read: by the caller's header or session, or by a signed link (api/delivery.py)."""
 
     client_token_allowed = True
 
     permission_classes = [SignedOrAuthenticated, ClientTokenScope]
+    query_parameters = SIGNED_LINK_NAMES
 
 
 class AttachmentDownloadApi(FileApi):
@@ -375,7 +408,7 @@ class AttachmentDownloadApi(FileApi):
         summary="Download the file (gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         # The detected type of the bytes (image/jpeg, application/pdf, …).
-        responses={**file_responses("*/*"), **errors(*_FILE_ERRORS)},
+        responses={**file_responses("*/*"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="download")
@@ -391,7 +424,7 @@ class AttachmentThumbnailApi(FileApi):
         tags=_TAGS,
         summary="Get the thumbnail (WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS)},
+        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="thumbnail")
@@ -407,7 +440,7 @@ class AttachmentDisplayApi(FileApi):
         tags=_TAGS,
         summary="Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/jpeg"), **errors(*_FILE_ERRORS)},
+        responses={**file_responses("image/jpeg"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="display")
@@ -424,7 +457,7 @@ class AttachmentPosterApi(FileApi):
         tags=_TAGS,
         summary="Get the poster frame of a video (WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS)},
+        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="poster")
@@ -441,7 +474,9 @@ class SearchResultSerializer(SharedSerializer):
     snippet = serializers.CharField(allow_blank=True, help_text="Plain text, no markup: escape it to render it.")
 
 
-class SearchApi(APIView):
+class SearchApi(DeclaredQuery, APIView):
+    query_parameters = frozenset({"q"})
+
     @extend_schema_serializer(component_name="SearchResponse")
     class OutputSerializer(SharedSerializer):
         results = SearchResultSerializer(many=True, help_text="At most 50.")

@@ -15,6 +15,7 @@ def test_resource_shape(alice, api):
     attachment_id = upload(client, jpeg_bytes((320, 240)), filename="cat.jpg")
     pending = client.get(f"/api/v1/attachments/{attachment_id}").json()
     assert pending["size"] is None and pending["sha256"] is None and pending["reason"] is None
+    assert pending["available"] is False and set(pending["links"]) == {"self"}
     assert run_pipeline(attachment_id) == "ready"
     body = client.get(f"/api/v1/attachments/{attachment_id}").json()
     assert set(body) == {
@@ -22,6 +23,7 @@ def test_resource_shape(alice, api):
         "subject",
         "profile",
         "status",
+        "available",
         "reason",
         "filename",
         "size",
@@ -38,7 +40,7 @@ def test_resource_shape(alice, api):
         "metadata",
         "links",
     }
-    assert body["status"] == "ready" and body["content_type"] == "image/jpeg"
+    assert body["status"] == "ready" and body["content_type"] == "image/jpeg" and body["available"] is True
     assert body["subject"] == alice.get_username()  # a human account's files are its own subject's
     assert re.fullmatch(r"[0-9a-f]{64}", body["sha256"])
     assert body["metadata"] == {"width": 320, "height": 240, "page_count": None}

@@ -19,22 +19,22 @@ def _paths(attachment_id):
     return base, f"{base}/download", f"{base}/thumbnail"
 
 
-# (viewer, status) → can see resource, can download
+# (viewer, status) → can see resource, the download's answer. Only `ready` serves a byte, to the owner too.
 GATING = [
-    ("owner", "pending", True, True),
-    ("owner", "ready", True, True),
-    ("owner", "rejected", True, False),
-    ("owner", "failed", True, False),
-    ("same_tenant", "pending", False, False),
-    ("same_tenant", "ready", True, True),
-    ("same_tenant", "rejected", False, False),
-    ("other_tenant", "pending", False, False),
-    ("other_tenant", "ready", False, False),
+    ("owner", "pending", True, 409),
+    ("owner", "ready", True, 200),
+    ("owner", "rejected", True, 404),
+    ("owner", "failed", True, 404),
+    ("same_tenant", "pending", False, 404),
+    ("same_tenant", "ready", True, 200),
+    ("same_tenant", "rejected", False, 404),
+    ("other_tenant", "pending", False, 404),
+    ("other_tenant", "ready", False, 404),
 ]
 
 
-@pytest.mark.parametrize(("viewer", "status", "sees", "downloads"), GATING)
-def test_gating_rule(alice, bob, mallory, api, viewer, status, sees, downloads):
+@pytest.mark.parametrize(("viewer", "status", "sees", "answer"), GATING)
+def test_gating_rule(alice, bob, mallory, api, viewer, status, sees, answer):
     attachment_id = upload(api(alice), jpeg_bytes())
     if status != "pending":
         assert run_pipeline(attachment_id) == "ready"
@@ -47,9 +47,9 @@ def test_gating_rule(alice, bob, mallory, api, viewer, status, sees, downloads):
     if not sees:
         assert seen.json()["error"]["code"] == "NOT_FOUND"
     got = client.get(download)
-    assert got.status_code == (200 if downloads else 404)
+    assert got.status_code == answer
     if sees:
-        assert ("download" in seen.json()["links"]) is downloads
+        assert ("download" in seen.json()["links"]) is (answer == 200)
 
 
 def test_discarded_and_expired_are_never_served(alice, bob, api):
@@ -111,10 +111,10 @@ def test_range_requests(alice, api):
     assert beyond.status_code == 416
 
 
-def test_thumbnail_is_inline_webp_and_404_until_there_is_one(alice, api):
+def test_thumbnail_is_inline_webp_and_only_once_there_is_one(alice, api):
     client = api(alice)
     attachment_id = upload(client, jpeg_bytes((800, 600)), filename="cat.jpg")
-    assert client.get(_paths(attachment_id)[2]).status_code == 404
+    assert client.get(_paths(attachment_id)[2]).status_code == 409  # not ready: nothing of it is served yet
     assert run_pipeline(attachment_id) == "ready"
     response = client.get(_paths(attachment_id)[2])
     assert response.status_code == 200

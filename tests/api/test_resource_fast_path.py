@@ -211,10 +211,17 @@ def _row(**fields) -> Attachment:
 
 URL = "http://testserver/api/v1/attachments/8c0e3d4e-0000-4000-8000-000000000001"
 RESOURCES = {
-    "ready, readable, thumbnail": AttachmentResource(_row(), URL, True, {"width": 1, "height": 2}),
+    "ready, readable, thumbnail": AttachmentResource(_row(), URL, True, {"width": 1, "height": 2}, NOW),
     "ready, not readable": AttachmentResource(_row(), URL, False, None),
-    "pending": AttachmentResource(_row(status=Status.PENDING, size=None, sha256="", ready_at=None), URL, True),
-    "rejected": AttachmentResource(_row(status=Status.REJECTED, reason_code="malware", reason_message="EICAR"), URL),
+    "pending": AttachmentResource(
+        _row(status=Status.PENDING, size=None, sha256="", ready_at=None), URL, False, None, NOW
+    ),
+    "rejected": AttachmentResource(
+        _row(status=Status.REJECTED, reason_code="malware", reason_message="EICAR"), URL, False, None, NOW
+    ),
+    "ready, expired draft": AttachmentResource(_row(), URL, False, None, NOW + timedelta(days=8)),
+    "ready, released": AttachmentResource(_row(lifecycle=Lifecycle.RELEASED), URL, False, None, NOW),
+    "ready, discarded": AttachmentResource(_row(lifecycle=Lifecycle.DISCARDED), URL, False, None, NOW),
     "failed": AttachmentResource(_row(status=Status.FAILED, reason_code="infrastructure"), URL),
     "committed": AttachmentResource(_row(lifecycle=Lifecycle.COMMITTED, ref="listing:1"), URL, True),
     "held": AttachmentResource(_row(legal_hold=True), URL, True),
@@ -256,6 +263,7 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
         "subject": "user-7",
         "profile": "image",
         "status": "ready",
+        "available": True,
         "reason": None,
         "filename": "cat.jpg",
         "size": 10,
@@ -279,9 +287,13 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
     }
     pending = AttachmentOutputSerializer.render(RESOURCES["pending"])
     assert (pending["size"], pending["content_type"], pending["sha256"], pending["ready_at"]) == (None,) * 4
-    assert pending["derivatives"] == {} and pending["links"] == {"self": URL, "download": _signed("download")}
+    assert pending["derivatives"] == {} and pending["links"] == {"self": URL} and pending["available"] is False
     rejected = AttachmentOutputSerializer.render(RESOURCES["rejected"])
     assert rejected["reason"] == {"code": "malware", "message": "EICAR"} and rejected["links"] == {"self": URL}
+    assert rejected["available"] is False
+    for name in ("ready, expired draft", "ready, released", "ready, discarded"):
+        body = AttachmentOutputSerializer.render(RESOURCES[name])
+        assert (body["status"], body["available"]) == ("ready", False), name
     committed = AttachmentOutputSerializer.render(RESOURCES["committed"])
     assert committed["expires_at"] is None and committed["committed"] is True and committed["ref"] == "listing:1"
     assert committed["lifecycle"] == "committed" and committed["legal_hold"] is False

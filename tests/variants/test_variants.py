@@ -111,14 +111,15 @@ def test_signed_link_without_header_works_and_ranges(alice, api):
     assert anonymous.get(f"/api/v1/attachments/{attachment_id}/variants/small").status_code == 401
 
 
-def test_variants_of_a_file_that_is_not_ready_are_404_even_signed(alice, api):
+def test_variants_of_a_file_that_is_not_ready_are_never_served_even_signed(alice, api):
     ready_id = _ready(api, alice, size=(800, 600))
     signed = _variant_links(api, alice, ready_id)["small"]
     pending_id = upload(api(alice), jpeg_bytes(size=(800, 600)))
     assert "variants" not in api(alice).get(f"/api/v1/attachments/{pending_id}").json()["links"]
-    # The owner reads its pending file's download, but it has no variant.
-    assert api(alice).get(f"/api/v1/attachments/{pending_id}/download").status_code == 200
-    assert api(alice).get(f"/api/v1/attachments/{pending_id}/variants/small").status_code == 404
+    # Nothing of a pending file is served, to its owner neither: told to wait, not that it does not exist.
+    assert api(alice).get(f"/api/v1/attachments/{pending_id}/download").status_code == 409
+    waiting = api(alice).get(f"/api/v1/attachments/{pending_id}/variants/small")
+    assert waiting.status_code == 409 and waiting.json()["error"]["details"] == {"status": "pending"}
     attachment_take_down(attachment_id=ready_id, actor="staff:mod", note="abuse")
     assert Client().get(_path(signed), HTTP_ACCEPT=WEBP_ACCEPT).status_code == 404
     assert api(alice).get(f"/api/v1/attachments/{ready_id}/variants/small").status_code == 404

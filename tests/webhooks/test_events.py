@@ -49,6 +49,7 @@ def test_ready_carries_the_resource_exactly_as_get_renders_it(alice, api, hooked
     [payload] = _payloads(receiver, hooked)
     assert payload["type"] == "attachment.ready"
     assert payload["data"] == _resource(api, alice, attachment_id)
+    assert payload["data"]["available"] is True
     download = payload["data"]["links"]["download"]
     assert download.split("?")[0].endswith(f"/api/v1/attachments/{attachment_id}/download")
     assert set(payload) == {"type", "timestamp", "data"} and payload["timestamp"].endswith("Z")
@@ -63,6 +64,7 @@ def test_rejected(alice, api, hooked, receiver):
     assert payload["type"] == "attachment.rejected"
     assert payload["data"] == _resource(api, alice, attachment_id)
     assert payload["data"]["reason"]["code"] in ("malware", "type_not_allowed")
+    assert payload["data"]["available"] is False
 
 
 def test_failed(alice, api, hooked, receiver, settings):
@@ -87,6 +89,7 @@ def test_committed(alice, api, hooked, receiver):
     assert (ready["type"], committed["type"]) == ("attachment.ready", "attachment.committed")
     assert committed["data"] == _resource(api, alice, attachment_id)
     assert committed["data"]["committed"] is True and committed["data"]["ref"] == "listing:42"
+    assert committed["data"]["available"] is True
 
 
 def test_deleted_when_swept_after_expiry(alice, api, hooked, receiver):
@@ -128,6 +131,9 @@ def test_deleted_when_the_owner_is_erased(alice, api, hooked, receiver):
     ready, committed, deleted = _payloads(receiver, hooked, n=3)
     assert deleted["type"] == "attachment.deleted" and deleted["data"]["id"] == attachment_id
     assert deleted["data"]["lifecycle"] == "deleted" and "download" not in deleted["data"]["links"]
+    # Still `ready` by status: `available` is what says it can no longer be used.
+    assert (deleted["data"]["status"], deleted["data"]["available"]) == ("ready", False)
+    assert (ready["data"]["available"], committed["data"]["available"]) == (True, True)
 
 
 def test_deleted_when_taken_down(alice, api, hooked, receiver):
@@ -139,6 +145,7 @@ def test_deleted_when_taken_down(alice, api, hooked, receiver):
     ready, deleted = _payloads(receiver, hooked, n=2)
     assert deleted["type"] == "attachment.deleted"
     assert deleted["data"]["status"] == "rejected" and deleted["data"]["reason"]["code"] == "moderator"
+    assert deleted["data"]["available"] is False
     assert deleted["data"] == _resource(api, alice, attachment_id)
 
 
@@ -226,6 +233,7 @@ def test_deleted_when_released_and_swept_after_the_grace(alice, api, hooked, rec
     )
     assert deleted["data"]["id"] == attachment_id and deleted["data"]["lifecycle"] == "deleted"
     assert deleted["data"]["ref"] == "ad:42" and "download" not in deleted["data"]["links"]
+    assert deleted["data"]["available"] is False
 
 
 def test_ready_video_carries_the_probe_facts_and_the_poster(alice, api, hooked, receiver):

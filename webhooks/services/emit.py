@@ -35,7 +35,7 @@ def render(event_type: str, attachment: Attachment, now: datetime) -> str:
     owner = attachment.owner
     readable = can_read_file(user=owner, attachment=attachment, now=now)
     thumbnail = thumbnail_dims(attachment) if readable else None
-    data = attachment_resource(attachment, _NoRequest(), can_read=readable, thumbnail=thumbnail)
+    data = attachment_resource(attachment, _NoRequest(), can_read=readable, thumbnail=thumbnail, now=now)
     body = {"type": event_type, "timestamp": _TIMESTAMP.to_representation(now), "data": data}
     return json.dumps(body, separators=(",", ":"))
 

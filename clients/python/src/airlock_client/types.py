@@ -20,8 +20,11 @@ class Reason(TypedDict):
 class Attachment(TypedDict, total=False):
     id: str
     subject: str
+    """The host's id for the person the file is for (`Airlock-Subject`), or the owner's username."""
     profile: str
     status: Status
+    available: bool
+    """True exactly when the file can be downloaded now (ready, and not discarded, released or expired)."""
     reason: Reason | None
     filename: str
     size: int | None
