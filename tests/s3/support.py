@@ -257,6 +257,21 @@ def consume(s3: S3Env, queue_url: str, *extra: str) -> str:
     return out.getvalue()
 
 
+def consume_cloudflare(fake: Any, queue_id: str, *extra: str) -> str:
+    """consume_storage_events over the fake Cloudflare queue, draining it (--once); its report."""
+    out = StringIO()
+    call_command(
+        "consume_storage_events",
+        "--cloudflare-queue",
+        f"{fake.account}/{queue_id}",
+        "--cloudflare-api-url",
+        fake.url,
+        *(extra or ("--once",)),
+        stdout=out,
+    )
+    return out.getvalue()
+
+
 def send_upload(upload: dict, data: bytes, *, filename: str = "upload.bin", content_type: str | None = None):
     """Upload as any HTTP client would: PUT with exactly the headers, or the POST form (file last)."""
     if upload["method"] == "POST":
