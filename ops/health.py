@@ -178,8 +178,13 @@ def check_storage(*, timeout: float | None = None) -> dict[str, Any]:
     from attachments.services.queue_consumers import queue_consumers_report
     from attachments.storage import get_gateway
 
+    from django.db import DatabaseError
+
     get_gateway().ping()
-    queues = queue_consumers_report()
+    try:
+        queues = queue_consumers_report()
+    except DatabaseError as exc:  # the database check reports the outage; storage itself answered
+        return {"queues_error": _describe(exc)}
     stale = [q for q in queues if q["stale"]]
     if not stale:
         return {"state": "ok", "queues": queues} if queues else {}
