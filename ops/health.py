@@ -175,10 +175,10 @@ def check_storage(*, timeout: float | None = None) -> dict[str, Any]:
     A consumer that stopped polling without a clean stop makes the check degraded (still
     ready: uploads work, their events wait in the queue).
     """
+    from django.db import DatabaseError
+
     from attachments.services.queue_consumers import queue_consumers_report
     from attachments.storage import get_gateway
-
-    from django.db import DatabaseError
 
     get_gateway().ping()
     try:
