@@ -708,6 +708,21 @@ class JobsHeartbeat(models.Model):
         return f"{self.name} @ {self.beat_at:%H:%M:%S}"
 
 
+class QueueConsumerState(models.Model):
+    """A storage-event queue consumer's last look at its queue, for /readyz and /metrics.
+
+    The consumer runs in its own process; the web processes read its lag here.
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)  # "cloudflare:<account>/<queue>"
+    backlog = models.BigIntegerField(null=True, blank=True)  # messages waiting, as the queue reported it
+    polled_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)  # a clean stop; None while it runs
+
+    def __str__(self) -> str:
+        return f"{self.name}: backlog {self.backlog}"
+
+
 class OutboxMessage(models.Model):
     """A job enqueued in the same transaction as the state change that calls for it."""
 

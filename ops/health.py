@@ -6,7 +6,8 @@ dependency hangs instead of refusing:
 
 - database: a fresh connection (not the request's) runs ``SELECT 1``;
 - broker: Redis PING, or a RabbitMQ connection, or the in-process stub (always up);
-- storage: the storage gateway's ``ping()``;
+- storage: the storage gateway's ``ping()``, and each storage-event queue
+  consumer's backlog and last poll (``queues``);
 - scanner: every configured scanner's ``ping()`` (clamd PING, YARA rules compiled);
 - sandbox: the confinement a decoder job gets on this host (``uid+nnp+seccomp+
   landlock+nproc+subreaper`` when root on a Landlock kernel), any requested layer this
@@ -190,10 +191,27 @@ def check_broker(*, timeout: float | None = None) -> None:
         connection.close()
 
 
-def check_storage(*, timeout: float | None = None) -> None:
+def check_storage(*, timeout: float | None = None) -> dict[str, Any]:
+    """The gateway's ping; and each storage-event queue consumer's lag, as it last reported it.
+
+    A consumer that stopped polling without a clean stop makes the check degraded (still
+    ready: uploads work, their events wait in the queue).
+    """
+    from django.db import DatabaseError
+
+    from attachments.services.queue_consumers import queue_consumers_report
     from attachments.storage import get_gateway
 
     get_gateway().ping()
+    try:
+        queues = queue_consumers_report()
+    except DatabaseError as exc:  # the database check reports the outage; storage itself answered
+        return {"queues_error": _describe(exc)}
+    stale = [q for q in queues if q["stale"]]
+    if not stale:
+        return {"state": "ok", "queues": queues} if queues else {}
+    names = ", ".join(f"{q['name']} (last poll {q['polled_seconds_ago']:.0f} s ago)" for q in stale)
+    return {"state": DEGRADED + f"storage-event consumer not polling: {names}", "queues": queues}
 
 
 def _bounded_scanners(timeout: float) -> list[Any]:
@@ -304,7 +322,7 @@ def check_brakes() -> dict[str, Any]:
 
 
 # Checks whose result dict is reported as the check's details.
-_DETAILED = ("sandbox", "uploads", "brakes")
+_DETAILED = ("storage", "sandbox", "uploads", "brakes")
 
 
 class _SandboxRefused(Exception):

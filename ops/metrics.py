@@ -49,6 +49,7 @@ class DatabaseCollector(Collector):
 
         from attachments.models import Attachment, DeadLetter, Lifecycle, Status, TenantUsage
         from attachments.profiles import all_profiles
+        from attachments.services.queue_consumers import queue_consumers_report
 
         now = self._now or timezone.now()
         started = time.monotonic()
@@ -75,6 +76,7 @@ class DatabaseCollector(Collector):
                 .annotate(n=Count("id"))
                 .order_by()
             )
+            consumers = queue_consumers_report(now=now)
             # One counter row per tenant (attachments/services/quotas.py): no sums at scrape time.
             # Tenant slugs and their usage are shown only when asked for (AIRLOCK_METRICS_TENANT_LABELS).
             usage = (
@@ -118,6 +120,22 @@ class DatabaseCollector(Collector):
         for kind in DeadLetter.Kind.values:
             letters.add_metric([kind], dead.get(kind, 0))
         yield letters
+        backlog = GaugeMetricFamily(
+            "airlock_storage_queue_backlog",
+            "Messages waiting in each storage-event queue, as its consumer last saw it (pull response).",
+            labels=["queue"],
+        )
+        poll_age = GaugeMetricFamily(
+            "airlock_storage_queue_poll_age_seconds",
+            "Seconds since each storage-event queue consumer last polled its queue.",
+            labels=["queue"],
+        )
+        for consumer in consumers:
+            if consumer["backlog"] is not None:
+                backlog.add_metric([consumer["name"]], consumer["backlog"])
+            poll_age.add_metric([consumer["name"]], consumer["polled_seconds_ago"])
+        yield backlog
+        yield poll_age
         if usage is not None:
             yield from _tenant_families(usage)
         yield GaugeMetricFamily(

@@ -1,4 +1,4 @@
-"""POST /api/v1/storage-events: S3-compatible event notifications (MinIO webhook, relays)."""
+"""POST /api/v1/storage-events: storage notifications (S3 event documents, R2 notifications; webhooks, relays)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,65 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..errors import NotAuthenticated, TooLarge, ValidationFailed
-from ..services.storage_events import MalformedEvent, parse_storage_events, storage_events_record
+from ..services.storage_event_formats import MalformedEvent, parse_storage_events
+from ..services.storage_events import storage_events_record
 from .schema import errors
 from .serializers import SharedSerializer
 
-_S3_EVENT = {
+_R2_NOTIFICATION = {
     "type": "object",
-    "description": "An S3 event notification document (S3/SQS, MinIO webhook, R2 relay).",
-    "properties": {"Records": {"type": "array", "items": {"type": "object", "additionalProperties": True}}},
+    "description": "A Cloudflare R2 event notification (one queue message's body).",
+    "required": ["action", "bucket", "object"],
+    "properties": {
+        "account": {"type": "string"},
+        "action": {
+            "type": "string",
+            "description": "PutObject, CopyObject, CompleteMultipartUpload, DeleteObject or LifecycleDeletion; "
+            "any other action is counted as unknown.",
+        },
+        "bucket": {"type": "string"},
+        "object": {
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "size": {"type": "integer"}, "eTag": {"type": "string"}},
+            "required": ["key"],
+        },
+        "eventTime": {"type": "string", "format": "date-time"},
+        "copySource": {
+            "type": "object",
+            "properties": {"bucket": {"type": "string"}, "object": {"type": "string"}},
+        },
+    },
     "additionalProperties": True,
 }
+_STORAGE_EVENTS = {
+    "oneOf": [
+        {
+            "type": "object",
+            "description": "An S3 event document (S3/SQS, SNS envelope, MinIO webhook) or S3's test event.",
+            "properties": {"Records": {"type": "array", "items": {"type": "object", "additionalProperties": True}}},
+            "additionalProperties": True,
+        },
+        _R2_NOTIFICATION,
+        {
+            "type": "array",
+            "description": "A batch of R2 notifications (a relay's queue batch).",
+            "items": _R2_NOTIFICATION,
+        },
+    ]
+}
+
+
+@extend_schema_serializer(component_name="StorageEventResult")
+class StorageEventResultSerializer(SharedSerializer):
+    index = serializers.IntegerField(min_value=0, help_text="The record's position: in Records, or in the batch.")
+    outcome = serializers.CharField(
+        help_text="What became of it: started, ignored, duplicate, unknown_key, absent, object_missing, … "
+        "or unknown (an action this service does not know), malformed, skipped, error."
+    )
+    retry = serializers.BooleanField(
+        help_text="True when the record could not be applied now (storage or database failing): deliver "
+        "it again. A relay acks every other record."
+    )
 
 
 def _bearer_ok(header: str) -> bool:
@@ -37,7 +86,7 @@ def _bearer_ok(header: str) -> bool:
 
 
 class StorageEventsApi(APIView):
-    """S3 event JSON with `Records`; 202 with how many records were accepted (duplicates included)."""
+    """S3 event JSON with `Records`, or R2 notifications; 202 with what became of each record."""
 
     # Not a user endpoint: the shared bearer token is the only credential.
     authentication_classes: list = []
@@ -46,16 +95,19 @@ class StorageEventsApi(APIView):
     @extend_schema_serializer(component_name="StorageEventsAccepted")
     class OutputSerializer(SharedSerializer):
         accepted = serializers.IntegerField(min_value=0, help_text="Records handled (duplicates included).")
+        unknown = serializers.IntegerField(min_value=0, help_text="Records of an action this service does not know.")
+        results = StorageEventResultSerializer(many=True, help_text="One entry per record, in document order.")
 
     @extend_schema(
         operation_id="storage_events_create",
         tags=["storage"],
-        summary="Receive S3-compatible storage events",
+        summary="Receive storage events (S3 event documents, R2 notifications)",
         description="At-least-once, possibly out of order; duplicates are harmless. Objects at keys the service "
-        "never issued are deleted, never processed.",
+        "never issued are deleted, never processed. A body that is neither an S3 event document nor R2 "
+        "notification(s) is 400. The answer speaks per record, so a relay can ack or retry each message.",
         # A security requirement object, as the schema needs it (drf-spectacular's hint says str).
         auth=[{"storageEventsBearer": []}],  # type: ignore[list-item]
-        request={"application/json": _S3_EVENT},
+        request={"application/json": _STORAGE_EVENTS},
         responses={
             202: OpenApiResponse(OutputSerializer, description="Recorded."),
             **errors(
@@ -82,7 +134,8 @@ class StorageEventsApi(APIView):
             parsed = parse_storage_events(payload)
         except (ValueError, RecursionError, MalformedEvent) as exc:  # JSONDecodeError, bad UTF-8; deep nesting
             raise ValidationFailed(
-                "The body is not an S3 event document.", details={"non_field_errors": [str(exc)[:200]]}
+                "The body is neither an S3 event document nor an R2 event notification.",
+                details={"non_field_errors": [str(exc)[:200]]},
             ) from None
-        report = storage_events_record(parsed=parsed, source="webhook")
+        report = storage_events_record(parsed=parsed, source="webhook", isolate_failures=True)
         return Response(self.OutputSerializer.render(report), status=202)

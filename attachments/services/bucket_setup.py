@@ -3,6 +3,11 @@
 `manage.py s3_setup` shows the drift (`--dry-run`) or fixes it (`--apply`).
 Only Airlock's own rules (by ID) are touched: other CORS and lifecycle rules
 already on the bucket are kept as they are.
+
+On Cloudflare R2 the same two rules go through R2's S3 API; what R2 does not
+configure through it (event notification rules, the queue they go to, that
+queue's dead-letter queue and HTTP pull consumer) is listed as `wrangler`
+commands for the operator to run.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ CORS_METHODS = ["GET", "HEAD", "POST", "PUT"]
 CORS_EXPOSE = ["ETag"]
 CORS_MAX_AGE_SECONDS = 3600
 DAY = 86400
+# The queue R2 notifies: a message failing this many deliveries goes to the dead-letter queue.
+R2_MESSAGE_RETRIES = 3
+R2_VISIBILITY_TIMEOUT_SECONDS = 60  # consume_storage_events' default lease
 
 
 def abort_after_days() -> int:
@@ -94,6 +102,8 @@ class BucketPlan:
     lifecycle_rules: list[dict[str, Any]]
     cors_drift: list[str] = field(default_factory=list)
     lifecycle_drift: list[str] = field(default_factory=list)
+    flavor: str = "s3"
+    manual_steps: list[str] = field(default_factory=list)  # commands for what the S3 API cannot set
 
     @property
     def drift(self) -> list[str]:
@@ -107,10 +117,29 @@ def _gateway() -> S3Gateway:
     return gateway
 
 
-def bucket_setup_plan(gateway: S3Gateway | None = None) -> BucketPlan:
-    """Read the bucket's CORS and lifecycle rules and work out what Airlock's rules should be."""
+def r2_manual_steps(*, bucket: str, queue: str) -> list[str]:
+    """The `wrangler` commands for what R2 does not configure through its S3 API."""
+    dlq = f"{queue}-dlq"
+    notify = f"npx wrangler r2 bucket notification create {bucket} --queue {queue} --prefix tenants/"
+    return [
+        f"npx wrangler queues create {queue}",
+        f"npx wrangler queues create {dlq}",
+        f"npx wrangler queues consumer http add {queue} --message-retries {R2_MESSAGE_RETRIES} "
+        f"--dead-letter-queue {dlq} --visibility-timeout-secs {R2_VISIBILITY_TIMEOUT_SECONDS}",
+        f"{notify} --event-type object-create",
+        f"{notify} --event-type object-delete",
+    ]
+
+
+def bucket_setup_plan(gateway: S3Gateway | None = None, *, queue: str | None = None) -> BucketPlan:
+    """Read the bucket's CORS and lifecycle rules and work out what Airlock's rules should be.
+
+    On R2, also the `wrangler` commands for its notifications to `queue` (default <bucket>-events).
+    """
     gateway = gateway or _gateway()
-    plan = BucketPlan(bucket=gateway.bucket, cors_rules=[], lifecycle_rules=[])
+    plan = BucketPlan(bucket=gateway.bucket, cors_rules=[], lifecycle_rules=[], flavor=gateway.flavor)
+    if gateway.flavor == "r2":
+        plan.manual_steps = r2_manual_steps(bucket=gateway.bucket, queue=queue or f"{gateway.bucket}-events")
 
     current_cors = gateway.bucket_cors_rules()
     ours = [rule for rule in current_cors if rule.get("ID") == CORS_RULE_ID]
@@ -143,10 +172,10 @@ def bucket_setup_plan(gateway: S3Gateway | None = None) -> BucketPlan:
     return plan
 
 
-def bucket_setup_apply(gateway: S3Gateway | None = None) -> BucketPlan:
+def bucket_setup_apply(gateway: S3Gateway | None = None, *, queue: str | None = None) -> BucketPlan:
     """Write Airlock's rules where they drifted (other rules kept); return the plan that was applied."""
     gateway = gateway or _gateway()
-    plan = bucket_setup_plan(gateway)
+    plan = bucket_setup_plan(gateway, queue=queue)
     if plan.cors_drift:
         gateway.set_bucket_cors_rules(plan.cors_rules)
     if plan.lifecycle_drift:

@@ -22,15 +22,15 @@ harmless.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote_plus
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from prometheus_client import Counter
 
 from ..models import Attachment, DeadLetter, Lifecycle, Status, StorageEvent
 from ..naming import QUARANTINE_PREFIX, parse_key
@@ -39,115 +39,85 @@ from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
 from .dead_letters import dead_letter_open
 from .processing import attachment_reject_missing
+from .storage_event_formats import MALFORMED, UNKNOWN, EventRecord, MalformedEvent, ParsedEvents, parse_storage_events
 from .uploads import object_arrived
 
 log = logging.getLogger("airlock.storage_events")
 
 ACTOR = "storage-events"
-_REMOVED_NAMES = ("ObjectRemoved:", "LifecycleExpiration:Delete")
 
-
-class MalformedEvent(ValueError):
-    """The payload is not an S3 event document at all."""
+# Every record of every document, by shape and what became of it: an unknown R2 action
+# or an unreadable record shows here, not only in the log.
+RECORDS = Counter(
+    "airlock_storage_event_records_total",
+    "Storage notification records by wire shape (s3, r2) and outcome (unknown, malformed, error included).",
+    ["shape", "outcome"],
+)
+ERROR = "error"  # the record could not be applied now (storage or database): send it again
 
 
 @dataclass(frozen=True)
-class EventRecord:
-    kind: str  # created | removed
-    event_name: str  # "ObjectCreated:Put" (MinIO's "s3:" prefix removed)
-    bucket: str
-    key: str  # decoded
-    size: int | None
-    dedupe_key: str
-
-
-@dataclass
-class ParsedEvents:
-    records: list[EventRecord] = field(default_factory=list)
-    test_event: bool = False
-    skipped: int = 0  # records of other kinds (restore, tagging, replication…)
-    malformed: list[str] = field(default_factory=list)  # records we could not read
-
-    @property
-    def recognized(self) -> bool:
-        return bool(self.records or self.test_event or self.skipped or self.malformed)
+class RecordResult:
+    index: int
+    outcome: str
+    retry: bool = False  # the sender should deliver this record again (a relay: retry, not ack)
 
 
 @dataclass
 class EventsReport:
     accepted: int = 0
-    outcomes: Counter = field(default_factory=Counter)
+    unknown: int = 0
+    outcomes: collections.Counter = field(default_factory=collections.Counter)
+    results: list[RecordResult] = field(default_factory=list)
 
 
-def parse_storage_events(payload: object) -> ParsedEvents:
-    """Read S3 event JSON (S3→SQS, S3→SNS→SQS, MinIO webhook, R2 relays) into records."""
-    if not isinstance(payload, dict):
-        raise MalformedEvent("the event document is not a JSON object")
-    if payload.get("Type") == "Notification" and isinstance(payload.get("Message"), str):
-        try:  # S3 → SNS → SQS wraps the event document in an SNS envelope
-            payload = json.loads(payload["Message"])
-        except (ValueError, RecursionError) as exc:
-            raise MalformedEvent("the SNS message is not JSON") from exc
-        if not isinstance(payload, dict):
-            raise MalformedEvent("the SNS message is not a JSON object")
-    parsed = ParsedEvents()
-    if payload.get("Event") == "s3:TestEvent":
-        parsed.test_event = True
-        return parsed
-    if "Records" not in payload:
-        return parsed
-    records = payload["Records"]
-    if not isinstance(records, list):
-        raise MalformedEvent("Records is not a list")
-    for index, raw in enumerate(records):
-        try:
-            record = _record(raw)
-        except (KeyError, TypeError, ValueError) as exc:
-            parsed.malformed.append(f"record {index}: {type(exc).__name__}: {exc}"[:300])
-            continue
-        if record is None:
-            parsed.skipped += 1
-        else:
-            parsed.records.append(record)
-    return parsed
+def storage_events_record(*, parsed: ParsedEvents, source: str, isolate_failures: bool = False) -> EventsReport:
+    """Apply every record once (idempotently); what happened to each, in document order.
 
-
-def _record(raw: Any) -> EventRecord | None:
-    name = str(raw["eventName"])
-    if name.startswith("s3:"):
-        name = name[3:]
-    if name.startswith("ObjectCreated:"):
-        kind = "created"
-    elif name.startswith(_REMOVED_NAMES):
-        kind = "removed"
-    else:
-        return None
-    s3 = raw["s3"]
-    bucket = str(s3["bucket"]["name"])
-    obj = s3["object"]
-    key = unquote_plus(str(obj["key"]))  # S3 URL-encodes keys in events (quote_plus)
-    if not bucket or not key:
-        raise ValueError("empty bucket or key")
-    raw_size = obj.get("size")
-    size = raw_size if isinstance(raw_size, int) and not isinstance(raw_size, bool) and raw_size >= 0 else None
-    version = obj.get("versionId") or obj.get("sequencer")
-    if not version:
-        # eTag identifies the content of a create; a removal has none worth trusting.
-        version = (obj.get("eTag") if kind == "created" else None) or raw.get("eventTime") or ""
-    dedupe_key = f"s3:{bucket}/{key}#{version}#{name}"
-    if "\x00" in dedupe_key:
-        # PostgreSQL text cannot hold NUL; no key we mint contains one either.
-        raise ValueError("NUL byte in the event")
-    return EventRecord(kind=kind, event_name=name, bucket=bucket, key=key, size=size, dedupe_key=dedupe_key)
-
-
-def storage_events_record(*, parsed: ParsedEvents, source: str) -> EventsReport:
-    """Apply every record once (idempotently); returns how many were accepted and what happened."""
+    With `isolate_failures`, a record that cannot be applied now (storage or the
+    database failing) is answered ``error``/retry and the others still go in; when
+    none could be applied the first failure is raised (a dependency outage).
+    Without it the failure is raised at once, and the whole document is redelivered.
+    """
     report = EventsReport()
-    for record in parsed.records:
-        outcome = _apply(record, source=source)
+    failure: Exception | None = None
+    for item in parsed.items:
+        if item.record is None:
+            outcome = item.note
+            if item.note == UNKNOWN:
+                report.unknown += 1
+                log.warning(
+                    "storage event of an unknown action",
+                    extra={"step": "storage_event", "action": item.detail, "source": source},
+                )
+            elif item.note == MALFORMED:
+                log.warning(
+                    "storage event record unreadable",
+                    extra={"step": "storage_event", "error": item.detail, "source": source},
+                )
+            report.outcomes[outcome] += 1
+            report.results.append(RecordResult(item.index, outcome))
+            RECORDS.labels(parsed.shape, outcome).inc()
+            continue
+        record = item.record
+        try:
+            outcome = _apply(record, source=source)
+        except Exception as exc:
+            if not isolate_failures:
+                raise
+            failure = failure or exc
+            log.warning(
+                "storage event not applied; to be sent again",
+                extra={"step": "storage_event", "key": record.key[:200], "error": str(exc)[:300], "source": source},
+            )
+            report.outcomes[ERROR] += 1
+            report.results.append(RecordResult(item.index, ERROR, retry=True))
+            RECORDS.labels(parsed.shape, ERROR).inc()
+            continue
         report.accepted += 1
         report.outcomes[outcome] += 1
+        report.results.append(RecordResult(item.index, outcome))
+        RECORDS.labels(parsed.shape, outcome).inc()
         log.info(
             "storage event",
             extra={
@@ -158,12 +128,10 @@ def storage_events_record(*, parsed: ParsedEvents, source: str) -> EventsReport:
                 "source": source,
             },
         )
+    if failure is not None and report.accepted == 0 and report.outcomes[ERROR] == len(report.results):
+        raise failure
     if parsed.test_event:
         report.outcomes["test_event"] += 1
-    if parsed.skipped:
-        report.outcomes["skipped"] += parsed.skipped
-    if parsed.malformed:
-        report.outcomes["malformed"] += len(parsed.malformed)
     return report
 
 
@@ -253,7 +221,7 @@ class ConsumeReport:
     deleted: int = 0
     dead_lettered: int = 0
     left_for_retry: int = 0
-    outcomes: Counter = field(default_factory=Counter)
+    outcomes: collections.Counter = field(default_factory=collections.Counter)
 
     def add(self, other: ConsumeReport) -> None:
         self.messages += other.messages

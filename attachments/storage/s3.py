@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
@@ -49,6 +50,19 @@ _SPOOL_BYTES = 8 * MIB  # writes up to this size stay in memory before the uploa
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
 _PARTS_INVALID_CODES = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "MalformedXML", "InvalidRequest"}
 _UPLOAD_METHODS = ("POST", "PUT")
+FLAVORS = ("s3", "r2")
+_R2_HOST_SUFFIX = ".r2.cloudflarestorage.com"
+
+
+def s3_flavor(*, flavor: str | None, endpoint_url: str | None) -> str:
+    """ "s3" or "r2": as set, else detected from the endpoint (R2's S3 API is <account>.r2.cloudflarestorage.com)."""
+    if flavor:
+        value = flavor.strip().lower()
+        if value not in FLAVORS:
+            raise StorageError(f"AIRLOCK_S3_FLAVOR must be s3 or r2, not {flavor!r}")
+        return value
+    host = (urlsplit(endpoint_url).hostname or "") if endpoint_url else ""
+    return "r2" if host.lower().endswith(_R2_HOST_SUFFIX) else "s3"
 
 
 def _code(exc: ClientError) -> str:
@@ -83,7 +97,8 @@ class S3Gateway:
         bucket: str,
         endpoint_url: str | None = None,
         region: str | None = None,
-        upload_method: str = "POST",
+        upload_method: str | None = None,
+        flavor: str | None = None,
         multipart_threshold: int = 100 * MIB,
         part_size: int = 16 * MIB,
         transfer_chunk_bytes: int = 16 * MIB,
@@ -91,9 +106,12 @@ class S3Gateway:
     ) -> None:
         if not bucket:
             raise StorageError("AIRLOCK_S3_BUCKET is not set")
-        method = (upload_method or "POST").upper()
+        self.flavor = s3_flavor(flavor=flavor, endpoint_url=endpoint_url)
+        method = (upload_method or ("PUT" if self.flavor == "r2" else "POST")).upper()
         if method not in _UPLOAD_METHODS:
             raise StorageError(f"AIRLOCK_S3_UPLOAD_METHOD must be POST or PUT, not {upload_method!r}")
+        if method == "POST" and self.flavor == "r2":
+            raise StorageError("AIRLOCK_S3_UPLOAD_METHOD=POST: R2 has no presigned POST; use PUT (the R2 default)")
         self.bucket = bucket
         self.upload_method = method
         # S3 has no conditional POST: a presigned POST can be replayed over the key
@@ -149,6 +167,7 @@ class S3Gateway:
             endpoint_url=settings.AIRLOCK_S3_ENDPOINT_URL,
             region=settings.AIRLOCK_S3_REGION,
             upload_method=settings.AIRLOCK_S3_UPLOAD_METHOD,
+            flavor=settings.AIRLOCK_S3_FLAVOR,
             multipart_threshold=settings.AIRLOCK_S3_MULTIPART_THRESHOLD,
             part_size=settings.AIRLOCK_S3_PART_SIZE,
             transfer_chunk_bytes=settings.AIRLOCK_S3_TRANSFER_CHUNK_BYTES,
@@ -374,7 +393,9 @@ class S3Gateway:
         per part, or whole-object for CRCs only): intake's comparison is its check.
         """
         validate_key(key)
-        checksum = sha256_base64(sha256) if sha256 else ""
+        # R2 takes SHA-256 only as a composite (multipart) checksum: a whole-object one is not
+        # signed there, and intake's own comparison is the check.
+        checksum = sha256_base64(sha256) if sha256 and self.flavor != "r2" else ""
         try:
             if max_bytes > self.multipart_threshold:
                 return self._presign_multipart(key, content_type=content_type, total=max_bytes, expires_in=expires_in)

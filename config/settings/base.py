@@ -220,7 +220,11 @@ AIRLOCK_STORAGE_ROOT = env_path("AIRLOCK_STORAGE_ROOT", AIRLOCK_DATA_DIR / "stor
 AIRLOCK_S3_BUCKET = env_str("AIRLOCK_S3_BUCKET")
 AIRLOCK_S3_ENDPOINT_URL = env_str("AIRLOCK_S3_ENDPOINT_URL")
 AIRLOCK_S3_REGION = env_str("AIRLOCK_S3_REGION", "us-east-1")
-AIRLOCK_S3_UPLOAD_METHOD = env_str("AIRLOCK_S3_UPLOAD_METHOD", "POST")
+# Which S3 the bucket is: "s3" (AWS, MinIO…) or "r2" (Cloudflare R2: no presigned POST);
+# unset: "r2" when the endpoint is *.r2.cloudflarestorage.com, "s3" otherwise.
+AIRLOCK_S3_FLAVOR = env_str("AIRLOCK_S3_FLAVOR")
+# POST or PUT; unset: POST on S3, PUT on R2.
+AIRLOCK_S3_UPLOAD_METHOD = env_str("AIRLOCK_S3_UPLOAD_METHOD")
 AIRLOCK_S3_MULTIPART_THRESHOLD = env_int("AIRLOCK_S3_MULTIPART_THRESHOLD", 100 * 1024 * 1024)
 AIRLOCK_S3_PART_SIZE = env_int("AIRLOCK_S3_PART_SIZE", 16 * 1024 * 1024)
 # The server's own writes to the bucket (derivatives, the remux of a 1 GiB video): parts of
@@ -250,6 +254,8 @@ if any(0 < len(secret) < 32 for secret in (AIRLOCK_DELIVERY_URL_SECRET, *AIRLOCK
 AIRLOCK_UPLOAD_GRACE_SECONDS = env_int("AIRLOCK_UPLOAD_GRACE_SECONDS", 3600)
 AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
 AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
+# `consume_storage_events --cloudflare-queue`: an API token with Queues read and write.
+AIRLOCK_CLOUDFLARE_API_TOKEN = env_str("AIRLOCK_CLOUDFLARE_API_TOKEN")
 AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
 
 # --- Profiles (API.md defaults) ----------------------------------------------

@@ -16,6 +16,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from tests.s3.cloudflare_queues_fake import TOKEN as CLOUDFLARE_TOKEN
+from tests.s3.cloudflare_queues_fake import FakeQueues
 from tests.s3.support import S3Env
 from tests.support.processes import free_port
 
@@ -99,3 +101,12 @@ def multipart(s3, settings) -> S3Env:
     settings.AIRLOCK_S3_PART_SIZE = 5 << 20
     reset_gateway()
     return s3
+
+
+@pytest.fixture
+def cloudflare_queues(settings) -> Iterator[FakeQueues]:
+    """A local stand-in of Cloudflare Queues' HTTP pull API, and the token the consumer reads."""
+    settings.AIRLOCK_CLOUDFLARE_API_TOKEN = CLOUDFLARE_TOKEN
+    fake = FakeQueues().start()
+    yield fake
+    fake.stop()

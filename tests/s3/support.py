@@ -91,6 +91,43 @@ def s3_record(
     }
 
 
+R2_CREATED = ("PutObject", "CopyObject", "CompleteMultipartUpload")
+R2_REMOVED = ("DeleteObject", "LifecycleDeletion")
+
+
+def r2_body(
+    bucket: str,
+    key: str,
+    *,
+    action: str = "PutObject",
+    size: int | None = None,
+    etag: str | None = None,
+    event_time: str = "2026-12-06T10:00:00.000Z",
+) -> dict:
+    """One R2 event notification as a queue message carries it: the key as it is (not URL-encoded);
+    deletions have no size or eTag; a copy names its source."""
+    obj: dict[str, Any] = {"key": key}
+    if action in R2_CREATED:
+        obj["size"] = 0 if size is None else size
+        obj["eTag"] = etag or uuid.uuid4().hex
+    body: dict[str, Any] = {
+        "account": "3f4b7e3dcab231cbfdaa90a6a28bd548",
+        "action": action,
+        "bucket": bucket,
+        "object": obj,
+        "eventTime": event_time,
+    }
+    if action == "CopyObject":
+        body["copySource"] = {"bucket": bucket, "object": "elsewhere/original"}
+    return body
+
+
+def r2_body_for(env: S3Env, key: str, *, action: str = "PutObject", **extra) -> dict:
+    """The R2 notification for the object now at `key`."""
+    head = env.client.head_object(Bucket=env.bucket, Key=key)
+    return r2_body(env.bucket, key, action=action, size=head["ContentLength"], etag=head["ETag"].strip('"'), **extra)
+
+
 def event_for(env: S3Env, key: str, *, name: str = "ObjectCreated:Put", minio: bool = False, **extra) -> dict:
     """The event document storage would send for the object now at `key`."""
     head = env.client.head_object(Bucket=env.bucket, Key=key)
@@ -215,6 +252,21 @@ def consume(s3: S3Env, queue_url: str, *extra: str) -> str:
         "--sqs-endpoint-url",
         s3.endpoint,
         *extra,
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+def consume_cloudflare(fake: Any, queue_id: str, *extra: str) -> str:
+    """consume_storage_events over the fake Cloudflare queue, draining it (--once); its report."""
+    out = StringIO()
+    call_command(
+        "consume_storage_events",
+        "--cloudflare-queue",
+        f"{fake.account}/{queue_id}",
+        "--cloudflare-api-url",
+        fake.url,
+        *(extra or ("--once",)),
         stdout=out,
     )
     return out.getvalue()

@@ -68,7 +68,7 @@ def test_presigned_put_upload_then_webhook_event_makes_it_ready(s3, alice, api, 
     assert s3.get(key) == data
 
     response = post_events(event_for(s3, key, minio=True), token=events_token)
-    assert response.status_code == 202 and response.json() == {"accepted": 1}
+    assert response.status_code == 202 and response.json()["accepted"] == 1
     assert run_pipeline(created["id"]) == "ready"
 
 

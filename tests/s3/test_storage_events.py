@@ -59,7 +59,20 @@ def test_user_api_tokens_do_not_open_it(s3, events_token, alice):
     assert post_events({"Records": []}, token=alice.api_token).status_code == 401
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'"Records"', b"\xff\xfe", b"", b'{"Records": 5}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{not json",
+        b"[1, 2]",
+        b'"Records"',
+        b"\xff\xfe",
+        b"",
+        b'{"Records": 5}',
+        b'{"hello": "world"}',  # neither shape: no longer a silent "accepted 0"
+        b'[{"action": "PutObject"}, 7]',  # a batch holds only message bodies
+        b"{}",
+    ],
+)
 def test_a_body_that_is_not_an_event_document_is_400(s3, events_token, raw):
     response = post_events(None, token=events_token, raw=raw)
     assert response.status_code == 400
@@ -70,16 +83,20 @@ def test_a_body_that_is_not_an_event_document_is_400(s3, events_token, raw):
 @pytest.mark.parametrize(
     "payload",
     [
-        {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "x"},
-        {"hello": "world"},
-        {"Records": []},
-        {"Records": [{"eventName": "ObjectRestore:Completed", "s3": {}}]},
-        {"Records": [{"no": "shape"}, 7]},
+        ({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "x"}, []),
+        ({"Records": []}, []),
+        ({"Records": [{"eventName": "ObjectRestore:Completed", "s3": {}}]}, ["skipped"]),
+        ({"Records": [{"no": "shape"}, 7]}, ["malformed", "malformed"]),
+        ([], []),
     ],
 )
-def test_test_events_and_unknown_shapes_are_accepted_and_ignored(s3, events_token, payload):
+def test_test_events_and_records_not_acted_on_are_accepted_and_ignored(s3, events_token, payload):
+    payload, outcomes = payload
     response = post_events(payload, token=events_token)
-    assert response.status_code == 202 and response.json() == {"accepted": 0}
+    assert response.status_code == 202
+    body = response.json()
+    assert body["accepted"] == 0 and body["unknown"] == 0
+    assert body["results"] == [{"index": i, "outcome": o, "retry": False} for i, o in enumerate(outcomes)]
     assert not StorageEvent.objects.exists()
 
 
@@ -91,7 +108,7 @@ def test_unknown_key_object_is_deleted_and_no_row_is_made(s3, events_token, djan
     s3.put(key, b"GIF89a nobody asked for this")
     with django_capture_on_commit_callbacks(execute=True):
         response = post_events(event_for(s3, key), token=events_token)
-    assert response.status_code == 202 and response.json() == {"accepted": 1}
+    assert response.status_code == 202 and response.json()["accepted"] == 1
     assert not s3.exists(key)
     assert not Attachment.objects.filter(storage_key=key).exists()
     assert StorageEvent.objects.get(key=key).outcome == "unknown_key"
@@ -103,7 +120,7 @@ def test_our_own_writes_are_never_treated_as_unknown(s3, events_token, django_ca
         s3.put(key, b"ours")
     with django_capture_on_commit_callbacks(execute=True):
         response = post_events({"Records": [event_for(s3, k)["Records"][0] for k in owned]}, token=events_token)
-    assert response.json() == {"accepted": 2}
+    assert response.json()["accepted"] == 2
     assert all(s3.exists(k) for k in owned)
 
 
@@ -122,7 +139,7 @@ def test_keys_are_url_decoded(s3, events_token, alice, api):
     row = _uploaded(s3, api(alice), jpeg_bytes())
     record = s3_record(s3.bucket, row.storage_key, size=10, etag="abc")
     assert "%2F" in record["s3"]["object"]["key"]
-    assert post_events({"Records": [record]}, token=events_token).json() == {"accepted": 1}
+    assert post_events({"Records": [record]}, token=events_token).json()["accepted"] == 1
     assert StorageEvent.objects.get().attachment_id == row.pk
 
 
@@ -172,8 +189,8 @@ def test_quarantine_copy_and_delete_events_that_follow_change_nothing(
     copied = event_for(s3, row.quarantine_key, name="ObjectCreated:Copy")
     removed = {"Records": [s3_record(s3.bucket, row.storage_key, name="ObjectRemoved:Delete", sequencer="0A")]}
     with django_capture_on_commit_callbacks(execute=True):
-        assert post_events(copied, token=events_token).json() == {"accepted": 1}
-        assert post_events(removed, token=events_token).json() == {"accepted": 1}
+        assert post_events(copied, token=events_token).json()["accepted"] == 1
+        assert post_events(removed, token=events_token).json()["accepted"] == 1
     assert s3.exists(row.quarantine_key)
     row.refresh_from_db()
     assert (row.status, row.reason_code) == ("rejected", "type_not_allowed")
@@ -183,11 +200,11 @@ def test_a_duplicate_event_makes_one_job(s3, events_token, alice, api):
     row = _uploaded(s3, api(alice), jpeg_bytes())
     event = event_for(s3, row.storage_key, sequencer="0055AED6DCD90281E5")
     for _ in range(3):
-        assert post_events(event, token=events_token).json() == {"accepted": 1}
+        assert post_events(event, token=events_token).json()["accepted"] == 1
     assert StorageEvent.objects.filter(key=row.storage_key).count() == 1
     assert _intake_jobs(row) == 1
     # The same event in one document twice, and from another transport: still one.
-    assert post_events({"Records": event["Records"] * 2}, token=events_token).json() == {"accepted": 2}
+    assert post_events({"Records": event["Records"] * 2}, token=events_token).json()["accepted"] == 2
     assert _intake_jobs(row) == 1
     assert run_pipeline(row.pk) == "ready"
     assert post_events(event, token=events_token).status_code == 202
@@ -197,7 +214,7 @@ def test_a_duplicate_event_makes_one_job(s3, events_token, alice, api):
 def test_a_stale_remove_delivered_before_the_create_is_harmless(s3, events_token, alice, api):
     row = _uploaded(s3, api(alice), jpeg_bytes())
     removed = {"Records": [s3_record(s3.bucket, row.storage_key, name="ObjectRemoved:Delete", sequencer="01")]}
-    assert post_events(removed, token=events_token).json() == {"accepted": 1}
+    assert post_events(removed, token=events_token).json()["accepted"] == 1
     assert post_events(event_for(s3, row.storage_key, sequencer="02"), token=events_token).status_code == 202
     assert StorageEvent.objects.get(event_name="ObjectRemoved:Delete").outcome == "ignored"
     # An older remove arriving after the create (the row now has bytes): storage still has it.
@@ -234,7 +251,7 @@ def test_remove_during_processing_rejects_object_missing(s3, events_token, alice
     assert token is not None
     s3.delete(row.storage_key)
     removed = {"Records": [s3_record(s3.bucket, row.storage_key, name="ObjectRemoved:Delete", sequencer="03")]}
-    assert post_events(removed, token=events_token).json() == {"accepted": 1}
+    assert post_events(removed, token=events_token).json()["accepted"] == 1
     row.refresh_from_db()
     assert (row.status, row.reason_code) == ("rejected", "object_missing")
     log = TransitionLog.objects.filter(attachment=row).last()
@@ -282,4 +299,4 @@ def test_nul_bytes_in_an_event_are_malformed_not_a_server_error(s3, events_token
     else:
         record["s3"]["object"]["key"] = "tenants/acme/image/a%00b"
     response = post_events({"Records": [record]}, token=events_token)
-    assert response.status_code == 202 and response.json() == {"accepted": 0}
+    assert response.status_code == 202 and response.json()["accepted"] == 0
