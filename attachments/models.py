@@ -94,6 +94,56 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user})"
 
 
+class UploadLink(models.Model):
+    """A link (and its QR code) through which guests without an account upload to one ref.
+
+    Made by a host's service account, which owns what guests send; each device
+    that opens it becomes a guest subject (LinkGuest). Files sent through it are
+    committed to `ref` once ready, after approval when `requires_approval`.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="upload_links")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="upload_links")
+    ref = models.CharField(max_length=200)
+    title = models.CharField(max_length=200, blank=True, default="")
+    profiles = models.JSONField(default=list, blank=True)  # empty: the link's default profile set
+    requires_approval = models.BooleanField(default=False)
+    max_files_per_guest = models.PositiveIntegerField(null=True, blank=True)
+    max_bytes_per_guest = models.PositiveBigIntegerField(null=True, blank=True)
+    max_files = models.PositiveIntegerField(null=True, blank=True)
+    files_used = models.PositiveIntegerField(default=0)  # all guests together, against max_files
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    disabled_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.title or self.ref} ({self.id})"
+
+
+class LinkGuest(models.Model):
+    """One device that opened an upload link: its subject, and what it sent (per-guest limits)."""
+
+    link = models.ForeignKey(UploadLink, on_delete=models.CASCADE, related_name="guests", db_index=False)
+    subject = models.CharField(max_length=128)
+    files_used = models.PositiveIntegerField(default=0)
+    bytes_used = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["link", "subject"], name="linkguest_once")]
+
+    def __str__(self) -> str:
+        return f"{self.link_id}:{self.subject}"
+
+
+class Approval(models.TextChoices):
+    NOT_REQUIRED = "not_required"
+    PENDING = "pending"
+    APPROVED = "approved"
+    DECLINED = "declined"
+
+
 class ClientToken(models.Model):
     """A short-lived token a host mints for one of its people's devices (attachments/services/client_tokens.py).
 
@@ -284,7 +334,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attachments", db_index=False
     )
     # The host's id for the person the file is for (attachments/subjects.py); the owner's username by default.
-    subject = models.CharField(max_length=128, default="")
+    subject = models.CharField(max_length=128, default="", db_default="")
     profile = models.CharField(max_length=32)
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
 
@@ -353,6 +403,13 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # A retention (legal) hold placed by platform staff on this file: no delete path touches it
     # (services/holds.py). A hold on its ref (RefHold) counts the same; see holds.held_q().
     legal_hold = models.BooleanField(default=False)
+    # Sent through an upload link (a guest's file), and whether it waits for the host's approval.
+    upload_link = models.ForeignKey(
+        UploadLink, null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments", db_index=False
+    )
+    approval = models.CharField(
+        max_length=16, choices=Approval.choices, default=Approval.NOT_REQUIRED, db_default=Approval.NOT_REQUIRED
+    )
 
     objects = AttachmentQuerySet.as_manager()
 
@@ -375,6 +432,10 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
                 condition=Q(lifecycle__in=["staged", "discarded", "released"]),
             ),
             models.Index(fields=["status", "lease_expires_at"], name="att_status_lease"),
+            # The approval queue: a link's (or a ref's) files waiting for the host's decision.
+            models.Index(
+                fields=["upload_link", "created_at"], name="att_approval_queue", condition=Q(approval="pending")
+            ),
             # The purge of soft-deleted rows after the audit window.
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
             # The background rescan's walk: ready files, newest first, from its checkpoint.
