@@ -1,4 +1,4 @@
-"""A video's `web` rendition, made only where its copy would not play everywhere, after it is ready; its one stored copy.
+"""A video's `web` rendition, made after ready only where its copy would not play everywhere; one stored copy.
 
 Every check reads what the API serves: the rendition's bytes are reopened with PyAV
 and their boxes walked; nothing trusts the state the code writes about itself.
