@@ -221,6 +221,7 @@ def _video_metadata(status: str) -> dict:
     web.update(claim="c0ffee", claimed_until="2026-12-01T10:05:00+00:00", attempts=1)
     return {"duration_seconds": 8.0, "width": 1080, "height": 1920, "renditions": {"web": web}}
 
+
 RESOURCES = {
     "ready, readable, thumbnail": AttachmentResource(_row(), URL, True, {"width": 1, "height": 2}),
     "ready, not readable": AttachmentResource(_row(), URL, False, None),
@@ -236,7 +237,9 @@ RESOURCES = {
     "video, rendition ready": AttachmentResource(
         _row(profile="media", metadata=_video_metadata("ready")), URL, True, {"width": 1, "height": 2}
     ),
-    "video, rendition pending": AttachmentResource(_row(profile="media", metadata=_video_metadata("pending")), URL, True),
+    "video, rendition pending": AttachmentResource(
+        _row(profile="media", metadata=_video_metadata("pending")), URL, True
+    ),
     "video, not readable": AttachmentResource(_row(profile="media", metadata=_video_metadata("ready")), URL, False),
     "video, not needed": AttachmentResource(_row(profile="media", metadata=_video_metadata("not_needed")), URL, True),
 }
