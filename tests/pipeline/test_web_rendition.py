@@ -300,3 +300,20 @@ def test_the_rendition_job_goes_out_when_a_video_becomes_ready(alice, api, djang
     )
     assert run_pipeline(upload_id) == "ready"
     assert OutboxMessage.objects.filter(actor_name="transcode", args__0=str(upload_id)).count() == 1
+
+
+def test_a_made_rendition_is_announced_by_webhook(alice, api, settings):
+    import json
+
+    from webhooks.models import WebhookEndpoint, WebhookEvent
+
+    settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = True
+    row = _ready_video(api(alice), (GENERATED / "video_hevc.mp4").read_bytes(), "clip.mp4", "video/mp4")
+    WebhookEndpoint.objects.create(
+        tenant=row.tenant, url="https://hooks.example.test/airlock", event_types=["attachment.rendition_ready"]
+    )
+    assert not WebhookEvent.objects.filter(type="attachment.rendition_ready").exists()
+    assert transcode.transcode_one(row.pk) == "ready"
+    event = WebhookEvent.objects.get(type="attachment.rendition_ready", attachment_id=row.pk)
+    data = json.loads(event.body)["data"]
+    assert data["renditions"]["web"]["status"] == "ready" and "web" in data["links"]
