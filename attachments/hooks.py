@@ -29,7 +29,8 @@ log = logging.getLogger("airlock.hooks")
 # What listeners hear. Status outcomes come from transitions, lifecycle ones from the
 # lifecycle audit: "deleted" is a sweep (expired or discarded, then reaped), an
 # abandoned sweep dead letter, or a moderator's take-down.
-OUTCOMES = ("ready", "rejected", "failed", "deleted", "committed")
+# "rendition_ready": a ready video's web rendition was made (attachments/services/renditions.py).
+OUTCOMES = ("ready", "rejected", "failed", "deleted", "committed", "rendition_ready")
 
 Listener = Callable[[str, Sequence[Any]], None]
 

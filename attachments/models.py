@@ -440,6 +440,12 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
             # The background rescan's walk: ready files, newest first, from its checkpoint.
             models.Index(fields=["created_at", "id"], name="att_ready_created", condition=Q(status="ready")),
+            # Ready videos whose web rendition waits (services/renditions.py re-drives lost transcodes).
+            models.Index(
+                fields=["ready_at"],
+                name="att_rendition_pending",
+                condition=Q(status="ready", metadata__renditions__web__status="pending"),
+            ),
         ]
         constraints = [models.UniqueConstraint(fields=["storage_key"], name="att_storage_key_unique")]
         permissions = [("moderate_attachment", "Can take down, restore, rescan and requeue attachments")]
@@ -448,6 +454,11 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile}:{self.id} ({self.status})"
+
+    @property
+    def original_removed(self) -> bool:
+        """The original is gone and the row works from its location-free copy (services/renditions.py)."""
+        return bool(self.content_key) and self.content_key == self.served_key
 
     @property
     def working_key(self) -> str:
@@ -807,6 +818,7 @@ class DeadLetter(models.Model):
         PROCESSING = "processing"
         MESSAGE = "message"
         SWEEP = "sweep"
+        RENDITION = "rendition"  # a ready video's web rendition ran out of attempts (the file stays ready)
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     attachment = models.ForeignKey(

@@ -17,17 +17,49 @@ log = logging.getLogger("airlock.runtime")
 QUEUES = stages.QUEUES  # every queue a worker consumes: the stages' and the rescans'
 
 
-def start_worker(*, threads: int | None = None) -> dramatiq.Worker:
+class Workers:
+    """The stages' worker and the transcodes' worker of one process, started and stopped together.
+
+    Transcodes (a video's web rendition, minutes of CPU) run on threads of their own,
+    AIRLOCK_TRANSCODE_CONCURRENCY of them: a photo's steps never wait for a thread
+    behind one. Everything else a worker has is the stages' worker's.
+    """
+
+    def __init__(self, main: dramatiq.Worker, transcodes: dramatiq.Worker) -> None:
+        self.main, self.transcodes = main, transcodes
+
+    def stop(self, timeout: int = 600_000) -> None:
+        self.transcodes.stop(timeout=timeout)
+        self.main.stop(timeout=timeout)
+
+    def join(self) -> None:
+        self.main.join()
+        self.transcodes.join()
+
+    def __getattr__(self, name: str):
+        return getattr(self.main, name)
+
+
+def start_worker(*, threads: int | None = None) -> Workers:
     broker = dramatiq.get_broker()
-    for queue in QUEUES:
+    for queue in (*QUEUES, stages.TRANSCODE_QUEUE):
         broker.declare_queue(queue)
+    others = set(broker.get_declared_queues()) - {stages.TRANSCODE_QUEUE}
     worker = dramatiq.Worker(
         broker,
+        queues=others,
         worker_threads=threads or settings.AIRLOCK_WORKER_THREADS,
         worker_timeout=settings.AIRLOCK_WORKER_POLL_MS,
     )
+    transcodes = dramatiq.Worker(
+        broker,
+        queues={stages.TRANSCODE_QUEUE},
+        worker_threads=settings.AIRLOCK_TRANSCODE_CONCURRENCY,
+        worker_timeout=settings.AIRLOCK_WORKER_POLL_MS,
+    )
     worker.start()
-    return worker
+    transcodes.start()
+    return Workers(worker, transcodes)
 
 
 def broker_is_in_process() -> bool:
@@ -108,7 +140,7 @@ class JobRuntime:
         self.want_worker = worker
         self.want_scheduler = scheduler
         self.threads = threads
-        self.worker: dramatiq.Worker | None = None
+        self.worker: Workers | None = None
         self.scheduler: Scheduler | None = None
 
     def start(self) -> None:

@@ -68,19 +68,26 @@ from django.conf import settings
 from attachments.hooks import RenderUnavailable, SlotsFull
 
 from . import tenant_slots
-from .stages import DERIVE, STAGES
+from .stages import DERIVE, STAGES, TRANSCODE_QUEUE
 
 log = logging.getLogger("airlock.pipeline")
 
 WEBHOOK = "webhook"
+# A video's web rendition: a pool of its own per tenant (AIRLOCK_TRANSCODE_TENANT_CONCURRENCY),
+# so a tenant's transcodes neither take its upload slots nor every transcode thread.
+TRANSCODE = TRANSCODE_QUEUE
 VARIANT = "variant"  # a web request's variant: a holder in the tenant's pool, never parked
 TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
 # The actor that runs each stage's jobs (a parked job is sent back to it).
-ACTOR_OF_STAGE = {**{stage.name: stage.actor_name for stage in STAGES.values()}, WEBHOOK: "webhook_deliver"}
+ACTOR_OF_STAGE = {
+    **{stage.name: stage.actor_name for stage in STAGES.values()},
+    WEBHOOK: "webhook_deliver",
+    TRANSCODE: TRANSCODE_QUEUE,
+}
 
 
 def pool_of(stage: str) -> str:
-    return WEBHOOK if stage == WEBHOOK else TENANT_POOL
+    return stage if stage in (WEBHOOK, TRANSCODE) else TENANT_POOL
 
 
 def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
@@ -96,10 +103,14 @@ def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
 def stage_is_capped(stage: str) -> bool:
     if stage == WEBHOOK:
         return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY > 0
+    if stage == TRANSCODE:
+        return True
     return stage in settings.AIRLOCK_TENANT_FAIR_STAGES
 
 
 def _limit(stage: str) -> int:
+    if stage == TRANSCODE:
+        return settings.AIRLOCK_TRANSCODE_TENANT_CONCURRENCY
     return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY if stage == WEBHOOK else settings.AIRLOCK_TENANT_CONCURRENCY
 
 
@@ -114,6 +125,9 @@ def _holder_ttl_ms(stage: str) -> int:
         seconds = settings.AIRLOCK_SANDBOX_WALL_SECONDS
     elif stage == WEBHOOK:
         seconds = settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS
+    elif stage == TRANSCODE:  # the longest clip's wall bound: a dead worker's slot is freed by liveness first
+        minutes = -(-settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS // 60)
+        seconds = settings.AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE * minutes
     else:
         seconds = 10 * 60  # the actors' time limit
     return int(seconds * 1000) + 60_000

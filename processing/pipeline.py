@@ -87,15 +87,23 @@ def intake(attachment: Attachment) -> StageResult:
     if info is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
+    # A video whose original was removed is processed again from its copy: what the upload
+    # declared described the original, not these bytes.
+    declared = not attachment.original_removed
     given = StepInput(
         profile=profile,
         size=info.size,
         head=head,
-        declared_size=attachment.declared_size,
-        declared_sha256=attachment.declared_sha256,
+        declared_size=attachment.declared_size if declared else None,
+        declared_sha256=attachment.declared_sha256 if declared else "",
         chunks=lambda: gateway.iter_chunks(attachment.working_key),
     )
-    if attachment.declared_sha256 and info.size == attachment.declared_size and info.size <= profile.max_bytes:
+    if (
+        declared
+        and attachment.declared_sha256
+        and info.size == attachment.declared_size
+        and info.size <= profile.max_bytes
+    ):
         # The declared digest is checked over every byte: over the copy scan and derive read next.
         with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True) as path:
             given = replace(given, chunks=lambda: file_chunks(path))
@@ -159,6 +167,8 @@ def derive(attachment: Attachment) -> StageResult:
             if made.served:
                 # content_type too: a HEIC's served rendition is a JPEG, and the download says so.
                 result.facts.merge(FileFacts(served_key=key, size=size, sha256=sha256, content_type=made.content_type))
+                if attachment.original_removed:
+                    result.facts.stored_size = size  # the copy, made again over itself, is what is stored
         return result
 
 

@@ -38,3 +38,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (INTAKE, SCAN, DERIVE
 # Rescans of ready files are no stage: their own queue, behind every upload's (actors.py).
 RESCAN_QUEUE = "rescan"
 QUEUES: tuple[str, ...] = (*(stage.queue for stage in STAGES.values()), RESCAN_QUEUE)
+# A ready video's web rendition (processing/transcode.py) is no stage either: its queue and its
+# actor share this name, and worker threads of their own consume it (ops/runtime.py).
+TRANSCODE_QUEUE = "transcode"

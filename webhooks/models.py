@@ -21,6 +21,7 @@ EVENT_TYPES = (
     "attachment.failed",
     "attachment.deleted",
     "attachment.committed",
+    "attachment.rendition_ready",
 )
 
 

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 
+from .. import renditions
 from ..errors import NotFound, Unavailable
 from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
@@ -163,7 +164,18 @@ def staff_media(request: HttpRequest, object_id: str) -> HttpResponseBase:
             "staff media playback",
             extra={"attachment_id": str(attachment.pk), "actor": staff_actor(request), "range": byte_range},
         )
+    web = staff_web_of(attachment)
+    if web is not None:  # plays in every browser, where the served copy (HEVC, 4K) may not
+        return derivative_response(request, web, filename=f"{stem(attachment.filename, 'video')}.mp4")
     return served_response(request, attachment, served, inline=True)
+
+
+def staff_web_of(attachment: Attachment) -> Derivative | None:
+    """A video's web rendition once it is ready: what the console's player prefers."""
+    state = renditions.web_state(attachment.metadata)
+    if state is None or state.get("status") != renditions.READY:
+        return None
+    return staff_derivative_of(attachment, renditions.DERIVATIVE_KIND)
 
 
 def staff_page(request: HttpRequest, object_id: str, number: int) -> HttpResponseBase:

@@ -189,6 +189,7 @@ LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
         ThumbnailAttachment="attachments_thumbnail",
         DisplayAttachment="attachments_display",
         PosterAttachment="attachments_poster",
+        WebAttachment="attachments_web",
         DiscardAttachment="attachments_discard",
     ),
 }

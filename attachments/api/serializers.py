@@ -17,6 +17,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
+from .. import renditions
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..selectors import is_held, servable_now
@@ -151,6 +152,11 @@ class AttachmentResource:
         return self.attachment.metadata or {}
 
     @property
+    def renditions(self) -> dict[str, Any] | None:
+        """Videos, once ready: the web rendition's state, from the row (no query of its own)."""
+        return renditions.shown(self.attachment.metadata) if self.status == Status.READY else None
+
+    @property
     def links(self) -> dict[str, Any]:
         links: dict[str, Any] = {"self": self.url}
         if self.can_read:
@@ -158,6 +164,9 @@ class AttachmentResource:
             if self.thumbnail is not None:
                 names.append("thumbnail")
             names += [kind for kind in ("display", "poster") if kind in self.derivatives]
+            shown = self.renditions
+            if shown is not None and shown[renditions.WEB]["status"] == renditions.READY:
+                names.append(renditions.WEB)
             # Signed, so an <img src> needs no header (attachments/signing.py); one expiry for
             # the whole resource, rounded so that re-reading it gives the same links.
             exp = delivery_expiry()
@@ -195,6 +204,16 @@ class _MediaOnly:
         return super().get_attribute(instance)
 
 
+class _RenditionsField(serializers.DictField):
+    """Written for videos once ready (their `renditions`); left out for everything else."""
+
+    def get_attribute(self, instance):
+        value = super().get_attribute(instance)
+        if value is None:
+            raise SkipField()
+        return value
+
+
 class _MediaInt(_MediaOnly, serializers.IntegerField):
     pass
 
@@ -228,6 +247,11 @@ class LinksOutputSerializer(SharedSerializer):
     poster = serializers.URLField(
         required=False,
         help_text="Video only: one frame near 1 s (WebP, long edge at most 1280 px), when it may be read.",
+    )
+    web = serializers.URLField(
+        required=False,
+        help_text="Video only, once its web rendition is `ready` (H.264 + AAC in MP4, long edge at most 1920 px): "
+        "what a `<video src>` should play, when it may be read.",
     )
     variants = serializers.DictField(
         child=serializers.URLField(),
@@ -302,6 +326,13 @@ class AttachmentOutputSerializer(SharedSerializer):
         '"poster" (video), "page_count", "entries".',
     )
     metadata = MetadataOutputSerializer()
+    renditions = _RenditionsField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text='Video only, once ready: {"web": {"status", "progress", "codec", "width", "height", "bytes"}}. '
+        "`status` is `pending` (being made; `progress` 0–1), `ready` (`links.web` plays it), `failed`, or "
+        "`not_needed` (the download plays in every browser as it is).",
+    )
     links = LinksOutputSerializer()
 
 

@@ -29,6 +29,7 @@ urlpatterns = [
     ),
     path("attachments/<str:attachment_id>/display", views.AttachmentDisplayApi.as_view(), name="attachment-display"),
     path("attachments/<str:attachment_id>/poster", views.AttachmentPosterApi.as_view(), name="attachment-poster"),
+    path("attachments/<str:attachment_id>/web", views.AttachmentWebApi.as_view(), name="attachment-web"),
     path(
         "attachments/<str:attachment_id>/variants/<slug:name>",
         variants.AttachmentVariantApi.as_view(),

@@ -467,6 +467,22 @@ class AttachmentPosterApi(FileApi):
         return derivative_response(request, poster, filename=f"{stem(attachment.filename, 'poster')}.webp")
 
 
+class AttachmentWebApi(FileApi):
+    @extend_schema(
+        operation_id="attachments_web",
+        tags=_TAGS,
+        summary="Get the web rendition of a video (H.264 + AAC in MP4, gated)",
+        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
+        responses={**file_responses("video/mp4"), **errors(*_FILE_ERRORS)},
+    )
+    def get(self, request, attachment_id):
+        attachment = readable_attachment(request, attachment_id=attachment_id, name="web")
+        web = derivative_of(attachment, "web")
+        if web is None:
+            raise NotFound()
+        return derivative_response(request, web, filename=f"{stem(attachment.filename, 'video')}.mp4")
+
+
 @extend_schema_serializer(component_name="SearchResult")
 class SearchResultSerializer(SharedSerializer):
     id = serializers.UUIDField()

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from .. import renditions
 from ..facts import FileFacts
 from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
@@ -185,6 +186,10 @@ def attachment_advance(
                 note=f"scanned clean with {signatures}" if signatures else "",
                 audit=[entry] if entry else (),
             )
+            if renditions.web_state(attachment.metadata) is not None:
+                # A video: after ready, its own queue drops the original (the copy is durable now)
+                # and makes its web rendition where one is needed (services/renditions.py).
+                outbox.enqueue("transcode", attachment.pk, attachment.tenant_id)
         else:
             if entry is not None:
                 entry.save()

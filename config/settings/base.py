@@ -403,6 +403,31 @@ AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_S
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
+# --- A video's web rendition (docs/media.md, processing/transcode.py) ----------
+# Made (H.264 High + AAC-LC in MP4) only for a video that would not play in every current
+# browser as served: not H.264 8-bit 4:2:0 in MP4/MOV with AAC or MP3, longer side over
+# 1920 px, or an overall bit rate over AIRLOCK_WEB_MAX_BIT_RATE (bits/s).
+AIRLOCK_WEB_MAX_BIT_RATE = env_int("AIRLOCK_WEB_MAX_BIT_RATE", 20_000_000)
+# Clips longer than this many minutes get a 1280 px rendition instead of 1920 px.
+AIRLOCK_WEB_LONG_CLIP_MINUTES = env_float("AIRLOCK_WEB_LONG_CLIP_MINUTES", 10.0)
+# Transcodes run on their own queue by their own worker threads (per process), so a photo's
+# steps never wait behind one; one tenant runs at most AIRLOCK_TRANSCODE_TENANT_CONCURRENCY.
+AIRLOCK_TRANSCODE_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_CONCURRENCY", 1)
+AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_TENANT_CONCURRENCY", 1)
+# Bounds of one transcode job, per minute of video (plus one minute's worth for any clip).
+AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE", 180)
+AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE", 300)
+for _name in (
+    "AIRLOCK_WEB_MAX_BIT_RATE",
+    "AIRLOCK_TRANSCODE_CONCURRENCY",
+    "AIRLOCK_TRANSCODE_TENANT_CONCURRENCY",
+    "AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE",
+    "AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE",
+):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1")
+if AIRLOCK_WEB_LONG_CLIP_MINUTES <= 0:
+    raise ImproperlyConfigured("AIRLOCK_WEB_LONG_CLIP_MINUTES must be more than 0")
 # Variants made at once in one web process (each is a sandbox job); more answer 503 VARIANT_BUSY.
 # Above the tenant's share by default, so one tenant alone never fills a process.
 AIRLOCK_VARIANT_CONCURRENCY = env_int(

@@ -67,11 +67,18 @@ def _media(src: Any, work: Path, bounds: Bounds, tools: Any) -> tuple[dict[str, 
     return media.process(src, work, bounds)
 
 
+def _transcode(src: Any, work: Path, bounds: Bounds, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    from . import transcode  # PyAV (FFmpeg, libx264)
+
+    return transcode.process(src, work, bounds)
+
+
 KINDS: dict[str, JobKind] = {
     "image": JobKind(_image),
     "pdf": JobKind(_pdf),
     "zip": JobKind(_zip),
     "media": JobKind(_media, copies_input=True),
+    "transcode": JobKind(_transcode),  # a video's web rendition (H.264 + AAC in MP4), after it is ready
     "variant": JobKind(_variant),  # a named variant of a served image, or a PDF page for the console
 }
 

@@ -49,6 +49,12 @@ class Bounds:
     variant_size: int = 0
     variant_format: str = "webp"  # "webp" or "jpeg"
     variant_page: int = 0  # a PDF page (1-based) for the console's page previews; 0 for an image variant
+    # A web rendition job (kind "transcode", sandbox/transcode.py): what it encodes to.
+    transcode_long_edge: int = 1920
+    transcode_preset: str = "veryfast"
+    transcode_crf: int = 23
+    transcode_max_bit_rate: int = 8_000_000
+    transcode_threads: int = 2
 
 
 def to_dict(obj: Limits | Bounds) -> dict[str, Any]:

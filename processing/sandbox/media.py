@@ -111,6 +111,7 @@ def check_bounds(container: Any, bounds: Bounds) -> dict[str, Any]:
         "bit_rate": container.bit_rate or None,
         "stream_count": len(streams),
         "video_codec": None,
+        "video_profile": None,
         "frame_rate": None,
         "width": None,
         "height": None,
@@ -123,6 +124,7 @@ def check_bounds(container: Any, bounds: Bounds) -> dict[str, Any]:
         video = container.streams.video[0]
         facts.update(
             video_codec=_codec(video),
+            video_profile=video.codec_context.profile or None,
             frame_rate=_rate(video.average_rate or video.guessed_rate),
             width=video.codec_context.width,
             height=video.codec_context.height,

@@ -29,6 +29,7 @@ PRELOAD = (
     "PIL.AvifImagePlugin",
     "pillow_heif",  # HEIC/HEIF: its libheif/libde265 are mapped here, before any confinement
     "av",  # video/audio: FFmpeg's libraries (in the wheel) too
+    "processing.sandbox.transcode",  # a video's web rendition (libx264, AAC)
     "pypdf",
     "pypdfium2",
     "zipfile",

@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attachments import renditions
 from processing.errors import ContentRejected
+from processing.renditions import web_rendition_needed
 from processing.sniff import detect_type
 
 from .base import Derivative, SandboxStep, StepInput, StepResult
@@ -23,6 +25,7 @@ FACTS = (
     "height",
     "rotation",
     "video_codec",
+    "video_profile",
     "frame_rate",
     "audio_codec",
     "audio_channels",
@@ -52,6 +55,10 @@ class Media(SandboxStep):
         result = StepResult(metadata={key: data.get(key) for key in FACTS})
         result.metadata["page_count"] = None
         result.files.append(self._served(files.get("served")))
+        if result.metadata.get("video_codec") is not None:
+            # Made after the file is ready (processing/transcode.py), only where the copy would not play.
+            why = web_rendition_needed(result.metadata)
+            result.metadata["renditions"] = {renditions.WEB: renditions.initial(needed=why is not None, why=why or "")}
         poster = files.get("poster")
         if poster is not None:
             found = data.get("poster")

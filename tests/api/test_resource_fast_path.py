@@ -210,6 +210,18 @@ def _row(**fields) -> Attachment:
 
 
 URL = "http://testserver/api/v1/attachments/8c0e3d4e-0000-4000-8000-000000000001"
+WEB_READY = {"status": "ready", "progress": 1.0, "codec": "h264", "width": 1080, "height": 1920, "bytes": 5_000_000}
+
+
+def _video_metadata(status: str) -> dict:
+    web = dict(WEB_READY) if status == "ready" else {**dict.fromkeys(WEB_READY), "status": status}
+    if status == "pending":
+        web["progress"] = 0.25
+    # What the state keeps for itself (a claim, its attempts) is never shown.
+    web.update(claim="c0ffee", claimed_until="2026-12-01T10:05:00+00:00", attempts=1)
+    return {"duration_seconds": 8.0, "width": 1080, "height": 1920, "renditions": {"web": web}}
+
+
 RESOURCES = {
     "ready, readable, thumbnail": AttachmentResource(_row(), URL, True, {"width": 1, "height": 2}, NOW),
     "ready, not readable": AttachmentResource(_row(), URL, False, None),
@@ -229,6 +241,14 @@ RESOURCES = {
     "archive": AttachmentResource(_row(metadata={"entries": 3, "total_bytes": 9}), URL, True),
     "document": AttachmentResource(_row(metadata={"page_count": 4}), URL, True),
     "no metadata": AttachmentResource(_row(metadata=None), URL, True),
+    "video, rendition ready": AttachmentResource(
+        _row(profile="media", metadata=_video_metadata("ready")), URL, True, {"width": 1, "height": 2}
+    ),
+    "video, rendition pending": AttachmentResource(
+        _row(profile="media", metadata=_video_metadata("pending")), URL, True
+    ),
+    "video, not readable": AttachmentResource(_row(profile="media", metadata=_video_metadata("ready")), URL, False),
+    "video, not needed": AttachmentResource(_row(profile="media", metadata=_video_metadata("not_needed")), URL, True),
 }
 
 
@@ -303,6 +323,16 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
     assert archive["metadata"] == {"width": None, "height": None, "page_count": None, "entries": 3, "total_bytes": 9}
     assert archive["derivatives"] == {"entries": {"count": 3, "total_bytes": 9}}
     assert AttachmentOutputSerializer.render(RESOURCES["document"])["derivatives"] == {"page_count": 4}
+    assert "renditions" not in AttachmentOutputSerializer.render(RESOURCES["ready, readable, thumbnail"])
+    video = AttachmentOutputSerializer.render(RESOURCES["video, rendition ready"])
+    assert video["renditions"] == {"web": WEB_READY}
+    assert video["links"]["web"] == _signed("web")
+    pending = AttachmentOutputSerializer.render(RESOURCES["video, rendition pending"])
+    assert pending["renditions"]["web"] == {**dict.fromkeys(WEB_READY), "status": "pending", "progress": 0.25}
+    assert "web" not in pending["links"]
+    assert "web" not in AttachmentOutputSerializer.render(RESOURCES["video, not readable"])["links"]
+    not_needed = AttachmentOutputSerializer.render(RESOURCES["video, not needed"])
+    assert not_needed["renditions"]["web"]["status"] == "not_needed" and "web" not in not_needed["links"]
 
 
 def test_concurrent_renders_do_not_see_each_others_values():

@@ -52,7 +52,8 @@ def test_no_function_level_import_hides_a_cycle():
 
 def test_function_level_imports_are_counted():
     # 202 before issue #33's cycles were removed; a new one needs a reason (weight, app loading).
-    assert len(function_level_imports()) <= 175
+    # +2: the transcode decoder loaded only in the fork server (sandbox/kinds.py), its tick registered in ready().
+    assert len(function_level_imports()) <= 177
 
 
 @pytest.mark.parametrize(
