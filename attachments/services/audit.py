@@ -8,6 +8,7 @@ timeline) must not count an event. Each event's facts go in `details`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +18,8 @@ from ..models import Attachment, TransitionLog
 INTENT, ARRIVED, SCAN, HEARTBEAT = "intent", "arrived", "scan", "heartbeat"
 STAFF_DOWNLOAD = "staff_download"  # a staff member took the file's bytes out of the console
 VARIANTS_PURGED = "variants_purged"  # staff dropped the file's named variants (services/variant_purge.py)
-AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT, STAFF_DOWNLOAD, VARIANTS_PURGED)
+ARCHIVED = "archived"  # the file went out in a ZIP of its ref (api/archive.py); one archive id for all
+AUDIT_EVENTS = (INTENT, ARRIVED, SCAN, HEARTBEAT, STAFF_DOWNLOAD, VARIANTS_PURGED, ARCHIVED)
 
 # A client may heartbeat every minute: an extension is recorded when it gains a new hour of expiry,
 # and the file keeps one heartbeat row, folding each recorded extension into it (heartbeats_record):
@@ -119,3 +121,16 @@ def attachment_staff_download_record(*, attachment_id: Any, actor: str, size: in
     entry = audit_entry(attachment_id, event=STAFF_DOWNLOAD, actor=actor, details={"size": size})
     entry.save()
     return entry
+
+
+def ref_archive_record(*, attachments: list[Attachment], ref: str, actor: str, size: int) -> str:
+    """Record one archive of a ref: a row on each file's timeline sharing the archive's id (one INSERT).
+
+    Returns the archive id, which the response carries (`X-Archive-Id`) for support.
+    """
+    archive_id = str(uuid.uuid4())
+    details = {"archive": archive_id, "ref": ref, "files": len(attachments), "bytes": size}
+    TransitionLog.objects.bulk_create(
+        [audit_entry(a.pk, event=ARCHIVED, actor=actor, details=details) for a in attachments]
+    )
+    return archive_id
