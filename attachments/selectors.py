@@ -13,8 +13,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .errors import NotFound, NotReady, SignatureInvalid
-from .models import Attachment, Derivative, Lifecycle, RefHold, Status
-from .signing import delivery_check
+from .models import Attachment, Derivative, Lifecycle, RefHold, Status, Tenant
+from .signing import archive_check, delivery_check
 from .subjects import confined_subject, may_act_on, owned_q
 from .tenancy import tenant_of
 
@@ -259,3 +259,51 @@ def files_waiting_for_processing(*, older_than_seconds: float, limit: int = 1000
         .values("pk")[:limit]
         .count()
     )
+
+
+# --- a ref's files, for its archive ---------------------------------------------------------
+
+
+def ref_files_available(*, tenant_id: int, ref: str, scope: str = "") -> QuerySet[Attachment]:
+    """The files of a ref its tenant's members may take home, oldest first.
+
+    Ready, committed to this ref (so neither staged, discarded, released nor deleted:
+    no expiry applies). `scope` "<owner id>:<subject>" narrows them to one subject's,
+    for a caller confined to it.
+    """
+    qs = Attachment.objects.filter(tenant_id=tenant_id, ref=ref, status=Status.READY, lifecycle=Lifecycle.COMMITTED)
+    if scope:
+        owner_id, _, subject = scope.partition(":")
+        qs = qs.filter(owner_id=int(owner_id) if owner_id.isdigit() else -1, subject=subject)
+    return qs.only("id", "filename", "content_type", "served_key", "size", "created_at").order_by("created_at", "id")
+
+
+def archive_scope(user) -> str:
+    """The part of a ref this caller may take: "" (the tenant's whole ref), or its subject's files."""
+    subject = confined_subject(user)
+    return "" if subject is None else f"{user.pk}:{subject}"
+
+
+def ref_archive_files(*, user, ref: str) -> tuple[Tenant, str, list[Attachment]]:
+    """(tenant, scope, files) of the ref's archive for a signed-in member; NotFound when it has none."""
+    tenant = tenant_of(user)
+    scope = archive_scope(user)
+    files = list(ref_files_available(tenant_id=tenant.pk, ref=ref, scope=scope))
+    if not files:
+        raise NotFound()
+    return tenant, scope, files
+
+
+def ref_archive_files_signed(
+    *, tenant_slug: object, ref: str, scope: object, exp: object, kid: object, sig: object
+) -> tuple[Tenant, str, list[Attachment]]:
+    """The same, for a signed archive link: SignatureInvalid/UrlExpired unless it holds, NotFound when empty."""
+    scope = scope if isinstance(scope, str) else ""
+    tenant = Tenant.objects.filter(slug=tenant_slug).first() if isinstance(tenant_slug, str) else None
+    if tenant is None:
+        raise SignatureInvalid()
+    archive_check(tenant_id=tenant.pk, ref=ref, scope=scope, exp=exp, kid=kid, sig=sig)
+    files = list(ref_files_available(tenant_id=tenant.pk, ref=ref, scope=scope))
+    if not files:
+        raise NotFound()
+    return tenant, scope, files

@@ -55,7 +55,7 @@ def download_name(filename: str, content_type: str | None) -> str:
     return filename
 
 
-def _security_headers(response: _Response) -> _Response:
+def security_headers(response: _Response) -> _Response:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = CSP
     response["Cache-Control"] = "private, no-store"
@@ -105,7 +105,7 @@ def file_response(request, *, key: str, size: int, content_type: str, filename: 
         key, content_type=content_type, disposition=disposition, expires_in=settings.AIRLOCK_DOWNLOAD_URL_SECONDS
     )
     if url is not None:
-        return _security_headers(HttpResponseRedirect(url))
+        return security_headers(HttpResponseRedirect(url))
     response: HttpResponse | StreamingHttpResponse
     if settings.AIRLOCK_X_ACCEL_REDIRECT_PREFIX:
         response = HttpResponse(content_type=content_type)
@@ -127,7 +127,7 @@ def file_response(request, *, key: str, size: int, content_type: str, filename: 
             response["Content-Length"] = str(end - start + 1)
     response["Accept-Ranges"] = "bytes"
     response["Content-Disposition"] = disposition
-    return _security_headers(response)
+    return security_headers(response)
 
 
 def derivative_response(request, derivative, *, filename: str) -> HttpResponseBase:

@@ -16,9 +16,11 @@ gate (status, lifecycle) is checked at every read by the selector.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import time
 import uuid
+from urllib.parse import quote
 
 from django.conf import settings
 from django.core import signing
@@ -156,3 +158,34 @@ def delivery_check(
         raise UrlExpired(
             "The signed URL outlives the current AIRLOCK_DELIVERY_URL_SECONDS; read the resource for a fresh link."
         )
+
+
+# --- a ref's archive ----------------------------------------------------------------------
+# Signed like a file link, with the ref (and the subject a confined caller minted it for) in
+# place of the attachment id: a digest, so no ref can spell another link's message.
+ARCHIVE_NAME = "archive"
+
+
+def _archive_target(ref: str, scope: str) -> str:
+    return "ref-" + hashlib.sha256(f"{ref}\0{scope}".encode()).hexdigest()
+
+
+def archive_query(*, tenant_id: object, tenant_slug: str, ref: str, scope: str, exp: int) -> str:
+    """The query string of a signed archive link: the tenant, the scope when there is one, exp/kid/sig."""
+    signed = delivery_query(tenant_id=tenant_id, attachment_id=_archive_target(ref, scope), name=ARCHIVE_NAME, exp=exp)
+    return f"t={quote(tenant_slug)}" + (f"&scope={quote(scope, safe='')}" if scope else "") + f"&{signed}"
+
+
+def archive_check(
+    *, tenant_id: object, ref: str, scope: str, exp: object, kid: object, sig: object, now: float | None = None
+) -> None:
+    """Raise SignatureInvalid or UrlExpired unless this is a current archive link for this ref and scope."""
+    delivery_check(
+        tenant_id=tenant_id,
+        attachment_id=_archive_target(ref, scope),
+        name=ARCHIVE_NAME,
+        exp=exp,
+        kid=kid,
+        sig=sig,
+        now=now,
+    )

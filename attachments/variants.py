@@ -60,10 +60,14 @@ def etag_matches(header: str, etag: str) -> bool:
 
 
 def source_size(metadata: dict | None) -> tuple[int, int] | None:
-    """Width and height of what variants are made from: the display rendition's (a HEIC's), else the image's."""
+    """Width and height of what variants are made from, what `download` serves.
+
+    A HEIC's full-size copy (`full`), or, for one processed before it had one, its display
+    rendition; else the image itself.
+    """
     facts = metadata or {}
-    display = facts.get("display")
-    shown = display if isinstance(display, dict) else facts
+    served = facts.get("full") or facts.get("display")
+    shown = served if isinstance(served, dict) else facts
     width, height = shown.get("width"), shown.get("height")
     return (width, height) if isinstance(width, int) and isinstance(height, int) and width and height else None
 

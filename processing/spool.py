@@ -10,6 +10,12 @@ ETag and size, checked with a HEAD by each reader), and a copy nobody takes agai
 removed: at most AIRLOCK_SPOOL_KEEP idle copies stay, none past AIRLOCK_SPOOL_IDLE_SECONDS.
 A derive job that lands on another worker downloads it itself, as before.
 
+A worker killed with SIGKILL (or by the OOM killer) never runs its atexit: its
+`airlock-spool-*` directory, a whole video perhaps, would stay in TMPDIR for good. Each
+directory holds a `.owner` file its process keeps an exclusive flock on; the kernel drops
+the lock when the process dies, so at worker start (worker_boot.SpoolLeftovers) every
+directory whose lock can be taken belongs to no living process and is removed.
+
 The keys read here are write-once (a server-only snapshot, an upload the server sealed,
 or a local upload), so the copy is the bytes the scan judged; the HEAD is the check
 that it still is.
@@ -18,6 +24,8 @@ that it still is.
 from __future__ import annotations
 
 import atexit
+import fcntl
+import logging
 import os
 import shutil
 import tempfile
@@ -34,6 +42,13 @@ from attachments.storage.base import StorageError
 from .errors import TransientError
 
 CHUNK = 1 << 20  # download and read size: one MiB per call, not the whole object
+PREFIX = "airlock-spool-"
+OWNER = ".owner"
+# A directory without an owner file was made by a worker of an older release, or is being
+# made right now (between mkdtemp and the lock): removed only once it is this old.
+UNOWNED_GRACE_SECONDS = 24 * 3600
+
+log = logging.getLogger("airlock.worker")
 
 
 @dataclass
@@ -54,15 +69,19 @@ class Spool:
         self._lock = threading.Lock()
         self._copies: dict[str, _Copy] = {}
         self._dir: tuple[int, Path | None] = (0, None)  # (pid that made it, dir)
+        self._owner: Any = None  # the open, locked owner file of that dir
         self.downloads = 0  # objects fetched in full (tests and benchmarks read it)
 
     def _directory(self) -> Path:
         pid, path = self._dir
         if pid != os.getpid() or path is None:  # a forked child never shares its parent's files
             self._copies = {}
-            path = Path(tempfile.mkdtemp(prefix="airlock-spool-"))  # 0700: this process's only
+            path = Path(tempfile.mkdtemp(prefix=PREFIX))  # 0700: this process's only
+            owner = open(path / OWNER, "wb")  # noqa: SIM115 - held open for the process's life
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
             atexit.register(shutil.rmtree, path, True)
             self._dir = (os.getpid(), path)
+            self._owner = owner
         return path
 
     @contextmanager
@@ -154,6 +173,41 @@ class Spool:
             for copy in list(self._copies.values()):
                 if copy.users == 0:
                     self._drop(copy)
+
+
+def remove_leftovers(root: Path | None = None, *, now: float | None = None) -> list[Path]:
+    """Remove the spool directories of processes that are gone; return what was removed."""
+    root = Path(tempfile.gettempdir()) if root is None else root
+    now = time.time() if now is None else now
+    removed = []
+    for path in root.glob(f"{PREFIX}*"):
+        try:
+            if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+                continue  # not ours to judge
+            if not _abandoned(path, now):
+                continue
+            shutil.rmtree(path)
+        except OSError as exc:  # removed meanwhile, or not readable: the next start tries again
+            log.warning("could not remove a spool directory left behind", extra={"path": str(path), "error": str(exc)})
+            continue
+        removed.append(path)
+    if removed:
+        log.info("removed %d spool directories left by stopped workers", len(removed))
+    return removed
+
+
+def _abandoned(path: Path, now: float) -> bool:
+    try:
+        fd = os.open(path / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return now - path.stat().st_mtime > UNOWNED_GRACE_SECONDS
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # a living process holds it
+    finally:
+        os.close(fd)  # also releases the lock, if taken
+    return True
 
 
 _spool: Spool | None = None

@@ -13,6 +13,7 @@ import logging
 import dramatiq
 
 from .liveness import Heartbeat
+from .spool import remove_leftovers
 
 log = logging.getLogger("airlock.worker")
 
@@ -55,6 +56,13 @@ class SignaturesAtBoot(dramatiq.Middleware):
             )
         finally:
             close_old_connections()
+
+
+class SpoolLeftovers(dramatiq.Middleware):
+    """Each worker removes, before its first job, the spool directories of workers that died without cleaning up."""
+
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        remove_leftovers()
 
 
 class WorkerHeartbeat(dramatiq.Middleware):

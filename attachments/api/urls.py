@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import client_tokens, lifecycle, storage_events, subjects, tus, uploads, usage, variants, views
+from . import archive, client_tokens, lifecycle, storage_events, subjects, tus, uploads, usage, variants, views
 
 urlpatterns = [
     path("profiles", views.ProfilesApi.as_view(), name="profiles"),
@@ -36,5 +36,8 @@ urlpatterns = [
         name="attachment-variant",
     ),
     path("attachments/<str:attachment_id>/discard", lifecycle.DiscardApi.as_view(), name="attachment-discard"),
+    # A ref may hold any character, "/" too (sent as %2F): everything up to the last segment.
+    path("refs/<path:ref>/archive", archive.RefArchiveApi.as_view(), name="ref-archive"),
+    path("refs/<path:ref>/archive-link", archive.RefArchiveLinkApi.as_view(), name="ref-archive-link"),
     path("attachments/<str:attachment_id>/restore", lifecycle.RestoreApi.as_view(), name="attachment-restore"),
 ]

@@ -8,6 +8,7 @@ timeline) must not count an event. Each event's facts go in `details`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ VARIANTS_PURGED = "variants_purged"  # staff dropped the file's named variants (
 # A video's web rendition made or given up, and its original removed once the location-free
 # copy was the one stored copy (services/renditions.py): the original's SHA-256 stays here.
 RENDITION_READY, RENDITION_FAILED, ORIGINAL_REMOVED = "rendition_ready", "rendition_failed", "original_removed"
+ARCHIVED = "archived"  # the file went out in a ZIP of its ref (api/archive.py); one archive id for all
 AUDIT_EVENTS = (
     INTENT,
     ARRIVED,
@@ -30,6 +32,7 @@ AUDIT_EVENTS = (
     RENDITION_READY,
     RENDITION_FAILED,
     ORIGINAL_REMOVED,
+    ARCHIVED,
 )
 
 # A client may heartbeat every minute: an extension is recorded when it gains a new hour of expiry,
@@ -132,3 +135,16 @@ def attachment_staff_download_record(*, attachment_id: Any, actor: str, size: in
     entry = audit_entry(attachment_id, event=STAFF_DOWNLOAD, actor=actor, details={"size": size})
     entry.save()
     return entry
+
+
+def ref_archive_record(*, attachments: list[Attachment], ref: str, actor: str, size: int) -> str:
+    """Record one archive of a ref: a row on each file's timeline sharing the archive's id (one INSERT).
+
+    Returns the archive id, which the response carries (`X-Archive-Id`) for support.
+    """
+    archive_id = str(uuid.uuid4())
+    details = {"archive": archive_id, "ref": ref, "files": len(attachments), "bytes": size}
+    TransitionLog.objects.bulk_create(
+        [audit_entry(a.pk, event=ARCHIVED, actor=actor, details=details) for a in attachments]
+    )
+    return archive_id

@@ -571,6 +571,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "processing.worker_boot.SandboxConfinementLog",
     # ... and the signatures it scans with (a change starts the background rescan).
     "processing.worker_boot.SignaturesAtBoot",
+    # ... and removes the spool directories (local copies of objects) of workers killed before their exit.
+    "processing.worker_boot.SpoolLeftovers",
     # Each worker beats while it runs (renewing its jobs' leases); the reconciler re-drives a silent one's files.
     "processing.worker_boot.WorkerHeartbeat",
 ]

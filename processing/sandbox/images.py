@@ -22,9 +22,12 @@ bounded before a decoder is handed the bytes; only the primary image is decoded;
 orientation is applied (libheif applies `irot`/`imir` while decoding, and pillow-heif
 resets the EXIF Orientation so it is not applied twice; Pillow reports AVIF's
 `irot`/`imir` as the EXIF Orientation, applied here like a JPEG's). Their original is
-never served: the `display` rendition (JPEG, or WebP when there is alpha; long edge at
-most Bounds.display_size; no EXIF/XMP) is what `download` serves, since browsers other
-than Safari cannot show HEIC and no lossless HEIF metadata rewriter exists here.
+never served. `download` serves a full-resolution copy, oriented, with no EXIF/XMP:
+a JPEG at quality FULL_QUALITY (WebP when there is alpha, PNG when a side is past
+WebP's 16383 px), since browsers other than Safari cannot show HEIC and no lossless
+HEIF metadata rewriter exists here (docs/processing.md has its size and time). The
+`display` rendition (same formats, long edge at most Bounds.display_size) is made from
+that decoded image, for browsers.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_image
 pillow_heif.options.DECODE_THREADS = 1
 AvifImagePlugin.DEFAULT_MAX_THREADS = 1
 _EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp"}
+_RENDITION_EXT = {"image/jpeg": "jpg", "image/webp": "webp", "image/png": "png"}
 _TRANSPOSE = {
     2: Image.Transpose.FLIP_LEFT_RIGHT,
     3: Image.Transpose.ROTATE_180,
@@ -196,20 +200,48 @@ def _heif_sizes(raw: bytes, bound: int) -> None:
         _check_pixels(width, height, bound)
 
 
-def _encode_display(im: Image.Image, icc: bytes | None) -> tuple[bytes, str]:
+FULL_QUALITY = 92  # the full-resolution download: a photo to keep, not a preview
+DISPLAY_QUALITY = 85
+WEBP_MAX_SIDE = 16383
+
+
+def _encode_display(im: Image.Image, icc: bytes | None, quality: int = DISPLAY_QUALITY) -> tuple[bytes, str]:
     buf = io.BytesIO()
     extra = {"icc_profile": icc} if icc else {}  # colour only; nothing else of the source
     if im.mode == "RGBA":
-        im.save(buf, "WEBP", quality=85, method=2, **extra)
+        if max(im.size) > WEBP_MAX_SIDE:
+            im.save(buf, "PNG", compress_level=3, **extra)
+            return buf.getvalue(), "image/png"
+        im.save(buf, "WEBP", quality=quality, method=2, **extra)
         return buf.getvalue(), "image/webp"
-    im.save(buf, "JPEG", quality=85, **extra)
+    im.save(buf, "JPEG", quality=quality, **extra)
     return buf.getvalue(), "image/jpeg"
 
 
-def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
-    """HEIC/HEIF/AVIF: bound from the boxes, decode the primary image, display + thumbnail.
+def _rendition_facts(im: Image.Image, data: bytes, content_type: str) -> dict[str, Any]:
+    return {
+        "width": im.width,
+        "height": im.height,
+        "content_type": content_type,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": len(data),
+    }
 
-    Returns (data, thumbnail WebP, display rendition); the display rendition is served.
+
+def _full_size(im: Image.Image, orientation: int) -> Image.Image:
+    """The decoded image at its own size, turned by its orientation, with nothing of its info."""
+    has_alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+    out = im.convert("RGBA" if has_alpha else "RGB")
+    if orientation in _TRANSPOSE:
+        out = out.transpose(_TRANSPOSE[orientation])
+    out.info = {}
+    return out
+
+
+def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes, bytes]:
+    """HEIC/HEIF/AVIF: bound from the boxes, decode the primary image, full size + display + thumbnail.
+
+    Returns (data, thumbnail WebP, display rendition, full-size copy); the full-size copy is served.
     """
     _heif_sizes(raw, bounds.max_pixels)
     try:
@@ -222,20 +254,20 @@ def render_heif(raw: bytes, fmt: str, bounds: Bounds) -> tuple[dict[str, Any], b
         icc = im.info.get("icc_profile")
         orientation = _orientation(im)
         frames = max(1, min(int(getattr(im, "n_frames", 1) or 1), bounds.max_gif_frames))
-        # One decode: the display rendition first, then the thumbnail from it (in place).
-        shown = _thumbnail(im, bounds.display_size, orientation)
-    display, display_type = _encode_display(shown, icc if isinstance(icc, bytes) else None)
-    display_size = shown.size
-    thumb = _thumbnail(shown, bounds.thumbnail_size, 1)
+        # One decode: the full-size copy, then the display rendition from it, the thumbnail from that.
+        whole = _full_size(im, orientation)
+    profile = icc if isinstance(icc, bytes) else None
+    full, full_type = _encode_display(whole, profile, FULL_QUALITY)
+    full_facts = _rendition_facts(whole, full, full_type)
+    shown = _thumbnail(whole, bounds.display_size, 1)  # shrinks `whole` in place: encoded above
+    del whole
+    display, display_type = _encode_display(shown, profile)
+    display_facts = _rendition_facts(shown, display, display_type)
+    thumb = _thumbnail(shown, bounds.thumbnail_size, 1)  # and this `shown`
     data, thumbnail = _facts(fmt, width, height, frames, orientation, thumb)
-    data["display"] = {
-        "width": display_size[0],
-        "height": display_size[1],
-        "content_type": display_type,
-        "sha256": hashlib.sha256(display).hexdigest(),
-        "size": len(display),
-    }
-    return data, thumbnail, display
+    data["display"] = display_facts
+    data["full"] = full_facts
+    return data, thumbnail, display, full
 
 
 def _facts(
@@ -267,7 +299,8 @@ def render(raw: bytes, bounds: Bounds) -> tuple[dict[str, Any], bytes, bytes]:
     if fmt is None:
         raise Rejected("corrupt", "not a JPEG, PNG, GIF, WebP, HEIC/HEIF or AVIF image")
     if fmt in HEIF_FORMATS:
-        return render_heif(raw, fmt, bounds)
+        data, thumbnail, _display, full = render_heif(raw, fmt, bounds)
+        return data, thumbnail, full
     probe = {"WEBP": webp_canvas, "GIF": gif_canvas}.get(fmt)
     canvas = probe(raw) if probe is not None else None
     if fmt == "GIF" and canvas is None:
@@ -308,17 +341,17 @@ def process(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any]
     """Probe, bound, thumbnail and sanitize one image; return (data, files).
 
     HEIC/HEIF/AVIF: their declared sizes are bounded before any decoder runs; the
-    display rendition is what gets served (the original keeps the phone's metadata).
+    full-size copy is what gets served (the original keeps the phone's metadata).
     """
     raw = read_source(src)
     fmt = sniff(raw[:SNIFF_BYTES])
     if fmt in HEIF_FORMATS:
         _heif_sizes(raw, bounds.max_pixels)  # before any decoder, in the job itself
-        data, thumbnail, display = render_heif(raw, fmt, bounds)
-        ext = "webp" if data["display"]["content_type"] == "image/webp" else "jpg"
+        data, thumbnail, display, full = render_heif(raw, fmt, bounds)
         return data, {
             "thumbnail": write_file(work_dir, "thumbnail.webp", thumbnail),
-            "display": write_file(work_dir, f"display.{ext}", display),
+            "display": write_file(work_dir, f"display.{_RENDITION_EXT[data['display']['content_type']]}", display),
+            "full": write_file(work_dir, f"full.{_RENDITION_EXT[data['full']['content_type']]}", full),
         }
     data, thumbnail, sanitized = render(raw, bounds)
     files = {

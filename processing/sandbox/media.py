@@ -29,6 +29,7 @@ from PIL import Image
 from .limits import Bounds
 from .outcome import Rejected, Source, short_repr, write_file
 from .remux import remux
+from .truncation import check_complete
 
 VIDEO_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 AUDIO_CODECS = frozenset({"aac", "opus", "mp3"})  # and every pcm_* (WAV, MOV)
@@ -207,6 +208,7 @@ def process(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any]
     data, files = _probe(src, fmt, work_dir, bounds)
     # Only once every bound held: the copy walks every packet, the probe none.
     data["served"] = remux(src, fmt, head, work_dir, bounds, _open)
+    check_complete(fmt, data["duration_seconds"], data["served"])
     files["served"] = data["served"]["file"]
     return data, files
 

@@ -34,6 +34,7 @@ import av
 
 from .limits import Bounds
 from .outcome import Rejected, short_repr
+from .packets import PacketSpan, with_decode_times
 
 # Demuxer (media.sniff) -> muxers to try, in order: the input's own family first; the
 # next one only if the first refuses one of the codecs (PCM in an MP4, H.264 in a WebM).
@@ -142,18 +143,18 @@ def remux(src: Any, fmt: str, head: bytes, work_dir: Path, bounds: Bounds, opene
             raise Rejected("corrupt", "no audio or video stream to serve")
         muxer, name, out, mapping = _choose(work_dir, muxers_for(fmt, head), streams)
         last = _limits(streams, bounds)
+        span = PacketSpan.of(container)
         packets = 0
         try:
             with out:
-                for packet in container.demux(streams):
-                    if packet.dts is None:  # the demuxer's end-of-stream marker
-                        continue
+                for packet in with_decode_times(container.demux(streams), fmt):
                     bound = last[packet.stream.index]
-                    if bound is not None and packet.dts > bound:
+                    if bound is not None and packet.dts is not None and packet.dts > bound:
                         raise Rejected(
                             "duration_limit",
                             f"packets run past {bounds.media_max_duration_seconds} s (more than the headers declare)",
                         )
+                    span.add(packet)
                     packet.stream = mapping[packet.stream.index]
                     out.mux(packet)
                     packets += 1
@@ -164,4 +165,4 @@ def remux(src: Any, fmt: str, head: bytes, work_dir: Path, bounds: Bounds, opene
             ) from None
     if packets == 0:
         raise Rejected("corrupt", "no packet to serve")
-    return {"file": name, "muxer": muxer, "packets": packets}
+    return {"file": name, "muxer": muxer, "packets": packets, **span.facts()}

@@ -1,8 +1,9 @@
 """Images: bounded decode, thumbnail and a metadata-free copy that is served instead.
 
-HEIC/HEIF/AVIF come back with a `display` rendition (JPEG, or WebP with alpha) instead
-of a sanitized copy of the original: it is what `download` serves, and its type (read
-here from its own first bytes, not from the job's word) becomes the attachment's.
+HEIC/HEIF/AVIF come back with a full-resolution re-encoded copy (JPEG; WebP or PNG with
+alpha) as their `sanitized` derivative: it is what `download` serves, and its type (read
+here from its own first bytes, not from the job's word) becomes the attachment's. Their
+`display` rendition (the same, long edge at most 2048 px) is for browsers, not served.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from processing.sniff import detect_type
 from .base import Derivative, SandboxStep, StepInput, StepResult
 
 _EXT = {"image/jpeg": "jpg", "image/png": "png", "image/gif": "gif", "image/webp": "webp"}
-_DISPLAY_TYPES = ("image/jpeg", "image/webp")
+_RENDITION_TYPES = ("image/jpeg", "image/webp", "image/png")
 
 
 class Image(SandboxStep):
@@ -40,29 +41,35 @@ class Image(SandboxStep):
                     sha256=data.get("sanitized_sha256"),
                 )
             )
+        full = files.get("full")
+        if full is not None:
+            made = self._rendition("sanitized", full, data.get("full"), served=True)
+            result.files.append(made)
+            # What variants are made from (attachments/variants.source_size).
+            result.metadata["full"] = {"width": made.width, "height": made.height}
         display = files.get("display")
         if display is not None:
-            made = self._display(display, data.get("display"))
+            made = self._rendition("display", display, data.get("display"), served=False)
             result.files.append(made)
             # The resource reads it from the row, as it does the thumbnail's.
             result.metadata["display"] = {"width": made.width, "height": made.height}
         return result
 
-    def _display(self, path: Path, facts: Any) -> Derivative:
+    def _rendition(self, kind: str, path: Path, facts: Any, *, served: bool) -> Derivative:
         with open(path, "rb") as fh:
             content_type = detect_type(fh.read(64))
-        if content_type not in _DISPLAY_TYPES:
-            raise ContentRejected("corrupt", "the display rendition is not a JPEG or WebP image")
+        if content_type not in _RENDITION_TYPES:
+            raise ContentRejected("corrupt", f"the {kind} rendition is not a JPEG, WebP or PNG image")
         facts = facts if isinstance(facts, dict) else {}
         width, height = facts.get("width"), facts.get("height")
         return Derivative(
-            "display",
+            kind,
             path,
             content_type,
             _EXT[content_type],
             width=width if isinstance(width, int) else None,
             height=height if isinstance(height, int) else None,
-            served=True,
+            served=served,
             size=facts.get("size"),
             sha256=facts.get("sha256"),
         )

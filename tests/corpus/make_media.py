@@ -237,6 +237,40 @@ def mp4_truncated() -> bytes:
     return data[: len(data) // 2]
 
 
+def mp4_8s_faststart() -> bytes:
+    # 8 s of H.264 + AAC with its moov first. Not a corpus file: the whole of the one below.
+    def build(c):
+        video, audio = _video(c, "libx264"), _audio(c, "aac")
+        _write_video(c, video, 80)
+        _write_audio(c, audio, 8)
+
+    return _made("mp4", build, movflags="faststart")
+
+
+def mp4_cut_after_moov() -> bytes:
+    # mp4_8s_faststart cut halfway through its media data: the headers still declare 8 s,
+    # the sample tables point past the end, the packets end near 3 s.
+    data = mp4_8s_faststart()
+    mdat = data.find(b"mdat")
+    assert 0 < data.find(b"moov") < mdat
+    return data[: (mdat + len(data)) // 2]
+
+
+def webm_h264_bframes() -> bytes:
+    # H.264 with B-frames (x264's default of 3) and AAC in a file whose EBML DocType says WebM:
+    # the webm muxer refuses H.264, so its copy is Matroska, and Matroska stores no DTS.
+    # FFmpeg writes "matroska"; the DocType is rewritten in place to "webm" plus a 4-byte Void.
+    def build(c):
+        video, audio = _video(c, "libx264", bf="3"), _audio(c, "aac")
+        _write_video(c, video, 20)
+        _write_audio(c, audio, 2)
+
+    made = _made("matroska", build)
+    doc_type = b"\x42\x82\x88matroska"
+    assert made.count(doc_type) == 1
+    return made.replace(doc_type, b"\x42\x82\x84webm" + b"\xec\x82\x00\x00")
+
+
 def mp4_lying_duration() -> bytes:
     # Ten minutes at one frame a second, whose mvhd/tkhd/mdhd durations all say 1 s.
     def build(c):
@@ -293,6 +327,8 @@ FILES = {
     "video_8200x4400.mp4": mp4_frame_8200x4400,
     "video_truncated.mp4": mp4_truncated,
     "video_lying_duration.mp4": mp4_lying_duration,
+    "video_cut_after_moov.mp4": mp4_cut_after_moov,
+    "video_h264_bframes.webm": webm_h264_bframes,
     "video_64_streams.webm": webm_64_streams,
     "video_mpeg4_part2.mp4": mp4_mpeg4_part2,
     "video_hevc_location_rotated.mov": mov_hevc_location_rotated,

@@ -97,14 +97,54 @@ def test_photo_with_gps_and_rotation_is_served_oriented_and_without_location(ali
             assert response["Content-Type"] == "image/jpeg"
     download = client.get(f"/api/v1/attachments/{attachment_id}/download")
     assert 'filename="IMG_0001.jpg"' in download["Content-Disposition"]
-    assert served["download"] == served["display"]  # the download is the display rendition
+    # Under 2048 px the display rendition is the full size too, but its own encoding.
+    assert served["download"] != served["display"]
 
     # And every object stored for it besides the original upload.
     row = Attachment.objects.get(pk=attachment_id)
     gateway = get_gateway()
     for derivative in row.derivatives.all():
         assert location_in(b"".join(gateway.iter_chunks(derivative.storage_key))) == [], derivative.kind
-    assert row.served_key == row.derivatives.get(kind="display").storage_key
+    assert row.served_key == row.derivatives.get(kind="sanitized").storage_key
+
+
+def _large_phone_heic(size: tuple[int, int]) -> bytes:
+    """A photo stored turned (EXIF Orientation 6) with GPS in EXIF and XMP, as a phone writes it."""
+    from tests.corpus.make_generated import XMP_GPS, _phone_exif
+
+    shown = Image.linear_gradient("L").resize(size).convert("RGB")
+    shown.paste(RED, (0, 0, size[0] // 5, size[1] // 5))
+    shown.paste(BLUE, (size[0] - size[0] // 5, size[1] - size[1] // 5, size[0], size[1]))
+    buf = io.BytesIO()
+    shown.transpose(Image.Transpose.ROTATE_90).save(buf, "HEIF", quality=60, exif=_phone_exif(6), xmp=XMP_GPS)
+    return buf.getvalue()
+
+
+def test_download_of_a_heic_is_full_resolution_oriented_without_location_and_display_stays_2048(alice, api):
+    data = _large_phone_heic((2400, 3200))  # shown 2400x3200, stored 3200x2400
+    assert "EXIF GPS IFD" in location_in(data)
+    client = api(alice)
+    attachment_id = upload(client, data, filename="IMG_0002.HEIC", content_type="image/heic")
+    assert run_pipeline(attachment_id) == "ready", Attachment.objects.get(pk=attachment_id).reason_message
+    resource = client.get(f"/api/v1/attachments/{attachment_id}").json()
+    assert (resource["metadata"]["width"], resource["metadata"]["height"]) == (2400, 3200)
+    assert resource["derivatives"]["display"] == {"width": 1536, "height": 2048}
+    download = client.get(f"/api/v1/attachments/{attachment_id}/download")
+    body = _body(download)
+    assert download["Content-Type"] == "image/jpeg" and 'filename="IMG_0002.jpg"' in download["Content-Disposition"]
+    assert location_in(body) == []
+    with Image.open(io.BytesIO(body)) as im:
+        assert im.format == "JPEG" and im.size == (2400, 3200)  # the source's pixels, as displayed
+        assert im.getexif().get(0x0112) is None  # orientation applied, not declared
+        rgb = im.convert("RGB")
+        assert _color_near(rgb.getpixel((20, 20)), RED) and _color_near(rgb.getpixel((2380, 3180)), BLUE)
+    display = _body(client.get(f"/api/v1/attachments/{attachment_id}/display"))
+    with Image.open(io.BytesIO(display)) as im:
+        assert im.size == (1536, 2048) and location_in(display) == []
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.size == len(body) and row.content_type == "image/jpeg"
+    assert row.served_key == row.derivatives.get(kind="sanitized").storage_key
+    assert row.derivatives.get(kind="sanitized").width == 2400
 
 
 def test_multi_image_heic_shows_its_primary_image(alice, api):

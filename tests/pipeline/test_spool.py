@@ -106,3 +106,56 @@ def test_a_copy_idle_too_long_is_not_kept():
     with spool.held(bucket, "k", limit=100, keep=False):
         assert not path.exists()
     assert bucket.gets == 2
+
+
+def _killed_worker_spool(tmp_path) -> tuple[int, str]:
+    """A child process makes its spool with a copy in it and is killed with SIGKILL (no atexit)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, sys, tempfile\n"
+        "tempfile.tempdir = sys.argv[1]\n"
+        "from processing.spool import Spool\n"
+        "d = Spool(keep=2, idle_seconds=600)._directory()\n"
+        "(d / 'object-x').write_bytes(b'v' * 4096)\n"
+        "print(d, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout.strip()
+
+
+def test_a_killed_workers_spool_is_removed_at_the_next_start_and_a_living_ones_is_kept(tmp_path, monkeypatch):
+    import tempfile
+    from pathlib import Path
+
+    from processing.spool import remove_leftovers
+
+    returncode, left = _killed_worker_spool(tmp_path)
+    assert returncode == -9 and Path(left).is_dir() and (Path(left) / "object-x").is_file()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    living = Spool(keep=2, idle_seconds=600)
+    mine = living._directory()
+    assert mine.parent == tmp_path
+    assert remove_leftovers(tmp_path) == [Path(left)]
+    assert not Path(left).exists() and mine.is_dir()
+    assert remove_leftovers(tmp_path) == []  # a living process's lock holds
+
+
+def test_a_spool_without_an_owner_file_is_removed_only_when_old(tmp_path):
+    import time
+
+    from processing.spool import UNOWNED_GRACE_SECONDS, remove_leftovers
+
+    older = tmp_path / "airlock-spool-old"
+    older.mkdir()
+    (tmp_path / "not-a-spool").mkdir()
+    now = time.time()
+    assert remove_leftovers(tmp_path, now=now) == []
+    assert remove_leftovers(tmp_path, now=now + UNOWNED_GRACE_SECONDS + 1) == [older]
+    assert (tmp_path / "not-a-spool").is_dir()
+
+
+def test_workers_remove_leftover_spools_at_boot(settings):
+    assert "processing.worker_boot.SpoolLeftovers" in settings.DRAMATIQ_BROKER["MIDDLEWARE"]

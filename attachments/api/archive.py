@@ -1,0 +1,130 @@
+"""A ref's files as one ZIP (`GET /refs/{ref}/archive`), and a signed link to it for an `<a download>`.
+
+The caller's own credential reads the ref's files it may see (the tenant's, or its
+subject's when confined); a signed link stands for that same read until it expires,
+and the gate (ready, committed to the ref) is checked again when it is used.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ..archive import archive_stream, members_of
+from ..errors import NotAuthenticated, NotFound, SignatureInvalid, UrlExpired
+from ..selectors import ref_archive_files, ref_archive_files_signed
+from ..services.audit import ref_archive_record
+from ..services.transitions import user_actor
+from ..serving import content_disposition, security_headers
+from ..signing import archive_query, delivery_expiry, delivery_signed
+from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated
+from .links import absolute_url
+from .schema import errors
+from .serializers import SharedSerializer
+
+_TAGS = ["refs"]
+REF = OpenApiParameter("ref", OpenApiTypes.STR, OpenApiParameter.PATH, description="The reference (URL-encoded).")
+RENDITIONS = OpenApiParameter(
+    "renditions",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="`web`: a video's web rendition instead of its copy, once renditions exist; accepted and "
+    "ignored until then (every member is what `download` serves).",
+)
+ARCHIVE_LINK_PARAMETERS = [
+    OpenApiParameter("t", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Signed link: the tenant's slug."),
+    OpenApiParameter(
+        "scope", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Signed link: the subject it was minted for."
+    ),
+    *SIGNED_LINK_PARAMETERS,
+]
+
+
+def archive_path(ref: str) -> str:
+    return f"/api/v1/refs/{quote(ref, safe='')}/archive"
+
+
+def _signed_in(request) -> bool:
+    return request.user is not None and request.user.is_authenticated
+
+
+class RefArchiveApi(APIView):
+    permission_classes = [SignedOrAuthenticated]
+
+    @extend_schema(
+        operation_id="refs_archive",
+        tags=_TAGS,
+        summary="Download every available file of a ref as one ZIP (streamed)",
+        description="Ready files committed to the ref, each as `download` serves it (location-free), under its "
+        "download name made unique; stored (not deflated), ZIP64 past 4 GiB, `Content-Length` known in advance.",
+        parameters=[REF, RENDITIONS, *ARCHIVE_LINK_PARAMETERS],
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="The ZIP, streamed."),
+            **errors(
+                NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, NOT_FOUND="the ref has no available file"
+            ),
+        },
+    )
+    def get(self, request, ref):
+        query = request.query_params
+        if _signed_in(request) and not delivery_signed(query):
+            _tenant, _scope, files = ref_archive_files(user=request.user, ref=ref)
+            actor = user_actor(request.user)
+        else:
+            _tenant, _scope, files = ref_archive_files_signed(
+                tenant_slug=query.get("t"),
+                ref=ref,
+                scope=query.get("scope"),
+                exp=query.get("exp"),
+                kid=query.get("kid"),
+                sig=query.get("sig"),
+            )
+            actor = "signed-link"
+        members = members_of(files)
+        stream = archive_stream(members)
+        size = len(stream)
+        archive_id = ref_archive_record(attachments=files, ref=ref, actor=actor, size=size)
+        response = StreamingHttpResponse(iter(stream), content_type="application/zip")
+        response["Content-Length"] = str(size)
+        response["Content-Disposition"] = content_disposition("attachment", f"{_zip_name(ref)}.zip")
+        response["X-Archive-Id"] = archive_id
+        return security_headers(response)
+
+
+def _zip_name(ref: str) -> str:
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in ref).strip("._")
+    return name[:100] or "archive"
+
+
+class RefArchiveLinkApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema_serializer(component_name="ArchiveLink")
+    class OutputSerializer(SharedSerializer):
+        url = serializers.URLField(help_text="The archive, signed: works without `Authorization` until `expires_at`.")
+        expires_at = serializers.DateTimeField()
+
+    @extend_schema(
+        operation_id="refs_archive_link",
+        tags=_TAGS,
+        summary="A signed link to the ref's archive, for an `<a download>`",
+        parameters=[REF],
+        responses={
+            200: OutputSerializer,
+            **errors(NotAuthenticated, NotFound, NOT_FOUND="the ref has no available file"),
+        },
+    )
+    def get(self, request, ref):
+        tenant, scope, _files = ref_archive_files(user=request.user, ref=ref)  # 404: nothing to take
+        exp = delivery_expiry()
+        signed = archive_query(tenant_id=tenant.pk, tenant_slug=tenant.slug, ref=ref, scope=scope, exp=exp)
+        url = absolute_url(request, f"{archive_path(ref)}?{signed}")
+        return Response(self.OutputSerializer.render({"url": url, "expires_at": datetime.fromtimestamp(exp, UTC)}))

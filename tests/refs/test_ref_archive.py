@@ -1,0 +1,149 @@
+"""GET /api/v1/refs/{ref}/archive: the ref's available files as one streamed ZIP, and its signed link."""
+
+from __future__ import annotations
+
+import struct
+from urllib.parse import quote, urlsplit
+
+import pytest
+from django.test import Client
+
+from attachments import archive
+from attachments.models import Attachment, TransitionLog
+from attachments.storage import get_gateway
+from tests.refs.archive_support import assert_archive_is_what_download_serves, body, commit
+from tests.support import jpeg_bytes, run_pipeline, upload
+
+pytestmark = pytest.mark.django_db
+
+
+def _ready(client, n: int, *, filename=lambda i: f"photo-{i}.jpg", size=(64, 48)) -> list[str]:
+    ids = []
+    for i in range(n):
+        data = jpeg_bytes((size[0] + i % 7, size[1]), color=(i * 5 % 256, 100, 200 - i % 100))
+        pk = upload(client, data, filename=filename(i))
+        assert run_pipeline(pk) == "ready"
+        ids.append(pk)
+    return ids
+
+
+def test_a_zip_of_50_files_opens_and_every_member_is_the_served_bytes(alice, bob, api):
+    client = api(alice)
+    ids = _ready(client, 50, filename=lambda i: "IMG_0001.JPG" if i % 2 else f"photo-{i}.jpg")
+    commit(client, ids, "wedding/2026")
+    response = api(bob).get(f"/api/v1/refs/{quote('wedding/2026', safe='')}/archive")  # a member of the tenant
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "application/zip"
+    assert 'filename="wedding_2026.zip"' in response["Content-Disposition"]
+    zipped = body(response)
+    assert int(response["Content-Length"]) == len(zipped)  # known before a byte was read
+    names = assert_archive_is_what_download_serves(api(bob), "wedding/2026", ids, zipped)
+    assert names[1] == "IMG_0001.JPG" and names[3] == "IMG_0001 (2).JPG" and names[0] == "photo-0.jpg"
+    audit = TransitionLog.objects.filter(transition="archived")
+    assert audit.count() == 50 and {e.details["archive"] for e in audit} == {response["X-Archive-Id"]}
+    assert {e.actor for e in audit} == {"user:bob"} and audit.first().details["files"] == 50
+
+
+def test_only_ready_files_committed_to_the_ref_go_in(alice, api):
+    client = api(alice)
+    kept, staged, elsewhere, released = _ready(client, 4)
+    commit(client, [kept, released], "album")
+    commit(client, [elsewhere], "other")
+    assert client.post("/api/v1/attachments/release", {"ids": [released]}, format="json").status_code == 200
+    pending = upload(client, jpeg_bytes(), filename="late.jpg")  # not processed: not ready
+    commit(client, [pending], "album")
+    zipped = body(client.get("/api/v1/refs/album/archive"))
+    assert assert_archive_is_what_download_serves(client, "album", [kept], zipped) == ["photo-0.jpg"]
+    assert staged not in (kept, released)
+
+
+def test_another_tenant_an_unknown_ref_and_no_credential_get_no_archive(alice, mallory, api):
+    client = api(alice)
+    commit(client, _ready(client, 2), "album")
+    assert api(mallory).get("/api/v1/refs/album/archive").status_code == 404
+    assert client.get("/api/v1/refs/nothing-here/archive").status_code == 404
+    assert Client().get("/api/v1/refs/album/archive").status_code == 401
+    assert api(mallory).get("/api/v1/refs/album/archive-link").status_code == 404
+
+
+def test_the_signed_link_serves_the_same_zip_without_a_header_and_only_for_its_ref(alice, api):
+    client = api(alice)
+    ids = _ready(client, 3)
+    commit(client, ids, "album")
+    commit(client, _ready(client, 1), "other")
+    link = client.get("/api/v1/refs/album/archive-link").json()
+    parts = urlsplit(link["url"])
+    assert parts.path == "/api/v1/refs/album/archive" and "sig=" in parts.query
+    anonymous = Client()
+    signed = anonymous.get(f"{parts.path}?{parts.query}")
+    assert signed.status_code == 200
+    assert_archive_is_what_download_serves(client, "album", ids, body(signed))
+    assert anonymous.get(f"/api/v1/refs/other/archive?{parts.query}").status_code == 403
+    forged = parts.query.replace("sig=", "sig=x")
+    assert anonymous.get(f"{parts.path}?{forged}").json()["error"]["code"] == "SIGNATURE_INVALID"
+    assert anonymous.get(f"{parts.path}?{parts.query.replace('t=acme', 't=evil')}").status_code == 403
+    # The gate holds at use: a file released after the link was minted is no longer in it.
+    assert client.post("/api/v1/attachments/release", {"ids": ids[:1]}, format="json").status_code == 200
+    again = anonymous.get(f"{parts.path}?{parts.query}")
+    assert_archive_is_what_download_serves(client, "album", ids[1:], body(again))
+
+
+def test_the_renditions_parameter_is_accepted_and_changes_nothing_yet(alice, api):
+    client = api(alice)
+    ids = _ready(client, 2)
+    commit(client, ids, "album")
+    plain = body(client.get("/api/v1/refs/album/archive"))
+    web = client.get("/api/v1/refs/album/archive?renditions=web")
+    assert web.status_code == 200 and len(body(web)) == len(plain)
+
+
+def test_the_archive_is_streamed_from_storage_chunk_by_chunk_not_built(alice, api, monkeypatch):
+    client = api(alice)
+    ids = _ready(client, 5, size=(640, 480))
+    commit(client, ids, "album")
+    gateway = get_gateway()
+    opened, real = [], gateway.iter_chunks
+
+    def counting(key, **kwargs):
+        opened.append(kwargs.get("chunk_size"))
+        yield from real(key, **kwargs)
+
+    monkeypatch.setattr(gateway, "iter_chunks", counting)
+    monkeypatch.setattr(archive, "CHUNK", 512)  # small, so a member takes several reads
+    response = client.get("/api/v1/refs/album/archive")
+    assert response.streaming and opened == []  # the answer started before any object was opened
+    pieces = list(response.streaming_content)
+    assert opened == [512] * 5
+    # No piece is a whole member, let alone the archive: each is a chunk or a header.
+    sizes = Attachment.objects.filter(pk__in=ids).values_list("size", flat=True)
+    assert max(len(p) for p in pieces) <= 512 + 200 < min(sizes)
+    assert sum(len(p) for p in pieces) == int(response["Content-Length"])
+
+
+def test_zip64_past_4_gib_with_its_length_known_in_advance(monkeypatch):
+    big = 5 << 30
+    members = [archive.Member(name="film.mov", key="k", size=big), archive.Member(name="a.jpg", key="j", size=10)]
+
+    def zeros(key):
+        yield bytes(10) if key == "j" else bytes(1 << 20)  # never read to the end here
+
+    monkeypatch.setattr(archive, "_chunks", zeros)
+    stream = archive.archive_stream(members)
+    assert len(stream) > big + 10
+    head = next(iter(stream))
+    assert head[:4] == b"PK\x03\x04" and struct.unpack_from("<H", head, 4)[0] >= 45  # version needed: ZIP64
+    name_len, extra_len = struct.unpack_from("<HH", head, 26)
+    extra = head[30 + name_len : 30 + name_len + extra_len]
+    assert extra[:2] == b"\x01\x00"  # the ZIP64 extended information field
+
+
+def test_names_are_made_unique_case_insensitively():
+    assert archive.unique_names(["a.jpg", "A.JPG", "a.jpg", "noext", "noext", ".hidden", ".hidden"]) == [
+        "a.jpg",
+        "A (2).JPG",
+        "a (3).jpg",
+        "noext",
+        "noext (2)",
+        ".hidden",
+        ".hidden (2)",
+    ]
