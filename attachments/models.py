@@ -221,6 +221,7 @@ _RESOURCE_FIELDS = (
     "expires_at",
     "ref",
     "legal_hold",
+    "approval",
 )
 
 

@@ -42,7 +42,7 @@ def approval_at_intent(link: UploadLink | None) -> str:
 
 
 def link_grant_reserve(link: UploadLink, *, subject: str, size: int, now: datetime) -> None:
-    """Take one file of `size` declared bytes from the link's and the guest's limits (inside the intent's transaction)."""
+    """Take one file of `size` declared bytes from the link's and its guest's limits, in the intent's transaction."""
     links = UploadLink.objects.filter(pk=link.pk, disabled_at__isnull=True, expires_at__gt=now)
     if link.max_files is not None:
         links = links.filter(files_used__lte=F("max_files") - 1)

@@ -218,3 +218,18 @@ def test_a_disabled_or_expired_link_is_gone(alice):
     _, _, page = _open_page(expired["id"])
     assert page.status_code == 410 and b"has expired" in page.content
     assert APIClient().get("/l/00000000-0000-4000-8000-000000000000").status_code == 404
+
+
+def test_a_file_waiting_for_approval_is_delivered_full_size_to_its_guest_only(alice):
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    run_pipeline(pk)
+    assert _guest_api(token).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
+    assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code == 404
+    assert client_for(alice).get(f"/api/v1/attachments/{pk}/thumbnail").status_code in (200, 302)  # to decide
+    signed = client_for(alice).get(f"/api/v1/attachments/{pk}").json()["links"].get("download")
+    if signed:  # a signed link minted for the host does not deliver it either
+        assert APIClient().get(signed).status_code == 404
+    client_for(alice).post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
+    assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
