@@ -243,9 +243,11 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
 
     def for_transition(self) -> AttachmentQuerySet:
         """What a service reads under the row lock: the lease check, the transitions, the audit rows (the
-        arrival's verified digest), and the columns the tenant's usage counter follows (quotas.USAGE_FIELDS)."""
+        arrival's verified digest), the columns the tenant's usage counter follows (quotas.USAGE_FIELDS), and
+        the subject the next job carries (processing/fairness.py)."""
         return self.only(
             "tenant",
+            "subject",
             "lease_token",
             "step",
             "lifecycle",

@@ -1,5 +1,9 @@
 """Full-text search over extracted document text the caller may read.
 
+A member finds the tenant's ready documents; a request confined to a subject
+(the `Airlock-Subject` header) finds only that subject's, as every other read
+of a confined request does.
+
 PostgreSQL: to_tsvector('simple', text) with a GIN expression index and
 ts_headline for the snippet (selection markers set to nothing: plain text).
 SQLite (embedded default): a LIKE scan, fine at that scale.
@@ -14,6 +18,7 @@ from django.db.models import F, Func, Q, TextField, Value
 from django.utils import timezone
 
 from .models import Attachment, Lifecycle, Status
+from .subjects import confined_subject, owned_q
 from .tenancy import tenant_of
 
 MAX_RESULTS = 50
@@ -23,12 +28,15 @@ _HEADLINE_OPTIONS = 'StartSel="", StopSel="", MaxWords=35, MinWords=15, ShortWor
 
 def _readable(user):
     now = timezone.now()
-    return (
+    qs = (
         Attachment.objects.filter(tenant=tenant_of(user), status=Status.READY)
         .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.RELEASED, Lifecycle.DELETED])
         .filter(Q(lifecycle=Lifecycle.COMMITTED) | Q(expires_at__gt=now))
         .exclude(text="")
     )
+    if confined_subject(user) is not None:
+        qs = qs.filter(owned_q(user))
+    return qs
 
 
 def _plain(text: str) -> str:

@@ -32,6 +32,8 @@ against a baseline measured in the same run, interleaved with it.
   rescan       bench/rescan_bench.py        rescan_one files/s, the walk's rate vs its budget, status reads during it
   variants     bench/variant_bench.py       12 MP photo: cold medium variant, warm vs download, single flight (serve)
   variant_flood bench/variant_flood_bench.py another tenant's cold variant while one floods 36 cold variants (serve)
+  r2           bench/r2_bench.py            R2 notifications/s over the Cloudflare Queues pull API vs S3 events over SQS
+                                            (consume_storage_events, PostgreSQL, moto, the Queues stand-in)
   readyz       bench/readyz_bench.py        /readyz p99 and 503s, 30 clients x 20, PostgreSQL + Redis + S3 (moto)
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
@@ -137,6 +139,9 @@ GOALS: list[tuple[str, str, object]] = [
     ("variant_warm_vs_download_ratio", ">= 0.9", lambda v: v >= 0.9),
     ("variant_single_flight_generations", "== 1 (50 concurrent cold requests)", lambda v: v == 1),
     ("variant_flood_other_tenant_p99_s", "<= 1.0 (one tenant floods 36 cold variants, embedded)", lambda v: v <= 1.0),
+    ("r2_consumer_events_per_s", "(info: pull → applied → acked, PostgreSQL)", None),
+    ("sqs_consumer_events_per_s", "(info: receive → applied → deleted, same run)", None),
+    ("r2_vs_sqs_consumer_ratio", ">= 0.9", lambda v: v >= 0.9),
     ("readyz_p99_s", "<= 0.2 (30 clients, PostgreSQL + Redis + S3)", lambda v: v <= 0.2),
     ("readyz_503", "== 0 (a healthy instance)", lambda v: v == 0),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
@@ -189,6 +194,7 @@ OWN_KEYS = {
     "variants": ["variant_cold_p99_s", "variant_warm_vs_download_ratio", "variant_single_flight_generations"],
     "variant_flood": ["variant_flood_other_tenant_p99_s"],
     "readyz": ["readyz_p99_s", "readyz_503"],
+    "r2": ["r2_consumer_events_per_s", "r2_vs_sqs_consumer_ratio"],
 }
 
 
@@ -385,6 +391,10 @@ def bench_readyz(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/readyz_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "readyz"), 900)
 
 
+def bench_r2(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/r2_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "r2"), 1200)
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -408,6 +418,7 @@ BENCHES = {
     "variants": bench_variants,
     "variant_flood": bench_variant_flood,
     "readyz": bench_readyz,
+    "r2": bench_r2,
 }
 
 

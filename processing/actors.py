@@ -48,26 +48,33 @@ def _tenant(raw: object) -> str | None:
     return tenant if tenant.isascii() and tenant.isdigit() else None
 
 
-def _intake_args(args: tuple) -> tuple[uuid.UUID, str | None] | None:
-    """(attachment id[, tenant id]); messages sent before the tenant rode along have one."""
-    if len(args) not in (1, 2):
+def _subject(raw: object) -> str | None:
+    """A subject riding along a message: any text (an account's name may be one); "" (a row without one): None."""
+    return raw or None if isinstance(raw, str) else None
+
+
+def _intake_args(args: tuple) -> tuple[uuid.UUID, str | None, str | None] | None:
+    """(attachment id[, tenant id[, subject]]); messages sent before the tenant (or subject) rode along are shorter."""
+    if not 1 <= len(args) <= 3:
         return None
     ids = _uuids(args[0])
-    tenant = _tenant(args[1]) if len(args) == 2 else None
-    if ids is None or (len(args) == 2 and tenant is None):
+    tenant = _tenant(args[1]) if len(args) >= 2 else None
+    subject = _subject(args[2]) if len(args) == 3 else None
+    if ids is None or (len(args) >= 2 and tenant is None) or (len(args) == 3 and not isinstance(args[2], str)):
         return None
-    return ids[0], tenant
+    return ids[0], tenant, subject
 
 
-def _stage_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None] | None:
-    """(attachment id, lease token[, tenant id]); messages sent before the tenant rode along have two."""
-    if len(args) not in (2, 3):
+def _stage_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None, str | None] | None:
+    """(attachment id, lease token[, tenant id[, subject]]); messages sent before they rode along are shorter."""
+    if not 2 <= len(args) <= 4:
         return None
     ids = _uuids(*args[:2])
-    tenant = _tenant(args[2]) if len(args) == 3 else None
-    if ids is None or (len(args) == 3 and tenant is None):
+    tenant = _tenant(args[2]) if len(args) >= 3 else None
+    subject = _subject(args[3]) if len(args) == 4 else None
+    if ids is None or (len(args) >= 3 and tenant is None) or (len(args) == 4 and not isinstance(args[3], str)):
         return None
-    return ids[0], ids[1], tenant
+    return ids[0], ids[1], tenant, subject
 
 
 # Each stage runs at most AIRLOCK_TENANT_CONCURRENCY jobs of one tenant at once; the
@@ -88,9 +95,9 @@ def scan(*args: object) -> None:
     parsed = _stage_args(args)
     if parsed is None:
         return _dead_letter_message(scan.actor_name, args)
-    attachment_id, token, tenant = parsed
+    attachment_id, token, tenant, subject = parsed
     outages.run_through_blips(
-        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, SCAN.name, tenant, resend=scan.send),
+        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, SCAN.name, tenant, subject, resend=scan.send),
         what=SCAN.name,
     )
 
@@ -101,9 +108,11 @@ def derive(*args: object) -> None:
     parsed = _stage_args(args)
     if parsed is None:
         return _dead_letter_message(derive.actor_name, args)
-    attachment_id, token, tenant = parsed
+    attachment_id, token, tenant, subject = parsed
     outages.run_through_blips(
-        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, DERIVE.name, tenant, resend=derive.send),
+        lambda: pipeline.stage_within_tenant_cap(
+            attachment_id, token, DERIVE.name, tenant, subject, resend=derive.send
+        ),
         what=DERIVE.name,
     )
 

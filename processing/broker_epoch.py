@@ -63,8 +63,10 @@ def redrive_after_broker_loss(*, now: datetime | None = None) -> int:
         attachment_requeue_intake(attachment_id=pk, now=now)
         done += 1
     leased = live.filter(status=Status.PROCESSING, lease_token__isnull=False).order_by("pk")
-    for pk, token, step, tenant_id in list(leased.values_list("pk", "lease_token", "step", "tenant_id")):
-        done += attachment_stage_resend(attachment_id=pk, token=token, step=step, tenant_id=tenant_id)
+    for pk, token, step, tenant_id, subject in list(
+        leased.values_list("pk", "lease_token", "step", "tenant_id", "subject")
+    ):
+        done += attachment_stage_resend(attachment_id=pk, token=token, step=step, tenant_id=tenant_id, subject=subject)
     return done
 
 

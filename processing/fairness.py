@@ -33,13 +33,22 @@ slot of the same pool while the sandbox makes them (`variant_slot`): a tenant's
 viewers and its uploads share one fair share. A request never parks (a browser
 waits on it): with no slot free it is refused, and the browser retries.
 
-The pool is the tenant's, not its subjects' (a host's people,
-attachments/subjects.py): messages carry no subject, and a pool per subject
-inside the tenant's would need a waiting room of its own (else a full
-subject's parked jobs churn through the tenant's room on every release and
-tick) and a second pool in every recovery path. One person's flood is bounded
-before the pipeline instead, by the per-subject intent rate, pending cap and
-optional quota (docs/architecture.md, "Within a tenant").
+Within a tenant, a second, smaller pool per subject (a host's person,
+attachments/subjects.py): a job carries its subject from the outbox as it
+carries its tenant, and takes a slot of its subject's pool
+(AIRLOCK_SUBJECT_CONCURRENCY, by default the tenant's concurrency − 1) after
+its tenant's. One person's flood therefore leaves the tenant at least one slot
+for its other people. A job that gets its tenant's slot but finds its subject's
+pool full parks in the subject's waiting room (atomically, so a releasing
+holder cannot miss it) and gives its tenant slot straight back, which wakes the
+tenant's next parked job. A release frees the subject's slot first, then the
+tenant's: the subject's next job is sent again when its subject frees a slot,
+and each freed slot wakes one job, so a job moves from the tenant's room to its
+subject's at most once per wake. With a subject limit at or above the tenant's,
+or a message without a subject (sent before it rode along), only the tenant's
+pool is used. The recovery paths treat the subject's pool like the tenant's:
+a dead worker's holders and an expired holder are freed in every pool, and a
+file parked in its subject's room is waiting, not lost.
 
 Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
 AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
@@ -78,6 +87,7 @@ WEBHOOK = "webhook"
 TRANSCODE = TRANSCODE_QUEUE
 VARIANT = "variant"  # a web request's variant: a holder in the tenant's pool, never parked
 TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
+SUBJECT_POOL = "subject"  # within a tenant's pool, one per subject: keyed "<tenant id>/<subject>"
 # The actor that runs each stage's jobs (a parked job is sent back to it).
 ACTOR_OF_STAGE = {
     **{stage.name: stage.actor_name for stage in STAGES.values()},
@@ -114,9 +124,30 @@ def _limit(stage: str) -> int:
     return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY if stage == WEBHOOK else settings.AIRLOCK_TENANT_CONCURRENCY
 
 
+def subject_limit() -> int:
+    """A subject's share of its tenant's slots: the setting, or the tenant's − 1 (at least 1)."""
+    configured = settings.AIRLOCK_SUBJECT_CONCURRENCY
+    return configured if configured else max(1, settings.AIRLOCK_TENANT_CONCURRENCY - 1)
+
+
+def subject_key(tenant: str, subject: str) -> str:
+    """The subject pool's key: a tenant id has no "/", so the pair is unambiguous whatever the subject."""
+    return f"{tenant}/{subject}"
+
+
+def subject_pool_applies(stage: str, subject: str | None) -> bool:
+    """Whether a job at `stage` takes a subject slot too: a pipeline stage, a subject known, a limit that bites."""
+    return (
+        bool(subject)
+        and pool_of(stage) == TENANT_POOL
+        and stage_is_capped(stage)
+        and subject_limit() < settings.AIRLOCK_TENANT_CONCURRENCY
+    )
+
+
 def pool_limit(pool: str) -> int:
-    """The cap acquire puts on a pool: a tenant's jobs across its stages, or an endpoint's deliveries."""
-    return _limit(pool)
+    """The cap acquire puts on a pool: a tenant's jobs across its stages, a subject's, or an endpoint's deliveries."""
+    return subject_limit() if pool == SUBJECT_POOL else _limit(pool)
 
 
 def _holder_ttl_ms(stage: str) -> int:
@@ -139,32 +170,56 @@ def _park_ttl_ms(stage: str) -> int:
 
 
 def run_in_slot(
-    *, stage: str, key: str, job_id: object, args: tuple, run: Callable[[], str], resend: Callable[..., object]
+    *,
+    stage: str,
+    key: str,
+    job_id: object,
+    args: tuple,
+    run: Callable[[], str],
+    resend: Callable[..., object],
+    subject: str | None = None,
 ) -> str:
-    """Run `run` in one of `key`'s slots at `stage`, or park `args` until one frees; "parked" then.
+    """Run `run` in one of `key`'s slots at `stage` (and one of its subject's), or park `args`; "parked" then.
 
     `key` is the tenant id (the endpoint id for webhooks), `job_id` the file (or
     delivery) the holder is named after, `args` the message that `resend` sends
-    again when this job's release hands it over.
+    again when a release hands it over, `subject` the file's subject (None: the
+    tenant's pool only).
     """
     if not stage_is_capped(stage):
         return run()
     slots = tenant_slots.backend()
     holder = tenant_slots.holder_name(job_id)
     pool = pool_of(stage)
+    parked = tenant_slots.encode((*args, stage))
     if not slots.acquire_or_park(
         key,
         holder,
-        tenant_slots.encode((*args, stage)),
+        parked,
         limit=_limit(stage),
         ttl_ms=_holder_ttl_ms(stage),
         park_ttl_ms=_park_ttl_ms(stage),
         stage=pool,
     ):
         return "parked"  # sent again as soon as one of this key's jobs finishes
+    own = subject_key(key, subject) if subject and subject_pool_applies(stage, subject) else None
+    if own is not None and not slots.acquire_or_park(
+        own,
+        holder,
+        parked,
+        limit=subject_limit(),
+        ttl_ms=_holder_ttl_ms(stage),
+        park_ttl_ms=_park_ttl_ms(stage),
+        stage=SUBJECT_POOL,
+    ):
+        # Parked in the subject's room; the tenant slot goes to the tenant's next parked job.
+        _resend_next_parked(slots, pool, key, holder, stage, resend)
+        return "parked"
     try:
         return run()
     finally:
+        if own is not None:  # the subject's first: its next job then finds the tenant's slot free too
+            _resend_next_parked(slots, SUBJECT_POOL, own, holder, stage, resend)
         _resend_next_parked(slots, pool, key, holder, stage, resend)
 
 

@@ -261,51 +261,63 @@ def _retry_or_wait(attachment_id: uuid.UUID, token: uuid.UUID, exc: BaseExceptio
     return attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
 
 
-def tenant_of(attachment_id: uuid.UUID) -> str | None:
-    """The file's tenant id (one narrow read), for messages that did not carry it."""
-    tenant_id = Attachment.objects.filter(pk=attachment_id).values_list("tenant_id", flat=True).first()
-    return None if tenant_id is None else str(tenant_id)
+def tenant_and_subject_of(attachment_id: uuid.UUID) -> tuple[str, str | None] | None:
+    """The file's tenant id and subject (one narrow read), for messages that did not carry them."""
+    row = Attachment.objects.filter(pk=attachment_id).values_list("tenant_id", "subject").first()
+    return None if row is None else (str(row[0]), row[1] or None)
 
 
-def intake_within_tenant_cap(attachment_id: uuid.UUID, tenant: str | None, *, resend: Callable[..., object]) -> str:
-    """Start and run intake in one of its tenant's intake slots, or park it until one frees (fairness.py)."""
+def intake_within_tenant_cap(
+    attachment_id: uuid.UUID, tenant: str | None, subject: str | None = None, *, resend: Callable[..., object]
+) -> str:
+    """Start and run intake in one of its tenant's (and subject's) slots, or park it until one frees (fairness.py)."""
     if tenant is None:
-        tenant = tenant_of(attachment_id)
-        if tenant is None:
+        found = tenant_and_subject_of(attachment_id)
+        if found is None:
             return "skipped"
+        tenant, subject = found
     return fairness.run_in_slot(
         stage=INTAKE.name,
         key=tenant,
         job_id=attachment_id,
-        args=(attachment_id, tenant),
+        args=(attachment_id, tenant) if subject is None else (attachment_id, tenant, subject),
         run=lambda: start_and_intake(attachment_id),
         resend=resend,
+        subject=subject,
     )
 
 
 def stage_within_tenant_cap(
-    attachment_id: uuid.UUID, token: uuid.UUID, stage: str, tenant: str | None, *, resend: Callable[..., object]
+    attachment_id: uuid.UUID,
+    token: uuid.UUID,
+    stage: str,
+    tenant: str | None,
+    subject: str | None = None,
+    *,
+    resend: Callable[..., object],
 ) -> str:
-    """Run scan or derive in one of its tenant's slots for that stage, or park it until one frees.
+    """Run scan or derive in one of its tenant's (and subject's) slots, or park it until one frees.
 
-    With the tenant in the message, a job over its tenant's cap is parked without
-    touching the database; run_stage checks the lease once it holds a slot (the
-    tenant only picks whose slots it waits for). Without it (messages sent before
-    the tenant rode along), one read gives the tenant and the lease check.
+    With the tenant (and subject) in the message, a job over a cap is parked
+    without touching the database; run_stage checks the lease once it holds its
+    slots (they only pick whose slots it waits for). Without the tenant (messages
+    sent before it rode along), one read gives the tenant, the subject and the
+    lease check.
     """
     attachment = None
     if tenant is None:
         attachment = current(attachment_id, token, stage)
         if attachment is None:
             return "stale"
-        tenant = str(attachment.tenant_id)
+        tenant, subject = str(attachment.tenant_id), attachment.subject or None
     return fairness.run_in_slot(
         stage=stage,
         key=tenant,
         job_id=attachment_id,
-        args=(attachment_id, token, tenant),
+        args=(attachment_id, token, tenant) if subject is None else (attachment_id, token, tenant, subject),
         run=lambda: run_stage(attachment_id, token, stage, attachment=attachment),
         resend=resend,
+        subject=subject,
     )
 
 

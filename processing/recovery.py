@@ -19,7 +19,15 @@ from attachments.services.processing import (
     attachments_touch_parked,
 )
 
-from .fairness import ACTOR_OF_STAGE, parked_job, pool_limit, pool_of
+from .fairness import (
+    ACTOR_OF_STAGE,
+    SUBJECT_POOL,
+    parked_job,
+    pool_limit,
+    pool_of,
+    subject_key,
+    subject_pool_applies,
+)
 from .liveness import lost_after_seconds, registry
 from .stages import INTAKE, STAGES
 
@@ -47,23 +55,21 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
     now = now or timezone.now()
     stuck = list(
         Attachment.objects.filter(status=Status.PROCESSING, lease_expires_at__lt=now).values_list(
-            "pk", "lease_token", "step", "tenant_id"
+            "pk", "lease_token", "step", "tenant_id", "subject"
         )[:1000]
     )
-    # A scan or derive job parked behind its tenant's cap is waiting, not lost: a long
-    # one-tenant backlog must not turn into retries and, at the cap, failures.
-    parked = _parked_files({(step, tenant_id) for _, _, step, tenant_id in stuck if step in _LEASED_STAGES})
-    waiting = {
-        (pk, token)
-        for pk, token, step, tenant_id in stuck
-        if step in _LEASED_STAGES and str(pk) in parked.get((step, tenant_id), ())
-    }
+    # A scan or derive job parked behind its tenant's (or subject's) cap is waiting, not lost:
+    # a long one-tenant backlog must not turn into retries and, at the cap, failures.
+    parked = _parked_files(
+        {(step, tenant_id, subject) for _, _, step, tenant_id, subject in stuck if step in _LEASED_STAGES}
+    )
+    waiting = {(pk, token) for pk, token, step, _, _ in stuck if step in _LEASED_STAGES and str(pk) in parked}
     if dry_run:
         return len(stuck) - len(waiting)
     for pk, token in waiting:
         attachment_lease_extend(attachment_id=pk, token=token, now=now)
     done = 0
-    for pk, token, step, tenant_id in stuck:
+    for pk, token, step, tenant_id, subject in stuck:
         if (pk, token) in waiting:
             continue
         if attachment_retry_or_fail(
@@ -75,7 +81,7 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
         ):
             done += 1
             if step:
-                _free_tenant_slot(step, tenant_id, pk)
+                _free_tenant_slot(step, tenant_id, pk, subject)
     return done
 
 
@@ -83,13 +89,17 @@ def expire_leases(*, now: datetime | None = None, dry_run: bool = False) -> int:
 _LEASED_STAGES = tuple(name for name in STAGES if name != INTAKE.name)
 
 
-def _parked_files(stages_and_tenants: set[tuple[str, int]]) -> dict[tuple[str, int], set[str]]:
+def _parked_files(rooms: set[tuple[str, int, str]]) -> set[str]:
+    """Files parked in the waiting rooms of these (stage, tenant id, subject): the tenant's and the subject's."""
     from . import tenant_slots
 
-    found: dict[tuple[str, int], set[str]] = {}
-    for stage, tenant_id in stages_and_tenants:
+    slots = tenant_slots.backend()
+    found: set[str] = set()
+    for stage, tenant_id, subject in rooms:
         try:
-            found[(stage, tenant_id)] = tenant_slots.backend().parked_files(str(tenant_id), stage=pool_of(stage))
+            found |= slots.parked_files(str(tenant_id), stage=pool_of(stage))
+            if subject and subject_pool_applies(stage, subject):
+                found |= slots.parked_files(subject_key(str(tenant_id), subject), stage=SUBJECT_POOL)
         except Exception as exc:  # cannot tell: treat its jobs as lost, the safe side
             log.warning(
                 "could not read parked jobs", extra={"tenant": str(tenant_id), "step": stage, "error": str(exc)}
@@ -97,19 +107,22 @@ def _parked_files(stages_and_tenants: set[tuple[str, int]]) -> dict[tuple[str, i
     return found
 
 
-def _free_tenant_slot(stage: str, tenant_id: int, attachment_id: object) -> None:
-    """A job that died holding its tenant's slot would keep it until the slot's TTL.
+def _free_tenant_slot(stage: str, tenant_id: int, attachment_id: object, subject: str) -> None:
+    """A job that died holding its tenant's (and subject's) slot would keep it until the slot's TTL.
 
-    The slot is released as a finishing job releases it: the next job parked
-    behind it is sent again (through the outbox). Nobody else would wake it: the
-    job that was to do so is the dead one.
+    The slots are released as a finishing job releases them, the subject's
+    first: the next job parked behind each is sent again (through the outbox).
+    Nobody else would wake them: the job that was to do so is the dead one.
     """
     from . import tenant_slots
 
     slots = tenant_slots.backend()
+    own = subject and subject_pool_applies(stage, subject)
+    pools = [(SUBJECT_POOL, subject_key(str(tenant_id), subject))] if own else []
     try:
-        for holder in slots.holders_of(str(tenant_id), str(attachment_id), stage=pool_of(stage)):
-            _release_and_wake(slots, pool_of(stage), str(tenant_id), holder)
+        for pool, key in [*pools, (pool_of(stage), str(tenant_id))]:
+            for holder in slots.holders_of(key, str(attachment_id), stage=pool):
+                _release_and_wake(slots, pool, key, holder)
     except Exception as exc:  # the slot still expires on its own; a parked job's lease runs out
         log.warning(
             "could not free a dead job's tenant slot", extra={"attachment_id": str(attachment_id), "error": str(exc)}
@@ -180,13 +193,13 @@ def redrive_pending(
     rows = list(
         Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False, updated_at__lt=cutoff)
         .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-        .values_list("pk", "tenant_id")[:1000]
+        .values_list("pk", "tenant_id", "subject")[:1000]
     )
-    # An intake job parked behind its tenant's cap is waiting, not lost: its row is
-    # touched (looked at again a while later), not sent a second job.
-    parked = _parked_files({(INTAKE.name, tenant_id) for _, tenant_id in rows})
-    waiting = [pk for pk, tenant_id in rows if str(pk) in parked.get((INTAKE.name, tenant_id), ())]
-    lost = [pk for pk, tenant_id in rows if str(pk) not in parked.get((INTAKE.name, tenant_id), ())]
+    # An intake job parked behind its tenant's (or subject's) cap is waiting, not lost: its
+    # row is touched (looked at again a while later), not sent a second job.
+    parked = _parked_files({(INTAKE.name, tenant_id, subject) for _, tenant_id, subject in rows})
+    waiting = [pk for pk, _, _ in rows if str(pk) in parked]
+    lost = [pk for pk, _, _ in rows if str(pk) not in parked]
     if dry_run:
         return len(lost)
     attachments_touch_parked(attachment_ids=waiting, now=now)

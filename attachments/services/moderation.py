@@ -36,7 +36,7 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
             raise TransitionConflict(f"cannot requeue an attachment that is {attachment.status}")
         apply_transition(attachment, "retry", actor=actor, note="requeued by staff", reset_attempts=True)
         _resolve_dead_letters(attachment, actor)
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
 
 
 def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:
@@ -67,7 +67,7 @@ def attachment_reprocess(*, attachment_id: uuid.UUID | str, actor: str) -> None:
     with transaction.atomic():
         attachment = _locked(attachment_id)
         apply_transition(attachment, "rescan", actor=actor, note="reprocess requested")
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
 
 
 def attachment_take_down(*, attachment_id: uuid.UUID | str, actor: str, note: str) -> None:
@@ -82,7 +82,7 @@ def attachment_restore(*, attachment_id: uuid.UUID | str, actor: str) -> None:
     with transaction.atomic():
         attachment = _locked(attachment_id)
         apply_transition(attachment, "restore", actor=actor, note="takedown restored")
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
 
 
 def dead_letter_resolve(*, dead_letter_id: int, actor: str) -> None:

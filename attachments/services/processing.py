@@ -106,7 +106,7 @@ def attachment_begin(
             audit=[arrived] if arrived else (),
         )
         if intake_facts is not None:
-            outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id)
+            outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id, attachment.subject)
         return token
 
 
@@ -199,7 +199,7 @@ def attachment_advance(
             save_fields(attachment, [*fields, "step", "lease_expires_at"], usage_before=usage_before)
             # The job carries its tenant: the actor parks a job over the tenant's
             # cap without reading the row first (processing/fairness.py).
-            outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id)
+            outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
     return True
 
 
@@ -221,7 +221,7 @@ def _hand_over(
     entry = stage_entry(read, stage=step, fields=fields, actor=WORKER)
     if entry is not None:
         entry.save()
-    outbox.enqueue(next_step, read.pk, token, read.tenant_id)
+    outbox.enqueue(next_step, read.pk, token, read.tenant_id, read.subject)
     return True
 
 
@@ -268,7 +268,7 @@ def attachment_retry_or_fail(
             return "failed"
         apply_transition(attachment, "retry", actor=actor, note=error)
         delay = backoff_seconds(attachment.attempts) if backoff else 0.0
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay * 1000))
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay * 1000))
         return "retried"
 
 
@@ -285,7 +285,9 @@ def attachment_wait_for_dependency(
         if attachment is None:
             return False
         apply_transition(attachment, "release", actor=WORKER, note=f"waiting for {error}"[:500])
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay_seconds * 1000))
+        outbox.enqueue(
+            "intake", attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay_seconds * 1000)
+        )
     return True
 
 
@@ -300,7 +302,7 @@ def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, act
         if attachment is None:
             return False
         apply_transition(attachment, "release", actor=actor, note="worker stopping")
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
+        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
     return True
 
 
@@ -314,7 +316,9 @@ def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_
         outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
 
 
-def attachment_stage_resend(*, attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant_id: int) -> bool:
+def attachment_stage_resend(
+    *, attachment_id: uuid.UUID, token: uuid.UUID, step: str, tenant_id: int, subject: str | None = None
+) -> bool:
     """Send a processing file's current stage job again (the broker lost it), its lease renewed; the lease decides."""
     with transaction.atomic():
         renewed = Attachment.objects.filter(
@@ -322,7 +326,7 @@ def attachment_stage_resend(*, attachment_id: uuid.UUID, token: uuid.UUID, step:
         ).update(lease_expires_at=_lease_deadline(timezone.now()))
         if not renewed or not step:
             return False
-        outbox.enqueue(step, attachment_id, token, tenant_id)
+        outbox.enqueue(step, attachment_id, token, tenant_id, *([] if subject is None else [subject]))
     return True
 
 
@@ -381,6 +385,6 @@ def attachments_reprocess(*, ids: list[uuid.UUID], status: str, actor: str, note
     with transaction.atomic():
         for attachment in Attachment.objects.select_for_update().filter(pk__in=ids, status=status).order_by("pk"):
             apply_transition(attachment, name, actor=actor, note=note)
-            outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
+            outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
             done += 1
     return done

@@ -253,12 +253,12 @@ def object_arrived(
     """Record an object-created notification once and start intake for its intent."""
     try:
         with transaction.atomic():
-            # Only what decides the outcome (and the tenant, whose intake slots the job
-            # waits for); storage keys are unique, so no ORDER BY either.
+            # Only what decides the outcome (and the tenant and subject, whose intake slots
+            # the job waits for); storage keys are unique, so no ORDER BY either.
             attachment = next(
                 iter(
                     Attachment.objects.select_for_update()
-                    .only("status", "lifecycle", "content_key", "uploaded_at", "tenant")
+                    .only("status", "lifecycle", "content_key", "uploaded_at", "tenant", "subject")
                     .filter(storage_key=key)[:1]
                 ),
                 None,
@@ -306,7 +306,7 @@ def object_arrived(
             if attachment.uploaded_at is None:
                 attachment.uploaded_at = timezone.now()
                 attachment.save(update_fields=["uploaded_at"])
-            outbox.enqueue("intake", attachment.pk, attachment.tenant_id)
+            outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
             log.info(
                 "object arrived",
                 extra={

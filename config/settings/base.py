@@ -401,6 +401,11 @@ AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
 # Jobs of one tenant running at once at each stage named in AIRLOCK_TENANT_FAIR_STAGES;
 # the rest wait parked, off the queue (processing/fairness.py).
 AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
+# Jobs of one subject (a host's person) running at once within its tenant's slots; unset:
+# the tenant's concurrency − 1, at least 1, so one person alone never fills the tenant's share.
+AIRLOCK_SUBJECT_CONCURRENCY = int(_sc) if (_sc := env_str("AIRLOCK_SUBJECT_CONCURRENCY")) else None
+if AIRLOCK_SUBJECT_CONCURRENCY is not None and AIRLOCK_SUBJECT_CONCURRENCY < 1:
+    raise ImproperlyConfigured(f"AIRLOCK_SUBJECT_CONCURRENCY must be at least 1, not {AIRLOCK_SUBJECT_CONCURRENCY}")
 AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", list(STAGES))]
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")

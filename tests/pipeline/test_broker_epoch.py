@@ -45,7 +45,8 @@ def test_a_lost_epoch_redrives_every_file_with_its_bytes_in_once(alice, bob, mal
     assert _jobs("intake", pending) == intake_before + 1
     assert _jobs("scan", leased) == scan_before + 1
     resent = OutboxMessage.objects.filter(actor_name="scan", args__0=leased).latest("pk")
-    assert resent.args == [leased, str(row.lease_token), str(row.tenant_id)]  # the same lease: whoever runs first wins
+    # the same lease (whoever runs first wins), with its tenant and subject
+    assert resent.args == [leased, str(row.lease_token), str(row.tenant_id), row.subject]
     assert not OutboxMessage.objects.filter(args__0=never_sent.json()["id"]).exists()
 
     assert broker_epoch.check_broker_epoch() == 0, "one loss, one re-drive"

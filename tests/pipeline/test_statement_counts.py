@@ -87,7 +87,8 @@ def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]
     """intake, scan and derive as their actors run them, with each one's statements."""
     seen: dict[str, list[str]] = {}
     args = _sent("intake", attachment_id)
-    assert args[1:] == [str(Attachment.objects.get(pk=attachment_id).tenant_id)]  # the tenant rides along
+    row = Attachment.objects.get(pk=attachment_id)
+    assert args[1:] == [str(row.tenant_id), row.subject]  # the tenant and the subject ride along
     with _statements(capture) as seen["intake"]:
         actors.intake.fn(*args)
     assert Attachment.objects.get(pk=attachment_id).step == "scan"
@@ -183,7 +184,7 @@ def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api,
     actors.scan.fn(*_sent("scan", attachment_id))
     args = _sent("derive", attachment_id)
     row = Attachment.objects.get(pk=attachment_id)
-    assert args == [str(row.pk), str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
+    assert args == [str(row.pk), str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
     resent: list[tuple] = []
     monkeypatch.setattr(actors.derive, "send", lambda *a: resent.append(a))
     assert memory_slots.acquire_or_park(str(row.tenant_id), "busy", "-", limit=1, ttl_ms=60_000, park_ttl_ms=60_000)
@@ -203,7 +204,7 @@ def test_malformed_derive_messages_are_dead_lettered(db):
         ("x", "y"),
         (str(uuid.uuid4()),),
         (str(uuid.uuid4()), str(uuid.uuid4()), "acme"),
-        (str(uuid.uuid4()), str(uuid.uuid4()), "1", "2"),
+        (str(uuid.uuid4()), str(uuid.uuid4()), "1", "ann", "2"),
     ]:
         actors.derive.fn(*args)
     assert DeadLetter.objects.filter(kind="message").count() == 4
@@ -224,7 +225,8 @@ def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory
     after = Attachment.objects.get(pk=attachment_id)
     assert (after.status, after.step, after.lease_token) == ("processing", "derive", row.lease_token)
     actors.derive.fn(str(row.pk), str(row.lease_token))
-    assert asked == [str(row.tenant_id)]
+    # The row read gives the subject too: its pool (tenant's 2 − 1 slots) after the tenant's.
+    assert asked == [str(row.tenant_id), f"{row.tenant_id}/{row.subject}"]
     assert Attachment.objects.get(pk=attachment_id).status == "ready"
 
 

@@ -134,6 +134,7 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     actors.derive.fn(str(first.pk), str(token))
     assert inside == [()]  # parked: not re-queued on a timer
     # Resent the moment the first released its slot, with its tenant (no read to park it again).
+    # (The row has no subject: the tenant's pool alone, and a message as before subjects rode along.)
     assert sent == [(str(second.pk), str(token), str(second.tenant_id))]
 
 
