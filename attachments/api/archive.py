@@ -25,6 +25,7 @@ from ..services.audit import ref_archive_record
 from ..services.transitions import user_actor
 from ..serving import content_disposition, security_headers
 from ..signing import archive_query, delivery_expiry, delivery_signed
+from .client_scope import ClientTokenScope
 from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated
 from .links import absolute_url
 from .schema import errors
@@ -57,7 +58,8 @@ def _signed_in(request) -> bool:
 
 
 class RefArchiveApi(APIView):
-    permission_classes = [SignedOrAuthenticated]
+    # A client token acts for one person's uploads; an album is the host's to hand out (a signed link).
+    permission_classes = [SignedOrAuthenticated, ClientTokenScope]
 
     @extend_schema(
         operation_id="refs_archive",
@@ -105,7 +107,7 @@ def _zip_name(ref: str) -> str:
 
 
 class RefArchiveLinkApi(APIView):
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAuthenticated, ClientTokenScope]
 
     @extend_schema_serializer(component_name="ArchiveLink")
     class OutputSerializer(SharedSerializer):

@@ -53,7 +53,10 @@ def test_no_function_level_import_hides_a_cycle():
 def test_function_level_imports_are_counted():
     # 202 before issue #33's cycles were removed; a new one needs a reason (weight, app loading).
     # +2: the transcode decoder loaded only in the fork server (sandbox/kinds.py), its tick registered in ready().
-    assert len(function_level_imports()) <= 177
+    # +4: the Cloudflare SDK loaded only by the queue consumer (weight); /readyz's queue-consumer and waiting-files
+    # checks and /metrics' queue gauges read models (ops/ is imported before the apps are ready); the scheduler
+    # tick's broker-epoch check (processing is loaded after attachments); liveness lost two.
+    assert len(function_level_imports()) <= 181
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ OPEN = {
     ("attachments/<str:attachment_id>/thumbnail", "GET"),
     ("attachments/<str:attachment_id>/display", "GET"),
     ("attachments/<str:attachment_id>/poster", "GET"),
+    ("attachments/<str:attachment_id>/web", "GET"),
     ("attachments/<str:attachment_id>/variants/<slug:name>", "GET"),
     ("attachments/<str:attachment_id>/discard", "POST"),
     ("guest-uploads/<str:attachment_id>", "DELETE"),  # an upload link's guest (others: 404 by the service)
