@@ -290,3 +290,49 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# --- two ways of making intents, compared on one server ---------------------------------------
+
+INTENT_LIMITS_OFF = {"AIRLOCK_INTENTS_PER_MINUTE": "1000000", "AIRLOCK_MAX_PENDING_PER_USER": "1000000"}
+
+
+def setup_child(script: str, env: dict[str, str]) -> dict:
+    """Run `script --setup` in env's database (the bench's own users and tokens); its last line's JSON."""
+    made = subprocess.run(
+        [sys.executable, script, "--setup"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    if made.returncode != 0:
+        raise RuntimeError(f"setup failed: {made.stderr[-2000:]}")
+    return json.loads(made.stdout.strip().splitlines()[-1])
+
+
+def interleaved_intents(
+    db: Database, base: str, tmp: Path, specs: dict[str, dict], *, runs: int, seconds: float, filename: str
+) -> dict[str, list[dict]]:
+    """Each spec driven `runs` times, the order alternating per run; the intents' rows go between runs
+    (audit rows first: raw SQL has no cascade), so every side inserts into the same table size."""
+    samples: dict[str, list[dict]] = {side: [] for side in specs}
+    for spec in specs.values():  # warm-up: connections, imports, caches in both workers
+        drive(base, tmp, seconds=1, **spec)
+    sides = list(specs)
+    for n in range(runs):
+        for side in sides if n % 2 == 0 else sides[::-1]:
+            samples[side].append(drive(base, tmp, seconds=seconds, **specs[side]))
+            db.execute(
+                "DELETE FROM attachments_transitionlog WHERE attachment_id IN "
+                "(SELECT id FROM attachments_attachment WHERE filename = %s)",
+                (filename,),
+            )
+            db.execute("DELETE FROM attachments_attachment WHERE filename = %s", (filename,))
+            db.execute("UPDATE attachments_tenantusage SET bytes_used = 0, files_used = 0")
+    return samples
+
+
+def side_summary(runs: list[dict]) -> dict:
+    """Median requests/s and p99 over a side's runs, and its errors."""
+    return {
+        "rps": r(median(x["rps"] for x in runs), 1),
+        "p99_ms": r(median(x["p99_ms"] for x in runs if x["p99_ms"] is not None), 2),
+        "errors": sum(x["errors"] for x in runs),
+    }

@@ -16,15 +16,20 @@ on each side in turn, several interleaved runs; the ratio is requests/s client
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.api import CONNECTIONS, Database, drive  # noqa: E402
-from bench.common import REPO, Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
+from bench.api import (  # noqa: E402
+    CONNECTIONS,
+    INTENT_LIMITS_OFF,
+    Database,
+    interleaved_intents,
+    setup_child,
+    side_summary,
+)
+from bench.common import Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
 
 SUBJECTS = 20
 BODY = {"profile": "image", "filename": "bench-client.jpg", "size": 1000, "content_type": "image/jpeg"}
@@ -63,66 +68,34 @@ def main() -> None:
         DATABASE_URL=db.url,
         DJANGO_SETTINGS_MODULE="bench.settings",
         AIRLOCK_DB_CONN_MAX_AGE="600",
-        AIRLOCK_INTENTS_PER_MINUTE="1000000",
-        AIRLOCK_MAX_PENDING_PER_USER="1000000",
+        **INTENT_LIMITS_OFF,
     )
     gunicorn = None
-    samples: dict[str, list[dict]] = {"client": [], "service": []}
     try:
-        made = subprocess.run(
-            [sys.executable, "bench/client_token_bench.py", "--setup"],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if made.returncode != 0:
-            raise RuntimeError(f"setup failed: {made.stderr[-2000:]}")
-        tokens = json.loads(made.stdout.strip().splitlines()[-1])
+        tokens = setup_child("bench/client_token_bench.py", env)
         gunicorn = Gunicorn(env, tmp)
-        base = gunicorn.base
         common = dict(method="POST", paths=["/api/v1/uploads"], body=BODY)
         specs = {
             # Browsers send Bearer; the host sends its token for one person at a time.
             "client": dict(tokens=tokens["clients"], scheme="Bearer", **common),
             "service": dict(tokens=[tokens["service"]], headers={"Airlock-Subject": "person-0"}, **common),
         }
-        for spec in specs.values():  # warm-up: connections, imports, caches in both workers
-            drive(base, tmp, seconds=1, **spec)
-        for n in range(runs):
-            for side in ("client", "service") if n % 2 == 0 else ("service", "client"):
-                samples[side].append(drive(base, tmp, seconds=seconds, **specs[side]))
-                # Rows go between runs, so both sides insert into the same table size (audit rows first:
-                # raw SQL has no cascade).
-                db.execute(
-                    "DELETE FROM attachments_transitionlog WHERE attachment_id IN "
-                    "(SELECT id FROM attachments_attachment WHERE filename = %s)",
-                    (BODY["filename"],),
-                )
-                db.execute("DELETE FROM attachments_attachment WHERE filename = %s", (BODY["filename"],))
-                db.execute("UPDATE attachments_tenantusage SET bytes_used = 0, files_used = 0")
+        samples = interleaved_intents(
+            db, gunicorn.base, tmp, specs, runs=runs, seconds=seconds, filename=BODY["filename"]
+        )
         tool = samples["client"][0]["tool"]
     finally:
         if gunicorn is not None:
             gunicorn.stop()
         db.drop()
 
-    def side(which: str) -> dict:
-        runs_ = samples[which]
-        return {
-            "rps": r(median(x["rps"] for x in runs_), 1),
-            "p99_ms": r(median(x["p99_ms"] for x in runs_ if x["p99_ms"] is not None), 2),
-            "errors": sum(x["errors"] for x in runs_),
-        }
-
     ratios = [c["rps"] / s["rps"] for c, s in zip(samples["client"], samples["service"])]
     emit(
         {
             "client_token_vs_service_token_intent_ratio": r(median(ratios)),
             "client_token_intent": {
-                "client": side("client"),
-                "service": side("service"),
+                "client": side_summary(samples["client"]),
+                "service": side_summary(samples["service"]),
                 "ratio_runs": [r(x) for x in ratios],
             },
             "client_token_setup": (

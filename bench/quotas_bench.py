@@ -22,16 +22,21 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.api import CONNECTIONS, Database, drive  # noqa: E402
-from bench.common import REPO, Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
+from bench.api import (  # noqa: E402
+    CONNECTIONS,
+    INTENT_LIMITS_OFF,
+    Database,
+    interleaved_intents,
+    setup_child,
+    side_summary,
+)
+from bench.common import Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
 
 USERS = 20
 BODY = {"profile": "image", "filename": "bench-quota.jpg", "size": 1000, "content_type": "image/jpeg"}
@@ -127,43 +132,19 @@ def main() -> None:
         DATABASE_URL=db.url,
         DJANGO_SETTINGS_MODULE="bench.settings",
         AIRLOCK_DB_CONN_MAX_AGE="600",
-        AIRLOCK_INTENTS_PER_MINUTE="1000000",
-        AIRLOCK_MAX_PENDING_PER_USER="1000000",
+        **INTENT_LIMITS_OFF,
     )
     gunicorn = None
-    samples: dict[str, list[dict]] = {"on": [], "off": []}
     try:
-        made = subprocess.run(
-            [sys.executable, "bench/quotas_bench.py", "--setup"],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if made.returncode != 0:
-            raise RuntimeError(f"setup failed: {made.stderr[-2000:]}")
-        tokens = json.loads(made.stdout.strip().splitlines()[-1])
+        tokens = setup_child("bench/quotas_bench.py", env)
         gunicorn = Gunicorn(env, tmp)
-        base = gunicorn.base
         specs = {
             side: dict(method="POST", tokens=tokens[side], paths=["/api/v1/uploads"], body=BODY)
             for side in ("on", "off")
         }
-        for spec in specs.values():  # warm-up: connections, imports, caches in both workers
-            drive(base, tmp, seconds=1, **spec)
-        for n in range(runs):
-            for side in ("on", "off") if n % 2 == 0 else ("off", "on"):
-                samples[side].append(drive(base, tmp, seconds=seconds, **specs[side]))
-                # Rows (and their reservations) go between runs, so both sides insert into the same table size.
-                # An intent also writes its first audit row: that goes first (raw SQL has no cascade).
-                db.execute(
-                    "DELETE FROM attachments_transitionlog WHERE attachment_id IN "
-                    "(SELECT id FROM attachments_attachment WHERE filename = %s)",
-                    (BODY["filename"],),
-                )
-                db.execute("DELETE FROM attachments_attachment WHERE filename = %s", (BODY["filename"],))
-                db.execute("UPDATE attachments_tenantusage SET bytes_used = 0, files_used = 0")
+        samples = interleaved_intents(
+            db, gunicorn.base, tmp, specs, runs=runs, seconds=seconds, filename=BODY["filename"]
+        )
         tool = samples["on"][0]["tool"]
         alternative = sum_vs_counter(db, files, 7) if db.pg else None
     finally:
@@ -171,19 +152,15 @@ def main() -> None:
             gunicorn.stop()
         db.drop()
 
-    def side(which: str) -> dict:
-        runs_ = samples[which]
-        return {
-            "rps": r(median(x["rps"] for x in runs_), 1),
-            "p99_ms": r(median(x["p99_ms"] for x in runs_ if x["p99_ms"] is not None), 2),
-            "errors": sum(x["errors"] for x in runs_),
-        }
-
     ratios = [on["rps"] / off["rps"] for on, off in zip(samples["on"], samples["off"])]
     emit(
         {
             "quota_intent_on_vs_off_ratio": r(median(ratios)),
-            "quota_intent": {"on": side("on"), "off": side("off"), "ratio_runs": [r(x) for x in ratios]},
+            "quota_intent": {
+                "on": side_summary(samples["on"]),
+                "off": side_summary(samples["off"]),
+                "ratio_runs": [r(x) for x in ratios],
+            },
             "quota_usage_sum_alternative": alternative,
             "quota_setup": (
                 f"gunicorn 2 sync workers, loopback, {tool} with {CONNECTIONS} connections, "
