@@ -58,7 +58,9 @@ def change_context(attachment: Attachment | None) -> dict[str, Any]:
         "variants_box": True,
         "variants": made,
         "variants_bytes": sum(v["size"] for v in made),
-        "variant_sizes": sorted(variant_sizes(attachment.profile, attachment.content_type).items(), key=lambda item: item[1]),
+        "variant_sizes": sorted(
+            variant_sizes(attachment.profile, attachment.content_type).items(), key=lambda item: item[1]
+        ),
     }
 
 
@@ -98,7 +100,11 @@ def preview_img(attachment: Attachment, thumbnail: Derivative, url: str) -> str:
 def staff_variant(request: HttpRequest, object_id: str, name: str) -> HttpResponseBase:
     """A named variant for the staff preview's `srcset`: the API's gate (served now), made on first request."""
     attachment = _staff_attachment(request, object_id)
-    if attachment is None or not servable_now(attachment) or name not in variant_sizes(attachment.profile, attachment.content_type):
+    if (
+        attachment is None
+        or not servable_now(attachment)
+        or name not in variant_sizes(attachment.profile, attachment.content_type)
+    ):
         raise Http404("no such variant")
     fmt = negotiated_format(request.headers.get("Accept", ""))
     try:

@@ -94,7 +94,9 @@ def upload_content_receive(
         body = exactly(limited(chunks(), limit), content_length)
         if attachment.declared_sha256:
             body = digest_checked(body, attachment.declared_sha256)
-        size = get_gateway().write_chunks(attachment.storage_key, body, content_type=stored_type(attachment.declared_type))
+        size = get_gateway().write_chunks(
+            attachment.storage_key, body, content_type=stored_type(attachment.declared_type)
+        )
     except BaseException:
         # A refused or broken attempt does not use the URL up.
         Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)

@@ -111,7 +111,9 @@ def test_a_pdf_sent_to_camera_is_rejected_by_its_bytes(alice, api):
 
 
 def test_a_pdf_declared_as_one_is_refused_at_the_intent(alice, api):
-    response = create_intent(api(alice), profile="camera", filename="invoice.pdf", size=100, content_type="application/pdf")
+    response = create_intent(
+        api(alice), profile="camera", filename="invoice.pdf", size=100, content_type="application/pdf"
+    )
     assert response.status_code == 400 and response.json()["error"]["code"] == "TYPE_NOT_ALLOWED"
     assert not Attachment.objects.exists()
 
@@ -126,9 +128,7 @@ def test_a_pdf_declared_as_one_is_refused_at_the_intent(alice, api):
         ("photo", "application/octet-stream"),
     ],
 )
-def test_an_unknown_or_misnamed_declared_type_is_accepted_and_the_bytes_decide(
-    alice, api, profile, filename, declared
-):
+def test_an_unknown_or_misnamed_declared_type_is_accepted_and_the_bytes_decide(alice, api, profile, filename, declared):
     client = api(alice)
     resource = _ready(client, png_bytes(), profile=profile, filename=filename, declared=declared)
     assert resource["content_type"] == "image/png"
