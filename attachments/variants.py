@@ -13,8 +13,13 @@ from django.conf import settings
 FORMATS = {"webp": ("image/webp", "webp"), "jpeg": ("image/jpeg", "jpg")}  # format → (content type, ext)
 
 
-def variant_sizes(profile: str) -> dict[str, int]:
-    """name → long edge (px) of this profile's variants; empty when it has none."""
+def variant_sizes(profile: str, content_type: str | None) -> dict[str, int]:
+    """name → long edge (px) of the variants a file of this profile and type has; empty when it has none.
+
+    Variants are images: a file known not to be one (a camera profile's video) has none.
+    """
+    if content_type and not content_type.startswith("image/"):
+        return {}
     return dict(settings.AIRLOCK_VARIANTS.get(profile, {}))
 
 
@@ -72,7 +77,7 @@ def source_size(metadata: dict | None) -> tuple[int, int] | None:
     return (width, height) if isinstance(width, int) and isinstance(height, int) and width and height else None
 
 
-def variant_widths(profile: str, metadata: dict | None) -> dict[str, int]:
+def variant_widths(profile: str, content_type: str | None, metadata: dict | None) -> dict[str, int]:
     """name → the width a variant will have, smallest first, for `srcset`'s `w` descriptors.
 
     Fit within the long edge, never upscaled: a variant as wide as a smaller one
@@ -80,7 +85,7 @@ def variant_widths(profile: str, metadata: dict | None) -> dict[str, int]:
     """
     size = source_size(metadata)
     widths: dict[str, int] = {}
-    for name, edge in sorted(variant_sizes(profile).items(), key=lambda item: item[1]):
+    for name, edge in sorted(variant_sizes(profile, content_type).items(), key=lambda item: item[1]):
         width = edge if size is None else round(size[0] * min(1.0, edge / max(size)))
         if width not in widths.values():
             widths[name] = width

@@ -27,7 +27,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from attachments.models import Attachment, Derivative, Lifecycle, Status
-from attachments.profiles import all_profiles
+from attachments.profiles import Profile, all_profiles
 from attachments.services.processing import REPROCESS_TRANSITIONS, attachments_reprocess
 
 from .models import BackfillCheckpoint
@@ -85,15 +85,22 @@ def _missing_something() -> Q:
     has_thumbnail = Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="thumbnail"))
     missing = Q(pk__in=[])
     for profile in all_profiles().values():
-        needs = Q(pk__in=[])
-        if profile.processor == "image" and "thumbnail" in profile.derivatives:
-            needs |= ~Q(has_thumbnail)
-        if "page_count" in profile.derivatives:
-            needs |= ~Q(metadata__has_key="page_count")
-        if "entries" in profile.derivatives:
-            needs |= ~Q(metadata__has_key="entries")
-        missing |= Q(profile=profile.name) & needs
+        if not profile.kinds:
+            missing |= Q(profile=profile.name) & _needs(profile, has_thumbnail)
+        for kind in profile.kinds:  # a kind's promise holds for the files of its types
+            missing |= Q(profile=profile.name, content_type__in=kind.allowed_types) & _needs(kind, has_thumbnail)
     return missing
+
+
+def _needs(profile: Profile, has_thumbnail: Exists) -> Q:
+    needs = Q(pk__in=[])
+    if profile.processor == "image" and "thumbnail" in profile.derivatives:
+        needs |= ~Q(has_thumbnail)
+    if "page_count" in profile.derivatives:
+        needs |= ~Q(metadata__has_key="page_count")
+    if "entries" in profile.derivatives:
+        needs |= ~Q(metadata__has_key="entries")
+    return needs
 
 
 def backfill_queryset(selection: Selection, *, now: datetime) -> QuerySet[Attachment]:

@@ -51,14 +51,16 @@ def existing_variants(attachment: Attachment) -> list[dict[str, Any]]:
 
 def change_context(attachment: Attachment | None) -> dict[str, Any]:
     """What the change page's variants box shows (nothing for a profile without variants)."""
-    if attachment is None or not variant_sizes(attachment.profile):
+    if attachment is None or not variant_sizes(attachment.profile, attachment.content_type):
         return {"variants_box": False}
     made = existing_variants(attachment)
     return {
         "variants_box": True,
         "variants": made,
         "variants_bytes": sum(v["size"] for v in made),
-        "variant_sizes": sorted(variant_sizes(attachment.profile).items(), key=lambda item: item[1]),
+        "variant_sizes": sorted(
+            variant_sizes(attachment.profile, attachment.content_type).items(), key=lambda item: item[1]
+        ),
     }
 
 
@@ -69,7 +71,7 @@ def preview_srcset(attachment: Attachment, thumbnail: Derivative) -> str:
     thumb_url = reverse("admin:attachments_attachment_thumbnail", args=[attachment.pk])
     candidates = [f"{thumb_url} {thumbnail.width}w"] + [
         f"{reverse('admin:attachments_attachment_variant', args=[attachment.pk, name])} {width}w"
-        for name, width in variant_widths(attachment.profile, attachment.metadata).items()
+        for name, width in variant_widths(attachment.profile, attachment.content_type, attachment.metadata).items()
         if width > thumbnail.width
     ]
     return ", ".join(candidates) if len(candidates) > 1 else ""
@@ -98,7 +100,11 @@ def preview_img(attachment: Attachment, thumbnail: Derivative, url: str) -> str:
 def staff_variant(request: HttpRequest, object_id: str, name: str) -> HttpResponseBase:
     """A named variant for the staff preview's `srcset`: the API's gate (served now), made on first request."""
     attachment = _staff_attachment(request, object_id)
-    if attachment is None or not servable_now(attachment) or name not in variant_sizes(attachment.profile):
+    if (
+        attachment is None
+        or not servable_now(attachment)
+        or name not in variant_sizes(attachment.profile, attachment.content_type)
+    ):
         raise Http404("no such variant")
     fmt = negotiated_format(request.headers.get("Accept", ""))
     try:

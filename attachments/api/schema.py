@@ -149,19 +149,20 @@ UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
 
 
 def _profile_enums(schemas: dict[str, Any]) -> None:
-    """The configured profiles and their types, read when the schema is generated (they are settings)."""
+    """The configured profiles' names and the declared type's rule, read when the schema is generated."""
     from ..profiles import all_profiles
 
     profiles = all_profiles()
     names = sorted(profiles)
-    types = sorted({t for profile in profiles.values() for t in profile.allowed_types})
     for component in ("UploadIntentRequest", "UploadThroughRequest"):
         props = schemas.get(component, {}).get("properties", {})
         if "profile" in props:
             props["profile"].update(enum=names, description="A configured profile (GET /profiles).")
         if "content_type" in props:
             props["content_type"].update(
-                enum=types, description="Declared type; must be in the profile's allowlist (else TYPE_NOT_ALLOWED)."
+                description="Declared type, recorded as `declared_type`; the bytes decide. Empty or "
+                "`application/octet-stream` when unknown. TYPE_NOT_ALLOWED only for a specific type the profile "
+                "does not allow when the file name's extension names no type it allows.",
             )
 
 

@@ -176,7 +176,7 @@ class AttachmentResource:
                 links[name] = f"{self.url}/{name}?{query}"
             if self.status == Status.READY:  # made on first request, so listed before they exist
                 variants = {}
-                for name in variant_sizes(attachment.profile):
+                for name in variant_sizes(attachment.profile, attachment.content_type):
                     query = delivery_query(
                         tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=signed_name(name), exp=exp
                     )

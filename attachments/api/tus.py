@@ -178,13 +178,10 @@ class TusCreateApi(TusApi):
         filename = metadata.get("filename") or metadata.get("name") or "file"
         content_type = metadata.get("content_type") or metadata.get("filetype") or metadata.get("type") or ""
         content_type = content_type.split(";", 1)[0].strip().lower()
-        missing = {
-            name: ["Required in Upload-Metadata."]
-            for name, value in (("profile", profile), ("content_type", content_type))
-            if not value
-        }
-        if missing:
-            raise ValidationFailed("Upload-Metadata must name the profile and the content_type.", details=missing)
+        if not profile:  # the type may be left out, as a browser leaves it empty: the bytes decide
+            raise ValidationFailed(
+                "Upload-Metadata must name the profile.", details={"profile": ["Required in Upload-Metadata."]}
+            )
         if length > max_size:
             raise TooLarge(
                 f"Upload-Length is over the largest limit of {max_size} bytes.", details={"max_bytes": max_size}

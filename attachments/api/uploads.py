@@ -83,7 +83,15 @@ class UploadIntentApi(APIView):
         profile = StrictCharField(max_length=64)
         filename = StrictCharField(max_length=1024, trim_whitespace=False)
         size = StrictIntegerField(min_value=0, max_value=2**62)
-        content_type = StrictCharField(max_length=255)
+        content_type = StrictCharField(
+            max_length=255,
+            allow_blank=True,
+            default="",
+            help_text="What the sender believes the type is; empty or `application/octet-stream` when it does not "
+            "know. Recorded as `declared_type`; the bytes decide (a type the profile does not allow, found in them, "
+            "ends `rejected` with `type_not_allowed`). Refused here (`TYPE_NOT_ALLOWED`) only when it is specific, "
+            "not allowed, and the file name's extension names no allowed type either.",
+        )
         sha256 = StrictCharField(
             required=False,
             max_length=64,
@@ -105,7 +113,8 @@ class UploadIntentApi(APIView):
         operation_id="uploads_create",
         tags=_TAGS,
         summary="Create an upload intent",
-        description="Validates the declared size and type against the profile, creates the pending attachment and "
+        description="Validates the declared size and type against the profile (an empty or generic type is no "
+        "refusal: the bytes decide), creates the pending attachment and "
         "returns where to send the bytes (PUT with `headers`, or multipart POST with `fields` then `file`). "
         "The URL is single-use and expires.",
         request=InputSerializer,

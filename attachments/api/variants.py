@@ -68,7 +68,7 @@ class AttachmentVariantApi(FileApi):
     def get(self, request, attachment_id, name):
         attachment = readable_attachment(request, attachment_id=attachment_id, name=signed_name(name))
         # readable_attachment let only a ready file through: the profile decides which variants it has.
-        if name not in variant_sizes(attachment.profile):
+        if name not in variant_sizes(attachment.profile, attachment.content_type):
             raise NotFound()
         fmt = negotiated_format(request.headers.get("Accept", ""))
         etag = variant_etag(sha256=attachment.sha256, name=name, fmt=fmt)

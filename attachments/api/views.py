@@ -81,13 +81,26 @@ def resource_for(request, attachment: Attachment) -> dict:
     return AttachmentOutputSerializer.render(shown(request, attachment))
 
 
+@extend_schema_serializer(component_name="ProfileKind")
+class ProfileKindSerializer(SharedSerializer):
+    name = serializers.CharField(source="kind", help_text="`photo`, `video`.")
+    allowed_types = serializers.ListField(child=serializers.CharField())
+    max_bytes = serializers.IntegerField(help_text="The limit for a file whose bytes are of this kind.")
+    derivatives = serializers.ListField(child=serializers.CharField())
+
+
 @extend_schema_serializer(component_name="Profile")
 class ProfileSerializer(SharedSerializer):
     name = serializers.CharField()
     allowed_types = serializers.ListField(child=serializers.CharField())
-    max_bytes = serializers.IntegerField()
+    max_bytes = serializers.IntegerField(help_text="With `kinds`: the largest kind's limit.")
     derivatives = serializers.ListField(child=serializers.CharField())
     single_per_owner = serializers.BooleanField()
+    kinds = ProfileKindSerializer(
+        many=True,
+        help_text="Empty, or the kinds the profile processes each file as, chosen by the type found in its bytes "
+        "(the `camera` profile: `photo`, `video`), each with its own limit.",
+    )
 
 
 class ProfilesApi(DeclaredQuery, APIView):

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..checksums import parse_sha256
+from ..declared_types import declared_type_refused, stored_type
 from ..errors import TooLarge, TypeNotAllowed
 from ..models import Attachment
 from ..naming import clean_filename, original_key
@@ -39,17 +40,25 @@ class Intent:
     upload_expires_at: datetime
 
 
-def validate_claims(*, profile_name: object, content_type: str, size: int) -> Profile:
+def validate_claims(*, profile_name: object, content_type: str, size: int, filename: str = "") -> Profile:
+    """Check what can be checked before the bytes: the profile, a declared type that rules the file out, the size.
+
+    An empty, generic or misnamed type is no refusal (attachments/declared_types.py): the
+    bytes decide at intake. The size is held to the limit of the kind the declared type
+    names, or to the profile's largest when it names none; intake holds it to the kind the
+    bytes turn out to be.
+    """
     profile = get_profile(profile_name)
-    if content_type not in profile.allowed_types:
+    if declared_type_refused(profile, content_type=content_type, filename=filename):
         raise TypeNotAllowed(
             f"{content_type!r} is not allowed for profile {profile.name!r}.",
             details={"content_type": [f"Allowed: {', '.join(profile.allowed_types)}."]},
         )
-    if size > profile.max_bytes:
+    limit = profile.for_type(content_type).max_bytes
+    if size > limit:
         raise TooLarge(
-            f"Declared size {size} is over the {profile.name!r} limit of {profile.max_bytes} bytes.",
-            details={"size": [f"At most {profile.max_bytes} bytes."], "max_bytes": profile.max_bytes},
+            f"Declared size {size} is over the {profile.name!r} limit of {limit} bytes.",
+            details={"size": [f"At most {limit} bytes."], "max_bytes": limit},
         )
     return profile
 
@@ -136,7 +145,7 @@ def upload_intent_create(
     is asked to check it where it can, and intake always does.
     """
     now = now or timezone.now()
-    profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size)
+    profile = validate_claims(profile_name=profile_name, content_type=content_type, size=size, filename=filename)
     digest = parse_sha256(sha256)
     refuse_when_behind(tenant_of(user).pk)
     check_intent_rate(user=user, now=now)
@@ -149,7 +158,7 @@ def upload_intent_create(
     give_connection_back()  # signing is CPU, a multipart intent a call to storage: no pooled connection held
     upload = get_gateway().presign_upload(
         attachment.storage_key,
-        content_type=content_type,
+        content_type=stored_type(content_type),
         max_bytes=min(size, profile.max_bytes),
         expires_in=expires_in,
         sha256=digest,
@@ -163,6 +172,6 @@ def upload_intent_create(
         upload = UploadInstruction(
             method="PUT",
             url=f"{url}?token={upload_token(attachment.id)}",
-            headers={"Content-Type": content_type},
+            headers={"Content-Type": stored_type(content_type)},
         )
     return Intent(attachment=attachment, upload=upload, upload_expires_at=now + timedelta(seconds=expires_in))

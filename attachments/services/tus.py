@@ -38,6 +38,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..declared_types import stored_type
 from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
@@ -393,7 +394,7 @@ def _append_s3(
         nonlocal buffer
         _still_held(upload.pk, token)  # a writer that lost its claim must not replace the new holder's parts
         if not upload.s3_upload_id:
-            upload_id = staging.create(key, content_type=attachment.declared_type)
+            upload_id = staging.create(key, content_type=stored_type(attachment.declared_type))
             # Recorded at once: an expiry or termination must be able to abort it.
             if not TusUpload.objects.filter(pk=upload.pk, lock_token=token, s3_upload_id="").update(
                 s3_upload_id=upload_id
@@ -449,15 +450,15 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence
     gateway = get_gateway()
     staging = staging_for(gateway)
     if token is None:  # an empty upload, completed as it is created: nothing was ever staged
-        size = gateway.write_chunks(key, [b""], content_type=attachment.declared_type)
+        size = gateway.write_chunks(key, [b""], content_type=stored_type(attachment.declared_type))
     else:
         recorded = TusUpload.objects.filter(pk=upload.pk, lock_token=token, state=State.ACTIVE).first()
         if recorded is None or recorded.offset != recorded.length:
             raise UploadLocked(headers={"Retry-After": "1"})
         if isinstance(staging, LocalStaging):
-            size = _promote_local(recorded, staging, fence, key, attachment.declared_type)
+            size = _promote_local(recorded, staging, fence, key, stored_type(attachment.declared_type))
         else:
-            size = _assemble_s3(recorded, staging, key, attachment.declared_type)
+            size = _assemble_s3(recorded, staging, key, stored_type(attachment.declared_type))
     updated = TusUpload.objects.filter(pk=upload.pk, state=State.ACTIVE)
     if token is not None:
         updated = updated.filter(lock_token=token)

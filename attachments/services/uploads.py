@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..checksums import digest_checked, parse_sha256
+from ..declared_types import stored_type
 from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
 from ..models import Attachment, Lifecycle, Status, StorageEvent
 from ..naming import parse_key
@@ -93,7 +94,9 @@ def upload_content_receive(
         body = exactly(limited(chunks(), limit), content_length)
         if attachment.declared_sha256:
             body = digest_checked(body, attachment.declared_sha256)
-        size = get_gateway().write_chunks(attachment.storage_key, body, content_type=attachment.declared_type)
+        size = get_gateway().write_chunks(
+            attachment.storage_key, body, content_type=stored_type(attachment.declared_type)
+        )
     except BaseException:
         # A refused or broken attempt does not use the URL up.
         Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)

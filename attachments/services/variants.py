@@ -221,14 +221,14 @@ def variant_obtain(
     *, attachment: Attachment, name: str, fmt: str, clock: Callable[[], datetime] = timezone.now
 ) -> Derivative:
     """The stored variant `name` in `fmt` of a ready attachment, made now if no one has made it yet."""
-    if name not in variant_sizes(attachment.profile) or fmt not in FORMATS:
+    if name not in variant_sizes(attachment.profile, attachment.content_type) or fmt not in FORMATS:
         raise NotFound()
     return _obtain(
         attachment,
         kind=variant_kind(name, fmt),
         name=name,
         fmt=fmt,
-        size=variant_sizes(attachment.profile)[name],
+        size=variant_sizes(attachment.profile, attachment.content_type)[name],
         page=0,
         clock=clock,
     )

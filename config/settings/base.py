@@ -260,18 +260,14 @@ AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
 
 # --- Profiles (API.md defaults) ----------------------------------------------
 MIB = 1024 * 1024
+_PHOTO_TYPES = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"]
+_VIDEO_TYPES = ["video/mp4", "video/quicktime", "video/webm"]
+_IMAGE_MAX_BYTES = env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB)
+_MEDIA_MAX_BYTES = env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB)
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
-        "allowed_types": [
-            "image/jpeg",
-            "image/png",
-            "image/gif",
-            "image/webp",
-            "image/heic",
-            "image/heif",
-            "image/avif",
-        ],
-        "max_bytes": env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB),
+        "allowed_types": _PHOTO_TYPES,
+        "max_bytes": _IMAGE_MAX_BYTES,
         "processor": "image",
         "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": False,
@@ -298,26 +294,39 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
         "single_per_owner": False,
     },
     "media": {
-        "allowed_types": [
-            "video/mp4",
-            "video/quicktime",
-            "video/webm",
-            "audio/mp4",
-            "audio/mpeg",
-            "audio/ogg",
-            "audio/x-wav",
-        ],  # M4A, MP3, Ogg/Opus, WAV
-        "max_bytes": env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB),
+        "allowed_types": [*_VIDEO_TYPES, "audio/mp4", "audio/mpeg", "audio/ogg", "audio/x-wav"],  # M4A, MP3, Ogg, WAV
+        "max_bytes": _MEDIA_MAX_BYTES,
         "processor": "media",
         "derivatives": ["thumbnail", "poster"],  # videos only
+        "single_per_owner": False,
+    },
+    # A phone's camera roll. Each file goes the way the type found in its bytes says: a photo
+    # is processed and limited as the image profile's are, a video as the media profile's.
+    "camera": {
+        "kinds": {
+            "photo": {
+                "allowed_types": _PHOTO_TYPES,
+                "max_bytes": _IMAGE_MAX_BYTES,
+                "processor": "image",
+                "derivatives": ["thumbnail", "display"],
+            },
+            "video": {
+                "allowed_types": _VIDEO_TYPES,
+                "max_bytes": _MEDIA_MAX_BYTES,
+                "processor": "media",
+                "derivatives": ["thumbnail", "poster"],
+            },
+        },
         "single_per_owner": False,
     },
 }
 # Named variants per profile (docs/api.md, "Variants"): name → long edge in px, fit
 # within, never upscaled; made on first request in the sandbox, then kept as derivatives.
+# A file that is not an image (a camera profile's video) has none.
 AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
     "image": {"small": 640, "medium": 1280, "large": 2048},
     "avatar": {"small": 640, "medium": 1280, "large": 2048},
+    "camera": {"small": 640, "medium": 1280, "large": 2048},
 }
 # The console's PDF preview: the first pages of a document, made on first view as variants are.
 AIRLOCK_CONSOLE_PDF_PAGES = env_int("AIRLOCK_CONSOLE_PDF_PAGES", 3)

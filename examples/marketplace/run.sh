@@ -3,13 +3,36 @@
 # and the marketplace beside it, wired together: the webhook secret, the CORS origin and the
 # marketplace's API token are made on the first run and kept in examples/marketplace/var/.
 # Ctrl-C stops both. Ports: AIRLOCK_PORT (8000), MARKETPLACE_PORT (8001).
+#
+# Airlock runs from the repository's .venv (scripts/bootstrap.sh makes it when it is missing); the
+# marketplace, a host application, from an environment of its own (MARKETPLACE_VENV, default
+# examples/marketplace/.venv: Django and Airlock's Python client), made on the first run.
+#   run.sh --setup   make both environments and stop (what the first run does before it starts)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 python="${AIRLOCK_PYTHON:-$repo/.venv/bin/python}"
+venv="${MARKETPLACE_VENV:-$here/.venv}"
 airlock_port="${AIRLOCK_PORT:-8000}"
 market_port="${MARKETPLACE_PORT:-8001}"
-var="$here/var"
+var="${MARKETPLACE_VAR:-$here/var}"
+
+if [ ! -x "$python" ]; then
+  [ -z "${AIRLOCK_PYTHON:-}" ] || { echo "AIRLOCK_PYTHON=$python is not an executable" >&2; exit 1; }
+  "$repo/scripts/bootstrap.sh"
+fi
+# Reinstalled only when what it installs changed since the last time.
+stamp="$venv/.marketplace-installed"
+if [ ! -f "$stamp" ] || [ "$here/requirements.txt" -nt "$stamp" ] \
+   || [ "$repo/clients/python/pyproject.toml" -nt "$stamp" ] || [ "$repo/constraints.txt" -nt "$stamp" ]; then
+  echo "marketplace: installing its environment (Django, Airlock's Python client) into $venv" >&2
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet -c "$repo/constraints.txt" -r "$here/requirements.txt" \
+    -e "$repo/clients/python"
+  touch "$stamp"
+fi
+[ "${1:-}" = "--setup" ] && exit 0
+
 mkdir -p "$var/airlock"
 umask 077
 
@@ -44,4 +67,4 @@ if [ ! -s "$var/token" ]; then
 fi
 
 MARKETPLACE_AIRLOCK_TOKEN="$(cat "$var/token")" MARKETPLACE_WEBHOOK_SECRET="$secret" \
-  "$python" "$here/manage.py" runmarketplace --airlock "$airlock" --port "$market_port"
+  "$venv/bin/python" "$here/manage.py" runmarketplace --airlock "$airlock" --port "$market_port"

@@ -18,7 +18,7 @@ from processing.stages import DERIVE
 class StepInput:
     """Everything a step may look at. Never the row, never the storage gateway."""
 
-    profile: Any  # attachments.profiles.Profile: name, allowed_types, max_bytes, processor
+    profile: Any  # attachments.profiles.Profile: name, allowed_types, max_bytes, processor, for_type()
     size: int | None = None  # bytes in storage
     declared_size: int | None = None  # what the intent said it would send (intake compares)
     declared_sha256: str = ""  # hex; empty when the intent declared none
@@ -83,7 +83,8 @@ class SandboxStep(Step):
     bound_reason: ClassVar[str] = "too_large"  # a scanner's size/nesting bound, for this kind
 
     def applies_to(self, profile: Any, content_type: str | None) -> bool:
-        return profile.processor in self.processors
+        # A profile with kinds names its processor per type (attachments/profiles.py).
+        return profile.for_type(content_type).processor in self.processors
 
     def describe(self, data: dict[str, Any], files: dict[str, Path], given: StepInput) -> StepResult:
         raise NotImplementedError

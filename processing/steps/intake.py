@@ -45,6 +45,11 @@ class Intake(Step):
                 "type_not_allowed",
                 f"Detected type {detected or 'unknown'} is not allowed for profile {profile.name}.",
             )
+        kind = profile.for_type(detected)
+        if size > kind.max_bytes:  # a profile with kinds: the limit of the kind the bytes are
+            raise ContentRejected(
+                "too_large", f"{size} bytes is over the {kind.max_bytes} byte limit for a {kind.kind} ({detected})."
+            )
         return StepResult(facts=FileFacts(stored_size=size, content_type=detected))
 
 

@@ -165,10 +165,11 @@ def test_each_file_gets_the_profile_for_its_type(page, live_server, live_worker,
     assert Attachment.objects.get(pk=photo.get_attribute("data-id")).profile == "image"
     assert Attachment.objects.get(pk=clip.get_attribute("data-id")).profile == "media"
 
-    # A profile chosen by hand applies to what is picked next, and the picker only offers its types.
+    # A profile chosen by hand applies to what is picked next, and the picker only offers its types
+    # (and the extension naming them, for a file the browser gives no type).
     choose_profile(page, "document")
     allowed = page.evaluate("window.airlock.uppy().opts.restrictions.allowedFileTypes")
-    assert allowed == ["application/pdf"]
+    assert allowed == ["application/pdf", ".pdf"]
 
 
 def test_the_dashboard_speaks_the_browsers_language(chromium, live_server, alice):

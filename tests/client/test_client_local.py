@@ -287,3 +287,24 @@ def _delivery(receiver: Receiver, attachment_id: str, event_type: str, timeout: 
                     return received
             receiver.arrived.wait(timeout=1)
     raise AssertionError(f"no {event_type} webhook for {attachment_id}")
+
+
+@pytest.mark.parametrize("transport", ["intent", "tus"])
+def test_phone_media_with_no_known_type_goes_to_camera_and_the_bytes_decide(live, tmp_path, transport):
+    """A name mimetypes does not know (a camera's .HIF) is declared application/octet-stream: accepted."""
+    from tests.corpus import corpus_dir
+
+    generated = corpus_dir() / "generated"
+    photo, video = tmp_path / "IMG_0001.HIF", tmp_path / "IMG_0002.MOV"
+    photo.write_bytes((generated / "heic_gps_rotated.heic").read_bytes())
+    video.write_bytes((generated / "video_rotated.mov").read_bytes())
+    recorder = Recorder()
+    with live.client(transport=recorder) as client:
+        sent_photo = client.upload(photo, profile="camera", transport=transport)
+        sent_video = client.upload(video, profile="camera", content_type="", transport=transport)
+        ready_photo = client.wait(sent_photo["id"], timeout=60)
+        ready_video = client.wait(sent_video["id"], timeout=60)
+    assert ready_photo["status"] == "ready" and ready_photo["content_type"] == "image/jpeg"
+    assert "display" in ready_photo["derivatives"] and "variants" in ready_photo["links"]
+    assert ready_video["status"] == "ready" and ready_video["content_type"] == "video/quicktime"
+    assert "poster" in ready_video["derivatives"] and "variants" not in ready_video["links"]

@@ -29,8 +29,9 @@
  * themselves), words a guest understands, and Remove asks DELETE /guest-uploads/{id} (within the
  * link's undo window, committed or not).
  *
- * Each file gets a profile from its type (photo → image, video or audio → media, PDF → document,
- * ZIP → archive) unless the picker names one. Everything from the server or the user is put in the
+ * Each file gets a profile from its type, or its name's extension when the browser gives none (photo →
+ * image, video or audio → media, PDF → document, ZIP → archive), unless the picker names one (`camera`
+ * takes photos and videos alike). Everything from the server or the user is put in the
  * page with textContent or setAttribute on fixed attribute names, never with innerHTML.
  */
 (function () {
@@ -197,11 +198,29 @@
     return file.type || "application/octet-stream";
   }
 
+  // A browser (or Uppy, from its own table) often gives a phone's file no type or a generic one: the
+  // name's extension then picks the profile and lets the picker take it. It is declared as the browser
+  // said; Airlock reads the type from the bytes.
+  var TYPE_BY_EXTENSION = {
+    jpg: "image/jpeg", jpeg: "image/jpeg", png: "image/png", gif: "image/gif", webp: "image/webp",
+    heic: "image/heic", heif: "image/heif", hif: "image/heif", avif: "image/avif",
+    mp4: "video/mp4", m4v: "video/mp4", mov: "video/quicktime", webm: "video/webm",
+    m4a: "audio/mp4", mp3: "audio/mpeg", ogg: "audio/ogg", opus: "audio/ogg", wav: "audio/x-wav",
+    pdf: "application/pdf", zip: "application/zip",
+  };
+
+  function typeOf(file) {
+    if (file.type && file.type !== "application/octet-stream") return file.type;
+    var dot = (file.name || "").lastIndexOf(".");
+    return dot > 0 ? TYPE_BY_EXTENSION[file.name.slice(dot + 1).toLowerCase()] || "" : "";
+  }
+
   // --- profiles: one per file, from its type ----------------------------------
 
-  function profileFor(type) {
+  function profileFor(file) {
     var chosen = els.profile.value;
     if (chosen && chosen !== "auto") return profiles[chosen] ? chosen : null;
+    var type = typeOf(file);
     for (var i = 0; i < AUTO_PROFILES.length; i++) {
       var p = profiles[AUTO_PROFILES[i]];
       if (p && p.allowed_types.indexOf(type) !== -1) return p.name;
@@ -219,13 +238,29 @@
     return types;
   }
 
+  /* What the picker takes: the types, and the extensions that name them (for files with no type). */
+  function pickerRestriction(types) {
+    var accepted = types.slice();
+    Object.keys(TYPE_BY_EXTENSION).forEach(function (ext) {
+      if (types.indexOf(TYPE_BY_EXTENSION[ext]) !== -1) accepted.push("." + ext);
+    });
+    return accepted;
+  }
+
   function onProfile() {
     var types = allowedTypes();
-    if (uppy) uppy.setOptions({ restrictions: { allowedFileTypes: types.length ? types : null } });
+    if (uppy) uppy.setOptions({ restrictions: { allowedFileTypes: types.length ? pickerRestriction(types) : null } });
     var chosen = els.profile.value;
     els.hint.textContent = chosen === "auto"
       ? "each file goes to the profile for its type: " + AUTO_PROFILES.filter(function (n) { return profiles[n]; }).join(", ")
-      : types.join(", ") + " · up to " + formatBytes(profiles[chosen] && profiles[chosen].max_bytes);
+      : types.join(", ") + " · " + limitsOf(profiles[chosen]);
+  }
+
+  /* "up to 25 MB", or, for a profile with kinds, each kind's limit ("photo up to 25 MB, video up to 1 GB"). */
+  function limitsOf(profile) {
+    if (!profile) return "";
+    if (!profile.kinds || !profile.kinds.length) return "up to " + formatBytes(profile.max_bytes);
+    return profile.kinds.map(function (kind) { return kind.name + " up to " + formatBytes(kind.max_bytes); }).join(", ");
   }
 
   function loadProfiles() {
@@ -824,7 +859,7 @@
       locale: locale || undefined,
       onBeforeFileAdded: function (file) {
         if (file.meta && file.meta.profile) return file;  // restored, or sent again: it has its profile
-        var profile = profileFor(file.type);
+        var profile = profileFor(file);
         if (!profile) {
           uppy.info("No profile here accepts " + (file.type || "this type") + ": " + file.name, "error", 5000);
           return false;
