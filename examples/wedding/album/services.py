@@ -99,8 +99,19 @@ def event_pending(*, event: Event) -> list[Item]:
 def event_decide(*, event: Event, ids: list[str], approve: bool) -> int:
     """Approve or decline some of the event's pending files; only this event's pending files are touched."""
     with airlock() as client:
-        pending = {r["id"] for r in client.iter_attachments(ref=event.ref, approval="pending")}
+        pending = {r["id"]: r for r in client.iter_attachments(ref=event.ref, approval="pending")}
         chosen = [i for i in dict.fromkeys(ids) if i in pending]
+        # Known before Airlock decides: its webhooks about these files then find their event.
+        for attachment_id in chosen:
+            GuestFile.objects.get_or_create(
+                attachment_id=attachment_id,
+                defaults={
+                    "event": event,
+                    "filename": pending[attachment_id].get("filename", "")[:255],
+                    "status": pending[attachment_id].get("status", ""),
+                    "approval": "pending",
+                },
+            )
         if chosen:
             (client.approve if approve else client.decline)(chosen)
     log.info("%s %d file(s) of %s", "approved" if approve else "declined", len(chosen), event.ref)
@@ -141,13 +152,15 @@ def webhook_apply(*, webhook_id: str, event: dict[str, Any]) -> GuestFile | None
         _, created = WebhookDelivery.objects.get_or_create(webhook_id=webhook_id)
         if not created or not data.get("id"):
             return None
-        wedding = _event_of(data)
+        record = GuestFile.objects.select_for_update().filter(attachment_id=data["id"]).first()
+        wedding = record.event if record is not None else _event_of(data)
         if wedding is None:  # another application's file in the same Airlock tenant
             return None
+        if record is None:
+            record = GuestFile.objects.create(
+                attachment_id=data["id"], event=wedding, filename=str(data.get("filename", ""))[:255]
+            )
         happened = datetime.fromisoformat(str(event["timestamp"]))  # "…Z" parses since Python 3.11
-        record, _ = GuestFile.objects.select_for_update().get_or_create(
-            attachment_id=data["id"], defaults={"event": wedding, "filename": str(data.get("filename", ""))[:255]}
-        )
         if record.event_at and happened <= record.event_at:
             return record  # older than what we know
         record.status = "deleted" if kind == "attachment.deleted" else str(data.get("status") or record.status)

@@ -86,5 +86,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"album": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "album": {"handlers": ["console"], "level": "INFO"},
+        "django.request": {"handlers": ["console"], "level": "ERROR"},
+    },
 }
