@@ -2,7 +2,9 @@
 # Start Airlock (`manage.py serve`, embedded default: SQLite, data under examples/wedding/var/airlock)
 # and the wedding host beside it, wired together: the webhook secret and the host's API token are
 # made on the first run and kept in examples/wedding/var/. Ctrl-C stops both.
-# Ports: AIRLOCK_PORT (8000), WEDDING_PORT (8002).
+# Ports: AIRLOCK_PORT (8000), WEDDING_PORT (8002). For a phone on the same network:
+# AIRLOCK_HOST=0.0.0.0 AIRLOCK_PUBLIC_URL=http://<this computer's address>:8000 (the link and its QR code
+# carry that address).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -33,7 +35,7 @@ export AIRLOCK_DATA_DIR="$var/airlock"
 export AIRLOCK_WEBHOOK_URL="$wedding/airlock/webhook" AIRLOCK_WEBHOOK_SECRET="$secret" AIRLOCK_WEBHOOK_ALLOW_PRIVATE=1
 
 cd "$repo"
-"$python" manage.py serve --port "$airlock_port" > "$var/airlock.log" 2>&1 &
+"$python" manage.py serve --host "${AIRLOCK_HOST:-127.0.0.1}" --port "$airlock_port" > "$var/airlock.log" 2>&1 &
 serve=$!
 trap 'kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null' EXIT INT TERM
 for _ in $(seq 1 120); do
@@ -49,4 +51,5 @@ if [ ! -s "$var/token" ]; then
 fi
 
 WEDDING_AIRLOCK_TOKEN="$(cat "$var/token")" WEDDING_WEBHOOK_SECRET="$secret" \
-  "$python" "$here/manage.py" runwedding --airlock "$airlock" --port "$wedding_port"
+  "$python" "$here/manage.py" runwedding --airlock "$airlock" --port "$wedding_port" \
+  ${AIRLOCK_PUBLIC_URL:+--media-origin "$AIRLOCK_PUBLIC_URL"}
