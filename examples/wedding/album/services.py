@@ -7,6 +7,7 @@ the host's rows change after Airlock said yes.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from airlock_client import Attachment, NotFound
+from airlock_client import Attachment, Client, NotFound
 
 from .airlock import absolute, airlock
 from .models import Event, GuestFile, WebhookDelivery
@@ -90,16 +91,30 @@ def _item(resource: Attachment) -> Item:
     )
 
 
+def _waiting(client: Client, event: Event) -> list[Attachment]:
+    """The event's files that wait for approval, newest first (being checked, or ready to decide on).
+
+    A waiting file is not committed to the ref yet: it is one of the host's staged files, sent by
+    one of the link's guests, whose subjects are `guest:<link id, hex>:<device>`.
+    """
+    guests = f"guest:{uuid.UUID(event.link_id).hex}:"
+    return [
+        r
+        for r in client.iter_attachments(committed=False)
+        if r.get("approval") == "pending" and r.get("subject", "").startswith(guests)
+    ]
+
+
 def event_pending(*, event: Event) -> list[Item]:
     """The files guests sent that wait for the couple's approval (Airlock's list, newest first)."""
     with airlock() as client:
-        return [_item(r) for r in client.iter_attachments(ref=event.ref, approval="pending")]
+        return [_item(r) for r in _waiting(client, event)]
 
 
 def event_decide(*, event: Event, ids: list[str], approve: bool) -> int:
     """Approve or decline some of the event's pending files; only this event's pending files are touched."""
     with airlock() as client:
-        pending = {r["id"]: r for r in client.iter_attachments(ref=event.ref, approval="pending")}
+        pending = {r["id"]: r for r in _waiting(client, event)}
         chosen = [i for i in dict.fromkeys(ids) if i in pending]
         # Known before Airlock decides: its webhooks about these files then find their event.
         for attachment_id in chosen:

@@ -95,6 +95,7 @@ class UploadLink(TypedDict, total=False):
     max_bytes_per_guest: int | None
     max_files: int | None
     files_used: int
+    state: Literal["open", "expired", "disabled"]
     created_at: str
     expires_at: str
     disabled_at: str | None
