@@ -42,6 +42,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if not hasattr(Client, "create_upload_link"):
+            raise CommandError("the installed airlock-client has no upload links: pip install -e clients/python")
         airlock = opts["airlock"].rstrip("/")
         if not opts["token"]:
             raise CommandError(
