@@ -100,7 +100,7 @@ def upload_link_create(
         _positive(problems, name, value)
     if not isinstance(title, str) or len(title) > MAX_TITLE_LENGTH:
         problems["title"] = [f"At most {MAX_TITLE_LENGTH} characters."]
-    if problems:
+    if problems or not isinstance(ref, str):
         raise ValidationFailed(details=problems)
     return UploadLink.objects.create(
         tenant=tenant_of(user),
