@@ -150,12 +150,16 @@ def album_link(*, event: Event) -> str | None:
 
 
 def _event_of(data: dict[str, Any]) -> Event | None:
-    """The event a webhook's file belongs to: by its ref, or by the upload link it came through."""
+    """The event a webhook's file belongs to: by its ref, or by the upload link its guest sent it through."""
     ref = str(data.get("ref") or "")
     if ref.startswith("event:") and ref[6:].isdigit():
         return Event.objects.filter(pk=int(ref[6:])).first()
-    link = data.get("upload_link")
-    link_id = link.get("id") if isinstance(link, dict) else link
+    # Not committed yet (waiting for approval): its guest's subject names the link, `guest:<link hex>:<device>`.
+    kind, _, rest = str(data.get("subject") or "").partition(":")
+    try:
+        link_id = uuid.UUID(rest.partition(":")[0]) if kind == "guest" else None
+    except ValueError:
+        link_id = None
     return Event.objects.filter(link_id=str(link_id)).first() if link_id else None
 
 
@@ -176,13 +180,18 @@ def webhook_apply(*, webhook_id: str, event: dict[str, Any]) -> GuestFile | None
                 attachment_id=data["id"], event=wedding, filename=str(data.get("filename", ""))[:255]
             )
         happened = datetime.fromisoformat(str(event["timestamp"]))  # "…Z" parses since Python 3.11
-        if record.event_at and happened <= record.event_at:
+        decided = {"attachment.approved": "approved", "attachment.declined": "declined"}.get(kind)
+        newer = record.event_at is None or happened > record.event_at
+        if decided is None and not newer:
             return record  # older than what we know
-        record.status = "deleted" if kind == "attachment.deleted" else str(data.get("status") or record.status)
-        record.approval = {"attachment.approved": "approved", "attachment.declined": "declined"}.get(
-            kind, str(data.get("approval") or record.approval)
-        )
-        record.event_at = happened
+        # A decision is final whenever its webhook arrives (an approved file's `committed` may come first).
+        if decided is not None:
+            record.approval = decided
+        elif record.approval in ("", "pending"):
+            record.approval = str(data.get("approval") or record.approval)
+        if newer:
+            record.status = "deleted" if kind == "attachment.deleted" else str(data.get("status") or record.status)
+            record.event_at = happened
         record.save(update_fields=["status", "approval", "event_at"])
     log.info(
         "webhook %s: %s of %s is %s (approval %s)",
