@@ -33,13 +33,26 @@ from .errors import (
     WaitTimeout,
     WebhookVerificationError,
 )
-from .types import Attachment, ClientToken, Commit, Heartbeat, Logout, ProgressCallback, Usage
+from .types import (
+    Approval,
+    ArchiveLink,
+    Attachment,
+    ClientToken,
+    Commit,
+    Heartbeat,
+    Logout,
+    ProgressCallback,
+    UploadLink,
+    Usage,
+)
 from .webhooks import verify_webhook
 
 __all__ = [
     "AirlockError",
     "AlreadyCommitted",
     "AlreadyUploaded",
+    "Approval",
+    "ArchiveLink",
     "Attachment",
     "AttachmentInvalid",
     "ChecksumMismatch",
@@ -68,6 +81,7 @@ __all__ = [
     "UnknownProfile",
     "UploadExpired",
     "UploadInterrupted",
+    "UploadLink",
     "UploadLocked",
     "UploadNotInProgress",
     "UploadTokenInvalid",

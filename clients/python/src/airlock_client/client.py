@@ -7,8 +7,10 @@ import mimetypes
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
+from urllib.parse import quote, urljoin
 
 import httpx
 
@@ -16,7 +18,18 @@ from ._http import Sender, storage_error_from_response
 from .errors import DownloadMismatch, NotFound, TransportError, WaitTimeout, error_from_response
 from .redact import redact_httpx_logs, safe_url, scrub
 from .sources import Source
-from .types import TERMINAL, Attachment, ClientToken, Commit, Heartbeat, Logout, ProgressCallback, Usage
+from .types import (
+    TERMINAL,
+    ArchiveLink,
+    Attachment,
+    ClientToken,
+    Commit,
+    Heartbeat,
+    Logout,
+    ProgressCallback,
+    UploadLink,
+    Usage,
+)
 from .uploads import TUS, Progress, Uploader, is_local_plan
 from .webhooks import verify_webhook
 
@@ -327,6 +340,20 @@ class Client:
         body: dict[str, Any] = {"ref": ref} if ref is not None else {"ids": list(ids or ())}
         return self._json("POST", "attachments/release", json=body)["released"]  # type: ignore[no-any-return]
 
+    def approve(self, ids: Iterable[str] | None = None, *, ref: str | None = None) -> dict[str, Any]:
+        """Approve files sent through a link that requires approval (by ids, or every pending file of `ref`)."""
+        return self._json("POST", "attachments/approve", json=_ids_or_ref("approve", ids, ref))  # type: ignore[no-any-return]
+
+    def decline(self, ids: Iterable[str] | None = None, *, ref: str | None = None) -> dict[str, Any]:
+        """Decline files waiting for approval (by ids, or every pending file of `ref`): they are discarded."""
+        return self._json("POST", "attachments/decline", json=_ids_or_ref("decline", ids, ref))  # type: ignore[no-any-return]
+
+    def archive_link(self, ref: str) -> ArchiveLink:
+        """A signed link to a ZIP of every available file of `ref` (for an `<a href>` that sends no header)."""
+        link: ArchiveLink = self._json("GET", f"refs/{quote(ref, safe='')}/archive-link")
+        link["url"] = urljoin(self.base_url + "/", link["url"])
+        return link
+
     def restore(self, attachment_id: str) -> None:
         self._json("POST", f"attachments/{attachment_id}/restore", ok=(204,))
 
@@ -365,6 +392,73 @@ class Client:
     def logout_subject(self, subject: str) -> Logout:
         """Revoke every client token of `subject` and discard its staged uploads (held drafts stay)."""
         return self._json("POST", "subjects/logout", json={"subject": subject})  # type: ignore[no-any-return]
+
+    # --- upload links (a host's service token only) ------------------------------------------
+
+    def create_upload_link(
+        self,
+        ref: str,
+        expires_at: datetime | str,
+        *,
+        title: str | None = None,
+        profiles: Iterable[str] | None = None,
+        requires_approval: bool | None = None,
+        max_files_per_guest: int | None = None,
+        max_bytes_per_guest: int | None = None,
+        max_files: int | None = None,
+    ) -> UploadLink:
+        """A link (and its QR code) through which guests without an account upload to `ref` from Airlock's page.
+
+        Hand `url` (or the QR code) to the guests; with `requires_approval` their files
+        wait for `approve` before they count for `ref`.
+        """
+        body: dict[str, Any] = {
+            "ref": ref,
+            "expires_at": expires_at.isoformat() if isinstance(expires_at, datetime) else expires_at,
+        }
+        optional = {
+            "title": title,
+            "requires_approval": requires_approval,
+            "max_files_per_guest": max_files_per_guest,
+            "max_bytes_per_guest": max_bytes_per_guest,
+            "max_files": max_files,
+        }
+        body.update({key: value for key, value in optional.items() if value is not None})
+        if profiles is not None:
+            body["profiles"] = list(profiles)
+        # A lost answer leaves a link nobody handed out: harmless, so safe to ask again.
+        return self._json("POST", "upload-links", ok=(201,), json=body)  # type: ignore[no-any-return]
+
+    def get_upload_link(self, link_id: str) -> UploadLink:
+        return self._json("GET", f"upload-links/{link_id}")  # type: ignore[no-any-return]
+
+    def iter_upload_links(self, **filters: Any) -> Iterator[UploadLink]:
+        """The caller's upload links, across every page."""
+        params: dict[str, str] | None = {
+            key: _query_value(value) for key, value in filters.items() if value is not None
+        }
+        url: str | None = self._url("upload-links")
+        while url:
+            page = self._api.send("GET", url, params=params, reconnect=True).json()
+            yield from page["results"]
+            url, params = page.get("next"), None
+
+    def disable_upload_link(self, link_id: str) -> None:
+        """Guests can no longer open or send through the link (its page says so; the API answers 410)."""
+        self._json("DELETE", f"upload-links/{link_id}", ok=(204,))
+
+    def upload_link_qr(self, link: UploadLink, *, format: Literal["svg", "png"] = "svg") -> bytes:
+        """The link's QR code image (SVG or PNG), to print or to serve from the host's own pages."""
+        url = urljoin(self.base_url + "/", link["qr_svg_url" if format == "svg" else "qr_png_url"])
+        # Airlock's own URL: it may take the API token; never send the token anywhere else.
+        sender = self._api if url.startswith(self.base_url + "/") else self._storage
+        return sender.send("GET", url, ok=(200,), reconnect=True).content
+
+
+def _ids_or_ref(verb: str, ids: Iterable[str] | None, ref: str | None) -> dict[str, Any]:
+    if (ids is None) == (ref is None):
+        raise ValueError(f"{verb} takes ids or ref, exactly one of them")
+    return {"ref": ref} if ref is not None else {"ids": list(ids or ())}
 
 
 def _query_value(value: Any) -> str:

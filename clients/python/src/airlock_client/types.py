@@ -12,6 +12,9 @@ ProgressCallback = Callable[[int, int], None]
 """Called as bytes go out: `(bytes_sent_so_far, total_bytes)`."""
 
 
+Approval = Literal["not_required", "pending", "approved", "declined"]
+
+
 class Reason(TypedDict):
     code: str
     message: str
@@ -36,9 +39,12 @@ class Attachment(TypedDict, total=False):
     committed: bool
     lifecycle: str
     ref: str | None
+    approval: Approval
+    """For a file sent through an upload link that requires approval: `pending` until approved or declined."""
     derivatives: dict[str, Any]
     metadata: dict[str, Any]
-    links: dict[str, str]
+    links: dict[str, Any]
+    renditions: dict[str, Any]
 
 
 class Usage(TypedDict):
@@ -73,3 +79,29 @@ class ClientToken(TypedDict):
 class Logout(TypedDict):
     revoked: int
     discarded: int
+
+
+class UploadLink(TypedDict, total=False):
+    id: str
+    url: str
+    """The page guests open (and the QR code's content): Airlock's mobile upload page, no login."""
+    qr_svg_url: str
+    qr_png_url: str
+    ref: str
+    title: str
+    profiles: list[str]
+    requires_approval: bool
+    max_files_per_guest: int | None
+    max_bytes_per_guest: int | None
+    max_files: int | None
+    files_used: int
+    state: Literal["open", "expired", "disabled"]
+    created_at: str
+    expires_at: str
+    disabled_at: str | None
+
+
+class ArchiveLink(TypedDict):
+    url: str
+    """A ZIP of the ref's available files, signed: opens without `Authorization` until `expires_at`."""
+    expires_at: str
