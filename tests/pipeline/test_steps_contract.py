@@ -48,7 +48,7 @@ def test_every_decoding_step_has_a_job_kind_and_the_fork_server_imports_no_step_
     )
     out = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True, text=True, check=True)
     job_kinds, imported = json.loads(out.stdout)
-    assert job_kinds == ["image", "media", "pdf", "variant", "zip"]
+    assert job_kinds == ["image", "media", "pdf", "transcode", "variant", "zip"]
     assert imported == []
     assert {d.name for d in DECODERS} <= set(job_kinds)
 
@@ -117,9 +117,10 @@ def test_a_step_rejects_with_a_reason_the_pipeline_records(tmp_path: Path) -> No
     assert caught.value.code == "malware"  # refused for its type, but reported as what it is
     assert decoder_for(get_profile("archive"), None).bound_reason == "archive_limit"
     assert decoder_for(get_profile("media"), None).name == "media"
-    # Every kind decodes a profile's uploads, but `variant`, which only a variant request names.
+    # Every kind decodes a profile's uploads, but `variant` and `transcode`, which only a variant request
+    # and a video's web rendition name.
     decoders = (decoder_for(get_profile(n), None) for n in ("image", "document", "archive", "media"))
-    assert set(kinds.KINDS) - {"variant"} == {s.name for s in decoders if s}
+    assert set(kinds.KINDS) - {"variant", "transcode"} == {s.name for s in decoders if s}
 
 
 def test_no_step_module_reaches_for_the_database_or_storage() -> None:
