@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from .errors import UnknownProfile
 
@@ -18,6 +19,13 @@ class Profile:
     processor: str | None
     derivatives: tuple[str, ...]
     single_per_owner: bool
+    # What a file with the same bytes as an earlier available one gets (services/duplicates.py):
+    # "flag" (ready, with `duplicate_of`) or "reject" (rejected/duplicate).
+    duplicates: str = "flag"
+
+    @property
+    def rejects_duplicates(self) -> bool:
+        return self.duplicates == "reject"
 
     def allows(self, content_type: str | None) -> bool:
         return content_type is not None and content_type in self.allowed_types
@@ -33,9 +41,19 @@ def all_profiles() -> dict[str, Profile]:
             processor=conf.get("processor"),
             derivatives=tuple(conf.get("derivatives", ())),
             single_per_owner=bool(conf.get("single_per_owner", False)),
+            duplicates=_duplicates(name, conf.get("duplicates", "flag")),
         )
         for name, conf in configured.items()
     }
+
+
+DUPLICATE_POLICIES = ("flag", "reject")
+
+
+def _duplicates(name: str, value: object) -> str:
+    if value not in DUPLICATE_POLICIES:
+        raise ImproperlyConfigured(f"AIRLOCK_PROFILES[{name!r}]['duplicates'] must be one of {DUPLICATE_POLICIES}")
+    return str(value)
 
 
 def get_profile(name: object) -> Profile:
