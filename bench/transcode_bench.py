@@ -195,6 +195,10 @@ def main() -> None:
     photos = args.photos or (10 if args.quick else 30)
     seconds, size = (10, (1280, 720)) if args.quick else (60, (1920, 1080))
     load_start = os.getloadavg()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+    import django
+
+    django.setup()  # the bare side reads the rendition's settings (processing/renditions.job_bounds)
 
     tmp = scratch_dir("transcode-bench-")
     clip = tmp / "clip.mp4"
