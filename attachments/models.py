@@ -222,6 +222,7 @@ _RESOURCE_FIELDS = (
     "ref",
     "legal_hold",
     "approval",
+    "duplicate_of",
 )
 
 
@@ -261,6 +262,12 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "declared_size",
             "declared_sha256",
             "scan_signatures",
+            # what the duplicate rule reads when the file becomes ready (services/duplicates.py)
+            "profile",
+            "subject",
+            "ref",
+            "sha256",
+            "created_at",
         )
 
     def for_step(self) -> AttachmentQuerySet:
@@ -372,6 +379,10 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     sha256 = models.CharField(max_length=64, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     text = models.TextField(blank=True, default="")
+    # An earlier available file of the same tenant with the same sha256, in the same ref (or of
+    # the same subject, without a ref), when this one became ready or was committed
+    # (services/duplicates.py). A fact of that moment: it stays if that twin goes later.
+    duplicate_of = models.UUIDField(null=True, blank=True)
 
     reason_code = models.CharField(max_length=32, blank=True, default="", choices=ReasonCode.choices)
     reason_message = models.CharField(max_length=500, blank=True, default="")
@@ -448,6 +459,8 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["deleted_at"], name="att_purge_deleted", condition=Q(lifecycle="deleted")),
             # The background rescan's walk: ready files, newest first, from its checkpoint.
             models.Index(fields=["created_at", "id"], name="att_ready_created", condition=Q(status="ready")),
+            # The duplicate rule's lookup: a tenant's ready files with these bytes (services/duplicates.py).
+            models.Index(fields=["tenant", "sha256"], name="att_ready_sha256", condition=Q(status="ready")),
             # Ready videos whose web rendition waits (services/renditions.py re-drives lost transcodes).
             models.Index(
                 fields=["ready_at"],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from .errors import UnknownProfile
 
@@ -26,6 +27,13 @@ class Profile:
     single_per_owner: bool
     kind: str = ""  # the kind's name, for a kind of a profile with kinds
     kinds: tuple[Profile, ...] = ()
+    # What a file with the same bytes as an earlier available one gets (services/duplicates.py):
+    # "flag" (ready, with `duplicate_of`) or "reject" (rejected/duplicate).
+    duplicates: str = "flag"
+
+    @property
+    def rejects_duplicates(self) -> bool:
+        return self.duplicates == "reject"
 
     def allows(self, content_type: str | None) -> bool:
         return content_type is not None and content_type in self.allowed_types
@@ -37,6 +45,7 @@ class Profile:
 
 def _profile(name: str, conf: dict[str, Any]) -> Profile:
     single = bool(conf.get("single_per_owner", False))
+    duplicates = _duplicates(name, conf.get("duplicates", "flag"))
     kinds = tuple(
         Profile(
             name=name,
@@ -46,6 +55,7 @@ def _profile(name: str, conf: dict[str, Any]) -> Profile:
             processor=part.get("processor"),
             derivatives=tuple(part.get("derivatives", ())),
             single_per_owner=single,
+            duplicates=duplicates,
         )
         for kind, part in conf.get("kinds", {}).items()
     )
@@ -57,6 +67,7 @@ def _profile(name: str, conf: dict[str, Any]) -> Profile:
             processor=None,
             derivatives=tuple(dict.fromkeys(d for k in kinds for d in k.derivatives)),
             single_per_owner=single,
+            duplicates=duplicates,
             kinds=kinds,
         )
     return Profile(
@@ -66,12 +77,22 @@ def _profile(name: str, conf: dict[str, Any]) -> Profile:
         processor=conf.get("processor"),
         derivatives=tuple(conf.get("derivatives", ())),
         single_per_owner=single,
+        duplicates=duplicates,
     )
 
 
 def all_profiles() -> dict[str, Profile]:
     configured: dict[str, dict[str, Any]] = settings.AIRLOCK_PROFILES
     return {name: _profile(name, conf) for name, conf in configured.items()}
+
+
+DUPLICATE_POLICIES = ("flag", "reject")
+
+
+def _duplicates(name: str, value: object) -> str:
+    if value not in DUPLICATE_POLICIES:
+        raise ImproperlyConfigured(f"AIRLOCK_PROFILES[{name!r}]['duplicates'] must be one of {DUPLICATE_POLICIES}")
+    return str(value)
 
 
 def get_profile(name: object) -> Profile:

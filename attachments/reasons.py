@@ -29,5 +29,6 @@ class ReasonCode(models.TextChoices):
     OBJECT_MISSING = "object_missing", "object_missing"
     SIZE_MISMATCH = "size_mismatch", "size_mismatch"
     CHECKSUM_MISMATCH = "checksum_mismatch", "checksum_mismatch"
+    DUPLICATE = "duplicate", "duplicate"
     MODERATOR = "moderator", "moderator"
     INFRASTRUCTURE = "infrastructure", "infrastructure"

@@ -35,6 +35,9 @@ against a baseline measured in the same run, interleaved with it.
   r2           bench/r2_bench.py            R2 notifications/s over the Cloudflare Queues pull API vs S3 events over SQS
                                             (consume_storage_events, PostgreSQL, moto, the Queues stand-in)
   readyz       bench/readyz_bench.py        /readyz p99 and 503s, 30 clients x 20, PostgreSQL + Redis + S3 (moto)
+  album        bench/album_bench.py         a ref's ZIP (~1 GB of photos; 200 MB --quick) vs reading the files; RSS
+  transcode    bench/transcode_bench.py     web rendition of 60 s 1080p HEVC (10 s 720p --quick) vs bare PyAV;
+                                            photos' time to ready while two transcodes run
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
 requests and bytes per file kind, the inputs of docs/capacity.md.
@@ -144,6 +147,10 @@ GOALS: list[tuple[str, str, object]] = [
     ("r2_vs_sqs_consumer_ratio", ">= 0.9", lambda v: v >= 0.9),
     ("readyz_p99_s", "<= 0.2 (30 clients, PostgreSQL + Redis + S3)", lambda v: v <= 0.2),
     ("readyz_503", "== 0 (a healthy instance)", lambda v: v == 0),
+    ("album_zip_vs_disk_read_ratio", ">= 0.7 (~1 GB of photos; 200 MB with --quick)", lambda v: v >= 0.7),
+    ("album_zip_worker_rss_growth_mb", "< 64 (serve's web process during the archive)", lambda v: v < 64),
+    ("transcode_vs_bare_pyav_ratio", "<= 1.15 (60 s 1080p HEVC; 10 s 720p with --quick)", lambda v: v <= 1.15),
+    ("ttr_p99_during_transcodes_s", "<= 1 (12 MP photos while two transcodes run)", lambda v: v <= 1.0),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -195,6 +202,8 @@ OWN_KEYS = {
     "variant_flood": ["variant_flood_other_tenant_p99_s"],
     "readyz": ["readyz_p99_s", "readyz_503"],
     "r2": ["r2_consumer_events_per_s", "r2_vs_sqs_consumer_ratio"],
+    "album": ["album_zip_vs_disk_read_ratio", "album_zip_worker_rss_growth_mb"],
+    "transcode": ["transcode_vs_bare_pyav_ratio", "ttr_p99_during_transcodes_s"],
 }
 
 
@@ -395,6 +404,16 @@ def bench_r2(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/r2_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "r2"), 1200)
 
 
+def bench_album(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/album_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "album"), 3600)
+
+
+def bench_transcode(quick: bool, tmp: Path) -> dict:
+    return run_child(
+        ["bench/transcode_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "transcode"), 5400
+    )
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -419,6 +438,8 @@ BENCHES = {
     "variant_flood": bench_variant_flood,
     "readyz": bench_readyz,
     "r2": bench_r2,
+    "album": bench_album,
+    "transcode": bench_transcode,
 }
 
 

@@ -120,6 +120,10 @@ class AttachmentResource:
         return (self.attachment.sha256 or None) if self.status == Status.READY else None
 
     @property
+    def duplicate_of(self):
+        return self.attachment.duplicate_of if self.status == Status.READY else None
+
+    @property
     def expires_at(self):
         return None if self.committed else self.attachment.expires_at
 
@@ -305,6 +309,11 @@ class AttachmentOutputSerializer(SharedSerializer):
     size = serializers.IntegerField(allow_null=True, help_text="Bytes served by `download` (null until ready).")
     content_type = serializers.CharField(allow_null=True, help_text="Detected from the bytes (null until ready).")
     sha256 = serializers.CharField(allow_null=True, help_text="Of the served bytes (null until ready).")
+    duplicate_of = serializers.UUIDField(
+        allow_null=True,
+        help_text="The id of an earlier available file with the same `sha256` in the same ref (or of the same "
+        "subject, for a file without a ref), as found when this one became ready or was committed; null otherwise.",
+    )
     created_at = UtcDateTimeField(source="attachment.created_at")
     ready_at = UtcDateTimeField(source="attachment.ready_at", allow_null=True)
     expires_at = UtcDateTimeField(

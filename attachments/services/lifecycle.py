@@ -19,6 +19,7 @@ from ..models import Attachment, Lifecycle, Status
 from ..subjects import client_token_of, owned_q
 from .audit import heartbeat_entries, heartbeats_record
 from .client_grants import client_token_check_commit
+from .duplicates import duplicate_of_update, duplicates_in_ref
 from .holds import not_held_q, refuse_held
 from .ids import parse_ids
 from .multipart import abort_after_commit
@@ -234,6 +235,8 @@ def attachments_commit(
         if problems:
             raise AttachmentInvalid(details=problems)
         to_commit = [pk for pk, a in rows.items() if a.lifecycle != Lifecycle.COMMITTED]
+        # A ready file's twin is decided again now that its ref is known (services/duplicates.py).
+        twins = duplicates_in_ref(rows=[rows[pk] for pk in to_commit], ref=ref)
         Attachment.objects.filter(pk__in=to_commit).update(
             lifecycle=Lifecycle.COMMITTED,
             committed_at=now,
@@ -241,6 +244,7 @@ def attachments_commit(
             expires_at=None,
             released_at=None,
             updated_at=now,
+            **duplicate_of_update(twins),
         )
         actor = actor or user_actor(owner)
         lifecycle_audit(

@@ -21,12 +21,14 @@ from .. import renditions
 from ..facts import FileFacts
 from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
+from ..profiles import get_profile
 from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
 from .audit import stage_entry
 from .dead_letters import dead_letter_open
+from .duplicates import duplicate_twin
 from .transitions import apply_transition, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
@@ -175,6 +177,20 @@ def attachment_advance(
             )
         entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
         if next_step is None:
+            twin = duplicate_twin(attachment=attachment, sha256=fields.get("sha256") or attachment.sha256, now=now)
+            if twin is not None and get_profile(attachment.profile).rejects_duplicates:
+                apply_transition(
+                    attachment,
+                    "reject",
+                    actor=WORKER,
+                    code=ReasonCode.DUPLICATE,
+                    message=f"The same bytes as {twin}, already available.",
+                    fields=fields,
+                    audit=[entry] if entry else (),
+                )
+                transaction.on_commit(lambda: attachment_quarantine(attachment_id=attachment_id))
+                return True
+            fields["duplicate_of"] = twin
             # The audit row says which signatures found it clean (the scan step recorded them).
             signatures = fields.get("scan_signatures") or attachment.scan_signatures
             apply_transition(

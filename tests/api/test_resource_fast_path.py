@@ -211,6 +211,7 @@ def _row(**fields) -> Attachment:
 
 
 URL = "http://testserver/api/v1/attachments/8c0e3d4e-0000-4000-8000-000000000001"
+TWIN = uuid.UUID("8c0e3d4e-0000-4000-8000-000000000002")
 WEB_READY = {"status": "ready", "progress": 1.0, "codec": "h264", "width": 1080, "height": 1920, "bytes": 5_000_000}
 
 
@@ -250,6 +251,10 @@ RESOURCES = {
         _row(profile="media", metadata=_video_metadata("pending")), URL, True
     ),
     "video, not readable": AttachmentResource(_row(profile="media", metadata=_video_metadata("ready")), URL, False),
+    "duplicate": AttachmentResource(_row(duplicate_of=TWIN), URL, True),
+    "duplicate, rejected since": AttachmentResource(
+        _row(status=Status.REJECTED, duplicate_of=TWIN, reason_code="malware"), URL, True
+    ),
     "video, not needed": AttachmentResource(_row(profile="media", metadata=_video_metadata("not_needed")), URL, True),
 }
 
@@ -291,6 +296,7 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
         "size": 10,
         "content_type": "image/jpeg",
         "sha256": "ab" * 32,
+        "duplicate_of": None,
         "created_at": "2026-12-01T10:00:00.123456Z",
         "ready_at": "2026-12-01T10:00:02.123456Z",
         "expires_at": "2026-12-08T10:00:00.123456Z",
@@ -335,6 +341,8 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
     assert pending["renditions"]["web"] == {**dict.fromkeys(WEB_READY), "status": "pending", "progress": 0.25}
     assert "web" not in pending["links"]
     assert "web" not in AttachmentOutputSerializer.render(RESOURCES["video, not readable"])["links"]
+    assert AttachmentOutputSerializer.render(RESOURCES["duplicate"])["duplicate_of"] == str(TWIN)
+    assert AttachmentOutputSerializer.render(RESOURCES["duplicate, rejected since"])["duplicate_of"] is None
     not_needed = AttachmentOutputSerializer.render(RESOURCES["video, not needed"])
     assert not_needed["renditions"]["web"]["status"] == "not_needed" and "web" not in not_needed["links"]
 
