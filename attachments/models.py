@@ -278,6 +278,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "metadata",
             "declared_size",
             "declared_sha256",
+            "upload_link",  # a link's file is committed to the link's ref once ready
         )
 
     def for_upload(self) -> AttachmentQuerySet:

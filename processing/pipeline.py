@@ -26,6 +26,7 @@ from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
 from attachments.reasons import ReasonCode
+from attachments.services.link_files import link_file_settle
 from attachments.services.missing_objects import attachment_derivatives_restore
 from attachments.services.processing import (
     attachment_advance,
@@ -239,6 +240,8 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
     )
     outcome = ("ready" if next_stage is None else "advanced") if advanced else "stale"
     if outcome == "ready":
+        if attachment.upload_link_id is not None:  # a guest's file goes to its link's ref (unless it waits approval)
+            link_file_settle(attachment_id=attachment_id)
         # A committed avatar that just became ready takes its owner's slot.
         single_slot_settle(owner_id=attachment.owner_id, subject=attachment.subject, profile_name=attachment.profile)
         if attachment.uploaded_at is not None:

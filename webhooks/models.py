@@ -22,6 +22,8 @@ EVENT_TYPES = (
     "attachment.deleted",
     "attachment.committed",
     "attachment.rendition_ready",
+    "attachment.approved",
+    "attachment.declined",
 )
 
 
