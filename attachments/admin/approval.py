@@ -19,7 +19,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
@@ -29,8 +29,8 @@ from django.utils.http import urlencode
 
 from ..errors import AirlockError
 from ..models import Approval, Attachment, Derivative, Lifecycle, UploadLink
-from ..services.ids import parse_ids
 from ..services.approval import attachments_approve, attachments_decline
+from ..services.ids import parse_ids
 from ..staff_scope import is_platform_staff, scoped
 from .actions import MODERATE_PERMISSION, error_text, staff_actor
 from .media import format_duration
@@ -57,7 +57,7 @@ def queue_files(user: Any, *, link: UploadLink | None = None, ref: str | None = 
     """The queue as `user` may see it (their tenant's files only, unless platform staff), oldest first."""
     return (
         scoped(Attachment.objects.filter(waiting_q(link=link, ref=ref)), user)
-        .select_related("tenant", "owner")
+        .select_related("tenant")
         .annotate(
             has_thumbnail=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="thumbnail")),
             has_poster=Exists(Derivative.objects.filter(attachment=OuterRef("pk"), kind="poster")),
@@ -66,26 +66,25 @@ def queue_files(user: Any, *, link: UploadLink | None = None, ref: str | None = 
     )
 
 
-def with_waiting_count(links: QuerySet[UploadLink]) -> QuerySet[UploadLink]:
-    """Each link with `waiting`: its files waiting for approval (read from the queue's partial index)."""
-    waiting = (
-        Attachment.objects.filter(upload_link=OuterRef("pk"), approval=Approval.PENDING)
-        .exclude(lifecycle=Lifecycle.DELETED)
-        .order_by()
-        .values("upload_link")
-        .annotate(n=Count("pk"))
-        .values("n")
+def _waiting_of_link() -> QuerySet[Attachment]:
+    # Read from the queue's partial index (att_approval_queue: upload_link, created_at where pending).
+    return Attachment.objects.filter(upload_link=OuterRef("pk"), approval=Approval.PENDING).exclude(
+        lifecycle=Lifecycle.DELETED
     )
+
+
+def with_waiting_count(links: QuerySet[UploadLink]) -> QuerySet[UploadLink]:
+    """Each link with `waiting`: how many of its files wait for approval."""
+    waiting = _waiting_of_link().order_by().values("upload_link").annotate(n=Count("pk")).values("n")
     return links.annotate(waiting=Coalesce(Subquery(waiting, output_field=IntegerField()), Value(0)))
 
 
 def waiting_links(user: Any) -> QuerySet[UploadLink]:
     """The links `user` may moderate that have files waiting, the longest queue first."""
     return (
-        with_waiting_count(scoped(UploadLink.objects.all(), user))
-        .filter(waiting__gt=0)
+        with_waiting_count(scoped(UploadLink.objects.filter(Exists(_waiting_of_link())), user))
         .select_related("tenant")
-        .order_by("-waiting", "ref")
+        .order_by(F("waiting").desc(), "ref")
     )
 
 
@@ -207,7 +206,7 @@ def approval_queue(modeladmin: admin.ModelAdmin, request: HttpRequest) -> HttpRe
         return _post(modeladmin, request, link=link, ref=ref)
     files = queue_files(request.user, link=link, ref=ref)
     page = Paginator(files, PAGE_SIZE).get_page(request.GET.get("p"))
-    query = {"link": str(link.pk)} if link is not None else {"ref": ref}
+    query: dict[str, str] = {"link": str(link.pk)} if link is not None else {"ref": ref or ""}
     context = _context(
         request,
         modeladmin,
@@ -217,10 +216,9 @@ def approval_queue(modeladmin: admin.ModelAdmin, request: HttpRequest) -> HttpRe
         page=page,
         tiles=[_tile(a) for a in page.object_list],
         waiting=page.paginator.count,
-        query=query,
         ref_queue=queue_url(ref=link.ref) if link is not None else "",
     )
-    context["pages"] = [(n, urlencode({**query, "p": n})) for n in page.paginator.page_range]
+    context["pages"] = [(n, urlencode({**query, "p": str(n)})) for n in page.paginator.page_range]
     return TemplateResponse(request, "admin/attachments/approval_queue.html", context)
 
 

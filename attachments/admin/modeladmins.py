@@ -206,8 +206,8 @@ def _is_uuid(value: object) -> bool:
 
 
 # The approval in the list's status cell and on the change page (not_required says nothing in the list).
-_APPROVAL_NOTES = {Approval.PENDING: "awaiting approval", Approval.DECLINED: "declined"}
-_APPROVAL_WORDS = {
+_APPROVAL_NOTES: dict[str, str] = {Approval.PENDING: "awaiting approval", Approval.DECLINED: "declined"}
+_APPROVAL_WORDS: dict[str, str] = {
     Approval.PENDING: "waiting for the host's approval: served to nobody but its guest until approved",
     Approval.APPROVED: "approved",
     Approval.DECLINED: "declined: discarded, the sweeper removes it",
@@ -419,7 +419,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         if obj.approval != Approval.PENDING or obj.upload_link_id is None:
             return words
         url = approval.queue_url(link_id=obj.upload_link_id)
-        return format_html('{} <a class="airlock-approval-queue" href="{}">open its link\'s approval queue</a>', words, url)
+        return format_html(
+            '{} <a class="airlock-approval-queue" href="{}">open its link\'s approval queue</a>', words, url
+        )
 
     @admin.display(description="ref")
     def same_ref(self, obj: Attachment) -> str:
