@@ -101,6 +101,10 @@ class QuotaExceeded(AirlockError):
     code, status, default_message = "QUOTA_EXCEEDED", 413, "The tenant's quota would be exceeded."
 
 
+class LinkGone(AirlockError):
+    code, status, default_message = "LINK_GONE", 410, "This upload link has expired or was disabled."
+
+
 class AttachmentInvalid(AirlockError):
     code, status, default_message = "ATTACHMENT_INVALID", 422, "Some attachments cannot be committed."
 

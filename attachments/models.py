@@ -168,6 +168,10 @@ class ClientToken(models.Model):
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Minted by an upload link's page for one of its guests: its intents count against the link's limits.
+    upload_link = models.ForeignKey(
+        UploadLink, null=True, blank=True, on_delete=models.CASCADE, related_name="client_tokens", db_index=False
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["digest"], name="clienttoken_digest_unique")]
@@ -217,6 +221,7 @@ _RESOURCE_FIELDS = (
     "expires_at",
     "ref",
     "legal_hold",
+    "approval",
 )
 
 

@@ -48,7 +48,7 @@ def _upload_origins() -> list[str]:
 def upload_page(request: HttpRequest) -> HttpResponse:
     """Serve the page; everything else happens through /api/v1 with the session cookie."""
     membership = getattr(request.user, "membership", None)
-    return _page(
+    return page_response(
         request,
         tenant=membership.tenant.slug if membership else None,
         notices=service_notices(tenant_id=membership.tenant_id if membership else None),
@@ -58,15 +58,19 @@ def upload_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def client_upload_page(request: HttpRequest) -> HttpResponse:
     """The same page for a client token in the URL's fragment: no sign-in, nothing of the session used."""
-    return _page(request, tenant=None, notices=[], client=True)
+    return page_response(request, tenant=None, notices=[], client=True)
 
 
-def _page(request: HttpRequest, *, tenant: str | None, notices: list, client: bool = False) -> HttpResponse:
+def page_response(
+    request: HttpRequest, *, tenant: str | None, notices: list, client: bool = False, extra: dict | None = None
+) -> HttpResponse:
+    """The upload page; `extra`: more context (the guest page's link and token, attachments/guest_page.py)."""
     s3 = settings.AIRLOCK_STORAGE == "s3"
     response = render(
         request,
         "upload.html",
         {
+            **(extra or {}),
             "client": client,
             "tenant": tenant,
             # Local storage: Uppy's Tus plugin. S3: Uppy's AwsS3 plugin on our intents; over this size

@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .errors import NotFound, NotReady, SignatureInvalid
-from .models import Attachment, Derivative, Lifecycle, RefHold, Status, Tenant
+from .models import Approval, Attachment, Derivative, Lifecycle, RefHold, Status, Tenant
 from .signing import archive_check, delivery_check
 from .subjects import confined_subject, may_act_on, owned_q
 from .tenancy import tenant_of
@@ -90,6 +90,21 @@ def can_read_file(*, user, attachment: Attachment, now: datetime | None = None) 
     if membership is None or membership.tenant_id != attachment.tenant_id:
         return False
     return confined_subject(user) is None or may_act_on(user, attachment)
+
+
+# A guest's file waiting for its host's approval (or declined) is delivered full-size to its guest
+# only. Previews (thumbnail, poster, the small variants) stay readable to the tenant as usual, so the
+# host decides from a grid of them.
+_UNAPPROVED = (Approval.PENDING, Approval.DECLINED)
+_PREVIEW_READS = ("thumbnail", "poster", "variant-")
+
+
+def unapproved_read_refused(*, user, attachment: Attachment, name: str) -> bool:
+    """Whether this read of `name` is refused because the file waits for approval and the caller is not its guest."""
+    if attachment.approval not in _UNAPPROVED or name.startswith(_PREVIEW_READS):
+        return False
+    subject = confined_subject(user) if user is not None else None
+    return subject is None or not may_act_on(user, attachment)
 
 
 def attachment_for_download(*, user, attachment_id: object) -> Attachment:

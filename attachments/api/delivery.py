@@ -16,7 +16,7 @@ from rest_framework.permissions import BasePermission
 
 from ..errors import NotAuthenticated, NotFound
 from ..models import Attachment
-from ..selectors import attachment_for_download, attachment_for_signed_read
+from ..selectors import attachment_for_download, attachment_for_signed_read, unapproved_read_refused
 from ..signing import delivery_signed
 
 
@@ -43,14 +43,21 @@ def readable_attachment(request, *, attachment_id: object, name: str) -> Attachm
     signed = delivery_signed(request.query_params)
     if _signed_in(request):
         try:
-            return attachment_for_download(user=request.user, attachment_id=attachment_id)
+            found = attachment_for_download(user=request.user, attachment_id=attachment_id)
         except (NotFound, NotAuthenticated):
             if not signed:
                 raise
+        else:
+            if unapproved_read_refused(user=request.user, attachment=found, name=name):
+                raise NotFound()  # waits for approval: as if it did not exist yet
+            return found
     query = request.query_params
-    return attachment_for_signed_read(
+    found = attachment_for_signed_read(
         attachment_id=attachment_id, name=name, exp=query.get("exp"), kid=query.get("kid"), sig=query.get("sig")
     )
+    if unapproved_read_refused(user=None, attachment=found, name=name):
+        raise NotFound()
+    return found
 
 
 SIGNED_LINK_NAMES = frozenset({"exp", "kid", "sig"})  # the query parameters a file read takes

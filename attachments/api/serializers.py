@@ -18,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField
 
 from .. import renditions
-from ..models import Attachment, Lifecycle, Status
+from ..models import Approval, Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..selectors import is_held, servable_now
 from ..signing import delivery_expiry, delivery_query
@@ -319,6 +319,12 @@ class AttachmentOutputSerializer(SharedSerializer):
     ref = serializers.CharField(source="attachment.ref", allow_null=True)
     legal_hold = serializers.BooleanField(
         help_text="True while platform staff hold the file (or its ref): every delete answers 409 LEGAL_HOLD."
+    )
+    approval = serializers.ChoiceField(
+        source="attachment.approval",
+        choices=Approval.choices,
+        help_text="`not_required` unless sent through an upload link that requires approval: then `pending` until "
+        "its host approves (committed to the link's ref once ready) or declines (removed).",
     )
     derivatives = serializers.DictField(
         child=serializers.JSONField(),

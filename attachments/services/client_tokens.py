@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..errors import NotFound, ValidationFailed
-from ..models import ClientToken
+from ..models import ClientToken, UploadLink
 from ..profiles import all_profiles
 from ..subjects import act_for, parse_subject
 from ..tenancy import tenant_of
@@ -83,8 +83,12 @@ def client_token_issue(
     max_files: int | None = None,
     max_bytes: int | None = None,
     now: datetime | None = None,
+    upload_link: UploadLink | None = None,
 ) -> IssuedClientToken:
-    """A new client token acting as `user` for `subject` within the grant; its key is returned once."""
+    """A new client token acting as `user` for `subject` within the grant; its key is returned once.
+
+    `upload_link`: minted for a guest of that link (its intents count against the link's limits).
+    """
     now = now or timezone.now()
     subject = parse_subject(subject)
     problems = _checked_grant(
@@ -105,6 +109,7 @@ def client_token_issue(
         max_bytes=max_bytes,
         created_at=now,
         expires_at=now + timedelta(seconds=ttl_seconds),
+        upload_link=upload_link,
     )
     return IssuedClientToken(token=token, key=key)
 

@@ -26,6 +26,7 @@ from .backlog import refuse_when_behind
 from .client_grants import client_token_check_profile, client_token_reserve
 from .connections import give_connection_back
 from .fastpath_insert import attachment_insert_reserving
+from .link_grants import approval_at_intent, link_grant_reserve, link_of_grant
 from .quotas import quota_reserve
 from .ratelimits import check_intent_rate
 from .transitions import user_actor
@@ -64,6 +65,7 @@ def create_pending_row(
     grant = client_token_of(user)
     if grant is not None:
         client_token_check_profile(grant, profile.name)
+    link = link_of_grant(grant, now=now)  # a guest's token: the upload link it came from
     tenant = tenant_of(user)
     attachment_id = uuid.uuid4()
     attachment = Attachment(
@@ -79,6 +81,8 @@ def create_pending_row(
         storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
         created_at=now,
         expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
+        upload_link=link,
+        approval=approval_at_intent(link),
     )
     # The intent's audit entry goes in with the row, in its statement (PostgreSQL) or its transaction.
     entry = audit_entry(
@@ -98,6 +102,8 @@ def create_pending_row(
         return attachment
     with transaction.atomic():  # the token's budget and the row together, or neither
         client_token_reserve(grant, size=size, now=now)
+        if link is not None:
+            link_grant_reserve(link, subject=attachment.subject, size=size, now=now)
         _insert_reserving(attachment, entry, size=size)
     return attachment
 

@@ -27,13 +27,14 @@ def link_files_commit_locked(rows: Iterable[Attachment], *, now: datetime, actor
     """
     by_ref: dict[str, list[Attachment]] = {}
     for row in rows:
+        link = row.upload_link if row.upload_link_id is not None else None
         if (
-            row.upload_link_id is not None
+            link is not None
             and row.lifecycle == Lifecycle.STAGED
             and row.status == Status.READY
             and row.approval in COMMITTABLE_APPROVALS
         ):
-            by_ref.setdefault(row.upload_link.ref, []).append(row)
+            by_ref.setdefault(link.ref, []).append(row)
     committed: list[uuid.UUID] = []
     for ref, group in by_ref.items():
         ids = [a.pk for a in group]

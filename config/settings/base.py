@@ -336,6 +336,8 @@ AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7
 AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400)
 # How long a released (once committed) file stays restorable before the sweeper removes its objects.
 AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400)
+# How long a guest of an upload link may remove a file it sent (the link page's "Remove").
+AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24)
 # How long a process may show a ref hold's change late in the resource's legal_hold (delete paths never cache).
 AIRLOCK_HOLD_CACHE_SECONDS = env_float("AIRLOCK_HOLD_CACHE_SECONDS", 5.0)
 AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)

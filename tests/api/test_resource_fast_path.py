@@ -201,6 +201,7 @@ def _row(**fields) -> Attachment:
         "reason_code": "",
         "reason_message": "",
         "metadata": {"width": 3, "height": 2},
+        "approval": "not_required",
     }
     ref_held = fields.pop("ref_held", False)  # what for_resource() annotates from the active ref holds
     values.update(fields)
@@ -237,6 +238,7 @@ RESOURCES = {
     "failed": AttachmentResource(_row(status=Status.FAILED, reason_code="infrastructure"), URL),
     "committed": AttachmentResource(_row(lifecycle=Lifecycle.COMMITTED, ref="listing:1"), URL, True),
     "held": AttachmentResource(_row(legal_hold=True), URL, True),
+    "awaiting approval": AttachmentResource(_row(approval="pending"), URL, False, None, NOW),
     "ref held": AttachmentResource(_row(lifecycle=Lifecycle.COMMITTED, ref="listing:1", ref_held=True), URL, True),
     "archive": AttachmentResource(_row(metadata={"entries": 3, "total_bytes": 9}), URL, True),
     "document": AttachmentResource(_row(metadata={"page_count": 4}), URL, True),
@@ -296,6 +298,7 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
         "lifecycle": "staged",
         "ref": None,
         "legal_hold": False,
+        "approval": "not_required",
         "derivatives": {"thumbnail": {"width": 1, "height": 2}},
         "metadata": {"width": 3, "height": 2, "page_count": None},
         "links": {
@@ -318,6 +321,7 @@ def test_the_resource_shape_is_the_contract(monkeypatch):
     assert committed["expires_at"] is None and committed["committed"] is True and committed["ref"] == "listing:1"
     assert committed["lifecycle"] == "committed" and committed["legal_hold"] is False
     assert AttachmentOutputSerializer.render(RESOURCES["held"])["legal_hold"] is True
+    assert AttachmentOutputSerializer.render(RESOURCES["awaiting approval"])["approval"] == "pending"
     assert AttachmentOutputSerializer.render(RESOURCES["ref held"])["legal_hold"] is True
     archive = AttachmentOutputSerializer.render(RESOURCES["archive"])
     assert archive["metadata"] == {"width": None, "height": None, "page_count": None, "entries": 3, "total_bytes": 9}

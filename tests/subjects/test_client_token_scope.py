@@ -45,6 +45,7 @@ OPEN = {
     ("attachments/<str:attachment_id>/poster", "GET"),
     ("attachments/<str:attachment_id>/variants/<slug:name>", "GET"),
     ("attachments/<str:attachment_id>/discard", "POST"),
+    ("guest-uploads/<str:attachment_id>", "DELETE"),  # an upload link's guest (others: 404 by the service)
 }
 # Public for everyone (they describe, they grant nothing): a client token is simply not needed.
 PUBLIC = {"SpectacularAPIView", "SpectacularSwaggerView"}

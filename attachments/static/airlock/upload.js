@@ -23,7 +23,11 @@
  * Signed in (`/`), the page speaks as the session's user (cookie + CSRF header). At `/upload#token=…`
  * it speaks with a client token a host minted for one of its people (Authorization: Bearer, no
  * cookie): the token is taken from the fragment, which never reaches a server or a Referer, kept in
- * sessionStorage for reloads, and removed from the address bar.
+ * sessionStorage for reloads, and removed from the address bar. An upload link's page (`/l/<id>`,
+ * attachments/guest_page.py) is the guest mode: the server puts a client token minted for this device's
+ * guest subject in the page; no profile picker, no commit (the files reach the link's ref by
+ * themselves), words a guest understands, and Remove asks DELETE /guest-uploads/{id} (within the
+ * link's undo window, committed or not).
  *
  * Each file gets a profile from its type (photo → image, video or audio → media, PDF → document,
  * ZIP → archive) unless the picker names one. Everything from the server or the user is put in the
@@ -38,7 +42,7 @@
   // Refusals of the claim itself: sending the same file again is refused the same way.
   var PERMANENT_CODES = {
     TYPE_NOT_ALLOWED: true, TOO_LARGE: true, UNKNOWN_PROFILE: true, VALIDATION_ERROR: true,
-    CHECKSUM_MISMATCH: true,
+    CHECKSUM_MISMATCH: true, QUOTA_EXCEEDED: true, LINK_GONE: true,
   };
   // What a person can do about a refusal, by reason code: the content decisions (rejected) and the
   // refused claims alike. Nothing here is offered as a Retry: the same file is refused the same way.
@@ -60,9 +64,20 @@
     size_mismatch: "The file changed while it was sent: pick it again.",
     checksum_mismatch: "The file changed while it was sent: pick it again.",
     CHECKSUM_MISMATCH: "The file changed while it was sent: pick it again.",
+    QUOTA_EXCEEDED: "You have sent as many files as this page takes.",
+    LINK_GONE: "This upload page has closed: it no longer takes files.",
+  };
+  // What a guest reads for each state (guest mode): no internals, no codes.
+  var GUEST_WORDS = {
+    queued: "Waiting to send", uploading: "Sending", pending: "Sent, being checked", processing: "Sent, being checked",
+    ready: "Received", rejected: "Not accepted", failed: "Could not be checked", error: "Not sent",
   };
   // Which profile a file goes to when the picker says "by file type": the first that allows its type.
-  var AUTO_PROFILES = ["image", "media", "document", "archive"];
+  var GUEST = document.querySelector('meta[name="airlock-guest"]') !== null &&
+    document.querySelector('meta[name="airlock-guest"]').getAttribute("content") === "1";
+  var AUTO_PROFILES = GUEST
+    ? (document.querySelector('meta[name="airlock-guest-profiles"]').getAttribute("content") || "").split(" ").filter(Boolean)
+    : ["image", "media", "document", "archive"];
   var params = new URLSearchParams(window.location.search);
   var HEARTBEAT_MS = Math.max(1, Number(params.get("heartbeat")) || 60) * 1000;
   var TUS_CHUNK = 5 * MIB;
@@ -73,7 +88,8 @@
   }
 
   var csrfToken = metaContent("csrf-token");
-  var clientToken = metaContent("airlock-client") === "1" ? takeClientToken() : "";
+  var clientToken = GUEST ? metaContent("airlock-guest-token")
+    : metaContent("airlock-client") === "1" ? takeClientToken() : "";
 
   function takeClientToken() {
     var found = /(?:^|&)token=([^&]+)/.exec(window.location.hash.slice(1));
@@ -258,7 +274,7 @@
     progress.max = 100;
     progress.value = 0;
     body.appendChild(el("div", "name", file.name));
-    body.appendChild(el("div", "meta", formatBytes(file.size) + " · " + file.meta.profile));
+    body.appendChild(el("div", "meta", formatBytes(file.size) + (GUEST ? "" : " · " + file.meta.profile)));
     body.appendChild(line);
     body.appendChild(reason);
     body.appendChild(advice);
@@ -298,11 +314,13 @@
     var ui = item.ui;
     ui.li.dataset.status = status;
     ui.status.dataset.status = status;
-    ui.status.textContent = status;
+    ui.status.textContent = GUEST ? GUEST_WORDS[status] || status : status;
     ui.detail.textContent = detail || "";
+    if (GUEST && code) reason = "";  // the advice says it in a guest's words
     ui.reason.textContent = reason || "";
     ui.reason.hidden = !reason;
-    ui.advice.textContent = (!retryable && code && ADVICE[code]) || "";
+    ui.advice.textContent = (!retryable && code && (ADVICE[code] ||
+      (GUEST ? "This file could not be accepted: try another one." : ""))) || "";
     ui.advice.hidden = !ui.advice.textContent;
     ui.retry.hidden = !item.retryable;
     ui.remove.hidden = status === "committed";
@@ -578,7 +596,11 @@
 
   function show(item, resource) {
     var reason = resource.reason ? resource.reason.code + (resource.reason.message ? ": " + resource.reason.message : "") : null;
-    var detail = {
+    var detail = GUEST ? {
+      ready: [dimensions(resource.metadata), formatDuration(resource.metadata && resource.metadata.duration_seconds)]
+        .filter(Boolean).join(" · "),
+      failed: "try again",
+    }[resource.status] || "" : {
       pending: "waiting for a worker", processing: "being scanned and processed",
       ready: [resource.content_type, dimensions(resource.metadata),
               formatDuration(resource.metadata && resource.metadata.duration_seconds)].filter(Boolean).join(" · "),
@@ -691,7 +713,12 @@
   /* The file left Uppy (our Remove, or the Dashboard's): discard it on the server, drop the row. */
   function forget(item) {
     item.removed = true;
-    var done = item.id && item.committedRef === null
+    var done = GUEST && item.id
+      ? api("DELETE", "/guest-uploads/" + item.id).catch(function (error) {
+        if (error.status === 404) return null;  // never arrived, or already gone
+        throw error;
+      })
+      : item.id && item.committedRef === null
       ? api("POST", "/attachments/" + item.id + "/discard", {}).catch(function (error) {
         if (error.status === 404) return null;  // already gone (tus termination discards too)
         throw error;
@@ -792,7 +819,7 @@
     var U = window.Uppy;
     uppy = new U.Uppy({
       // One store per user: Golden Retriever must not hand one user's files to another on a shared browser.
-      id: "airlock-" + (clientToken ? "client" : metaContent("airlock-user")),
+      id: "airlock-" + (GUEST ? "guest" + window.location.pathname : clientToken ? "client" : metaContent("airlock-user")),
       autoProceed: true,
       locale: locale || undefined,
       onBeforeFileAdded: function (file) {

@@ -1,0 +1,235 @@
+"""Upload links through the API and the guest page: make, list, show, disable; a guest's uploads and removal."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core import signing
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from attachments.models import Approval, Attachment, Lifecycle, LinkGuest, UploadLink
+from tests.support import client_for, png_bytes, put_bytes, run_pipeline
+
+pytestmark = pytest.mark.django_db
+
+
+def _expires(days: int = 3) -> str:
+    return (timezone.now() + timedelta(days=days)).isoformat()
+
+
+def _create(user, **body):
+    return client_for(user).post(
+        "/api/v1/upload-links", {"ref": "event:7", "expires_at": _expires(), **body}, format="json"
+    )
+
+
+def _open_page(link_id, client=None):
+    """A guest's browser opens the page: (its client, the token the page speaks with, the response)."""
+    client = client or APIClient()
+    response = client.get(f"/l/{link_id}")
+    token = None
+    if response.status_code == 200:
+        html = response.content.decode()
+        marker = 'name="airlock-guest-token" content="'
+        token = html[html.index(marker) + len(marker) :].split('"', 1)[0]
+    return client, token, response
+
+
+def _guest_api(token):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return api
+
+
+def _guest_upload(token, data=None, *, filename="p.png"):
+    data = data or png_bytes()
+    intent = _guest_api(token).post(
+        "/api/v1/uploads",
+        {"profile": "image", "filename": filename, "size": len(data), "content_type": "image/png"},
+        format="json",
+    )
+    if intent.status_code != 201:
+        return intent, None
+    assert put_bytes(intent.json()["upload"]["url"], data, content_type="image/png").status_code == 202
+    return intent, intent.json()["id"]
+
+
+def test_make_list_show_and_disable(alice, mallory):
+    made = _create(alice, title="Anna & Ben", max_files_per_guest=5, profiles=["image"])
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert body["url"].endswith(f"/l/{body['id']}")
+    assert body["qr_svg_url"].endswith(f"/l/{body['id']}/qr.svg")
+    assert (body["state"], body["profiles"], body["max_files_per_guest"]) == ("open", ["image"], 5)
+    listed = client_for(alice).get("/api/v1/upload-links").json()["results"]
+    assert [link["id"] for link in listed] == [body["id"]]
+    assert client_for(mallory).get(f"/api/v1/upload-links/{body['id']}").status_code == 404  # another tenant
+    assert client_for(mallory).get("/api/v1/upload-links").json()["results"] == []
+    assert client_for(alice).delete(f"/api/v1/upload-links/{body['id']}").status_code == 204
+    assert client_for(alice).delete(f"/api/v1/upload-links/{body['id']}").status_code == 204  # idempotent
+    shown = client_for(alice).get(f"/api/v1/upload-links/{body['id']}").json()
+    assert shown["state"] == "disabled" and shown["disabled_at"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"ref": ""}, "ref"),
+        ({"expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
+        ({"profiles": ["nope"]}, "profiles"),
+        ({"max_files": 0}, "max_files"),
+    ],
+)
+def test_bad_input_is_a_validation_error(alice, body, field):
+    response = _create(alice, **body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert field in response.json()["error"]["details"]
+
+
+def test_a_client_token_may_not_make_links(alice):
+    key = client_for(alice).post("/api/v1/client-tokens", {"subject": "u1", "ttl_seconds": 60}, format="json")
+    response = _guest_api(key.json()["token"]).post(
+        "/api/v1/upload-links", {"ref": "x", "expires_at": _expires()}, format="json"
+    )
+    assert response.status_code == 403
+
+
+def test_qr_codes_encode_the_page_url(alice):
+    link = _create(alice).json()
+    svg = APIClient().get(f"/l/{link['id']}/qr.svg")
+    png = APIClient().get(f"/l/{link['id']}/qr.png")
+    assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_device_without_a_cookie_becomes_a_guest_and_keeps_its_subject(alice):
+    link = _create(alice).json()
+    browser, token, page = _open_page(link["id"])
+    assert page.status_code == 200
+    cookie = page.cookies["airlock_guest"]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax" and cookie["path"] == "/l/"
+    device = signing.loads(cookie.value, salt="airlock.guest-device")
+    subject = f"guest:{link['id'].replace('-', '')}:{device}"
+    assert LinkGuest.objects.filter(link_id=link["id"], subject=subject).exists()
+    assert b"moderation" not in page.content.lower() and token.startswith("act_")
+    # The same device again: the same guest, a fresh token.
+    _, second, _ = _open_page(link["id"], client=browser)
+    assert second != token and LinkGuest.objects.filter(link_id=link["id"]).count() == 1
+    # A forged cookie is a new device, not somebody else's.
+    forged = APIClient()
+    forged.cookies["airlock_guest"] = "x" * 30
+    _open_page(link["id"], client=forged)
+    assert LinkGuest.objects.filter(link_id=link["id"]).count() == 2
+
+
+def test_a_guests_file_is_committed_to_the_links_ref_once_ready(alice):
+    link = _create(alice).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    row = Attachment.objects.get(pk=pk)
+    assert (str(row.upload_link_id), row.approval, row.subject.startswith("guest:")) == (
+        link["id"],
+        Approval.NOT_REQUIRED,
+        True,
+    )
+    assert run_pipeline(pk) == "ready"
+    listed = client_for(alice).get("/api/v1/attachments?ref=event:7").json()["results"]
+    assert [a["id"] for a in listed] == [pk]
+    # The guest reads its own file; it cannot commit anywhere.
+    assert _guest_api(token).get(f"/api/v1/attachments/{pk}").status_code == 200
+    commit = _guest_api(token).post("/api/v1/attachments/commit", {"ids": [pk], "ref": "event:7"}, format="json")
+    assert commit.status_code == 403
+
+
+def test_requires_approval_hides_the_file_from_the_ref_until_approved(alice):
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    assert run_pipeline(pk) == "ready"
+    resource = client_for(alice).get(f"/api/v1/attachments/{pk}").json()
+    assert resource["approval"] == "pending"
+    assert client_for(alice).get("/api/v1/attachments?ref=event:7").json()["results"] == []
+    approved = client_for(alice).post("/api/v1/attachments/approve", {"ref": "event:7"}, format="json")
+    assert approved.status_code == 200 and approved.json() == {"approved": [pk]}
+    listed = client_for(alice).get("/api/v1/attachments?ref=event:7").json()["results"]
+    assert [(a["id"], a["approval"]) for a in listed] == [(pk, "approved")]
+
+
+def test_decline_through_the_api_discards(alice):
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    declined = client_for(alice).post("/api/v1/attachments/decline", {"ids": [pk]}, format="json")
+    assert declined.json() == {"declined": [pk]}
+    row = Attachment.objects.get(pk=pk)
+    assert (row.lifecycle, row.approval) == (Lifecycle.DISCARDED, Approval.DECLINED)
+    bad = client_for(alice).post("/api/v1/attachments/decline", {"ids": [pk], "ref": "x"}, format="json")
+    assert bad.status_code == 400
+
+
+def test_a_guest_removes_its_file_within_the_undo_window_and_gets_its_room_back(alice, settings):
+    link = _create(alice, max_files_per_guest=1).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    run_pipeline(pk)
+    assert _guest_upload(token)[0].status_code == 413
+    assert _guest_api(token).delete(f"/api/v1/guest-uploads/{pk}").status_code == 204
+    assert Attachment.objects.get(pk=pk).lifecycle == Lifecycle.RELEASED
+    assert UploadLink.objects.get(pk=link["id"]).files_used == 0
+    _, second = _guest_upload(token)
+    assert second is not None
+    # Past the window: too late.
+    Attachment.objects.filter(pk=second).update(created_at=timezone.now() - timedelta(hours=25))
+    late = _guest_api(token).delete(f"/api/v1/guest-uploads/{second}")
+    assert late.status_code == 409
+    # Another guest, or the host's service token, cannot remove it this way.
+    _, other, _ = _open_page(link["id"])
+    assert _guest_api(other).delete(f"/api/v1/guest-uploads/{second}").status_code == 404
+    assert client_for(alice).delete(f"/api/v1/guest-uploads/{second}").status_code == 404
+
+
+def test_per_link_limit_names_the_link(alice):
+    link = _create(alice, max_files=1).json()
+    _, first, _ = _open_page(link["id"])
+    _, second, _ = _open_page(link["id"])
+    assert _guest_upload(first)[1] is not None
+    refused, _ = _guest_upload(second)
+    assert refused.status_code == 413
+    assert refused.json()["error"]["details"]["quota"] == "link_files"
+
+
+def test_a_disabled_or_expired_link_is_gone(alice):
+    link = _create(alice).json()
+    _, token, _ = _open_page(link["id"])
+    client_for(alice).delete(f"/api/v1/upload-links/{link['id']}")
+    _, _, page = _open_page(link["id"])
+    assert page.status_code == 410 and b"closed this upload link" in page.content
+    # The page's token went with the link.
+    assert _guest_upload(token)[0].status_code == 401
+
+    expired = _create(alice).json()
+    _, token, _ = _open_page(expired["id"])
+    UploadLink.objects.filter(pk=expired["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    refused, _ = _guest_upload(token)
+    assert refused.status_code == 410 and refused.json()["error"]["code"] == "LINK_GONE"
+    _, _, page = _open_page(expired["id"])
+    assert page.status_code == 410 and b"has expired" in page.content
+    assert APIClient().get("/l/00000000-0000-4000-8000-000000000000").status_code == 404
+
+
+def test_a_file_waiting_for_approval_is_delivered_full_size_to_its_guest_only(alice):
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    run_pipeline(pk)
+    assert _guest_api(token).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
+    assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code == 404
+    assert client_for(alice).get(f"/api/v1/attachments/{pk}/thumbnail").status_code in (200, 302)  # to decide
+    signed = client_for(alice).get(f"/api/v1/attachments/{pk}").json()["links"].get("download")
+    if signed:  # a signed link minted for the host does not deliver it either
+        assert APIClient().get(signed).status_code == 404
+    client_for(alice).post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
+    assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
