@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -33,6 +34,7 @@ class UploadLinkAdmin(admin.ModelAdmin):
         "tenant",
         "user",
         "profiles",
+        "guest_page",
         "requires_approval",
         "waiting_queue",
         "max_files_per_guest",
@@ -77,6 +79,19 @@ class UploadLinkAdmin(admin.ModelAdmin):
             approval.queue_url(link=link),
             waiting,
             waiting,
+        )
+
+    @admin.display(description="guests' page")
+    def guest_page(self, link: UploadLink) -> str:
+        # What the printed QR code opens; the code itself is the guest page's own (made by segno, not fetched).
+        page = reverse("guest-page", kwargs={"link_id": link.pk})
+        qr = reverse("guest-qr-svg", kwargs={"link_id": link.pk})
+        return format_html(
+            '<a class="airlock-guest-page" href="{}">{}</a><br>'
+            '<img class="airlock-qr" src="{}" alt="QR code of the guests\' page" width="160" height="160">',
+            page,
+            page,
+            qr,
         )
 
     @admin.display(description="state")

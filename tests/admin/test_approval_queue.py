@@ -203,6 +203,10 @@ def test_the_queues_are_reachable_from_the_admin(queue, acme_mod, browser_for):
     links = client.get("/admin/attachments/uploadlink/").content.decode()
     assert re.search(rf'href="{QUEUE}\?link={queue["link"].pk}" data-waiting="3">3 waiting', links), links
     assert 'data-waiting="1">1 waiting' in links  # the second table's link
+    link_page = client.get(f"/admin/attachments/uploadlink/{queue['link'].pk}/change/").content.decode()
+    assert 'data-waiting="3">3 waiting' in link_page and f'src="/l/{queue["link"].pk}/qr.svg"' in link_page
+    other = client.get(f"/admin/attachments/uploadlink/{queue['globex_link'].pk}/change/", follow=True)
+    assert "Globex wedding" not in other.content.decode()  # another tenant's link: the admin's "no such object"
     # The attachment list filters by approval, and asks the saved question.
     listed = client.get("/admin/attachments/attachment/", {"approval__exact": "pending"}).content.decode()
     assert "first-dance.jpg" in listed and "already-approved.jpg" not in listed and "awaiting approval" in listed
