@@ -246,7 +246,8 @@ def _post(
     decision = DECISIONS.get(request.POST.get("decision", ""))
     raw_ids = request.POST.getlist("ids")
     if decision is None or not raw_ids:
-        messages.warning(request, "Select at least one file, then approve or decline.")
+        problem = "Choose Approve or Decline." if decision is None else "Select at least one file first."
+        messages.warning(request, problem)
         return HttpResponseRedirect(back)
     wanted, _bad = parse_ids(dict.fromkeys(raw_ids[: PAGE_SIZE * 2]))
     # Only files this staff member may see; the service changes those still waiting, and says which.

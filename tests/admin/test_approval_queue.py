@@ -231,3 +231,19 @@ def test_the_grid_reads_the_same_statements_however_many_files_wait(
         _sent(queue["more_link"], jpeg_bytes((40 + n, 40)), filename=f"late-{n}.jpg")
     with django_assert_num_queries(8):
         assert len(_tiles(client.get(QUEUE, {"ref": REF}))) == 7
+
+
+def test_bad_input_gets_an_answer_not_an_error(queue, acme_mod, browser_for):
+    client = browser_for(acme_mod)
+    assert client.get(QUEUE, {"link": "not-a-link"}).status_code == 404
+    assert client.get(QUEUE, {"ref": "x" * 201}).status_code == 404
+    assert _tiles(client.get(QUEUE, {"ref": REF, "p": "nine"})) != []  # an unknown page is the first one
+    url = f"{QUEUE}?link={queue['link'].pk}"
+    empty = client.post(url, {"decision": "approve"}, follow=True).content.decode()
+    assert "Select at least one file first." in empty
+    unknown = client.post(url, {"decision": "publish", "ids": [queue["photo1"]]}, follow=True).content.decode()
+    assert "Choose Approve or Decline." in unknown
+    garbage = client.post(url, {"decision": "approve", "ids": ["nope", queue["photo1"]]}, follow=True)
+    assert "not yours to moderate: nothing was done" in garbage.content.decode()
+    assert Attachment.objects.get(pk=queue["photo1"]).approval == Approval.PENDING
+    assert client.post(QUEUE, {"decision": "approve", "ids": [queue["photo1"]]}).status_code == 404  # no queue named
