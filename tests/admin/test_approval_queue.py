@@ -247,3 +247,19 @@ def test_bad_input_gets_an_answer_not_an_error(queue, acme_mod, browser_for):
     assert "not yours to moderate: nothing was done" in garbage.content.decode()
     assert Attachment.objects.get(pk=queue["photo1"]).approval == Approval.PENDING
     assert client.post(QUEUE, {"decision": "approve", "ids": [queue["photo1"]]}).status_code == 404  # no queue named
+
+
+def test_deciding_on_more_files_takes_no_more_statements(queue, acme_mod, browser_for):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = browser_for(acme_mod)
+    url = f"{QUEUE}?ref={REF}"
+    client.get(url)  # the session's permissions are cached after its first request
+    counts = []
+    for ids in ([queue["photo1"]], [queue["photo2"], queue["video"], queue["more"]]):
+        with CaptureQueriesContext(connection) as captured:
+            assert client.post(url, {"decision": "approve", "ids": ids}).status_code == 302
+        counts.append(len(captured.captured_queries))
+        assert all(Attachment.objects.get(pk=pk).approval == Approval.APPROVED for pk in ids)
+    assert counts[0] == counts[1], counts
