@@ -1,3 +1,6 @@
-"""The admin: the moderation console (modeladmins, actions), the dashboard page (views, dashboard, charts)."""
+"""The admin: the moderation console (modeladmins, actions, the approval queue) and the dashboard page.
 
-from . import modeladmins  # noqa: F401  (registers the ModelAdmins with the admin site)
+Importing it registers the ModelAdmins with the admin site.
+"""
+
+from . import modeladmins, upload_links  # noqa: F401

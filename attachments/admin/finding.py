@@ -17,7 +17,7 @@ from django.contrib import admin
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from ..models import Attachment, DeadLetter, Status, TransitionLog
+from ..models import Approval, Attachment, DeadLetter, Status, TransitionLog
 from ..services import backlog
 
 REF_PREFIX = "ref:"
@@ -70,6 +70,7 @@ class SavedQuestionFilter(admin.SimpleListFilter):
             ("late", "Late past the backlog limit (uploads pause)"),
             ("rejected_today", "Rejected today (pick a reason below)"),
             ("dead_letters", "Waiting in dead letters"),
+            ("awaiting_approval", "Waiting for approval (guests' files)"),
         )
 
     def queryset(self, request, queryset):
@@ -89,4 +90,6 @@ class SavedQuestionFilter(admin.SimpleListFilter):
             return queryset.filter(Exists(rejected), status=Status.REJECTED)
         if self.value() == "dead_letters":
             return with_open_dead_letter(queryset)
+        if self.value() == "awaiting_approval":
+            return queryset.filter(approval=Approval.PENDING)
         return queryset

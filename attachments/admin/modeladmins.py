@@ -7,6 +7,7 @@ an intermediate confirmation page, call the services and leave an audit trail.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import cast
 
 from django import forms
@@ -25,6 +26,7 @@ from django.utils.http import urlencode
 from ..errors import AirlockError
 from ..models import (
     ApiToken,
+    Approval,
     Attachment,
     DeadLetter,
     Derivative,
@@ -42,7 +44,7 @@ from ..selectors import is_held
 from ..services.holds import ref_hold_clear, ref_hold_set
 from ..services.quotas import tenant_usage
 from ..staff_scope import is_platform_staff, scoped
-from . import detail, media, previews, views
+from . import approval, detail, media, previews, views
 from . import variants as admin_variants
 from .actions import (
     MODERATE_PERMISSION,
@@ -203,6 +205,15 @@ def _is_uuid(value: object) -> bool:
     return True
 
 
+# The approval in the list's status cell and on the change page (not_required says nothing in the list).
+_APPROVAL_NOTES: dict[str, str] = {Approval.PENDING: "awaiting approval", Approval.DECLINED: "declined"}
+_APPROVAL_WORDS: dict[str, str] = {
+    Approval.PENDING: "waiting for the host's approval: served to nobody but its guest until approved",
+    Approval.APPROVED: "approved",
+    Approval.DECLINED: "declined: discarded, the sweeper removes it",
+}
+
+
 def _pre(text: str) -> str:
     return format_html('<pre class="airlock-pre">{}</pre>', text)
 
@@ -220,6 +231,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         ProfileFilter,
         ("tenant", admin.RelatedOnlyFieldListFilter),
         "lifecycle",
+        "approval",
         ReasonCodeFilter,
         CommittedFilter,
         StorageFilter,
@@ -255,6 +267,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                     "status",
                     "reason",
                     "lifecycle",
+                    "approval_state",
                     "same_ref",
                     "held",
                     "hold_detail",
@@ -362,8 +375,12 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_reason(self, obj: Attachment) -> str:
-        # A legal hold rides in the status cell: a column of its own no longer fits at 1280 px.
-        notes = [note for note in (obj.reason_code, "legal hold" if is_held(obj) else "") if note]
+        # A legal hold and an approval ride in the status cell: a column of their own no longer fits at 1280 px.
+        notes = [
+            note
+            for note in (obj.reason_code, "legal hold" if is_held(obj) else "", _APPROVAL_NOTES.get(obj.approval, ""))
+            if note
+        ]
         if not notes:
             return obj.get_status_display()
         return format_html('{}<br><span class="airlock-quiet">{}</span>', obj.get_status_display(), " · ".join(notes))
@@ -393,6 +410,18 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     def size_human(self, obj: Attachment) -> str:
         size = obj.size if obj.size is not None else obj.declared_size
         return filesizeformat(size) if size is not None else "—"
+
+    @admin.display(description="approval")
+    def approval_state(self, obj: Attachment) -> str:
+        if obj.approval == Approval.NOT_REQUIRED:
+            return "not required"
+        words = _APPROVAL_WORDS.get(obj.approval, obj.approval)
+        if obj.approval != Approval.PENDING or obj.upload_link_id is None:
+            return words
+        url = approval.queue_url(link_id=obj.upload_link_id)
+        return format_html(
+            '{} <a class="airlock-approval-queue" href="{}">open its link\'s approval queue</a>', words, url
+        )
 
     @admin.display(description="ref")
     def same_ref(self, obj: Attachment) -> str:
@@ -479,6 +508,11 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
                 "<uuid:object_id>/variant/<slug:name>/",
                 self.admin_site.admin_view(admin_variants.staff_variant),
                 name="%s_%s_variant" % info,
+            ),
+            path(
+                "approval/",
+                self.admin_site.admin_view(partial(approval.approval_queue, self)),
+                name="%s_%s_approval" % info,
             ),
             path(
                 "<uuid:object_id>/moderate/<slug:action_name>/",
