@@ -33,6 +33,10 @@ log = logging.getLogger("airlock.pipeline")
 
 WORKER = "worker"
 
+# How often a file waiting for a dependency tries again (±50 %, processing/outages.py): short
+# enough that it is ready well within a minute of the dependency's return, long enough to stay cheap.
+DEPENDENCY_WAIT_SECONDS = 10.0
+
 # Everything a replaced derivative row takes from the new attempt (created_at too,
 # as if it had been deleted and inserted again).
 _DERIVATIVE_UPDATE = ["storage_key", "content_type", "size", "width", "height", "created_at"]
@@ -278,13 +282,21 @@ def attachment_wait_for_dependency(
     """A dependency the stage needs is down: back to pending, no attempt counted, tried again after the delay.
 
     The file is not the problem, so its attempts are kept for failures against
-    healthy dependencies (processing/outages.py decides which is which).
+    healthy dependencies (processing/outages.py decides which is which), and the
+    hand-back is noted (`dependency_wait_at`) so that the wait is not counted as
+    its tenant's backlog (services/backlog.py).
     """
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
         if attachment is None:
             return False
-        apply_transition(attachment, "release", actor=WORKER, note=f"waiting for {error}"[:500])
+        apply_transition(
+            attachment,
+            "release",
+            actor=WORKER,
+            note=f"waiting for {error}"[:500],
+            fields={"dependency_wait_at": timezone.now()},
+        )
         outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay_seconds * 1000))
     return True
 

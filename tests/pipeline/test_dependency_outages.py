@@ -106,6 +106,7 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
             assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "waiting"
         row = Attachment.objects.get(pk=attachment_id)
         assert (row.status, row.attempts) == ("pending", 0)
+        assert row.dependency_wait_at is not None, "the hand-back is noted: the wait is not the tenant's backlog"
     assert not DeadLetter.objects.filter(attachment_id=attachment_id).exists()
     assert run_pipeline(attachment_id) == "ready"
 
@@ -118,4 +119,5 @@ def test_a_file_that_keeps_failing_against_a_healthy_scanner_spends_its_attempts
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "infrastructure" and "clamd error" in row.reason_message
     assert DeadLetter.objects.filter(attachment_id=attachment_id, kind="processing").exists()
+    assert row.dependency_wait_at is None, "a failure against a healthy scanner is not a wait"
     assert not TransitionLog.objects.filter(attachment_id=attachment_id, transition="release").exists()
