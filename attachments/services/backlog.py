@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from ..errors import Unavailable
@@ -60,8 +61,8 @@ def backlog_seconds(tenant_id: int) -> float:
     at = timezone.now()
     found = list(
         _waiting(Attachment.objects.filter(tenant_id=tenant_id), now=at)
-        .order_by("waiting_since")
-        .values_list("waiting_since", flat=True)[QUEUE_DEPTH - 1 : QUEUE_DEPTH]
+        .order_by(_clock())
+        .values_list(_clock(), flat=True)[QUEUE_DEPTH - 1 : QUEUE_DEPTH]
     )
     age = max(0.0, (at - found[0]).total_seconds()) if found else 0.0
     with _lock:
@@ -122,23 +123,23 @@ def late_uploads(queryset: QuerySet[Attachment]) -> QuerySet[Attachment]:
     if limit_seconds <= 0:
         return queryset.none()
     now = timezone.now()
-    return _waiting(queryset, now=now).filter(waiting_since__lt=now - timedelta(seconds=limit_seconds))
+    return _waiting(queryset, now=now).filter(LessThan(_clock(), now - timedelta(seconds=limit_seconds)))
 
 
 def _waiting(queryset: QuerySet[Attachment], *, now: datetime) -> QuerySet[Attachment]:
-    """The rows of `queryset` that are the tenant's backlog, each annotated with `waiting_since`, its clock's start.
-
-    Uploaded, unprocessed, first attempt, and not waiting out a dependency's outage
-    (handed back for one within the last three wait periods; the longest wait is 1.5); the clock runs from the
-    upload, or from the last hand-back for a dependency.
-    """
+    """The rows of `queryset` that are the tenant's backlog: uploaded, unprocessed, first attempt, and not waiting
+    out a dependency's outage (handed back for one within the last three wait periods; the longest is 1.5)."""
     outage_wait = now - timedelta(seconds=3 * DEPENDENCY_WAIT_SECONDS)
     return (
         queryset.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0)
         .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
         .exclude(dependency_wait_at__gte=outage_wait)
-        .annotate(waiting_since=Coalesce("dependency_wait_at", "uploaded_at"))
     )
+
+
+def _clock() -> Coalesce:
+    """Where a backlog row's wait starts: its last hand-back for a dependency, else its upload."""
+    return Coalesce("dependency_wait_at", "uploaded_at")
 
 
 def forget() -> None:
