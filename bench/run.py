@@ -32,6 +32,7 @@ against a baseline measured in the same run, interleaved with it.
   rescan       bench/rescan_bench.py        rescan_one files/s, the walk's rate vs its budget, status reads during it
   variants     bench/variant_bench.py       12 MP photo: cold medium variant, warm vs download, single flight (serve)
   variant_flood bench/variant_flood_bench.py another tenant's cold variant while one floods 36 cold variants (serve)
+  outages      bench/outage_bench.py        time to ready after Redis lost, connections cut, clamd down, a worker killed
   readyz       bench/readyz_bench.py        /readyz p99 and 503s, 30 clients x 20, PostgreSQL + Redis + S3 (moto)
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
@@ -139,6 +140,11 @@ GOALS: list[tuple[str, str, object]] = [
     ("variant_flood_other_tenant_p99_s", "<= 1.0 (one tenant floods 36 cold variants, embedded)", lambda v: v <= 1.0),
     ("readyz_p99_s", "<= 0.2 (30 clients, PostgreSQL + Redis + S3)", lambda v: v <= 0.2),
     ("readyz_503", "== 0 (a healthy instance)", lambda v: v == 0),
+    ("outage_recovery_p99_s", "<= 60 (worst of four outages, serve on PostgreSQL + Redis + clamd)", lambda v: v <= 60),
+    ("outage_recovery.redis_s", "(info: Redis restarted empty)", None),
+    ("outage_recovery.database_s", "(info: pg_terminate_backend)", None),
+    ("outage_recovery.clamd_s", "(info: clamd down 60 s; 15 s with --quick)", None),
+    ("outage_recovery.worker_s", "(info: serve's job process SIGKILLed)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -189,6 +195,7 @@ OWN_KEYS = {
     "variants": ["variant_cold_p99_s", "variant_warm_vs_download_ratio", "variant_single_flight_generations"],
     "variant_flood": ["variant_flood_other_tenant_p99_s"],
     "readyz": ["readyz_p99_s", "readyz_503"],
+    "outages": ["outage_recovery_p99_s"],
 }
 
 
@@ -385,6 +392,10 @@ def bench_readyz(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/readyz_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "readyz"), 900)
 
 
+def bench_outages(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/outage_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "outages"), 1800)
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -408,6 +419,7 @@ BENCHES = {
     "variants": bench_variants,
     "variant_flood": bench_variant_flood,
     "readyz": bench_readyz,
+    "outages": bench_outages,
 }
 
 
