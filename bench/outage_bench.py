@@ -49,15 +49,16 @@ GIVE_UP_SECONDS = 300.0
 
 
 def createuser(env: dict[str, str], name: str, tenant: str) -> str:
-    out = subprocess.run(
+    done = subprocess.run(
         [sys.executable, "manage.py", "createuser", name, "--tenant", tenant],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
-    return out.strip().splitlines()[-1]
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"createuser: {done.stderr[-1500:]}")
+    return done.stdout.strip().splitlines()[-1]
 
 
 def upload(base: str, token: str, data: bytes, name: str) -> str:

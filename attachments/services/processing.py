@@ -25,7 +25,7 @@ from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
-from .audit import stage_entry
+from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
 from .dead_letters import dead_letter_open
 from .transitions import apply_transition, lock_attachment, save_fields
 
@@ -294,8 +294,9 @@ def attachment_wait_for_dependency(
             attachment,
             "release",
             actor=WORKER,
-            note=f"waiting for {error}"[:500],
+            note=f"{WAIT_NOTE_PREFIX}{error}"[:500],
             fields={"dependency_wait_at": timezone.now()},
+            details=dependency_waits_fold(attachment.pk),
         )
         outbox.enqueue("intake", attachment.pk, attachment.tenant_id, delay_ms=int(delay_seconds * 1000))
     return True
