@@ -46,6 +46,7 @@ from tests.support import jpeg_bytes  # noqa: E402
 from tests.support.processes import PrivateClamd, PrivateRedis  # noqa: E402
 
 GIVE_UP_SECONDS = 300.0
+ANSWERS: dict[str, int] = {}  # what the API answered instead of accepting, by status ("refused": no connection)
 
 
 def createuser(env: dict[str, str], name: str, tenant: str) -> str:
@@ -73,8 +74,9 @@ def upload(base: str, token: str, data: bytes, name: str) -> str:
                 response = send()
                 if response.status_code != 503 and response.status_code < 500:
                     return response
+                ANSWERS[str(response.status_code)] = ANSWERS.get(str(response.status_code), 0) + 1
             except requests.ConnectionError:
-                pass
+                ANSWERS["refused"] = ANSWERS.get("refused", 0) + 1
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name}: not accepted within {GIVE_UP_SECONDS} s")
             time.sleep(0.5)
@@ -91,6 +93,8 @@ def upload(base: str, token: str, data: bytes, name: str) -> str:
         raise RuntimeError(f"{name}: intent {intent.status_code} {intent.text[:300]}")
     target = intent.json()["upload"]
     sent = patiently(lambda: requests.put(target["url"], data=data, headers=target["headers"], timeout=120))
+    if sent.status_code == 409 and sent.json()["error"]["code"] == "ALREADY_UPLOADED":
+        return intent.json()["id"]  # an earlier try's bytes got in before its answer was lost: done
     if sent.status_code not in (200, 201, 202, 204):
         raise RuntimeError(f"{name}: upload {sent.status_code} {sent.text[:300]}")
     return intent.json()["id"]
@@ -216,6 +220,7 @@ def main() -> None:
                 **{f"{name}_s": (r(v, 2) if v is not None else None) for name, v in recovery.items()},
                 **{f"{name}_outage_s": r(v, 1) for name, v in lasted.items()},
                 "files_per_burst": files,
+                "answers_retried": dict(sorted(ANSWERS.items())),
                 "loadavg_before": load_before,
                 "loadavg_after": [round(x, 2) for x in os.getloadavg()],
                 "setup": "serve defaults (web processes + supervised job process) on PostgreSQL, a Redis and a "
