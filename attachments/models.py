@@ -402,6 +402,9 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     step = models.CharField(max_length=16, blank=True, default="")
     uploaded_at = models.DateTimeField(null=True, blank=True)
+    # When a stage last handed the file back because a dependency it needs (a scanner, storage)
+    # was down (services/processing.py): the tenant's backlog clock restarts there (services/backlog.py).
+    dependency_wait_at = models.DateTimeField(null=True, blank=True)
     # S3 multipart intents: the UploadId, kept server-side until the parts are
     # assembled (cleared then); the sweeper aborts it for abandoned intents.
     multipart_upload_id = models.CharField(max_length=1024, null=True, blank=True)

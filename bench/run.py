@@ -34,6 +34,7 @@ against a baseline measured in the same run, interleaved with it.
   variant_flood bench/variant_flood_bench.py another tenant's cold variant while one floods 36 cold variants (serve)
   r2           bench/r2_bench.py            R2 notifications/s over the Cloudflare Queues pull API vs S3 events over SQS
                                             (consume_storage_events, PostgreSQL, moto, the Queues stand-in)
+  outages      bench/outage_bench.py        time to ready after Redis lost, connections cut, clamd down, a worker killed
   readyz       bench/readyz_bench.py        /readyz p99 and 503s, 30 clients x 20, PostgreSQL + Redis + S3 (moto)
   album        bench/album_bench.py         a ref's ZIP (~1 GB of photos; 200 MB --quick) vs reading the files; RSS
   transcode    bench/transcode_bench.py     web rendition of 60 s 1080p HEVC (10 s 720p --quick) vs bare PyAV;
@@ -151,6 +152,11 @@ GOALS: list[tuple[str, str, object]] = [
     ("album_zip_worker_rss_growth_mb", "< 64 (serve's web process during the archive)", lambda v: v < 64),
     ("transcode_vs_bare_pyav_ratio", "<= 1.15 (60 s 1080p HEVC; 10 s 720p with --quick)", lambda v: v <= 1.15),
     ("ttr_p99_during_transcodes_s", "<= 1 (12 MP photos while two transcodes run)", lambda v: v <= 1.0),
+    ("outage_recovery_p99_s", "<= 60 (worst of four outages, serve on PostgreSQL + Redis + clamd)", lambda v: v <= 60),
+    ("outage_recovery.redis_s", "(info: Redis restarted empty)", None),
+    ("outage_recovery.database_s", "(info: pg_terminate_backend)", None),
+    ("outage_recovery.clamd_s", "(info: clamd down 60 s; 15 s with --quick)", None),
+    ("outage_recovery.worker_s", "(info: serve's job process SIGKILLed)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -204,6 +210,7 @@ OWN_KEYS = {
     "r2": ["r2_consumer_events_per_s", "r2_vs_sqs_consumer_ratio"],
     "album": ["album_zip_vs_disk_read_ratio", "album_zip_worker_rss_growth_mb"],
     "transcode": ["transcode_vs_bare_pyav_ratio", "ttr_p99_during_transcodes_s"],
+    "outages": ["outage_recovery_p99_s"],
 }
 
 
@@ -414,6 +421,10 @@ def bench_transcode(quick: bool, tmp: Path) -> dict:
     )
 
 
+def bench_outages(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/outage_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "outages"), 1800)
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -440,6 +451,7 @@ BENCHES = {
     "r2": bench_r2,
     "album": bench_album,
     "transcode": bench_transcode,
+    "outages": bench_outages,
 }
 
 

@@ -27,6 +27,7 @@ from typing import TypeVar
 import redis
 from django.db import InterfaceError, OperationalError, connections
 
+from attachments.services.processing import DEPENDENCY_WAIT_SECONDS
 from attachments.storage import get_gateway
 
 from .scanners import ScannerError, scanners_from_settings
@@ -44,10 +45,6 @@ JOB_RETRY_MAX_DELAY = 5.0
 # A storage 5xx or timeout inside a stage: the stage's work runs again this long
 # before the storage is probed (and the file waits for it, or an attempt counts).
 STORAGE_RETRY_SECONDS = 5.0
-
-# How often a file waiting for a dependency tries again (±50 %): short enough that
-# it is ready well within a minute of the dependency's return, long enough to stay cheap.
-DEPENDENCY_WAIT_SECONDS = 10.0
 
 # What a fresh probe of a dependency may take (a stage's own timeouts are longer).
 PROBE_TIMEOUT_SECONDS = 2.0

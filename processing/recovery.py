@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,13 +23,14 @@ from attachments.services.processing import (
 from .fairness import (
     ACTOR_OF_STAGE,
     SUBJECT_POOL,
+    TENANT_POOL,
     parked_job,
     pool_limit,
     pool_of,
     subject_key,
     subject_pool_applies,
 )
-from .liveness import lost_after_seconds, registry
+from .liveness import GONE_BEAT, lost_after_seconds, mark_gone_workers, registry
 from .stages import INTAKE, STAGES
 
 log = logging.getLogger("airlock.recovery")
@@ -129,20 +131,48 @@ def _free_tenant_slot(stage: str, tenant_id: int, attachment_id: object, subject
         )
 
 
-def _free_slots_of_worker(worker_id: str) -> int:
+def _free_slots_of_worker(worker_id: str) -> set[uuid.UUID]:
     """Every slot a lost worker held, at every stage, whatever became of its files (a stale or duplicate job holds
-    one too)."""
+    one too); returns the files whose stage jobs held them."""
     from . import tenant_slots
 
     slots = tenant_slots.backend()
+    files: set[uuid.UUID] = set()
     try:
         held = slots.holders_of_worker(worker_id)
-        for stage, key, holder in held:
-            _release_and_wake(slots, stage, key, holder)
+        for pool, key, holder in held:
+            _release_and_wake(slots, pool, key, holder)
+            if pool == TENANT_POOL:
+                try:
+                    files.add(uuid.UUID(holder.partition("/")[0]))
+                except ValueError:  # not a file's holder
+                    pass
     except Exception as exc:  # they still expire on their own
         log.warning("could not free a lost worker's tenant slots", extra={"error": str(exc)[:300]})
-        return 0
-    return len(held)
+    return files
+
+
+def _take_back_leases(files: set[uuid.UUID]) -> int:
+    """The leases of files a worker whose process is gone was running: taken back now, not when they run out.
+
+    As when a lease runs out, the file goes back to pending with an attempt counted
+    (a file that kills every worker it meets must end somewhere) and its job is sent
+    at once. A job of the file still alive elsewhere (a duplicate) finds its lease
+    gone and changes nothing.
+    """
+    taken = 0
+    leased = Attachment.objects.filter(pk__in=files, status=Status.PROCESSING, lease_token__isnull=False)
+    for pk, token in list(leased.values_list("pk", "lease_token")):
+        taken += bool(
+            attachment_retry_or_fail(
+                attachment_id=pk,
+                token=token,
+                error="lease taken back: its worker's process is gone",
+                actor="system:reconciler",
+                backoff=False,
+            )
+        )
+    return taken
 
 
 def _release_and_wake(slots, pool: str, key: str, holder: str) -> None:
@@ -211,7 +241,10 @@ def redrive_pending(
 def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int]:
     """A worker that missed three beats is gone: free its tenant slots, re-drive every pending file it may have held.
 
-    Its leases run out by themselves (expire_leases); what it had fetched from
+    A worker whose process is known to be gone (liveness.mark_gone_workers: seen
+    from its own host) is lost at once, and the leases of the files its slots
+    name are taken back at once too. Otherwise its leases run out by themselves
+    (expire_leases); what it had fetched from
     the broker and not acked is invisible here, and Redis gives it back only
     minutes later, at random. So every pending file with its bytes in, whose job
     went out before now, gets a new intake job, once per lost worker (a healthy
@@ -223,6 +256,7 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
     now = now or timezone.now()
     workers = registry()
     try:
+        mark_gone_workers()  # a worker process of this host that is gone is lost now, not three beats later
         lost = workers.silent_for(lost_after_seconds())
     except Exception as exc:  # Redis is away: leases still expire, and the slow re-drive still runs
         log.warning("could not read the worker registry", extra={"error": str(exc)[:300]})
@@ -231,8 +265,13 @@ def redrive_after_lost_workers(*, now: datetime | None = None) -> tuple[int, int
     if lost:
         redriven = _redrive_pending_before(now)
         log.warning("workers stopped beating: their files re-driven", extra={"count": len(lost), "redriven": redriven})
-    for worker_id, _ in lost:
-        _free_slots_of_worker(worker_id)
+    for worker_id, last_beat in lost:
+        files = _free_slots_of_worker(worker_id)
+        if last_beat == GONE_BEAT and files:  # its process is known to be gone: none of its jobs is running
+            try:
+                _take_back_leases(files)
+            except Exception as exc:  # the leases still run out by themselves
+                log.warning("could not take back a gone worker's leases", extra={"error": str(exc)[:300]})
         try:
             workers.leave(worker_id)  # after the re-drive: a failed one is tried again next tick
         except Exception as exc:  # then it is re-driven again next tick: duplicates are harmless

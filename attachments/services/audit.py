@@ -58,6 +58,43 @@ _STAGE_EVENTS = {
 }
 
 
+# A file waiting for a dependency that is down is handed back every 5-15 s (services/processing.py):
+# each try writes its start (and the intake's `arrived`) and its release. The file keeps one
+# release row for the whole wait, as it keeps one heartbeat row: each new wait folds the rows of
+# the try before it into the new release (dependency_waits_fold), which says since when and how often.
+WAIT_NOTE_PREFIX = "waiting for "
+_RETRY_ROWS = ("start", ARRIVED)  # what a try that ended in another wait wrote after the previous release
+_FOLD_LOOKBACK = 6
+
+
+def dependency_waits_fold(attachment_id: Any) -> dict[str, Any]:
+    """Drop the rows of the file's previous wait for a dependency (its release, and the try after it); the
+    `details` its new release row carries: the first wait's time (`since`) and how many waits (`waits`).
+
+    Only when nothing else happened since that release (the try only started and
+    was handed back again); otherwise the new release starts its own count. Run
+    under the row's lock, before the new release is written.
+    """
+    recent = list(
+        TransitionLog.objects.filter(attachment_id=attachment_id)
+        .order_by("-id")
+        .values_list("id", "transition", "actor", "message", "details", "created_at")[:_FOLD_LOOKBACK]
+    )
+    fold: list[int] = []
+    for pk, transition, actor, message, details, created_at in recent:
+        if transition in _RETRY_ROWS and actor == "worker":
+            fold.append(pk)
+            continue
+        if transition == "release" and actor == "worker" and message.startswith(WAIT_NOTE_PREFIX) and fold:
+            TransitionLog.objects.filter(pk__in=[*fold, pk]).delete()
+            return {
+                "since": (details or {}).get("since") or created_at.isoformat(),
+                "waits": int((details or {}).get("waits", 1)) + 1,
+            }
+        break
+    return {"waits": 1}
+
+
 def audit_entry(
     attachment_id: Any, *, event: str, actor: str, details: Mapping[str, Any] | None = None, message: str = ""
 ) -> TransitionLog:

@@ -17,20 +17,31 @@ milliseconds, so a scan/derive backlog sits there. Files in retry backoff
 QUEUE_DEPTH-th file rather than the first keeps one stuck file (a lost job
 waiting for the reconciler) from pausing a tenant's uploads. Read at most four
 times a second per process and tenant.
+
+Files stranded by an outage are not the tenant's backlog: a file that a stage
+handed back because a scanner or storage was down (`dependency_wait_at`) does
+not count while it is within three wait periods of that hand-back (it is waiting
+for its next try, every DEPENDENCY_WAIT_SECONDS while the outage lasts), and
+after that its clock runs from the hand-back, not from its upload. A scanner
+down for ten minutes thus pauses nobody's uploads, and once it is back the
+drain is judged from the moment the files could run again.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count, QuerySet
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from ..errors import Unavailable
 from ..models import Attachment, Lifecycle, Status
+from .processing import DEPENDENCY_WAIT_SECONDS
 
 _CACHE_SECONDS = 0.25  # a stale "open" lets a burst in: 4 reads a second per process and tenant is cheap
 QUEUE_DEPTH = 5  # this many files must be late: one stuck file alone pauses nothing
@@ -47,15 +58,13 @@ def backlog_seconds(tenant_id: int) -> float:
     if hit is not None and now - hit[0] < _CACHE_SECONDS:
         return hit[1]
     # (tenant, status) is indexed: only this tenant's unready rows are sorted.
+    at = timezone.now()
     found = list(
-        Attachment.objects.filter(
-            tenant_id=tenant_id, status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0
-        )
-        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-        .order_by("uploaded_at")
-        .values_list("uploaded_at", flat=True)[QUEUE_DEPTH - 1 : QUEUE_DEPTH]
+        _waiting(Attachment.objects.filter(tenant_id=tenant_id), now=at)
+        .order_by(_clock())
+        .values_list(_clock(), flat=True)[QUEUE_DEPTH - 1 : QUEUE_DEPTH]
     )
-    age = max(0.0, (timezone.now() - found[0]).total_seconds()) if found else 0.0
+    age = max(0.0, (at - found[0]).total_seconds()) if found else 0.0
     with _lock:
         if len(_cached) >= _CACHE_TENANTS:
             _cached.clear()
@@ -113,10 +122,24 @@ def late_uploads(queryset: QuerySet[Attachment]) -> QuerySet[Attachment]:
     limit_seconds = settings.AIRLOCK_MAX_BACKLOG_SECONDS
     if limit_seconds <= 0:
         return queryset.none()
-    cutoff = timezone.now() - timedelta(seconds=limit_seconds)
-    return queryset.filter(
-        status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0, uploaded_at__lt=cutoff
-    ).exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+    now = timezone.now()
+    return _waiting(queryset, now=now).filter(LessThan(_clock(), now - timedelta(seconds=limit_seconds)))
+
+
+def _waiting(queryset: QuerySet[Attachment], *, now: datetime) -> QuerySet[Attachment]:
+    """The rows of `queryset` that are the tenant's backlog: uploaded, unprocessed, first attempt, and not waiting
+    out a dependency's outage (handed back for one within the last three wait periods; the longest is 1.5)."""
+    outage_wait = now - timedelta(seconds=3 * DEPENDENCY_WAIT_SECONDS)
+    return (
+        queryset.filter(status__in=[Status.PENDING, Status.PROCESSING], uploaded_at__isnull=False, attempts=0)
+        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
+        .exclude(dependency_wait_at__gte=outage_wait)
+    )
+
+
+def _clock() -> Coalesce:
+    """Where a backlog row's wait starts: its last hand-back for a dependency, else its upload."""
+    return Coalesce("dependency_wait_at", "uploaded_at")
 
 
 def forget() -> None:

@@ -26,7 +26,7 @@ from ..reasons import ReasonCode
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
-from .audit import stage_entry
+from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
 from .dead_letters import dead_letter_open
 from .duplicates import duplicate_twin
 from .transitions import apply_transition, lock_attachment, save_fields
@@ -34,6 +34,10 @@ from .transitions import apply_transition, lock_attachment, save_fields
 log = logging.getLogger("airlock.pipeline")
 
 WORKER = "worker"
+
+# How often a file waiting for a dependency tries again (±50 %, processing/outages.py): short
+# enough that it is ready well within a minute of the dependency's return, long enough to stay cheap.
+DEPENDENCY_WAIT_SECONDS = 10.0
 
 # Everything a replaced derivative row takes from the new attempt (created_at too,
 # as if it had been deleted and inserted again).
@@ -294,13 +298,22 @@ def attachment_wait_for_dependency(
     """A dependency the stage needs is down: back to pending, no attempt counted, tried again after the delay.
 
     The file is not the problem, so its attempts are kept for failures against
-    healthy dependencies (processing/outages.py decides which is which).
+    healthy dependencies (processing/outages.py decides which is which), and the
+    hand-back is noted (`dependency_wait_at`) so that the wait is not counted as
+    its tenant's backlog (services/backlog.py).
     """
     with transaction.atomic():
         attachment = _locked_if_current(attachment_id, token)
         if attachment is None:
             return False
-        apply_transition(attachment, "release", actor=WORKER, note=f"waiting for {error}"[:500])
+        apply_transition(
+            attachment,
+            "release",
+            actor=WORKER,
+            note=f"{WAIT_NOTE_PREFIX}{error}"[:500],
+            fields={"dependency_wait_at": timezone.now()},
+            details=dependency_waits_fold(attachment.pk),
+        )
         outbox.enqueue(
             "intake", attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay_seconds * 1000)
         )

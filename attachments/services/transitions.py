@@ -55,11 +55,13 @@ def apply_transition(
     note: str = "",
     fields: Mapping[str, Any] | None = None,
     audit: Sequence[TransitionLog] = (),
+    details: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Attachment:
     """Set `fields` (a step's facts), run the transition, save those + the status + its declared writes, audit it.
 
-    `audit`: entries recorded just before the transition's own (services/audit.py), in the same INSERT.
+    `audit`: entries recorded just before the transition's own (services/audit.py), in the same INSERT;
+    `details`: the transition's own row's details.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("transitions run inside transaction.atomic() on a locked row")
@@ -92,6 +94,7 @@ def apply_transition(
                 message=(note or (attachment.reason_message if attachment.status in ("rejected", "failed") else ""))[
                     :500
                 ],
+                details=dict(details or {}),
             ),
         ]
     )

@@ -73,11 +73,46 @@ def test_one_stuck_file_or_files_in_retry_backoff_pause_nothing(alice, api):
     assert create_intent(client).status_code == 201
 
 
+def test_files_waiting_out_a_dependency_outage_are_not_backlog(alice, api):
+    """Handed back because the scanner was down, a moment ago: they wait for the scanner, not for the tenant's turn."""
+    client = api(alice)
+    handed_back = timezone.now() - timedelta(seconds=3)
+    _late_files(client, backlog.QUEUE_DEPTH * 2, seconds=900, dependency_wait_at=handed_back)
+    assert backlog.backlog_seconds(_tenant(alice)) == 0
+    assert create_intent(client).status_code == 201
+    assert backlog.paused_tenants() == []
+    # The same files, none handed back: they are a backlog of 900 s.
+    Attachment.objects.filter(tenant_id=_tenant(alice)).update(dependency_wait_at=None)
+    backlog.forget()
+    assert backlog.backlog_seconds(_tenant(alice)) > 890
+    assert create_intent(client).status_code == 503
+    assert [row["tenant_id"] for row in backlog.paused_tenants()] == [_tenant(alice)]
+
+
+def test_after_an_outage_the_clock_runs_from_the_hand_back_not_the_upload(alice, api):
+    client = api(alice)
+    # Uploaded 15 minutes ago, last handed back for the scanner 50 s ago (it came back since): 50 s < 60 s.
+    handed_back = timezone.now() - timedelta(seconds=50)
+    _late_files(client, backlog.QUEUE_DEPTH, seconds=900, status=Status.PROCESSING, dependency_wait_at=handed_back)
+    assert 45 < backlog.backlog_seconds(_tenant(alice)) < 60
+    assert create_intent(client).status_code == 201
+    # Still not done 70 s after their hand-back: that is a backlog again.
+    Attachment.objects.filter(tenant_id=_tenant(alice), dependency_wait_at__isnull=False).update(
+        dependency_wait_at=timezone.now() - timedelta(seconds=70)
+    )
+    backlog.forget()
+    assert create_intent(client).status_code == 503
+
+
 def test_zero_turns_shedding_off(alice, api, settings):
     client = api(alice)
     _late_files(client, backlog.QUEUE_DEPTH, seconds=900)
     settings.AIRLOCK_MAX_BACKLOG_SECONDS = 0
     assert create_intent(client).status_code == 201
+
+
+def _tenant(user) -> int:
+    return user.membership.tenant_id
 
 
 def _file():

@@ -11,6 +11,7 @@ leases of the jobs it runs, so a long step is not taken for a lost one.
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import timedelta
 
@@ -171,7 +172,7 @@ def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(
         return report if report.lost_workers else None
 
     report = wait_until(noticed, 30, "the killed worker to be noticed", interval=0.2)
-    assert report.lost_workers == 1
+    assert report.lost_workers == 2  # its process is gone: both its workers (the stages', the transcodes') at once
 
     def lease_ran_out() -> Attachment | None:
         expire_leases()
@@ -205,3 +206,45 @@ def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
         == 2
     )
     assert slots.parked_files(tenant) == set()
+
+
+@pytest.mark.redis
+def test_a_worker_whose_process_is_gone_is_lost_at_once_its_slot_and_lease_freed(
+    alice, tmp_path, short_tmp, registry, settings
+):
+    """Seen from its own host, a killed worker is lost at the next tick, not three beats (or a lease) later."""
+    settings.AIRLOCK_LEASE_SECONDS = 300  # three missed beats: 46 s; the lease: 5 minutes
+    clamd = StallingClamd(short_tmp / "stall.sock")
+    worker = WorkerProcess(
+        tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_LEASE_SECONDS": "300"}
+    ).start()
+    try:
+        attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
+        assert clamd.received.wait(60), f"the worker never streamed the file to clamd\n{worker.log()}"
+        ids = [w for w in registry.members() if w.split(":")[1:2] == [str(worker.pid)]]
+        assert len(ids) == 2, registry.members()  # the process's stages worker and transcodes worker
+        assert not any(liveness.process_gone(worker_id) for worker_id in ids)
+        held = [h for worker_id in ids for _, _, h in tenant_slots.backend().holders_of_worker(worker_id)]
+        assert [holder.partition("/")[0] for holder in held] == [attachment_id]
+        assert recover().lost_workers == 0
+    finally:
+        worker.kill()
+        clamd.close()
+
+    assert all(liveness.process_gone(worker_id) for worker_id in ids)
+    report = recover()  # at once: no beat was missed yet, no lease ran out
+    assert report.lost_workers == 2
+    assert all(tenant_slots.backend().holders_of_worker(worker_id) == [] for worker_id in ids)
+    assert not set(ids) & set(registry.members())
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.attempts, row.lease_token) == ("pending", 1, None)
+    retry = OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).latest("pk")
+    assert retry.delay_ms == 0
+
+
+def test_a_worker_of_another_host_or_a_live_process_is_not_taken_for_gone():
+    assert liveness.process_gone(liveness.new_worker_id()) is False  # this very process
+    assert liveness.process_gone(f"elsewhere.1:{os.getpid() + 1}:abc") is False  # another pid space: unknown
+    assert liveness.process_gone("0123456789abcdef") is False  # an id without a pid (unknown pid space)
+    parent = os.getppid()
+    assert liveness.process_gone(f"{liveness.pid_space()}:{parent}:abc") is False

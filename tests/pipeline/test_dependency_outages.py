@@ -106,8 +106,20 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
             assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "waiting"
         row = Attachment.objects.get(pk=attachment_id)
         assert (row.status, row.attempts) == ("pending", 0)
+        assert row.dependency_wait_at is not None, "the hand-back is noted: the wait is not the tenant's backlog"
     assert not DeadLetter.objects.filter(attachment_id=attachment_id).exists()
+    # One release row for the whole wait, however many tries it took (a long outage writes no row per try).
+    waits = settings.AIRLOCK_MAX_ATTEMPTS + 1
+    [release] = TransitionLog.objects.filter(attachment_id=attachment_id, transition="release")
+    assert release.message.startswith("waiting for storage") and release.details["waits"] == waits
+    assert release.details["since"] < release.created_at.isoformat()
+    assert TransitionLog.objects.filter(attachment_id=attachment_id, transition="start").count() == 1
     assert run_pipeline(attachment_id) == "ready"
+    transitions = list(
+        TransitionLog.objects.filter(attachment_id=attachment_id).order_by("id").values_list("transition", flat=True)
+    )
+    assert transitions[-4:] == ["arrived", "start", "scan", "finish"]
+    assert transitions.count("release") == 1
 
 
 def test_a_file_that_keeps_failing_against_a_healthy_scanner_spends_its_attempts(alice, settings):
@@ -118,4 +130,5 @@ def test_a_file_that_keeps_failing_against_a_healthy_scanner_spends_its_attempts
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "infrastructure" and "clamd error" in row.reason_message
     assert DeadLetter.objects.filter(attachment_id=attachment_id, kind="processing").exists()
+    assert row.dependency_wait_at is None, "a failure against a healthy scanner is not a wait"
     assert not TransitionLog.objects.filter(attachment_id=attachment_id, transition="release").exists()

@@ -191,7 +191,7 @@ class JobsSupervisor:
         delay = 1.0
         while not self.stopping.is_set():
             started = time.monotonic()
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL)
+            self.proc = spawn(self.argv)
             while self.proc.poll() is None and not self.stopping.is_set():
                 self.stopping.wait(0.5)
             if self.stopping.is_set():
@@ -212,6 +212,21 @@ class JobsSupervisor:
             proc.wait(timeout=settings.AIRLOCK_GRACEFUL_TIMEOUT_SECONDS + 10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def spawn(argv: list[str]) -> subprocess.Popen:
+    """Start `argv` without a window in which a forked web process could inherit the start-up pipe.
+
+    Popen's default fork + exec waits on a pipe until the child has exec'd; a web
+    process forked by the main thread meanwhile inherits that pipe's write end and
+    keeps it open for its whole life, so Popen never returns and the job process
+    it started is never watched (a killed one was never replaced). posix_spawn
+    (taken when close_fds is off) has no such pipe: it returns once the child has
+    exec'd. The child inherits only inheritable descriptors: the listening
+    socket (gunicorn keeps it so for a re-exec), on which it never accepts, and
+    which it lets go when it stops with serve.
+    """
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=False)
 
 
 def run_jobs_process(*, worker: bool, scheduler: bool, threads: int | None) -> None:
