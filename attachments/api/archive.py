@@ -19,15 +19,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..archive import archive_stream, members_of
-from ..errors import NotAuthenticated, NotFound, SignatureInvalid, UrlExpired
+from ..errors import NotAuthenticated, NotFound, OutOfScope, SignatureInvalid, UrlExpired
 from ..selectors import ref_archive_files, ref_archive_files_signed
 from ..services.audit import ref_archive_record
 from ..services.transitions import user_actor
 from ..serving import content_disposition, security_headers
 from ..signing import archive_query, delivery_expiry, delivery_signed
 from .client_scope import ClientTokenScope
-from .delivery import SIGNED_LINK_PARAMETERS, SignedOrAuthenticated
+from .delivery import SIGNED_LINK_NAMES, SIGNED_LINK_PARAMETERS, SignedOrAuthenticated
 from .links import absolute_url
+from .query import DeclaredQuery
 from .schema import errors
 from .serializers import SharedSerializer
 
@@ -57,9 +58,10 @@ def _signed_in(request) -> bool:
     return request.user is not None and request.user.is_authenticated
 
 
-class RefArchiveApi(APIView):
+class RefArchiveApi(DeclaredQuery, APIView):
     # A client token acts for one person's uploads; an album is the host's to hand out (a signed link).
     permission_classes = [SignedOrAuthenticated, ClientTokenScope]
+    query_parameters = frozenset({"renditions", "t", "scope", *SIGNED_LINK_NAMES})
 
     @extend_schema(
         operation_id="refs_archive",
@@ -71,7 +73,12 @@ class RefArchiveApi(APIView):
         responses={
             (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="The ZIP, streamed."),
             **errors(
-                NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, NOT_FOUND="the ref has no available file"
+                NotAuthenticated,
+                SignatureInvalid,
+                UrlExpired,
+                OutOfScope,
+                NotFound,
+                NOT_FOUND="the ref has no available file",
             ),
         },
     )
@@ -106,7 +113,7 @@ def _zip_name(ref: str) -> str:
     return name[:100] or "archive"
 
 
-class RefArchiveLinkApi(APIView):
+class RefArchiveLinkApi(DeclaredQuery, APIView):
     permission_classes = [IsAuthenticated, ClientTokenScope]
 
     @extend_schema_serializer(component_name="ArchiveLink")
@@ -121,7 +128,7 @@ class RefArchiveLinkApi(APIView):
         parameters=[REF],
         responses={
             200: OutputSerializer,
-            **errors(NotAuthenticated, NotFound, NOT_FOUND="the ref has no available file"),
+            **errors(NotAuthenticated, OutOfScope, NotFound, NOT_FOUND="the ref has no available file"),
         },
     )
     def get(self, request, ref):

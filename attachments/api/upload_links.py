@@ -25,6 +25,7 @@ from ..services.upload_links import (
     upload_links_of,
 )
 from .links import absolute_url
+from .query import DeclaredQuery
 from .schema import ATTACHMENT_ID, JSON_TOO_LARGE, errors
 from .serializers import SharedSerializer, StrictCharField, StrictIntegerField, UtcDateTimeField
 
@@ -79,7 +80,7 @@ def link_resource(request, link: UploadLink, now) -> dict:
     }
 
 
-class UploadLinksApi(APIView):
+class UploadLinksApi(DeclaredQuery, APIView):
     @extend_schema_serializer(component_name="UploadLinkCreate")
     class InputSerializer(SharedSerializer):
         ref = StrictCharField(max_length=MAX_REF_LENGTH, help_text="Where guests' files are committed.")
@@ -126,7 +127,7 @@ class UploadLinksApi(APIView):
         return Response(UploadLinkListSerializer.render({"results": links}))
 
 
-class UploadLinkApi(APIView):
+class UploadLinkApi(DeclaredQuery, APIView):
     @extend_schema(
         operation_id="upload_links_retrieve",
         tags=_TAGS,

@@ -226,7 +226,14 @@ def test_what_each_view_takes_is_what_its_schema_documents(client):
         documented[path] = {p["name"] for p in get.get("parameters", []) if p["in"] == "query"}
     assert len(documented) >= 9, documented  # profiles, usage, search, list, one, and the file reads
     for path, names in documented.items():
-        concrete = path.replace("{attachment_id}", "00000000-0000-0000-0000-000000000000").replace("{name}", "small")
+        concrete = path
+        for name, value in {
+            "attachment_id": "0" * 8 + "-0000-0000-0000-" + "0" * 12,
+            "name": "small",
+            "ref": "ad:1",
+        }.items():
+            concrete = concrete.replace("{" + name + "}", value)
+        concrete = concrete.replace("{link_id}", "00000000-0000-4000-8000-000000000000")
         view = resolve(concrete).func.view_class
         assert view.__name__ in views, path
         assert names == set(view.query_parameters), (path, names, view.query_parameters)

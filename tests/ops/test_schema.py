@@ -39,6 +39,16 @@ OPERATIONS = {
     ("/api/v1/client-tokens/{token_id}", "delete"): ("204", None),
     ("/api/v1/subjects/logout", "post"): ("200", "SubjectLogoutResponse"),
     ("/api/v1/subjects/erase", "post"): ("200", "SubjectErasure"),
+    ("/api/v1/attachments/{attachment_id}/web", "get"): ("200", None),
+    ("/api/v1/attachments/approve", "post"): ("200", "ApproveResponse"),
+    ("/api/v1/attachments/decline", "post"): ("200", "DeclineResponse"),
+    ("/api/v1/guest-uploads/{attachment_id}", "delete"): ("204", None),
+    ("/api/v1/refs/{ref}/archive", "get"): ("200", None),
+    ("/api/v1/refs/{ref}/archive-link", "get"): ("200", "ArchiveLink"),
+    ("/api/v1/upload-links", "get"): ("200", "UploadLinkList"),
+    ("/api/v1/upload-links", "post"): ("201", "UploadLink"),
+    ("/api/v1/upload-links/{link_id}", "get"): ("200", "UploadLink"),
+    ("/api/v1/upload-links/{link_id}", "delete"): ("204", None),
 }
 
 # Error statuses each operation must document (API.md's table applied per operation).
@@ -70,6 +80,16 @@ ERRORS = {
     ("/api/v1/storage-events", "post"): {400, 401, 413},
     ("/api/v1/usage", "get"): {401},
     ("/api/v1/subjects/erase", "post"): {400, 401, 404, 413},
+    ("/api/v1/attachments/{attachment_id}/web", "get"): {401, 404, 409},
+    ("/api/v1/attachments/approve", "post"): {400, 401, 403},
+    ("/api/v1/attachments/decline", "post"): {400, 401, 403},
+    ("/api/v1/guest-uploads/{attachment_id}", "delete"): {401, 404, 409},
+    ("/api/v1/refs/{ref}/archive", "get"): {401, 403, 404},
+    ("/api/v1/refs/{ref}/archive-link", "get"): {401, 403, 404},
+    ("/api/v1/upload-links", "get"): {401, 403},
+    ("/api/v1/upload-links", "post"): {400, 401, 403, 413},
+    ("/api/v1/upload-links/{link_id}", "get"): {401, 403, 404},
+    ("/api/v1/upload-links/{link_id}", "delete"): {401, 403, 404},
 }
 
 

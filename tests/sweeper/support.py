@@ -79,6 +79,8 @@ def make_attachment(
             else created_at + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS)
         )
     fields.setdefault("uploaded_at", created_at)
+    if status == Status.READY:
+        fields.setdefault("size", 4)  # processing records the served copy's size with its key
     attachment = Attachment.objects.create(
         id=pk,
         tenant=tenant,
