@@ -125,9 +125,17 @@ def _limit(stage: str) -> int:
 
 
 def subject_limit() -> int:
-    """A subject's share of its tenant's slots: the setting, or the tenant's − 1 (at least 1)."""
+    """A subject's share of its tenant's slots: the setting, or the tenant's − 1 when that leaves it two.
+
+    Below two, a file's next stage (sent while the stage before it still holds the
+    subject's one slot) would park behind its own file at every step: then the
+    default is the tenant's share, which turns the subject pool off.
+    """
     configured = settings.AIRLOCK_SUBJECT_CONCURRENCY
-    return configured if configured else max(1, settings.AIRLOCK_TENANT_CONCURRENCY - 1)
+    if configured:
+        return configured
+    tenant = settings.AIRLOCK_TENANT_CONCURRENCY
+    return tenant - 1 if tenant - 1 >= 2 else tenant
 
 
 def subject_key(tenant: str, subject: str) -> str:

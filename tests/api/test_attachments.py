@@ -36,6 +36,8 @@ def test_resource_shape(alice, api):
         "lifecycle",
         "ref",
         "legal_hold",
+        "approval",
+        "duplicate_of",
         "derivatives",
         "metadata",
         "links",

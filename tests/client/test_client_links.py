@@ -61,7 +61,7 @@ def test_a_guests_file_waits_for_approval_then_the_album_holds_it(live, tmp_path
     with live.client("host") as host:
         link = host.create_upload_link("event:8", datetime.now(UTC) + timedelta(days=1), requires_approval=True)
         with Client(live.server.base, guest_token(link["url"])) as guest:
-            sent = guest.upload(photo, profile="image")
+            sent = guest.upload(photo, profile="camera")
             assert guest.wait(sent["id"], timeout=60)["status"] == "ready"
         waiting = host.get(sent["id"])
         assert waiting["approval"] == "pending" and waiting["committed"] is False

@@ -125,7 +125,7 @@ def test_a_dead_derive_job_hands_its_slot_to_the_job_parked_behind_it(alice, set
     slots = tenant_slots.backend()
     opts = {"limit": 1, "ttl_ms": 600_000, "park_ttl_ms": 600_000}
     assert slots.acquire_or_park(tenant, tenant_slots.holder_name(dead.pk), "unused", **opts)  # then SIGKILL
-    payload = tenant_slots.encode((parked.pk, parked.lease_token, tenant))
+    payload = tenant_slots.encode((parked.pk, parked.lease_token, tenant, parked.subject))
     assert not slots.acquire_or_park(tenant, tenant_slots.holder_name(parked.pk), payload, **opts)
 
     Attachment.objects.filter(pk=dead.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
@@ -134,7 +134,7 @@ def test_a_dead_derive_job_hands_its_slot_to_the_job_parked_behind_it(alice, set
     # The job parked behind the dead one is sent again now, not when its waiting list expires.
     assert (
         OutboxMessage.objects.filter(
-            actor_name="derive", args=[str(parked.pk), str(parked.lease_token), tenant]
+            actor_name="derive", args=[str(parked.pk), str(parked.lease_token), tenant, parked.subject]
         ).count()
         == 2
     )
@@ -190,7 +190,7 @@ def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
     slots = tenant_slots.backend()
     opts = {"limit": 1, "ttl_ms": 600_000, "park_ttl_ms": 600_000}
     assert slots.acquire_or_park(tenant, f"{uuid.uuid4()}/0123456789ab@killed", "unused", **opts)  # a stale job
-    payload = tenant_slots.encode((waiting.pk, waiting.lease_token, tenant))
+    payload = tenant_slots.encode((waiting.pk, waiting.lease_token, tenant, waiting.subject))
     assert not slots.acquire_or_park(tenant, tenant_slots.holder_name(waiting.pk), payload, **opts)
     registry.beat("alive")
     assert recover().lost_workers == 0
@@ -201,7 +201,7 @@ def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
     assert slots.holders_of_worker("killed") == []
     assert (
         OutboxMessage.objects.filter(
-            actor_name="derive", args=[str(waiting.pk), str(waiting.lease_token), tenant]
+            actor_name="derive", args=[str(waiting.pk), str(waiting.lease_token), tenant, waiting.subject]
         ).count()
         == 2
     )

@@ -23,7 +23,7 @@ def _intents(key: str, n: int) -> list[int]:
             api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
             return api.post(
                 "/api/v1/uploads",
-                {"profile": "image", "filename": f"{i}.png", "size": 1000, "content_type": "image/png"},
+                {"profile": "camera", "filename": f"{i}.png", "size": 1000, "content_type": "image/png"},
                 format="json",
             ).status_code
         finally:

@@ -47,7 +47,7 @@ def _guest_upload(token, data=None, *, filename="p.png"):
     data = data or png_bytes()
     intent = _guest_api(token).post(
         "/api/v1/uploads",
-        {"profile": "image", "filename": filename, "size": len(data), "content_type": "image/png"},
+        {"profile": "camera", "filename": filename, "size": len(data), "content_type": "image/png"},
         format="json",
     )
     if intent.status_code != 201:

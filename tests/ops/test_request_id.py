@@ -107,7 +107,7 @@ def test_worker_log_lines_carry_the_request_id_of_the_upload(alice, live_worker,
     assert set(steps) == {"intake", "scan", "derive"}
     for thread, doc in worker:
         assert thread != threading.current_thread().name, "processed by a worker thread"
-        assert doc["request_id"] == request_id, doc
+        assert doc.get("request_id") == request_id, json.dumps(doc)
         assert doc["tenant"] == "acme"
         assert isinstance(doc["duration_ms"], float)
         assert doc["outcome"]

@@ -116,28 +116,28 @@ def test_one_subjects_flood_leaves_its_tenants_other_subjects_a_slot(
 ):
     """One service token, two of the host's people: a's 50 files cannot take every slot of the tenant.
 
-    With the tenant's pool alone, a's first two scan jobs hold both of the
+    With the tenant's pool alone, a's first scan jobs hold all of the
     tenant's slots and b's file waits behind the whole flood (here: until a's
-    are let go). A subject's pool (tenant's 2 − 1 = 1 slot) leaves b one.
+    are let go). A subject's pool (tenant's 3 − 1 = 2 slots) leaves b one.
     """
     from processing.fairness import SUBJECT_POOL, subject_key
     from tests.faults.support import wait_until
     from tests.subjects.support import as_subject
 
-    settings.AIRLOCK_TENANT_CONCURRENCY = 2
-    settings.AIRLOCK_SUBJECT_CONCURRENCY = None  # the default: the tenant's − 1
+    settings.AIRLOCK_TENANT_CONCURRENCY = 3
+    settings.AIRLOCK_SUBJECT_CONCURRENCY = None  # the default: the tenant's − 1 = 2
     tenant = str(alice.membership.tenant_id)
     gate, started = _gate_subject_at("scan", "flood-a", monkeypatch)
     try:
         flood = [upload(as_subject(alice, "flood-a"), jpeg_bytes((40 + i % 40, 30 + i // 40))) for i in range(50)]
-        wait_until(lambda: len(started) == 1, 60, "the flood's first scan job")
+        wait_until(lambda: len(started) == 2, 60, "the flood's first two scan jobs")
         parked = lambda: fresh_slots.parked_files(subject_key(tenant, "flood-a"), stage=SUBJECT_POOL)  # noqa: E731
         wait_until(lambda: len(parked()) >= 40, 60, "the flood parked in its subject's waiting room")
         other = upload(as_subject(alice, "other-b"), jpeg_bytes((80, 60)))
         assert wait_for_status(other, ("ready", "rejected", "failed"), timeout=30) == "ready"
-        # b went first: not one of a's files is ready, and a never ran more than its one slot's job.
+        # b went first: not one of a's files is ready, and a never ran more than its two slots' jobs.
         assert Attachment.objects.filter(pk__in=flood, status="ready").count() == 0
-        assert len(started) == 1
+        assert len(started) == 2
     finally:
         gate.set()
     assert [wait_for_status(i, ("ready",), timeout=120) for i in flood] == ["ready"] * 50

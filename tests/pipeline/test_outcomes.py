@@ -228,7 +228,7 @@ def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
     )
     assert row.stored_size and row.lease_token
     assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "start"]
-    scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id)]  # the tenant rides along
+    scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
     assert OutboxMessage.objects.filter(actor_name="scan", args=scan_job).exists()
     statements = [
         q["sql"]
