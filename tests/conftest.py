@@ -136,22 +136,30 @@ def mallory(make_user):
 
 @pytest.fixture
 def acme_behind(alice, settings):
-    """Five of acme's uploads have waited past AIRLOCK_MAX_BACKLOG_SECONDS: its new uploads are refused."""
+    """Five of acme's uploads have waited past AIRLOCK_MAX_BACKLOG_SECONDS: its new uploads are refused.
+
+    The workers are there, only behind: one beats (on a shared broker, files waiting with no worker
+    beating would be a different outage, /readyz's `workers` check).
+    """
     from datetime import timedelta
 
     from django.utils import timezone
 
     from attachments.models import Attachment, Status
     from attachments.services import backlog
+    from processing import liveness
 
     settings.AIRLOCK_MAX_BACKLOG_SECONDS = 60
     late = timezone.now() - timedelta(seconds=300)
     for _ in range(backlog.QUEUE_DEPTH):
         pk = create_intent(client_for(alice), size=10).json()["id"]
         Attachment.objects.filter(pk=pk).update(status=Status.PENDING, uploaded_at=late)
+    worker = liveness.new_worker_id()
+    liveness.registry().beat(worker)
     backlog.forget()
     yield
     backlog.forget()
+    liveness.registry().leave(worker)
 
 
 @pytest.fixture
