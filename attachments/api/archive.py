@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..archive import archive_stream, members_of
-from ..errors import NotAuthenticated, NotFound, OutOfScope, SignatureInvalid, UrlExpired
+from ..errors import NotAuthenticated, NotFound, OutOfScope, SignatureInvalid, UrlExpired, ValidationFailed
 from ..selectors import ref_archive_files, ref_archive_files_signed
 from ..services.audit import ref_archive_record
 from ..services.transitions import user_actor
@@ -73,12 +73,14 @@ class RefArchiveApi(DeclaredQuery, APIView):
         responses={
             (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="The ZIP, streamed."),
             **errors(
+                ValidationFailed,
                 NotAuthenticated,
                 SignatureInvalid,
                 UrlExpired,
                 OutOfScope,
                 NotFound,
                 NOT_FOUND="the ref has no available file",
+                VALIDATION_ERROR="a query parameter the operation does not take (named in `details`)",
             ),
         },
     )
@@ -128,7 +130,14 @@ class RefArchiveLinkApi(DeclaredQuery, APIView):
         parameters=[REF],
         responses={
             200: OutputSerializer,
-            **errors(NotAuthenticated, OutOfScope, NotFound, NOT_FOUND="the ref has no available file"),
+            **errors(
+                ValidationFailed,
+                NotAuthenticated,
+                OutOfScope,
+                NotFound,
+                NOT_FOUND="the ref has no available file",
+                VALIDATION_ERROR="a query parameter the operation does not take (named in `details`)",
+            ),
         },
     )
     def get(self, request, ref):

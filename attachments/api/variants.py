@@ -8,7 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from ..errors import NotAuthenticated, NotFound, NotReady, SignatureInvalid, UrlExpired
+from ..errors import NotAuthenticated, NotFound, NotReady, SignatureInvalid, UrlExpired, ValidationFailed
 from ..services.variants import VariantBusy, VariantFailed, variant_obtain
 from ..serving import derivative_response, stem
 from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
@@ -54,6 +54,7 @@ class AttachmentVariantApi(FileApi):
             **file_responses("image/webp"),
             304: OpenApiResponse(description="`If-None-Match` names the current `ETag`."),
             **errors(
+                ValidationFailed,
                 NotAuthenticated,
                 SignatureInvalid,
                 UrlExpired,
@@ -62,6 +63,7 @@ class AttachmentVariantApi(FileApi):
                 VariantFailed,
                 VariantBusy,
                 NOT_READY="the owner's file is still `pending` or `processing` (`details.status`)",
+                VALIDATION_ERROR="a query parameter the operation does not take (named in `details`)",
             ),
         },
     )

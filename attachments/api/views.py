@@ -399,7 +399,8 @@ def _wait_seconds(wait: str | None, read) -> float:
     return seconds
 
 
-_FILE_ERRORS = (NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, NotReady)
+_FILE_ERRORS = (ValidationFailed, NotAuthenticated, SignatureInvalid, UrlExpired, NotFound, NotReady)
+_UNKNOWN_PARAMETER = "a query parameter the operation does not take (named in `details`)"
 _NOT_READY = (
     "the owner's file is still `pending` or `processing` (`details.status`): no byte is served until it is `ready`"
 )
@@ -421,7 +422,10 @@ class AttachmentDownloadApi(FileApi):
         summary="Download the file (gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
         # The detected type of the bytes (image/jpeg, application/pdf, …).
-        responses={**file_responses("*/*"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
+        responses={
+            **file_responses("*/*"),
+            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
+        },
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="download")
@@ -437,7 +441,10 @@ class AttachmentThumbnailApi(FileApi):
         tags=_TAGS,
         summary="Get the thumbnail (WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
+        responses={
+            **file_responses("image/webp"),
+            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
+        },
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="thumbnail")
@@ -453,7 +460,10 @@ class AttachmentDisplayApi(FileApi):
         tags=_TAGS,
         summary="Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/jpeg"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
+        responses={
+            **file_responses("image/jpeg"),
+            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
+        },
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="display")
@@ -470,7 +480,10 @@ class AttachmentPosterApi(FileApi):
         tags=_TAGS,
         summary="Get the poster frame of a video (WebP, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("image/webp"), **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY)},
+        responses={
+            **file_responses("image/webp"),
+            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
+        },
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="poster")
@@ -486,7 +499,7 @@ class AttachmentWebApi(FileApi):
         tags=_TAGS,
         summary="Get the web rendition of a video (H.264 + AAC in MP4, gated)",
         parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("video/mp4"), **errors(*_FILE_ERRORS)},
+        responses={**file_responses("video/mp4"), **errors(*_FILE_ERRORS, VALIDATION_ERROR=_UNKNOWN_PARAMETER)},
     )
     def get(self, request, attachment_id):
         attachment = readable_attachment(request, attachment_id=attachment_id, name="web")
