@@ -219,8 +219,9 @@ def test_malformed_derive_messages_are_dead_lettered(db):
     assert DeadLetter.objects.filter(kind="message").count() == 4
 
 
-def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory_slots, monkeypatch):
+def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory_slots, monkeypatch, settings):
     """Messages sent before the tenant rode along: the row is read first, and a stale job stops there."""
+    settings.AIRLOCK_TENANT_CONCURRENCY = 3  # a subject's share (3 − 1 = 2) is a pool of its own
     attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
     pipeline.start_and_intake(uuid.UUID(attachment_id))
     row = Attachment.objects.get(pk=attachment_id)
@@ -234,7 +235,7 @@ def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory
     after = Attachment.objects.get(pk=attachment_id)
     assert (after.status, after.step, after.lease_token) == ("processing", "derive", row.lease_token)
     actors.derive.fn(str(row.pk), str(row.lease_token))
-    # The row read gives the subject too: its pool (tenant's 2 − 1 slots) after the tenant's.
+    # The row read gives the subject too: its pool (tenant's 3 − 1 slots) after the tenant's.
     assert asked == [str(row.tenant_id), f"{row.tenant_id}/{row.subject}"]
     assert Attachment.objects.get(pk=attachment_id).status == "ready"
 
