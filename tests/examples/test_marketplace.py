@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import sqlite3
 import subprocess
@@ -35,9 +34,10 @@ from playwright.sync_api import expect, sync_playwright
 
 from airlock_client import Client, NotFound
 from tests.browser.conftest import launch_chromium, watch_csp
+from tests.examples.host_apps import host_app, sqlite_uuid
 from tests.s3.support import moto_bucket_env
 from tests.support import jpeg_bytes
-from tests.support.processes import REPO, Server, free_port, wait_healthy
+from tests.support.processes import REPO, Server, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -63,12 +63,7 @@ class Stack:
         """The host's own records: attachment id → (status, committed)."""
         with sqlite3.connect(self.data_dir / "marketplace.sqlite3") as db:
             rows = db.execute("SELECT attachment_id, status, committed FROM ads_photo").fetchall()
-        return {_uuid(row[0]): (row[1], bool(row[2])) for row in rows}
-
-
-def _uuid(stored: str) -> str:
-    """Django keeps a UUIDField in SQLite as 32 hex digits."""
-    return f"{stored[:8]}-{stored[8:12]}-{stored[12:16]}-{stored[16:20]}-{stored[20:]}" if "-" not in stored else stored
+        return {sqlite_uuid(row[0]): (row[1], bool(row[2])) for row in rows}
 
 
 def start_stack(tmp_path_factory, airlock_env: dict[str, str], upload_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
@@ -88,43 +83,26 @@ def start_stack(tmp_path_factory, airlock_env: dict[str, str], upload_origins: t
         },
     )
     data_dir = tmp_path_factory.mktemp("marketplace")
-    log_path = data_dir / "marketplace.log"
-    proc = None
     try:
         token = server.createuser("marketplace", "marketplace")
         env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "marketplace.settings",
             "MARKETPLACE_DATA_DIR": str(data_dir),
             "MARKETPLACE_AIRLOCK_TOKEN": token,
             "MARKETPLACE_WEBHOOK_SECRET": SECRET,
             "MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT),
         }
-        env.pop("DATABASE_URL", None)
-        origins = [arg for origin in upload_origins for arg in ("--upload-origin", origin)]
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "examples/marketplace/manage.py",
-                    "runmarketplace",
-                    "--airlock",
-                    server.base,
-                    "--port",
-                    str(port),
-                    *origins,
-                ],
-                cwd=REPO,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        assert wait_healthy(market, proc), f"the marketplace did not start: {log_path.read_text()[-2000:]}"
-        yield Stack(server, token, market, data_dir, log_path)
+        with host_app(
+            project="marketplace",
+            command="runmarketplace",
+            server=server,
+            port=port,
+            data_dir=data_dir,
+            env=env,
+            origin_flag="--upload-origin",
+            origins=upload_origins,
+        ) as log_path:
+            yield Stack(server, token, market, data_dir, log_path)
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
         server.stop()
 
 

@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import sqlite3
-import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -41,14 +38,15 @@ from playwright.sync_api import expect, sync_playwright
 
 from airlock_client import Client
 from tests.browser.conftest import DASHBOARD_INPUT, launch_chromium, watch_csp
+from tests.examples.host_apps import host_app, sqlite_uuid
 from tests.s3.support import moto_bucket_env
 from tests.support import jpeg_bytes
-from tests.support.processes import REPO, Server, free_port, wait_healthy
+from tests.support.processes import REPO, Server, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SECRET = "whsec_" + base64.b64encode(b"wedding-example-test-secret-32b!").decode()
-WAIT = 90_000  # ms: uploads, their processing (videos in the sandbox) and the webhooks, on a loaded machine
+WAIT = 180_000  # ms: uploads, their processing (videos in the sandbox) and the webhooks, on a loaded machine
 VIDEO = (REPO / "tests/corpus/files/generated/video_faststart.mp4").read_bytes()
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
 
@@ -68,7 +66,7 @@ class Stack:
         """The host's own records, from the webhooks: attachment id → (status, approval)."""
         with sqlite3.connect(self.data_dir / "wedding.sqlite3") as db:
             rows = db.execute("SELECT attachment_id, status, approval FROM album_guestfile").fetchall()
-        return {_uuid(row[0]): (row[1], row[2]) for row in rows}
+        return {sqlite_uuid(row[0]): (row[1], row[2]) for row in rows}
 
     def wait_log(self, *lines: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -76,11 +74,6 @@ class Stack:
             time.sleep(0.3)
         missing = [line for line in lines if line not in self.log_path.read_text()]
         assert not missing, f"not in the host's log: {missing}"
-
-
-def _uuid(stored: str) -> str:
-    """Django keeps a UUIDField in SQLite as 32 hex digits."""
-    return f"{stored[:8]}-{stored[8:12]}-{stored[12:16]}-{stored[16:20]}-{stored[20:]}" if "-" not in stored else stored
 
 
 def start_stack(tmp_path_factory, airlock_env: dict[str, str], media_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
@@ -96,42 +89,25 @@ def start_stack(tmp_path_factory, airlock_env: dict[str, str], media_origins: tu
         },
     )
     data_dir = tmp_path_factory.mktemp("wedding")
-    log_path = data_dir / "wedding.log"
-    proc = None
     try:
         token = server.createuser("wedding", "wedding")
         env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "wedding.settings",
             "WEDDING_DATA_DIR": str(data_dir),
             "WEDDING_AIRLOCK_TOKEN": token,
             "WEDDING_WEBHOOK_SECRET": SECRET,
         }
-        env.pop("DATABASE_URL", None)
-        origins = [arg for origin in media_origins for arg in ("--media-origin", origin)]
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "examples/wedding/manage.py",
-                    "runwedding",
-                    "--airlock",
-                    server.base,
-                    "--port",
-                    str(port),
-                    *origins,
-                ],
-                cwd=REPO,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        assert wait_healthy(host, proc), f"the wedding host did not start: {log_path.read_text()[-2000:]}"
-        yield Stack(server, token, host, data_dir, log_path)
+        with host_app(
+            project="wedding",
+            command="runwedding",
+            server=server,
+            port=port,
+            data_dir=data_dir,
+            env=env,
+            origin_flag="--media-origin",
+            origins=media_origins,
+        ) as log_path:
+            yield Stack(server, token, host, data_dir, log_path)
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
         server.stop()
 
 
