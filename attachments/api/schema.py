@@ -101,6 +101,10 @@ def _error_response(text: str) -> dict[str, Any]:
     return {"description": text, "content": {"application/json": {"schema": _ref("Error")}}}
 
 
+_REQUEST_LINE_TOO_LONG = _error_response(
+    "`ERROR`: the request line (method, path and query string) is over 4,094 bytes; refused by the HTTP server."
+)
+
 UPLOAD_CONTENT_OPERATION: dict[str, Any] = {
     "operationId": "uploads_content_put",
     "summary": "Send the bytes of an upload intent (local storage backend)",
@@ -221,6 +225,10 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
     components.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
     _profile_enums(components.setdefault("schemas", {}))
     _inline_nullable_refs(components["schemas"])
+    # `serve` refuses a request line (method, path and query) over 4,094 bytes before any view runs.
+    for operations in paths.values():
+        for operation in operations.values():
+            operation.setdefault("responses", {}).setdefault("414", _REQUEST_LINE_TOO_LONG)
     for (path, method, status), links in LINKS.items():
         response = paths.get(path, {}).get(method, {}).get("responses", {}).get(status)
         if response is not None:
