@@ -17,8 +17,6 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from attachments.benchswitch import trick_on
-
 PRELOAD = (
     "PIL.Image",
     "PIL.JpegImagePlugin",
@@ -160,7 +158,6 @@ def preload() -> None:
     from PIL import Image
 
     Image.init()  # register every plugin now, so Image.open never imports more in a job
-    if trick_on("server_warm_up"):
-        warm_up()
+    warm_up()
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every job
