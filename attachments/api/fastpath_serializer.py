@@ -1,10 +1,10 @@
 """The API's serializer fast path: one built instance per serializer class, shared by requests.
 
 DRF builds a serializer per request: `Serializer.fields` -> `get_fields()` deep-copies
-and binds every declared field, about a third of a status read's CPU. SharedSerializer.
-validate_body/render call DRF's own public run_validation/to_representation on one
-instance per class, built once (`_shared`); bench/tricks_bench.py measures the
-difference (docs/performance.md).
+and binds every declared field: a status read would take about a third more CPU.
+SharedSerializer.validate_body/render call DRF's own public
+run_validation/to_representation on one instance per class, built once (`_shared`);
+bench/tricks_bench.py measures it with and without.
 
 What it leans on in DRF (tests/api/test_resource_fast_path.py fails when that changes;
 pyproject pins DRF 3.x): run_validation and to_representation store nothing on the

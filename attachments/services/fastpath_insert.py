@@ -1,8 +1,8 @@
 """The intent on PostgreSQL: row, room in the tenant's counter and audit entry in ONE statement.
 
 As a transaction (BEGIN, UPDATE the counter, INSERT the row, INSERT the audit
-entry, COMMIT) an intent makes five round trips; this makes one, which saves
-about a sixth of an intent's CPU and time (bench/tricks_bench.py).
+entry, COMMIT) an intent makes five round trips and costs about a sixth more CPU
+and time; this makes one (bench/tricks_bench.py measures it with and without).
 
 The ORM compiles every part from the models; only the
 `WITH room AS (UPDATE … RETURNING 1), made AS (INSERT … SELECT … FROM room RETURNING 1)
