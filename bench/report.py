@@ -7,7 +7,7 @@
 Each document holds its generated part between two marker comments; everything
 outside them is written by hand. tests/docs/test_performance_table.py fails when a
 generated part and bench/results.json disagree, so run this after every bench run
-that changes results.json.
+that changes results.json (bench/run.py does it after writing results.json).
 """
 
 from __future__ import annotations
@@ -367,10 +367,15 @@ def main() -> None:
         if bad := stale(results):
             sys.exit(f"stale against bench/results.json (run bench/report.py): {', '.join(bad)}")
         return
+    write(results)
+
+
+def write(results: Results) -> None:
+    """Rewrite every document's generated part from `results`."""
     for path, begin, end, render in PARTS:
         text = path.read_text(encoding="utf-8")
         path.write_text(rewrite(text, begin, end, render(results)), encoding="utf-8")
-        print(f"wrote {path.relative_to(REPO)}")
+        print(f"wrote {path.relative_to(REPO)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import report  # noqa: E402
 from bench.common import REPO, embedded_env, machine  # noqa: E402
 
 RESULTS = REPO / "bench" / "results.json"
@@ -524,6 +525,7 @@ def main() -> None:
         previous.update({k: v for k, v in results.items() if v is not None or k not in previous})
         results = previous
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    report.write(results)  # docs/performance.md and the README say what results.json holds
     print(table(results))
     if args.scaling:
         for key in sorted(k for k in results if k.startswith("scaling_")):
