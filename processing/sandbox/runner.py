@@ -56,7 +56,7 @@ def decoder_zlib_dir() -> Path | None:
     """The directory whose libz.so.1 the decoders load instead of the system's, or None.
 
     Inflating is most of a PNG decode and much of a PDF's, and zlib-ng (zlib-compatible
-    build) does it faster than the system zlib (README, Performance). AIRLOCK_SANDBOX_ZLIB_DIR
+    build) does it about twice as fast as the system zlib (docs/performance.md). AIRLOCK_SANDBOX_ZLIB_DIR
     names a directory holding such a libz.so.1, "system" keeps the system zlib, and
     unset takes scripts/build-zlib-ng.sh's build when there is one. Only the fork server
     (and so every job) loads it; the worker keeps the system zlib.
