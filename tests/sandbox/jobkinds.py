@@ -291,7 +291,7 @@ TEST_KINDS["_test_setsid_stray"] = _t_setsid_stray
 
 
 def _as_kind(kind: Callable[[Any], dict[str, Any]]) -> JobKind:
-    """A test kind as a decoder: what it returns is the job's whole answer (most never return)."""
+    """A test kind as a decoder: the data and files it returns are the job's answer (most never return)."""
 
     def decode(src: Any, work: Any, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
         doc = kind(src)
