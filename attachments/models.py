@@ -309,8 +309,8 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
         """Only what the resource, the gating rule and the file response read (and the fields in `also`).
 
         Not the extracted text (up to a megabyte) nor the processing bookkeeping:
-        building the narrow row is ~20 % of a status read's CPU less than the full
-        row (tests/api/test_hot_paths.py catches a deferred field being touched).
+        building the full row would be a good share of a status read's CPU
+        (tests/api/test_hot_paths.py catches a deferred field being touched).
         """
         return self.only(
             "id", "tenant_id", "owner_id", *_RESOURCE_FIELDS, "served_key", "content_key", "storage_key", *also

@@ -239,8 +239,8 @@ def is_held(attachment: Attachment) -> bool:
 
 
 # The refs held in each tenant, per process, for AIRLOCK_HOLD_CACHE_SECONDS: the resource
-# is the hottest read, and an EXISTS subquery per read doubled the read (0.6 -> 1.25 ms per
-# primary-key read on PostgreSQL here, the cache 0.6 ms). Holds are few and rarely change.
+# is the hottest read, and an EXISTS subquery per read would double its cost on PostgreSQL.
+# Holds are few and rarely change.
 _ref_holds: dict[int, tuple[float, frozenset[str]]] = {}
 _ref_holds_lock = threading.Lock()
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Each speed trick on and off, same figure, one run (issue #33 item 1).
+"""Each speed trick on and off, same figure, one run.
 
     .venv/bin/python bench/tricks_bench.py [--quick] [--only api,sandbox]
 
@@ -7,7 +7,7 @@ api: PostgreSQL scratch database prepared by bench/api_setup.py, Django set up i
 this process with the production pool (config.postgresql, CONN_HEALTH_CHECKS),
 Redis cache when REDIS_URL is set; requests go through Django's test client (the
 whole middleware, DRF and ORM stack, no HTTP server). For each figure, every
-variant ("on": every trick on; "-name": AIRLOCK_BENCH_DISABLE=name) runs a batch
+variant ("on": every trick on; "-name": bench/switches.py's off(name)) runs a batch
 of requests in shuffled order within each round (bench/common.py's pairing), so
 load from the shared machine hits all alike. Per variant: wall ms and process CPU
 ms per request, median over rounds; gain % = (off - on) / on.
@@ -16,7 +16,7 @@ ms per request, median over rounds; gain % = (off - on) / on.
   list     GET  /api/v1/attachments             (20 ready images)
 
 sandbox: two fork servers live at once, one without the server's decoder warm-up
-(AIRLOCK_BENCH_DISABLE=server_warm_up, processing/sandbox/warmup.py). steady: one
+(switches.off("server_warm_up"), processing/sandbox/warmup.py). steady: one
 1920x1080 JPEG job at a time, 0.3 s apart, job time per round (job_ms); first: a
 fresh server, then one job at once (time to ready of the first file after start).
 Prints one JSON line.
@@ -36,9 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import switches  # noqa: E402
 from bench.common import REPO, emit, small_jpeg  # noqa: E402
-
-SWITCH = "AIRLOCK_BENCH_DISABLE"
 
 
 def paired(variants: dict[str, Callable[[], int]], rounds: int, seed: int = 33) -> dict[str, dict[str, float]]:
@@ -69,14 +68,8 @@ def paired(variants: dict[str, Callable[[], int]], rounds: int, seed: int = 33) 
 
 def with_switch(disabled: str, fn: Callable[[], int]) -> Callable[[], int]:
     def run() -> int:
-        if disabled:
-            os.environ[SWITCH] = disabled
-        else:
-            os.environ.pop(SWITCH, None)
-        try:
+        with switches.off(disabled):
             return fn()
-        finally:
-            os.environ.pop(SWITCH, None)
 
     return run
 
@@ -156,11 +149,10 @@ def api_bench(rounds: int, batch: int, only: set[str] | None = None) -> dict:
                 assert list_client.get("/api/v1/attachments").status_code == 200
             return batch
 
-        rendering = ("frozen_fields", "shared_serializer", "pool_check")
         figures = {
-            "intent": (intents, ("insert_reserving", "outstanding_sql", "ascii_surrogates", *rendering)),
-            "status": (reads(status_path), ("utc_timestamps", *rendering)),
-            "list20": (listing, ("utc_timestamps", *rendering)),
+            "intent": (intents, ("insert_reserving", "shared_serializer")),
+            "status": (reads(status_path), ("shared_serializer",)),
+            "list20": (listing, ("shared_serializer",)),
         }
         out = {}
         for name, (fn, tricks) in figures.items():
@@ -190,12 +182,8 @@ def sandbox_bench(rounds: int, jobs: int) -> dict:
     src.write_bytes(image)
 
     def server(disabled: str) -> runner._ForkServer:
-        if disabled:
-            os.environ[SWITCH] = disabled
-        try:
+        with switches.off(disabled):
             return runner._ForkServer()
-        finally:
-            os.environ.pop(SWITCH, None)
 
     def job(srv: runner._ForkServer) -> None:
         runner._server = srv  # the bench's own pair of servers, not the module's

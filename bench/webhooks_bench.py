@@ -65,8 +65,7 @@ def main() -> None:
     parser.add_argument(
         "--switch",
         default="",
-        help="a trick (attachments/benchswitch.py): rounds alternate "
-        "with and without it (ABBA), each side's median reported",
+        help="a trick (bench/switches.py): rounds alternate with and without it (ABBA), each side's median reported",
     )
     args = parser.parse_args()
     n = args.events or (600 if args.quick else 2000)
@@ -81,6 +80,7 @@ def main() -> None:
     receiver.start()
     port = ports.get(timeout=30)
 
+    from bench import switches
     from bench.common import bench_django, emit, make_user, median
 
     bench_django()
@@ -102,45 +102,42 @@ def main() -> None:
     sides: dict[str, list[float]] = {"with": [], "without": []}
     for round_no in range(rounds):
         side = "without" if args.switch and round_no % 4 in (1, 2) else "with"  # ABBA: drift hits both
-        if side == "without":
-            os.environ["AIRLOCK_BENCH_DISABLE"] = args.switch
-        else:
-            os.environ.pop("AIRLOCK_BENCH_DISABLE", None)
-        files = [
-            Attachment(
-                tenant_id=user.membership.tenant_id,
-                owner=user,
-                profile="image",
-                filename=f"{i}.jpg",
-                declared_size=1,
-                declared_type="image/jpeg",
-                storage_key=f"bench/{round_no}/{i}",
-                created_at=now,
-                expires_at=now,
-            )
-            for i in range(n)
-        ]
-        Attachment.objects.bulk_create(files)
-        with count.get_lock():
-            count.value = 0
-        started = time.perf_counter()
-        for i in range(0, n, 100):
-            with transaction.atomic():
-                emit_events(event_type="attachment.ready", attachment_ids=[f.pk for f in files[i : i + 100]])
-        emit_rates.append(n / (time.perf_counter() - started))
+        with switches.off(args.switch if side == "without" else ""):
+            files = [
+                Attachment(
+                    tenant_id=user.membership.tenant_id,
+                    owner=user,
+                    profile="image",
+                    filename=f"{i}.jpg",
+                    declared_size=1,
+                    declared_type="image/jpeg",
+                    storage_key=f"bench/{round_no}/{i}",
+                    created_at=now,
+                    expires_at=now,
+                )
+                for i in range(n)
+            ]
+            Attachment.objects.bulk_create(files)
+            with count.get_lock():
+                count.value = 0
+            started = time.perf_counter()
+            for i in range(0, n, 100):
+                with transaction.atomic():
+                    emit_events(event_type="attachment.ready", attachment_ids=[f.pk for f in files[i : i + 100]])
+            emit_rates.append(n / (time.perf_counter() - started))
 
-        worker = start_worker(threads=threads)
-        started = time.perf_counter()
-        deadline = started + 600
-        while True:
-            # The receiver's count first (no query): the database is asked once it has them all.
-            if count.value >= n and not WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).exists():
-                break
-            if time.perf_counter() > deadline:
-                raise SystemExit(f"only {count.value} of {n} delivered after 600 s")
-            time.sleep(0.02)
-        elapsed = time.perf_counter() - started
-        worker.stop(timeout=5000)
+            worker = start_worker(threads=threads)
+            started = time.perf_counter()
+            deadline = started + 600
+            while True:
+                # The receiver's count first (no query): the database is asked once it has them all.
+                if count.value >= n and not WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).exists():
+                    break
+                if time.perf_counter() > deadline:
+                    raise SystemExit(f"only {count.value} of {n} delivered after 600 s")
+                time.sleep(0.02)
+            elapsed = time.perf_counter() - started
+            worker.stop(timeout=5000)
         connection.close()
         rates.append(n / elapsed)
         sides[side].append(n / elapsed)
@@ -152,7 +149,6 @@ def main() -> None:
     dead = WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).count()
     broker = type(dramatiq.get_broker()).__name__
     receiver.kill()
-    os.environ.pop("AIRLOCK_BENCH_DISABLE", None)
     if args.switch:
         emit(
             {

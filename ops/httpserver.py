@@ -17,8 +17,8 @@ top of gunicorn:
     then the process's job runtime (if any) hands its leases back.
 A kept-alive client's next request goes back through gthread's selector, and
 the web processes race for new connections, as in plain gthread: a thread that
-lingered for the next request and a shared-memory accept balancer bought less
-than 15 % side by side (bench/serve_bench.py) and went.
+lingers for the next request or an accept balancer would add code for no
+consistent gain (bench/serve_bench.py compares serve with plain gunicorn).
 """
 
 from __future__ import annotations

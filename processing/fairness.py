@@ -4,7 +4,7 @@ Dramatiq queues are FIFO. Without a cap, tenant A's burst of a thousand uploads
 puts a thousand intake jobs ahead of tenant B's one, then a thousand scan jobs;
 B's file waits for all of them at every stage. So every stage works through
 tenant slots (processing/tenant_slots.py), one pool per tenant shared by its
-intake, scan and derive jobs (a cap per stage let one tenant hold 3 × N
+intake, scan and derive jobs (a cap per stage would let one tenant hold 3 × N
 threads: every thread of a 4-thread worker): a job of a tenant that already runs
 AIRLOCK_TENANT_CONCURRENCY jobs is *parked* — taken off the queue
 into the tenant's waiting room, without touching the database — and sent again,

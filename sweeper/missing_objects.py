@@ -44,10 +44,10 @@ BATCH_SIZE = 500
 class ListedKeys:
     """The keys a listing returned, kept as their hashes.
 
-    Measured for a million derivative keys: a set of the strings holds
-    ~164 MB (the strings 130 MB, the table 34 MB), a set of their hash() ints
-    ~70 MB. A collision (~n²/2⁶⁴) could only hide a missing object until the
-    next run (hash() is seeded per process); it never reports a present one missing.
+    For a million derivative keys a set of the strings holds about 164 MB (the
+    strings 130 MB, the table 34 MB), a set of their hash() ints about 70 MB. A
+    collision (~n²/2⁶⁴) could only hide a missing object until the next run
+    (hash() is seeded per process); it never reports a present one missing.
     """
 
     def __init__(self) -> None:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 
-from processing.sandbox.kinds import TEST_KINDS_ENV
+from tests.sandbox import jobkinds
 from tests.support import EICAR, client_for, create_intent, jpeg_bytes, pdf_bytes, png_bytes, zip_bytes
 from tests.support.processes import PrivateClamd
 
-# The fork server loads the tests' misbehaving job kinds (tests/sandbox/jobkinds.py) at
-# start; set before any test starts it, and inherited by the workers tests start.
-os.environ.setdefault(TEST_KINDS_ENV, "tests.sandbox.jobkinds")
+# The tests' misbehaving job kinds (tests/sandbox/jobkinds.py), here and in every fork
+# server this process starts; a worker process a test starts installs them itself.
+jobkinds.install()
 
 
 @pytest.fixture(autouse=True)

@@ -221,7 +221,7 @@ def _pre(text: str) -> str:
 @admin.register(Attachment)
 class AttachmentAdmin(ReadOnlyModelAdmin):
     # Eight columns fit beside both sidebars at 1280 px: status carries its reason, owner its tenant;
-    # lifecycle and committed are filters, not columns (#32).
+    # lifecycle and committed are filters, not columns.
     list_display = ("small_preview", "filename", "status_reason", "owner_tenant", "ref", "size_human", "created")
     list_display_links = ("filename",)
     # Only tenants among the rows this staff member may see (a tenant moderator sees one name).

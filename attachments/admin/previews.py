@@ -1,4 +1,4 @@
-"""More of a file on its change page: a PDF's first pages and an archive's listing (#32 See).
+"""More of a file on its change page: a PDF's first pages and an archive's listing.
 
 Both come from what processing already did: the page images are made on first view
 by the sandbox's `variant` job (a PDF page instead of an image's rendition) and

@@ -1,18 +1,17 @@
 """The API's serializer fast path: one built instance per serializer class, shared by requests.
 
 DRF builds a serializer per request: `Serializer.fields` -> `get_fields()` deep-copies
-and binds every declared field. SharedSerializer.validate_body/render call DRF's own
-public run_validation/to_representation on one instance per class, built once
-(`_shared`). Measured with and without in one run (bench/tricks_bench.py, issue #33;
-README, Performance), without it: status read +34 % CPU and +33 % time per request,
-intent +12 % CPU, list of 20 +3 % CPU and +16 % time.
+and binds every declared field: a status read would take about a third more CPU.
+SharedSerializer.validate_body/render call DRF's own public
+run_validation/to_representation on one instance per class, built once (`_shared`);
+bench/tricks_bench.py measures it with and without.
 
-What it leans on in DRF (tests/api/test_fastpath_serializer.py fails when that changes;
+What it leans on in DRF (tests/api/test_resource_fast_path.py fails when that changes;
 pyproject pins DRF 3.x): run_validation and to_representation store nothing on the
 instance, and a bound field keeps no per-call state. So a shared instance is read-only:
 no `data=`, `instance=` or `context` is ever given to it, and whatever depends on the
 request travels inside the value rendered (serializers.AttachmentResource); safe under
-`serve`'s threads. AIRLOCK_BENCH_DISABLE=shared_serializer builds a fresh one per call.
+`serve`'s threads.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ..benchswitch import trick_on
 from ..errors import ValidationFailed
 
 
@@ -31,10 +29,6 @@ def _shared(serializer_class: type[serializers.Serializer]) -> serializers.Seria
     serializer = serializer_class()
     serializer.fields  # noqa: B018 - built and bound here, once, never again per request
     return serializer
-
-
-def _instance(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
-    return _shared(serializer_class) if trick_on("shared_serializer") else serializer_class()
 
 
 class SharedSerializer(serializers.Serializer):
@@ -51,9 +45,9 @@ class SharedSerializer(serializers.Serializer):
             raise ValidationFailed(
                 "The body must be a JSON object.", details={"non_field_errors": ["Expected an object."]}
             )
-        return _instance(cls).run_validation(data)
+        return _shared(cls).run_validation(data)
 
     @classmethod
     def render(cls, value: object) -> dict[str, Any]:
         """`cls(value).data`, as a plain dict."""
-        return _instance(cls).to_representation(value)
+        return _shared(cls).to_representation(value)

@@ -1,9 +1,8 @@
 """The intent on PostgreSQL: row, room in the tenant's counter and audit entry in ONE statement.
 
 As a transaction (BEGIN, UPDATE the counter, INSERT the row, INSERT the audit
-entry, COMMIT) an intent makes five round trips; this makes one. Measured with
-and without in one run (bench/tricks_bench.py, issue #33; README, Performance):
-intent CPU per request +17.6 %, wall time +18.3 % without it.
+entry, COMMIT) an intent makes five round trips and costs about a sixth more CPU
+and time; this makes one (bench/tricks_bench.py measures it with and without).
 
 The ORM compiles every part from the models; only the
 `WITH room AS (UPDATE … RETURNING 1), made AS (INSERT … SELECT … FROM room RETURNING 1)
@@ -12,8 +11,8 @@ INSERT at " VALUES (". That leans on Django's SQL classes (InsertQuery,
 UpdateQuery, not documented API) and on the shape of the INSERT they compile:
 tests/quotas/test_fastpath_insert.py fails when either changes (pyproject pins
 Django 5.2). False (not PostgreSQL, no room, no counter yet, an INSERT of another
-shape, a subject quota set, AIRLOCK_BENCH_DISABLE=insert_reserving) sends the caller to
-quotas.quota_reserve in a transaction, which says why.
+shape, a subject quota set) sends the caller to quotas.quota_reserve in a
+transaction, which says why.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from django.db import connection
 from django.db.models import Model
 from django.db.models.sql import InsertQuery, UpdateQuery
 
-from ..benchswitch import trick_on
 from ..models import Attachment
 from .quotas import counter_with_room, room_taken, subject_quota_on
 
@@ -50,7 +48,7 @@ def attachment_insert_reserving(attachment: Attachment, audit: Model) -> bool:
 
     False = not done (the caller takes the transaction path).
     """
-    if connection.vendor != "postgresql" or not trick_on("insert_reserving") or subject_quota_on():
+    if connection.vendor != "postgresql" or subject_quota_on():
         return False
     counter = counter_with_room(attachment.tenant, attachment.declared_size)
     update = cast(UpdateQuery, counter.query.chain(UpdateQuery))

@@ -8,8 +8,8 @@ event repeated in a row (the same change by the same actor: clean rescans,
 say) is one entry with its `count` and the time of the last (`until`), and an
 entry's details longer than TOMBSTONE_DETAILS_BYTES are replaced by their size.
 Per batch: one SELECT of the rows, one of their history, one INSERT of the
-tombstones, then the DELETE: nothing per row (issue #34: per-row writes in the
-sweeper cost it two thirds of its throughput).
+tombstones, then the DELETE: nothing per row (per-row writes would cost the
+sweeper most of its throughput).
 """
 
 from __future__ import annotations

@@ -20,11 +20,11 @@ transaction as every change that starts or stops a file counting:
   move it by their delta, always after their attachment rows are locked, so
   the counter is the last lock any transaction takes.
 
-Why not sum the tenant's files under a lock at each intent: measured on
-PostgreSQL 15 here, summing 71,000 live files of one tenant took 10–16 ms
-even with a covering partial index (about 600 ms without one), against about
-5 ms for a whole intent, and it grows with the tenant; the counter costs one
-indexed UPDATE whatever the size. ``tenant_usage_recount`` rebuilds a counter
+Why not sum the tenant's files under a lock at each intent: on PostgreSQL,
+summing tens of thousands of a tenant's live files takes longer than a whole
+intent even with a covering partial index, and grows with the tenant; the
+counter costs one indexed UPDATE whatever the size (bench/quotas_bench.py
+measures both). ``tenant_usage_recount`` rebuilds a counter
 from the rows (exact even under concurrent changes, see its docstring).
 
 Per subject (optional: AIRLOCK_SUBJECT_QUOTA_BYTES/FILES, unset = no limit),

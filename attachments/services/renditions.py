@@ -11,7 +11,7 @@ Once a video's location-free copy is durable (stored and read back before the
 file became ready), the original is removed (`attachment_original_drop`): the
 row's working key becomes the copy, so rescans and reprocessing read the copy,
 and the usage counter counts the copy's size. The audit row keeps the original's
-SHA-256 and size as evidence (docs/media.md, "One stored copy").
+SHA-256 and size as evidence (docs/api.md, "One stored copy").
 """
 
 from __future__ import annotations

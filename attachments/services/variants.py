@@ -192,8 +192,8 @@ _STORED_SQL = (
 def stored_variant(attachment_id: uuid.UUID, kind: str) -> Derivative | None:
     """The recorded variant, or None: every warm request asks this, so one plain SELECT on the unique key.
 
-    Building the same query through the ORM costs as much again as the whole download's
-    own work on SQLite (measured in-process: a warm variant 0.76 of a download's rate).
+    Building the same query through the ORM would cost about as much as the whole
+    download's own work on SQLite.
     """
     field = Derivative._meta.get_field("attachment")
     with connection.cursor() as cursor:

@@ -127,7 +127,7 @@ class S3Gateway:
             multipart_threshold=chunk, multipart_chunksize=chunk, max_concurrency=threads, use_threads=threads > 1
         )
         # Copies stay one server-side CopyObject up to S3's 5 GiB limit: no part copies to
-        # schedule (a 1 GiB snapshot was 128 UploadPartCopy calls with the defaults).
+        # schedule (boto3's defaults would copy a 1 GiB snapshot in 128 UploadPartCopy calls).
         self.copy_config = TransferConfig(
             multipart_threshold=MAX_COPY_BYTES,
             multipart_chunksize=MAX_COPY_BYTES,
@@ -179,10 +179,10 @@ class S3Gateway:
         """One boto3 client for all of this process's threads (boto3's clients are thread-safe).
 
         django-storages' connection is per thread: a boto3 session and resource
-        made on a thread's first call, 100-240 ms of CPU each (the S3 model is
-        parsed again per session). In a burst every request thread of a web
-        process paid it, 200 clients on a cold server tens of CPU seconds on 2
-        cores. Made again in a forked child: a client's sockets are its process's own.
+        made on a thread's first call, a tenth of a second of CPU or more each (the
+        S3 model is parsed again per session), which every request thread of a web
+        process would pay in a burst. Made again in a forked child: a client's
+        sockets are its process's own.
         """
         pid, client = self._client
         if pid != os.getpid():

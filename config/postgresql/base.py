@@ -16,9 +16,8 @@ a `check` in OPTIONS["pool"] is a TypeError: Django ticket #37075, fixed after
 DeadlinePool in place of ConnectionPool and nothing else changed. It uses
 Django's private `_connection_pools` and `_configure_connection`, so
 tests/ops/test_db_pool_class.py pins the source of Django's property: a Django
-that changes it fails there, and this copy is re-synced. (Until issue #33 the
-copy also swapped psycopg's health check for a socket peek; measured with and
-without in one run, it bought nothing on the status read or the intent, and went.)
+that changes it fails there, and this copy is re-synced. psycopg's own health
+check stays: a cheaper check bought nothing on the status read or the intent.
 """
 
 from __future__ import annotations

@@ -170,8 +170,8 @@ def _pool(max_size: int) -> dict:
 
 # Database connections one process may hold (PostgreSQL; 0 = no pool, one per thread).
 # serve on PostgreSQL + Redis: 2 web processes + the job process = 48 at most, half of the
-# server's default max_connections (100). Against 8, a burst of 200 S3 uploads under 2 CPU
-# hogs answered every request either way, p99 12.0 s vs 14.0 s (bench/burst_s3.py).
+# server's default max_connections (100). A burst of S3 uploads under CPU hogs is answered
+# with 8 too, somewhat slower (bench/burst_s3.py).
 AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 16)
 # How long after it started a request may still queue for a busy pool's connection (then 503).
 AIRLOCK_REQUEST_DEADLINE_SECONDS = env_float("AIRLOCK_REQUEST_DEADLINE_SECONDS", 30.0)
@@ -365,7 +365,7 @@ AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = env_int("AIRLOCK_BACKFILL_CHECKPOIN
 AIRLOCK_ADMIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_ADMIN_LOG_RETENTION_DAYS", 365)
 # django-axes' login attempts (lockout counters), access logs and failure logs.
 AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 30)
-# Webhook events with their deliveries and attempts, once nothing is owed (was the audit window).
+# Webhook events with their deliveries and attempts, once nothing is owed.
 AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30)
 # Expired browser sessions, days after they expired (0: at the first sweep after).
 AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0)
@@ -419,7 +419,7 @@ AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_S
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
-# --- A video's web rendition (docs/media.md, processing/transcode.py) ----------
+# --- A video's web rendition (docs/api.md, processing/transcode.py) ----------
 # Made (H.264 High + AAC-LC in MP4) only for a video that would not play in every current
 # browser as served: not H.264 8-bit 4:2:0 in MP4/MOV with AAC or MP3, longer side over
 # 1920 px, or an overall bit rate over AIRLOCK_WEB_MAX_BIT_RATE (bits/s).

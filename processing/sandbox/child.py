@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import confine
-from .kinds import KINDS, TEST_KINDS, TEST_PREFIX
+from .kinds import KINDS
 from .limits import Bounds, Limits, apply_limits, from_dict, remaining_cpu_seconds
 from .outcome import Rejected, short_repr
 
@@ -263,8 +263,6 @@ def dispatch(req: dict[str, Any], src: Any = None) -> dict[str, Any]:
         job_kind = KINDS.get(kind)
         if job_kind is not None:
             return ok_doc(*job_kind.decode(src, work, bounds, _Tools))
-        if req.get("allow_test") and kind.startswith(TEST_PREFIX) and kind in TEST_KINDS:
-            return TEST_KINDS[kind](req)
         return _rejected("corrupt", f"unknown kind {short_repr(kind)}")
     except Rejected as exc:
         return _rejected(exc.reason_code, exc.message)

@@ -35,7 +35,7 @@ cannot apply makes the fork server refuse to start (every decoder job is then a 
 infrastructure failure, retried, never run with less) and /readyz fail, unless
 AIRLOCK_SANDBOX_ACCEPT_MISSING names that layer: then jobs run without it and /readyz says
 "degraded". The same sentences (`Posture.state`, `UNPROTECTED`) go to the log, to
-/readyz and to the README.
+/readyz and to docs/processing.md.
 """
 
 from __future__ import annotations
@@ -492,7 +492,7 @@ def describe(layers: tuple[str, ...]) -> str:
 
 # ---------------------------------------------------------------- fail closed
 # What a decoder exploit can do when a layer is not applied (the other layers may still
-# stop part of it). /readyz lists these for every missing layer; the README quotes them.
+# stop part of it). /readyz lists these for every missing layer; docs/processing.md quotes them.
 UNPROTECTED = {
     "uid": "jobs run as the worker's own uid: what the worker's uid can read, write or signal "
     "is theirs too unless another layer stops it",

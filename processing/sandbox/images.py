@@ -389,14 +389,14 @@ def variant(src: Source, work_dir: Path, bounds: Bounds) -> tuple[dict[str, Any]
     with im:
         _check_pixels(*im.size, bounds.max_pixels)
         # Bicubic, not Lanczos, for the last step (under 2x down after the DCT scaling or
-        # reduce()): ~13 % less job time for a 12 MP photo's medium, a picture that looks the
-        # same (48-49 dB PSNR to the Lanczos output on bench photos, 34 dB on drawn text).
+        # reduce()): a cheaper resize for a picture that looks the same (about 48 dB PSNR to
+        # the Lanczos output on photos, 34 dB on drawn text).
         out = _thumbnail(im, bounds.variant_size, _orientation(im), VARIANT_RESAMPLE)  # never enlarges
     pil_format, content_type = VARIANT_FORMATS[bounds.variant_format]
     if pil_format == "JPEG" and out.mode != "RGB":
         out = out.convert("RGB")  # JPEG has no alpha
     buf = io.BytesIO()
-    # WebP method 2: a third of method 4's encode time for a 12 MP photo's medium, ~7 % more bytes.
+    # WebP method 2: a third of method 4's encode time for a photo's medium, a few percent more bytes.
     out.save(buf, pil_format, quality=82, **({"method": 2} if pil_format == "WEBP" else {}))
     name = f"variant.{'jpg' if pil_format == 'JPEG' else 'webp'}"
     data = {"width": out.width, "height": out.height, "content_type": content_type}

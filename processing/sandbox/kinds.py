@@ -5,25 +5,16 @@ fork server and its jobs import no step. Each decoder's module is imported on fi
 use: the fork server has them all loaded (warmup.preload) before it forks a job,
 while the worker, which only checks a kind's name and limits here, never loads the
 decoders' C libraries.
-
-Test-only kinds (their names start with `_test_`, each given the raw request) are
-not shipped: the fork server loads them at start from the module named in
-AIRLOCK_SANDBOX_TEST_KINDS (the tests set it), and a job runs one only when its
-request allows test kinds.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .limits import Bounds
-
-TEST_KINDS_ENV = "AIRLOCK_SANDBOX_TEST_KINDS"
-TEST_PREFIX = "_test_"
 
 Decode = Callable[[Any, Path, Bounds, Any], tuple[dict[str, Any], dict[str, str]]]
 
@@ -81,11 +72,3 @@ KINDS: dict[str, JobKind] = {
     "transcode": JobKind(_transcode),  # a video's web rendition (H.264 + AAC in MP4), after it is ready
     "variant": JobKind(_variant),  # a named variant of a served image, or a PDF page for the console
 }
-
-TEST_KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-
-
-def load_test_kinds(module_name: str) -> None:
-    """Add the `_test_` kinds of `module_name` (its TEST_KINDS table); the fork server calls this at start."""
-    module = importlib.import_module(module_name)
-    TEST_KINDS.update({k: v for k, v in module.TEST_KINDS.items() if k.startswith(TEST_PREFIX)})

@@ -32,12 +32,13 @@ from typing import Any
 
 from . import confine
 from .classify import classify
-from .kinds import KINDS, TEST_KINDS_ENV, TEST_PREFIX
+from .kinds import KINDS
 from .limits import MAX_RESULT_BYTES, Bounds, Limits, to_dict
 from .outcome import SandboxResult
 
 START_TIMEOUT = 60.0  # first start imports Pillow, pypdf, PDFium
 ANSWER_GRACE = 15.0  # past the job's own deadline, the server itself is considered stuck
+# The fork server's program: argv[1] is the checkout to import from, argv[2] the socket it listens on.
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from processing.sandbox.server import serve; serve(sys.argv[2])"
 
 
@@ -55,7 +56,7 @@ def decoder_zlib_dir() -> Path | None:
     """The directory whose libz.so.1 the decoders load instead of the system's, or None.
 
     Inflating is most of a PNG decode and much of a PDF's, and zlib-ng (zlib-compatible
-    build) does it faster than the system zlib (README, Performance). AIRLOCK_SANDBOX_ZLIB_DIR
+    build) does it about twice as fast as the system zlib (docs/performance.md). AIRLOCK_SANDBOX_ZLIB_DIR
     names a directory holding such a libz.so.1, "system" keeps the system zlib, and
     unset takes scripts/build-zlib-ng.sh's build when there is one. Only the fork server
     (and so every job) loads it; the worker keeps the system zlib.
@@ -101,8 +102,6 @@ class _ForkServer:
             confine.UID_ENV,
             confine.GID_ENV,
             "AIRLOCK_SANDBOX_NPROC",
-            TEST_KINDS_ENV,
-            "AIRLOCK_BENCH_DISABLE",
         ):
             if os.environ.get(name):
                 env[name] = os.environ[name]
@@ -319,8 +318,6 @@ def run_job(
     *,
     limits: Limits = Limits(),  # noqa: B008 - frozen dataclass: a safe shared default
     bounds: Bounds = Bounds(),  # noqa: B008
-    allow_test_kinds: bool = False,
-    test_probe: dict[str, Any] | None = None,
     member_rules: Path | None = None,
 ) -> SandboxResult:
     """Decode one attacker-supplied file in a confined child process and report the outcome.
@@ -329,7 +326,7 @@ def run_job(
     with (a match is rejected/malware); None scans no member.
     """
     member_rules = Path(member_rules).resolve() if member_rules is not None else None
-    if kind not in KINDS and not (allow_test_kinds and kind.startswith(TEST_PREFIX)):
+    if kind not in KINDS:
         raise ValueError(f"unknown sandbox kind {kind!r}")
     input_path, work_dir = Path(input_path).resolve(), Path(work_dir).resolve()
     if not input_path.is_file():
@@ -343,8 +340,6 @@ def run_job(
                 "work_dir": str(work_dir),
                 "limits": to_dict(limits),
                 "bounds": to_dict(bounds),
-                "allow_test": allow_test_kinds,
-                **({"probe": test_probe} if allow_test_kinds and test_probe else {}),
             }
         ).encode()
         + b"\n"

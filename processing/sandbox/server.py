@@ -42,7 +42,6 @@ from typing import Any
 
 from . import confine
 from .child import CONFINED, CONFINEMENT, confine_environment, spare_main
-from .kinds import TEST_KINDS_ENV, load_test_kinds
 from .warmup import preload
 
 MAX_REQUEST_BYTES = 64 << 10
@@ -397,10 +396,6 @@ def serve(sock_path: str) -> None:
         return
     preload()
     _load_member_rules()
-    if os.environ.get(TEST_KINDS_ENV):
-        # Imported here, before the first spare forks, never by a job: a confined job
-        # may be unable to read our code.
-        load_test_kinds(os.environ[TEST_KINDS_ENV])
     layers = _decide_confinement(posture.in_force)
     confine_environment()  # once here, so every job inherits it (the job re-checks the env)
     server = Server(sock_path, subreaper="subreaper" in layers)

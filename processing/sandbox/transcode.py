@@ -1,8 +1,9 @@
 """The `web` rendition of a video: H.264 High (yuv420p) + AAC-LC in an MP4 whose `moov` comes first.
 
 Made only for a video that would not play in every current browser as it is
-(processing/renditions.py decides; docs/media.md says which). Runs in its own job,
-after the file is ready, from the file that is served (the location-free copy):
+(processing/renditions.py decides; docs/api.md, "The web rendition of a video", says
+which). Runs in its own job, after the file is ready, from the file that is served
+(the location-free copy):
 
 1. the input is opened as the probe opens it (media.py: our sniffed demuxer, headers
    only) and held to the same bounds before a frame is decoded;

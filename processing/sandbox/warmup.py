@@ -17,8 +17,6 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from attachments.benchswitch import trick_on
-
 PRELOAD = (
     "PIL.Image",
     "PIL.JpegImagePlugin",
@@ -147,12 +145,9 @@ def _import_codecs() -> None:
 def preload() -> None:
     """Import and warm every decoder in the server, before any job is forked.
 
-    Measured with and without warm_up() in one run (bench/tricks_bench.py, issue #33):
-    a 1920x1080 JPEG job takes 45 ms with it, 54 ms without (+20 %); it costs the
-    server's start about 0.7 s (first file after start 1.9 s with, 1.2 s without).
-    A second warm-up in each spare (prewarm.py: the decoder again, malloc's heap
-    faulted in) went: on the same job it saved 10 %, 13 % and 25 % in three runs
-    (5 to 15 ms), a smaller share of the file's time to ready, the figure a user sees.
+    warm_up() makes a photo job about a fifth faster for under a second more at the
+    server's start (bench/tricks_bench.py measures it with and without). The spares
+    forked from the server share the warm heap; they do not warm up again.
     """
     for name in PRELOAD:
         importlib.import_module(name)
@@ -160,7 +155,6 @@ def preload() -> None:
     from PIL import Image
 
     Image.init()  # register every plugin now, so Image.open never imports more in a job
-    if trick_on("server_warm_up"):
-        warm_up()
+    warm_up()
     gc.collect()
     gc.freeze()  # keep the preloaded heap shared copy-on-write with every job

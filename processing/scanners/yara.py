@@ -5,8 +5,8 @@ has the bytes in a local file (the worker's spool copy, local storage's own
 file) it is scanned in place with ``scan_file``; otherwise the object is
 collected first. Objects up to SPOOL_THRESHOLD stay in memory; larger ones
 are spooled to a temporary file and scanned with ``scan_file``, which yara-x
-memory-maps (measured here: a 600 MB scan added ~5 MB of anonymous memory;
-the rest is reclaimable page cache). So the whole object is scanned, not a
+memory-maps (a few MB of anonymous memory whatever the size; the rest is
+reclaimable page cache). So the whole object is scanned, not a
 prefix, and memory stays flat. An object over ``max_bytes`` (default 1100 MiB,
 above the largest profile's 1 GiB and equal to clamd's StreamMaxLength)
 cannot have passed intake legitimately; it raises ScannerError instead of

@@ -31,14 +31,15 @@ def _install_stall_hook() -> None:
         return
     import processing.sandbox_config as sandbox_config
     from processing.sandbox import run_job
+    from tests.sandbox import jobkinds
+
+    jobkinds.install()
 
     marker = Path(os.environ["AIRLOCK_FAULT_MARKER"])
 
     def stalled(kind: str, input_path: Path, work_dir: Path):
         marker.write_text(f"{kind} {os.getpid()}\n")
-        return run_job(
-            "_test_sleep", input_path, work_dir, limits=sandbox_config.limits_from_settings(), allow_test_kinds=True
-        )
+        return run_job("_test_sleep", input_path, work_dir, limits=sandbox_config.limits_from_settings())
 
     sandbox_config.run_sandboxed = stalled
 

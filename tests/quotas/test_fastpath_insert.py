@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from attachments.models import Attachment, TenantUsage, TransitionLog
 from attachments.services.fastpath_insert import _insert_sql
+from bench import switches
 from tests.support import create_intent
 
 pytestmark = pytest.mark.django_db
@@ -55,15 +56,17 @@ def test_an_intent_on_postgresql_is_the_one_statement(alice, api):
         q["sql"] for q in ctx.captured_queries if "attachments_attachment" in q["sql"] and "INSERT" in q["sql"].upper()
     ]
     assert statement.upper().startswith('WITH ROOM AS (UPDATE "ATTACHMENTS_TENANTUSAGE"'), statement
+    with switches.off("insert_reserving"), CaptureQueriesContext(connection) as ctx:
+        assert create_intent(client).status_code == 201
+    assert not any(q["sql"].upper().startswith("WITH ROOM") for q in ctx.captured_queries)  # the bench's "without"
 
 
 @pytest.mark.parametrize("switch", ["", "insert_reserving"])
-def test_with_and_without_it_an_intent_counts_the_same(alice, api, monkeypatch, switch):
-    if switch:
-        monkeypatch.setenv("AIRLOCK_BENCH_DISABLE", switch)
+def test_with_and_without_it_an_intent_counts_the_same(alice, api, switch):
     client = api(alice)
-    for _ in range(3):
-        assert create_intent(client).status_code == 201
+    with switches.off(switch):  # the bench's switch: the transaction path
+        for _ in range(3):
+            assert create_intent(client).status_code == 201
     usage = TenantUsage.objects.get(tenant=alice.membership.tenant)
     assert usage.files_used == 3 and usage.bytes_used == 3 * 100
     assert TransitionLog.objects.filter(transition="intent").count() == 3

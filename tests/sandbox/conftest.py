@@ -29,7 +29,6 @@ def run(tmp_path: Path) -> Callable[..., SandboxResult]:
         *,
         limits: Limits = Limits(),  # noqa: B008 - frozen dataclass
         bounds: Bounds = Bounds(),  # noqa: B008
-        allow_test_kinds: bool = False,
         name: str = "input",
         member_rules: Path | None = None,
     ) -> SandboxResult:
@@ -44,7 +43,6 @@ def run(tmp_path: Path) -> Callable[..., SandboxResult]:
             tmp_path / f"work-{n}",
             limits=limits,
             bounds=bounds,
-            allow_test_kinds=allow_test_kinds,
             member_rules=member_rules,
         )
 

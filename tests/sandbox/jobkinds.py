@@ -1,9 +1,12 @@
-"""Misbehaving job kinds for the tests, reachable only with run_job(..., allow_test_kinds=True).
+"""Misbehaving job kinds for the tests, registered in the sandbox's KINDS by `install()`.
 
 They let tests prove that the worker survives and classifies a crashing, hoarding,
 looping, sleeping or babbling job process, and inspect the confinement from inside.
-Not shipped: tests/conftest.py names this module in AIRLOCK_SANDBOX_TEST_KINDS, and
-the fork server loads its TEST_KINDS at start (processing/sandbox/kinds.py).
+`install()` (tests/conftest.py calls it; a script a test starts calls it itself) adds
+them to this process's KINDS, so run_job accepts their names, and makes the fork server
+it starts import this module and register them before its first job, as it loads the
+real decoders. A kind that needs facts from its test (the escape probe, a size) reads
+them as JSON from its input file.
 """
 
 from __future__ import annotations
@@ -18,36 +21,43 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from processing.sandbox import runner
 from processing.sandbox.child import RESULT_FD, fork_isolated, ok_doc
+from processing.sandbox.kinds import KINDS, JobKind
 
 
-def _t_segfault(req: dict[str, Any]) -> dict[str, Any]:
+def _facts(src: Any) -> dict[str, Any]:
+    """What the test wrote into the job's input, as JSON."""
+    return json.loads(src.read())
+
+
+def _t_segfault(src: Any) -> dict[str, Any]:
     os.kill(os.getpid(), signal.SIGSEGV)
     return {}
 
 
-def _t_allocate(req: dict[str, Any]) -> dict[str, Any]:
+def _t_allocate(src: Any) -> dict[str, Any]:
     hog = []
     while True:
         hog.append(b"\x01" * (32 << 20))  # touched memory, not just reserved
 
 
-def _t_loop(req: dict[str, Any]) -> dict[str, Any]:
+def _t_loop(src: Any) -> dict[str, Any]:
     while True:
         pass
 
 
-def _t_sleep(req: dict[str, Any]) -> dict[str, Any]:
+def _t_sleep(src: Any) -> dict[str, Any]:
     time.sleep(3600)  # burns no CPU: only the wall-clock deadline can stop it
     return {}
 
 
-def _t_garbage(req: dict[str, Any]) -> dict[str, Any]:
+def _t_garbage(src: Any) -> dict[str, Any]:
     os.write(RESULT_FD, b"\x00\xffnot json{" + os.urandom(512))
     os._exit(0)
 
 
-def _t_oversized(req: dict[str, Any]) -> dict[str, Any]:
+def _t_oversized(src: Any) -> dict[str, Any]:
     return {
         "outcome": "ok",
         "reason_code": None,
@@ -57,15 +67,15 @@ def _t_oversized(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _t_exit(req: dict[str, Any]) -> dict[str, Any]:
+def _t_exit(src: Any) -> dict[str, Any]:
     os._exit(3)
 
 
-def _t_env(req: dict[str, Any]) -> dict[str, Any]:
+def _t_env(src: Any) -> dict[str, Any]:
     return ok_doc({"env": sorted(os.environ)}, {})
 
 
-def _t_limits(req: dict[str, Any]) -> dict[str, Any]:
+def _t_limits(src: Any) -> dict[str, Any]:
     names = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")
     return ok_doc(
         {
@@ -77,13 +87,13 @@ def _t_limits(req: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _t_bigfile(req: dict[str, Any]) -> dict[str, Any]:
+def _t_bigfile(src: Any) -> dict[str, Any]:
     with open("big.bin", "wb") as fh:
-        fh.write(b"\0" * (int(req["limits"]["max_output_bytes"]) + 1))
+        fh.write(b"\0" * (int(_facts(src)["max_output_bytes"]) + 1))
     return ok_doc({}, {"big": "big.bin"})
 
 
-def _t_answer_then_hang(req: dict[str, Any]) -> dict[str, Any]:
+def _t_answer_then_hang(src: Any) -> dict[str, Any]:
     # A complete result followed by a process that never exits: the caller must take
     # the result at once, and its hanging up must get the process killed.
     payload = json.dumps(ok_doc({"pid": os.getpid()}, {})).encode()
@@ -92,7 +102,7 @@ def _t_answer_then_hang(req: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _t_threads(req: dict[str, Any]) -> dict[str, Any]:
+def _t_threads(src: Any) -> dict[str, Any]:
     # A threaded decoder (libheif, libaom) has tids the server's stray sweep can see.
     import threading
 
@@ -104,10 +114,10 @@ def _t_threads(req: dict[str, Any]) -> dict[str, Any]:
     return ok_doc({"threads": len(threads)}, {})
 
 
-def _t_isolated_crash(req: dict[str, Any]) -> dict[str, Any]:
+def _t_isolated_crash(src: Any) -> dict[str, Any]:
     # A render sub-child that segfaults must cost only its own result, not the job.
     try:
-        fork_isolated(_t_segfault, req)
+        fork_isolated(_t_segfault, None)
     except RuntimeError:
         return ok_doc({"isolated_failed": True}, {})
     return ok_doc({"isolated_failed": False}, {})
@@ -245,9 +255,9 @@ def _escape_tries(probe: dict[str, Any], ppid: int) -> dict[str, Callable[[], An
 ESCAPES = tuple(_escape_tries({}, 0))
 
 
-def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
+def _t_escape(src: Any) -> dict[str, Any]:
     """Try every escape the confinement must stop; report each one's result."""
-    probe = req["probe"]
+    probe = _facts(src)
     tries = _escape_tries(probe, os.getppid())
     # Identity first: a successful unshare_user below would show a new namespace's view.
     results: dict[str, Any] = {"uid": os.getuid(), "capabilities": _capabilities()}
@@ -256,7 +266,7 @@ def _t_escape(req: dict[str, Any]) -> dict[str, Any]:
     return ok_doc(results, {})
 
 
-def _t_setsid_stray(req: dict[str, Any]) -> dict[str, Any]:
+def _t_setsid_stray(src: Any) -> dict[str, Any]:
     """Leave a grandchild in its own session, report its pid, then outlive the deadline."""
     read_fd, write_fd = os.pipe()
     if os.fork() == 0:  # pragma: no cover - the child: new session, then orphan its child
@@ -270,7 +280,7 @@ def _t_setsid_stray(req: dict[str, Any]) -> dict[str, Any]:
     with open("stray.pid", "w") as fh:  # in the work dir: the test reads it even after a kill
         fh.write(str(stray))
     payload = json.dumps(ok_doc({"stray": stray}, {})).encode()
-    if req["probe"].get("answer"):
+    if _facts(src).get("answer"):
         os.write(RESULT_FD, len(payload).to_bytes(4, "big") + payload)
     time.sleep(3600)
     return {}
@@ -278,3 +288,30 @@ def _t_setsid_stray(req: dict[str, Any]) -> dict[str, Any]:
 
 TEST_KINDS["_test_escape"] = _t_escape
 TEST_KINDS["_test_setsid_stray"] = _t_setsid_stray
+
+
+def _as_kind(kind: Callable[[Any], dict[str, Any]]) -> JobKind:
+    """A test kind as a decoder: the data and files it returns are the job's answer (most never return)."""
+
+    def decode(src: Any, work: Any, bounds: Any, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        doc = kind(src)
+        return doc.get("data", {}), doc.get("files", {})
+
+    return JobKind(decode)
+
+
+def register() -> None:
+    """Add the test kinds to this process's KINDS."""
+    KINDS.update({name: _as_kind(kind) for name, kind in TEST_KINDS.items()})
+
+
+# The fork server imports this module and registers the kinds before it serves (the path
+# insertion comes first: the server runs with -I, from its own directory).
+_REGISTER = f"import sys; sys.path.insert(0, sys.argv[1]); import {__name__}; {__name__}.register(); "
+
+
+def install() -> None:
+    """Register the test kinds here and in every fork server this process starts from now on."""
+    register()
+    if _REGISTER not in runner._BOOT:
+        runner._BOOT = _REGISTER + runner._BOOT

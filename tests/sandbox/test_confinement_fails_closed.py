@@ -48,14 +48,15 @@ from django.conf import settings
 settings.configure(DATABASES={})  # ops.health's check threads close their connections: none here
 from ops import health
 from processing.sandbox import SandboxUnavailable, run_job, runner
+from tests.sandbox import jobkinds
+jobkinds.install()
 
 home = Path(os.environ["TMPDIR"])
 src = home / "input"
-src.write_bytes(b"x")
+src.write_text(json.dumps({"worker_pid": os.getpid(), "forks": 2}))
 got = {"worker_uid": os.geteuid()}
 try:
-    result = run_job("_test_escape", src, home / "work", allow_test_kinds=True,
-                     test_probe={"worker_pid": os.getpid(), "forks": 2})
+    result = run_job("_test_escape", src, home / "work")
 except SandboxUnavailable as exc:
     got["job"] = f"unavailable: {exc}"
 else:

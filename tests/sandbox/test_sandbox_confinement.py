@@ -8,6 +8,7 @@ the worker's own environment holding a secret.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -94,9 +95,9 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
 def run_probe(tmp_path: Path, probe: dict[str, Any]):
     def _run(kind: str = "_test_escape", limits: Limits = Limits(), **extra: Any):  # noqa: B008
         src = tmp_path / "input"
-        src.write_bytes(b"x")
+        src.write_text(json.dumps({**probe, **extra}))  # what the job kind reads (jobkinds._facts)
         work = tmp_path / f"work-{time.monotonic_ns()}"
-        result = run_job(kind, src, work, limits=limits, allow_test_kinds=True, test_probe={**probe, **extra})
+        result = run_job(kind, src, work, limits=limits)
         result.work_dir = work  # type: ignore[attr-defined]
         return result
 

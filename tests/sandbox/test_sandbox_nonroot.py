@@ -40,6 +40,8 @@ os.environ["TMPDIR"] = tempfile.mkdtemp(dir="/tmp")  # ours, 0700
 
 from pathlib import Path
 from processing.sandbox import confine, run_job, runner
+from tests.sandbox import jobkinds
+jobkinds.install()
 
 home = Path(os.environ["TMPDIR"])
 secret = home / "var"
@@ -55,11 +57,11 @@ unix = socket.socket(socket.AF_UNIX)
 unix.bind(str(home / "broker.sock"))
 unix.listen()
 src = home / "input"
-src.write_bytes(b"x")
 probe = {"tcp_port": tcp.getsockname()[1], "unix_socket": str(home / "broker.sock"), "worker_pid": os.getpid(),
          "database": str(database), "storage_root": str(secret / "storage"), "stored_file": str(stored),
          "outside_dir": str(outside), "forks": 10}
-result = run_job("_test_escape", src, home / "work", allow_test_kinds=True, test_probe=probe)
+src.write_text(json.dumps(probe))
+result = run_job("_test_escape", src, home / "work")
 print(json.dumps({"worker_uid": os.geteuid(), "reported": runner.confinement(),
                   "in_force": confine.describe(confine.in_force()), "outcome": result.outcome,
                   "message": result.message, "data": result.data}))

@@ -90,5 +90,5 @@ def test_failed_render_is_not_a_rejection(tmp_path: Path) -> None:
 
 
 def test_crashing_sub_child_does_not_take_the_job_down(run) -> None:
-    result = run("_test_isolated_crash", b"x", allow_test_kinds=True)
+    result = run("_test_isolated_crash", b"x")
     assert outcome(result) == "ready" and result.data == {"isolated_failed": True}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from processing.sandbox import Limits, SandboxUnavailable, run_job, runner, shutdown
+from processing.sandbox import Limits, SandboxUnavailable, kinds, run_job, runner, shutdown
 from processing.sandbox.classify import classify
 from tests.sandbox.helpers import corpus_dir, outcome
 
@@ -19,7 +19,7 @@ SAMPLE = corpus_dir() / "pillow/iss634.gif"
 
 
 def _misbehave(run, kind: str, **limits: float):
-    return run(kind, b"ignored", limits=Limits(**limits), allow_test_kinds=True)
+    return run(kind, json.dumps(limits).encode(), limits=Limits(**limits))
 
 
 def test_segfault_is_corrupt_and_worker_goes_on(run) -> None:
@@ -82,7 +82,7 @@ def test_output_file_size_limit(run) -> None:
 
 def test_limits_and_fds_in_the_child(run) -> None:
     limits = Limits(address_space_bytes=700 << 20, cpu_seconds=7, max_output_bytes=1 << 20, max_open_files=32)
-    result = run("_test_limits", b"x", limits=limits, allow_test_kinds=True)
+    result = run("_test_limits", b"x", limits=limits)
     r = result.data["rlimits"]
     assert r["RLIMIT_AS"] == [700 << 20, 700 << 20]
     assert r["RLIMIT_CPU"] == [7, 8]
@@ -97,15 +97,17 @@ def test_child_environment_has_no_credentials(run, monkeypatch: pytest.MonkeyPat
     shutdown()  # the next call starts a server from this (poisoned) environment
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL", "DJANGO_SECRET_KEY"):
         monkeypatch.setenv(key, "leak-me")
-    result = run("_test_env", b"x", allow_test_kinds=True)
+    result = run("_test_env", b"x")
     assert set(result.data["env"]) <= {"PATH", "LANG"}
     assert runner._server is not None
     server_env = Path(f"/proc/{runner._server.proc.pid}/environ").read_bytes()
     assert b"leak-me" not in server_env
 
 
-def test_test_kinds_need_the_flag(tmp_path: Path) -> None:
+def test_only_registered_kinds_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "f").write_bytes(b"x")
+    shipped = {name: kind for name, kind in kinds.KINDS.items() if not name.startswith("_test_")}
+    monkeypatch.setattr(runner, "KINDS", shipped)  # a process that never installed the test kinds
     with pytest.raises(ValueError):
         run_job("_test_segfault", tmp_path / "f", tmp_path / "w")
     with pytest.raises(ValueError):
@@ -148,7 +150,6 @@ def test_four_threads_at_once(tmp_path: Path) -> None:
                         kind,
                         path,
                         tmp_path / f"t{n}-{i}",
-                        allow_test_kinds=True,
                         limits=Limits(wall_seconds=1.5),
                     )
                 )
@@ -169,9 +170,7 @@ def test_a_jobs_threads_are_not_strays(tmp_path: Path) -> None:
     # A thread's /proc/<tid>/stat names the job's parent (the server) as its ppid; the
     # stray sweep that other jobs' ends trigger must not take it for an orphan process.
     result: list[object] = []
-    threaded = threading.Thread(
-        target=lambda: result.append(run_job("_test_threads", SAMPLE, tmp_path / "threads", allow_test_kinds=True))
-    )
+    threaded = threading.Thread(target=lambda: result.append(run_job("_test_threads", SAMPLE, tmp_path / "threads")))
     threaded.start()
     deadline, i = time.monotonic() + 20, 0
     while threaded.is_alive() and time.monotonic() < deadline:  # each job's end sweeps

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
+from bench import switches
 from webhooks.services.fastpath_commit import bookkeeping
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -24,7 +25,10 @@ def test_bookkeeping_commits_asynchronously_and_nothing_else_does():
         assert _synchronous_commit() == "on"  # SET LOCAL: the next transaction waits for the disk
 
 
-def test_the_bench_switch_turns_it_off(monkeypatch):
-    monkeypatch.setenv("AIRLOCK_BENCH_DISABLE", "webhook_async_commit")
-    with bookkeeping():
+def test_the_bench_switch_turns_it_off():
+    from webhooks.services import delivery
+
+    with switches.off("webhook_async_commit"), delivery.bookkeeping():
         assert _synchronous_commit() == "on"
+    with delivery.bookkeeping():
+        assert _synchronous_commit() == "off"  # on again after the block

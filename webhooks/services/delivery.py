@@ -96,7 +96,7 @@ def delivery_attempt(delivery_id: int) -> str | None:
     now = timezone.now()
     if not _claim(delivery_id, now):
         return None  # delivered, dead, not due yet, or another worker has it: a duplicate message
-    # get(), not filter().first(): first()'s ORDER BY cost 0.55 ms of CPU per delivery (2.24 -> 1.70 ms).
+    # get(), not filter().first(): first()'s ORDER BY would be a quarter of a delivery's CPU here.
     try:
         delivery = WebhookDelivery.objects.select_related("event", "endpoint").get(pk=delivery_id)
     except WebhookDelivery.DoesNotExist:

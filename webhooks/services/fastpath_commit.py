@@ -1,12 +1,10 @@
 """Delivery bookkeeping commits without waiting for the disk (synchronous_commit off).
 
 A delivery writes twice around its HTTP request: the claim (lease, attempts) and
-the outcome (attempt row, status, the retry's outbox job). Each waited for a WAL
-flush. Measured with and without in one run (bench/webhooks_bench.py --switch
-webhook_async_commit, PostgreSQL + Redis, 4 worker threads, loaded 2-core
-machine; README, Performance): events delivered per second, median of the
-paired ABBA rounds' ratios +33 % (13 pairs in three runs, from 0.94 to 2.9: the
-figure is noisy, the sign is not).
+the outcome (attempt row, status, the retry's outbox job). Waiting for a WAL
+flush at each commit limits deliveries per second on PostgreSQL
+(bench/webhooks_bench.py --switch webhook_async_commit measures it with and
+without).
 
 The durability it gives up, and why that is safe here: with synchronous_commit
 off only a crash of the PostgreSQL server or its machine (not of Airlock) can
@@ -18,7 +16,7 @@ attempt row go with it). Either way webhooks/services/tick.py's redrive sends it
 again once the lease has passed: at-least-once holds, the receiver drops the
 duplicate by its webhook-id, and the attempts count and the attempt log may miss
 that one attempt. The event itself was committed durably with the change it
-reports. Off with AIRLOCK_BENCH_DISABLE=webhook_async_commit (and on SQLite).
+reports. On SQLite the transaction is a plain one.
 """
 
 from __future__ import annotations
@@ -28,14 +26,12 @@ from contextlib import contextmanager
 
 from django.db import connection, transaction
 
-from attachments.benchswitch import trick_on
-
 
 @contextmanager
 def bookkeeping() -> Iterator[None]:
     """A delivery's claim or outcome, in a transaction whose commit does not wait for the disk."""
     with transaction.atomic():
-        if connection.vendor == "postgresql" and trick_on("webhook_async_commit"):
+        if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
         yield

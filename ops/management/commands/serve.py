@@ -134,7 +134,7 @@ def single_process(*, jobs_here: bool) -> bool:
     """One web process only when the jobs run in it: the in-process broker's messages exist nowhere else.
 
     Not for SQLite as such: several processes read it side by side (WAL) where
-    one process's threads queue on its GIL (bench/serve_bench.py, embedded ratio).
+    one process's threads queue on its GIL.
     """
     return jobs_here and broker_is_in_process()
 
