@@ -1,8 +1,9 @@
-"""The moderator group: view and act on attachments, not users or settings."""
+"""The moderator group: view and act on attachments, not users or settings.
+
+The group itself is made by attachments/services/staff.py.
+"""
 
 from __future__ import annotations
-
-from django.contrib.auth.models import Group, Permission
 
 MODERATOR_GROUP = "moderator"
 MODERATOR_CODENAMES = (
@@ -21,10 +22,3 @@ MODERATOR_CODENAMES = (
     "view_sweeprun",
     "view_reconcilerun",
 )
-
-
-def ensure_moderator_group() -> Group:
-    group, _ = Group.objects.get_or_create(name=MODERATOR_GROUP)
-    perms = Permission.objects.filter(codename__in=MODERATOR_CODENAMES)
-    group.permissions.add(*perms)
-    return group

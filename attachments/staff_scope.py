@@ -11,16 +11,11 @@ actions all go through the same filter.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 
+# Membership is only a flag (cross-tenant view): permissions still come from `moderator` or others.
+# The group is made by attachments/services/staff.py.
 PLATFORM_STAFF_GROUP = "platform-staff"
-
-
-def ensure_platform_group() -> Group:
-    """The group is only a flag (cross-tenant view): permissions still come from `moderator` or others."""
-    group, _ = Group.objects.get_or_create(name=PLATFORM_STAFF_GROUP)
-    return group
 
 
 def is_platform_staff(user) -> bool:

@@ -12,30 +12,27 @@ Two halves:
   signature version in force differs from the one the walk last ran for, it
   walks ready files newest first (recent uploads are the likeliest to carry
   what today's signatures newly know) and queues rescans within
-  AIRLOCK_RESCAN_FILES_PER_MINUTE, from a checkpoint row, so a restart resumes
-  where it stopped. It queues nothing while uploads are waiting in the pipeline,
-  and its jobs run on their own queue at a lower priority: new uploads go first.
+  AIRLOCK_RESCAN_FILES_PER_MINUTE, from a checkpoint row (advanced by
+  attachments/services/rescan.py), so a restart resumes where it stopped. It
+  queues nothing while uploads are waiting in the pipeline, and its jobs run on
+  their own queue at a lower priority: new uploads go first.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, RescanCheckpoint, Status
-from attachments.services import outbox
 from attachments.services.rescan import (
     attachment_rescan_clean,
     attachment_rescan_reject,
-    rescan_candidates,
-    rescan_checkpoint_locked,
+    rescan_walk_advance,
 )
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
@@ -47,11 +44,6 @@ from .steps.scan import LIMIT_HEURISTIC
 log = logging.getLogger("airlock.rescan")
 
 ACTOR_NAME = "rescan"
-# A walk that reached its end starts over this long after, if files are still outdated
-# (their rescan failed on a storage or scanner error): that is "retries later".
-RESTART_AFTER = timedelta(minutes=10)
-# Files uploaded and waiting longer than this hold the walk back (new uploads first).
-UPLOADS_WAITING_SECONDS = 10.0
 
 
 def signatures_in_force() -> str:
@@ -99,19 +91,6 @@ def _outcome(attachment_id: uuid.UUID, outcome: str, **extra: object) -> str:
     return outcome
 
 
-def _uploads_waiting(now: datetime) -> bool:
-    """Files whose bytes arrived a while ago and are not ready yet: the walk waits for them."""
-    return (
-        Attachment.objects.filter(
-            status__in=[Status.PENDING, Status.PROCESSING],
-            attempts=0,
-            uploaded_at__lt=now - timedelta(seconds=UPLOADS_WAITING_SECONDS),
-        )
-        .exclude(lifecycle__in=[Lifecycle.DISCARDED, Lifecycle.DELETED])
-        .exists()
-    )
-
-
 def rescan_tick(*, now: datetime | None = None) -> int:
     """Queue the next files of the background rescan within the rate budget; return how many."""
     rate = int(settings.AIRLOCK_RESCAN_FILES_PER_MINUTE)
@@ -123,63 +102,9 @@ def rescan_tick(*, now: datetime | None = None) -> int:
     except (ScannerError, ImproperlyConfigured) as exc:  # the scanner is down: nothing to rescan with
         log.warning("rescan walk waits: no signature version", extra={"step": "rescan", "error": str(exc)[:300]})
         return 0
-    with transaction.atomic():
-        checkpoint = rescan_checkpoint_locked()
-        if checkpoint.version != version:
-            log.warning(
-                "signatures changed: background rescan starts",
-                extra={"step": "rescan", "from_version": checkpoint.version, "to_version": version},
-            )
-            _restart(checkpoint, now, version=version)
-        elif checkpoint.finished_at is not None:
-            if now - checkpoint.finished_at < RESTART_AFTER and not _requested_since(checkpoint.finished_at):
-                return 0
-            if not rescan_candidates(version).exists():
-                checkpoint.finished_at = now
-                checkpoint.save(update_fields=["finished_at"])
-                return 0
-            _restart(checkpoint, now, version=version)
-        if _uploads_waiting(now):
-            checkpoint.save()
-            return 0
-        # At most one minute's worth of budget accumulates, so a pause is not followed by a burst.
-        budget_at = max(checkpoint.budget_at or now, now - timedelta(minutes=1))
-        allowance = int(rate * (now - budget_at).total_seconds() / 60)
-        if allowance < 1:
-            checkpoint.budget_at = budget_at
-            checkpoint.save()
-            return 0
-        candidates = rescan_candidates(version).order_by("-created_at", "-id")
-        if checkpoint.cursor_created_at is not None:
-            candidates = candidates.filter(
-                Q(created_at__lt=checkpoint.cursor_created_at)
-                | Q(created_at=checkpoint.cursor_created_at, id__lt=checkpoint.cursor_id)
-            )
-        picked = list(candidates.values_list("pk", "created_at")[:allowance])
-        for pk, _ in picked:
-            outbox.enqueue(ACTOR_NAME, pk)
-        if picked:
-            checkpoint.cursor_id, checkpoint.cursor_created_at = picked[-1]
-            checkpoint.queued += len(picked)
-        checkpoint.budget_at = budget_at + timedelta(seconds=60 * len(picked) / rate)
-        if len(picked) < allowance:
-            checkpoint.finished_at = now
-            log.info("background rescan walk finished", extra={"step": "rescan", "queued": checkpoint.queued})
-        checkpoint.save()
-    RESCAN_QUEUED.inc(len(picked))
-    return len(picked)
-
-
-def _restart(checkpoint: RescanCheckpoint, now: datetime, *, version: str) -> None:
-    checkpoint.version = version
-    checkpoint.cursor_created_at = checkpoint.cursor_id = None
-    checkpoint.queued = 0
-    checkpoint.started_at, checkpoint.finished_at = now, None
-    checkpoint.budget_at = checkpoint.budget_at or now
-
-
-def _requested_since(when: datetime) -> bool:
-    return Attachment.objects.filter(status=Status.READY, rescan_requested_at__gte=when).exists()
+    picked = rescan_walk_advance(version=version, rate=rate, now=now, actor_name=ACTOR_NAME)
+    RESCAN_QUEUED.inc(picked)
+    return picked
 
 
 def note_signatures_at_boot() -> str | None:

@@ -29,7 +29,8 @@ from attachments.admin.actions import (
     note_form,
     staff_actor,
 )
-from attachments.admin.modeladmins import ReadOnlyModelAdmin, _pre
+from attachments.admin.detail import preformatted
+from attachments.admin.modeladmins import ReadOnlyModelAdmin
 from attachments.errors import AirlockError
 from attachments.models import DeadLetter
 from attachments.services.erasure import erasure_scope_user
@@ -401,7 +402,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="error")
     def error(self, obj: DeadLetter) -> str:
-        return _pre(obj.last_error) if obj.last_error else "—"
+        return preformatted(obj.last_error) if obj.last_error else "—"
 
     @admin.display(description="attempt history")
     def attempt_history(self, obj: DeadLetter) -> str:
@@ -423,7 +424,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     def payload_pretty(self, obj: DeadLetter) -> str:
         if not obj.payload:
             return "—"
-        return _pre(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        return preformatted(json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
     def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str):
         letters = list(queryset.select_related("attachment__tenant"))  # the confirmation names tenants

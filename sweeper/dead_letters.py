@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, DeadLetter, Derivative
+from attachments.services.dead_letters import dead_letter_note
 from attachments.services.holds import held_ids
 from attachments.services.removal import REAPABLE, attachments_mark_deleted
 from attachments.storage import get_gateway
@@ -71,7 +73,15 @@ def _keys(letter: DeadLetter) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra: object) -> None:
+def _close(
+    letter: DeadLetter,
+    *,
+    actor: str,
+    now: datetime,
+    action: str,
+    payload: dict[str, Any] | None = None,
+    **extra: object,
+) -> None:
     """Mark the row deleted (its objects are gone or abandoned) and resolve the letter."""
     if letter.attachment_id is not None:
         before = (
@@ -87,13 +97,7 @@ def _close(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extr
                 event="abandon" if action == "abandon" else "sweep_delete",
                 message=f"dead letter #{letter.pk}: {action}",
             )
-    letter.resolved_at, letter.resolved_by = now, actor[:150]
-    _note(letter, actor=actor, now=now, action=action, **extra)
-
-
-def _note(letter: DeadLetter, *, actor: str, now: datetime, action: str, **extra: object) -> None:
-    letter.history = [*letter.history, {"at": now.isoformat(), "by": actor, "action": action, **extra}]
-    letter.save(update_fields=["resolved_at", "resolved_by", "history", "payload", "last_error"])
+    dead_letter_note(letter, actor=actor, now=now, action=action, resolve=True, payload=payload, details=extra)
 
 
 def sweep_dead_letter_retry(
@@ -112,7 +116,7 @@ def sweep_dead_letter_retry(
             result.reason = (
                 "killswitch on: nothing deleted" if brake == "killswitch" else "sweeper dry run on: nothing deleted"
             )
-            _note(letter, actor=actor, now=now, action="retry", result=result.reason)
+            dead_letter_note(letter, actor=actor, now=now, action="retry", details={"result": result.reason})
             return result
         # The row stays locked while its objects go, as in a sweep batch.
         if letter.attachment_id:
@@ -126,9 +130,15 @@ def sweep_dead_letter_retry(
             except Exception as exc:  # noqa: BLE001 - reported to the human who asked
                 result.failed[key] = f"{type(exc).__name__}: {exc}"[:300]
         if result.failed:
-            letter.last_error = "; ".join(f"{k}: {e}" for k, e in result.failed.items())[:2000]
             result.reason = f"{len(result.failed)} object(s) could not be deleted"
-            _note(letter, actor=actor, now=now, action="retry", result="failed", failed=result.failed)
+            dead_letter_note(
+                letter,
+                actor=actor,
+                now=now,
+                action="retry",
+                last_error="; ".join(f"{k}: {e}" for k, e in result.failed.items())[:2000],
+                details={"result": "failed", "failed": result.failed},
+            )
             return result
         _close(letter, actor=actor, now=now, action="retry", result="deleted", keys=result.deleted)
         result.resolved = True
@@ -167,11 +177,16 @@ def sweep_dead_letter_abandon(*, dead_letter_id: int, actor: str, reason: str, n
     with transaction.atomic():
         letter = _open_sweep_letter(dead_letter_id)
         keys = _keys(letter)
-        letter.payload = {
-            **(letter.payload or {}),
-            "abandoned": {"by": actor[:150], "at": now.isoformat(), "reason": reason[:500]},
-        }
-        _close(letter, actor=actor, now=now, action="abandon", reason=reason[:500], keys=keys)
+        abandoned = {"by": actor[:150], "at": now.isoformat(), "reason": reason[:500]}
+        _close(
+            letter,
+            actor=actor,
+            now=now,
+            action="abandon",
+            payload={**(letter.payload or {}), "abandoned": abandoned},
+            reason=reason[:500],
+            keys=keys,
+        )
     log.warning(
         "sweep dead letter: objects abandoned",
         extra={"dead_letter": dead_letter_id, "actor": actor, "reason": reason[:500], "keys": keys[:20]},

@@ -15,9 +15,10 @@ then as long as its tombstone (attachments/services/hard_delete.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings
@@ -27,7 +28,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tombstone
+from attachments.services import retention as attachments_retention
 from webhooks.models import DeliveryStatus, WebhookEvent
+from webhooks.services.retention import webhook_events_purge
 
 from .control import delete_brake
 from .models import BackfillCheckpoint, ReconcileRun, SweepRun
@@ -51,6 +54,9 @@ class Rule:
     # The walk's order: the primary key, or the stamp itself where ids do not grow (webhook
     # events' ids are random; their created_at is indexed).
     by_stamp: bool = False
+    # Deletes the picked rows: the attachments and webhooks apps' rows through their services;
+    # other tables' (the sweeper's runs, Django's sessions and admin log, axes) by pk here.
+    purge: Callable[[Collection[Any]], object] | None = None
 
 
 RULES: dict[str, Rule] = {
@@ -59,13 +65,22 @@ RULES: dict[str, Rule] = {
         lambda cutoff: OutboxMessage.objects.filter(sent_at__isnull=False),
         "created_at",
         "AIRLOCK_OUTBOX_RETENTION_DAYS",
+        purge=attachments_retention.outbox_messages_purge,
     ),
     "storage_events": Rule(
-        lambda cutoff: StorageEvent.objects.all(), "received_at", "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"
+        lambda cutoff: StorageEvent.objects.all(),
+        "received_at",
+        "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS",
+        purge=attachments_retention.storage_events_purge,
     ),
     # No rule for the audit timeline (TransitionLog): a file's history lives as long as its row,
     # goes into its tombstone when the row is hard-deleted, and leaves with the tombstone.
-    "tombstones": Rule(lambda cutoff: Tombstone.objects.all(), "purged_at", "AIRLOCK_TOMBSTONE_RETENTION_DAYS"),
+    "tombstones": Rule(
+        lambda cutoff: Tombstone.objects.all(),
+        "purged_at",
+        "AIRLOCK_TOMBSTONE_RETENTION_DAYS",
+        purge=attachments_retention.tombstones_purge,
+    ),
     "sweep_runs": Rule(lambda cutoff: _runs(SweepRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
     "reconcile_runs": Rule(lambda cutoff: _runs(ReconcileRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
     # Open dead letters wait for a human, whatever their age; resolved ones go a window after resolution.
@@ -73,6 +88,7 @@ RULES: dict[str, Rule] = {
         lambda cutoff: DeadLetter.objects.filter(resolved_at__lt=cutoff),
         "created_at",
         "AIRLOCK_DEAD_LETTER_RETENTION_DAYS",
+        purge=attachments_retention.dead_letters_purge,
     ),
     # An unfinished backfill resumes from its checkpoint; a finished one's is history.
     "backfill_checkpoints": Rule(
@@ -101,6 +117,7 @@ RULES: dict[str, Rule] = {
         "created_at",
         "AIRLOCK_WEBHOOK_RETENTION_DAYS",
         by_stamp=True,
+        purge=webhook_events_purge,
     ),
 }
 
@@ -130,7 +147,10 @@ def _purge(rule: Rule, *, now: datetime, batch_size: int, cap: int, dry_run: boo
         due = [pk for pk, stamp in rows if stamp is not None and stamp < cutoff]
         if due and not dry_run:
             with transaction.atomic():
-                rule.rows(cutoff).model.objects.filter(pk__in=due).delete()
+                if rule.purge is not None:
+                    rule.purge(due)
+                else:
+                    rule.rows(cutoff).model.objects.filter(pk__in=due).delete()
         total += len(due)
         if not rows or len(due) < len(rows):
             break

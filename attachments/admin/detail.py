@@ -16,6 +16,12 @@ from django.utils.html import format_html, format_html_join
 
 from ..models import Attachment, Lifecycle, Status, TransitionLog
 
+
+def preformatted(text: str) -> str:
+    """Text shown as it is (an error, a payload), in the admin's preformatted style."""
+    return format_html('<pre class="airlock-pre">{}</pre>', text)
+
+
 # How many of the latest events the timeline shows before "show all".
 TIMELINE_LAST = 5
 

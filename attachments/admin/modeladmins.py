@@ -214,10 +214,6 @@ _APPROVAL_WORDS: dict[str, str] = {
 }
 
 
-def _pre(text: str) -> str:
-    return format_html('<pre class="airlock-pre">{}</pre>', text)
-
-
 @admin.register(Attachment)
 class AttachmentAdmin(ReadOnlyModelAdmin):
     # Eight columns fit beside both sidebars at 1280 px: status carries its reason, owner its tenant;
@@ -480,7 +476,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         shown = obj.text[:TEXT_PREVIEW_CHARS]
         more = len(obj.text) - len(shown)
         suffix = f"\n… ({more} more characters)" if more > 0 else ""
-        return _pre(shown + suffix)
+        return detail.preformatted(shown + suffix)
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

@@ -9,6 +9,7 @@ sweeper/dead_letters.py).
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from ..models import Attachment, DeadLetter
@@ -39,3 +40,29 @@ def dead_letter_open(
         history=list(history or []),
         payload=dict(payload or {}),
     )
+
+
+def dead_letter_note(
+    letter: DeadLetter,
+    *,
+    actor: str,
+    now: datetime,
+    action: str,
+    resolve: bool = False,
+    last_error: str | None = None,
+    payload: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Record what a human did with a dead letter (`action`, and `details`) in its history; `resolve` closes it.
+
+    `last_error` and `payload` replace the letter's when given (a retry's failures,
+    the objects abandoned). Call it inside the transaction that locked the letter.
+    """
+    if resolve:
+        letter.resolved_at, letter.resolved_by = now, actor[:150]
+    if last_error is not None:
+        letter.last_error = last_error[:LAST_ERROR_LIMIT]
+    if payload is not None:
+        letter.payload = payload
+    letter.history = [*letter.history, {"at": now.isoformat(), "by": actor, "action": action, **(details or {})}]
+    letter.save(update_fields=["resolved_at", "resolved_by", "history", "payload", "last_error"])

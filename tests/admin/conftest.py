@@ -20,11 +20,10 @@ def platform_mod():
 
 @pytest.fixture
 def moderator(make_user):
-    from attachments.permissions import ensure_moderator_group
-    from attachments.staff_scope import ensure_platform_group
+    from attachments.services.staff import moderator_group_ensure, platform_staff_group_ensure
 
     user = make_user("mod", tenant="staff", staff=True)
-    user.groups.add(ensure_moderator_group(), ensure_platform_group())  # platform staff: every tenant
+    user.groups.add(moderator_group_ensure(), platform_staff_group_ensure())  # platform staff: every tenant
     return user
 
 
@@ -33,10 +32,10 @@ def viewer(make_user):
     """Staff who may look at attachments but not moderate them."""
     from django.contrib.auth.models import Permission
 
-    from attachments.staff_scope import ensure_platform_group
+    from attachments.services.staff import platform_staff_group_ensure
 
     user = make_user("viewer", tenant="staff", staff=True)
-    user.groups.add(ensure_platform_group())
+    user.groups.add(platform_staff_group_ensure())
     user.user_permissions.add(
         *Permission.objects.filter(codename__in=["view_attachment", "view_transitionlog", "view_deadletter"])
     )

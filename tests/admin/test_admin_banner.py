@@ -70,7 +70,7 @@ def test_a_brake_links_to_the_sweeper_controls(db, moderator, browser_for):
 
 
 def test_dead_letters_show_their_count_for_the_moderators_tenant_only(db, moderator, browser_for, alice, mallory):
-    from attachments.permissions import ensure_moderator_group
+    from attachments.services.staff import moderator_group_ensure
 
     pk = upload(client_for(mallory), jpeg_bytes((30, 20)), filename="evil.jpg")
     DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error="boom")
@@ -82,7 +82,7 @@ def test_dead_letters_show_their_count_for_the_moderators_tenant_only(db, modera
     from attachments.models import Membership
 
     Membership.objects.create(user=acme_mod, tenant=alice.membership.tenant)
-    acme_mod.groups.add(ensure_moderator_group())
+    acme_mod.groups.add(moderator_group_ensure())
     assert _banner(browser_for(acme_mod).get("/admin/attachments/attachment/")) == []
 
 

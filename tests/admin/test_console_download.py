@@ -41,10 +41,10 @@ def test_a_rejected_file_has_no_download(moderator, alice, browser_for):
 
 
 def test_another_tenants_moderator_cannot_download(make_user, ready_image, browser_for):
-    from attachments.permissions import ensure_moderator_group
+    from attachments.services.staff import moderator_group_ensure
 
     outsider = make_user("outsider", tenant="evil", staff=True)
-    outsider.groups.add(ensure_moderator_group())
+    outsider.groups.add(moderator_group_ensure())
     assert browser_for(outsider).get(f"{CHANGELIST}{ready_image}/download/").status_code == 404
     assert not TransitionLog.objects.filter(transition=STAFF_DOWNLOAD).exists()
 

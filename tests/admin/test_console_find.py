@@ -80,10 +80,10 @@ def test_search_by_id_and_digest(browser_for, moderator, wedding):
 
 
 def test_tenant_moderator_search_stays_in_their_tenant(browser_for, make_user, wedding):
-    from attachments.permissions import ensure_moderator_group
+    from attachments.services.staff import moderator_group_ensure
 
     evil_mod = make_user("evil-mod", tenant="evil", staff=True)
-    evil_mod.groups.add(ensure_moderator_group())
+    evil_mod.groups.add(moderator_group_ensure())
     assert _rows(browser_for(evil_mod).get(CHANGELIST, {"q": "ref:wedding:"})) == []
 
 

@@ -21,10 +21,10 @@ def _no_brake_overrides(settings):
 
 @pytest.fixture
 def operator(make_user):
-    from attachments.staff_scope import ensure_platform_group
+    from attachments.services.staff import platform_staff_group_ensure
 
     user = make_user("operator", tenant="staff", staff=True)
-    user.groups.add(ensure_platform_group())
+    user.groups.add(platform_staff_group_ensure())
     user.user_permissions.add(
         *Permission.objects.filter(
             content_type__app_label="sweeper",

@@ -225,11 +225,10 @@ def test_available_is_true_exactly_when_the_owners_download_succeeds(photo, alic
 
 @pytest.fixture
 def moderator(make_user):
-    from attachments.permissions import ensure_moderator_group
-    from attachments.staff_scope import ensure_platform_group
+    from attachments.services.staff import moderator_group_ensure, platform_staff_group_ensure
 
     user = make_user("mod", tenant="staff", staff=True)
-    user.groups.add(ensure_moderator_group(), ensure_platform_group())
+    user.groups.add(moderator_group_ensure(), platform_staff_group_ensure())
     return user
 
 

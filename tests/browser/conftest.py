@@ -152,11 +152,10 @@ def watch_csp(page) -> list[str]:
 
 @pytest.fixture
 def moderator(make_user):
-    from attachments.permissions import ensure_moderator_group
-    from attachments.staff_scope import ensure_platform_group
+    from attachments.services.staff import moderator_group_ensure, platform_staff_group_ensure
 
     user = make_user("mod", tenant="staff", staff=True)
-    user.groups.add(ensure_moderator_group(), ensure_platform_group())  # platform staff: every tenant
+    user.groups.add(moderator_group_ensure(), platform_staff_group_ensure())  # platform staff: every tenant
     return user
 
 

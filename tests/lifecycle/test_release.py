@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, TransitionLog
-from attachments.permissions import ensure_moderator_group
 from attachments.services.quotas import tenant_usage
 from attachments.services.release import attachment_restore, attachments_release
+from attachments.services.staff import moderator_group_ensure
 from sweeper.control import sweeper_control_set
 from sweeper.sweep import sweep_expired
 from tests.sweeper.support import DAY, T0, files_of, make_attachment
@@ -41,7 +41,7 @@ def _release(client, body):
 @pytest.fixture
 def moderator(make_user):
     user = make_user("mod", tenant="acme")
-    user.groups.add(ensure_moderator_group())
+    user.groups.add(moderator_group_ensure())
     return user
 
 

@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import Attachment, OutboxMessage, RescanCheckpoint, Status, TransitionLog
+from attachments.services.rescan import RESTART_AFTER
 from attachments.storage import get_gateway
 from processing import actors
 from processing import rescan as rescans
@@ -227,7 +228,7 @@ def test_an_infrastructure_failure_leaves_the_file_ready_and_it_is_retried_later
     # The walk reached its end; after RESTART_AFTER it comes back for what is still outdated.
     monkeypatch.undo()
     assert rescans.rescan_tick(now=now + timedelta(minutes=2)) == 0
-    assert rescans.rescan_tick(now=now + rescans.RESTART_AFTER + timedelta(minutes=2)) == 1
+    assert rescans.rescan_tick(now=now + RESTART_AFTER + timedelta(minutes=2)) == 1
     _run_queued_rescans()
     row.refresh_from_db()
     assert (row.status, row.scan_signatures) == ("ready", rescans.signatures_in_force())

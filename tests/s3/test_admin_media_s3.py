@@ -18,11 +18,10 @@ pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
 @pytest.fixture
 def platform_moderator(make_user):
-    from attachments.permissions import ensure_moderator_group
-    from attachments.staff_scope import ensure_platform_group
+    from attachments.services.staff import moderator_group_ensure, platform_staff_group_ensure
 
     user = make_user("mod", tenant="staff", staff=True)
-    user.groups.add(ensure_moderator_group(), ensure_platform_group())
+    user.groups.add(moderator_group_ensure(), platform_staff_group_ensure())
     return user
 
 

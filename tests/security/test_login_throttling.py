@@ -103,8 +103,8 @@ def test_behind_a_trusted_proxy_the_forwarded_address_counts(moderator_user, set
 
 @pytest.fixture
 def moderator_user(make_user):
-    from attachments.permissions import ensure_moderator_group
+    from attachments.services.staff import moderator_group_ensure
 
     user = make_user("warden", tenant="acme", staff=True)
-    user.groups.add(ensure_moderator_group())
+    user.groups.add(moderator_group_ensure())
     return user

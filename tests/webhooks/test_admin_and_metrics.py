@@ -92,10 +92,10 @@ def test_the_admin_adds_an_endpoint_with_its_own_secret(admin_client, receiver):
 
 
 def test_tenant_moderators_do_not_see_webhooks(client, make_user):
-    from attachments.permissions import ensure_moderator_group
+    from attachments.services.staff import moderator_group_ensure
 
     moderator = make_user("tenantmod", tenant="acme", staff=True)
-    moderator.groups.add(ensure_moderator_group())
+    moderator.groups.add(moderator_group_ensure())
     client.force_login(moderator)
     assert client.get("/admin/webhooks/webhookendpoint/").status_code == 403
     assert client.get("/admin/webhooks/webhookdelivery/").status_code == 403

@@ -7,10 +7,8 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
-from attachments.services.tenants import tenant_member_add
-from attachments.services.tokens import api_token_issue
+from attachments.services.staff import user_create
 
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -52,21 +50,16 @@ class Command(BaseCommand):
         generated = staff and not password
         if generated:
             password = secrets.token_urlsafe(12)
-        with transaction.atomic():
-            user = User.objects.create_user(username=name, email=opts["email"], password=password)
-            user.is_staff = staff
-            user.is_superuser = opts["superuser"]
-            user.save()
-            tenant_member_add(user=user, tenant_slug=tenant_slug)
-            if opts["moderator"]:
-                from attachments.permissions import ensure_moderator_group
-
-                user.groups.add(ensure_moderator_group())
-            if opts["platform"]:
-                from attachments.staff_scope import ensure_platform_group
-
-                user.groups.add(ensure_platform_group())
-            key = api_token_issue(user=user)
+        _, key = user_create(
+            name=name,
+            tenant_slug=tenant_slug,
+            password=password,
+            email=opts["email"],
+            staff=staff,
+            superuser=opts["superuser"],
+            moderator=opts["moderator"],
+            platform=opts["platform"],
+        )
         if generated:
             self.stdout.write(f"password: {password}")
         self.stdout.write(f"created {name} in tenant {tenant_slug}")

@@ -57,11 +57,11 @@ class Command(BaseCommand):
         from django.core.wsgi import get_wsgi_application
 
         from attachments.bootstrap import migrate_on_first_run
-        from attachments.permissions import ensure_moderator_group
+        from attachments.services.staff import moderator_group_ensure
         from ops import httpserver
 
         migrate_on_first_run()  # embedded default / brand-new database only; said in the log
-        ensure_moderator_group()
+        moderator_group_ensure()
         _ensure_bucket()
         from django.conf import settings
 
