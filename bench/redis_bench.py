@@ -1,0 +1,373 @@
+#!/usr/bin/env python
+"""Redis commands per photo, on a Redis of this bench's own, by command and by who sends them.
+
+    python bench/redis_bench.py [--quick] [--photos N] [--quiet-seconds S]
+
+Starts a private `redis-server` on a free loopback port, points REDIS_URL at
+it, sets Django up (DATABASE_URL if set, else SQLite in AIRLOCK_DATA_DIR) and
+starts the same in-process worker `manage.py serve` runs (ops/runtime.py: the
+Dramatiq worker on the Redis broker, its heartbeat, the tenant slots). Then,
+with MONITOR recording every command the server runs:
+
+1. a quiet interval (S seconds, the worker running, no file): the idle rate;
+2. N photos one after another, each through the intent and PUT services and
+   the worker's stages until it is ready.
+
+Per photo = (commands in the photos' interval − idle rate × its length) ÷ N.
+"Executed" counts what INFO's total_commands_processed counts: every command,
+those a Lua script runs included; "round trips" only what clients send (one
+EVALSHA is one round trip, however many commands its script runs). Each
+command is put down to its sender: Dramatiq's broker (enqueue, fetch, ack;
+a fetch that found nothing is polling), the tenant slots, the worker
+liveness registry, the status-change announcement (`?wait=`), rate limits.
+The scheduler's tick is not in either interval: its cost per tick is reported
+apart (it runs every AIRLOCK_TICK_SECONDS per scheduler, whatever the traffic).
+
+The count does not depend on the photo's size: 2000×1500 JPEGs keep it quick.
+Prints one JSON line; `redis_commands_per_photo` is the figure (goal <= 30).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import REPO, free_port, photo_jpeg, r  # noqa: E402
+
+
+class PrivateRedis:
+    """A redis-server of our own: nobody else's commands in its counts."""
+
+    def __init__(self, directory: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log = open(directory / "redis.log", "ab")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            cwd=directory,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the private redis-server did not start") from None
+                time.sleep(0.05)
+        client.close()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Monitor(threading.Thread):
+    """Every command the server runs, as (server time, "tcp" or "lua", [command, args...])."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(name="redis-monitor", daemon=True)
+        import redis
+
+        self._client = redis.Redis.from_url(url)
+        self._monitor = self._client.monitor()
+        self._monitor.__enter__()  # MONITOR is on before start() returns: nothing is missed
+        self.lines: list[tuple[float, str, list[str]]] = []
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        import redis
+
+        try:
+            for item in self._monitor.listen():
+                words = _split(item["command"])
+                with self._lock:
+                    self.lines.append((float(item["time"]), item.get("client_type") or "tcp", words))
+        except (redis.exceptions.ConnectionError, ValueError, OSError):
+            return
+
+    def between(self, start: float, end: float) -> list[tuple[float, str, list[str]]]:
+        with self._lock:
+            return [line for line in self.lines if start <= line[0] < end]
+
+    def stop(self) -> None:
+        try:
+            self._monitor.connection.disconnect()
+        except Exception:  # noqa: BLE001 - the thread ends either way
+            pass
+
+
+def _split(command: str) -> list[str]:
+    """redis-py gives MONITOR's command as one string of quoted words: split it back."""
+    import shlex
+
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def known_scripts() -> dict[str, str]:
+    """sha1 of every Lua script we or Dramatiq load -> a name for it."""
+    from dramatiq.brokers.redis import _scripts as dramatiq_scripts
+
+    from processing import tenant_slots
+
+    found = {hashlib.sha1(source).hexdigest(): f"dramatiq.{name}" for name, source in dramatiq_scripts.items()}
+    for name in dir(tenant_slots):
+        value = getattr(tenant_slots, name)
+        if isinstance(value, str) and "redis.call" in value:
+            found[hashlib.sha1(value.encode()).hexdigest()] = f"slots.{name.strip('_').lower()}"
+    try:
+        from processing import broker as airlock_broker
+
+        for name, source in airlock_broker.SCRIPTS.items():
+            found[hashlib.sha1(source.encode()).hexdigest()] = f"dramatiq.{name}"
+    except (ImportError, AttributeError):
+        pass
+    return found
+
+
+def source_of(words: list[str], scripts: dict[str, str], prefix: str) -> str:
+    """Who sent a client command: dramatiq.<command>, slots.<script>, liveness, waiting, ratelimit, ..."""
+    if not words:
+        return "other"
+    name = words[0].lower()
+    if name in ("evalsha", "eval"):
+        script = scripts.get(words[1], "script") if name == "evalsha" else "eval"
+        if script == "dramatiq.dispatch" and len(words) > 4:
+            return f"dramatiq.{words[4]}"
+        return script
+    keys = " ".join(words[1:3])
+    if name in ("blpop", "brpop") and ".bell" in keys:
+        return "dramatiq.doorbell"
+    if name == "publish":
+        return "waiting.publish"
+    if name == "time" or f"{prefix}-workers" in keys:
+        return "liveness"
+    if "broker-epoch" in keys:
+        return "broker_epoch"
+    if ":intents:" in keys:
+        return "ratelimit"
+    if name == "ping":
+        return "readiness"
+    if name in ("client", "hello", "select", "script"):
+        return "connection"
+    if "-slots-" in keys or "-waiting-" in keys:
+        return "slots"
+    if name == "scan":
+        return "scan"
+    return f"other.{name}"
+
+
+def tally(lines: list[tuple[float, str, list[str]]], scripts: dict[str, str], prefix: str) -> dict[str, Counter]:
+    """Counts by command name and by sender: executed (a script's commands under its sender) and round trips."""
+    by_command: Counter = Counter()
+    by_source: Counter = Counter()
+    trips: Counter = Counter()
+    source = "other"
+    for _, kind, words in lines:
+        if not words or words[0].lower() == "monitor":
+            continue
+        name = words[0].lower()
+        if kind != "lua":
+            source = source_of(words, scripts, prefix)
+            trips[source] += 1
+        by_command[name] += 1
+        by_source[source] += 1
+    return {"by_command": by_command, "by_source": by_source, "trips": trips}
+
+
+def _fetch_polling(lines: list[tuple[float, str, list[str]]], scripts: dict[str, str], prefix: str) -> tuple[int, int]:
+    """(empty fetches, commands they executed): a fetch script run that popped nothing."""
+    fetches = executed = 0
+    group: list[str] = []
+    in_fetch = False
+
+    def close() -> None:
+        nonlocal fetches, executed
+        if in_fetch and "sadd" not in group:
+            fetches += 1
+            executed += 1 + len(group)
+
+    for _, kind, words in lines:
+        if not words:
+            continue
+        if kind == "lua":
+            group.append(words[0].lower())
+            continue
+        close()
+        group = []
+        in_fetch = source_of(words, scripts, prefix) == "dramatiq.fetch"
+    close()
+    return fetches, executed
+
+
+def per_photo(window: Counter, quiet: Counter, window_s: float, quiet_s: float, photos: int) -> dict[str, float]:
+    out = {}
+    for key in sorted(set(window) | set(quiet)):
+        value = (window[key] - quiet[key] / quiet_s * window_s) / photos
+        if abs(value) >= 0.05:
+            out[key] = r(value, 1)
+    return out
+
+
+def run_ticks_cost(monitor: Monitor, scripts: dict[str, str], prefix: str) -> dict[str, object]:
+    """One scheduler pass (relay, recovery, epoch, waiting rooms...): its Redis commands."""
+    from ops.runtime import run_ticks_once
+
+    run_ticks_once()  # the first may do one-off work (the epoch's first set)
+    time.sleep(0.2)
+    start = time.time()
+    run_ticks_once()
+    time.sleep(0.3)
+    lines = monitor.between(start, time.time())
+    counted = tally(lines, scripts, prefix)
+    return {
+        "commands": sum(counted["by_command"].values()),
+        "round_trips": sum(counted["trips"].values()),
+        "by_source": dict(counted["by_source"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--photos", type=int, default=0, help="photos measured (default 8, quick 4)")
+    parser.add_argument("--quiet-seconds", type=float, default=0, help="idle interval (default 6, quick 4)")
+    parser.add_argument("--threads", type=int, default=4, help="worker threads")
+    args = parser.parse_args()
+    photos = args.photos or (4 if args.quick else 8)
+    quiet_s = args.quiet_seconds or (4.0 if args.quick else 6.0)
+
+    tmp = Path(os.environ.get("BENCH_TMP") or tempfile.mkdtemp(prefix="redis-bench-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    server = PrivateRedis(tmp)
+    prefix = f"rb{os.getpid()}"
+    os.environ["REDIS_URL"] = server.url
+    os.environ["AIRLOCK_KEY_PREFIX"] = prefix
+    os.environ.setdefault("AIRLOCK_DATA_DIR", str(tmp / "data"))
+    os.environ.setdefault("AIRLOCK_STORAGE_ROOT", str(tmp / "data" / "storage"))
+    os.environ.setdefault("AIRLOCK_INTENTS_PER_MINUTE", str(10**9))
+    os.environ.setdefault("AIRLOCK_MAX_PENDING_PER_USER", str(10**9))
+    worker = None
+    monitor = None
+    try:
+        from bench.common import bench_django, make_user, sample_intent, signed_put
+
+        bench_django()
+        from django.conf import settings
+
+        from attachments.models import Attachment
+        from ops.runtime import start_worker
+
+        user = make_user("redisbench", "redisbench")
+        item = {"path": Path("photo.jpg"), "profile": "image", "content_type": "image/jpeg"}
+        files = [photo_jpeg(500 + i, (2000, 1500)) for i in range(photos + 1)]
+        worker = start_worker(threads=args.threads)
+        scripts = known_scripts()
+
+        def one(data: bytes) -> None:
+            intent = sample_intent(user, item, data)
+            pk = intent.attachment.pk
+            signed_put(pk, data)
+            deadline = time.monotonic() + 120
+            while Attachment.objects.filter(pk=pk).values_list("status", flat=True).first() != "ready":
+                if time.monotonic() > deadline:
+                    status = Attachment.objects.filter(pk=pk).values_list("status", "reason").first()
+                    raise RuntimeError(f"photo not ready after 120 s: {status}")
+                time.sleep(0.005)
+
+        one(files[0])  # warm: scripts loaded, connections open, the sandbox's fork server up
+        time.sleep(1.0)
+        monitor = Monitor(server.url)
+        monitor.start()
+        time.sleep(0.5)
+
+        q0 = time.time()
+        time.sleep(quiet_s)
+        q1 = time.time()
+        for data in files[1:]:
+            one(data)
+        time.sleep(0.5)  # the last stage's ack lands after the row is ready
+        w1 = time.time()
+        window_s, quiet_len = w1 - q1, q1 - q0
+        quiet_lines, window_lines = monitor.between(q0, q1), monitor.between(q1, w1)
+        quiet, window = tally(quiet_lines, scripts, prefix), tally(window_lines, scripts, prefix)
+        quiet_polls, quiet_poll_cmds = _fetch_polling(quiet_lines, scripts, prefix)
+        window_polls, window_poll_cmds = _fetch_polling(window_lines, scripts, prefix)
+        executed_q, executed_w = sum(quiet["by_command"].values()), sum(window["by_command"].values())
+        trips_q, trips_w = sum(quiet["trips"].values()), sum(window["trips"].values())
+        ticks = run_ticks_cost(monitor, scripts, prefix)
+        if os.environ.get("REDIS_BENCH_DUMP"):  # every command of both intervals, for a look by hand
+            with open(os.environ["REDIS_BENCH_DUMP"], "w") as out:
+                for when, kind, words in monitor.between(q0, w1):
+                    label = "lua" if kind == "lua" else source_of(words, scripts, prefix)
+                    out.write(f"{when:.4f} {'Q' if when < q1 else 'W'} {label:24} {' '.join(words)[:160]}\n")
+        result = {
+            "redis_commands_per_photo": r((executed_w - executed_q / quiet_len * window_s) / photos, 1),
+            "redis_round_trips_per_photo": r((trips_w - trips_q / quiet_len * window_s) / photos, 1),
+            "redis_by_command_per_photo": per_photo(
+                window["by_command"], quiet["by_command"], window_s, quiet_len, photos
+            ),
+            "redis_by_source_per_photo": per_photo(
+                window["by_source"], quiet["by_source"], window_s, quiet_len, photos
+            ),
+            "redis_round_trips_by_source_per_photo": per_photo(
+                window["trips"], quiet["trips"], window_s, quiet_len, photos
+            ),
+            "redis_empty_fetches_per_photo": r((window_polls - quiet_polls / quiet_len * window_s) / photos, 1),
+            "redis_idle_commands_per_s": r(executed_q / quiet_len, 1),
+            "redis_idle_round_trips_per_s": r(trips_q / quiet_len, 1),
+            "redis_idle_by_source_per_s": {k: r(v / quiet_len, 1) for k, v in sorted(quiet["by_source"].items())},
+            "redis_idle_empty_fetch_commands_per_s": r(quiet_poll_cmds / quiet_len, 1),
+            "redis_window_empty_fetch_commands": window_poll_cmds,
+            "redis_tick_commands": ticks["commands"],
+            "redis_tick_round_trips": ticks["round_trips"],
+            "redis_tick_by_source": ticks["by_source"],
+            "redis_bench": {
+                "photos": photos,
+                "photos_window_s": r(window_s, 2),
+                "quiet_s": r(quiet_len, 2),
+                "worker_threads": args.threads,
+                "worker_poll_ms": settings.AIRLOCK_WORKER_POLL_MS,
+                "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
+                "load_average": os.getloadavg()[0],
+            },
+        }
+        print(__import__("json").dumps(result), flush=True)
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        if worker is not None:
+            worker.stop(timeout=10_000)
+        server.stop()
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()
