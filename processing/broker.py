@@ -177,7 +177,7 @@ class DoorbellConsumer(_RedisConsumer):
             raise ConnectionClosed(exc) from None
 
     def _wait_for_bell(self) -> bool:
-        """Block until a token rings (True) or the wait runs out (False); no longer than a delayed message's due time."""
+        """Block until a token rings (True) or the wait runs out (False), at most until a delayed message is due."""
         wait = self.broker.idle_wait_seconds
         due = _next_delayed_due_ms(self.queue_name)
         if due is not None:
