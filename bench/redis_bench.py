@@ -14,9 +14,10 @@ with MONITOR recording every command the server runs:
    the worker's stages until it is ready.
 
 Per photo = (commands in the photos' interval − idle rate × its length) ÷ N.
-"Executed" counts what INFO's total_commands_processed counts: every command,
-those a Lua script runs included; "round trips" only what clients send (one
-EVALSHA is one round trip, however many commands its script runs). Each
+`redis_commands_per_photo` counts the commands clients send (one EVALSHA is
+one command and one round trip, however many commands its script runs);
+`redis_commands_executed_per_photo` what INFO's total_commands_processed
+counts: those a Lua script runs too. Each
 command is put down to its sender: Dramatiq's broker (enqueue, fetch, ack;
 a fetch that found nothing is polling), the tenant slots, the worker
 liveness registry, the status-change announcement (`?wait=`), rate limits.
@@ -142,6 +143,9 @@ def known_scripts() -> dict[str, str]:
         value = getattr(tenant_slots, name)
         if isinstance(value, str) and "redis.call" in value:
             found[hashlib.sha1(value.encode()).hexdigest()] = f"slots.{name.strip('_').lower()}"
+    from attachments.services import ratelimits
+
+    found[hashlib.sha1(ratelimits._COUNT_INTENT.encode()).hexdigest()] = "ratelimit"
     try:
         from processing import broker as airlock_broker
 
@@ -185,10 +189,13 @@ def source_of(words: list[str], scripts: dict[str, str], prefix: str) -> str:
 
 
 def tally(lines: list[tuple[float, str, list[str]]], scripts: dict[str, str], prefix: str) -> dict[str, Counter]:
-    """Counts by command name and by sender: executed (a script's commands under its sender) and round trips."""
-    by_command: Counter = Counter()
-    by_source: Counter = Counter()
-    trips: Counter = Counter()
+    """Counts by command name and by sender: sent by clients, and executed (a script's commands under its sender)."""
+    counts: dict[str, Counter] = {
+        "sent_by_command": Counter(),
+        "sent_by_source": Counter(),
+        "executed_by_command": Counter(),
+        "executed_by_source": Counter(),
+    }
     source = "other"
     for _, kind, words in lines:
         if not words or words[0].lower() == "monitor":
@@ -196,10 +203,11 @@ def tally(lines: list[tuple[float, str, list[str]]], scripts: dict[str, str], pr
         name = words[0].lower()
         if kind != "lua":
             source = source_of(words, scripts, prefix)
-            trips[source] += 1
-        by_command[name] += 1
-        by_source[source] += 1
-    return {"by_command": by_command, "by_source": by_source, "trips": trips}
+            counts["sent_by_command"][name] += 1
+            counts["sent_by_source"][source] += 1
+        counts["executed_by_command"][name] += 1
+        counts["executed_by_source"][source] += 1
+    return counts
 
 
 def _fetch_polling(lines: list[tuple[float, str, list[str]]], scripts: dict[str, str], prefix: str) -> tuple[int, int]:
@@ -248,9 +256,9 @@ def run_ticks_cost(monitor: Monitor, scripts: dict[str, str], prefix: str) -> di
     lines = monitor.between(start, time.time())
     counted = tally(lines, scripts, prefix)
     return {
-        "commands": sum(counted["by_command"].values()),
-        "round_trips": sum(counted["trips"].values()),
-        "by_source": dict(counted["by_source"]),
+        "commands": sum(counted["sent_by_command"].values()),
+        "executed": sum(counted["executed_by_command"].values()),
+        "by_source": dict(counted["sent_by_source"]),
     }
 
 
@@ -284,6 +292,7 @@ def main() -> None:
 
         from attachments.models import Attachment
         from ops.runtime import start_worker
+        from processing.stages import STAGES
 
         user = make_user("redisbench", "redisbench")
         item = {"path": Path("photo.jpg"), "profile": "image", "content_type": "image/jpeg"}
@@ -303,7 +312,7 @@ def main() -> None:
                 time.sleep(0.005)
 
         one(files[0])  # warm: scripts loaded, connections open, the sandbox's fork server up
-        time.sleep(1.0)
+        time.sleep(2.0)  # every consumer has asked once and waits
         monitor = Monitor(server.url)
         monitor.start()
         time.sleep(0.5)
@@ -319,46 +328,50 @@ def main() -> None:
         quiet_lines, window_lines = monitor.between(q0, q1), monitor.between(q1, w1)
         quiet, window = tally(quiet_lines, scripts, prefix), tally(window_lines, scripts, prefix)
         quiet_polls, quiet_poll_cmds = _fetch_polling(quiet_lines, scripts, prefix)
-        window_polls, window_poll_cmds = _fetch_polling(window_lines, scripts, prefix)
-        executed_q, executed_w = sum(quiet["by_command"].values()), sum(window["by_command"].values())
-        trips_q, trips_w = sum(quiet["trips"].values()), sum(window["trips"].values())
+        window_polls, _ = _fetch_polling(window_lines, scripts, prefix)
         ticks = run_ticks_cost(monitor, scripts, prefix)
-        if os.environ.get("REDIS_BENCH_DUMP"):  # every command of both intervals, for a look by hand
-            with open(os.environ["REDIS_BENCH_DUMP"], "w") as out:
-                for when, kind, words in monitor.between(q0, w1):
-                    label = "lua" if kind == "lua" else source_of(words, scripts, prefix)
-                    out.write(f"{when:.4f} {'Q' if when < q1 else 'W'} {label:24} {' '.join(words)[:160]}\n")
+
+        def photo(kind: str) -> dict[str, float]:
+            return per_photo(window[kind], quiet[kind], window_s, quiet_len, photos)
+
+        def total(kind: str) -> float | None:
+            w, q = sum(window[kind].values()), sum(quiet[kind].values())
+            return r((w - q / quiet_len * window_s) / photos, 1)
+
         result = {
-            "redis_commands_per_photo": r((executed_w - executed_q / quiet_len * window_s) / photos, 1),
-            "redis_round_trips_per_photo": r((trips_w - trips_q / quiet_len * window_s) / photos, 1),
-            "redis_by_command_per_photo": per_photo(
-                window["by_command"], quiet["by_command"], window_s, quiet_len, photos
-            ),
-            "redis_by_source_per_photo": per_photo(
-                window["by_source"], quiet["by_source"], window_s, quiet_len, photos
-            ),
-            "redis_round_trips_by_source_per_photo": per_photo(
-                window["trips"], quiet["trips"], window_s, quiet_len, photos
-            ),
+            "redis_commands_per_photo": total("sent_by_command"),
+            "redis_commands_executed_per_photo": total("executed_by_command"),
+            "redis_commands_by_name_per_photo": photo("sent_by_command"),
+            "redis_commands_by_sender_per_photo": photo("sent_by_source"),
+            "redis_executed_by_name_per_photo": photo("executed_by_command"),
+            "redis_executed_by_sender_per_photo": photo("executed_by_source"),
             "redis_empty_fetches_per_photo": r((window_polls - quiet_polls / quiet_len * window_s) / photos, 1),
-            "redis_idle_commands_per_s": r(executed_q / quiet_len, 1),
-            "redis_idle_round_trips_per_s": r(trips_q / quiet_len, 1),
-            "redis_idle_by_source_per_s": {k: r(v / quiet_len, 1) for k, v in sorted(quiet["by_source"].items())},
-            "redis_idle_empty_fetch_commands_per_s": r(quiet_poll_cmds / quiet_len, 1),
-            "redis_window_empty_fetch_commands": window_poll_cmds,
+            "redis_idle_commands_per_s": r(sum(quiet["sent_by_command"].values()) / quiet_len, 2),
+            "redis_idle_executed_per_s": r(sum(quiet["executed_by_command"].values()) / quiet_len, 2),
+            "redis_idle_commands_by_sender_per_s": {
+                k: r(v / quiet_len, 2) for k, v in sorted(quiet["sent_by_source"].items())
+            },
+            "redis_idle_empty_fetch_executed_per_s": r(quiet_poll_cmds / quiet_len, 2),
             "redis_tick_commands": ticks["commands"],
-            "redis_tick_round_trips": ticks["round_trips"],
-            "redis_tick_by_source": ticks["by_source"],
+            "redis_tick_executed": ticks["executed"],
+            "redis_tick_commands_by_sender": ticks["by_source"],
             "redis_bench": {
                 "photos": photos,
                 "photos_window_s": r(window_s, 2),
                 "quiet_s": r(quiet_len, 2),
                 "worker_threads": args.threads,
                 "worker_poll_ms": settings.AIRLOCK_WORKER_POLL_MS,
+                "broker": type(__import__("dramatiq").get_broker()).__module__,
+                "stages": len(STAGES),
                 "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
                 "load_average": os.getloadavg()[0],
             },
         }
+        if os.environ.get("REDIS_BENCH_DUMP"):  # every command of both intervals, for a look by hand
+            with open(os.environ["REDIS_BENCH_DUMP"], "w") as out:
+                for when, kind, words in monitor.between(q0, w1):
+                    label = "lua" if kind == "lua" else source_of(words, scripts, prefix)
+                    out.write(f"{when:.4f} {'Q' if when < q1 else 'W'} {label:24} {' '.join(words)[:160]}\n")
         print(__import__("json").dumps(result), flush=True)
     finally:
         if monitor is not None:

@@ -10,7 +10,7 @@ import hashlib
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
 
 from ..errors import RateLimited
 from ..models import Attachment
@@ -47,7 +47,7 @@ return count
 
 def _count_intent(key: str) -> int:
     """This minute's intents of the key's subject, this one included."""
-    if type(cache).__name__ == "RedisCache":
+    if type(caches["default"]).__name__ == "RedisCache":
         full_key = cache.make_and_validate_key(key)
         client = cache._cache.get_client(full_key, write=True)  # type: ignore[attr-defined]  # Django's own client
         return int(client.register_script(_COUNT_INTENT)(keys=[full_key], args=[120]))
