@@ -120,9 +120,10 @@ class DoorbellConsumer(_RedisConsumer):
         self._bell = broker.bell_key(queue_name)
         # Its own connection: a blocked BLPOP must not hold one the fetches and acks need, and
         # closing it is how a stopping worker wakes the wait.
+        # Its reads may block for the whole wait: redis-py's default read timeout (5 s) would end it as an error.
         self._waits = redis.ConnectionPool(
             connection_class=broker.client.connection_pool.connection_class,
-            **broker.client.connection_pool.connection_kwargs,
+            **{**broker.client.connection_pool.connection_kwargs, "socket_timeout": broker.idle_wait_seconds + 5},
         )
         self._waiter = redis.Redis(connection_pool=self._waits)
         self._drained = False  # the last fetch came back short: the queue was empty then
@@ -171,7 +172,7 @@ class DoorbellConsumer(_RedisConsumer):
                         self.broker.client.delete(self._bell)
                     return None
                 self.message_cache = messages
-        except redis.ConnectionError as exc:
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
             if self._stopping:
                 return None
             raise ConnectionClosed(exc) from None
