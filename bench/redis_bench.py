@@ -345,6 +345,9 @@ def main() -> None:
         result = {
             "redis_commands_per_photo": total("sent_by_command"),
             "redis_commands_executed_per_photo": total("executed_by_command"),
+            # Everything the server ran while the photos went through, polling and beats included, ÷ photos.
+            "redis_commands_per_photo_incl_polling": r(len([1 for _, k, _ in window_lines if k != "lua"]) / photos, 1),
+            "redis_commands_executed_per_photo_incl_polling": r(len(window_lines) / photos, 1),
             "redis_commands_by_name_per_photo": photo("sent_by_command"),
             "redis_commands_by_sender_per_photo": photo("sent_by_source"),
             "redis_executed_by_name_per_photo": photo("executed_by_command"),
