@@ -103,7 +103,9 @@ class RedisBroker(DramatiqRedisBroker):
     def emit_before(self, signal: str, *args: Any, **kwargs: Any) -> None:
         if signal == "worker_shutdown" and args:
             # The worker's consumers stop waiting on their bells: its stop must not wait out an idle wait.
+            # Marked on the thread too: a consumer its thread makes after this one knows at once.
             for thread in list(getattr(args[0], "consumers", {}).values()):
+                thread.airlock_stopping = True
                 consumer = getattr(thread, "consumer", None)
                 if isinstance(consumer, DoorbellConsumer):
                     consumer.interrupt()
@@ -144,7 +146,8 @@ class DoorbellConsumer(_RedisConsumer):
         super().close()
 
     def __next__(self) -> Any:
-        if self._stopping:
+        if self._stopping or getattr(threading.current_thread(), "airlock_stopping", False):
+            self._stopping = True
             return super().__next__()  # Dramatiq's polling while the worker's jobs finish
         try:
             while True:
@@ -162,7 +165,12 @@ class DoorbellConsumer(_RedisConsumer):
                     return None
                 rang = None
                 if self._drained:
-                    rang = self._wait_for_bell()
+                    try:
+                        rang = self._wait_for_bell()
+                    except Exception:
+                        if self._stopping:  # the wait's connection was closed under it: that is the wake-up
+                            return None
+                        raise
                     if self._stopping:
                         return None
                 messages = self.broker.do_fetch(self.queue_name, room)
