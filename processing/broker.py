@@ -52,6 +52,7 @@ from dramatiq.errors import ConnectionClosed
 from dramatiq.message import Message
 
 BELL_CAP = 1000
+MAINTENANCE_CHANCE = 10_000  # per million dispatches (Dramatiq's default: 1,000)
 DEFAULT_IDLE_WAIT_SECONDS = 10.0
 
 # The enqueue half of Dramatiq's dispatch script (the same keys), plus the bell.
@@ -69,6 +70,11 @@ class RedisBroker(DramatiqRedisBroker):
     """Dramatiq's RedisBroker whose sends ring the queue's bell and whose idle consumers wait on it."""
 
     def __init__(self, *, idle_wait_seconds: float = DEFAULT_IDLE_WAIT_SECONDS, **options: Any) -> None:
+        # Dramatiq runs its maintenance (handing back a dead worker's unacked messages) in one
+        # dispatch out of a thousand, which polling made every few seconds per worker process.
+        # Without polling that would be every ~15 min when idle: one in a hundred makes it every
+        # ~1.5 min idle, and every hundred fetches under load (a few commands each time).
+        options.setdefault("maintenance_chance", MAINTENANCE_CHANCE)
         super().__init__(**options)
         # An idle consumer's timed-out wait is also when it asks, and each ask beats Dramatiq's
         # heartbeat for this process: well within the heartbeat timeout, or its unacked jobs are handed back.
