@@ -39,6 +39,8 @@ against a baseline measured in the same run, interleaved with it.
   album        bench/album_bench.py         a ref's ZIP (~1 GB of photos; 200 MB --quick) vs reading the files; RSS
   transcode    bench/transcode_bench.py     web rendition of 60 s 1080p HEVC (10 s 720p --quick) vs bare PyAV;
                                             photos' time to ready while two transcodes run
+  redis        bench/redis_bench.py         Redis commands per photo on a private redis-server (MONITOR), by
+                                            command and sender; an idle worker's commands/s (PostgreSQL)
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
 requests and bytes per file kind, the inputs of docs/capacity.md.
@@ -160,6 +162,10 @@ GOALS: list[tuple[str, str, object]] = [
     ("outage_recovery.worker_s", "(info: serve's job process SIGKILLed)", None),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
+    ("redis_commands_per_photo", "<= 30 (private Redis, idle polling excluded)", lambda v: v <= 30),
+    ("redis_commands_executed_per_photo", "(info: with the commands scripts run, as INFO counts)", None),
+    ("redis_commands_per_photo_incl_polling", "(info: everything while the photos went through)", None),
+    ("redis_idle_commands_per_s", "(info: one idle worker process)", None),
 ]
 REQUIRED = [
     "pipeline_overhead_ratio",
@@ -212,6 +218,7 @@ OWN_KEYS = {
     "album": ["album_zip_vs_disk_read_ratio", "album_zip_worker_rss_growth_mb"],
     "transcode": ["transcode_vs_bare_pyav_ratio", "ttr_p99_during_transcodes_s"],
     "outages": ["outage_recovery_p99_s"],
+    "redis": ["redis_commands_per_photo", "redis_commands_executed_per_photo", "redis_idle_commands_per_s"],
 }
 
 
@@ -426,6 +433,15 @@ def bench_outages(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/outage_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "outages"), 1800)
 
 
+def bench_redis(quick: bool, tmp: Path) -> dict:
+    """Redis commands per photo on a redis-server of the bench's own (it starts one), PostgreSQL scratch database."""
+    env, db = redis_env(tmp / "redis_count")
+    try:
+        return run_child(["bench/redis_bench.py", *(["--quick"] if quick else [])], env, 900)
+    finally:
+        db.drop()  # type: ignore[attr-defined]
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -453,6 +469,7 @@ BENCHES = {
     "album": bench_album,
     "transcode": bench_transcode,
     "outages": bench_outages,
+    "redis": bench_redis,
 }
 
 

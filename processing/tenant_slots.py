@@ -35,14 +35,19 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
 
+# Admission: expired holders are dropped only when the pool looks full (under its limit
+# they keep nobody out). The key's expiry is set with its first holder, then only ever
+# lengthened: stages' holders live for different times, and the key's expiry must not
+# drop a longer-lived holder along with a shorter one.
 _ACQUIRE_OR_PARK = """
 local now = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+local held = redis.call('ZCARD', KEYS[1])
+if held >= tonumber(ARGV[3]) then
+  held = held - redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+end
+if held < tonumber(ARGV[3]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
-  -- Only ever lengthened: stages' holders live for different times, and the key's
-  -- expiry must not drop a longer-lived holder along with a shorter one.
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
+  if held == 0 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
   end
   return 1
@@ -55,10 +60,13 @@ return 0
 # The same admission without a waiting room: a caller that cannot wait (a web request) is refused instead.
 _ACQUIRE = """
 local now = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+local held = redis.call('ZCARD', KEYS[1])
+if held >= tonumber(ARGV[3]) then
+  held = held - redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+end
+if held < tonumber(ARGV[3]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
+  if held == 0 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
   end
   return 1

@@ -459,6 +459,13 @@ AIRLOCK_WORKER_POLL_MS = env_int("AIRLOCK_WORKER_POLL_MS", 100)
 if AIRLOCK_WORKER_POLL_MS < 10:
     raise ImproperlyConfigured("AIRLOCK_WORKER_POLL_MS: at least 10 (ms)")
 os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_WORKER_POLL_MS))
+# On Redis an idle queue consumer does not poll: it blocks on its queue's bell, which each send
+# rings (processing/broker.py), and looks on its own only after this long without one (a
+# message handed back by Dramatiq's maintenance rings no bell). Capped at a third of Dramatiq's
+# heartbeat timeout (20 s): an idle worker's looks are also its heartbeat there.
+AIRLOCK_BROKER_IDLE_WAIT_SECONDS = env_float("AIRLOCK_BROKER_IDLE_WAIT_SECONDS", 10.0)
+if not 0.1 <= AIRLOCK_BROKER_IDLE_WAIT_SECONDS <= 20:
+    raise ImproperlyConfigured("AIRLOCK_BROKER_IDLE_WAIT_SECONDS: between 0.1 and 20 (s)")
 AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
@@ -595,11 +602,13 @@ _DRAMATIQ_MIDDLEWARE = [
 DRAMATIQ_BROKER: dict[str, Any]
 if REDIS_URL:
     DRAMATIQ_BROKER = {
-        "BROKER": "dramatiq.brokers.redis.RedisBroker",
+        # Dramatiq's, with idle consumers waiting on a doorbell instead of polling (processing/broker.py).
+        "BROKER": "processing.broker.RedisBroker",
         # Queues under AIRLOCK_KEY_PREFIX (the default prefix keeps dramatiq's own namespace):
         # two installs or test servers sharing one Redis must not take each other's jobs.
         "OPTIONS": {
             "url": REDIS_URL,
+            "idle_wait_seconds": AIRLOCK_BROKER_IDLE_WAIT_SECONDS,
             **({"namespace": f"{AIRLOCK_KEY_PREFIX}-dramatiq"} if AIRLOCK_KEY_PREFIX != "airlock" else {}),
         },
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
