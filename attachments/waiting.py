@@ -35,6 +35,8 @@ from typing import Generic, TypeVar
 from django.conf import settings
 from django.db import connection, transaction
 
+from .shared_redis import shared_redis
+
 log = logging.getLogger("airlock.waiting")
 
 T = TypeVar("T")
@@ -139,27 +141,17 @@ def _after_commit(key: str) -> None:
     hub.wake(key)
     if settings.REDIS_URL:
         try:
-            _redis().publish(_redis_channel(), key)
+            shared_redis().publish(_redis_channel(), key)
         except Exception as exc:  # waiters elsewhere see the change at their deadline at worst
             log.warning("could not publish a status change", extra={"attachment_id": key, "error": str(exc)[:200]})
 
 
 # --- listening -------------------------------------------------------------------------
 
-_redis_client = None
 _listener: threading.Thread | None = None
 _listener_lock = threading.Lock()
 _stopping = threading.Event()
 _connected = threading.Event()  # the listener is subscribed: a change published from now on reaches us
-
-
-def _redis():
-    global _redis_client
-    if _redis_client is None:
-        import redis
-
-        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
-    return _redis_client
 
 
 def _redis_channel() -> str:

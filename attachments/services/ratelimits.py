@@ -10,10 +10,11 @@ import hashlib
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache, caches
+from django.core.cache import cache
 
 from ..errors import RateLimited
 from ..models import Attachment
+from ..shared_redis import shared_redis
 from ..subjects import subject_of
 from ..tenancy import tenant_of
 
@@ -47,10 +48,9 @@ return count
 
 def _count_intent(key: str) -> int:
     """This minute's intents of the key's subject, this one included."""
-    if type(caches["default"]).__name__ == "RedisCache":
-        full_key = cache.make_and_validate_key(key)
-        client = cache._cache.get_client(full_key, write=True)  # type: ignore[attr-defined]  # Django's own client
-        return int(client.register_script(_COUNT_INTENT)(keys=[full_key], args=[120]))
+    if settings.REDIS_URL:
+        counter = shared_redis().register_script(_COUNT_INTENT)
+        return int(counter(keys=[cache.make_and_validate_key(key)], args=[120]))
     # add() then incr() is atomic on the local-memory cache.
     cache.add(key, 0, timeout=120)
     try:
