@@ -39,6 +39,9 @@ against a baseline measured in the same run, interleaved with it.
   album        bench/album_bench.py         a ref's ZIP (~1 GB of photos; 200 MB --quick) vs reading the files; RSS
   transcode    bench/transcode_bench.py     web rendition of 60 s 1080p HEVC (10 s 720p --quick) vs bare PyAV;
                                             photos' time to ready while two transcodes run
+  guest        bench/guest_bench.py         200 guests x 5 photos through one upload link as its page sends them
+                                            (PostgreSQL + Redis, serve): share ready, 5xx, unretried 429s; the
+                                            link page's first paint in Chromium at 390 x 844
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
 requests and bytes per file kind, the inputs of docs/capacity.md.
@@ -157,6 +160,10 @@ GOALS: list[tuple[str, str, object]] = [
     ("outage_recovery.database_s", "(info: pg_terminate_backend)", None),
     ("outage_recovery.clamd_s", "(info: clamd down 60 s; 15 s with --quick)", None),
     ("outage_recovery.worker_s", "(info: serve's job process SIGKILLed)", None),
+    ("guest_burst_ok_ratio", "== 1.0 (200 guests x 5 photos, one link, PostgreSQL + Redis)", lambda v: v == 1.0),
+    ("guest_burst.responses_5xx", "== 0", lambda v: v == 0),
+    ("guest_burst.unretried_429", "== 0 (every 429 waited out by its Retry-After)", lambda v: v == 0),
+    ("guest_page_load_s", "< 1 (first paint of the link page, Chromium at 390 x 844)", lambda v: v < 1.0),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
 ]
@@ -211,6 +218,7 @@ OWN_KEYS = {
     "album": ["album_zip_vs_disk_read_ratio", "album_zip_worker_rss_growth_mb"],
     "transcode": ["transcode_vs_bare_pyav_ratio", "ttr_p99_during_transcodes_s"],
     "outages": ["outage_recovery_p99_s"],
+    "guest": ["guest_burst_ok_ratio", "guest_page_load_s"],
 }
 
 
@@ -425,6 +433,10 @@ def bench_outages(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/outage_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "outages"), 1800)
 
 
+def bench_guest(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/guest_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "guest"), 3600)
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
     "thumbnails": bench_thumbnails,
@@ -452,6 +464,7 @@ BENCHES = {
     "album": bench_album,
     "transcode": bench_transcode,
     "outages": bench_outages,
+    "guest": bench_guest,
 }
 
 
