@@ -26,7 +26,7 @@ from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tombstone
+from attachments.models import ClientToken, DeadLetter, OutboxMessage, StorageEvent, Tombstone
 from webhooks.models import DeliveryStatus, WebhookEvent
 
 from .control import delete_brake
@@ -94,6 +94,14 @@ RULES: dict[str, Rule] = {
     # Django leaves expired rows in place until someone runs clearsessions.
     "sessions": Rule(
         lambda cutoff: Session.objects.all(), "expire_date", "AIRLOCK_SESSION_RETENTION_DAYS", by_stamp=True
+    ),
+    # Client tokens, a guest page's one per visit among them: gone a window after they expired
+    # (revoked ones too: revoking does not move expires_at, and a revoked token is refused anyway).
+    "client_tokens": Rule(
+        lambda cutoff: ClientToken.objects.all(),
+        "expires_at",
+        "AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS",
+        by_stamp=True,
     ),
     # Webhook history: an event goes with its deliveries and their attempts, once nothing is owed.
     "webhook_events": Rule(
