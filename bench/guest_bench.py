@@ -210,6 +210,30 @@ def guest(base: str, link_url: str, photos: list[bytes], tally: Tally, start: th
             tally.bump(tally.outcomes, "not_settled_by_deadline")
 
 
+def unique_photos(guests: int, per_guest: int, size: tuple[int, int]) -> list[list[bytes]]:
+    """Every photo its own bytes (no duplicates), made before the clock starts: a few camera-like scenes
+    (bench/common.photo_jpeg is slow to make), each copy marked with a block of its own and encoded anew."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    scenes = [Image.open(io.BytesIO(small_jpeg(10_000 + n, size))).convert("RGB") for n in range(8)]
+    out: list[list[bytes]] = []
+    for g in range(guests):
+        mine = []
+        for i in range(per_guest):
+            n = g * per_guest + i
+            image = scenes[n % len(scenes)].copy()
+            ImageDraw.Draw(image).rectangle(
+                [16, 16, 16 + 8 * (n % 40 + 1), 24 + n // 40], fill=(n * 37 % 256, n * 91 % 256, n * 53 % 256)
+            )
+            buf = io.BytesIO()
+            image.save(buf, "JPEG", quality=85)
+            mine.append(buf.getvalue())
+        out.append(mine)
+    return out
+
+
 def first_paint(link_url: str, loads: int) -> dict:
     """The link page's first contentful paint in Chromium at 390 x 844, a fresh context (no cookie, no cache) each."""
     from playwright.sync_api import sync_playwright
@@ -272,8 +296,7 @@ def main() -> None:
     if not (db.pg and redis_ok()):
         db.drop()
         raise SystemExit("the guest bench needs PostgreSQL and Redis")
-    # Every photo its own bytes (no duplicates), made before the clock starts.
-    photos = [[small_jpeg(10_000 + g * args.photos + i, size) for i in range(args.photos)] for g in range(guests)]
+    photos = unique_photos(guests, args.photos, size)
     server = None
     try:
         # The guests' limits as shipped: embedded_env lifts them for the other benches.
