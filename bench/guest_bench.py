@@ -17,7 +17,7 @@ on a session of its own (its own cookie jar, starting with no cookie):
 Busy answers are handled as the page handles them (attachments/static/airlock/upload.js):
 429 and 503 wait for their Retry-After (Uppy's queue is paused that long), 409/423 and
 dropped connections wait tus-js-client's retryDelays, and a request is given up after
-five retries, as tus-js-client gives up; the waiting GET retries every
+ten retries, as tus-js-client gives up with the page's retryDelays; the waiting GET retries every
 max(2 s, Retry-After) without end (bounded here by --deadline). Each guest sends its
 photos one after another (the page sends up to four at once); --clients guests run at
 once (a 2-core box), all released together.
@@ -52,7 +52,7 @@ from bench.serve_bench import redis_ok, service_env  # noqa: E402
 
 TUS = {"Tus-Resumable": "1.0.0"}
 # tus-js-client's retryDelays as the page sets them: a request is given up after this many retries.
-RETRY_DELAYS = [0.0, 1.0, 3.0, 5.0, 10.0]
+RETRY_DELAYS = [0.0, 1.0, 3.0, 5.0, 10.0, 10.0, 15.0, 15.0, 20.0, 30.0]
 TOKEN = re.compile(r'name="airlock-guest-token" content="([^"]+)"')
 TERMINAL = {"ready", "rejected", "failed"}
 

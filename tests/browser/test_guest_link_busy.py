@@ -38,8 +38,8 @@ def filename_of(request) -> str:
     return ""
 
 
-def busy_once(phone, status: int, retry_after: int) -> dict[str, list[float]]:
-    """Answer each file's first tus create with `status` + Retry-After; the creates' times by file name."""
+def busy_once(phone, status: int, retry_after: int, times: int = 1) -> dict[str, list[float]]:
+    """Answer each file's first `times` tus creates with `status` + Retry-After; the creates' times by file name."""
     creates: dict[str, list[float]] = {}
 
     def handle(route) -> None:
@@ -49,7 +49,7 @@ def busy_once(phone, status: int, retry_after: int) -> dict[str, list[float]]:
             return
         name = filename_of(request)
         creates.setdefault(name, []).append(time.monotonic())
-        if len(creates[name]) == 1:
+        if len(creates[name]) <= times:
             code = "RATE_LIMITED" if status == 429 else "UNAVAILABLE"
             route.fulfill(
                 status=status,
@@ -101,3 +101,16 @@ def test_a_seventh_busy_answer_on_one_page_is_waited_out_too(phone, live_worker,
         expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
     assert [len(creates[f"photo-{i}.png"]) for i in range(7)] == [2] * 7
     assert Attachment.objects.filter(upload_link=link, lifecycle=Lifecycle.COMMITTED).count() == 7
+
+
+def test_a_service_shedding_a_burst_is_waited_out_past_five_tries(phone, live_worker, alice, tmp_path):
+    """A backlog shed answers 503 with Retry-After until the queue drains: five tries were not enough."""
+    link = open_link(phone, alice)
+    creates = busy_once(phone, 503, retry_after=1, times=7)
+    photo = tmp_path / "dance.png"
+    photo.write_bytes(png_bytes((52, 30)))
+    pick_files(phone, [str(photo)])
+    item = upload_item(phone, "dance.png")
+    expect(item).to_have_attribute("data-status", "ready", timeout=120_000)
+    assert len(creates["dance.png"]) == 8
+    assert Attachment.objects.get(upload_link=link).lifecycle == Lifecycle.COMMITTED

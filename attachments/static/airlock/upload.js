@@ -887,7 +887,9 @@
     } else {
       uppy.use(U.Tus, {
         endpoint: API + "/tus/", chunkSize: TUS_CHUNK, limit: 4,
-        retryDelays: [0, 1000, 3000, 5000, 10000],
+        // Ten tries before "Not sent": a service shedding a burst (503 + Retry-After up to 30 s) takes
+        // minutes to drain, and a guest should not have to press Retry for it.
+        retryDelays: [0, 1000, 3000, 5000, 10000, 10000, 15000, 15000, 20000, 30000],
         headers: credentialHeaders({}, true),
         allowedMetaFields: ["profile", "filename", "content_type"],
         removeFingerprintOnSuccess: true,
