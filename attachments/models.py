@@ -175,7 +175,11 @@ class ClientToken(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["digest"], name="clienttoken_digest_unique")]
-        indexes = [models.Index(fields=["tenant", "subject"], name="clienttoken_subject")]
+        indexes = [
+            models.Index(fields=["tenant", "subject"], name="clienttoken_subject"),
+            # The sweeper's retention walks expired tokens by it (a guest page mints one per visit).
+            models.Index(fields=["expires_at"], name="clienttoken_expires"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.tenant_id}:{self.subject})"

@@ -214,6 +214,30 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[Key, ...], str]]]] = [
                 ("album_zip_vs_disk_read_ratio",),
                 "",
             ),
+            (
+                "200 guests × 5 photos through one upload link at once, PostgreSQL + Redis: share ready / "
+                "busy answers waited out (503) / 429s not waited out",
+                ("guest_burst_ok_ratio", "guest_burst.responses_5xx", "guest_burst.unretried_429"),
+                "",
+            ),
+            ("the upload link's page on a phone-sized Chromium, first paint, median", ("guest_page_load_s",), "s"),
+        ],
+    ),
+    (
+        "What a file costs the shared services",
+        [
+            (
+                "a 12 MP photo on PostgreSQL + Redis: SQL statements / commits (upload and worker)",
+                ("db_statements_per_photo", "db_commits_per_photo"),
+                "",
+            ),
+            ("the same photo's S3 requests of ours (S3 on moto)", ("s3_requests_per_photo",), ""),
+            (
+                "the same photo's Redis commands sent / executed (scripts' commands included), idle polling aside",
+                ("redis_commands_per_photo", "redis_commands_executed_per_photo"),
+                "",
+            ),
+            ("an idle worker process's Redis commands per second", ("redis_idle_commands_per_s",), ""),
         ],
     ),
     (

@@ -41,6 +41,9 @@ against a baseline measured in the same run, interleaved with it.
                                             photos' time to ready while two transcodes run
   redis        bench/redis_bench.py         Redis commands per photo on a private redis-server (MONITOR), by
                                             command and sender; an idle worker's commands/s (PostgreSQL)
+  guest        bench/guest_bench.py         200 guests x 5 photos through one upload link as its page sends them
+                                            (PostgreSQL + Redis, serve): share ready, 5xx, unretried 429s; the
+                                            link page's first paint in Chromium at 390 x 844
 
 bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
 requests and bytes per file kind, the inputs of docs/capacity.md.
@@ -160,6 +163,10 @@ GOALS: list[tuple[str, str, object]] = [
     ("outage_recovery.database_s", "(info: pg_terminate_backend)", None),
     ("outage_recovery.clamd_s", "(info: clamd down 60 s; 15 s with --quick)", None),
     ("outage_recovery.worker_s", "(info: serve's job process SIGKILLed)", None),
+    ("guest_burst_ok_ratio", "== 1.0 (200 guests x 5 photos, one link, PostgreSQL + Redis)", lambda v: v == 1.0),
+    ("guest_burst.responses_5xx", "== 0", lambda v: v == 0),
+    ("guest_burst.unretried_429", "== 0 (every 429 waited out by its Retry-After)", lambda v: v == 0),
+    ("guest_page_load_s", "< 1 (first paint of the link page, Chromium at 390 x 844)", lambda v: v < 1.0),
     ("worker_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("sandbox_peak_rss_mb", "< 1024", lambda v: v < 1024),
     ("redis_commands_per_photo", "<= 30 (private Redis, idle polling excluded)", lambda v: v <= 30),
@@ -219,6 +226,7 @@ OWN_KEYS = {
     "transcode": ["transcode_vs_bare_pyav_ratio", "ttr_p99_during_transcodes_s"],
     "outages": ["outage_recovery_p99_s"],
     "redis": ["redis_commands_per_photo", "redis_commands_executed_per_photo", "redis_idle_commands_per_s"],
+    "guest": ["guest_burst_ok_ratio", "guest_page_load_s"],
 }
 
 
@@ -440,6 +448,8 @@ def bench_redis(quick: bool, tmp: Path) -> dict:
         return run_child(["bench/redis_bench.py", *(["--quick"] if quick else [])], env, 900)
     finally:
         db.drop()  # type: ignore[attr-defined]
+def bench_guest(quick: bool, tmp: Path) -> dict:
+    return run_child(["bench/guest_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "guest"), 3600)
 
 
 BENCHES = {
@@ -470,6 +480,7 @@ BENCHES = {
     "transcode": bench_transcode,
     "outages": bench_outages,
     "redis": bench_redis,
+    "guest": bench_guest,
 }
 
 

@@ -27,7 +27,7 @@ from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tombstone
+from attachments.models import ClientToken, DeadLetter, OutboxMessage, StorageEvent, Tombstone
 from attachments.services import retention as attachments_retention
 from webhooks.models import DeliveryStatus, WebhookEvent
 from webhooks.services.retention import webhook_events_purge
@@ -110,6 +110,15 @@ RULES: dict[str, Rule] = {
     # Django leaves expired rows in place until someone runs clearsessions.
     "sessions": Rule(
         lambda cutoff: Session.objects.all(), "expire_date", "AIRLOCK_SESSION_RETENTION_DAYS", by_stamp=True
+    ),
+    # Client tokens, a guest page's one per visit among them: gone a window after they expired
+    # (revoked ones too: revoking does not move expires_at, and a revoked token is refused anyway).
+    "client_tokens": Rule(
+        lambda cutoff: ClientToken.objects.all(),
+        "expires_at",
+        "AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS",
+        by_stamp=True,
+        purge=attachments_retention.client_tokens_purge,
     ),
     # Webhook history: an event goes with its deliveries and their attempts, once nothing is owed.
     "webhook_events": Rule(

@@ -149,7 +149,7 @@ class CommitApi(APIView):
         description="All or nothing. Re-committing to the same ref is a no-op. With `replace`, the ids become the "
         "ref's whole set and your other files committed to it are released in the same transaction. "
         "`ATTACHMENT_INVALID` details map each bad id to not_found, expired, discarded, released, "
-        "already_committed, rejected or failed.",
+        "already_committed, rejected, failed or pending_approval (a guest's file that waits for approval).",
         request=InputSerializer,
         responses={
             200: OpenApiResponse(OutputSerializer, description="All committed."),

@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
-from ..models import Attachment, Lifecycle, Status
+from ..models import Approval, Attachment, Lifecycle, Status
 from ..subjects import client_token_of, owned_q
 from .audit import heartbeat_entries, heartbeats_record
 from .client_grants import client_token_check_commit
@@ -183,6 +183,9 @@ def _commit_problem(attachment: Attachment | None, ref: str, now: datetime) -> s
         # two racing edits). Elsewhere or later it is gone.
         live = attachment.ref == ref and attachment.expires_at is not None and attachment.expires_at > now
         return None if live else "released"
+    if attachment.approval == Approval.PENDING:
+        # A guest's file that waits for approval reaches its ref only through approve.
+        return "pending_approval"
     if is_expired(attachment, now):
         return "expired"
     if attachment.status == Status.REJECTED:

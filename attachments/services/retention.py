@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ..models import DeadLetter, OutboxMessage, StorageEvent, Tombstone
+from ..models import ClientToken, DeadLetter, OutboxMessage, StorageEvent, Tombstone
 
 
 def outbox_messages_purge(pks: Collection[Any]) -> None:
@@ -26,3 +26,7 @@ def tombstones_purge(pks: Collection[Any]) -> None:
 
 def dead_letters_purge(pks: Collection[Any]) -> None:
     DeadLetter.objects.filter(pk__in=pks).delete()
+
+
+def client_tokens_purge(pks: Collection[Any]) -> None:
+    ClientToken.objects.filter(pk__in=pks).delete()

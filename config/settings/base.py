@@ -369,6 +369,8 @@ AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 3
 AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30)
 # Expired browser sessions, days after they expired (0: at the first sweep after).
 AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0)
+# Client tokens (hosts' and guest pages'), days after they expired: an expired one authenticates nobody.
+AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = env_int("AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS", 1)
 AIRLOCK_RETENTION_ROWS_PER_RUN = env_int("AIRLOCK_RETENTION_ROWS_PER_RUN", 100_000)
 
 # --- Processing --------------------------------------------------------------

@@ -63,12 +63,25 @@ def test_decline_by_ref_discards_every_pending_file(alice, make_link, link_file)
     assert _row(second).lifecycle == Lifecycle.DISCARDED
 
 
-def test_a_committed_pending_file_is_released_when_declined(alice, make_link, link_file):
+def test_a_host_cannot_commit_a_file_that_waits_for_approval(alice, make_link, link_file):
+    from attachments.errors import AttachmentInvalid
     from attachments.services.lifecycle import attachments_commit
 
     pk = link_file(make_link(requires_approval=True))
+    assert run_pipeline(pk) == "ready"
+    with pytest.raises(AttachmentInvalid) as refused:
+        attachments_commit(owner=alice, ids=[pk], ref="event:1")
+    assert refused.value.details == {pk: "pending_approval"}
+    assert (_row(pk).lifecycle, _row(pk).ref) == (Lifecycle.STAGED, None)
+    assert attachments_approve(user=alice, ids=[pk]) == [pk]
+    assert _row(pk).lifecycle == Lifecycle.COMMITTED
+
+
+def test_a_committed_pending_file_is_released_when_declined(alice, make_link, link_file):
+    pk = link_file(make_link(requires_approval=True))
     run_pipeline(pk)
-    attachments_commit(owner=alice, ids=[pk], ref="event:1")
+    # Committed before commits checked approval: such a row may exist.
+    Attachment.objects.filter(pk=pk).update(lifecycle=Lifecycle.COMMITTED, ref="event:1", expires_at=None)
     assert attachments_decline(user=alice, ids=[pk]) == [pk]
     assert _row(pk).lifecycle == Lifecycle.RELEASED
 

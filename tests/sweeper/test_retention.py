@@ -3,7 +3,7 @@
 Every table that grows with use has a window: the pipeline's bookkeeping, tombstones
 (which carry a hard-deleted file's audit timeline; a live file's stays, tested by
 tests/sweeper/test_history_kept.py), sweep runs, dead letters, backfill checkpoints, the admin's
-log, django-axes' attempts and logs, expired browser sessions, webhook history.
+log, django-axes' attempts and logs, expired browser sessions and client tokens, webhook history.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.sessions.models import Session
 
-from attachments.models import DeadLetter, OutboxMessage, StorageEvent, Tenant, Tombstone, TransitionLog
+from attachments.models import (
+    ClientToken,
+    DeadLetter,
+    OutboxMessage,
+    StorageEvent,
+    Tenant,
+    Tombstone,
+    TransitionLog,
+)
 from sweeper.control import sweeper_control_set
 from sweeper.models import BackfillCheckpoint, ReconcileRun, SweepRun
 from sweeper.sweep import sweep_expired
@@ -40,6 +48,7 @@ TABLES = {
     "login_failure_logs": AccessFailureLog,
     "sessions": Session,
     "webhook_events": WebhookEvent,
+    "client_tokens": ClientToken,
 }
 
 
@@ -98,6 +107,16 @@ def _rows(alice, age: timedelta, n: int) -> None:
         )
         # A two-day session opened `age` ago: long expired for the old rows, still live for the young.
         Session.objects.create(session_key=f"s{age.days}x{i}", session_data="", expire_date=when + 2 * DAY)
+        # A guest page's client token, minted `age` ago for half a day: expired past its window for the old rows.
+        ClientToken.objects.create(
+            digest=f"{age.days:04d}{i:060d}",
+            prefix="alc_",
+            tenant=tenant,
+            user=alice,
+            subject=f"guest:{age.days}:{i}",
+            created_at=when,
+            expires_at=when + DAY / 2,
+        )
 
 
 def _counts() -> dict[str, int]:

@@ -153,9 +153,10 @@
     return "";
   }
 
-  function ApiError(status, body) {
+  function ApiError(status, body, retryAfter) {
     var error = body && body.error;
     this.status = status;
+    this.retryAfter = retryAfter || null;  // ms the server asked to wait (Retry-After), if it did
     this.body = body;
     this.code = error ? error.code : null;
     this.message = error ? error.code + (error.message ? ": " + error.message : "") : "HTTP " + status;
@@ -175,7 +176,7 @@
       return response.text().then(function (text) {
         var body = null;
         try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
-        if (!response.ok) throw new ApiError(response.status, body);
+        if (!response.ok) throw new ApiError(response.status, body, retryAfterMs(response.status, response.headers.get("Retry-After")));
         return { body: body, headers: response.headers };
       });
     });
@@ -183,6 +184,13 @@
 
   function api(method, path, payload, signal) {
     return request(method, path, payload, signal).then(function (answer) { return answer.body; });
+  }
+
+  /* A 429 or 503's Retry-After in ms (its seconds form, at most 5 minutes); null for any other answer. */
+  function retryAfterMs(status, header) {
+    if (status !== 429 && status !== 503) return null;
+    var seconds = header === null || header === undefined || header === "" ? NaN : Number(header);
+    return isFinite(seconds) && seconds >= 0 ? Math.min(seconds, 300) * 1000 : null;
   }
 
   function sleep(ms) {
@@ -621,11 +629,11 @@
       // The server did not hold the request (too many waiting): do not ask again at once.
       var skipped = (answer.headers.get("Airlock-Wait") || "").indexOf("skipped") === 0;
       return skipped ? sleep(1000) : null;
-    }).catch(function () {
+    }).catch(function (error) {
       watched.forEach(function (w) {
         if (followed(w.item)) w.item.ui.detail.textContent = "connection trouble, retrying…";
       });
-      return sleep(2000);
+      return sleep(Math.max(2000, (error && error.retryAfter) || 0));
     }).then(followRound);
   }
 
@@ -879,10 +887,30 @@
     } else {
       uppy.use(U.Tus, {
         endpoint: API + "/tus/", chunkSize: TUS_CHUNK, limit: 4,
-        retryDelays: [0, 1000, 3000, 5000, 10000],
+        // Ten tries before "Not sent": a service shedding a burst (503 + Retry-After up to 30 s) takes
+        // minutes to drain, and a guest should not have to press Retry for it.
+        retryDelays: [0, 1000, 3000, 5000, 10000, 10000, 15000, 15000, 20000, 30000],
         headers: credentialHeaders({}, true),
         allowedMetaFields: ["profile", "filename", "content_type"],
         removeFingerprintOnSuccess: true,
+        onShouldRetry: function (error, attempt, options, next) {
+          // A busy service (429, 503) says when to come back: every upload waits that long, then
+          // carries on. Uppy's own 429 pause uses the next of retryDelays, which is shorter than
+          // the wait the server asked for, and five 429s on a page would end its uploads.
+          var response = error && error.originalResponse;
+          var status = response ? response.getStatus() : 0;
+          var wait = response ? retryAfterMs(status, response.getHeader("Retry-After")) : null;
+          if (wait !== null) {
+            uppy.getPlugin("Tus").requests.rateLimit(Math.max(wait, 500));
+            order.forEach(function (item) {
+              if (item.status === "queued" || item.status === "uploading") {
+                item.ui.detail.textContent = GUEST ? "Busy here, sending again in a moment…"
+                  : "the service is busy (" + status + "), sending again in " + Math.round(wait / 1000) + " s";
+              }
+            });
+          }
+          return next(error);
+        },
         onBeforeRequest: function (req, file) {
           // tus asks the server where it stands (HEAD) only to resume: after a drop, or after a reload.
           var item = file && items[file.id];
