@@ -120,11 +120,62 @@ def test_the_archive_is_streamed_from_storage_chunk_by_chunk_not_built(alice, ap
     assert sum(len(p) for p in pieces) == int(response["Content-Length"])
 
 
+def test_storage_starts_reading_the_next_members_while_one_is_sent(alice, api, monkeypatch):
+    # Each member's first read would otherwise wait on the disk with nothing else going on.
+    client = api(alice)
+    ids = _ready(client, 6, size=(320, 240))
+    commit(client, ids, "album")
+    keys = {a.served_key: a.size for a in Attachment.objects.filter(pk__in=ids)}
+    gateway = get_gateway()
+    events: list[tuple[str, str, int]] = []
+    real_read, real_prefetch = gateway.iter_chunks, gateway.prefetch
+
+    def reading(key, **kwargs):
+        events.append(("read", key, 0))
+        yield from real_read(key, **kwargs)
+
+    def prefetching(key, length):
+        events.append(("prefetch", key, length))
+        real_prefetch(key, length)
+
+    monkeypatch.setattr(gateway, "iter_chunks", reading)
+    monkeypatch.setattr(gateway, "prefetch", prefetching)
+    # A window of three members (starts within two of the largest, the fourth's past it).
+    window = 2 * max(keys.values()) + 1
+    assert 3 * min(keys.values()) >= window
+    monkeypatch.setattr(archive, "READAHEAD", window)
+    response = client.get("/api/v1/refs/album/archive")
+    assert events == []  # nothing asked of storage before the body is read
+    zipped = body(response)
+    seen = list(events)  # what the archive asked of storage (the downloads below read too)
+    assert assert_archive_is_what_download_serves(client, "album", ids, zipped)
+    hinted = [key for kind, key, _ in seen if kind == "prefetch"]
+    assert sorted(hinted) == sorted(keys) and len(hinted) == len(set(hinted))
+    assert all(length == keys[key] for kind, key, length in seen if kind == "prefetch")
+    reads = [key for kind, key, _ in seen if kind == "read"]
+    assert sorted(reads) == sorted(keys)
+    # When the first member is read, the two after it are on their way already.
+    first_read = seen.index(("read", reads[0], 0))
+    assert [key for kind, key, _ in seen[:first_read] if kind == "prefetch"] == reads[:3]
+    for key in reads:
+        assert ("prefetch", key, keys[key]) in seen[: seen.index(("read", key, 0))]  # hinted before its read
+
+
+def test_a_prefetch_hint_for_a_missing_object_is_silent(tmp_path):
+    from attachments.storage.local import LocalGateway
+
+    gateway = LocalGateway(tmp_path)
+    gateway.prefetch("tenant/missing.jpg", 1 << 20)  # the read itself reports a missing object
+    (tmp_path / "tenant").mkdir()
+    (tmp_path / "tenant" / "there.jpg").write_bytes(b"x" * 10)
+    gateway.prefetch("tenant/there.jpg", 1 << 20)
+
+
 def test_zip64_past_4_gib_with_its_length_known_in_advance(monkeypatch):
     big = 5 << 30
     members = [archive.Member(name="film.mov", key="k", size=big), archive.Member(name="a.jpg", key="j", size=10)]
 
-    def zeros(key):
+    def zeros(key, index, readahead):
         yield bytes(10) if key == "j" else bytes(1 << 20)  # never read to the end here
 
     monkeypatch.setattr(archive, "_chunks", zeros)
