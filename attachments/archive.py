@@ -13,12 +13,13 @@ While one member is sent, storage is asked to start reading the next ones (`_Rea
 local storage: the page cache), so the disk works while the CRC and the socket do.
 
 What goes in is what `download` serves (the location-free copy of a photo or video),
-under the name `download` gives it, made unique within the archive.
+under the name `download` gives it, made unique within the archive; or, when asked, a
+video's web rendition (what `web` serves) under that name ending in `.mp4`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -55,11 +56,27 @@ def unique_names(names: Iterable[str]) -> list[str]:
     return out
 
 
-def members_of(attachments: Iterable) -> list[Member]:
-    """The archive's members for ready attachments, in the given order."""
+def _mp4_name(name: str) -> str:
+    stem, dot, _ext = name.rpartition(".")
+    return f"{stem if dot and stem else name}.mp4"
+
+
+def members_of(attachments: Iterable, web: Mapping[object, tuple[str, int]] | None = None) -> list[Member]:
+    """The archive's members for ready attachments, in the given order.
+
+    `web`: attachment id → (key, size) of its ready web rendition; such a file goes
+    in as the rendition, named like its download with `.mp4` (then made unique).
+    """
+    web = web or {}
     rows = [a for a in attachments if a.served_key and a.size is not None]
-    names = unique_names(download_name(a.filename, a.content_type) for a in rows)
-    return [Member(name=name, key=a.served_key, size=a.size) for name, a in zip(names, rows, strict=True)]
+    picked = [web.get(a.pk) or (a.served_key, a.size) for a in rows]
+    names = unique_names(
+        _mp4_name(download_name(a.filename, a.content_type))
+        if a.pk in web
+        else download_name(a.filename, a.content_type)
+        for a in rows
+    )
+    return [Member(name=name, key=key, size=size) for name, (key, size) in zip(names, picked, strict=True)]
 
 
 class _Readahead:
