@@ -43,6 +43,13 @@ RENDITIONS = OpenApiParameter(
     "(what `web` serves, named `<download name stem>.mp4`); every other file as `download` serves it. "
     "Without it, every member is what `download` serves.",
 )
+LINK_RENDITIONS = OpenApiParameter(
+    "renditions",
+    {"type": "string", "enum": ["web"]},
+    OpenApiParameter.QUERY,
+    description="`web`: the link carries `renditions=web`, so its archive takes each video's ready web "
+    "rendition (see `refs_archive`).",
+)
 WEB_ONLY = "Only `web` is accepted."
 ARCHIVE_LINK_PARAMETERS = [
     OpenApiParameter("t", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Signed link: the tenant's slug."),
@@ -146,7 +153,7 @@ class RefArchiveLinkApi(DeclaredQuery, APIView):
         operation_id="refs_archive_link",
         tags=_TAGS,
         summary="A signed link to the ref's archive, for an `<a download>`",
-        parameters=[REF, RENDITIONS],
+        parameters=[REF, LINK_RENDITIONS],
         responses={
             200: OutputSerializer,
             **errors(
