@@ -92,8 +92,9 @@ def page_response(
     origins = _upload_origins()
     connect = " ".join(["'self'", *origins])
     images = " ".join(["'self'", *origins, "blob:", "data:"])
+    media = " ".join(["'self'", *origins])  # a video's player: its signed links (redirected to S3 on S3)
     response["Content-Security-Policy"] = (
-        f"default-src 'self'; img-src {images}; script-src 'self'; style-src 'self'; "
+        f"default-src 'self'; img-src {images}; media-src {media}; script-src 'self'; style-src 'self'; "
         f"connect-src {connect}; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from . import renditions
 from .errors import NotFound, NotReady, SignatureInvalid
 from .models import Approval, Attachment, Derivative, Lifecycle, RefHold, Status, Tenant
 from .signing import archive_check, delivery_check
@@ -291,6 +292,20 @@ def ref_files_available(*, tenant_id: int, ref: str, scope: str = "") -> QuerySe
         owner_id, _, subject = scope.partition(":")
         qs = qs.filter(owner_id=int(owner_id) if owner_id.isdigit() else -1, subject=subject)
     return qs.only("id", "filename", "content_type", "served_key", "size", "created_at").order_by("created_at", "id")
+
+
+def ref_web_renditions(*, tenant_id: int, ref: str, scope: str = "") -> dict[uuid.UUID, tuple[str, int]]:
+    """attachment id → (key, size) of each ready web rendition among the ref's available files (one query).
+
+    Ready as the resource shows it (`renditions.web.status`), with its stored object:
+    what `web` serves. A file that is no longer available has none here.
+    """
+    rows = Derivative.objects.filter(
+        kind=renditions.DERIVATIVE_KIND,
+        attachment__in=ref_files_available(tenant_id=tenant_id, ref=ref, scope=scope).values("pk"),
+        attachment__metadata__renditions__web__status=renditions.READY,
+    ).values_list("attachment_id", "storage_key", "size")
+    return {attachment_id: (key, size) for attachment_id, key, size in rows}
 
 
 def archive_scope(user) -> str:

@@ -448,6 +448,8 @@ def bench_redis(quick: bool, tmp: Path) -> dict:
         return run_child(["bench/redis_bench.py", *(["--quick"] if quick else [])], env, 900)
     finally:
         db.drop()  # type: ignore[attr-defined]
+
+
 def bench_guest(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/guest_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "guest"), 3600)
 

@@ -20,7 +20,8 @@ from rest_framework.views import APIView
 
 from ..archive import archive_stream, members_of
 from ..errors import NotAuthenticated, NotFound, OutOfScope, SignatureInvalid, UrlExpired, ValidationFailed
-from ..selectors import ref_archive_files, ref_archive_files_signed
+from ..renditions import WEB
+from ..selectors import ref_archive_files, ref_archive_files_signed, ref_web_renditions
 from ..services.audit import ref_archive_record
 from ..services.transitions import user_actor
 from ..serving import content_disposition, security_headers
@@ -36,11 +37,20 @@ _TAGS = ["refs"]
 REF = OpenApiParameter("ref", OpenApiTypes.STR, OpenApiParameter.PATH, description="The reference (URL-encoded).")
 RENDITIONS = OpenApiParameter(
     "renditions",
-    OpenApiTypes.STR,
+    {"type": "string", "enum": ["web"]},
     OpenApiParameter.QUERY,
-    description="`web`: a video's web rendition instead of its copy, once renditions exist; accepted and "
-    "ignored until then (every member is what `download` serves).",
+    description="`web`: each video whose `renditions.web.status` is `ready` goes in as its web rendition "
+    "(what `web` serves, named `<download name stem>.mp4`); every other file as `download` serves it. "
+    "Without it, every member is what `download` serves.",
 )
+LINK_RENDITIONS = OpenApiParameter(
+    "renditions",
+    {"type": "string", "enum": ["web"]},
+    OpenApiParameter.QUERY,
+    description="`web`: the link carries `renditions=web`, so its archive takes each video's ready web "
+    "rendition (see `refs_archive`).",
+)
+WEB_ONLY = "Only `web` is accepted."
 ARCHIVE_LINK_PARAMETERS = [
     OpenApiParameter("t", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Signed link: the tenant's slug."),
     OpenApiParameter(
@@ -56,6 +66,15 @@ def archive_path(ref: str) -> str:
 
 def _signed_in(request) -> bool:
     return request.user is not None and request.user.is_authenticated
+
+
+def _renditions(query) -> str:
+    """The `renditions` asked for: "" (none) or "web"; any other value is 400 VALIDATION_ERROR."""
+    if "renditions" not in query:
+        return ""
+    if query.getlist("renditions") != [WEB]:
+        raise ValidationFailed("`renditions` takes one value: web.", details={"renditions": [WEB_ONLY]})
+    return WEB
 
 
 class RefArchiveApi(DeclaredQuery, APIView):
@@ -80,17 +99,19 @@ class RefArchiveApi(DeclaredQuery, APIView):
                 OutOfScope,
                 NotFound,
                 NOT_FOUND="the ref has no available file",
-                VALIDATION_ERROR="a query parameter the operation does not take (named in `details`)",
+                VALIDATION_ERROR="a query parameter the operation does not take, or `renditions` other than "
+                "`web` (named in `details`)",
             ),
         },
     )
     def get(self, request, ref):
         query = request.query_params
+        wanted = _renditions(query)
         if _signed_in(request) and not delivery_signed(query):
-            _tenant, _scope, files = ref_archive_files(user=request.user, ref=ref)
+            tenant, scope, files = ref_archive_files(user=request.user, ref=ref)
             actor = user_actor(request.user)
         else:
-            _tenant, _scope, files = ref_archive_files_signed(
+            tenant, scope, files = ref_archive_files_signed(
                 tenant_slug=query.get("t"),
                 ref=ref,
                 scope=query.get("scope"),
@@ -99,10 +120,11 @@ class RefArchiveApi(DeclaredQuery, APIView):
                 sig=query.get("sig"),
             )
             actor = "signed-link"
-        members = members_of(files)
+        web = ref_web_renditions(tenant_id=tenant.pk, ref=ref, scope=scope) if wanted == WEB else None
+        members = members_of(files, web)
         stream = archive_stream(members)
         size = len(stream)
-        archive_id = ref_archive_record(attachments=files, ref=ref, actor=actor, size=size)
+        archive_id = ref_archive_record(attachments=files, ref=ref, actor=actor, size=size, renditions=wanted)
         response = StreamingHttpResponse(iter(stream), content_type="application/zip")
         response["Content-Length"] = str(size)
         response["Content-Disposition"] = content_disposition("attachment", f"{_zip_name(ref)}.zip")
@@ -117,17 +139,21 @@ def _zip_name(ref: str) -> str:
 
 class RefArchiveLinkApi(DeclaredQuery, APIView):
     permission_classes = [IsAuthenticated, ClientTokenScope]
+    query_parameters = frozenset({"renditions"})
 
     @extend_schema_serializer(component_name="ArchiveLink")
     class OutputSerializer(SharedSerializer):
-        url = serializers.URLField(help_text="The archive, signed: works without `Authorization` until `expires_at`.")
+        url = serializers.URLField(
+            help_text="The archive, signed: works without `Authorization` until `expires_at`; it carries "
+            "`renditions=web` when asked for."
+        )
         expires_at = serializers.DateTimeField()
 
     @extend_schema(
         operation_id="refs_archive_link",
         tags=_TAGS,
         summary="A signed link to the ref's archive, for an `<a download>`",
-        parameters=[REF],
+        parameters=[REF, LINK_RENDITIONS],
         responses={
             200: OutputSerializer,
             **errors(
@@ -136,13 +162,17 @@ class RefArchiveLinkApi(DeclaredQuery, APIView):
                 OutOfScope,
                 NotFound,
                 NOT_FOUND="the ref has no available file",
-                VALIDATION_ERROR="a query parameter the operation does not take (named in `details`)",
+                VALIDATION_ERROR="a query parameter the operation does not take, or `renditions` other than "
+                "`web` (named in `details`)",
             ),
         },
     )
     def get(self, request, ref):
+        wanted = _renditions(request.query_params)
         tenant, scope, _files = ref_archive_files(user=request.user, ref=ref)  # 404: nothing to take
         exp = delivery_expiry()
         signed = archive_query(tenant_id=tenant.pk, tenant_slug=tenant.slug, ref=ref, scope=scope, exp=exp)
-        url = absolute_url(request, f"{archive_path(ref)}?{signed}")
+        # Not signed: it picks the form of the same files, each readable under the link either way.
+        choice = f"renditions={wanted}&" if wanted else ""
+        url = absolute_url(request, f"{archive_path(ref)}?{choice}{signed}")
         return Response(self.OutputSerializer.render({"url": url, "expires_at": datetime.fromtimestamp(exp, UTC)}))

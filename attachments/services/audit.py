@@ -174,13 +174,16 @@ def attachment_staff_download_record(*, attachment_id: Any, actor: str, size: in
     return entry
 
 
-def ref_archive_record(*, attachments: list[Attachment], ref: str, actor: str, size: int) -> str:
+def ref_archive_record(*, attachments: list[Attachment], ref: str, actor: str, size: int, renditions: str = "") -> str:
     """Record one archive of a ref: a row on each file's timeline sharing the archive's id (one INSERT).
 
-    Returns the archive id, which the response carries (`X-Archive-Id`) for support.
+    `renditions` ("web") when videos went out as their web rendition. Returns the
+    archive id, which the response carries (`X-Archive-Id`) for support.
     """
     archive_id = str(uuid.uuid4())
-    details = {"archive": archive_id, "ref": ref, "files": len(attachments), "bytes": size}
+    details: dict[str, Any] = {"archive": archive_id, "ref": ref, "files": len(attachments), "bytes": size}
+    if renditions:
+        details["renditions"] = renditions
     TransitionLog.objects.bulk_create(
         [audit_entry(a.pk, event=ARCHIVED, actor=actor, details=details) for a in attachments]
     )

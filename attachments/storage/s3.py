@@ -244,6 +244,9 @@ class S3Gateway:
         finally:
             body.close()
 
+    def prefetch(self, key: str, length: int) -> None:
+        """Nothing: an object's GET starts when it is read (a hint only, see LocalGateway.prefetch)."""
+
     def ensure_bucket(self) -> bool:
         """Create the bucket if it is missing (development stand-ins); True when it was created."""
         try:

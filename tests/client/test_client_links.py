@@ -79,3 +79,10 @@ def test_a_guests_file_waits_for_approval_then_the_album_holds_it(live, tmp_path
         assert answer.status_code == 200
         with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
             assert archive.namelist() == ["dance.jpg"]
+        web = host.archive_link("event:8", renditions="web")  # a photo goes in as it is served
+        assert "renditions=web" in web["url"]
+        with zipfile.ZipFile(io.BytesIO(httpx.get(web["url"]).content)) as archive:
+            assert archive.namelist() == ["dance.jpg"]
+        with pytest.raises(AirlockError) as bad:
+            host.archive_link("event:8", renditions="poster")
+        assert bad.value.status == 400

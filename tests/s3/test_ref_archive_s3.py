@@ -6,7 +6,9 @@ import pytest
 from django.test import Client
 
 from attachments.models import Attachment
-from tests.refs.archive_support import assert_archive_is_what_download_serves, body, commit
+from processing import transcode
+from tests.corpus import corpus_dir
+from tests.refs.archive_support import assert_archive_is_what_download_serves, assert_web_archive, body, commit
 from tests.s3.support import event_for, intent, post_events, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
@@ -40,3 +42,29 @@ def test_a_zip_of_50_files_from_the_bucket_opens_and_matches_the_served_bytes(s3
     signed = Client().get(link.split("testserver", 1)[-1])
     assert signed.status_code == 200
     assert_archive_is_what_download_serves(client, "party", ids, body(signed))
+
+
+def _ready_upload(s3, client, events_token, data: bytes, **kwargs) -> str:
+    created = intent(client, data, **kwargs)
+    assert send_upload(created["upload"], data, filename=kwargs["filename"]).status_code in (200, 201, 204)
+    key = Attachment.objects.get(pk=created["id"]).storage_key
+    assert post_events(event_for(s3, key), token=events_token).status_code == 202
+    assert run_pipeline(created["id"]) == "ready"
+    return created["id"]
+
+
+def test_with_renditions_web_a_video_goes_in_as_its_web_rendition_from_the_bucket(
+    s3, alice, api, events_token, django_capture_on_commit_callbacks
+):
+    client = api(alice)
+    clip = (corpus_dir() / "generated" / "video_hevc_location_rotated.mov").read_bytes()
+    video = _ready_upload(
+        s3, client, events_token, clip, profile="media", filename="IMG_0001.MOV", content_type="video/quicktime"
+    )
+    photo = _ready_upload(
+        s3, client, events_token, jpeg_bytes((64, 48)), filename="photo.jpg", content_type="image/jpeg"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transcode.transcode_one(video) == "ready"
+    commit(client, [video, photo], "party")
+    assert_web_archive(client, "party", video=video, photo=photo, video_name="IMG_0001.MOV")

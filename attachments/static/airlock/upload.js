@@ -15,8 +15,9 @@
  * reload: the page confirms the restore itself and the uploads carry on where they were.
  *
  * Then each file is followed to its outcome, with one waiting request for all of them
- * (GET /api/v1/attachments?ids=a,b,c&wait=…): ready with its thumbnail or a video's poster and
- * length, rejected with its reason. Retry is offered only where trying again can succeed (a dropped
+ * (GET /api/v1/attachments?ids=a,b,c&wait=…): ready with its thumbnail or a video's poster,
+ * length and player (its web rendition once that is made, read again every few seconds until then),
+ * rejected with its reason. Retry is offered only where trying again can succeed (a dropped
  * connection, a service in trouble), never after a content decision; remove discards; a heartbeat
  * keeps staged uploads alive while the page is open; Commit binds the rest to a ref in one call.
  *
@@ -40,6 +41,7 @@
   var API = "/api/v1";
   var MIB = 1024 * 1024;
   var TERMINAL = { ready: true, rejected: true, failed: true };
+  var RENDITION_POLL_MS = 3000;  // a transcode takes seconds to minutes: no need to ask more often
   // Refusals of the claim itself: sending the same file again is refused the same way.
   var PERMANENT_CODES = {
     TYPE_NOT_ALLOWED: true, TOO_LARGE: true, UNKNOWN_PROFILE: true, VALIDATION_ERROR: true,
@@ -656,13 +658,80 @@
     setStatus(item, resource.status, detail, reason, canResend,
               resource.status === "rejected" && resource.reason ? resource.reason.code : null);
     if (resource.status !== "ready" || !resource.links) return;
-    // A video shows its poster (the frame players show before playing) and its length.
+    // A video shows its poster (the frame players show before playing) and its length, and a player.
     var duration = formatDuration(resource.metadata && resource.metadata.duration_seconds);
     if (resource.links.poster) {
       loadPreview(item, resource.links.poster, "poster", duration);
     } else if (resource.links.thumbnail) {
       showThumbnail(item, resource);
     }
+    if (isVideo(resource)) {
+      showPlayer(item, resource);
+      var web = webRendition(resource);
+      if (web && web.status === "pending") followRendition(item);
+    }
+  }
+
+  function isVideo(resource) {
+    return !!resource.links.poster || (resource.content_type || "").indexOf("video/") === 0;
+  }
+
+  function webRendition(resource) {
+    return (resource.renditions || {}).web || null;
+  }
+
+  /* A ready video's player: its web rendition once that is ready (what every browser decodes: an HEVC
+     clip from an iPhone does not play in Chrome or Firefox as it was sent), else the served copy.
+     Links are signed, so <video src> needs no header; Range requests reach a moov at the end. */
+  function showPlayer(item, resource) {
+    var web = webRendition(resource);
+    var kind = web && web.status === "ready" && resource.links.web ? "web" : "download";
+    var url = resource.links[kind];
+    if (!url) return;
+    var player = item.ui.player;
+    if (!player) {
+      player = el("video", "player");
+      player.controls = true;
+      player.preload = "metadata";
+      player.playsInline = true;
+      if (resource.links.poster) player.poster = resource.links.poster;
+      item.ui.player = player;
+      item.ui.playerNote = el("div", "meta player-note");
+      item.ui.body.insertBefore(player, item.ui.progress);
+      item.ui.body.insertBefore(item.ui.playerNote, item.ui.progress);
+    }
+    // The same kind keeps its source (a re-read re-signs the link): switching would stop playback.
+    if (player.dataset.source !== kind) {
+      player.dataset.source = kind;
+      player.src = url;
+    }
+    item.ui.playerNote.textContent = web && web.status === "pending"
+      ? "preparing a version every browser plays… " + Math.round((web.progress || 0) * 100) + "%"
+      : "";
+  }
+
+  /* A ready video whose web rendition is still being made: read it again now and then (a ready file's
+     `?wait=` answers at once, its status being final) until the rendition is ready, failed or not needed. */
+  function followRendition(item) {
+    if (item.followingRendition) return;
+    item.followingRendition = true;
+    var id = item.id;
+    function round() {
+      if (item.removed || item.id !== id) { item.followingRendition = false; return; }
+      api("GET", "/attachments?ids=" + id).then(function (page) {
+        var resource = page && page.results && page.results[0];
+        if (!resource || resource.status !== "ready" || item.removed || item.id !== id) return false;
+        showPlayer(item, resource);
+        var web = webRendition(resource);
+        return !!web && web.status === "pending";
+      }, function (error) {
+        return !(error.status >= 400 && error.status < 500) || error.status === 429;  // gone: stop asking
+      }).then(function (again) {
+        if (again) sleep(RENDITION_POLL_MS).then(round);
+        else item.followingRendition = false;
+      });
+    }
+    sleep(RENDITION_POLL_MS).then(round);
   }
 
   /* A thumbnail's links are signed (no header needed): an <img> whose srcset adds the variants, so a

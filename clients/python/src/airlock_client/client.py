@@ -348,9 +348,13 @@ class Client:
         """Decline files waiting for approval (by ids, or every pending file of `ref`): they are discarded."""
         return self._json("POST", "attachments/decline", json=_ids_or_ref("decline", ids, ref))  # type: ignore[no-any-return]
 
-    def archive_link(self, ref: str) -> ArchiveLink:
-        """A signed link to a ZIP of every available file of `ref` (for an `<a href>` that sends no header)."""
-        link: ArchiveLink = self._json("GET", f"refs/{quote(ref, safe='')}/archive-link")
+    def archive_link(self, ref: str, *, renditions: str | None = None) -> ArchiveLink:
+        """A signed link to a ZIP of every available file of `ref` (for an `<a href>` that sends no header).
+
+        `renditions="web"`: videos whose web rendition is ready go in as that MP4.
+        """
+        params = {"renditions": renditions} if renditions is not None else None
+        link: ArchiveLink = self._json("GET", f"refs/{quote(ref, safe='')}/archive-link", params=params)
         link["url"] = urljoin(self.base_url + "/", link["url"])
         return link
 
