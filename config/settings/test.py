@@ -7,8 +7,8 @@ runs (or several engineers) can share one PostgreSQL and one Redis.
 import os
 
 from .base import *  # noqa: F401,F403
-from .env import env_int
 from .base import AIRLOCK_DATA_DIR, ALLOWED_HOSTS, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
+from .env import env_int
 
 _RUN = f"{os.getpid()}"
 
