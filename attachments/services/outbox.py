@@ -165,7 +165,10 @@ def _flush_in_timer() -> None:
         connections.close_all()  # this thread's own connection: the timer thread ends here
 
 
-atexit.register(lambda: _unmarked and _flush_in_timer())
+@atexit.register
+def _flush_at_exit() -> None:
+    if _unmarked:
+        _flush_in_timer()
 
 
 def _send_many(messages: Sequence[OutboxMessage]) -> int:
