@@ -66,7 +66,7 @@ def test_a_database_outage_longer_than_the_budget_leaves_the_file_to_the_lease(a
     monkeypatch.setattr(pipeline, "attachment_advance", down)
     with pytest.raises(OperationalError):
         actors.derive.fn(str(row.pk), str(row.lease_token), str(row.tenant_id))
-    assert len(calls) > 2, "tried again with backoff before giving the job up"
+    assert len(calls) >= 2, "tried again with backoff before giving the job up"  # derive: each try decodes again
     assert Attachment.objects.get(pk=attachment_id).lease_token == row.lease_token
 
 
