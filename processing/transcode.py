@@ -43,7 +43,7 @@ from .metrics import record_sandbox
 from .renditions import job_bounds, job_limits, job_wall_seconds
 from .sandbox import SandboxUnavailable, run_job
 from .sandbox.transcode import PROGRESS_NAME
-from .sandbox_config import bounds_from_settings, limits_from_settings
+from .sandbox_config import bounds_from_settings, limits_from_settings, member_rules_dir
 from .sniff import detect_type
 from .spool import get_spool
 
@@ -98,7 +98,9 @@ def _make(job: RenditionJob) -> str | None:
         work = Path(tmp) / "work"
         work.mkdir()
         with _ProgressReporter(job, work / PROGRESS_NAME):
-            result = run_job("transcode", source, work, limits=limits, bounds=bounds)
+            # The photos' rules too: asked for other rules, the runner replaces the fork server,
+            # and the jobs running on the old one (a photo's, or this one) die with it.
+            result = run_job("transcode", source, work, limits=limits, bounds=bounds, member_rules=member_rules_dir())
         record_sandbox("transcode", result)
         if result.outcome != "ok":
             retry = result.killed_by in _RETRIED_KILLS

@@ -83,6 +83,7 @@ class _ForkServer:
         zlib_dir = decoder_zlib_dir()  # raises before anything needs cleaning up
         self.member_rules = member_rules
         self.owner_pid = os.getpid()
+        self.users = 0  # run_job calls between taking this server and reading its answer (under _lock)
         self.dir = tempfile.mkdtemp(prefix="airlock-sandbox-")  # 0700: only we can connect
         self.sock_path = os.path.join(self.dir, "fork.sock")
         root = str(Path(__file__).resolve().parents[2])
@@ -184,25 +185,49 @@ class _ForkServer:
 
 _lock = threading.Lock()
 _server: _ForkServer | None = None
+# Replaced for other archive-member rules while other threads' jobs still ran on them:
+# each stops once its last job is answered (_release).
+_retired: list[_ForkServer] = []
 _atexit_registered = False
 
 
 _ANY = object()
 
 
-def _current_server(member_rules: Any = _ANY) -> _ForkServer:
-    """The live server; replaced if a caller needs other archive-member rules than it has."""
+def _current_server(member_rules: Any = _ANY, *, use: bool = False) -> _ForkServer:
+    """The live server; replaced if a caller needs other archive-member rules than it has.
+
+    `use`: the caller runs a job on it and calls _release when it has its answer. A
+    server replaced for other rules is not stopped under the jobs other threads run on
+    it (a photo's, a transcode's): it is retired and stops after the last of them.
+    """
     global _server, _atexit_registered
     with _lock:
         stale = _server is not None and member_rules is not _ANY and _server.member_rules != member_rules
         if _server is None or not _server.alive() or stale:
             if _server is not None and _server.owner_pid == os.getpid():
-                _server.stop()
+                if stale and _server.users and _server.alive():
+                    _retired.append(_server)
+                else:
+                    _server.stop()
             _server = _ForkServer(None if member_rules is _ANY else member_rules)
             if not _atexit_registered:
                 atexit.register(shutdown)
                 _atexit_registered = True
+        if use:
+            _server.users += 1
         return _server
+
+
+def _release(server: _ForkServer) -> None:
+    """A job's caller is done with `server`; a retired server stops after its last job."""
+    with _lock:
+        server.users -= 1
+        last = server.users == 0 and server in _retired
+        if last:
+            _retired.remove(server)
+    if last:
+        server.stop()
 
 
 def _drop_server(server: _ForkServer) -> None:
@@ -214,11 +239,13 @@ def _drop_server(server: _ForkServer) -> None:
 
 
 def shutdown() -> None:
-    """Stop the fork server and every job it runs (tests, process exit)."""
+    """Stop the fork server and every job it runs (tests, process exit), retired servers too."""
     global _server
     with _lock:
-        server, _server = _server, None
-    if server is not None:
+        servers = [s for s in (_server, *_retired) if s is not None]
+        _server = None
+        _retired.clear()
+    for server in servers:
         server.stop()
 
 
@@ -345,10 +372,10 @@ def run_job(
         + b"\n"
     )
     for attempt in (1, 2):  # a server that died since last use is replaced once
-        server = _current_server(member_rules)
-        if server.job_ids is not None:
-            os.chown(work_dir, *server.job_ids)  # the job writes here as the sandbox uid
+        server = _current_server(member_rules, use=True)
         try:
+            if server.job_ids is not None:
+                os.chown(work_dir, *server.job_ids)  # the job writes here as the sandbox uid
             status, payload = _exchange(server, request, limits.wall_seconds + ANSWER_GRACE)
         except (ConnectionRefusedError, FileNotFoundError, BrokenPipeError):
             _drop_server(server)
@@ -361,6 +388,8 @@ def run_job(
         except _NoAnswer as exc:
             _drop_server(server)
             raise SandboxUnavailable(str(exc)) from None
+        finally:
+            _release(server)
         if status.get("confined") is False:
             # Exited before it had every layer in place (a layer the server's probe
             # allowed failed in the job): no decoder ran, nothing to say about the file.

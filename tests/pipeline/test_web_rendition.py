@@ -23,6 +23,7 @@ from attachments.storage import get_gateway
 from processing import transcode
 from processing.renditions import job_wall_seconds
 from processing.sandbox import SandboxUnavailable
+from processing.sandbox import runner as sandbox_runner
 from tests.corpus import corpus_dir
 from tests.corpus import make_media as media
 from tests.pipeline.test_media_served import LOCATION_BYTES, boxes
@@ -156,6 +157,27 @@ def test_a_photo_has_no_renditions(alice, api, samples):
     attachment_id = upload(api(alice), samples.jpeg(), profile="image")
     assert run_pipeline(attachment_id) == "ready"
     assert "renditions" not in _resource(api(alice), Attachment.objects.get(pk=attachment_id))
+
+
+def test_photos_and_transcodes_share_one_fork_server(alice, api, samples, monkeypatch):
+    # A job that asks for other archive-member rules than the server has gets a new server,
+    # and every job running on the old one dies with it (a photo's derive, or the transcode).
+    row = _ready_video(api(alice), (GENERATED / "video_hevc.mp4").read_bytes(), "clip.mp4", "video/mp4")
+    sandbox_runner.shutdown()
+    started: list[object] = []
+
+    class CountedServer(sandbox_runner._ForkServer):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(sandbox_runner, "_ForkServer", CountedServer)
+    photo = upload(api(alice), samples.jpeg(), profile="image")
+    assert run_pipeline(photo) == "ready"
+    assert transcode.transcode_one(row.pk) == "ready"
+    another = upload(api(alice), samples.jpeg(), profile="image")
+    assert run_pipeline(another) == "ready"
+    assert len(started) == 1
 
 
 def test_a_failed_transcode_leaves_the_file_ready_and_is_retried_then_dead_lettered(

@@ -52,6 +52,12 @@ def _t_sleep(src: Any) -> dict[str, Any]:
     return {}
 
 
+def _t_marked_sleep(src: Any) -> dict[str, Any]:
+    os.close(os.open("started", os.O_WRONLY | os.O_CREAT, 0o644))  # in its work dir: the test sees it run
+    time.sleep(3600)
+    return {}
+
+
 def _t_garbage(src: Any) -> dict[str, Any]:
     os.write(RESULT_FD, b"\x00\xffnot json{" + os.urandom(512))
     os._exit(0)
@@ -128,6 +134,7 @@ TEST_KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "_test_allocate": _t_allocate,
     "_test_loop": _t_loop,
     "_test_sleep": _t_sleep,
+    "_test_marked_sleep": _t_marked_sleep,
     "_test_garbage": _t_garbage,
     "_test_oversized": _t_oversized,
     "_test_exit": _t_exit,

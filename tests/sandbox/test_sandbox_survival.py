@@ -16,6 +16,7 @@ from processing.sandbox.classify import classify
 from tests.sandbox.helpers import corpus_dir, outcome
 
 SAMPLE = corpus_dir() / "pillow/iss634.gif"
+RULES = Path(__file__).resolve().parents[2] / "processing" / "rules"
 
 
 def _misbehave(run, kind: str, **limits: float):
@@ -124,6 +125,38 @@ def test_dead_fork_server_is_replaced(run) -> None:
     server.proc.wait()
     assert outcome(run("image", SAMPLE)) == "ready"
     assert runner._server is not server
+
+
+def test_a_job_outlives_its_server_being_replaced_for_other_rules(tmp_path: Path) -> None:
+    # A caller asking for other archive-member rules gets a new server; a job another
+    # thread runs on the old one goes on to its own end, and the old server stops after it.
+    shutdown()
+    work = tmp_path / "sleeping"
+    got: list[str] = []
+
+    def sleeper() -> None:
+        try:
+            got.append(
+                outcome(
+                    run_job("_test_marked_sleep", SAMPLE, work, allow_test_kinds=True, limits=Limits(wall_seconds=2))
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - reported below
+            got.append(repr(exc))
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not (work / "started").exists():
+        assert time.monotonic() < deadline and thread.is_alive(), got
+        time.sleep(0.02)
+    first = runner._server
+    assert first is not None
+    assert outcome(run_job("image", SAMPLE, tmp_path / "other", member_rules=RULES)) == "ready"
+    assert runner._server is not first
+    thread.join(60)
+    assert got == ["rejected:timeout"]  # its own wall limit ended it, not the replacement
+    assert first.proc.poll() is not None and not runner._retired
 
 
 def test_four_threads_at_once(tmp_path: Path) -> None:
