@@ -36,7 +36,7 @@ from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
 from ..storage import get_gateway
-from ..storage.staging import StagingBusy, StagingFence, staging_for
+from ..storage.staging import Patch, StagingBusy, StagingFence, staging_for
 from ..subjects import owned_q
 from .connections import give_connection_back
 from .intents import upload_intent_create
@@ -306,14 +306,13 @@ def tus_upload_append(
             )
         give_connection_back()
         try:
-            staging.append(
-                upload,
-                fence,
-                _heartbeat(chunks, upload.pk, token),
-                key=attachment.storage_key,
-                content_type=stored_type(attachment.declared_type),
+            patch = Patch(
+                body=_heartbeat(chunks, upload.pk, token),
                 checksum=_Checksum(checksum) if checksum is not None else None,
                 journal=_Journal(upload, token, now),
+            )
+            staging.append(
+                upload, fence, patch, key=attachment.storage_key, content_type=stored_type(attachment.declared_type)
             )
         except StagingBusy:
             raise UploadLocked(headers={"Retry-After": "1"}) from None

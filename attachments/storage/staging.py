@@ -33,6 +33,7 @@ import os
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
@@ -96,6 +97,15 @@ class Checksum(Protocol):
         """Raise when the bytes seen do not match."""
 
 
+@dataclass(frozen=True)
+class Patch:
+    """One request's bytes for a transfer, with its checksum and the service's record of progress."""
+
+    body: Iterable[bytes]
+    checksum: Checksum | None
+    journal: Journal
+
+
 class StagingFence:
     """An exclusive flock on one staging file; `fd` is a read-only descriptor (nothing writes through it).
 
@@ -133,19 +143,9 @@ class Staging(ABC):
         return transfer.offset
 
     @abstractmethod
-    def append(
-        self,
-        transfer: Transfer,
-        fence: StagingFence,
-        body: Iterable[bytes],
-        *,
-        key: str,
-        content_type: str,
-        checksum: Checksum | None,
-        journal: Journal,
-    ) -> None:
-        """Stage `body` after the recorded offset, recording progress; what arrived before a failure stays
-        (unless checksummed). StagingBusy when the claim was lost."""
+    def append(self, transfer: Transfer, fence: StagingFence, patch: Patch, *, key: str, content_type: str) -> None:
+        """Stage the PATCH's body after the recorded offset, recording progress; what arrived before a failure
+        stays (unless checksummed). StagingBusy when the claim was lost."""
 
     @abstractmethod
     def finish(self, transfer: Transfer, fence: StagingFence, *, key: str, content_type: str) -> int:
@@ -241,23 +241,13 @@ class LocalStaging(Staging):
             raise
         return fh
 
-    def append(
-        self,
-        transfer: Transfer,
-        fence: StagingFence,
-        body: Iterable[bytes],
-        *,
-        key: str,
-        content_type: str,
-        checksum: Checksum | None,
-        journal: Journal,
-    ) -> None:
-        start = transfer.offset
+    def append(self, transfer: Transfer, fence: StagingFence, patch: Patch, *, key: str, content_type: str) -> None:
+        start, checksum, journal = transfer.offset, patch.checksum, patch.journal
         written = 0
         fh = self.open_at(fence, start)
         try:
             try:
-                for chunk in body:
+                for chunk in patch.body:
                     fh.write(chunk)
                     written += len(chunk)
                     if checksum is not None:
@@ -365,22 +355,13 @@ class S3Staging(Staging):
         )
         return str(sent["ETag"])
 
-    def append(
-        self,
-        transfer: Transfer,
-        fence: StagingFence,
-        body: Iterable[bytes],
-        *,
-        key: str,
-        content_type: str,
-        checksum: Checksum | None,
-        journal: Journal,
-    ) -> None:
+    def append(self, transfer: Transfer, fence: StagingFence, patch: Patch, *, key: str, content_type: str) -> None:
+        checksum, journal = patch.checksum, patch.journal
         part_size = s3_part_size(transfer.length)
         parts: list[list] = list(transfer.parts)
-        source: Iterator[bytes] = iter(body)
+        source: Iterator[bytes] = iter(patch.body)
         if checksum is not None:
-            spooled = _spooled(body, checksum)
+            spooled = _spooled(patch.body, checksum)
             next(spooled)  # the whole body is in: verify before anything is sent
             try:
                 checksum.verify()
