@@ -59,20 +59,11 @@ class StagingBusy(Exception):
 class Transfer(Protocol):
     """What the service recorded of one transfer (its row)."""
 
-    @property
-    def length(self) -> int: ...
-
-    @property
-    def offset(self) -> int: ...
-
-    @property
-    def parts(self) -> Any: ...  # [[number, etag, size], …] of the S3 parts sent
-
-    @property
-    def tail(self) -> Any: ...  # S3: the bytes after the last part
-
-    @property
-    def s3_upload_id(self) -> str: ...
+    length: int
+    offset: int
+    parts: Any  # S3: [[number, etag, size], …] of the parts sent
+    tail: Any  # S3: the bytes after the last part
+    s3_upload_id: str
 
 
 class Journal(Protocol):
