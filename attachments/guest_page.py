@@ -115,28 +115,27 @@ def _qr(request: HttpRequest, link_id):
     return segno.make(absolute_url(request, reverse("guest-page", kwargs={"link_id": link.pk})), error="m")
 
 
-@require_GET
-def guest_qr_svg(request: HttpRequest, link_id) -> HttpResponse:
-    """The link's QR code as SVG: it encodes only the page's URL, so it is public."""
+def _qr_response(request: HttpRequest, link_id, *, content_type: str, **save) -> HttpResponse:
     code = _qr(request, link_id)
     if code is None:
         return HttpResponse(status=404)
     out = io.BytesIO()
-    code.save(out, kind="svg", scale=8, border=4, xmldecl=False)
-    response = HttpResponse(out.getvalue(), content_type="image/svg+xml")
-    response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
+    code.save(out, border=4, **save)
+    response = HttpResponse(out.getvalue(), content_type=content_type)
     response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
+@require_GET
+def guest_qr_svg(request: HttpRequest, link_id) -> HttpResponse:
+    """The link's QR code as SVG: it encodes only the page's URL, so it is public."""
+    response = _qr_response(request, link_id, content_type="image/svg+xml", kind="svg", scale=8, xmldecl=False)
+    if response.status_code == 200:
+        response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
     return response
 
 
 @require_GET
 def guest_qr_png(request: HttpRequest, link_id) -> HttpResponse:
     """The link's QR code as PNG (for printing)."""
-    code = _qr(request, link_id)
-    if code is None:
-        return HttpResponse(status=404)
-    out = io.BytesIO()
-    code.save(out, kind="png", scale=10, border=4)
-    response = HttpResponse(out.getvalue(), content_type="image/png")
-    response["Cache-Control"] = "public, max-age=86400"
-    return response
+    return _qr_response(request, link_id, content_type="image/png", kind="png", scale=10)

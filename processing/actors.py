@@ -16,7 +16,7 @@ import dramatiq
 
 from . import outages, pipeline
 from .rescan import rescan_one
-from .stages import DERIVE, INTAKE, RESCAN_QUEUE, SCAN
+from .stages import DERIVE, INTAKE, RESCAN_QUEUE, SCAN, Stage
 
 log = logging.getLogger("airlock.actors")
 
@@ -89,32 +89,27 @@ def intake(*args: object) -> None:
     outages.run_through_blips(lambda: pipeline.intake_within_tenant_cap(*parsed, resend=intake.send), what="intake")
 
 
+def _run_stage(actor: dramatiq.Actor, stage: Stage, args: tuple) -> None:
+    parsed = _stage_args(args)
+    if parsed is None:
+        return _dead_letter_message(actor.actor_name, args)
+    attachment_id, token, tenant, subject = parsed
+    outages.run_through_blips(
+        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, stage.name, tenant, subject, resend=actor.send),
+        what=stage.name,
+    )
+
+
 @dramatiq.actor(actor_name=SCAN.actor_name, queue_name=SCAN.queue, **_OPTS)
 def scan(*args: object) -> None:
     """Scan the object with every configured scanner (fails closed)."""
-    parsed = _stage_args(args)
-    if parsed is None:
-        return _dead_letter_message(scan.actor_name, args)
-    attachment_id, token, tenant, subject = parsed
-    outages.run_through_blips(
-        lambda: pipeline.stage_within_tenant_cap(attachment_id, token, SCAN.name, tenant, subject, resend=scan.send),
-        what=SCAN.name,
-    )
+    _run_stage(scan, SCAN, args)
 
 
 @dramatiq.actor(actor_name=DERIVE.actor_name, queue_name=DERIVE.queue, **_OPTS)
 def derive(*args: object) -> None:
     """Decode in the sandbox and write derivatives; at most N at once per tenant."""
-    parsed = _stage_args(args)
-    if parsed is None:
-        return _dead_letter_message(derive.actor_name, args)
-    attachment_id, token, tenant, subject = parsed
-    outages.run_through_blips(
-        lambda: pipeline.stage_within_tenant_cap(
-            attachment_id, token, DERIVE.name, tenant, subject, resend=derive.send
-        ),
-        what=DERIVE.name,
-    )
+    _run_stage(derive, DERIVE, args)
 
 
 @dramatiq.actor(queue_name=DERIVE.queue, **_OPTS)

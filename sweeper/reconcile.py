@@ -60,7 +60,8 @@ from processing.recovery import (
 
 from . import metrics
 from .control import delete_brake
-from .locks import LockUnavailable, NoLock, SweepLock, make_lock
+from .exclusive import holding
+from .locks import NoLock, SweepLock, make_lock
 from .missing_objects import ListedKeys, check_ready_files
 from .models import ReconcileRun
 from .multipart_orphans import abort_orphan_uploads
@@ -391,16 +392,11 @@ def reconcile_storage(
     started = time.monotonic()
     report = ReconcileReport(dry_run=dry_run, started_at=now)
     lock = lock or make_lock("reconcile")
-    try:
-        acquired = lock.acquire()
-    except LockUnavailable as exc:
-        acquired = False
-        report.errors.append(str(exc))
-    if not acquired:
-        report.lock_busy = True
-        _record(report, trigger)
-        return report
-    try:
+    with holding(lock, report.errors) as held:
+        if not held:
+            report.lock_busy = True
+            _record(report, trigger)
+            return report
         reconciler = _Reconciler(
             now=now,
             dry_run=dry_run,
@@ -425,8 +421,6 @@ def reconcile_storage(
         finally:
             report.finished_at = now + timedelta(seconds=time.monotonic() - started)
             _record(report, trigger, run)
-    finally:
-        lock.release()
     log.info(
         "reconcile finished",
         extra={

@@ -19,7 +19,8 @@ from attachments.storage.base import StorageGateway
 
 from . import metrics
 from .control import sweeper_control_get
-from .locks import LockUnavailable, SweepLock, make_lock
+from .exclusive import holding
+from .locks import SweepLock, make_lock
 from .models import SweepRun
 from .purge import purge_deleted
 from .reaping import BatchResult, Cursor, ObjectDeleter, preview_batch, reap_batch
@@ -191,18 +192,12 @@ def sweep_expired(
         return report
 
     lock = lock or make_lock("sweep")
-    try:
-        acquired = lock.acquire()
-    except LockUnavailable as exc:
-        acquired = False
-        report.error_messages.append(str(exc))
-    if not acquired:
-        report.mode = Mode.LOCK_BUSY
-        _finish(report, started)
-        _record(report, trigger)
-        return report
-
-    try:
+    with holding(lock, report.error_messages) as held:
+        if not held:
+            report.mode = Mode.LOCK_BUSY
+            _finish(report, started)
+            _record(report, trigger)
+            return report
         run = _record(report, trigger)  # visible at once: the schedule sees a run has started
         try:
             _run_phases(
@@ -225,8 +220,6 @@ def sweep_expired(
             raise
         _finish(report, started)
         _record(report, trigger, run)
-    finally:
-        lock.release()
     return report
 
 

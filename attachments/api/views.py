@@ -13,7 +13,13 @@ import uuid
 from datetime import datetime
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+    extend_schema_view,
+)
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -41,7 +47,6 @@ from ..selectors import (
     can_read_file,
     derivative_of,
     thumbnail_dims,
-    thumbnail_of,
 )
 from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
@@ -435,78 +440,66 @@ class AttachmentDownloadApi(FileApi):
         return served_response(request, attachment, served, inline=False)
 
 
-class AttachmentThumbnailApi(FileApi):
-    @extend_schema(
-        operation_id="attachments_thumbnail",
-        tags=_TAGS,
-        summary="Get the thumbnail (WebP, gated)",
-        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={
-            **file_responses("image/webp"),
-            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
-        },
-    )
+# A ready attachment's derivative of `kind`, served as `<the original's stem>.<suffix>`. (A comment, not a
+# docstring: the operations keep FileApi's description.)
+class DerivativeApi(FileApi):
+    kind: str
+    stem_word: str  # the name's stem when the original's filename has none
+    suffix: str
+    suffixes: dict[str, str] = {}  # by the derivative's content type, where it varies
+
     def get(self, request, attachment_id):
-        attachment = readable_attachment(request, attachment_id=attachment_id, name="thumbnail")
-        thumbnail = thumbnail_of(attachment)
-        if thumbnail is None:
+        attachment = readable_attachment(request, attachment_id=attachment_id, name=self.kind)
+        derivative = derivative_of(attachment, self.kind)
+        if derivative is None:
             raise NotFound()
-        return derivative_response(request, thumbnail, filename=f"{stem(attachment.filename, 'thumbnail')}.webp")
+        suffix = self.suffixes.get(derivative.content_type, self.suffix)
+        return derivative_response(
+            request, derivative, filename=f"{stem(attachment.filename, self.stem_word)}.{suffix}"
+        )
 
 
-class AttachmentDisplayApi(FileApi):
-    @extend_schema(
-        operation_id="attachments_display",
-        tags=_TAGS,
-        summary="Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
-        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={
-            **file_responses("image/jpeg"),
-            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
-        },
+def _derivative_schema(kind: str, summary: str, media_type: str, **not_ready: str):
+    return extend_schema_view(
+        get=extend_schema(
+            operation_id=f"attachments_{kind}",
+            tags=_TAGS,
+            summary=summary,
+            parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
+            responses={
+                **file_responses(media_type),
+                **errors(*_FILE_ERRORS, **not_ready, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
+            },
+        )
     )
-    def get(self, request, attachment_id):
-        attachment = readable_attachment(request, attachment_id=attachment_id, name="display")
-        display = derivative_of(attachment, "display")
-        if display is None:
-            raise NotFound()
-        ext = "webp" if display.content_type == "image/webp" else "jpg"
-        return derivative_response(request, display, filename=f"{stem(attachment.filename, 'display')}.{ext}")
 
 
-class AttachmentPosterApi(FileApi):
-    @extend_schema(
-        operation_id="attachments_poster",
-        tags=_TAGS,
-        summary="Get the poster frame of a video (WebP, gated)",
-        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={
-            **file_responses("image/webp"),
-            **errors(*_FILE_ERRORS, NOT_READY=_NOT_READY, VALIDATION_ERROR=_UNKNOWN_PARAMETER),
-        },
-    )
-    def get(self, request, attachment_id):
-        attachment = readable_attachment(request, attachment_id=attachment_id, name="poster")
-        poster = derivative_of(attachment, "poster")
-        if poster is None:
-            raise NotFound()
-        return derivative_response(request, poster, filename=f"{stem(attachment.filename, 'poster')}.webp")
+@_derivative_schema("thumbnail", "Get the thumbnail (WebP, gated)", "image/webp", NOT_READY=_NOT_READY)
+class AttachmentThumbnailApi(DerivativeApi):
+    kind = stem_word = "thumbnail"
+    suffix = "webp"
 
 
-class AttachmentWebApi(FileApi):
-    @extend_schema(
-        operation_id="attachments_web",
-        tags=_TAGS,
-        summary="Get the web rendition of a video (H.264 + AAC in MP4, gated)",
-        parameters=[ATTACHMENT_ID, *SIGNED_LINK_PARAMETERS],
-        responses={**file_responses("video/mp4"), **errors(*_FILE_ERRORS, VALIDATION_ERROR=_UNKNOWN_PARAMETER)},
-    )
-    def get(self, request, attachment_id):
-        attachment = readable_attachment(request, attachment_id=attachment_id, name="web")
-        web = derivative_of(attachment, "web")
-        if web is None:
-            raise NotFound()
-        return derivative_response(request, web, filename=f"{stem(attachment.filename, 'video')}.mp4")
+@_derivative_schema(
+    "display",
+    "Get the display rendition of a HEIC/HEIF/AVIF photo (JPEG or WebP, gated)",
+    "image/jpeg",
+    NOT_READY=_NOT_READY,
+)
+class AttachmentDisplayApi(DerivativeApi):
+    kind = stem_word = "display"
+    suffix, suffixes = "jpg", {"image/webp": "webp"}
+
+
+@_derivative_schema("poster", "Get the poster frame of a video (WebP, gated)", "image/webp", NOT_READY=_NOT_READY)
+class AttachmentPosterApi(DerivativeApi):
+    kind = stem_word = "poster"
+    suffix = "webp"
+
+
+@_derivative_schema("web", "Get the web rendition of a video (H.264 + AAC in MP4, gated)", "video/mp4")
+class AttachmentWebApi(DerivativeApi):
+    kind, stem_word, suffix = "web", "video", "mp4"
 
 
 @extend_schema_serializer(component_name="SearchResult")

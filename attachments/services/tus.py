@@ -10,26 +10,19 @@ sweeper (`tus_uploads_expire`), which honours its brakes.
 
 Nothing may write the object after completion, or the bytes served would not
 be the bytes scanned. The claim is a row with a heartbeat, so a writer whose
-body stalls can lose it while its request still runs; hence:
-- local: whoever changes the staging file also holds its fence (an flock the
-  kernel drops with the holder, taken before the claim): a live writer cannot be
-  replaced, and it closes its write handle before the file is renamed onto the key;
-- S3: parts go to a multipart upload that S3 closes on completion, and the
-  object is only ever written from what the claim's holders recorded (the same
-  bytes, whoever completes, however late); a writer checks its claim before
-  each part and each record, and stops when it lost it.
+body stalls can lose it while its request still runs; hence a writer holds the
+staging's fence before its claim, records progress only while it holds the
+claim, and completion writes the object only from what was recorded
+(storage/staging.py: how the local and the S3 staging keep this).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
-import os
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -42,8 +35,8 @@ from ..declared_types import stored_type
 from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ..models import Attachment, Lifecycle, Status, TusUpload
 from ..profiles import all_profiles
-from ..storage import StorageError, get_gateway
-from ..storage.tus import LocalStaging, S3Staging, StagingBusy, StagingFence, s3_part_size, staging_for
+from ..storage import get_gateway
+from ..storage.staging import Patch, StagingBusy, StagingFence, staging_for
 from ..subjects import owned_q
 from .connections import give_connection_back
 from .intents import upload_intent_create
@@ -186,35 +179,31 @@ def _still_held(pk: uuid.UUID, token: uuid.UUID) -> None:
 
 
 @contextmanager
-def _held(pk: uuid.UUID, now: datetime, *, create: bool) -> Iterator[tuple[uuid.UUID, StagingFence | None]]:
-    """The right to change an upload's staged bytes: its staging fence (local storage), then its claim.
+def _held(pk: uuid.UUID, now: datetime, *, create: bool) -> Iterator[tuple[uuid.UUID, StagingFence]]:
+    """The right to change an upload's staged bytes: its staging fence, then its claim.
 
     The fence comes first: the claim of a writer that still runs can look stale
     (its body stalled), but its fence is held until its process lets go, so it
     is never taken over while it can still write.
     """
     staging = staging_for(get_gateway())
-    local = staging if isinstance(staging, LocalStaging) else None
-    fence = None
-    if local is not None:
-        try:
-            fence = local.fence(str(pk), create=create)
-        except StagingBusy:
-            raise UploadLocked(headers={"Retry-After": "1"}) from None
+    try:
+        fence = staging.fence(str(pk), create=create)
+    except StagingBusy:
+        raise UploadLocked(headers={"Retry-After": "1"}) from None
     try:
         try:
             token = _claim(pk, now)
         except NotFound:
-            if local is not None and fence is not None and create and local.size(str(pk)) == 0:
-                local.discard(fence)  # made by this request for an upload that ended meanwhile
+            if create:
+                staging.drop_unused(fence)  # made by this request for an upload that ended meanwhile
             raise
         try:
             yield token, fence
         finally:
             _release(pk, token)
     finally:
-        if fence is not None:
-            fence.close()
+        fence.close()
 
 
 def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iterator[bytes]:
@@ -230,10 +219,43 @@ def _heartbeat(chunks: Iterable[bytes], pk: uuid.UUID, token: uuid.UUID) -> Iter
                 raise UploadLocked(headers={"Retry-After": "1"})
 
 
-def _hasher(checksum: tuple[str, bytes] | None):
-    if checksum is None:
-        return None
-    return CHECKSUMS[checksum[0]]()
+class _Checksum:
+    """Upload-Checksum: the digest the chunk must have."""
+
+    def __init__(self, checksum: tuple[str, bytes]) -> None:
+        self.hasher = CHECKSUMS[checksum[0]]()
+        self.expected = checksum[1]
+
+    def update(self, chunk: bytes) -> None:
+        self.hasher.update(chunk)
+
+    def verify(self) -> None:
+        if self.hasher.digest() != self.expected:
+            raise ChecksumMismatch()
+
+
+class _Journal:
+    """An append's progress, recorded on the transfer's row only while the writer holds its claim."""
+
+    def __init__(self, upload: TusUpload, token: uuid.UUID, now: datetime) -> None:
+        self.upload, self.token, self.now = upload, token, now
+
+    def check(self) -> None:
+        _still_held(self.upload.pk, self.token)
+
+    def record(self, offset: int, **fields) -> bool:
+        self.upload.offset = offset
+        for name, value in fields.items():
+            setattr(self.upload, name, value)
+        return _record(self.upload, self.token, self.now, **fields)
+
+    def record_upload_id(self, upload_id: str) -> bool:
+        if not TusUpload.objects.filter(pk=self.upload.pk, lock_token=self.token, s3_upload_id="").update(
+            s3_upload_id=upload_id
+        ):
+            return False
+        self.upload.s3_upload_id = upload_id
+        return True
 
 
 def tus_upload_append(
@@ -267,13 +289,11 @@ def tus_upload_append(
         upload.attachment = attachment
         if not _accepting(attachment):
             raise NotFound("This upload is no longer accepted.")
-        gateway = get_gateway()
-        staging = staging_for(gateway)
-        if isinstance(staging, LocalStaging):
-            held = staging.size(str(upload.pk))
-            if held < upload.offset:  # acknowledged bytes lost (a crash before they reached the disk)
-                upload.offset = held
-                TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(offset=held)
+        staging = staging_for(get_gateway())
+        kept = staging.kept(str(upload.pk), upload)
+        if kept < upload.offset:  # acknowledged bytes lost (a crash before they reached the disk)
+            upload.offset = kept
+            TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(offset=kept)
         if offset != upload.offset:
             raise OffsetMismatch(
                 f"Upload-Offset is {offset}, the upload is at {upload.offset}.", details={"offset": upload.offset}
@@ -285,12 +305,17 @@ def tus_upload_append(
                 details={"max_bytes": upload.length},
             )
         give_connection_back()
-        body = _heartbeat(chunks, upload.pk, token)
-        if isinstance(staging, LocalStaging):
-            assert fence is not None  # _held fences every local writer
-            _append_local(upload, staging, fence, body, checksum, token, now)
-        else:
-            _append_s3(upload, staging, body, checksum, token, now)
+        try:
+            patch = Patch(
+                body=_heartbeat(chunks, upload.pk, token),
+                checksum=_Checksum(checksum) if checksum is not None else None,
+                journal=_Journal(upload, token, now),
+            )
+            staging.append(
+                upload, fence, patch, key=attachment.storage_key, content_type=stored_type(attachment.declared_type)
+            )
+        except StagingBusy:
+            raise UploadLocked(headers={"Retry-After": "1"}) from None
         if upload.offset == upload.length:
             _complete(upload, token=token, fence=fence)
     return upload
@@ -311,134 +336,6 @@ def _record(upload: TusUpload, token: uuid.UUID, now: datetime, **fields) -> boo
     return bool(saved)
 
 
-def _verify(hasher, checksum: tuple[str, bytes] | None) -> bool:
-    return hasher is None or checksum is None or hasher.digest() == checksum[1]
-
-
-def _append_local(
-    upload: TusUpload,
-    staging: LocalStaging,
-    fence: StagingFence,
-    body: Iterable[bytes],
-    checksum: tuple[str, bytes] | None,
-    token: uuid.UUID,
-    now: datetime,
-) -> None:
-    start = upload.offset
-    hasher = _hasher(checksum)
-    written = 0
-    fh = staging.open_at(fence, start)
-    try:
-        try:
-            for chunk in body:
-                fh.write(chunk)
-                written += len(chunk)
-                if hasher is not None:
-                    hasher.update(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        except BaseException:
-            if hasher is not None:  # a checksummed chunk is all or nothing
-                written = 0
-            fh.truncate(start + written)
-            fh.flush()
-            upload.offset = start + written
-            _record(upload, token, now)
-            raise
-        if not _verify(hasher, checksum):
-            fh.truncate(start)
-            raise ChecksumMismatch()
-    finally:
-        fh.close()  # before any promotion: no write handle outlives this function
-    upload.offset = start + written
-    if not _record(upload, token, now):
-        raise UploadLocked(headers={"Retry-After": "1"})
-
-
-def _spooled(body: Iterable[bytes], hasher) -> Generator[bytes, None, None]:
-    """Receive the whole checksummed chunk before any of it goes to S3 (parts cannot be taken back)."""
-    with tempfile.TemporaryFile() as spool:
-        for chunk in body:
-            spool.write(chunk)
-            hasher.update(chunk)
-        yield b""  # the hash is final now: the caller checks it before reading on
-        spool.seek(0)
-        yield from iter(lambda: spool.read(1 << 20), b"")
-
-
-def _append_s3(
-    upload: TusUpload,
-    staging: S3Staging,
-    body: Iterable[bytes],
-    checksum: tuple[str, bytes] | None,
-    token: uuid.UUID,
-    now: datetime,
-) -> None:
-    attachment = upload.attachment
-    key = attachment.storage_key
-    part_size = s3_part_size(upload.length)
-    parts: list[list] = list(upload.parts)
-    hasher = _hasher(checksum)
-    source: Iterator[bytes] = iter(body)
-    if hasher is not None:
-        spooled = _spooled(body, hasher)
-        next(spooled)  # the whole body is in: verify before anything is sent
-        if not _verify(hasher, checksum):
-            spooled.close()
-            raise ChecksumMismatch()
-        source = spooled
-    buffer = tempfile.SpooledTemporaryFile(max_size=part_size + 1)
-    buffer.write(bytes(upload.tail))
-
-    def flush() -> None:
-        nonlocal buffer
-        _still_held(upload.pk, token)  # a writer that lost its claim must not replace the new holder's parts
-        if not upload.s3_upload_id:
-            upload_id = staging.create(key, content_type=stored_type(attachment.declared_type))
-            # Recorded at once: an expiry or termination must be able to abort it.
-            if not TusUpload.objects.filter(pk=upload.pk, lock_token=token, s3_upload_id="").update(
-                s3_upload_id=upload_id
-            ):
-                staging.abort(key, upload_id=upload_id)
-                raise UploadLocked(headers={"Retry-After": "1"})
-            upload.s3_upload_id = upload_id
-        number = len(parts) + 1
-        size = buffer.tell()
-        etag = staging.upload_part(key, upload_id=upload.s3_upload_id, number=number, body=buffer, size=size)
-        parts.append([number, etag, size])
-        buffer.close()
-        buffer = tempfile.SpooledTemporaryFile(max_size=part_size + 1)
-        upload.parts = parts
-        upload.offset = sum(p[2] for p in parts)
-        if not _record(upload, token, now, parts=parts, tail=b""):
-            raise UploadLocked(headers={"Retry-After": "1"})
-
-    def save_tail() -> None:
-        buffer.seek(0)
-        tail = buffer.read()
-        upload.tail = tail
-        upload.offset = sum(p[2] for p in parts) + len(tail)
-        if not _record(upload, token, now, tail=tail):
-            raise UploadLocked(headers={"Retry-After": "1"})
-
-    try:
-        try:
-            for chunk in source:
-                view = memoryview(chunk)
-                while view:
-                    room = part_size - buffer.tell()
-                    buffer.write(view[:room])
-                    view = view[room:]
-                    if buffer.tell() >= part_size:
-                        flush()
-        except BaseException:
-            save_tail()  # what arrived stays (tus clients resume from HEAD's offset)
-            raise
-        save_tail()
-    finally:
-        buffer.close()
-
-
 def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence | None = None) -> None:
     """The last byte is in: the staged bytes become the object at the minted key, then intake as for a PUT.
 
@@ -448,17 +345,13 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence
     attachment = upload.attachment
     key = attachment.storage_key
     gateway = get_gateway()
-    staging = staging_for(gateway)
     if token is None:  # an empty upload, completed as it is created: nothing was ever staged
         size = gateway.write_chunks(key, [b""], content_type=stored_type(attachment.declared_type))
     else:
         recorded = TusUpload.objects.filter(pk=upload.pk, lock_token=token, state=State.ACTIVE).first()
-        if recorded is None or recorded.offset != recorded.length:
+        if recorded is None or recorded.offset != recorded.length or fence is None:
             raise UploadLocked(headers={"Retry-After": "1"})
-        if isinstance(staging, LocalStaging):
-            size = _promote_local(recorded, staging, fence, key, stored_type(attachment.declared_type))
-        else:
-            size = _assemble_s3(recorded, staging, key, stored_type(attachment.declared_type))
+        size = staging_for(gateway).finish(recorded, fence, key=key, content_type=stored_type(attachment.declared_type))
     updated = TusUpload.objects.filter(pk=upload.pk, state=State.ACTIVE)
     if token is not None:
         updated = updated.filter(lock_token=token)
@@ -475,59 +368,15 @@ def _complete(upload: TusUpload, *, token: uuid.UUID | None, fence: StagingFence
     log.info("tus upload complete", extra={"attachment_id": str(upload.pk), "size": size, "step": "arrival"})
 
 
-def _promote_local(
-    recorded: TusUpload, staging: LocalStaging, fence: StagingFence | None, key: str, content_type: str
-) -> int:
-    if fence is None:
-        raise UploadLocked(headers={"Retry-After": "1"})
-    if fence.holds_file():
-        return staging.promote(fence, key, content_type=content_type)
-    # No staging file: renamed onto the key by a completion whose server died before recording it.
-    info = get_gateway().head(key)
-    if info is None or info.size != recorded.length:
-        raise StorageError(f"the staging file of {key} is gone")
-    return info.size
-
-
-def _assemble_s3(recorded: TusUpload, staging: S3Staging, key: str, content_type: str) -> int:
-    length = recorded.length
-    assembled = get_gateway().head(key)
-    if assembled is not None and assembled.size == length:
-        return length  # assembled by an earlier attempt (from the same recorded bytes) that was not recorded
-    tail = bytes(recorded.tail)
-    if not recorded.s3_upload_id:  # smaller than one part: a plain object
-        return staging.write_whole(key, [tail], content_type=content_type)
-    parts = list(recorded.parts)
-    if tail or not parts:
-        etag = staging.upload_part(
-            key, upload_id=recorded.s3_upload_id, number=len(parts) + 1, body=io.BytesIO(tail), size=len(tail)
-        )
-        parts.append([len(parts) + 1, etag, len(tail)])
-    if not staging.complete(key, upload_id=recorded.s3_upload_id, parts=parts):
-        # Completed by an earlier attempt whose server died before recording it, or aborted.
-        info = get_gateway().head(key)
-        if info is None or info.size != length:
-            raise StorageError(f"multipart upload of {key} is gone")
-    return length
-
-
-def _remove_staged(upload: TusUpload, fence: StagingFence | None) -> None:
+def _remove_staged(upload: TusUpload, fence: StagingFence) -> None:
     """Delete what a transfer left in storage (a staging file, or the parts of its multipart upload)."""
-    staging = staging_for(get_gateway())
-    if isinstance(staging, LocalStaging):
-        if fence is not None:
-            staging.discard(fence)
-    elif upload.s3_upload_id:
-        staging.abort(upload.attachment.storage_key, upload_id=upload.s3_upload_id)
+    staging_for(get_gateway()).remove(upload, fence, key=upload.attachment.storage_key)
 
 
-def _fence_for_removal(upload: TusUpload) -> StagingFence | None:
-    """The staging fence, when the transfer has a staging file (UploadLocked while a writer holds it)."""
-    staging = staging_for(get_gateway())
-    if not isinstance(staging, LocalStaging):
-        return None
+def _fence_for_removal(upload: TusUpload) -> StagingFence:
+    """The staging fence (UploadLocked while a writer holds it)."""
     try:
-        return staging.fence(str(upload.pk), create=False)
+        return staging_for(get_gateway()).fence(str(upload.pk), create=False)
     except StagingBusy:
         raise UploadLocked(headers={"Retry-After": "1"}) from None
 
@@ -622,8 +471,7 @@ def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, li
             log.warning("tus staging removal failed", extra={"attachment_id": str(upload.pk), "error": str(exc)[:300]})
             continue
         finally:
-            if fence is not None:
-                fence.close()
+            fence.close()
         TusUpload.objects.filter(pk=upload.pk).update(s3_upload_id="", staged=False)
         done.append(upload.pk)
     if done:

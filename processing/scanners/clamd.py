@@ -119,14 +119,18 @@ class ClamdScanner:
                 raise ScannerError("clamd reply too long")
         return data.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
 
-    def ping(self) -> float:
-        started = time.monotonic()
+    def _ask(self, command: str) -> str:
+        """Send one command (PING, VERSION) on a fresh connection; clamd's reply."""
         with self._connect() as sock:
             try:
-                sock.sendall(b"zPING\0")
+                sock.sendall(f"z{command}\0".encode())
             except OSError as exc:
-                raise ScannerError(f"clamd PING failed: {exc}") from exc
-            reply = self._read_reply(sock)
+                raise ScannerError(f"clamd {command} failed: {exc}") from exc
+            return self._read_reply(sock)
+
+    def ping(self) -> float:
+        started = time.monotonic()
+        reply = self._ask("PING")
         if reply != "PONG":
             raise ScannerError(f"unexpected clamd PING reply: {reply!r}")
         return time.monotonic() - started
@@ -140,12 +144,7 @@ class ClamdScanner:
         cached = _versions.get(self.address)
         if cached is not None and time.monotonic() - cached[0] < VERSION_CACHE_SECONDS:
             return cached[1]
-        with self._connect() as sock:
-            try:
-                sock.sendall(b"zVERSION\0")
-            except OSError as exc:
-                raise ScannerError(f"clamd VERSION failed: {exc}") from exc
-            reply = self._read_reply(sock)
+        reply = self._ask("VERSION")
         if not reply.startswith("ClamAV "):
             raise ScannerError(f"unexpected clamd VERSION reply: {reply!r}")
         _versions[self.address] = (time.monotonic(), reply)

@@ -103,6 +103,8 @@ def test_qr_codes_encode_the_page_url(alice):
     png = APIClient().get(f"/l/{link['id']}/qr.png")
     assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content
     assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert svg["Content-Security-Policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+    assert svg["Cache-Control"] == png["Cache-Control"] == "public, max-age=86400"
 
 
 def test_a_device_without_a_cookie_becomes_a_guest_and_keeps_its_subject(alice):

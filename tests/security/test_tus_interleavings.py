@@ -24,7 +24,7 @@ from attachments.errors import AirlockError
 from attachments.models import Attachment, TusUpload
 from attachments.services import tus as service
 from attachments.storage import get_gateway
-from attachments.storage.tus import LocalStaging, staging_for
+from attachments.storage.staging import LocalStaging, staging_for
 
 pytestmark = pytest.mark.django_db
 

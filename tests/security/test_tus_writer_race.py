@@ -111,8 +111,8 @@ def test_the_staging_fence_is_exclusive_and_never_follows_a_promoted_file(storag
     import os
     import uuid
 
-    from attachments.storage import tus as staging_module
-    from attachments.storage.tus import LocalStaging, StagingBusy
+    from attachments.storage import staging as staging_module
+    from attachments.storage.staging import LocalStaging, StagingBusy
 
     staging = LocalStaging(get_gateway())
     name, key = str(uuid.uuid4()), f"tenants/acme/document/{uuid.uuid4()}"

@@ -142,7 +142,7 @@ class Command(BaseCommand):
                 failures = 0
                 total.add(batch)
                 if batch.messages and options["verbosity"] >= 2:
-                    self.stdout.write(self._pull_line(batch))
+                    self.stdout.write(self._line(batch, self._PULL_COUNTS))
                 if batch.messages == 0:
                     if options["once"]:
                         break
@@ -150,7 +150,7 @@ class Command(BaseCommand):
         finally:
             if not options["once"]:
                 queue_consumer_stopped(name=queue.name)
-        self.stdout.write(self._pull_line(total))
+        self.stdout.write(self._line(total, self._PULL_COUNTS))
 
     @staticmethod
     def _pause(seconds: float, stopping: dict) -> None:
@@ -181,27 +181,17 @@ class Command(BaseCommand):
             failures = 0
             total.add(batch)
             if batch.messages and options["verbosity"] >= 2:
-                self.stdout.write(self._line(batch))
+                self.stdout.write(self._line(batch, self._COUNTS))
             if options["once"] and batch.messages == 0:
                 break
-        self.stdout.write(self._line(total))
+        self.stdout.write(self._line(total, self._COUNTS))
+
+    _PULL_COUNTS = ("messages", "records", "acked", "retried", "left_leased", "backlog")
+    _COUNTS = ("messages", "records", "deleted", "dead_lettered", "left_for_retry")
 
     @staticmethod
-    def _outcomes(outcomes) -> str:
-        return " ".join(f"{name}={count}" for name, count in sorted(outcomes.items()))
-
-    def _pull_line(self, report: PullReport) -> str:
-        outcomes = self._outcomes(report.outcomes)
-        return (
-            f"messages={report.messages} records={report.records} acked={report.acked} "
-            f"retried={report.retried} left_leased={report.left_leased} backlog={report.backlog}"
-            + (f" {outcomes}" if outcomes else "")
-        )
-
-    def _line(self, report: ConsumeReport) -> str:
-        outcomes = self._outcomes(report.outcomes)
-        return (
-            f"messages={report.messages} records={report.records} deleted={report.deleted} "
-            f"dead_lettered={report.dead_lettered} left_for_retry={report.left_for_retry}"
-            + (f" {outcomes}" if outcomes else "")
-        )
+    def _line(report: PullReport | ConsumeReport, names: tuple[str, ...]) -> str:
+        """`name=value` for each count, then the outcomes by name."""
+        words = [f"{name}={getattr(report, name)}" for name in names]
+        words += [f"{name}={count}" for name, count in sorted(report.outcomes.items())]
+        return " ".join(words)
