@@ -77,12 +77,7 @@ def _with_metadata(attachment: Attachment, result: StepResult) -> FileFacts:
 
 
 def intake(attachment: Attachment) -> StageResult:
-    """Read the bytes once (size, first bytes, every byte into the spool) and run the intake steps, then the scan's.
-
-    Both check the bytes and both fail as infrastructure, so they are one stage:
-    one transaction and one queue hop per file. A file over its profile's limit
-    is rejected from its size alone, without reading it.
-    """
+    """Read what intake looks at (size, first bytes) from storage and run the intake steps."""
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
     info = None
@@ -92,32 +87,29 @@ def intake(attachment: Attachment) -> StageResult:
         info = gateway.head(attachment.working_key)
     if info is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
+    head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
     # A video whose original was removed is processed again from its copy: what the upload
     # declared described the original, not these bytes.
     declared = not attachment.original_removed
     given = StepInput(
         profile=profile,
         size=info.size,
-        head=b"",
+        head=head,
         declared_size=attachment.declared_size if declared else None,
         declared_sha256=attachment.declared_sha256 if declared else "",
+        chunks=lambda: gateway.iter_chunks(attachment.working_key),
     )
-    if info.size > profile.max_bytes or (given.declared_size is not None and info.size != given.declared_size):
-        return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))  # rejects it
-    with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True, known=info) as path:
-        with path.open("rb") as first:
-            head = first.read(settings.AIRLOCK_SNIFF_BYTES)
-        given = replace(given, head=head, chunks=lambda: file_chunks(path))
-        found = _run_steps(INTAKE.name, given)
-        checked = StepInput(
-            profile=profile,
-            size=info.size,
-            content_type=found.facts.content_type,
-            chunks=lambda: file_chunks(path),
-            path=path,  # scanners that read a file (YARA) take it as it is, with no copy of their own
-        )
-        found.merge(_run_steps(SCAN.name, checked))
-    return StageResult(facts=_with_metadata(attachment, found))
+    if (
+        declared
+        and attachment.declared_sha256
+        and info.size == attachment.declared_size
+        and info.size <= profile.max_bytes
+    ):
+        # The declared digest is checked over every byte: over the copy scan and derive read next.
+        with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True) as path:
+            given = replace(given, chunks=lambda: file_chunks(path))
+            return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
+    return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
 
 
 def scan(attachment: Attachment) -> StageResult:
@@ -232,7 +224,7 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
         return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:
         error = f"{stage}: {type(exc).__name__}: {exc}"
-        if stage == SCAN.name or isinstance(exc, ScannerError):
+        if stage == SCAN.name:
             record_scan_error(getattr(exc, "scanner", "scanner"))
         outcome = _retry_or_wait(attachment_id, token, exc, error)
         _log(context, started, outcome, error=error[:300])
@@ -395,7 +387,7 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
         except _transient_types():
             facts = None  # retried below under the lease, with backoff if it persists
         if facts is not None:
-            if attachment_begin(attachment_id=attachment_id, intake_facts=facts, next_step=DERIVE.name) is None:
+            if attachment_begin(attachment_id=attachment_id, intake_facts=facts) is None:
                 return "skipped"
             _log(context, started, "advanced")
             return "advanced"
@@ -414,14 +406,10 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     its storage event arrives.
     """
     gateway = get_gateway()
+    if gateway.head(attachment.storage_key) is None:
+        raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
     target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original", ext="bin")
-    try:
-        gateway.copy(attachment.storage_key, target)
-    except StorageError:
-        # Only now ask whether the upload is there at all: a missing one is the file's fault, not storage's.
-        if gateway.head(attachment.storage_key) is None:
-            raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.") from None
-        raise
+    gateway.copy(attachment.storage_key, target)
     info = gateway.head(target)
     if info is None:
         raise TransientError("snapshot copy did not verify")
@@ -430,11 +418,7 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
         gateway.delete(target)
         raise TransientError("lost the lease while taking the snapshot")
     attachment.content_key = target
-    quietly = getattr(gateway, "delete_quietly", None)  # no HEAD first: the COPY just read the upload
-    if quietly is not None:
-        quietly(attachment.storage_key)
-    else:
-        gateway.delete(attachment.storage_key)
+    gateway.delete(attachment.storage_key)
     return info
 
 
@@ -446,16 +430,11 @@ def _size_limit(attachment: Attachment) -> int:
 
 
 def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims: dict) -> dict[str, Any]:
-    """Write a derivative: it must be durable before the flip to ready.
-
-    Storage whose writes return only once stored (S3's PUT answered with its ETag,
-    a synced local file) needs no read-back; any other is checked with a HEAD.
-    """
+    """Write a derivative and read it back: it must be durable before the flip to ready."""
     written = gateway.move_file_in(key, path, content_type=content_type)
-    if not getattr(gateway, "acknowledged_writes", False):
-        info = gateway.head(key)
-        if info is None or info.size != written:
-            raise TransientError(f"derivative {kind} did not verify after writing")
+    info = gateway.head(key)
+    if info is None or info.size != written:
+        raise TransientError(f"derivative {kind} did not verify after writing")
     return {
         "kind": kind,
         "storage_key": key,

@@ -85,17 +85,13 @@ class Spool:
         return path
 
     @contextmanager
-    def held(self, gateway: Any, key: str, *, limit: int, keep: bool, known: Any = None) -> Iterator[Path]:
-        """A local file with the bytes of `key`; kept for the next reader if `keep` and no error.
-
-        `known`: the object's info (ETag, size) as the caller just read it from storage, so no
-        HEAD is made again for it (intake's, which verified the key it reads).
-        """
+    def held(self, gateway: Any, key: str, *, limit: int, keep: bool) -> Iterator[Path]:
+        """A local file with the bytes of `key`; kept for the next reader if `keep` and no error."""
         local = gateway.local_path(key)
         if local is not None:
             yield local  # storage's own file: nothing to copy
             return
-        info = known if known is not None else gateway.head(key)
+        info = gateway.head(key)
         if info is None:
             raise StorageError(f"object {key} is missing")
         if info.size > limit:

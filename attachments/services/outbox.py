@@ -6,16 +6,13 @@ the next tick; one that is lost inside it is rebuilt by the reconciler.
 
 from __future__ import annotations
 
-import atexit
 import logging
-import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import dramatiq
-from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -106,69 +103,8 @@ def _send(message: OutboxMessage) -> bool:
         OutboxMessage.objects.filter(pk=message_id).update(send_attempts=message.send_attempts + 1)
         log.warning("outbox relay failed", extra={"step": "outbox", "outcome": "error", "error": str(exc)})
         return False
-    _mark_sent([message_id])
+    OutboxMessage.objects.filter(pk=message_id, sent_at__isnull=True).update(sent_at=timezone.now())
     return True
-
-
-# Sent marks are written in bulk: the ids this process sent wait up to
-# AIRLOCK_OUTBOX_MARK_DELAY_MS and go out in one UPDATE, instead of one UPDATE (and
-# one commit) per message. A mark lost with the process only makes the relay tick
-# send that job again (at-least-once, as any resend: the lease check drops it).
-_marks_lock = threading.Lock()
-_unmarked: list[int] = []
-_marks_timer: threading.Timer | None = None
-# Statements the flushes wrote in this process (bench/capacity.py adds them to the files they served).
-mark_statements = 0
-
-
-def _mark_sent(ids: list[int]) -> None:
-    global _marks_timer
-    delay_ms = settings.AIRLOCK_OUTBOX_MARK_DELAY_MS
-    if delay_ms <= 0:
-        _write_marks(ids)
-        return
-    with _marks_lock:
-        _unmarked.extend(ids)
-        if _marks_timer is None:
-            _marks_timer = threading.Timer(delay_ms / 1000, _flush_in_timer)
-            _marks_timer.daemon = True
-            _marks_timer.name = "airlock-outbox-marks"
-            _marks_timer.start()
-
-
-def flush_sent_marks() -> int:
-    """Write the sent marks this process holds, in one UPDATE; return how many messages it marked."""
-    global _marks_timer
-    with _marks_lock:
-        ids = list(_unmarked)
-        _unmarked.clear()
-        if _marks_timer is not None and _marks_timer is not threading.current_thread():
-            _marks_timer.cancel()
-        _marks_timer = None
-    return _write_marks(ids)
-
-
-def _write_marks(ids: list[int]) -> int:
-    global mark_statements
-    if not ids:
-        return 0
-    mark_statements += 1
-    return OutboxMessage.objects.filter(pk__in=ids, sent_at__isnull=True).update(sent_at=timezone.now())
-
-
-def _flush_in_timer() -> None:
-    try:
-        flush_sent_marks()
-    except Exception as exc:  # the database is down: the relay tick sends those jobs again
-        log.warning("outbox sent marks not written", extra={"step": "outbox", "outcome": "error", "error": str(exc)})
-    finally:
-        connections.close_all()  # this thread's own connection: the timer thread ends here
-
-
-@atexit.register
-def _flush_at_exit() -> None:
-    if _unmarked:
-        _flush_in_timer()
 
 
 def _send_many(messages: Sequence[OutboxMessage]) -> int:
@@ -187,7 +123,7 @@ def _send_many(messages: Sequence[OutboxMessage]) -> int:
             continue
         sent.append(message.pk)
     if sent:
-        _mark_sent(sent)
+        OutboxMessage.objects.filter(pk__in=sent, sent_at__isnull=True).update(sent_at=timezone.now())
     if failed:
         OutboxMessage.objects.filter(pk__in=failed).update(send_attempts=F("send_attempts") + 1)
     return len(sent)
@@ -195,7 +131,6 @@ def _send_many(messages: Sequence[OutboxMessage]) -> int:
 
 def relay_pending(*, older_than_seconds: float = 2.0, limit: int = 500) -> int:
     """Relay messages whose on-commit send did not happen (crash, broker down)."""
-    flush_sent_marks()  # what this process sent is not resent
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     ids = list(
         OutboxMessage.objects.filter(sent_at__isnull=True, created_at__lte=cutoff)

@@ -90,9 +90,6 @@ class S3Gateway:
     # Clients upload straight to the bucket with presigned URLs.
     direct_uploads = True
     name = "s3"
-    # A write that returned is stored: boto3 raises unless S3 answered the PUT (or the multipart
-    # completion) with its ETag, so no HEAD is needed to know it is there.
-    acknowledged_writes = True
 
     def __init__(
         self,
@@ -368,28 +365,14 @@ class S3Gateway:
         validate_key(src)
         validate_key(dst)
         try:
-            try:
-                # One request: CopyObject takes up to 5 GiB (boto3's managed copy HEADs the source first).
-                self.client.copy_object(CopySource={"Bucket": self.bucket, "Key": src}, Bucket=self.bucket, Key=dst)
-            except ClientError as exc:
-                if _code(exc) not in ("InvalidRequest", "EntityTooLarge"):
-                    raise
-                # Over 5 GiB: the managed copy splits it into part copies.
-                self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst, Config=self.copy_config)
+            # One CopyObject up to 5 GiB; the managed copy splits only what S3 cannot copy at once.
+            self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst, Config=self.copy_config)
         except ClientError as exc:
             if _is_missing(exc):
                 raise StorageError(f"object {src} is missing") from exc
             raise StorageError(f"COPY {src} → {dst}: {_code(exc) or exc}") from exc
         except BotoCoreError as exc:
             raise StorageError(f"COPY {src} → {dst}: {exc}") from exc
-
-    def delete_quietly(self, key: str) -> None:
-        """Delete one object without asking first whether it is there (S3's DELETE succeeds either way)."""
-        validate_key(key)
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=key)
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"DELETE {key}: {exc}") from exc
 
     def delete(self, key: str) -> bool:
         """Delete one object; False when it was not there (S3's DELETE does not say)."""

@@ -353,9 +353,6 @@ AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
 # Retention: the sweeper's purge phase deletes these rows once past their window
 # (sweeper/retention.py). Unsent outbox rows are never purged.
 AIRLOCK_OUTBOX_RETENTION_DAYS = env_int("AIRLOCK_OUTBOX_RETENTION_DAYS", 7)
-# How long a sent job's "sent" mark may wait to be written with others in one UPDATE (0: at
-# once, one UPDATE per job). Well under the relay tick's 2 s, after which an unmarked job is sent again.
-AIRLOCK_OUTBOX_MARK_DELAY_MS = env_int("AIRLOCK_OUTBOX_MARK_DELAY_MS", 250)
 AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = env_int("AIRLOCK_STORAGE_EVENT_RETENTION_DAYS", 30)
 AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 30)
 # What stays of a hard-deleted attachment (id, tenant, key, digest, final state, times, its history summarized).

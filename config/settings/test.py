@@ -8,7 +8,6 @@ import os
 
 from .base import *  # noqa: F401,F403
 from .base import AIRLOCK_DATA_DIR, ALLOWED_HOSTS, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
-from .env import env_int
 
 _RUN = f"{os.getpid()}"
 
@@ -31,7 +30,3 @@ AIRLOCK_KEY_PREFIX = f"airlock-test-{_RUN}"
 if REDIS_URL:
     DRAMATIQ_BROKER["OPTIONS"] = {**DRAMATIQ_BROKER["OPTIONS"], "namespace": f"airlock-test-{_RUN}"}
     CACHES["default"]["KEY_PREFIX"] = f"airlock-test-{_RUN}"
-
-# Sent marks written at once, per job, unless a test turns the bulk marks on (tests/pipeline/test_outbox_marks.py):
-# a timer thread writing from its own connection would race the test's transaction.
-AIRLOCK_OUTBOX_MARK_DELAY_MS = env_int("AIRLOCK_OUTBOX_MARK_DELAY_MS", 0)

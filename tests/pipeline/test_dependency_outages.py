@@ -26,17 +26,16 @@ def _short_waits(monkeypatch):
     monkeypatch.setattr(outages, "JOB_RETRY_MAX_DELAY", 0.05)
 
 
-def _at_derive(attachment_id: str) -> Attachment:
-    """Intake (which runs the scan) done: the file waits for its derive job."""
+def _at_scan(attachment_id: str) -> Attachment:
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
-    assert (row.status, row.step) == ("processing", "derive")
+    assert (row.status, row.step) == ("processing", "scan")
     return row
 
 
 def test_a_database_disconnect_mid_job_runs_the_job_again_without_an_attempt(alice, monkeypatch):
     attachment_id = upload(client_for(alice), jpeg_bytes((320, 240)))
-    row = _at_derive(attachment_id)
+    row = _at_scan(attachment_id)
     real = pipeline.attachment_advance
     failures = []
 
@@ -47,15 +46,17 @@ def test_a_database_disconnect_mid_job_runs_the_job_again_without_an_attempt(ali
         return real(**kwargs)
 
     monkeypatch.setattr(pipeline, "attachment_advance", disconnecting)
-    actors.derive.fn(str(row.pk), str(row.lease_token), str(row.tenant_id))  # what the worker runs, inline
+    actors.scan.fn(str(row.pk), str(row.lease_token), str(row.tenant_id))  # what the worker runs, inline
     row = Attachment.objects.get(pk=attachment_id)
     assert len(failures) == 2
-    assert (row.status, row.attempts) == ("ready", 0)
+    assert (row.status, row.step, row.attempts) == ("processing", "derive", 0)
+    assert run_pipeline(attachment_id) == "ready"
+    assert Attachment.objects.get(pk=attachment_id).attempts == 0
 
 
 def test_a_database_outage_longer_than_the_budget_leaves_the_file_to_the_lease(alice, monkeypatch):
     attachment_id = upload(client_for(alice), jpeg_bytes((320, 240)))
-    row = _at_derive(attachment_id)
+    row = _at_scan(attachment_id)
     monkeypatch.setattr(outages, "JOB_RETRY_SECONDS", 0.2)
     calls = []
 
@@ -65,15 +66,15 @@ def test_a_database_outage_longer_than_the_budget_leaves_the_file_to_the_lease(a
 
     monkeypatch.setattr(pipeline, "attachment_advance", down)
     with pytest.raises(OperationalError):
-        actors.derive.fn(str(row.pk), str(row.lease_token), str(row.tenant_id))
-    assert len(calls) >= 2, "tried again with backoff before giving the job up"  # derive: each try decodes again
+        actors.scan.fn(str(row.pk), str(row.lease_token), str(row.tenant_id))
+    assert len(calls) > 2, "tried again with backoff before giving the job up"
     assert Attachment.objects.get(pk=attachment_id).lease_token == row.lease_token
 
 
 def test_a_storage_blip_inside_a_stage_is_retried_in_the_worker(alice, monkeypatch):
     attachment_id = upload(client_for(alice), jpeg_bytes((320, 240)))
-    row = _at_derive(attachment_id)
-    real = pipeline.WORK["derive"]
+    row = _at_scan(attachment_id)
+    real = pipeline.WORK["scan"]
     failures = []
 
     def flaky(attachment):
@@ -82,8 +83,8 @@ def test_a_storage_blip_inside_a_stage_is_retried_in_the_worker(alice, monkeypat
             raise StorageError("503 SlowDown")
         return real(attachment)
 
-    monkeypatch.setitem(pipeline.WORK, "derive", flaky)
-    assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "ready"
+    monkeypatch.setitem(pipeline.WORK, "scan", flaky)
+    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "advanced"
     assert len(failures) == 2 and Attachment.objects.get(pk=attachment_id).attempts == 0
 
 
@@ -98,11 +99,11 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
         raise StorageError("connection refused")
 
     for _ in range(settings.AIRLOCK_MAX_ATTEMPTS + 1):
-        row = _at_derive(attachment_id)
+        row = _at_scan(attachment_id)
         with monkeypatch.context() as down:
             down.setattr(gateway, "ping", refused)
-            down.setitem(pipeline.WORK, "derive", refused)
-            assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "waiting"
+            down.setitem(pipeline.WORK, "scan", refused)
+            assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "waiting"
         row = Attachment.objects.get(pk=attachment_id)
         assert (row.status, row.attempts) == ("pending", 0)
         assert row.dependency_wait_at is not None, "the hand-back is noted: the wait is not the tenant's backlog"
@@ -117,7 +118,7 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
     transitions = list(
         TransitionLog.objects.filter(attachment_id=attachment_id).order_by("id").values_list("transition", flat=True)
     )
-    assert transitions[-4:] == ["arrived", "scan", "start", "finish"]
+    assert transitions[-4:] == ["arrived", "start", "scan", "finish"]
     assert transitions.count("release") == 1
 
 

@@ -174,8 +174,8 @@ def test_concurrent_workers_flip_exactly_once(alice, api):
         t.start()
     for t in threads:
         t.join()
-    assert row.step == "derive"  # intake ran the scan
-    assert tokens.count("ready") == 1 and tokens.count("stale") == 2
+    assert tokens.count("advanced") == 1 and tokens.count("stale") == 2
+    assert run_pipeline(attachment_id) == "ready"
     assert TransitionLog.objects.filter(attachment_id=attachment_id, to_status="ready").count() == 1
 
 
@@ -204,14 +204,14 @@ def test_discarded_while_processing_is_never_flipped_to_ready(alice, api):
     pipeline.start_and_intake(uuid.UUID(attachment_id))
     attachment_discard(user=alice, attachment_id=attachment_id)
     row = Attachment.objects.get(pk=attachment_id)
-    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "stale"  # the derive step ends it
+    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "stale"  # the scan step ends it
     assert Attachment.objects.get(pk=attachment_id).status == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "object_missing" and not row.derivatives.exists() and row.ready_at is None
 
 
-def test_local_intake_starts_scans_and_queues_the_derive_in_one_transaction(alice, api):
-    """Local uploads are write-once, so a clean intake (with its scan) is recorded with the lease: one commit."""
+def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
+    """Local uploads are write-once, so a clean intake is recorded with the lease: one commit."""
     from django.test.utils import CaptureQueriesContext
 
     from attachments.models import OutboxMessage
@@ -222,22 +222,20 @@ def test_local_intake_starts_scans_and_queues_the_derive_in_one_transaction(alic
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.step, row.content_type, row.stored_size) == (
         "processing",
-        "derive",
+        "scan",
         "image/jpeg",
         row.stored_size,
     )
     assert row.stored_size and row.lease_token
-    assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "scan", "start"]
-    assert row.scanned_at and row.scan_signatures
-    job = [attachment_id, str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
-    assert OutboxMessage.objects.filter(actor_name="derive", args=job).exists()
+    assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "start"]
+    scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
+    assert OutboxMessage.objects.filter(actor_name="scan", args=scan_job).exists()
     statements = [
         q["sql"]
         for q in queries.captured_queries
         if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
     ]
-    # read, lock, start (+ facts), audit rows (one INSERT), outbox row, mark sent (at once under the test
-    # settings); intake and scan as two stages took 11
+    # read, lock, start (+ facts), audit row, outbox row, mark sent; the two-transaction way took 8
     assert len(statements) <= 6, statements
 
 

@@ -83,25 +83,18 @@ def _sent(actor_name: str, attachment_id: uuid.UUID) -> list[str]:
     return message.args
 
 
-@pytest.fixture(autouse=True)
-def bulk_sent_marks(settings):
-    """As deployed: the jobs' "sent" marks wait for one bulk UPDATE (pinned apart, below), written by the test."""
-    from attachments.services import outbox
-
-    settings.AIRLOCK_OUTBOX_MARK_DELAY_MS = 60_000
-    outbox.flush_sent_marks()
-    yield
-    outbox.flush_sent_marks()
-
-
 def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]]:
-    """intake (which runs the scan) and derive as their actors run them, with each one's statements."""
+    """intake, scan and derive as their actors run them, with each one's statements."""
     seen: dict[str, list[str]] = {}
     args = _sent("intake", attachment_id)
     row = Attachment.objects.get(pk=attachment_id)
     assert args[1:] == [str(row.tenant_id), row.subject]  # the tenant and the subject ride along
     with _statements(capture) as seen["intake"]:
         actors.intake.fn(*args)
+    assert Attachment.objects.get(pk=attachment_id).step == "scan"
+    args = _sent("scan", attachment_id)
+    with _statements(capture) as seen["scan"]:
+        actors.scan.fn(*args)
     assert Attachment.objects.get(pk=attachment_id).step == "derive"
     args = _sent("derive", attachment_id)
     with _statements(capture) as seen["derive"]:
@@ -110,11 +103,12 @@ def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]
     return seen
 
 
-# Intake (with the scan): the step's read, the lock, the row's UPDATE, the audit rows (the arrival, the
-# scan and the start in one INSERT) and the outbox row; its "sent" mark goes out with others in one
-# bulk UPDATE (test_a_photo_costs_...). Derive: the derivative rows instead of a job to send.
+# The step's read, the lock, the row's UPDATE, the audit row, the outbox row and
+# its "sent" mark (derive: the derivative rows instead of a job to send). The scan
+# hands over with an UPDATE guarded by its lease: no lock read.
 EXPECTED = {
-    "intake": {"SELECT": 2, "UPDATE": 1, "INSERT": 2},
+    "intake": {"SELECT": 2, "UPDATE": 2, "INSERT": 2},
+    "scan": {"SELECT": 1, "UPDATE": 2, "INSERT": 2},  # + the scan's audit entry (intake's shares the start's INSERT)
     # Derivatives upserted in one INSERT; + the duplicate rule's one probe of att_ready_sha256 as the file
     # becomes ready (services/duplicates.py), which the resource then reads from the row for nothing.
     "derive": {"SELECT": 3, "INSERT": 2, "UPDATE": 1},
@@ -127,8 +121,6 @@ def _is_twin_lookup(sql: str) -> bool:
 
 
 def test_statements_per_step_for_an_image(alice, api, memory_slots, django_capture_on_commit_callbacks):
-    # A first file loads the per-process caches (the webhook endpoint list) that the pin leaves out.
-    assert run_pipeline(upload(api(alice), jpeg_bytes((48, 64)))) == "ready"
     attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
     seen = _through_the_steps(attachment_id, django_capture_on_commit_callbacks)
     assert {step: _verbs(sqls) for step, sqls in seen.items()} == EXPECTED, seen
@@ -189,8 +181,8 @@ def test_the_signed_put_is_six_statements(alice, api, django_capture_on_commit_c
         response = put_bytes(intent["upload"]["url"], data, content_type="image/jpeg")
     assert response.status_code == 202, response.content
     assert response.json()["status"] == "pending" and response.json()["filename"] == "cat.jpg"
-    # The row, the claim, the locked row by key, the event, the outbox row (its "sent" mark: in bulk).
-    assert _verbs(seen) == {"SELECT": 2, "UPDATE": 1, "INSERT": 2}, seen
+    # The row, the claim, the locked row by key, the event, the outbox row, its "sent" mark.
+    assert _verbs(seen) == {"SELECT": 2, "UPDATE": 2, "INSERT": 2}, seen
     assert not _selects_text(seen)
 
 
@@ -198,6 +190,7 @@ def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api,
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
     attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
     actors.intake.fn(str(attachment_id))
+    actors.scan.fn(*_sent("scan", attachment_id))
     args = _sent("derive", attachment_id)
     row = Attachment.objects.get(pk=attachment_id)
     assert args == [str(row.pk), str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
@@ -331,9 +324,6 @@ def test_a_scan_whose_row_moved_on_during_its_work_changes_nothing(alice, api, m
 
     attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
     actors.intake.fn(*_sent("intake", attachment_id))
-    # A row left at the scan stage by a job sent before intake ran the scan (the stage is kept for them).
-    Attachment.objects.filter(pk=attachment_id).update(step="scan", scanned_at=None)
-    OutboxMessage.objects.filter(actor_name="derive", args__0=str(attachment_id)).delete()
     row = Attachment.objects.get(pk=attachment_id)
     other_token = uuid.uuid4()
     work = pipeline.WORK["scan"]

@@ -1,8 +1,7 @@
 """What the pipeline asks remote storage for.
 
-Intake (which runs the scan) reads the object once, whatever the number of
-scanners (each scanner still sees every byte), with one HEAD; on storage whose
-upload key can be written again, it reads the snapshot's size from the HEAD that
+The scan reads the object once, whatever the number of scanners (each scanner
+still sees every byte); intake reads the snapshot's size from the HEAD that
 verified it.
 """
 
@@ -78,10 +77,12 @@ def two_scanners(monkeypatch):
 
 
 def _scan_on_remote_storage(monkeypatch, attachment_id: str) -> tuple[str, RemoteLike]:
-    """Intake, which runs the scan, on storage with no local files."""
+    pipeline.start_and_intake(uuid.UUID(attachment_id))
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.step) == ("processing", "scan")
     remote = RemoteLike(get_gateway())
     monkeypatch.setattr(pipeline, "get_gateway", lambda: remote)
-    return pipeline.start_and_intake(uuid.UUID(attachment_id)), remote
+    return pipeline.run_stage(row.pk, row.lease_token, "scan"), remote
 
 
 def test_every_scanner_reads_one_download(alice, api, monkeypatch, two_scanners):
@@ -90,8 +91,7 @@ def test_every_scanner_reads_one_download(alice, api, monkeypatch, two_scanners)
     outcome, remote = _scan_on_remote_storage(monkeypatch, attachment_id)
     assert outcome == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
-    assert remote.reads == [row.working_key]  # one GET for intake and every scanner, not one per reader
-    assert remote.heads == [row.working_key]  # and one HEAD: the spool takes intake's
+    assert remote.reads == [row.working_key]  # one GET, not one per scanner
     assert two_scanners.seen == [data]
     assert row.step == "derive" and "recording=1" in row.scan_signatures
 
@@ -106,7 +106,7 @@ def test_malware_is_found_in_the_shared_download(alice, api, monkeypatch, two_sc
     assert len(remote.reads) == 1 and two_scanners.seen == [data]
 
 
-def test_intake_heads_only_its_snapshot_once(alice, api, monkeypatch):
+def test_intake_heads_the_upload_and_its_snapshot_once_each(alice, api, monkeypatch):
     data = jpeg_bytes((64, 48))
     attachment_id = upload(api(alice), data)
     upload_key = Attachment.objects.get(pk=attachment_id).storage_key
@@ -115,6 +115,4 @@ def test_intake_heads_only_its_snapshot_once(alice, api, monkeypatch):
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.content_key and row.content_key != upload_key and row.stored_size == len(data)
-    # No HEAD of the upload before its COPY (a missing one fails the COPY); the copy's verifying HEAD gives
-    # intake its size, and the spool takes it too.
-    assert remote.heads == [row.content_key]
+    assert remote.heads == [upload_key, row.content_key]  # the copy's verifying HEAD gives intake its size
