@@ -227,13 +227,7 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[Key, ...], str]]]] = [
         "What a file costs the shared services",
         [
             (
-                "a 12 MP photo on PostgreSQL + Redis: SQL statements / commits (upload and worker)",
-                ("db_statements_per_photo", "db_commits_per_photo"),
-                "",
-            ),
-            ("the same photo's S3 requests of ours (S3 on moto)", ("s3_requests_per_photo",), ""),
-            (
-                "the same photo's Redis commands sent / executed (scripts' commands included), idle polling aside",
+                "a 12 MP photo's Redis commands sent / executed (scripts' commands included), idle polling aside",
                 ("redis_commands_per_photo", "redis_commands_executed_per_photo"),
                 "",
             ),

@@ -45,10 +45,14 @@ def test_storage_down_on_the_upload_put_is_503_and_the_url_stays_valid(alice, ap
 def test_the_rate_limit_store_down_is_503(alice, api, monkeypatch):
     from django.core.cache import cache
 
+    from attachments.services import ratelimits
+
     def down(*args, **kwargs):
         raise redis.exceptions.ConnectionError("Error 111 connecting to redis")
 
-    monkeypatch.setattr(cache, "add", down)
+    monkeypatch.setattr(cache, "add", down)  # the local-memory counter (no REDIS_URL)
+    # The Redis counter: a client whose server does not answer (nothing listens on port 1).
+    monkeypatch.setattr(ratelimits, "shared_redis", lambda: redis.Redis(port=1, socket_connect_timeout=1))
     _unavailable(create_intent(api(alice)))
 
 
