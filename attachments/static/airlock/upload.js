@@ -956,8 +956,9 @@
     } else {
       uppy.use(U.Tus, {
         endpoint: API + "/tus/", chunkSize: TUS_CHUNK, limit: 4,
-        // Ten tries before "Not sent": a service shedding a burst (503 + Retry-After up to 30 s) takes
-        // minutes to drain, and a guest should not have to press Retry for it.
+        // Ten tries before "Not sent" for a service shedding a burst (503 + Retry-After up to 30 s: it
+        // takes minutes to drain, and a guest should not have to press Retry for it); a dropped
+        // connection gets the first five (about 20 s), then the page says so and offers Retry.
         retryDelays: [0, 1000, 3000, 5000, 10000, 10000, 15000, 15000, 20000, 30000],
         headers: credentialHeaders({}, true),
         allowedMetaFields: ["profile", "filename", "content_type"],
@@ -969,6 +970,7 @@
           var response = error && error.originalResponse;
           var status = response ? response.getStatus() : 0;
           var wait = response ? retryAfterMs(status, response.getHeader("Retry-After")) : null;
+          if (wait === null && attempt >= 5) return false;
           if (wait !== null) {
             uppy.getPlugin("Tus").requests.rateLimit(Math.max(wait, 500));
             order.forEach(function (item) {
