@@ -136,11 +136,7 @@ def test_a_job_outlives_its_server_being_replaced_for_other_rules(tmp_path: Path
 
     def sleeper() -> None:
         try:
-            got.append(
-                outcome(
-                    run_job("_test_marked_sleep", SAMPLE, work, allow_test_kinds=True, limits=Limits(wall_seconds=2))
-                )
-            )
+            got.append(outcome(run_job("_test_marked_sleep", SAMPLE, work, limits=Limits(wall_seconds=2))))
         except Exception as exc:  # noqa: BLE001 - reported below
             got.append(repr(exc))
 
