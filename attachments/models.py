@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
-from typing import Self
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import models
@@ -290,6 +291,7 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "lifecycle",
             "storage_key",
             "content_key",
+            "served_key",  # with content_key: whether the original was removed (original_removed)
             "upload_sealed",
             "stored_size",
             "content_type",
@@ -339,6 +341,10 @@ def ref_held_exists() -> Exists:
 
 def _taken_down_by_moderator(instance: models.Model) -> bool:
     return isinstance(instance, Attachment) and instance.reason_code == ReasonCode.MODERATOR
+
+
+# Attachment.refresh_from_db: see there.
+_REFRESHING = threading.RLock()
 
 
 class Attachment(ConcurrentTransitionMixin, models.Model):
@@ -482,6 +488,14 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile}:{self.id} ({self.status})"
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        # django-fsm-2 lifts `protected` on the status field (one object every thread shares)
+        # for the length of a refresh and puts it back after: two refreshes at once in a
+        # worker's threads would put it back under each other, and the second one's write
+        # of `status` would raise. One refresh at a time keeps the flag consistent.
+        with _REFRESHING:
+            super().refresh_from_db(*args, **kwargs)
 
     @property
     def original_removed(self) -> bool:

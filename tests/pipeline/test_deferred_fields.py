@@ -51,3 +51,34 @@ def test_a_read_that_names_no_status_still_loads_it(alice, api):
     attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
     row = _in_thread(lambda: Attachment.objects.only("id").get(pk=attachment_id))
     assert "status" in row.__dict__ and row.status == "pending"
+
+
+def test_deferred_loads_in_many_threads_at_once_all_succeed(alice, api):
+    """A worker's threads load deferred columns at the same time (each refresh lifts the status
+    field's shared `protected` flag for its length): none of them may find it put back under it."""
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    assert run_pipeline(attachment_id) == "ready"
+    expected = Attachment.objects.get(pk=attachment_id).served_key
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def reader() -> None:
+        from django.db import connection
+
+        try:
+            start.wait()
+            for _ in range(40):
+                row = Attachment.objects.only("id").get(pk=attachment_id)
+                assert row.served_key == expected
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reader, daemon=True) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not errors, errors[:3]
