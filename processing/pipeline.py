@@ -229,6 +229,16 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
         outcome = _retry_or_wait(attachment_id, token, exc, error)
         _log(context, started, outcome, error=error[:300])
         return outcome
+    except Exception as exc:
+        if isinstance(exc, outages.infrastructure_errors()):
+            raise  # a database or Redis blip: the actor runs the job again (outages.run_through_blips)
+        # A bug, neither the file's content nor a dependency: the attempt counts now (retried,
+        # then failed with a dead letter), instead of the file waiting for its lease to run out.
+        log.exception("step raised an unexpected error", extra={**context, "error": str(exc)[:300]})
+        error = f"{stage}: unexpected {type(exc).__name__}: {exc}"
+        outcome = attachment_retry_or_fail(attachment_id=attachment_id, token=token, error=error) or "stale"
+        _log(context, started, outcome, error=error[:300])
+        return outcome
     advanced = attachment_advance(
         attachment_id=attachment_id,
         token=token,

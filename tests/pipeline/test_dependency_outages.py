@@ -132,3 +132,24 @@ def test_a_file_that_keeps_failing_against_a_healthy_scanner_spends_its_attempts
     assert DeadLetter.objects.filter(attachment_id=attachment_id, kind="processing").exists()
     assert row.dependency_wait_at is None, "a failure against a healthy scanner is not a wait"
     assert not TransitionLog.objects.filter(attachment_id=attachment_id, transition="release").exists()
+
+
+def test_a_bug_in_a_stage_spends_an_attempt_at_once_not_after_the_lease(alice, monkeypatch, settings):
+    """An error that is neither the content's nor a dependency's (a bug) counts an attempt now:
+    the file is retried, then failed with a dead letter, instead of sitting in processing until
+    its lease runs out."""
+    attachment_id = upload(client_for(alice), jpeg_bytes((320, 240)))
+
+    def broken(attachment):
+        raise AttributeError("a bug")
+
+    monkeypatch.setitem(pipeline.WORK, "scan", broken)
+    row = _at_scan(attachment_id)
+    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "retried"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert row.status == "pending" and row.attempts == 1 and row.lease_token is None
+    statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_MAX_ATTEMPTS - 1)]
+    assert statuses[-1] == "failed"
+    row = Attachment.objects.get(pk=attachment_id)
+    assert "unexpected AttributeError: a bug" in row.reason_message
+    assert DeadLetter.objects.filter(attachment_id=attachment_id, kind="processing").exists()
