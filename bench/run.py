@@ -230,6 +230,13 @@ OWN_KEYS = {
 }
 
 
+def stale_keys(previous: dict[str, object], fresh: dict[str, object]) -> list[str]:
+    """Keys an earlier run wrote under a group this run wrote again but did not write this time
+    (a status code seen then and not now: `guest_burst.statuses.503`)."""
+    groups = {key.split(".", 1)[0] + "." for key in fresh if "." in key} - {"seconds.", "errors.", "machine."}
+    return [key for key in previous if key not in fresh and any(key.startswith(group) for group in groups)]
+
+
 def flatten(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, dict):
         out: dict[str, object] = {}
@@ -553,6 +560,8 @@ def main() -> None:
             if f"errors.{name}" not in results:
                 previous.pop(f"errors.{name}", None)
         previous.update({k: v for k, v in results.items() if v is not None or k not in previous})
+        for key in stale_keys(previous, results):
+            del previous[key]
         results = previous
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     report.write(results)  # docs/performance.md and the README say what results.json holds
