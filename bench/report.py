@@ -311,9 +311,10 @@ def about(results: Results) -> str:
     load_text = ", ".join(fmt(x) for x in load) if isinstance(load, list) else "—"
     return (
         f"Machine: {results.get('machine', '—')}, Python {results.get('machine.python', '—')}; "
-        f"{results.get('mode', '—')} run of {results.get('date', '—')}, load average {load_text} at its start. "
-        "A benchmark run on its own since (`--only`) replaced only its own figures; some record their "
-        "date and load average beside them in `bench/results.json`."
+        f"the latest run, {results.get('mode', '—')}, of {results.get('date', '—')} "
+        f"(benchmarks: {results.get('run.benchmarks', '—')}), load average {load_text} at its start. "
+        "A run of some benchmarks (`--only`) replaces only their figures: the others are from earlier "
+        "runs (git log bench/results.json); some record their date and load average beside them."
     )
 
 

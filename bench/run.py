@@ -535,6 +535,7 @@ def main() -> None:
     results: dict[str, object] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "mode": "quick" if args.quick else "full",
+        "run.benchmarks": ",".join(chosen) if args.only else "all",
         "machine": f"{facts['cores']} cores, {facts['cpu_model']}",
         **flatten(facts, "machine"),
     }
