@@ -48,7 +48,7 @@ class ProcessSingleton(Generic[T]):
     """The backend this process uses, built at first use: `on_redis(shared client, key prefix)` when
     REDIS_URL is set (shared by every process), else `in_memory()` (this process's own).
 
-    A test puts its own in `value` (monkeypatch.setattr), or calls `reset()` to build again.
+    A test puts its own in `value` (monkeypatch.setattr).
     """
 
     def __init__(self, on_redis: Callable[[redis.Redis, str], T], in_memory: Callable[[], T]) -> None:
@@ -65,7 +65,3 @@ class ProcessSingleton(Generic[T]):
                 else:
                     self.value = self._in_memory()
             return self.value
-
-    def reset(self) -> None:
-        with self._lock:
-            self.value = None
