@@ -20,12 +20,12 @@ import logging
 import uuid
 from datetime import datetime
 
-import redis
 from django.conf import settings
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, Status
 from attachments.services.processing import attachment_requeue_intake, attachment_stage_resend
+from attachments.shared_redis import backend_redis
 
 log = logging.getLogger("airlock.recovery")
 
@@ -34,21 +34,14 @@ def epoch_key() -> str:
     return f"{settings.AIRLOCK_KEY_PREFIX}-broker-epoch"
 
 
-def _client() -> redis.Redis:
-    return redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=5, socket_connect_timeout=5)
-
-
 def broker_state_lost() -> bool:
     """True once per loss: the epoch was gone, and this caller set the new one."""
     if not settings.REDIS_URL:
         return False
-    client = _client()
-    try:
-        if client.exists(epoch_key()):
-            return False
-        return bool(client.set(epoch_key(), uuid.uuid4().hex, nx=True))
-    finally:
-        client.close()
+    client = backend_redis()
+    if client.exists(epoch_key()):
+        return False
+    return bool(client.set(epoch_key(), uuid.uuid4().hex, nx=True))
 
 
 def redrive_after_broker_loss(*, now: datetime | None = None) -> int:

@@ -32,9 +32,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
+
+from attachments.shared_redis import ProcessSingleton
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger("airlock.runtime")
 
@@ -98,10 +103,8 @@ class MemoryRegistry:
 class RedisRegistry:
     """A sorted set `<prefix>-workers`: member = worker id, score = its last beat by Redis's clock."""
 
-    def __init__(self, url: str, prefix: str) -> None:
-        import redis
-
-        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self._client = client
         self._key = f"{prefix}-workers"
 
     def _now(self) -> float:
@@ -136,17 +139,7 @@ def this_worker() -> str:
     return _this_worker
 
 
-_registry: Registry | None = None
-_registry_lock = threading.Lock()
-
-
-def registry() -> Registry:
-    global _registry
-    with _registry_lock:
-        if _registry is None:
-            url = settings.REDIS_URL
-            _registry = RedisRegistry(url, settings.AIRLOCK_KEY_PREFIX) if url else MemoryRegistry()
-        return _registry
+registry: ProcessSingleton[Registry] = ProcessSingleton(RedisRegistry, MemoryRegistry)
 
 
 # The beat a worker whose process is gone is given: older than any silence, and telling.

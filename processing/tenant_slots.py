@@ -33,7 +33,12 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from attachments.shared_redis import ProcessSingleton
+
+if TYPE_CHECKING:
+    import redis
 
 # Admission: expired holders are dropped only when the pool looks full (under its limit
 # they keep nobody out). The key's expiry is set with its first holder, then only ever
@@ -224,10 +229,8 @@ class MemorySlots:
 class RedisSlots:
     """Slots shared by every worker process through Redis."""
 
-    def __init__(self, url: str, prefix: str) -> None:
-        import redis
-
-        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self._client = client
         self._prefix = prefix
         self._acquire = self._client.register_script(_ACQUIRE_OR_PARK)
         self._acquire_only = self._client.register_script(_ACQUIRE)
@@ -302,20 +305,8 @@ class RedisSlots:
         return list(pools)
 
 
-_backend: SlotsBackend | None = None
-_backend_lock = threading.Lock()
-
-
-def backend() -> SlotsBackend:
-    """Redis when configured (shared by all workers), else this process's own slots."""
-    global _backend
-    with _backend_lock:
-        if _backend is None:
-            from django.conf import settings
-
-            url = settings.REDIS_URL
-            _backend = RedisSlots(url, settings.AIRLOCK_KEY_PREFIX) if url else MemorySlots()
-        return _backend
+# Redis when configured (shared by all workers), else this process's own slots.
+backend: ProcessSingleton[SlotsBackend] = ProcessSingleton(RedisSlots, MemorySlots)
 
 
 def encode(args: tuple) -> str:

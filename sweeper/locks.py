@@ -17,14 +17,21 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from attachments.shared_redis import backend_redis
+
 from .models import SweeperLease
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger("airlock.sweeper")
 
@@ -56,15 +63,12 @@ def _holder() -> str:
 class RedisLock:
     """redis-py's Lock, non-blocking, not thread-local (the token is ours, not the thread's)."""
 
-    def __init__(self, name: str, *, url: str, ttl_seconds: int = DEFAULT_TTL_SECONDS) -> None:
-        import redis
-
+    def __init__(self, name: str, *, client: redis.Redis, ttl_seconds: int = DEFAULT_TTL_SECONDS) -> None:
         self.name = name
         # Under the deployment's key prefix: two installs (or test runs) sharing one Redis
         # never hold each other's sweeper; the default prefix keeps the old key.
         self.key = redis_lock_key(name)
-        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-        self._lock = self._client.lock(self.key, timeout=ttl_seconds, blocking=False, thread_local=False)
+        self._lock = client.lock(self.key, timeout=ttl_seconds, blocking=False, thread_local=False)
 
     def acquire(self) -> bool:
         import redis
@@ -152,7 +156,24 @@ class NoLock:
 
 def make_lock(name: str, *, ttl_seconds: int = DEFAULT_TTL_SECONDS) -> SweepLock:
     """The lock for `name` on the configured backend: Redis when REDIS_URL is set, else the database."""
-    url = getattr(settings, "REDIS_URL", None)
-    if url:
-        return RedisLock(name, url=url, ttl_seconds=ttl_seconds)
+    if getattr(settings, "REDIS_URL", None):
+        return RedisLock(name, client=backend_redis(), ttl_seconds=ttl_seconds)
     return DatabaseLock(name, ttl_seconds=ttl_seconds)
+
+
+@contextmanager
+def holding(lock: SweepLock, errors: list[str]) -> Iterator[bool]:
+    """True inside the block while `lock` is held (released after it); False when another run holds it
+    or the lock's backend did not answer (its message added to `errors`)."""
+    try:
+        acquired = lock.acquire()
+    except LockUnavailable as exc:
+        acquired = False
+        errors.append(str(exc))
+    if not acquired:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()

@@ -60,8 +60,7 @@ from processing.recovery import (
 
 from . import metrics
 from .control import delete_brake
-from .exclusive import holding
-from .locks import NoLock, SweepLock, make_lock
+from .locks import NoLock, SweepLock, holding, make_lock
 from .missing_objects import ListedKeys, check_ready_files
 from .models import ReconcileRun
 from .multipart_orphans import abort_orphan_uploads

@@ -19,8 +19,7 @@ from attachments.storage.base import StorageGateway
 
 from . import metrics
 from .control import sweeper_control_get
-from .exclusive import holding
-from .locks import SweepLock, make_lock
+from .locks import SweepLock, holding, make_lock
 from .models import SweepRun
 from .purge import purge_deleted
 from .reaping import BatchResult, Cursor, ObjectDeleter, preview_batch, reap_batch

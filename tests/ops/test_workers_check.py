@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def shared_broker_registry(monkeypatch):
     """A registry of this test's own, on a broker that is shared (as with Redis)."""
     registry = liveness.MemoryRegistry()
-    monkeypatch.setattr(liveness, "_registry", registry)
+    monkeypatch.setattr(liveness.registry, "value", registry)
     monkeypatch.setattr(health, "broker_kind", lambda: "redis")
     return registry
 

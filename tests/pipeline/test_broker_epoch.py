@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from attachments.models import Attachment, OutboxMessage
+from attachments.shared_redis import backend_redis
 from processing import broker_epoch, pipeline
 from tests.support import jpeg_bytes, run_pipeline, upload
 
@@ -14,11 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _forget_epoch() -> None:
-    client = broker_epoch._client()
-    try:
-        client.delete(broker_epoch.epoch_key())
-    finally:
-        client.close()
+    backend_redis().delete(broker_epoch.epoch_key())
 
 
 def _jobs(actor: str, attachment_id: str) -> int:

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from attachments.models import OutboxMessage
+from attachments.shared_redis import backend_redis
 from processing import tenant_slots
 from processing.recovery import recover
 
@@ -28,8 +29,8 @@ def slots(request, settings, monkeypatch):
         backend: tenant_slots.SlotsBackend = tenant_slots.MemorySlots()
     else:
         assert settings.REDIS_URL, "the redis-marked tests run with REDIS_URL (scripts/test)"
-        backend = tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
-    monkeypatch.setattr(tenant_slots, "_backend", backend)
+        backend = tenant_slots.RedisSlots(backend_redis(), f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setattr(tenant_slots.backend, "value", backend)
     return backend
 
 

@@ -34,14 +34,15 @@ def fresh_slots(monkeypatch, settings):
     """Slots of this test only (Redis under a prefix of its own when the tests run on Redis)."""
     import uuid
 
+    from attachments.shared_redis import backend_redis
     from processing import tenant_slots
 
     slots = (
-        tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+        tenant_slots.RedisSlots(backend_redis(), f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
         if settings.REDIS_URL
         else tenant_slots.MemorySlots()
     )
-    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    monkeypatch.setattr(tenant_slots.backend, "value", slots)
     return slots
 
 

@@ -71,7 +71,7 @@ def deferred_loads_fail_fast(monkeypatch):
 @pytest.fixture
 def memory_slots(monkeypatch):
     slots = MemorySlots()
-    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    monkeypatch.setattr(tenant_slots.backend, "value", slots)
     return slots
 
 

@@ -8,13 +8,14 @@ import uuid
 
 import pytest
 
+from attachments.shared_redis import backend_redis
 from processing import tenant_slots
 from processing.tenant_slots import MemorySlots, RedisSlots
 
 
 def _redis_slots(settings) -> RedisSlots:
     assert settings.REDIS_URL, "the redis-marked tests run with REDIS_URL (scripts/test)"
-    return RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+    return RedisSlots(backend_redis(), f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -99,7 +100,7 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
 
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
     now = timezone.now()
-    monkeypatch.setattr(tenant_slots, "_backend", MemorySlots())
+    monkeypatch.setattr(tenant_slots.backend, "value", MemorySlots())
     token = uuid.uuid4()
     # Both hold a derive lease (the actor takes no slot for a stale job).
     first, second = (
@@ -173,7 +174,7 @@ def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, a
     from tests.support import jpeg_bytes, upload
 
     slots = MemorySlots()
-    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    monkeypatch.setattr(tenant_slots.backend, "value", slots)
     rows = []
     for _ in range(2):
         pk = uuid.UUID(upload(api(alice), jpeg_bytes((32, 24))))

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
 
 def test_intake_on_s3_reads_no_column_its_read_left_out(s3, alice, api, events_token, monkeypatch):
-    monkeypatch.setattr(tenant_slots, "_backend", MemorySlots())
+    monkeypatch.setattr(tenant_slots.backend, "value", MemorySlots())
     data = jpeg_bytes((64, 48))
     created = intent(api(alice), data, filename="cat.jpg", content_type="image/jpeg")
     assert send_upload(created["upload"], data).status_code in (200, 201, 204)

@@ -8,10 +8,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from attachments.shared_redis import backend_redis
 from sweeper.locks import DatabaseLock, LockUnavailable, RedisLock, make_lock
 from sweeper.models import SweeperLease
 from sweeper.sweep import sweep_expired
 from tests.sweeper.support import DAY, T0, CountingGateway, make_attachment
+
+
+def _unreachable():
+    import redis
+
+    return redis.Redis.from_url("redis://127.0.0.1:1/0", socket_timeout=5, socket_connect_timeout=5)
 
 
 @pytest.mark.django_db
@@ -63,9 +70,9 @@ def test_make_lock_uses_redis_when_configured():
 
 
 @pytest.mark.redis
-def test_redis_lock_is_exclusive_renewable_and_released_by_token(settings):
-    first = RedisLock("test-exclusive", url=settings.REDIS_URL, ttl_seconds=30)
-    second = RedisLock("test-exclusive", url=settings.REDIS_URL, ttl_seconds=30)
+def test_redis_lock_is_exclusive_renewable_and_released_by_token():
+    first = RedisLock("test-exclusive", client=backend_redis(), ttl_seconds=30)
+    second = RedisLock("test-exclusive", client=backend_redis(), ttl_seconds=30)
     assert first.acquire()
     try:
         assert not second.acquire()
@@ -83,12 +90,12 @@ def test_redis_lock_is_exclusive_renewable_and_released_by_token(settings):
 def test_redis_lock_expires_on_its_own(settings):
     import redis
 
-    crashed = RedisLock("test-expiry", url=settings.REDIS_URL, ttl_seconds=30)
+    crashed = RedisLock("test-expiry", client=backend_redis(), ttl_seconds=30)
     assert crashed.acquire()
     # Shorten the TTL instead of waiting for it: a crashed holder never renews.
     redis.Redis.from_url(settings.REDIS_URL).pexpire(crashed.key, 1)
     deadline = time.monotonic() + 2
-    successor = RedisLock("test-expiry", url=settings.REDIS_URL, ttl_seconds=30)
+    successor = RedisLock("test-expiry", client=backend_redis(), ttl_seconds=30)
     while not successor.acquire():
         assert time.monotonic() < deadline
     assert not crashed.renew()
@@ -96,7 +103,7 @@ def test_redis_lock_expires_on_its_own(settings):
 
 
 def test_redis_lock_reports_an_unreachable_server():
-    lock = RedisLock("sweep", url="redis://127.0.0.1:1/0")
+    lock = RedisLock("sweep", client=_unreachable())
     with pytest.raises(LockUnavailable):
         lock.acquire()
 
@@ -104,7 +111,7 @@ def test_redis_lock_reports_an_unreachable_server():
 @pytest.mark.django_db
 def test_an_unreachable_lock_backend_means_no_sweep(alice):
     attachment = make_attachment(alice)
-    report = sweep_expired(now=T0 + 8 * DAY, lock=RedisLock("sweep", url="redis://127.0.0.1:1/0"))
+    report = sweep_expired(now=T0 + 8 * DAY, lock=RedisLock("sweep", client=_unreachable()))
     assert report.mode == "lock_busy" and report.error_messages
     attachment.refresh_from_db()
     assert attachment.lifecycle == "staged"
@@ -113,11 +120,11 @@ def test_an_unreachable_lock_backend_means_no_sweep(alice):
 @pytest.mark.redis
 def test_redis_locks_of_two_key_prefixes_are_independent(settings):
     """Two installs (or test runs) sharing one Redis each run their own sweeper."""
-    ours = RedisLock("sweep", url=settings.REDIS_URL)
+    ours = RedisLock("sweep", client=backend_redis())
     assert ours.acquire()
     try:
         settings.AIRLOCK_KEY_PREFIX = f"{settings.AIRLOCK_KEY_PREFIX}-other"
-        theirs = RedisLock("sweep", url=settings.REDIS_URL)
+        theirs = RedisLock("sweep", client=backend_redis())
         assert theirs.key != ours.key
         assert theirs.acquire()
         theirs.release()

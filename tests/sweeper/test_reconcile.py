@@ -177,7 +177,7 @@ def test_a_job_parked_behind_an_expired_slot_is_sent_again_when_ticks_run_from_c
 
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
     slots = tenant_slots.MemorySlots()
-    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    monkeypatch.setattr(tenant_slots.backend, "value", slots)
     opts = {"limit": 1, "park_ttl_ms": 60_000}
     assert slots.acquire_or_park("7", "release-lost", "unused", ttl_ms=50, **opts)
     file_id, token = str(uuid.uuid4()), str(uuid.uuid4())

@@ -20,14 +20,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def fresh_slots(monkeypatch, settings):
+    from attachments.shared_redis import backend_redis
     from processing import tenant_slots
 
     slots = (
-        tenant_slots.RedisSlots(settings.REDIS_URL, f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
+        tenant_slots.RedisSlots(backend_redis(), f"{settings.AIRLOCK_KEY_PREFIX}-{uuid.uuid4().hex[:8]}")
         if settings.REDIS_URL
         else tenant_slots.MemorySlots()
     )
-    monkeypatch.setattr(tenant_slots, "_backend", slots)
+    monkeypatch.setattr(tenant_slots.backend, "value", slots)
     return slots
 
 
