@@ -197,8 +197,6 @@ def main() -> None:
     parser.add_argument("--profile", default="", help="cProfile more files of this kind, one profile per phase")
     parser.add_argument("--profile-files", type=int, default=5, help="files of that kind profiled (summed)")
     args = parser.parse_args()
-    # Only this thread writes the bulk "sent" marks (flush_marks), so that each one is counted.
-    os.environ["AIRLOCK_OUTBOX_MARK_DELAY_MS"] = "3600000"
     moto = start_moto() if args.s3 else None
     if moto is not None:
         import atexit
@@ -252,13 +250,6 @@ def main() -> None:
 
     connection.commit = counting_commit  # type: ignore[method-assign]
     connection.rollback = counting_rollback  # type: ignore[method-assign]
-    from attachments.services import outbox
-
-    def flush_marks() -> None:
-        """Write the bulk "sent" marks this process holds now (the timer would a moment later), in this thread."""
-        if hasattr(outbox, "flush_sent_marks"):
-            outbox.flush_sent_marks()
-
     listed: dict[str, list[str]] = {}
     s3_listed: dict[str, list[str]] = {}
 
@@ -292,9 +283,6 @@ def main() -> None:
             if row.status != "processing":
                 break
             observe(row.step, lambda: pipeline.run_stage(pk, row.lease_token, row.step))
-        # The bulk "sent" marks of the file's jobs: one UPDATE per file when files come one at a time
-        # (an upper bound: under load one flush per AIRLOCK_OUTBOX_MARK_DELAY_MS marks many files' jobs).
-        observe("sent_marks", flush_marks)
         status, reason = Attachment.objects.filter(pk=pk).values_list("status", "reason_code").get()
         assert status == "ready", (item["kind"], status, reason)
 
