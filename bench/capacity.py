@@ -136,15 +136,20 @@ class S3Traffic:
 
     def __init__(self, client) -> None:
         self.requests: dict[str, int] = {}
+        self.log: list[str] = []  # operation and key, in order
         self.sent = self.received = 0
         client.meta.events.register("before-send.s3", self._before_send)
         client.meta.events.register("after-call.s3", self._after_call)
 
     def _before_send(self, request, **_kwargs) -> None:
         self.sent += int(request.headers.get("Content-Length") or 0)
+        from urllib.parse import urlsplit
+
+        self._path = urlsplit(request.url).path
 
     def _after_call(self, http_response, model, **_kwargs) -> None:
         self.requests[model.name] = self.requests.get(model.name, 0) + 1
+        self.log.append(f"{model.name} {getattr(self, '_path', '')}")
         if model.name != "HeadObject":  # a HEAD's Content-Length is the object's size, not bytes received
             self.received += int(http_response.headers.get("content-length") or 0)
 
@@ -216,10 +221,37 @@ def main() -> None:
     user = make_user()
     reps = 3 if args.quick else 8
     statements: list[str] = []
+    commits = [0]
+    wrote = [False]  # a write in the open transaction: its COMMIT is one the database makes durable
 
     def counting(execute, sql, params, many, context):
         statements.append(sql)
+        if not sql.lstrip().upper().startswith("SELECT"):
+            if connection.in_atomic_block:
+                wrote[0] = True
+            else:
+                commits[0] += 1  # autocommit: the statement is its own transaction
         return execute(sql, params, many, context)
+
+    real_commit = connection.commit
+
+    def counting_commit() -> None:
+        # Atomic's outermost exit commits here; a transaction that only read is not counted.
+        if wrote[0]:
+            commits[0] += 1
+        wrote[0] = False
+        real_commit()
+
+    real_rollback = connection.rollback
+
+    def counting_rollback() -> None:
+        wrote[0] = False
+        real_rollback()
+
+    connection.commit = counting_commit  # type: ignore[method-assign]
+    connection.rollback = counting_rollback  # type: ignore[method-assign]
+    listed: dict[str, list[str]] = {}
+    s3_listed: dict[str, list[str]] = {}
 
     def one_file(item: dict, observe: Callable[[str, Callable[[], object]], None]) -> None:
         data = item["path"].read_bytes()
@@ -260,6 +292,7 @@ def main() -> None:
         dramatiq.get_broker().flush_all()  # no worker consumes the doorbells: every step ran inline
 
     results: dict[str, dict] = {}
+    listed_kinds: set[str] = set()
     for kind in args.kinds.split(","):
         item = files[kind]
         one_file(item, lambda name, fn: fn())  # warm-up: imports, the sandbox's fork server, scanner rules
@@ -267,13 +300,22 @@ def main() -> None:
 
         def measure(name: str, fn: Callable[[], object]) -> None:
             before_n, cpu, wall = len(statements), tree_cpu_s(), time.perf_counter()
+            commits_before = commits[0]
             s3_before = traffic.total() if traffic else (0, 0, 0)
+            s3_log_before = len(traffic.log) if traffic else 0
             fn()
-            got = per_phase.setdefault(name, {"cpu_ms": [], "wall_ms": [], "statements": []})
+            got = per_phase.setdefault(name, {"cpu_ms": [], "wall_ms": [], "statements": [], "commits": []})
             if not args.s3:
                 got["cpu_ms"].append((tree_cpu_s() - cpu) * 1000)
             got["wall_ms"].append((time.perf_counter() - wall) * 1000)
             got["statements"].append(len(statements) - before_n)
+            got["commits"].append(commits[0] - commits_before)
+            if kind not in listed_kinds or os.environ.get("CAP_LIST_ALL"):
+                listed.setdefault(f"{kind}.{name}", []).extend(
+                    [" ".join(sql.split())[:160] for sql in statements[before_n:]]
+                )
+                if traffic:
+                    s3_listed.setdefault(f"{kind}.{name}", []).extend(traffic.log[s3_log_before:])
             if traffic:
                 for label, after, before in zip(
                     ("s3_requests", "s3_bytes_sent", "s3_bytes_received"), traffic.total(), s3_before
@@ -284,6 +326,7 @@ def main() -> None:
         with connection.execute_wrapper(counting):
             for _ in range(reps):
                 one_file(item, measure)
+                listed_kinds.add(kind)  # each statement and request of the first measured file, listed
         flush_broker()
         phases = {name: {k: r(median(v), 1) for k, v in got.items() if v} for name, got in per_phase.items()}
         worker = [p for p in phases if p not in ("intent", "put", "complete")]
@@ -306,6 +349,7 @@ def main() -> None:
                 else {},
                 "worker_statements": sum(int(phases[p]["statements"]) for p in worker),
                 "upload_statements": sum(int(phases[p]["statements"]) for p in upload_side),
+                "commits": sum(int(phases[p]["commits"]) for p in phases),
             }
             continue
         results[kind] = {
@@ -316,6 +360,7 @@ def main() -> None:
             "worker_statements": sum(int(phases[p]["statements"]) for p in worker),
             "upload_cpu_ms": r(sum(phases[p]["cpu_ms"] for p in ("intent", "put")), 1),
             "upload_statements": sum(int(phases[p]["statements"]) for p in ("intent", "put")),
+            "commits": sum(int(phases[p]["commits"]) for p in phases),
         }
 
     profiles: dict[str, dict[str, list[str]]] = {}
@@ -343,9 +388,22 @@ def main() -> None:
     if moto is not None:
         moto.terminate()
         moto.wait(timeout=30)
+    figures: dict[str, object] = {}
+    photo = results.get("photo")
+    if photo and not args.s3:
+        figures["db_statements_per_photo"] = photo["worker_statements"] + photo["upload_statements"]
+        figures["db_commits_per_photo"] = photo["commits"]
+    if photo and args.s3:
+        figures["s3_requests_per_photo"] = photo["service_s3_requests_per_file"]
+        figures["s3_operations_per_photo"] = photo["service_s3_operations_per_file"]
+        figures["db_statements_per_photo_s3"] = photo["worker_statements"] + photo["upload_statements"]
+        figures["db_commits_per_photo_s3"] = photo["commits"]
     emit(
         {
+            **figures,
             "capacity_by_kind": results,
+            "capacity_statements_listed": listed,
+            "capacity_s3_requests_listed": s3_listed,
             "capacity_profile_kind": args.profile or None,
             "capacity_profile": profiles,
             "capacity_database": connection.vendor,

@@ -232,6 +232,12 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[Key, ...], str]]]] = [
                 "",
             ),
             ("an idle worker process's Redis commands per second", ("redis_idle_commands_per_s",), ""),
+            (
+                "a 12 MP photo's database statements / commits, upload + worker, PostgreSQL + Redis",
+                ("db_statements_per_photo", "db_commits_per_photo"),
+                "",
+            ),
+            ("a 12 MP photo's S3 requests of ours (moto; the client's upload aside)", ("s3_requests_per_photo",), ""),
         ],
     ),
     (

@@ -44,9 +44,11 @@ against a baseline measured in the same run, interleaved with it.
   guest        bench/guest_bench.py         200 guests x 5 photos through one upload link as its page sends them
                                             (PostgreSQL + Redis, serve): share ready, 5xx, unretried 429s; the
                                             link page's first paint in Chromium at 390 x 844
+  capacity     bench/capacity.py            a 12 MP photo's statements and commits (PostgreSQL + Redis) and
+                                            S3 requests of ours (moto): counts per file, not timings
 
-bench/capacity.py is not run from here: CPU-ms, statements and (with --s3) S3
-requests and bytes per file kind, the inputs of docs/capacity.md.
+bench/capacity.py alone gives CPU-ms, statements and (with --s3) S3 requests and
+bytes for every file kind, the inputs of docs/capacity.md.
 
 --scaling runs only the scaling curve: the pipeline on PostgreSQL + Redis with
 1, 2, … N rundramatiq processes (N = cores), files/s and efficiency per k
@@ -80,6 +82,10 @@ REDIS = "redis://127.0.0.1:6379/0"
 # key, goal text, predicate on the value
 GOALS: list[tuple[str, str, object]] = [
     ("pipeline_overhead_ratio", "<= 1.2", lambda v: v <= 1.2),
+    # Counts, not timings (bench/capacity.py: a 12 MP photo, PostgreSQL + Redis; S3 on moto).
+    ("db_statements_per_photo", "<= 14 (upload + worker)", lambda v: v <= 14),
+    ("db_commits_per_photo", "<= 4", lambda v: v <= 4),
+    ("s3_requests_per_photo", "<= 6 (ours; the client's upload not counted)", lambda v: v <= 6),
     ("pipeline_serial_overhead_ratio", "(info)", None),
     ("pipeline_vs_bare_parallel_ratio", "(info)", None),
     ("pipeline_serial_overhead_ratio_redis", "(info: rundramatiq -p 2, PostgreSQL + Redis)", None),
@@ -188,6 +194,7 @@ REQUIRED = [
 ]
 OWN_KEYS = {
     "pipeline": ["pipeline_overhead_ratio"],
+    "capacity": ["db_statements_per_photo", "db_commits_per_photo", "s3_requests_per_photo"],
     "thumbnails": ["thumbnail_vs_pillow_plain_ratio", "thumbnail_vs_pyvips_ratio"],
     "heic": ["heic_thumbnail_vs_bare_ratio"],
     "media": ["media_probe_poster_vs_bare_pyav_ratio"],
@@ -461,8 +468,23 @@ def bench_guest(quick: bool, tmp: Path) -> dict:
     return run_child(["bench/guest_bench.py", *(["--quick"] if quick else [])], embedded_env(tmp / "guest"), 3600)
 
 
+def bench_capacity(quick: bool, tmp: Path) -> dict:
+    """A photo's statements and commits (PostgreSQL + Redis) and S3 requests (moto), from bench/capacity.py."""
+    keys = ("db_statements_per_photo", "db_commits_per_photo", "s3_requests_per_photo", "s3_operations_per_photo")
+    results: dict = {}
+    for name, extra in (("capacity", []), ("capacity_s3", ["--s3"])):
+        env, db = redis_env(tmp / name)
+        try:
+            got = run_child(["bench/capacity.py", "--quick", "--kinds", "photo", *extra], env, 1200)
+        finally:
+            db.drop()  # type: ignore[attr-defined]
+        results.update({key: got[key] for key in keys if key in got})
+    return results
+
+
 BENCHES = {
     "pipeline": bench_pipeline,
+    "capacity": bench_capacity,
     "thumbnails": bench_thumbnails,
     "heic": bench_heic,
     "media": bench_media,

@@ -70,6 +70,8 @@ class StorageGateway(Protocol):
     rewritable_uploads: bool
     # True when clients put bytes straight into storage (so arrivals come as events).
     direct_uploads: bool
+    # True when a write that returned is stored whole (no read-back needed to know it is there).
+    acknowledged_writes: bool
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
@@ -96,6 +98,8 @@ class StorageGateway(Protocol):
     def copy(self, src: str, dst: str) -> None: ...
 
     def delete(self, key: str) -> bool: ...
+
+    def delete_unchecked(self, key: str) -> None: ...
 
     def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]: ...
 

@@ -24,6 +24,7 @@ from .base import ObjectInfo, StorageError, UploadInstruction, validate_key
 
 class LocalGateway:
     name = "local"
+    acknowledged_writes = True  # move_file_in and write_* return once the file and its directory are synced
     # Signed PUTs are single-use (the row is claimed before the body is stored).
     rewritable_uploads = False
     # Bytes arrive through the service (signed PUT), never straight into storage.
@@ -177,6 +178,9 @@ class LocalGateway:
         except FileNotFoundError:
             return False
         return True
+
+    def delete_unchecked(self, key: str) -> None:
+        self.delete(key)
 
     def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self.root / prefix if prefix else self.root

@@ -48,6 +48,7 @@ MAX_PARTS = 10_000  # S3's maximum number of parts
 MAX_COPY_BYTES = 5 * 1024 * MIB  # S3's largest single CopyObject
 _SPOOL_BYTES = 8 * MIB  # writes up to this size stay in memory before the upload
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+_TOO_LARGE_TO_COPY = {"InvalidRequest", "EntityTooLarge"}  # a CopyObject source over 5 GiB
 _PARTS_INVALID_CODES = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "MalformedXML", "InvalidRequest"}
 _UPLOAD_METHODS = ("POST", "PUT")
 FLAVORS = ("s3", "r2")
@@ -90,6 +91,8 @@ class S3Gateway:
     # Clients upload straight to the bucket with presigned URLs.
     direct_uploads = True
     name = "s3"
+    # boto3 returns from a PUT (or a multipart completion) only once S3 answered it with its ETag.
+    acknowledged_writes = True
 
     def __init__(
         self,
@@ -126,8 +129,8 @@ class S3Gateway:
         self.transfer_config = TransferConfig(
             multipart_threshold=chunk, multipart_chunksize=chunk, max_concurrency=threads, use_threads=threads > 1
         )
-        # Copies stay one server-side CopyObject up to S3's 5 GiB limit: no part copies to
-        # schedule (boto3's defaults would copy a 1 GiB snapshot in 128 UploadPartCopy calls).
+        # For a copy over S3's 5 GiB CopyObject limit (copy() sends one CopyObject below it):
+        # 5 GiB part copies, not boto3's default 8 MiB ones.
         self.copy_config = TransferConfig(
             multipart_threshold=MAX_COPY_BYTES,
             multipart_chunksize=MAX_COPY_BYTES,
@@ -364,9 +367,16 @@ class S3Gateway:
     def copy(self, src: str, dst: str) -> None:
         validate_key(src)
         validate_key(dst)
+        source = {"Bucket": self.bucket, "Key": src}
         try:
-            # One CopyObject up to 5 GiB; the managed copy splits only what S3 cannot copy at once.
-            self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst, Config=self.copy_config)
+            try:
+                # One request: boto3's managed copy would HEAD the source for its size first.
+                self.client.copy_object(CopySource=source, Bucket=self.bucket, Key=dst)
+            except ClientError as exc:
+                if _code(exc) not in _TOO_LARGE_TO_COPY:
+                    raise
+                # Over S3's 5 GiB CopyObject limit: the managed copy splits it into part copies.
+                self.client.copy(source, self.bucket, dst, Config=self.copy_config)
         except ClientError as exc:
             if _is_missing(exc):
                 raise StorageError(f"object {src} is missing") from exc
@@ -375,14 +385,19 @@ class S3Gateway:
             raise StorageError(f"COPY {src} → {dst}: {exc}") from exc
 
     def delete(self, key: str) -> bool:
-        """Delete one object; False when it was not there (S3's DELETE does not say)."""
+        """Delete one object; False when it was not there (S3's DELETE does not say: a HEAD asks first)."""
         if self.head(key) is None:
             return False
+        self.delete_unchecked(key)
+        return True
+
+    def delete_unchecked(self, key: str) -> None:
+        """Delete one object without asking whether it is there (S3's DELETE succeeds either way)."""
+        validate_key(key)
         try:
             self.client.delete_object(Bucket=self.bucket, Key=key)
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"DELETE {key}: {exc}") from exc
-        return True
 
     # --- presigned URLs ----------------------------------------------------------
 

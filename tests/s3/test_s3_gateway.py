@@ -81,6 +81,36 @@ def test_copy_delete_and_quarantine_move(s3):
     assert not s3.exists("quarantine/" + KEY)
 
 
+def test_a_copy_too_large_for_one_copyobject_is_copied_in_parts(s3, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    gateway = get_gateway()
+    s3.put(KEY, b"original bytes")
+    one_request = gateway.client.copy_object
+    refused = []
+
+    def over_five_gib_once(**kwargs):
+        if not refused:  # S3's answer to a CopyObject whose source is over 5 GiB
+            refused.append(kwargs["Key"])
+            raise ClientError(
+                {"Error": {"Code": "InvalidRequest"}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "CopyObject"
+            )
+        return one_request(**kwargs)
+
+    monkeypatch.setattr(gateway.client, "copy_object", over_five_gib_once)
+    gateway.copy(KEY, "quarantine/" + KEY)  # the managed copy: it sizes the source, then copies
+    assert refused == ["quarantine/" + KEY]
+    assert s3.get("quarantine/" + KEY) == b"original bytes"
+
+
+def test_deleting_without_a_look_first(s3):
+    gateway = get_gateway()
+    s3.put(KEY, b"original bytes")
+    gateway.delete_unchecked(KEY)
+    assert not s3.exists(KEY)
+    gateway.delete_unchecked(KEY)  # not there: S3's DELETE succeeds all the same
+
+
 @pytest.mark.parametrize("key", ["../etc/passwd", "tenants/../x", "", "tenants//x", "a/.hidden/b"])
 def test_keys_we_never_mint_are_refused(s3, key):
     with pytest.raises(StorageError):
