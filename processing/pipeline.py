@@ -444,12 +444,12 @@ def _size_limit(attachment: Attachment) -> int:
 
 
 def _store(gateway, key: str, path: Path, content_type: str, *, kind: str, dims: dict) -> dict[str, Any]:
-    """Write a derivative: it must be durable before the flip to ready (read back unless storage acknowledged it)."""
+    """Write a derivative: it must be durable before the flip to ready.
+
+    No read-back: both gateways return only once the write is stored whole (S3 answered
+    the PUT or the multipart completion; a local file and its directory are synced).
+    """
     written = gateway.move_file_in(key, path, content_type=content_type)
-    if not gateway.acknowledged_writes:
-        info = gateway.head(key)
-        if info is None or info.size != written:
-            raise TransientError(f"derivative {kind} did not verify after writing")
     return {
         "kind": kind,
         "storage_key": key,

@@ -70,8 +70,6 @@ class StorageGateway(Protocol):
     rewritable_uploads: bool
     # True when clients put bytes straight into storage (so arrivals come as events).
     direct_uploads: bool
-    # True when a write that returned is stored whole (no read-back needed to know it is there).
-    acknowledged_writes: bool
 
     def head(self, key: str) -> ObjectInfo | None: ...
 

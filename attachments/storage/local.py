@@ -24,7 +24,6 @@ from .base import ObjectInfo, StorageError, UploadInstruction, validate_key
 
 class LocalGateway:
     name = "local"
-    acknowledged_writes = True  # move_file_in and write_* return once the file and its directory are synced
     # Signed PUTs are single-use (the row is claimed before the body is stored).
     rewritable_uploads = False
     # Bytes arrive through the service (signed PUT), never straight into storage.

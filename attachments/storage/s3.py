@@ -91,8 +91,6 @@ class S3Gateway:
     # Clients upload straight to the bucket with presigned URLs.
     direct_uploads = True
     name = "s3"
-    # boto3 returns from a PUT (or a multipart completion) only once S3 answered it with its ETag.
-    acknowledged_writes = True
 
     def __init__(
         self,
