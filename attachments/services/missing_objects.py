@@ -18,8 +18,9 @@ from typing import Any
 from django.db import transaction
 
 from ..facts import FileFacts
-from ..models import Attachment, Derivative, Lifecycle, Status
+from ..models import Attachment, Lifecycle, Status
 from . import outbox
+from .derivatives import derivatives_upsert
 from .processing import facts_columns
 from .transitions import apply_transition, lock_attachment
 from .variant_purge import variants_forget
@@ -30,7 +31,6 @@ MISSING_MESSAGE = "The stored original is no longer in storage (found by reconci
 
 # The columns a regenerated served rendition may change (its bytes are made again, so its digest too).
 _SERVED_FIELDS = ("served_key", "size", "sha256", "content_type")
-_DERIVATIVE_UPDATE = ["storage_key", "content_type", "size", "width", "height", "created_at"]
 
 
 def _still_the_same_ready_file(attachment: Attachment | None, working_key: str) -> bool:
@@ -74,13 +74,7 @@ def attachment_derivatives_restore(
         attachment = lock_attachment(attachment_id)
         if attachment is None or not _still_the_same_ready_file(attachment, working_key):
             return False
-        if derivatives:
-            Derivative.objects.bulk_create(
-                [Derivative(attachment=attachment, **record) for record in derivatives],
-                update_conflicts=True,
-                unique_fields=["attachment", "kind"],
-                update_fields=_DERIVATIVE_UPDATE,
-            )
+        derivatives_upsert(attachment, derivatives)
         fields = facts_columns(facts)
         served = {name: fields[name] for name in _SERVED_FIELDS if name in fields}
         if served:

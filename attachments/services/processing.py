@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from .. import renditions
 from ..facts import FileFacts
-from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status, TransitionLog
+from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
 from ..profiles import get_profile
 from ..reasons import ReasonCode
@@ -28,6 +28,7 @@ from ..storage.base import move
 from . import outbox, quotas
 from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
 from .dead_letters import dead_letter_open
+from .derivatives import derivatives_upsert
 from .duplicates import duplicate_twin
 from .transitions import apply_transition, lock_attachment, save_fields
 
@@ -38,10 +39,6 @@ WORKER = "worker"
 # How often a file waiting for a dependency tries again (±50 %, processing/outages.py): short
 # enough that it is ready well within a minute of the dependency's return, long enough to stay cheap.
 DEPENDENCY_WAIT_SECONDS = 10.0
-
-# Everything a replaced derivative row takes from the new attempt (created_at too,
-# as if it had been deleted and inserted again).
-_DERIVATIVE_UPDATE = ["storage_key", "content_type", "size", "width", "height", "created_at"]
 
 
 def _lease_deadline(now: datetime) -> datetime:
@@ -169,16 +166,8 @@ def attachment_advance(
                 attachment=attachment, actor=WORKER, message="Discarded while it was being processed."
             )
             return False
-        if derivatives:
-            # One row per kind: a retried attempt (or a rescan) replaces what an earlier
-            # one wrote. One INSERT … ON CONFLICT (attachment, kind) DO UPDATE whatever
-            # the count, instead of a DELETE and an INSERT.
-            Derivative.objects.bulk_create(
-                [Derivative(attachment=attachment, **record) for record in derivatives],
-                update_conflicts=True,
-                unique_fields=["attachment", "kind"],
-                update_fields=_DERIVATIVE_UPDATE,
-            )
+        # A retried attempt (or a rescan) replaces what an earlier one wrote.
+        derivatives_upsert(attachment, derivatives)
         entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
         if next_step is None:
             twin = duplicate_twin(attachment=attachment, sha256=fields.get("sha256") or attachment.sha256, now=now)

@@ -28,11 +28,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import hooks, renditions
-from ..models import Attachment, DeadLetter, Derivative, Lifecycle, Status
+from ..models import Attachment, DeadLetter, Lifecycle, Status
 from ..storage import get_gateway
 from . import outbox, quotas
 from .audit import ORIGINAL_REMOVED, RENDITION_FAILED, RENDITION_READY, audit_entry
 from .dead_letters import dead_letter_open
+from .derivatives import derivatives_upsert
 from .processing import backoff_seconds
 from .transitions import lock_attachment, save_fields
 
@@ -45,7 +46,6 @@ CLAIM_GRACE_SECONDS = 60  # past the job's own wall limit, a claim's job is take
 # sent again (its message was lost with a broker or a worker); a duplicate only finds the claim.
 REDRIVE_AFTER_SECONDS = 15 * 60
 REDRIVE_BATCH = 100
-_DERIVATIVE_UPDATE = ["storage_key", "content_type", "size", "width", "height", "created_at"]
 
 
 @dataclass(frozen=True)
@@ -157,12 +157,7 @@ def rendition_record(*, attachment_id: uuid.UUID, token: str, derivative: dict[s
         state = _claimed_state(attachment, token)
         if state is None or attachment is None:
             return False
-        Derivative.objects.bulk_create(
-            [Derivative(attachment=attachment, **derivative)],
-            update_conflicts=True,
-            unique_fields=["attachment", "kind"],
-            update_fields=_DERIVATIVE_UPDATE,
-        )
+        derivatives_upsert(attachment, [derivative])
         state.update(
             status=renditions.READY,
             progress=1.0,

@@ -23,21 +23,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import boto3
-import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from airlock_client import Client, NotFound
-from tests.browser.conftest import launch_chromium, watch_csp
-from tests.examples.host_apps import host_app, sqlite_uuid
-from tests.s3.support import moto_bucket_env
+from airlock_client import NotFound
+from tests.browser.conftest import watch_csp
+from tests.examples.host_apps import Example, HostStack, bucket_cors, forged_webhook_statuses, host_page, sqlite_uuid
 from tests.support import jpeg_bytes
-from tests.support.processes import REPO, Server, free_port
+from tests.support.processes import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -48,17 +42,7 @@ HEARTBEAT = 2  # the draft page beats this often, well inside TTL
 WAIT = 60_000  # ms: an upload, its processing and the webhook, on a loaded machine
 
 
-@dataclass
-class Stack:
-    server: Server
-    token: str
-    market: str
-    data_dir: Path
-    log_path: Path
-
-    def airlock(self) -> Client:
-        return Client(self.server.base, self.token)
-
+class Stack(HostStack):
     def host_photos(self) -> dict[str, tuple[str, bool]]:
         """The host's own records: attachment id → (status, committed)."""
         with sqlite3.connect(self.data_dir / "marketplace.sqlite3") as db:
@@ -66,75 +50,33 @@ class Stack:
         return {sqlite_uuid(row[0]): (row[1], bool(row[2])) for row in rows}
 
 
-def start_stack(tmp_path_factory, airlock_env: dict[str, str], upload_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
-    port = free_port()
-    market = f"http://127.0.0.1:{port}"
-    server = Server(
-        tmp_path_factory.mktemp("airlock"),
-        {
-            "AIRLOCK_WEBHOOK_URL": f"{market}/airlock/webhook",
-            "AIRLOCK_WEBHOOK_SECRET": SECRET,
-            "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
-            "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
-            "AIRLOCK_STAGED_TTL_SECONDS": str(TTL),
-            "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
-            "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
-            **airlock_env,
-        },
-    )
-    data_dir = tmp_path_factory.mktemp("marketplace")
-    try:
-        token = server.createuser("marketplace", "marketplace")
-        env = {
-            "MARKETPLACE_DATA_DIR": str(data_dir),
-            "MARKETPLACE_AIRLOCK_TOKEN": token,
-            "MARKETPLACE_WEBHOOK_SECRET": SECRET,
-            "MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT),
-        }
-        with host_app(
-            project="marketplace",
-            command="runmarketplace",
-            server=server,
-            port=port,
-            data_dir=data_dir,
-            env=env,
-            origin_flag="--upload-origin",
-            origins=upload_origins,
-        ) as log_path:
-            yield Stack(server, token, market, data_dir, log_path)
-    finally:
-        server.stop()
+MARKETPLACE = Example(
+    "marketplace",
+    "runmarketplace",
+    Stack,
+    SECRET,
+    origin_flag="--upload-origin",
+    bucket="market",
+    airlock_env=lambda market: {
+        "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
+        "AIRLOCK_STAGED_TTL_SECONDS": str(TTL),
+        "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
+        "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
+    },
+    host_env={"MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT)},
+)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[Stack]:
-    """Airlock on local storage: the browser sends the signed PUT to Airlock itself."""
-    yield from start_stack(tmp_path_factory, {})
-
-
-@pytest.fixture(scope="module")
-def s3_stack(tmp_path_factory, moto_endpoint) -> Iterator[Stack]:
-    """Airlock on S3 (moto over HTTP): the browser posts the presigned form to the bucket."""
-    yield from start_stack(tmp_path_factory, moto_bucket_env(moto_endpoint, "market"), upload_origins=(moto_endpoint,))
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator:
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        yield browser
-        browser.close()
-
-
-def open_page(chromium, stack: Stack):
-    context = chromium.new_context(base_url=stack.market, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(60_000)
-    return context.new_page()
+def example() -> Example:
+    """The `stack` (local storage: the browser sends the signed PUT to Airlock itself) and the `s3_stack` (moto
+    over HTTP: the browser posts the presigned form to the bucket) run the marketplace."""
+    return MARKETPLACE
 
 
 @pytest.fixture
 def page(chromium, stack):
-    page = open_page(chromium, stack)
+    page = host_page(chromium, stack)
     yield page
     page.context.close()
 
@@ -154,23 +96,8 @@ def new_draft(page) -> str:
 def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(chromium, request, storage):
     stack = request.getfixturevalue("stack" if storage == "local" else "s3_stack")
     if storage == "s3":  # what `manage.py s3_setup --apply` gives the bucket for the marketplace's origin
-        boto3.client(
-            "s3", endpoint_url=stack.server.env["AIRLOCK_S3_ENDPOINT_URL"], region_name="us-east-1"
-        ).put_bucket_cors(
-            Bucket=stack.server.env["AIRLOCK_S3_BUCKET"],
-            CORSConfiguration={
-                "CORSRules": [
-                    {
-                        "AllowedOrigins": [stack.market],
-                        "AllowedMethods": ["GET", "HEAD", "POST", "PUT"],
-                        "AllowedHeaders": ["*"],
-                        "ExposeHeaders": ["ETag"],
-                        "MaxAgeSeconds": 3600,
-                    }
-                ]
-            },
-        )
-    page = open_page(chromium, stack)
+        bucket_cors(stack, [stack.host])
+    page = host_page(chromium, stack)
     violations = watch_csp(page)
     sent: list[tuple[str, str]] = []  # the bytes' requests, wherever they went
     page.on("requestfinished", lambda r: sent.append((r.method, r.url)) if r.method in ("PUT", "POST") else None)
@@ -244,11 +171,7 @@ def test_post_an_ad_with_photos_uploaded_first_and_thumbnails_from_the_webhook(c
     records = stack.host_photos()
     assert all(records[i] == ("ready", True) for i in good)
     # The committed event reached the host too (its own commit already said so: idempotent).
-    deadline = time.monotonic() + 30
-    committed = [f"webhook attachment.committed: photo {i} is committed to ad:{ad_id}" for i in good]
-    while not all(line in stack.log_path.read_text() for line in committed) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert all(line in stack.log_path.read_text() for line in committed)
+    stack.wait_log(*[f"webhook attachment.committed: photo {i} is committed to ad:{ad_id}" for i in good], timeout=30)
     assert violations == []
     page.context.close()
 
@@ -259,7 +182,7 @@ def test_cancel_discards_the_drafts_photos(page, stack):
     expect(page.locator("#photos li[data-status=ready] img.thumb")).to_have_count(1, timeout=WAIT)
     attachment_id = page.locator("#photos li.photo").first.get_attribute("data-id")
     page.click("#cancel")
-    page.wait_for_url(f"{stack.market}/")
+    page.wait_for_url(f"{stack.host}/")
     assert stack.host_photos()[attachment_id] == ("discarded", False)
     with stack.airlock() as airlock:
         resource = airlock.get(attachment_id)  # discarded: no longer served, swept on the next run
@@ -311,21 +234,10 @@ def test_the_webhook_endpoint_refuses_what_airlock_did_not_sign(stack):
     known = next(iter(stack.host_photos().items()), None)
     assert known is not None, "runs after the flows above, which leave photos behind"
     attachment_id, before = known
-    body = json.dumps(
-        {
-            "type": "attachment.rejected",
-            "timestamp": "2030-01-01T00:00:00Z",
-            "data": {"id": attachment_id, "status": "rejected", "reason": {"code": "malware"}},
-        }
-    ).encode()
-    headers = {
-        "webhook-id": "msg_forged",
-        "webhook-timestamp": str(int(time.time())),
-        "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
-        "content-type": "application/json",
+    event = {
+        "type": "attachment.rejected",
+        "timestamp": "2030-01-01T00:00:00Z",
+        "data": {"id": attachment_id, "status": "rejected", "reason": {"code": "malware"}},
     }
-    answer = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers=headers)
-    assert answer.status_code == 400
-    unsigned = httpx.post(f"{stack.market}/airlock/webhook", content=body, headers={"content-type": "application/json"})
-    assert unsigned.status_code == 400
+    assert forged_webhook_statuses(stack, event) == (400, 400)
     assert stack.host_photos()[attachment_id] == before

@@ -22,26 +22,19 @@ signed links redirect to presigned GETs. The example keeps its own SQLite databa
 from __future__ import annotations
 
 import base64
-import json
 import re
 import sqlite3
 import time
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import boto3
 import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from airlock_client import Client
-from tests.browser.conftest import DASHBOARD_INPUT, launch_chromium, watch_csp
-from tests.examples.host_apps import host_app, sqlite_uuid
-from tests.s3.support import moto_bucket_env
+from tests.browser.conftest import DASHBOARD_INPUT, watch_csp
+from tests.examples.host_apps import Example, HostStack, bucket_cors, forged_webhook_statuses, host_page, sqlite_uuid
 from tests.support import jpeg_bytes
-from tests.support.processes import REPO, Server, free_port
+from tests.support.processes import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -51,105 +44,22 @@ VIDEO = (REPO / "tests/corpus/files/generated/video_faststart.mp4").read_bytes()
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
 
 
-@dataclass
-class Stack:
-    server: Server
-    token: str
-    host: str
-    data_dir: Path
-    log_path: Path
-
-    def airlock(self) -> Client:
-        return Client(self.server.base, self.token)
-
+class Stack(HostStack):
     def guest_files(self) -> dict[str, tuple[str, str]]:
         """The host's own records, from the webhooks: attachment id → (status, approval)."""
         with sqlite3.connect(self.data_dir / "wedding.sqlite3") as db:
             rows = db.execute("SELECT attachment_id, status, approval FROM album_guestfile").fetchall()
         return {sqlite_uuid(row[0]): (row[1], row[2]) for row in rows}
 
-    def wait_log(self, *lines: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not all(line in self.log_path.read_text() for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.3)
-        missing = [line for line in lines if line not in self.log_path.read_text()]
-        assert not missing, f"not in the host's log: {missing}"
 
-
-def start_stack(tmp_path_factory, airlock_env: dict[str, str], media_origins: tuple[str, ...] = ()) -> Iterator[Stack]:
-    port = free_port()
-    host = f"http://127.0.0.1:{port}"
-    server = Server(
-        tmp_path_factory.mktemp("airlock"),
-        {
-            "AIRLOCK_WEBHOOK_URL": f"{host}/airlock/webhook",
-            "AIRLOCK_WEBHOOK_SECRET": SECRET,
-            "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
-            **airlock_env,
-        },
-    )
-    data_dir = tmp_path_factory.mktemp("wedding")
-    try:
-        token = server.createuser("wedding", "wedding")
-        env = {
-            "WEDDING_DATA_DIR": str(data_dir),
-            "WEDDING_AIRLOCK_TOKEN": token,
-            "WEDDING_WEBHOOK_SECRET": SECRET,
-        }
-        with host_app(
-            project="wedding",
-            command="runwedding",
-            server=server,
-            port=port,
-            data_dir=data_dir,
-            env=env,
-            origin_flag="--media-origin",
-            origins=media_origins,
-        ) as log_path:
-            yield Stack(server, token, host, data_dir, log_path)
-    finally:
-        server.stop()
+WEDDING = Example("wedding", "runwedding", Stack, SECRET, origin_flag="--media-origin", bucket="wedding")
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[Stack]:
-    """Airlock on local storage: the guest's page sends the bytes to Airlock itself."""
-    yield from start_stack(tmp_path_factory, {})
-
-
-@pytest.fixture(scope="module")
-def s3_stack(tmp_path_factory, moto_endpoint) -> Iterator[Stack]:
-    """Airlock on S3 (moto over HTTP): the guest's page sends the bytes to the bucket."""
-    stack_ = start_stack(tmp_path_factory, moto_bucket_env(moto_endpoint, "wedding"), media_origins=(moto_endpoint,))
-    yield from stack_
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator:
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        yield browser
-        browser.close()
-
-
-def bucket_cors(stack: Stack) -> None:
-    """What `manage.py s3_setup --apply` gives the bucket: Airlock's page uploads to it, the host's pages read."""
-    boto3.client(
-        "s3", endpoint_url=stack.server.env["AIRLOCK_S3_ENDPOINT_URL"], region_name="us-east-1"
-    ).put_bucket_cors(
-        Bucket=stack.server.env["AIRLOCK_S3_BUCKET"],
-        CORSConfiguration={
-            "CORSRules": [
-                {
-                    "AllowedOrigins": [stack.server.base, stack.host],
-                    "AllowedMethods": ["GET", "HEAD", "POST", "PUT"],
-                    "AllowedHeaders": ["*"],
-                    "ExposeHeaders": ["ETag"],
-                    "MaxAgeSeconds": 3600,
-                }
-            ]
-        },
-    )
+def example() -> Example:
+    """The `stack` (local storage: the guest's page sends the bytes to Airlock itself) and the `s3_stack` (moto
+    over HTTP: the guest's page sends the bytes to the bucket) run the wedding album."""
+    return WEDDING
 
 
 def guest_uploads(chromium, airlock: str, url: str, files: list[dict]) -> None:
@@ -190,11 +100,10 @@ def test_guests_upload_by_qr_the_couple_approves_and_the_gallery_shows_and_zips_
     chromium, request, storage, tmp_path
 ):
     stack = request.getfixturevalue("stack" if storage == "local" else "s3_stack")
-    if storage == "s3":
-        bucket_cors(stack)
-    couple = chromium.new_context(base_url=stack.host, viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    couple.set_default_timeout(60_000)
-    page = couple.new_page()
+    if storage == "s3":  # Airlock's page uploads to the bucket, the host's pages read from it
+        bucket_cors(stack, [stack.server.base, stack.host])
+    page = host_page(chromium, stack, accept_downloads=True)
+    couple = page.context
     violations = watch_csp(page)
 
     # The couple creates the event: the host made an upload link for event:<id> that requires approval.
@@ -278,9 +187,7 @@ def test_guests_upload_by_qr_the_couple_approves_and_the_gallery_shows_and_zips_
     )
 
     # The gallery (anyone with its address: a fresh context) shows the photo and plays the approved video.
-    viewer = chromium.new_context(base_url=stack.host, viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    viewer.set_default_timeout(60_000)
-    gallery = viewer.new_page()
+    gallery = host_page(chromium, stack, accept_downloads=True)
     gallery_violations = watch_csp(gallery)
     gallery.goto(gallery_url)
     photos = gallery.locator("#gallery li[data-kind=photo] img.thumb")
@@ -305,27 +212,17 @@ def test_guests_upload_by_qr_the_couple_approves_and_the_gallery_shows_and_zips_
         assert album.read("dance.jpg")[:3] == b"\xff\xd8\xff"
         assert album.testzip() is None
     assert violations == [] and gallery_violations == []
-    viewer.close()
+    gallery.context.close()
     couple.close()
 
 
 def test_the_webhook_endpoint_refuses_what_airlock_did_not_sign(stack):
     """A forged `attachment.approved` changes nothing: 400, and the host records nothing of it."""
     before = stack.guest_files()
-    body = json.dumps(
-        {
-            "type": "attachment.approved",
-            "timestamp": "2030-01-01T00:00:00Z",
-            "data": {"id": "00000000-0000-4000-8000-000000000001", "ref": "event:1", "approval": "approved"},
-        }
-    ).encode()
-    headers = {
-        "webhook-id": "msg_forged",
-        "webhook-timestamp": str(int(time.time())),
-        "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
-        "content-type": "application/json",
+    event = {
+        "type": "attachment.approved",
+        "timestamp": "2030-01-01T00:00:00Z",
+        "data": {"id": "00000000-0000-4000-8000-000000000001", "ref": "event:1", "approval": "approved"},
     }
-    assert httpx.post(f"{stack.host}/airlock/webhook", content=body, headers=headers).status_code == 400
-    unsigned = httpx.post(f"{stack.host}/airlock/webhook", content=body, headers={"content-type": "application/json"})
-    assert unsigned.status_code == 400
+    assert forged_webhook_statuses(stack, event) == (400, 400)
     assert stack.guest_files() == before
