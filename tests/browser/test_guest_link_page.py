@@ -61,3 +61,27 @@ def test_an_expired_links_page_says_so(phone, alice):
     response = phone.goto(f"/l/{link.pk}")
     assert response.status == 410
     expect(phone.locator("#closed")).to_contain_text("has expired")
+
+
+def test_a_photo_picked_while_the_profiles_are_still_loading_is_sent(phone, live_worker, alice, tmp_path, monkeypatch):
+    """On a slow connection the page's profiles arrive late: the picker is there only once they have,
+    so a photo chosen at the first chance is taken, not refused for want of a profile."""
+    import time
+
+    from attachments.api.views import ProfilesApi
+
+    link = upload_link_create(user=alice, ref="event:9", expires_at=timezone.now() + timedelta(days=1))
+    answer = ProfilesApi.get
+
+    def late(self, request):
+        time.sleep(3)  # a phone on a slow network: the profiles come after the page has drawn
+        return answer(self, request)
+
+    monkeypatch.setattr(ProfilesApi, "get", late)
+    phone.goto(f"/l/{link.pk}")
+    photo = tmp_path / "first.png"
+    photo.write_bytes(png_bytes((60, 40)))
+    pick_files(phone, [str(photo)])  # as soon as the picker exists
+    item = upload_item(phone, "first.png")
+    expect(item).to_have_attribute("data-status", "ready", timeout=60_000)
+    assert Attachment.objects.filter(upload_link=link, filename="first.png").count() == 1

@@ -1086,9 +1086,11 @@
     els.profile.addEventListener("change", onProfile);
     els.commit.addEventListener("click", commit);
     refreshCommitButton();
-    loadLocale().then(function (locale) {
-      startUppy(locale);
-      return loadProfiles();
+    // The picker appears once the profiles are known: a file chosen before them would find no
+    // profile that takes it and be refused (a slow connection, a busy server).
+    Promise.all([loadLocale(), loadProfiles()]).then(function (loaded) {
+      startUppy(loaded[0]);
+      onProfile();  // the picker's restriction for the chosen profile
     });
     setInterval(heartbeat, HEARTBEAT_MS);
     // For tests and curious developers: the page's state, read-only use.
