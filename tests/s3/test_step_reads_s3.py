@@ -8,15 +8,13 @@ cannot see this path.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from attachments.models import Attachment
 from processing import actors, tenant_slots
 from processing.tenant_slots import MemorySlots
 from tests.s3.support import event_for, intent, post_events, send_upload
-from tests.support import jpeg_bytes
+from tests.support import jpeg_bytes, run_remaining_stages
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]
 
@@ -43,16 +41,4 @@ def test_intake_on_s3_reads_no_column_its_read_left_out(s3, alice, api, events_t
     assert after.content_key and after.step == "scan"  # the snapshot was taken, and intake went on
     assert loaded == []
     monkeypatch.setattr(Attachment, "refresh_from_db", refresh)
-    assert run_pipeline_from(after.pk) == "ready"
-
-
-def run_pipeline_from(attachment_id: uuid.UUID) -> str:
-    """The remaining stages, as run_pipeline runs them after intake."""
-    from processing import pipeline
-
-    for _ in range(5):
-        attachment = Attachment.objects.get(pk=attachment_id)
-        if attachment.status != "processing":
-            return attachment.status
-        pipeline.run_stage(attachment.pk, attachment.lease_token, attachment.step)
-    return Attachment.objects.get(pk=attachment_id).status
+    assert run_remaining_stages(after.pk) == "ready"
