@@ -22,7 +22,14 @@ per file (lower is better).
 Two more views of the same files, for honesty about where the time goes:
 - serial (`pipeline_serial_*`): one file at a time, inline in one thread, each
   step called as its actor would (no queue, no concurrency), with the median
-  time of every phase; this is latency, not throughput.
+  time of every phase; this is latency, not throughput. Against two baselines,
+  interleaved in the same rounds: the bare steps above
+  (`pipeline_serial_overhead_ratio`, information) and the same bare steps with
+  each decode sent to the sandbox as the derive step sends it, run_job: a child
+  freshly forked from the fork server and confined before it reads the file,
+  with the product's limits and archive-member rules
+  (`pipeline_serial_overhead_vs_confined_ratio`, the goal): the pipeline's cost
+  beyond the isolation it keeps.
 - same parallelism (`pipeline_vs_bare_parallel_ratio`): the bare steps in as
   many processes as the machine has cores, against the pipeline above.
 
@@ -105,8 +112,34 @@ def _bare_worker_init() -> None:
     )
 
 
-def bare_steps(path: Path, profile: str, scratch: Path, scanners=None, bounds=None) -> None:
-    """Sniff + scan + decode, called directly: what the pipeline does minus the pipeline."""
+def decoder_kind(profile: str) -> str:
+    """The sandbox job kind that decodes a file of the mix's profile."""
+    return "image" if profile == "image" else "pdf"
+
+
+def decode_confined(path: Path, profile: str, work: Path, bounds) -> None:
+    """One decode as the derive step sends it: a run_job, i.e. a fresh child of the fork server,
+    confined before it reads the file, with the limits and archive-member rules the product passes."""
+    from processing import sandbox_config
+    from processing.sandbox import run_job
+
+    kind = decoder_kind(profile)
+    result = run_job(
+        kind,
+        path,
+        work,
+        limits=sandbox_config.limits_for(kind, path),
+        bounds=bounds,
+        member_rules=sandbox_config.member_rules_dir(),  # as the pipeline's: no fork server swapped between sides
+    )
+    assert result.outcome == "ok", (path.name, result.reason_code, result.message)
+
+
+def bare_steps(path: Path, profile: str, scratch: Path, scanners=None, bounds=None, *, confined: bool = False) -> None:
+    """Sniff + scan + decode, called directly: what the pipeline does minus the pipeline.
+
+    confined: decode in a sandbox job (decode_confined) instead of in this process.
+    """
     from processing.sandbox import images as image_decoder
     from processing.sandbox import pdfs as pdf_decoder
     from processing.scanners import scan_all
@@ -124,7 +157,10 @@ def bare_steps(path: Path, profile: str, scratch: Path, scanners=None, bounds=No
     assert all(v.outcome == "clean" for v in scan_all(scanners, chunks))
     work = scratch / uuid.uuid4().hex
     work.mkdir(parents=True)
-    (image_decoder if profile == "image" else pdf_decoder).process(path, work, bounds)
+    if confined:
+        decode_confined(path, profile, work, bounds)
+    else:
+        (image_decoder if profile == "image" else pdf_decoder).process(path, work, bounds)
 
 
 def make_service_batch(submit, payloads: list, reps: int):
@@ -228,6 +264,7 @@ def main() -> None:
     from ops.runtime import start_worker
     from processing import pipeline
     from processing.sandbox import Bounds, shutdown
+    from processing.sandbox.runner import confinement
     from processing.scanners import scanners_from_settings
 
     rounds = 3 if args.quick else 5
@@ -247,6 +284,9 @@ def main() -> None:
 
     def bare(item: dict) -> None:
         bare_steps(item["path"], item["profile"], tmp / "bare", scanners, bounds)
+
+    def bare_confined(item: dict) -> None:
+        bare_steps(item["path"], item["profile"], tmp / "bare-confined", scanners, bounds, confined=True)
 
     def submit(item: dict, data: bytes):
         """What the intent view and the signed-PUT view do for one file."""
@@ -316,20 +356,29 @@ def main() -> None:
     for item, data in payloads:  # warm-up: imports, the sandbox's fork server, scanner rules
         serial_pipeline(item, data)
         bare(item)
+        bare_confined(item)
     flush_broker()
     phases.clear()
     serial_ratios: list[float] = []
+    confined_ratios: list[float] = []
     per_kind: dict[str, dict[str, list[float]]] = {}
+    serial_sides = {
+        "pipeline": lambda item, data: serial_pipeline(item, data),
+        "bare": lambda item, data: bare(item),
+        "confined": lambda item, data: bare_confined(item),
+    }
     for n in range(rounds):
-        times = {"pipeline": 0.0, "bare": 0.0}
-        for side in ("pipeline", "bare") if n % 2 == 0 else ("bare", "pipeline"):
+        times = dict.fromkeys(serial_sides, 0.0)
+        for side in list(serial_sides)[:: 1 if n % 2 == 0 else -1]:
             for item, data in payloads:
-                took = timed(lambda: serial_pipeline(item, data) if side == "pipeline" else bare(item))
+                took = timed(lambda: serial_sides[side](item, data))
                 times[side] += took
-                per_kind.setdefault(item["kind"], {"pipeline": [], "bare": []})[side].append(took)
+                per_kind.setdefault(item["kind"], {s: [] for s in serial_sides})[side].append(took)
         flush_broker()
         serial_ratios.append(times["pipeline"] / times["bare"])
+        confined_ratios.append(times["pipeline"] / times["confined"])
     sandbox_config.run_sandboxed = real_sandboxed
+    sandbox_confinement = confinement()  # the layers every job had, the confined baseline's included
 
     # --- service: the worker's threads take the files as they arrive (throughput) ---
     worker = RedisWorker(args.processes, threads, worker_log) if args.redis else start_worker()
@@ -388,14 +437,19 @@ def main() -> None:
             "pipeline_tenant_concurrency": settings.AIRLOCK_TENANT_CONCURRENCY,
             "pipeline_serial_overhead_ratio": r(median(serial_ratios)),
             "pipeline_serial_overhead_ratio_runs": [r(x) for x in serial_ratios],
+            "pipeline_serial_overhead_vs_confined_ratio": r(median(confined_ratios)),
+            "pipeline_serial_overhead_vs_confined_ratio_runs": [r(x) for x in confined_ratios],
             "pipeline_serial_by_kind": {
                 kind: {
                     "pipeline_ms": r(median(v["pipeline"]) * 1000, 1),
                     "bare_ms": r(median(v["bare"]) * 1000, 1),
+                    "bare_confined_ms": r(median(v["confined"]) * 1000, 1),
                     "ratio": r(median(v["pipeline"]) / median(v["bare"])),
+                    "ratio_vs_confined": r(median(v["pipeline"]) / median(v["confined"])),
                 }
                 for kind, v in per_kind.items()
             },
+            "pipeline_sandbox_confinement": sandbox_confinement,
             "pipeline_serial_phase_ms_median": {k: r(median(v) * 1000, 1) for k, v in phases.items()},
             "pipeline_mix": {kind: sum(1 for m in mix if m["kind"] == kind) for kind in per_kind},
             "pipeline_mode": (
