@@ -414,17 +414,25 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     Everything after this reads the snapshot, so bytes replayed onto the upload
     key later are never scanned-then-swapped; the replay itself is deleted when
     its storage event arrives.
+
+    The copy's size is the one "complete" saw when the copy has the ETag it saw
+    (the same bytes: a POSTed upload's ETag is its MD5), so no HEAD; a copy with
+    another ETag (the upload replaced since), or with none to compare, is HEADed.
     """
     gateway = get_gateway()
     target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original", ext="bin")
     try:
-        gateway.copy(attachment.storage_key, target)
+        etag = gateway.copy(attachment.storage_key, target)
     except StorageError:
         # Only a failed copy asks whether the upload is there: a missing one is the file's fault, not storage's.
         if gateway.head(attachment.storage_key) is None:
             raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.") from None
         raise
-    info = gateway.head(target)
+    info: ObjectInfo | None
+    if etag and etag == attachment.arrived_etag and attachment.arrived_size is not None:
+        info = ObjectInfo(key=target, size=attachment.arrived_size, etag=etag)
+    else:
+        info = gateway.head(target)
     if info is None:
         raise TransientError("snapshot copy did not verify")
     token = attachment.lease_token
