@@ -133,7 +133,13 @@ def derive(attachment: Attachment) -> StageResult:
     # On the storage's own filesystem when it has one, so derivatives are renamed into place, not copied.
     with (
         tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp,
-        get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=False) as original,
+        get_spool().held(
+            gateway,
+            attachment.working_key,
+            limit=_size_limit(attachment),
+            keep=False,
+            known=_known_snapshot(attachment),
+        ) as original,
     ):
         if original.stat().st_size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
@@ -442,6 +448,18 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     attachment.content_key = target
     gateway.delete_unchecked(attachment.storage_key)  # the copy just read it: no HEAD to ask whether it is there
     return info
+
+
+def _known_snapshot(attachment: Attachment) -> ObjectInfo | None:
+    """The working key's size from the row when that key is the snapshot, so a reader needs no HEAD.
+
+    The server writes a snapshot once and never again, and intake measured it
+    (stored_size). A copy made over a removed original is rewritten by derive:
+    that one, and an upload key, are asked.
+    """
+    if not attachment.content_key or attachment.original_removed or attachment.stored_size is None:
+        return None
+    return ObjectInfo(key=attachment.content_key, size=attachment.stored_size)
 
 
 def _size_limit(attachment: Attachment) -> int:
