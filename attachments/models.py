@@ -293,6 +293,8 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "content_key",
             "served_key",  # with content_key: whether the original was removed (original_removed)
             "upload_sealed",
+            "arrived_etag",  # with arrived_size: what intake's snapshot copy is compared with
+            "arrived_size",
             "stored_size",
             "content_type",
             "metadata",
@@ -382,6 +384,12 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     # of a multipart intent, or a tus upload's last byte): the upload id is spent, no URL
     # a client holds can write that key again, so intake reads it in place, with no snapshot copy.
     upload_sealed = models.BooleanField(default=False)
+    # The upload as the client's "complete" saw it (a HEAD): its ETag and size, one look.
+    # Intake's snapshot copy that storage answers with this ETag holds these bytes, so it
+    # takes this size and needs no HEAD of its own; a copy with another ETag (the upload
+    # replaced since) is looked at. Empty when no arrival told an ETag.
+    arrived_etag = models.CharField(max_length=128, blank=True, default="", db_default="")
+    arrived_size = models.BigIntegerField(null=True, blank=True)
     quarantine_key = models.CharField(max_length=512, blank=True, default="")
     stored_size = models.BigIntegerField(null=True, blank=True)
     size = models.BigIntegerField(null=True, blank=True)

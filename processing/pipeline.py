@@ -133,7 +133,13 @@ def derive(attachment: Attachment) -> StageResult:
     # On the storage's own filesystem when it has one, so derivatives are renamed into place, not copied.
     with (
         tempfile.TemporaryDirectory(prefix="airlock-", dir=gateway.scratch_dir()) as tmp,
-        get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=False) as original,
+        get_spool().held(
+            gateway,
+            attachment.working_key,
+            limit=_size_limit(attachment),
+            keep=False,
+            known=_known_snapshot(attachment),
+        ) as original,
     ):
         if original.stat().st_size != attachment.stored_size:
             raise TransientError("the object changed size during processing")
@@ -414,17 +420,25 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     Everything after this reads the snapshot, so bytes replayed onto the upload
     key later are never scanned-then-swapped; the replay itself is deleted when
     its storage event arrives.
+
+    The copy's size is the one "complete" saw when the copy has the ETag it saw
+    (the same bytes: a POSTed upload's ETag is its MD5), so no HEAD; a copy with
+    another ETag (the upload replaced since), or with none to compare, is HEADed.
     """
     gateway = get_gateway()
     target = derivative_key(tenant_slug=attachment.tenant.slug, attachment_id=attachment.pk, kind="original", ext="bin")
     try:
-        gateway.copy(attachment.storage_key, target)
+        etag = gateway.copy(attachment.storage_key, target)
     except StorageError:
         # Only a failed copy asks whether the upload is there: a missing one is the file's fault, not storage's.
         if gateway.head(attachment.storage_key) is None:
             raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.") from None
         raise
-    info = gateway.head(target)
+    info: ObjectInfo | None
+    if etag and etag == attachment.arrived_etag and attachment.arrived_size is not None:
+        info = ObjectInfo(key=target, size=attachment.arrived_size, etag=etag)
+    else:
+        info = gateway.head(target)
     if info is None:
         raise TransientError("snapshot copy did not verify")
     token = attachment.lease_token
@@ -434,6 +448,18 @@ def _snapshot(attachment: Attachment) -> ObjectInfo:
     attachment.content_key = target
     gateway.delete_unchecked(attachment.storage_key)  # the copy just read it: no HEAD to ask whether it is there
     return info
+
+
+def _known_snapshot(attachment: Attachment) -> ObjectInfo | None:
+    """The working key's size from the row when that key is the snapshot, so a reader needs no HEAD.
+
+    The server writes a snapshot once and never again, and intake measured it
+    (stored_size). A copy made over a removed original is rewritten by derive:
+    that one, and an upload key, are asked.
+    """
+    if not attachment.content_key or attachment.original_removed or attachment.stored_size is None:
+        return None
+    return ObjectInfo(key=attachment.content_key, size=attachment.stored_size)
 
 
 def _size_limit(attachment: Attachment) -> int:

@@ -6,8 +6,9 @@ the wire three times. Here the first reader downloads it once into this process'
 private spool directory, and the scanners, the probe, the poster and the remux all
 read that file. The copy outlives the scan stage because derive, the next job, usually
 runs in this same process; it is used only for the object it was made from (same key,
-ETag and size, checked with a HEAD by each reader), and a copy nobody takes again is
-removed: at most AIRLOCK_SPOOL_KEEP idle copies stay, none past AIRLOCK_SPOOL_IDLE_SECONDS.
+ETag and size, checked with a HEAD by each reader that does not already know them), and a
+copy nobody takes again is removed: at most AIRLOCK_SPOOL_KEEP idle copies stay, none past
+AIRLOCK_SPOOL_IDLE_SECONDS.
 A derive job that lands on another worker downloads it itself, as before.
 
 A worker killed with SIGKILL (or by the OOM killer) never runs its atexit: its
@@ -18,7 +19,10 @@ directory whose lock can be taken belongs to no living process and is removed.
 
 The keys read here are write-once (a server-only snapshot, an upload the server sealed,
 or a local upload), so the copy is the bytes the scan judged; the HEAD is the check
-that it still is.
+that it still is. A reader that knows the object already (`known`: intake's own look, or
+the row's size of a snapshot key, which only the server writes and never rewrites) makes
+no HEAD; a snapshot gone from storage is then found by the download, or not at all when
+this process still holds the copy the scan read.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attachments.storage.base import StorageError
+from attachments.storage.base import ObjectInfo, StorageError
 
 from .errors import TransientError
 
@@ -85,13 +89,21 @@ class Spool:
         return path
 
     @contextmanager
-    def held(self, gateway: Any, key: str, *, limit: int, keep: bool) -> Iterator[Path]:
-        """A local file with the bytes of `key`; kept for the next reader if `keep` and no error."""
+    def held(
+        self, gateway: Any, key: str, *, limit: int, keep: bool, known: ObjectInfo | None = None
+    ) -> Iterator[Path]:
+        """A local file with the bytes of `key`; kept for the next reader if `keep` and no error.
+
+        `known`: the object's size (and ETag) as the caller already knows them, so no HEAD
+        asks storage again. Only for an object that cannot have changed since: one the caller
+        just looked at, or a key written once and never again (a snapshot). Without an ETag it
+        vouches for any copy of the key with that size.
+        """
         local = gateway.local_path(key)
         if local is not None:
             yield local  # storage's own file: nothing to copy
             return
-        info = gateway.head(key)
+        info = known if known is not None else gateway.head(key)
         if info is None:
             raise StorageError(f"object {key} is missing")
         if info.size > limit:
@@ -113,7 +125,9 @@ class Spool:
             copy = self._copies.get(key)
             if copy is None:
                 return None
-            if (copy.etag, copy.size) != (etag, size):  # another object under the key: never read it
+            # Another object under the key: never read it. No ETag to compare: the reader
+            # vouches for the key (`known`), so the size is the check.
+            if copy.size != size or (etag and copy.etag != etag):
                 if copy.users == 0:
                     self._drop(copy)
                 return None

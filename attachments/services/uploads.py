@@ -194,6 +194,7 @@ def upload_complete(*, attachment: Attachment, parts: list[tuple[int, str]] | No
                 source="complete",
                 dedupe_key=f"complete:{attachment.storage_key}:{info.etag}",
                 event_name="ObjectCreated:Complete",
+                etag=info.etag,
             )
             attachment = _reread(attachment)
     return attachment
@@ -251,9 +252,13 @@ class Arrival:
 
 
 def object_arrived(
-    *, key: str, size: int | None, source: str, dedupe_key: str, event_name: str, bucket: str = ""
+    *, key: str, size: int | None, source: str, dedupe_key: str, event_name: str, bucket: str = "", etag: str = ""
 ) -> Arrival:
-    """Record an object-created notification once and start intake for its intent."""
+    """Record an object-created notification once and start intake for its intent.
+
+    `etag` with `size`, when one look at the object gave both, are kept on the row:
+    intake's snapshot copy with that ETag takes that size without a HEAD.
+    """
     try:
         with transaction.atomic():
             # Only what decides the outcome (and the tenant and subject, whose intake slots
@@ -306,9 +311,15 @@ def object_arrived(
             assert attachment is not None  # only an unknown key has no row, and it returned above
             if outcome == "ignored":
                 return Arrival("ignored", attachment.pk)
+            changed = []
             if attachment.uploaded_at is None:
                 attachment.uploaded_at = timezone.now()
-                attachment.save(update_fields=["uploaded_at"])
+                changed.append("uploaded_at")
+            if etag and size is not None:
+                attachment.arrived_etag, attachment.arrived_size = etag, size
+                changed += ["arrived_etag", "arrived_size"]
+            if changed:
+                attachment.save(update_fields=changed)
             outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
             log.info(
                 "object arrived",

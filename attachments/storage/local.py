@@ -166,10 +166,11 @@ class LocalGateway:
                 out.write(chunk)
         return written
 
-    def copy(self, src: str, dst: str) -> None:
+    def copy(self, src: str, dst: str) -> str:
         # Through write_chunks: a private temp file renamed into place (copyfile
         # would create the target with the umask's 0644).
         self.write_chunks(dst, self.iter_chunks(src, chunk_size=1 << 20))
+        return ""  # no ETag comes back from a local write
 
     def delete(self, key: str) -> bool:
         try:

@@ -362,19 +362,25 @@ class S3Gateway:
         if saved != key:  # file_overwrite=True: django-storages must not rename
             raise StorageError(f"storage renamed {key} to {saved}")
 
-    def copy(self, src: str, dst: str) -> None:
+    def copy(self, src: str, dst: str) -> str:
+        """Copy one object inside the bucket; return the copy's ETag from CopyObject's answer.
+
+        "" for a copy over 5 GiB: the managed copy's part copies do not return the whole object's.
+        """
         validate_key(src)
         validate_key(dst)
         source = {"Bucket": self.bucket, "Key": src}
         try:
             try:
                 # One request: boto3's managed copy would HEAD the source for its size first.
-                self.client.copy_object(CopySource=source, Bucket=self.bucket, Key=dst)
+                response = self.client.copy_object(CopySource=source, Bucket=self.bucket, Key=dst)
+                return str(response.get("CopyObjectResult", {}).get("ETag", "")).strip('"')
             except ClientError as exc:
                 if _code(exc) not in _TOO_LARGE_TO_COPY:
                     raise
                 # Over S3's 5 GiB CopyObject limit: the managed copy splits it into part copies.
                 self.client.copy(source, self.bucket, dst, Config=self.copy_config)
+                return ""
         except ClientError as exc:
             if _is_missing(exc):
                 raise StorageError(f"object {src} is missing") from exc

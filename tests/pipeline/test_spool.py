@@ -16,6 +16,7 @@ class Bucket:
     def __init__(self) -> None:
         self.objects: dict[str, tuple[bytes, str]] = {}
         self.gets = 0
+        self.heads = 0
 
     def put(self, key: str, data: bytes, etag: str) -> None:
         self.objects[key] = (data, etag)
@@ -24,6 +25,7 @@ class Bucket:
         return None
 
     def head(self, key: str) -> ObjectInfo | None:
+        self.heads += 1
         if key not in self.objects:
             return None
         data, etag = self.objects[key]
@@ -62,6 +64,37 @@ def test_other_bytes_under_the_same_key_are_downloaded_again(spool):
     bucket.put("k", b"b" * 100, "e2")
     with spool.held(bucket, "k", limit=100, keep=False) as path:
         assert path.read_bytes() == b"b" * 100
+    assert bucket.gets == 2
+
+
+def test_a_reader_that_knows_the_object_asks_no_head(spool):
+    bucket = Bucket()
+    bucket.put("k", b"v" * 100, "e1")
+    with spool.held(bucket, "k", limit=100, keep=True, known=ObjectInfo(key="k", size=100, etag="e1")) as path:
+        assert path.read_bytes() == b"v" * 100
+    assert (bucket.heads, bucket.gets) == (0, 1)
+
+
+def test_a_snapshot_known_by_its_size_reuses_the_kept_copy_without_a_head(spool):
+    bucket = Bucket()
+    bucket.put("snap", b"s" * 100, "e1")
+    with spool.held(bucket, "snap", limit=100, keep=True) as scanned:  # the scan: a HEAD, the download
+        pass
+    with spool.held(bucket, "snap", limit=100, keep=False, known=ObjectInfo(key="snap", size=100)) as derived:
+        assert derived == scanned and derived.read_bytes() == b"s" * 100
+    assert (bucket.heads, bucket.gets) == (1, 1)
+
+
+def test_a_kept_copy_of_another_size_is_not_taken_for_a_known_object(spool):
+    from processing.errors import TransientError
+
+    bucket = Bucket()
+    bucket.put("snap", b"s" * 100, "e1")
+    with spool.held(bucket, "snap", limit=100, keep=True):
+        pass
+    # The row says 90 bytes: the copy of 100 is not it, and the download that follows does not match either.
+    with pytest.raises(TransientError), spool.held(bucket, "snap", limit=100, keep=False, known=ObjectInfo("snap", 90)):
+        pass
     assert bucket.gets == 2
 
 

@@ -20,6 +20,7 @@ import pytest
 from attachments.models import Attachment
 from attachments.storage.base import StorageError
 from processing import pipeline
+from processing.spool import get_spool
 from tests.s3.support import intent, send_upload
 from tests.support import jpeg_bytes, run_pipeline
 
@@ -42,11 +43,13 @@ def s3_requests(s3) -> Iterator[list[str]]:
     events.unregister("before-send.s3", unique_id="test-request-counts")
 
 
-# complete's HEAD; intake: the snapshot's COPY (no HEAD of the upload first: a missing one fails the COPY),
-# the HEAD that verifies the copy, the upload key's DELETE (no HEAD first: the COPY just read it), the
-# sniff's ranged GET; scan: the spool's HEAD, then one GET for every scanner; derive: the spool's HEAD before
-# it reuses that copy, one PUT per derivative (sanitized copy, thumbnail), no HEAD after: S3 answered each PUT.
-EXPECTED = {"HeadObject": 4, "CopyObject": 1, "DeleteObject": 1, "GetObject": 2, "PutObject": 2}
+# complete's HEAD (its ETag and size kept on the row); intake: the snapshot's COPY (no HEAD of the upload
+# first: a missing one fails the COPY; no HEAD of the copy either: S3 answers the COPY with the ETag complete
+# saw, so the bytes and their size are the ones complete saw), the upload key's DELETE (no HEAD first: the
+# COPY just read it), the sniff's ranged GET; scan: the spool's HEAD, then one GET for every scanner; derive:
+# no HEAD (the snapshot is written once: the row's size and the spool's copy stand), one PUT per derivative
+# (sanitized copy, thumbnail), no HEAD after: S3 answered each PUT.
+EXPECTED = {"HeadObject": 2, "CopyObject": 1, "DeleteObject": 1, "GetObject": 2, "PutObject": 2}
 
 
 def _uploaded(client, data: bytes) -> str:
@@ -96,3 +99,45 @@ def test_storage_down_at_the_snapshot_is_a_wait_not_an_attempt(s3, alice, api, m
     assert (row.status, row.attempts, row.content_key) == ("pending", 0, "")
     assert s3.exists(row.storage_key)
     assert run_pipeline(attachment_id) == "ready"
+
+
+def test_an_upload_replaced_after_complete_is_measured_again_at_its_snapshot(s3, alice, api, s3_requests):
+    data = jpeg_bytes((64, 48))
+    attachment_id = _uploaded(api(alice), data)
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.arrived_size, bool(row.arrived_etag)) == (len(data), True)  # what complete's HEAD saw
+    other = jpeg_bytes((640, 480))
+    assert len(other) != len(data)
+    s3.put(row.storage_key, other, "image/jpeg")  # a replay of the upload after complete: not counted
+    del s3_requests[:]
+    # The copy's ETag is not the one complete saw: its size is asked for, not taken from the row, and
+    # the bytes the snapshot holds are the ones checked (here against the size the intent declared).
+    assert run_pipeline(attachment_id) == "rejected"
+    row.refresh_from_db()
+    assert row.reason_code == "size_mismatch"
+    assert row.reason_message.startswith(f"Stored {len(other)} bytes"), row.reason_message
+    assert s3_requests[:3] == ["CopyObject", "HeadObject", "DeleteObject"], s3_requests
+
+
+def test_a_snapshot_gone_before_derive_is_found_by_its_download(s3, alice, api, s3_requests, monkeypatch):
+    from processing import outages
+
+    monkeypatch.setattr(outages, "STORAGE_RETRY_SECONDS", 0.05)
+    attachment_id = _uploaded(api(alice), jpeg_bytes((64, 48)))
+    pipeline.start_and_intake(uuid.UUID(attachment_id))
+    row = Attachment.objects.get(pk=attachment_id)
+    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "advanced"  # the scan
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.step, bool(row.content_key)) == ("derive", True)
+    get_spool().clear()  # derive on another worker: no copy here to reuse
+    s3.delete(row.content_key)
+    del s3_requests[:]
+    # No HEAD asks first: the GET finds it gone, and the stage is retried, as when a HEAD found it gone;
+    # the retry's intake then finds nothing at the snapshot key: object_missing.
+    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "retried"
+    assert "HeadObject" not in s3_requests and "GetObject" in s3_requests, s3_requests
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("pending", 1)
+    assert run_pipeline(attachment_id) == "rejected"
+    row.refresh_from_db()
+    assert (row.reason_code, row.attempts) == ("object_missing", 1)
