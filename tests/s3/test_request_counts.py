@@ -126,9 +126,7 @@ def test_a_snapshot_gone_before_derive_is_found_by_its_download(s3, alice, api, 
 
     monkeypatch.setattr(outages, "STORAGE_RETRY_SECONDS", 0.05)
     attachment_id = _uploaded(api(alice), jpeg_bytes((64, 48)))
-    pipeline.start_and_intake(uuid.UUID(attachment_id))
-    row = Attachment.objects.get(pk=attachment_id)
-    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "advanced"  # the scan
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"  # intake, with its scan
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.step, bool(row.content_key)) == ("derive", True)
     get_spool().clear()  # derive on another worker: no copy here to reuse
