@@ -1,9 +1,9 @@
 """Dramatiq actors: receive an id, call one service. Retries are ours, not Dramatiq's.
 
 Each stage (processing/stages.py: its name is its queue's and its actor's) has
-its own queue (intake and scan are cheap; derive is CPU-heavy), so one kind of
-backlog cannot starve the others; within each, one tenant's backlog cannot
-starve other tenants (processing/fairness.py).
+its own queue (intake, which runs the scan, reads and checks the bytes; derive
+is CPU-heavy), so one kind of backlog cannot starve the others; within each,
+one tenant's backlog cannot starve other tenants (processing/fairness.py).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _stage_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None, str | No
 # others wait parked off the queue and are sent again as slots free (fairness.py).
 @dramatiq.actor(actor_name=INTAKE.actor_name, queue_name=INTAKE.queue, **_OPTS)
 def intake(*args: object) -> None:
-    """Start an attempt and run intake (size from storage, type from bytes)."""
+    """Start an attempt and run intake (size from storage, type from bytes, then every scanner)."""
     parsed = _intake_args(args)
     if parsed is None:
         return _dead_letter_message(intake.actor_name, args)
@@ -102,7 +102,7 @@ def _run_stage(actor: dramatiq.Actor, stage: Stage, args: tuple) -> None:
 
 @dramatiq.actor(actor_name=SCAN.actor_name, queue_name=SCAN.queue, **_OPTS)
 def scan(*args: object) -> None:
-    """Scan the object with every configured scanner (fails closed)."""
+    """Scan the object with every configured scanner (fails closed): jobs sent before intake ran the scan."""
     _run_stage(scan, SCAN, args)
 
 

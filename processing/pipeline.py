@@ -1,10 +1,10 @@
 """Run one pipeline stage for one attachment: load, check the lease, work, record.
 
-The stages and their order are processing/stages.py's: intake → scan → derive →
-ready. Each stage runs the steps of processing/steps/ that apply to the file, on
-what this module reads from storage for them (WORK: one function per stage); this
-module stores the files they produce (and takes the upload's snapshot) and has the
-services record the outcome.
+The stages and their order are processing/stages.py's: intake (which runs the
+scan) → derive → ready. Each stage runs the steps of processing/steps/ that apply
+to the file, on what this module reads from storage for them (WORK: one function
+per stage); this module stores the files they produce (and takes the upload's
+snapshot) and has the services record the outcome.
 """
 
 from __future__ import annotations
@@ -77,7 +77,12 @@ def _with_metadata(attachment: Attachment, result: StepResult) -> FileFacts:
 
 
 def intake(attachment: Attachment) -> StageResult:
-    """Read what intake looks at (size, first bytes) from storage and run the intake steps."""
+    """Read the bytes once (size, first bytes, every byte into the spool) and run the intake steps, then the scan's.
+
+    Both check the bytes and both fail as infrastructure, so they are one stage:
+    one transaction and one queue hop per file. A file over its profile's limit,
+    or not the size it declared, is rejected from its size alone, unread.
+    """
     profile = get_profile(attachment.profile)
     gateway = get_gateway()
     info = None
@@ -87,33 +92,39 @@ def intake(attachment: Attachment) -> StageResult:
         info = gateway.head(attachment.working_key)
     if info is None:
         raise ContentRejected(ReasonCode.OBJECT_MISSING, "The uploaded object is not in storage.")
-    head = gateway.read_range(attachment.working_key, 0, settings.AIRLOCK_SNIFF_BYTES) if info.size else b""
     # A video whose original was removed is processed again from its copy: what the upload
     # declared described the original, not these bytes.
     declared = not attachment.original_removed
     given = StepInput(
         profile=profile,
         size=info.size,
-        head=head,
+        head=b"",
         declared_size=attachment.declared_size if declared else None,
         declared_sha256=attachment.declared_sha256 if declared else "",
-        chunks=lambda: gateway.iter_chunks(attachment.working_key),
     )
-    if (
-        declared
-        and attachment.declared_sha256
-        and info.size == attachment.declared_size
-        and info.size <= profile.max_bytes
-    ):
-        # The declared digest is checked over every byte: over the copy scan and derive read next.
-        with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True) as path:
-            given = replace(given, chunks=lambda: file_chunks(path))
-            return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
-    return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))
+    if info.size > profile.max_bytes or (given.declared_size is not None and info.size != given.declared_size):
+        return StageResult(facts=_with_metadata(attachment, _run_steps(INTAKE.name, given)))  # rejects it
+    with get_spool().held(gateway, attachment.working_key, limit=info.size, keep=True, known=info) as path:
+        with path.open("rb") as first:
+            head = first.read(settings.AIRLOCK_SNIFF_BYTES)
+        given = replace(given, head=head, chunks=lambda: file_chunks(path))
+        found = _run_steps(INTAKE.name, given)
+        checked = StepInput(
+            profile=profile,
+            size=info.size,
+            content_type=found.facts.content_type,
+            chunks=lambda: file_chunks(path),
+            path=path,  # scanners that read a file (YARA) take it as it is, with no copy of their own
+        )
+        found.merge(_run_steps(SCAN.name, checked))
+    return StageResult(facts=_with_metadata(attachment, found))
 
 
 def scan(attachment: Attachment) -> StageResult:
-    """Scan one local copy of the bytes (every scanner reads it); kept for derive when clean."""
+    """Scan one local copy of the bytes (every scanner reads it); kept for derive when clean.
+
+    Only for rows and jobs already at the scan stage: intake runs the scan steps itself.
+    """
     gateway = get_gateway()
     with get_spool().held(gateway, attachment.working_key, limit=_size_limit(attachment), keep=True) as path:
         given = StepInput(
@@ -229,12 +240,7 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
     except ContentRejected as exc:
         return _rejected(context, started, attachment_id, token, exc)
     except _transient_types() as exc:
-        error = f"{stage}: {type(exc).__name__}: {exc}"
-        if stage == SCAN.name:
-            record_scan_error(getattr(exc, "scanner", "scanner"))
-        outcome = _retry_or_wait(attachment_id, token, exc, error)
-        _log(context, started, outcome, error=error[:300])
-        return outcome
+        return _failed(context, started, attachment_id, token, stage, exc)
     except Exception as exc:
         if isinstance(exc, outages.infrastructure_errors()):
             raise  # a database or Redis blip: the actor runs the job again (outages.run_through_blips)
@@ -263,6 +269,20 @@ def run_stage(attachment_id: uuid.UUID, token: uuid.UUID, stage: str, *, attachm
         if attachment.uploaded_at is not None:
             TIME_TO_READY.observe((timezone.now() - attachment.uploaded_at).total_seconds())
     _log(context, started, outcome)
+    return outcome
+
+
+def _failed(
+    context: dict, started: float, attachment_id: uuid.UUID, token: uuid.UUID, stage: str, exc: BaseException
+) -> str:
+    """A stage's infrastructure error: the file retries or waits for the dependency; return which."""
+    # A scanner's error is the scan's wherever it ran (intake runs the scan): the error says
+    # "scan: …" (the dashboard counts scan errors by it) and the scan-error metric counts it.
+    error = f"{SCAN.name if isinstance(exc, ScannerError) else stage}: {type(exc).__name__}: {exc}"
+    if stage == SCAN.name or isinstance(exc, ScannerError):
+        record_scan_error(getattr(exc, "scanner", "scanner"))
+    outcome = _retry_or_wait(attachment_id, token, exc, error)
+    _log(context, started, outcome, error=error[:300])
     return outcome
 
 
@@ -312,7 +332,8 @@ def stage_within_tenant_cap(
     *,
     resend: Callable[..., object],
 ) -> str:
-    """Run scan or derive in one of its tenant's (and subject's) slots, or park it until one frees.
+    """Run a stage after intake (derive; the scan, for rows already at it) in one of its tenant's
+    (and subject's) slots, or park it until one frees.
 
     With the tenant (and subject) in the message, a job over a cap is parked
     without touching the database; run_stage checks the lease once it holds its
@@ -384,10 +405,10 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
     """Take the lease and run intake.
 
     Where uploaded bytes are write-once (local storage: our PUT handler claims
-    the key once), intake's reads cannot go stale, so a clean intake runs before
-    the lease and is recorded with it. Anything else (a rejection, an error,
-    storage that clients can overwrite and that needs a snapshot first) takes
-    the long way, under the lease.
+    the key once), intake's reads cannot go stale, so a clean intake (with its
+    scan) runs before the lease and is recorded with it. Anything else (a
+    rejection, an error, storage that clients can overwrite and that needs a
+    snapshot first) takes the long way, under the lease.
     """
     if not get_gateway().rewritable_uploads:
         attachment = load(attachment_id)
@@ -396,14 +417,21 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
         started = time.monotonic()
         context = {"attachment_id": str(attachment_id), "tenant": attachment.tenant.slug, "step": INTAKE.name}
         try:
-            facts: FileFacts | None = intake(attachment).facts
+            # The scan can take long: a live worker keeps the job, a stopping one sends it again (inflight.py).
+            with inflight.intaking(attachment_id):
+                facts: FileFacts | None = intake(attachment).facts
         except ContentRejected as exc:
             token = attachment_begin(attachment_id=attachment_id)
             return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)
+        except ScannerError as exc:
+            # The scanners gave no verdict: the attempt retries (or waits for them) now, without
+            # a second scan under the lease that would ask them again at once.
+            token = attachment_begin(attachment_id=attachment_id)
+            return "skipped" if token is None else _failed(context, started, attachment_id, token, INTAKE.name, exc)
         except _transient_types():
             facts = None  # retried below under the lease, with backoff if it persists
         if facts is not None:
-            if attachment_begin(attachment_id=attachment_id, intake_facts=facts) is None:
+            if attachment_begin(attachment_id=attachment_id, intake_facts=facts, next_step=DERIVE.name) is None:
                 return "skipped"
             _log(context, started, "advanced")
             return "advanced"

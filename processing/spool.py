@@ -4,8 +4,8 @@ Storage without local files (S3) made each reader fetch the object again: the sc
 once per scanner, derive once more to hand the sandbox a file; a 1 GiB video crossed
 the wire three times. Here the first reader downloads it once into this process's
 private spool directory, and the scanners, the probe, the poster and the remux all
-read that file. The copy outlives the scan stage because derive, the next job, usually
-runs in this same process; it is used only for the object it was made from (same key,
+read that file. The copy outlives intake (which runs the scan) because derive, the next
+job, usually runs in this same process; it is used only for the object it was made from (same key,
 ETag and size, checked with a HEAD by each reader that does not already know them), and a
 copy nobody takes again is removed: at most AIRLOCK_SPOOL_KEEP idle copies stay, none past
 AIRLOCK_SPOOL_IDLE_SECONDS.

@@ -63,7 +63,8 @@ _STAGE_EVENTS = {
 # release row for the whole wait, as it keeps one heartbeat row: each new wait folds the rows of
 # the try before it into the new release (dependency_waits_fold), which says since when and how often.
 WAIT_NOTE_PREFIX = "waiting for "
-_RETRY_ROWS = ("start", ARRIVED)  # what a try that ended in another wait wrote after the previous release
+# What a try that ended in another wait wrote after the previous release (intake runs the scan: its row too).
+_RETRY_ROWS = ("start", ARRIVED, SCAN)
 _FOLD_LOOKBACK = 6
 
 

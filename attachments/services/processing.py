@@ -80,14 +80,25 @@ def facts_columns(facts: FileFacts) -> dict[str, Any]:
     return {name: value for name, value in columns.items() if value is not None}
 
 
+def _stage_entries(attachment: Attachment, *, step: str, fields: dict[str, Any]) -> list[Any]:
+    """The unsaved audit rows of a stage's facts: intake's arrival, and its scan's when intake ran the scan."""
+    stages = [step, "scan"] if step == "intake" and fields.get("scanned_at") else [step]
+    entries = [stage_entry(attachment, stage=name, fields=fields, actor=WORKER) for name in stages]
+    return [entry for entry in entries if entry is not None]
+
+
 def attachment_begin(
-    *, attachment_id: uuid.UUID, now: datetime | None = None, intake_facts: FileFacts | None = None
+    *,
+    attachment_id: uuid.UUID,
+    now: datetime | None = None,
+    intake_facts: FileFacts | None = None,
+    next_step: str = "derive",
 ) -> uuid.UUID | None:
     """pending → processing with a fresh lease; None when there is nothing to do.
 
-    With `intake_facts` (intake already done, outside the lease, because it only
-    read write-once bytes) the facts are recorded and the scan is queued in the
-    same transaction: one commit instead of two for every file.
+    With `intake_facts` (intake, with its scan, already done outside the lease,
+    because it only read write-once bytes) the facts are recorded and `next_step`
+    is queued in the same transaction: one commit for everything up to derive.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -97,19 +108,19 @@ def attachment_begin(
         token = uuid.uuid4()
         fields = facts_columns(intake_facts) if intake_facts is not None else None
         # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
-        arrived = stage_entry(attachment, stage="intake", fields=fields, actor=WORKER) if fields is not None else None
+        arrived = _stage_entries(attachment, step="intake", fields=fields) if fields is not None else []
         apply_transition(
             attachment,
             "start",
             actor=WORKER,
             lease_token=token,
             lease_expires_at=_lease_deadline(now),
-            step="intake" if fields is None else "scan",
+            step="intake" if fields is None else next_step,
             fields=fields,
-            audit=[arrived] if arrived else (),
+            audit=arrived,
         )
         if intake_facts is not None:
-            outbox.enqueue("scan", attachment.pk, token, attachment.tenant_id, attachment.subject)
+            outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
         return token
 
 
@@ -168,7 +179,7 @@ def attachment_advance(
             return False
         # A retried attempt (or a rescan) replaces what an earlier one wrote.
         derivatives_upsert(attachment, derivatives)
-        entry = stage_entry(attachment, stage=step, fields=fields, actor=WORKER)  # bytes arrived, a scan
+        entries = _stage_entries(attachment, step=step, fields=fields)  # bytes arrived, a scan
         if next_step is None:
             twin = duplicate_twin(attachment=attachment, sha256=fields.get("sha256") or attachment.sha256, now=now)
             if twin is not None and get_profile(attachment.profile).rejects_duplicates:
@@ -179,7 +190,7 @@ def attachment_advance(
                     code=ReasonCode.DUPLICATE,
                     message=f"The same bytes as {twin}, already available.",
                     fields=fields,
-                    audit=[entry] if entry else (),
+                    audit=entries,
                 )
                 transaction.on_commit(lambda: attachment_quarantine(attachment_id=attachment_id))
                 return True
@@ -193,15 +204,15 @@ def attachment_advance(
                 now=now,
                 fields=fields,
                 note=f"scanned clean with {signatures}" if signatures else "",
-                audit=[entry] if entry else (),
+                audit=entries,
             )
             if renditions.web_state(attachment.metadata) is not None:
                 # A video: after ready, its own queue drops the original (the copy is durable now)
                 # and makes its web rendition where one is needed (services/renditions.py).
                 outbox.enqueue("transcode", attachment.pk, attachment.tenant_id)
         else:
-            if entry is not None:
-                entry.save()
+            if entries:
+                TransitionLog.objects.bulk_create(entries)
             usage_before = quotas.usage_snapshot(attachment)
             for name, value in {**fields, "step": next_step, "lease_expires_at": _lease_deadline(now)}.items():
                 setattr(attachment, name, value)
@@ -227,9 +238,9 @@ def _hand_over(
     )
     if not updated:
         return False
-    entry = stage_entry(read, stage=step, fields=fields, actor=WORKER)
-    if entry is not None:
-        entry.save()
+    entries = _stage_entries(read, step=step, fields=fields)
+    if entries:
+        TransitionLog.objects.bulk_create(entries)
     outbox.enqueue(next_step, read.pk, token, read.tenant_id, read.subject)
     return True
 
@@ -349,7 +360,7 @@ def attachment_stage_resend(
 
 
 def attachments_touch_parked(*, attachment_ids: list[uuid.UUID], now: datetime) -> int:
-    """Pending rows whose intake job is parked behind their tenant's cap: waiting, not lost.
+    """Pending rows whose intake job is parked behind their tenant's cap, or runs before its lease: waiting, not lost.
 
     Touching them moves them out of the reconcile tick's "job went missing" window,
     so they are looked at again later instead of being sent a second job.

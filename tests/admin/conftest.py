@@ -63,15 +63,18 @@ def ready_image(alice):
 
 @pytest.fixture
 def fail_scans(monkeypatch, settings):
-    """Make every scan a scanner error: two attempts, then failed + dead letter."""
-    from processing import pipeline
+    """Make every scan a scanner error: two attempts, then failed + dead letter.
+
+    The scanners themselves fail, so the scan errs wherever it runs (intake runs it).
+    """
+    from processing import scanners
     from processing.scanners import ScannerError
 
-    def broken_scan(attachment):
+    def broken_scan(*args, **kwargs):
         raise ScannerError("clamd: connection refused")
 
     settings.AIRLOCK_MAX_ATTEMPTS = 2
-    monkeypatch.setitem(pipeline.WORK, "scan", broken_scan)
+    monkeypatch.setattr(scanners, "scan_all", broken_scan)
 
 
 @pytest.fixture

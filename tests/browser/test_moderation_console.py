@@ -45,15 +45,15 @@ def test_moderator_finds_a_rejected_file_and_its_reason(page, live_worker, alice
 
 
 def test_moderator_requeues_a_dead_letter(page, live_worker, alice, moderator, settings):
-    from processing import pipeline
+    from processing import scanners
     from processing.scanners import ScannerError
 
-    def broken_scan(attachment):
+    def broken_scan(*args, **kwargs):
         raise ScannerError("clamd: connection refused")
 
     settings.AIRLOCK_MAX_ATTEMPTS = 2
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(pipeline.WORK, "scan", broken_scan)
+        patch.setattr(scanners, "scan_all", broken_scan)  # the scanners fail, wherever the scan runs (in intake)
         flaky = _upload(alice, jpeg_bytes((120, 90)), "flaky.jpg")
         assert wait_for_status(flaky, timeout=60) == "failed"
     letter = DeadLetter.objects.get(attachment_id=flaky)

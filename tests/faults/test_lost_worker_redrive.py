@@ -6,7 +6,8 @@ not acked (invisible to us; Redis returns them minutes later), and derive
 slots of its tenant with jobs parked behind them. Every pending file whose job
 it may have held is re-driven once, a lease after its last beat; a healthy
 backlog under a live worker is never re-driven. A live worker renews the
-leases of the jobs it runs, so a long step is not taken for a lost one.
+leases of the jobs it runs (and touches the file of an intake running before
+its lease), so a long step is not taken for a lost one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, OutboxMessage
 from processing import liveness, pipeline, tenant_slots
-from processing.recovery import expire_leases, recover
+from processing.recovery import expire_leases, recover, redrive_pending
 from tests.support import client_for, jpeg_bytes, upload
 
 from .support import StallingClamd, WorkerProcess, wait_until
@@ -110,10 +111,7 @@ def test_an_expired_lease_sends_the_new_job_at_once(alice, settings):
 
 def _at_derive(client) -> Attachment:
     attachment_id = upload(client, jpeg_bytes((320, 240)))
-    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
-    row = Attachment.objects.get(pk=attachment_id)
-    if row.step == "scan":
-        assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "advanced"
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"  # intake runs the scan
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.step) == ("processing", "derive")
     return row
@@ -143,9 +141,9 @@ def test_a_dead_derive_job_hands_its_slot_to_the_job_parked_behind_it(alice, set
 
 
 @pytest.mark.redis
-def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(
-    alice, tmp_path, short_tmp, registry, settings
-):
+def test_a_live_worker_keeps_a_long_scans_file_and_its_kill_is_noticed(alice, tmp_path, short_tmp, registry, settings):
+    """Intake runs the scan before it takes a lease: while it runs, the worker's beat touches the pending file
+    (as it renews a lease), so the reconciler does not take its job for lost; once killed, the file is re-driven."""
     settings.AIRLOCK_LEASE_SECONDS = 2
     clamd = StallingClamd(short_tmp / "stall.sock")  # the scan step never ends while the worker lives
     worker = WorkerProcess(
@@ -154,14 +152,18 @@ def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(
     try:
         attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
         assert clamd.received.wait(60), f"the worker never streamed the file to clamd\n{worker.log()}"
-        first = Attachment.objects.get(pk=attachment_id).lease_expires_at
+        first = Attachment.objects.get(pk=attachment_id).updated_at
         wait_until(
-            lambda: Attachment.objects.get(pk=attachment_id).lease_expires_at > first + timedelta(seconds=1),
+            lambda: Attachment.objects.get(pk=attachment_id).updated_at > first + timedelta(seconds=1),
             30,
-            f"the running job's lease to be renewed\n{worker.log()}",
+            f"the running intake's file to be touched\n{worker.log()}",
         )
-        assert expire_leases() == 0  # past its first deadline, yet its worker is alive: not taken away
+        row = Attachment.objects.get(pk=attachment_id)
+        assert (row.status, row.lease_token) == ("pending", None)
+        # Looked at a moment after that touch, the file is not one whose job went missing.
+        assert redrive_pending(now=row.updated_at + timedelta(seconds=0.5), older_than_seconds=1) == 0
         assert recover().lost_workers == 0
+        assert _intake_jobs(attachment_id) == 1
         worker.kill()
     finally:
         worker.kill()
@@ -173,14 +175,10 @@ def test_a_live_worker_renews_the_lease_of_a_long_step_and_its_kill_is_noticed(
 
     report = wait_until(noticed, 30, "the killed worker to be noticed", interval=0.2)
     assert report.lost_workers == 2  # its process is gone: both its workers (the stages', the transcodes') at once
-
-    def lease_ran_out() -> Attachment | None:
-        expire_leases()
-        row = Attachment.objects.get(pk=attachment_id)
-        return row if row.status == "pending" else None
-
-    row = wait_until(lease_ran_out, 30, "the dead worker's lease to run out", interval=0.2)
-    assert row.attempts == 1
+    assert report.redriven_after_loss >= 1
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.attempts) == ("pending", 0)
+    assert _intake_jobs(attachment_id) == 2
 
 
 def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
@@ -209,7 +207,7 @@ def test_a_lost_worker_gives_back_every_derive_slot_it_held(alice, registry):
 
 
 @pytest.mark.redis
-def test_a_worker_whose_process_is_gone_is_lost_at_once_its_slot_and_lease_freed(
+def test_a_worker_whose_process_is_gone_is_lost_at_once_its_slot_freed_and_file_redriven(
     alice, tmp_path, short_tmp, registry, settings
 ):
     """Seen from its own host, a killed worker is lost at the next tick, not three beats (or a lease) later."""
@@ -237,7 +235,9 @@ def test_a_worker_whose_process_is_gone_is_lost_at_once_its_slot_and_lease_freed
     assert all(tenant_slots.backend().holders_of_worker(worker_id) == [] for worker_id in ids)
     assert not set(ids) & set(registry.members())
     row = Attachment.objects.get(pk=attachment_id)
-    assert (row.status, row.attempts, row.lease_token) == ("pending", 1, None)
+    # Killed mid-scan, which intake runs before its lease: the file is pending, no attempt spent, re-driven now.
+    assert (row.status, row.attempts, row.lease_token) == ("pending", 0, None)
+    assert _intake_jobs(attachment_id) == 2
     retry = OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).latest("pk")
     assert retry.delay_ms == 0
 

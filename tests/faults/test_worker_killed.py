@@ -1,11 +1,12 @@
-"""kill -9 of a worker process mid-scan and mid-thumbnail: the lease expires, the reconciler re-drives.
+"""kill -9 of a worker process mid-scan and mid-thumbnail: the reconciler re-drives the file.
 
 A real worker runs in its own process (tests/faults/worker.py) on Redis against
 the test database. The step is made to block deterministically: mid-scan by a
 clamd that reads the stream and never answers, mid-thumbnail by a sandbox job
-that sleeps. The worker is then SIGKILLed (no cleanup code runs), the lease is
-expired by passing a later `now` to the reconciler (no sleeping), and a new
-worker takes the file to ready. Throughout, nobody but the uploader can read it.
+that sleeps. The worker is then SIGKILLed (no cleanup code runs); mid-thumbnail
+the lease is expired by passing a later `now` to the reconciler (no sleeping),
+mid-scan (intake's, before any lease) the reconciler re-drives the pending file
+of a worker it finds gone; a new worker takes the file to ready. Throughout, nobody but the uploader can read it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, TransitionLog
 from attachments.services.audit import AUDIT_EVENTS
-from processing.recovery import expire_leases
+from processing.recovery import expire_leases, recover
 from tests.support import client_for, jpeg_bytes, upload, wait_for_status
 
 from .support import (
@@ -85,21 +86,45 @@ def _recover_and_finish(attachment_id: str, tmp_path, bob, mallory) -> None:
     ]
 
 
-def test_sigkill_mid_scan_is_recovered_after_the_lease_expires(alice, bob, mallory, tmp_path, short_tmp, clean_broker):
+def test_sigkill_mid_scan_is_recovered_once_the_worker_is_noticed_gone(
+    alice, bob, mallory, tmp_path, short_tmp, clean_broker
+):
+    """Intake runs the scan before it takes the lease (local uploads are write-once): killed mid-scan, the file
+    is still pending with no attempt spent, and the reconciler re-drives it once it sees the worker gone."""
     clamd = StallingClamd(short_tmp / "stall.sock")
     worker = WorkerProcess(tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None}).start()
     try:
         attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
         assert clamd.received.wait(60), f"the worker never streamed the file to clamd\n{worker.log()}"
         row = Attachment.objects.get(pk=attachment_id)
-        assert (row.status, row.step) == ("processing", "scan")
+        assert (row.status, row.lease_token, row.scanned_at) == ("pending", None, None)
         assert_not_served(attachment_id, bob, mallory)
         worker.kill()
     finally:
         worker.kill()
         clamd.close()
     assert_not_served(attachment_id, bob, mallory)
-    _recover_and_finish(attachment_id, tmp_path, bob, mallory)
+    assert expire_leases() == 0  # no lease to run out
+    report = recover()  # the killed worker's process is gone: its pending files get a new intake job
+    assert report.lost_workers >= 1 and report.redriven_after_loss >= 1
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.attempts, row.lease_token) == ("pending", 0, None)
+    assert_not_served(attachment_id, bob, mallory)
+
+    worker = WorkerProcess(tmp_path, env=_real_scanner_env()).start()
+    try:
+        assert wait_for_status(attachment_id, timeout=90) == "ready", worker.log()
+    finally:
+        worker.stop()
+    assert_ready_and_complete(attachment_id)
+    assert_served_intact(attachment_id, bob)
+    assert_not_served(attachment_id, mallory)
+    transitions = list(
+        TransitionLog.objects.filter(attachment_id=attachment_id)
+        .exclude(transition__in=AUDIT_EVENTS)
+        .values_list("transition", "actor")
+    )
+    assert transitions == [("start", "worker"), ("finish", "worker")]  # no attempt spent on the kill
 
 
 def test_sigkill_mid_thumbnail_is_recovered_and_leaves_no_sandbox_behind(alice, bob, mallory, tmp_path, clean_broker):

@@ -26,7 +26,9 @@ def _jobs(actor: str, attachment_id: str) -> int:
 def test_a_lost_epoch_redrives_every_file_with_its_bytes_in_once(alice, bob, mallory, api):
     pending = upload(api(alice), jpeg_bytes((200, 100)))
     leased = upload(api(mallory), jpeg_bytes((210, 100)))
-    assert pipeline.start_and_intake(uuid.UUID(leased)) == "advanced"  # at scan, its job in the lost broker
+    assert (
+        pipeline.start_and_intake(uuid.UUID(leased)) == "advanced"
+    )  # at derive (intake ran the scan), its job in the lost broker
     row = Attachment.objects.get(pk=leased)
     never_sent = api(bob).post(
         "/api/v1/uploads",
@@ -35,21 +37,21 @@ def test_a_lost_epoch_redrives_every_file_with_its_bytes_in_once(alice, bob, mal
     )
     assert never_sent.status_code == 201  # no bytes: nothing to re-drive
     broker_epoch.check_broker_epoch()  # whatever state this test process's Redis was in: an epoch now
-    intake_before, scan_before = _jobs("intake", pending), _jobs("scan", leased)
+    intake_before, derive_before = _jobs("intake", pending), _jobs("derive", leased)
 
     _forget_epoch()  # as a restarted, empty Redis
     assert broker_epoch.check_broker_epoch() == 2
     assert _jobs("intake", pending) == intake_before + 1
-    assert _jobs("scan", leased) == scan_before + 1
-    resent = OutboxMessage.objects.filter(actor_name="scan", args__0=leased).latest("pk")
+    assert _jobs("derive", leased) == derive_before + 1
+    resent = OutboxMessage.objects.filter(actor_name="derive", args__0=leased).latest("pk")
     # the same lease (whoever runs first wins), with its tenant and subject
     assert resent.args == [leased, str(row.lease_token), str(row.tenant_id), row.subject]
     assert not OutboxMessage.objects.filter(args__0=never_sent.json()["id"]).exists()
 
     assert broker_epoch.check_broker_epoch() == 0, "one loss, one re-drive"
     assert run_pipeline(pending) == "ready"
-    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "advanced"
-    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "stale", "the duplicate job changes nothing"
+    assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "ready"
+    assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "stale", "the duplicate job changes nothing"
 
 
 def test_without_a_shared_broker_there_is_nothing_to_lose(alice, api, settings):

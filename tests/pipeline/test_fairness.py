@@ -64,7 +64,7 @@ def _gate_tenant_at(stage: str, tenant_id: int, monkeypatch) -> tuple[threading.
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("stage", ["intake", "scan"])
+@pytest.mark.parametrize("stage", ["intake", "derive"])  # before the lease, and a leased stage
 def test_another_tenants_file_is_ready_while_a_backlog_holds_every_slot_at_a_stage(
     stage, alice, mallory, live_worker, fresh_slots, monkeypatch, settings
 ):
@@ -108,6 +108,8 @@ def _gate_subject_at(stage: str, subject: str, monkeypatch) -> tuple[threading.E
         return work(attachment)
 
     monkeypatch.setitem(pipeline.WORK, stage, gated)
+    if stage == "intake":
+        monkeypatch.setattr(pipeline, "intake", gated)  # start_and_intake's run before the lease
     return gate, started
 
 
@@ -117,9 +119,10 @@ def test_one_subjects_flood_leaves_its_tenants_other_subjects_a_slot(
 ):
     """One service token, two of the host's people: a's 50 files cannot take every slot of the tenant.
 
-    With the tenant's pool alone, a's first scan jobs hold all of the
-    tenant's slots and b's file waits behind the whole flood (here: until a's
-    are let go). A subject's pool (tenant's 3 − 1 = 2 slots) leaves b one.
+    With the tenant's pool alone, a's first intake jobs (each one runs its scan)
+    hold all of the tenant's slots and b's file waits behind the whole flood
+    (here: until a's are let go). A subject's pool (tenant's 3 − 1 = 2 slots)
+    leaves b one.
     """
     from processing.fairness import SUBJECT_POOL, subject_key
     from tests.faults.support import wait_until
@@ -128,10 +131,10 @@ def test_one_subjects_flood_leaves_its_tenants_other_subjects_a_slot(
     settings.AIRLOCK_TENANT_CONCURRENCY = 3
     settings.AIRLOCK_SUBJECT_CONCURRENCY = None  # the default: the tenant's − 1 = 2
     tenant = str(alice.membership.tenant_id)
-    gate, started = _gate_subject_at("scan", "flood-a", monkeypatch)
+    gate, started = _gate_subject_at("intake", "flood-a", monkeypatch)
     try:
         flood = [upload(as_subject(alice, "flood-a"), jpeg_bytes((40 + i % 40, 30 + i // 40))) for i in range(50)]
-        wait_until(lambda: len(started) == 2, 60, "the flood's first two scan jobs")
+        wait_until(lambda: len(started) == 2, 60, "the flood's first two intake jobs")
         parked = lambda: fresh_slots.parked_files(subject_key(tenant, "flood-a"), stage=SUBJECT_POOL)  # noqa: E731
         wait_until(lambda: len(parked()) >= 40, 60, "the flood parked in its subject's waiting room")
         other = upload(as_subject(alice, "other-b"), jpeg_bytes((80, 60)))

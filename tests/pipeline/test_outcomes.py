@@ -174,9 +174,26 @@ def test_concurrent_workers_flip_exactly_once(alice, api):
         t.start()
     for t in threads:
         t.join()
-    assert tokens.count("advanced") == 1 and tokens.count("stale") == 2
-    assert run_pipeline(attachment_id) == "ready"
+    assert row.step == "derive"  # intake ran the scan
+    assert tokens.count("ready") == 1 and tokens.count("stale") == 2
     assert TransitionLog.objects.filter(attachment_id=attachment_id, to_status="ready").count() == 1
+
+
+def test_a_file_left_at_the_scan_stage_finishes_through_it(alice, api):
+    """A row at "scan" with its scan job (sent before intake ran the scan) is scanned there, then derived."""
+    from attachments.models import OutboxMessage
+
+    attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
+    Attachment.objects.filter(pk=attachment_id).update(step="scan", scanned_at=None, scan_signatures="")
+    row = Attachment.objects.get(pk=attachment_id)
+    derive_jobs = OutboxMessage.objects.filter(actor_name="derive", args__0=attachment_id).count()
+    assert pipeline.run_stage(row.pk, row.lease_token, "scan") == "advanced"
+    after = Attachment.objects.get(pk=attachment_id)
+    assert (after.step, after.lease_token) == ("derive", row.lease_token)
+    assert after.scanned_at is not None and after.scan_signatures
+    assert OutboxMessage.objects.filter(actor_name="derive", args__0=attachment_id).count() == derive_jobs + 1
+    assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "ready"
 
 
 def test_scanner_down_fails_closed_waits_and_recovers(alice, api, settings):
@@ -204,14 +221,14 @@ def test_discarded_while_processing_is_never_flipped_to_ready(alice, api):
     pipeline.start_and_intake(uuid.UUID(attachment_id))
     attachment_discard(user=alice, attachment_id=attachment_id)
     row = Attachment.objects.get(pk=attachment_id)
-    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "stale"  # the scan step ends it
+    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "stale"  # the derive step ends it
     assert Attachment.objects.get(pk=attachment_id).status == "rejected"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "object_missing" and not row.derivatives.exists() and row.ready_at is None
 
 
-def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
-    """Local uploads are write-once, so a clean intake is recorded with the lease: one commit."""
+def test_local_intake_starts_scans_and_queues_the_derive_in_one_transaction(alice, api):
+    """Local uploads are write-once, so a clean intake (with its scan) is recorded with the lease: one commit."""
     from django.test.utils import CaptureQueriesContext
 
     from attachments.models import OutboxMessage
@@ -222,20 +239,22 @@ def test_local_intake_starts_and_queues_the_scan_in_one_transaction(alice, api):
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.step, row.content_type, row.stored_size) == (
         "processing",
-        "scan",
+        "derive",
         "image/jpeg",
         row.stored_size,
     )
     assert row.stored_size and row.lease_token
-    assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "start"]
-    scan_job = [attachment_id, str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
-    assert OutboxMessage.objects.filter(actor_name="scan", args=scan_job).exists()
+    assert list(row.transitions.values_list("transition", flat=True)) == ["intent", "arrived", "scan", "start"]
+    assert row.scanned_at and row.scan_signatures
+    job = [attachment_id, str(row.lease_token), str(row.tenant_id), row.subject]  # tenant and subject ride along
+    assert OutboxMessage.objects.filter(actor_name="derive", args=job).exists()
     statements = [
         q["sql"]
         for q in queries.captured_queries
         if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
     ]
-    # read, lock, start (+ facts), audit row, outbox row, mark sent; the two-transaction way took 8
+    # read, lock, start (+ facts), audit rows (one INSERT), outbox row, mark sent (at once under the test
+    # settings); intake and scan as two stages took 11
     assert len(statements) <= 6, statements
 
 

@@ -34,7 +34,9 @@ def test_the_order_runs_from_intake_to_ready_and_every_stage_has_its_work():
     while stage is not None:
         order.append(stage)
         stage = STAGES[stage].next
-    assert order == ["intake", "scan", "derive"] == list(STAGES)
+    # Intake runs the scan; the scan stage is kept for rows and jobs already at it, and goes on to derive.
+    assert order == ["intake", "derive"]
+    assert list(STAGES) == ["intake", "scan", "derive"] and STAGES["scan"].next == "derive"
     assert set(pipeline.WORK) == set(STAGES)
     assert {step.stage for step in STEPS} == set(STAGES)
 
@@ -61,7 +63,7 @@ def _enqueued_actor_names() -> set[str]:
 
 def test_the_jobs_attachments_sends_name_declared_actors():
     names = _enqueued_actor_names()
-    assert {"intake", "scan"} <= names
+    assert "intake" in names  # what follows intake is named by the pipeline (attachment_begin's next_step)
     broker = dramatiq.get_broker()
     for name in names:
         assert broker.get_actor(name).actor_name == name

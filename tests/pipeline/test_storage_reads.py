@@ -1,7 +1,8 @@
 """What the pipeline asks remote storage for.
 
-The scan reads the object once, whatever the number of scanners (each scanner
-still sees every byte); intake reads the snapshot's size from the HEAD that
+Intake (which runs the scan) reads the object once, whatever the number of
+scanners (each scanner still sees every byte), with one HEAD; on storage whose
+upload key can be written again, it reads the snapshot's size from the HEAD that
 verified it.
 """
 
@@ -44,6 +45,10 @@ class RemoteLike:
         self.reads.append(key)
         return self.real.iter_chunks(key, **kwargs)
 
+    def read_range(self, key, *args, **kwargs):
+        self.reads.append(key)
+        return self.real.read_range(key, *args, **kwargs)
+
 
 MARKER = b"recording-scanner-finds-this"
 
@@ -77,12 +82,10 @@ def two_scanners(monkeypatch):
 
 
 def _scan_on_remote_storage(monkeypatch, attachment_id: str) -> tuple[str, RemoteLike]:
-    pipeline.start_and_intake(uuid.UUID(attachment_id))
-    row = Attachment.objects.get(pk=attachment_id)
-    assert (row.status, row.step) == ("processing", "scan")
+    """Intake, which runs the scan, on storage with no local files."""
     remote = RemoteLike(get_gateway())
     monkeypatch.setattr(pipeline, "get_gateway", lambda: remote)
-    return pipeline.run_stage(row.pk, row.lease_token, "scan"), remote
+    return pipeline.start_and_intake(uuid.UUID(attachment_id)), remote
 
 
 def test_every_scanner_reads_one_download(alice, api, monkeypatch, two_scanners):
@@ -91,7 +94,8 @@ def test_every_scanner_reads_one_download(alice, api, monkeypatch, two_scanners)
     outcome, remote = _scan_on_remote_storage(monkeypatch, attachment_id)
     assert outcome == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
-    assert remote.reads == [row.working_key]  # one GET, not one per scanner
+    assert remote.reads == [row.working_key]  # one GET for intake and every scanner, not one per reader
+    assert remote.heads == [row.working_key]  # and one HEAD: the spool takes intake's
     assert two_scanners.seen == [data]
     assert row.step == "derive" and "recording=1" in row.scan_signatures
 
@@ -118,3 +122,26 @@ def test_intake_heads_only_its_snapshot_once(alice, api, monkeypatch):
     # No HEAD of the upload before its copy (a missing one fails the copy) or its delete; the copy's
     # verifying HEAD gives intake its size.
     assert remote.heads == [row.content_key]
+
+
+def test_a_file_not_the_size_it_declared_is_rejected_unread(alice, api, monkeypatch):
+    data = jpeg_bytes((64, 48))
+    attachment_id = upload(api(alice), data)
+    Attachment.objects.filter(pk=attachment_id).update(declared_size=len(data) + 1)  # a store that cannot bound a body
+    outcome, remote = _scan_on_remote_storage(monkeypatch, attachment_id)
+    assert outcome == "rejected"
+    assert Attachment.objects.get(pk=attachment_id).reason_code == "size_mismatch"
+    assert remote.reads == []  # judged from its size alone
+
+
+def test_a_file_over_its_profiles_limit_is_rejected_unread(alice, api, monkeypatch):
+    from dataclasses import replace
+
+    data = jpeg_bytes((64, 48))
+    attachment_id = upload(api(alice), data)
+    real = pipeline.get_profile
+    monkeypatch.setattr(pipeline, "get_profile", lambda name: replace(real(name), max_bytes=len(data) - 1))
+    outcome, remote = _scan_on_remote_storage(monkeypatch, attachment_id)
+    assert outcome == "rejected"
+    assert Attachment.objects.get(pk=attachment_id).reason_code == "too_large"
+    assert remote.reads == []

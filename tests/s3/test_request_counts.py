@@ -43,13 +43,15 @@ def s3_requests(s3) -> Iterator[list[str]]:
     events.unregister("before-send.s3", unique_id="test-request-counts")
 
 
-# complete's HEAD (its ETag and size kept on the row); intake: the snapshot's COPY (no HEAD of the upload
-# first: a missing one fails the COPY; no HEAD of the copy either: S3 answers the COPY with the ETag complete
-# saw, so the bytes and their size are the ones complete saw), the upload key's DELETE (no HEAD first: the
-# COPY just read it), the sniff's ranged GET; scan: the spool's HEAD, then one GET for every scanner; derive:
-# no HEAD (the snapshot is written once: the row's size and the spool's copy stand), one PUT per derivative
-# (sanitized copy, thumbnail), no HEAD after: S3 answered each PUT.
-EXPECTED = {"HeadObject": 2, "CopyObject": 1, "DeleteObject": 1, "GetObject": 2, "PutObject": 2}
+# 6 requests of ours: complete's HEAD (its ETag and size kept on the row); intake, which runs the scan: the
+# snapshot's COPY (no HEAD of the upload first: a missing one fails the COPY; no HEAD of the copy either: S3
+# answers the COPY with the ETag complete saw, so the bytes and their size are the ones complete saw), the
+# upload key's DELETE (no HEAD first: the COPY just read it), then one GET into the spool (no HEAD: the spool
+# takes the snapshot's ETag and size) that the sniff, the digest check and every scanner read; derive: no HEAD
+# (the snapshot is written once: the row's size and the spool's copy stand), one PUT per derivative (sanitized
+# copy, thumbnail), no HEAD after: S3 answered each PUT. Intake and scan as two stages took 8 (2 HEAD, 2 GET):
+# the sniff's ranged GET and the scan spool's HEAD went.
+EXPECTED = {"HeadObject": 1, "CopyObject": 1, "DeleteObject": 1, "GetObject": 1, "PutObject": 2}
 
 
 def _uploaded(client, data: bytes) -> str:
@@ -124,9 +126,7 @@ def test_a_snapshot_gone_before_derive_is_found_by_its_download(s3, alice, api, 
 
     monkeypatch.setattr(outages, "STORAGE_RETRY_SECONDS", 0.05)
     attachment_id = _uploaded(api(alice), jpeg_bytes((64, 48)))
-    pipeline.start_and_intake(uuid.UUID(attachment_id))
-    row = Attachment.objects.get(pk=attachment_id)
-    assert pipeline.run_stage(row.pk, row.lease_token, row.step) == "advanced"  # the scan
+    assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"  # intake, with its scan
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.step, bool(row.content_key)) == ("derive", True)
     get_spool().clear()  # derive on another worker: no copy here to reuse

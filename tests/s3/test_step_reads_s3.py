@@ -38,7 +38,8 @@ def test_intake_on_s3_reads_no_column_its_read_left_out(s3, alice, api, events_t
     monkeypatch.setattr(Attachment, "refresh_from_db", noting)
     actors.intake.fn(str(row.pk), str(row.tenant_id), row.subject)
     after = Attachment.objects.get(pk=row.pk)
-    assert after.content_key and after.step == "scan"  # the snapshot was taken, and intake went on
+    assert after.content_key and after.step == "derive"  # the snapshot was taken, and intake (with its scan) went on
+    assert after.scanned_at is not None
     assert loaded == []
     monkeypatch.setattr(Attachment, "refresh_from_db", refresh)
     assert run_remaining_stages(after.pk) == "ready"

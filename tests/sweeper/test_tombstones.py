@@ -46,8 +46,8 @@ def test_a_purged_file_leaves_a_tombstone_with_its_story(alice, settings):
     assert story == [
         ("intent", "user:alice"),
         ("arrived", "worker"),
+        ("scan", "worker"),  # intake ran the scan, recorded with the start
         ("start", "worker"),
-        ("scan", "worker"),
         ("finish", "worker"),
         ("discard", "user:alice"),
         ("sweep_delete", "system:sweep"),
