@@ -328,13 +328,6 @@ AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
     "avatar": {"small": 640, "medium": 1280, "large": 2048},
     "camera": {"small": 640, "medium": 1280, "large": 2048},
 }
-# The console's PDF preview: the first pages of a document, made on first view as variants are.
-AIRLOCK_CONSOLE_PDF_PAGES = env_int("AIRLOCK_CONSOLE_PDF_PAGES", 3)
-AIRLOCK_CONSOLE_PAGE_SIZE = env_int("AIRLOCK_CONSOLE_PAGE_SIZE", 480)  # long edge, px
-# A request for a variant another request is making waits this long for it, then 503.
-AIRLOCK_VARIANT_WAIT_SECONDS = env_int("AIRLOCK_VARIANT_WAIT_SECONDS", 10)
-# A failed generation is answered 503 from memory this long before anyone tries again.
-AIRLOCK_VARIANT_FAILURE_SECONDS = env_int("AIRLOCK_VARIANT_FAILURE_SECONDS", 60)
 # Bodies posted through the API (POST /attachments) are capped lower than
 # direct uploads: they pass through a web worker.
 AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = env_int("AIRLOCK_UPLOAD_THROUGH_MAX_BYTES", 25 * MIB)
@@ -347,8 +340,6 @@ AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400)
 AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400)
 # How long a guest of an upload link may remove a file it sent (the link page's "Remove").
 AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24)
-# How long a process may show a ref hold's change late in the resource's legal_hold (delete paths never cache).
-AIRLOCK_HOLD_CACHE_SECONDS = env_float("AIRLOCK_HOLD_CACHE_SECONDS", 5.0)
 AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
 # Retention: the sweeper's purge phase deletes these rows once past their window
 # (sweeper/retention.py). Unsent outbox rows are never purged.
@@ -371,7 +362,6 @@ AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30)
 AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0)
 # Client tokens (hosts' and guest pages'), days after they expired: an expired one authenticates nobody.
 AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = env_int("AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS", 1)
-AIRLOCK_RETENTION_ROWS_PER_RUN = env_int("AIRLOCK_RETENTION_ROWS_PER_RUN", 100_000)
 
 # --- Processing --------------------------------------------------------------
 AIRLOCK_SNIFF_BYTES = 4100
@@ -421,13 +411,7 @@ AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_S
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
 AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
-# --- A video's web rendition (docs/api.md, processing/transcode.py) ----------
-# Made (H.264 High + AAC-LC in MP4) only for a video that would not play in every current
-# browser as served: not H.264 8-bit 4:2:0 in MP4/MOV with AAC or MP3, longer side over
-# 1920 px, or an overall bit rate over AIRLOCK_WEB_MAX_BIT_RATE (bits/s).
-AIRLOCK_WEB_MAX_BIT_RATE = env_int("AIRLOCK_WEB_MAX_BIT_RATE", 20_000_000)
-# Clips longer than this many minutes get a 1280 px rendition instead of 1920 px.
-AIRLOCK_WEB_LONG_CLIP_MINUTES = env_float("AIRLOCK_WEB_LONG_CLIP_MINUTES", 10.0)
+# --- A video's web rendition (docs/api.md, processing/renditions.py) ----------
 # Transcodes run on their own queue by their own worker threads (per process), so a photo's
 # steps never wait behind one; one tenant runs at most AIRLOCK_TRANSCODE_TENANT_CONCURRENCY.
 AIRLOCK_TRANSCODE_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_CONCURRENCY", 1)
@@ -436,7 +420,6 @@ AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_TENANT_CONCURR
 AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE", 180)
 AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE", 300)
 for _name in (
-    "AIRLOCK_WEB_MAX_BIT_RATE",
     "AIRLOCK_TRANSCODE_CONCURRENCY",
     "AIRLOCK_TRANSCODE_TENANT_CONCURRENCY",
     "AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE",
@@ -444,8 +427,6 @@ for _name in (
 ):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name} must be at least 1")
-if AIRLOCK_WEB_LONG_CLIP_MINUTES <= 0:
-    raise ImproperlyConfigured("AIRLOCK_WEB_LONG_CLIP_MINUTES must be more than 0")
 # Variants made at once in one web process (each is a sandbox job); more answer 503 VARIANT_BUSY.
 # Above the tenant's share by default, so one tenant alone never fills a process.
 AIRLOCK_VARIANT_CONCURRENCY = env_int(
@@ -461,13 +442,6 @@ AIRLOCK_WORKER_POLL_MS = env_int("AIRLOCK_WORKER_POLL_MS", 100)
 if AIRLOCK_WORKER_POLL_MS < 10:
     raise ImproperlyConfigured("AIRLOCK_WORKER_POLL_MS: at least 10 (ms)")
 os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_WORKER_POLL_MS))
-# On Redis an idle queue consumer does not poll: it blocks on its queue's bell, which each send
-# rings (processing/broker.py), and looks on its own only after this long without one (a
-# message handed back by Dramatiq's maintenance rings no bell). Capped at a third of Dramatiq's
-# heartbeat timeout (20 s): an idle worker's looks are also its heartbeat there.
-AIRLOCK_BROKER_IDLE_WAIT_SECONDS = env_float("AIRLOCK_BROKER_IDLE_WAIT_SECONDS", 10.0)
-if not 0.1 <= AIRLOCK_BROKER_IDLE_WAIT_SECONDS <= 20:
-    raise ImproperlyConfigured("AIRLOCK_BROKER_IDLE_WAIT_SECONDS: between 0.1 and 20 (s)")
 AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
@@ -491,7 +465,6 @@ AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 6
 # Deliveries to one endpoint in flight at once (0 = no cap): a slow or failing endpoint,
 # or one tenant's flood of events, cannot take every worker thread (processing/fairness.py).
 AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY", 2)
-AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS = env_float("AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS", 5.0)
 
 # --- Scanners ----------------------------------------------------------------
 CLAMD_SOCKET = env_str("CLAMD_SOCKET")
@@ -510,10 +483,8 @@ AIRLOCK_RESCAN_FILES_PER_MINUTE = env_int("AIRLOCK_RESCAN_FILES_PER_MINUTE", 120
 AIRLOCK_SWEEP_INTERVAL_SECONDS = env_int("AIRLOCK_SWEEP_INTERVAL_SECONDS", 30 * 60)
 AIRLOCK_SWEEP_BATCH = env_int("AIRLOCK_SWEEP_BATCH", 500)
 AIRLOCK_SWEEP_CONCURRENCY = env_int("AIRLOCK_SWEEP_CONCURRENCY", 8)
-AIRLOCK_SWEEP_DELETE_ATTEMPTS = env_int("AIRLOCK_SWEEP_DELETE_ATTEMPTS", 5)
 AIRLOCK_SWEEPER_KILLSWITCH = env_str("AIRLOCK_SWEEPER_KILLSWITCH")  # "1"/"0" overrides the admin toggle
 AIRLOCK_SWEEPER_DRY_RUN = env_str("AIRLOCK_SWEEPER_DRY_RUN")
-AIRLOCK_RECONCILE_GRACE_SECONDS = env_int("AIRLOCK_RECONCILE_GRACE_SECONDS", 3600)
 
 # --- Rate limits -------------------------------------------------------------
 AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300)
@@ -538,10 +509,6 @@ AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", True)
 # Per-tenant series (airlock_tenant_*{tenant="<slug>"}) name every tenant and its
 # usage: off unless asked for.
 AIRLOCK_METRICS_TENANT_LABELS = env_bool("AIRLOCK_METRICS_TENANT_LABELS", False)
-# Each /readyz check (database, broker, storage, scanner) gives up after this long.
-AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
-# How long the admin banner (ops/banner.py) reuses its notices: at most one scanner ping per window.
-AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = env_float("AIRLOCK_ADMIN_BANNER_CACHE_SECONDS", 5.0)
 
 # --- Web serving (manage.py serve) ---------------------------------------------------
 # Web processes (SQLite or PostgreSQL); serve runs one when it also runs the worker
@@ -570,12 +537,10 @@ AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS = env_int(
 AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 30)
 AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96)
 AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32)
-AIRLOCK_WAIT_RECHECK_SECONDS = env_float("AIRLOCK_WAIT_RECHECK_SECONDS", 2.0)
 # A tenant's new uploads are refused (503 + Retry-After) while its own files
 # waiting for the pipeline have waited longer than this (0 = never); see
 # attachments/services/backlog.py.
 AIRLOCK_MAX_BACKLOG_SECONDS = env_float("AIRLOCK_MAX_BACKLOG_SECONDS", 120.0)
-AIRLOCK_RETRY_AFTER_SECONDS = env_int("AIRLOCK_RETRY_AFTER_SECONDS", 5)  # on 503s for an unavailable dependency
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps: no collectstatic step
 WHITENOISE_AUTOREFRESH = False
 
@@ -610,7 +575,6 @@ if REDIS_URL:
         # two installs or test servers sharing one Redis must not take each other's jobs.
         "OPTIONS": {
             "url": REDIS_URL,
-            "idle_wait_seconds": AIRLOCK_BROKER_IDLE_WAIT_SECONDS,
             **({"namespace": f"{AIRLOCK_KEY_PREFIX}-dramatiq"} if AIRLOCK_KEY_PREFIX != "airlock" else {}),
         },
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
