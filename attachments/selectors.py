@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -239,9 +238,10 @@ def is_held(attachment: Attachment) -> bool:
     return attachment.ref in active_ref_holds(attachment.tenant_id)
 
 
-# The refs held in each tenant, per process, for AIRLOCK_HOLD_CACHE_SECONDS: the resource
-# is the hottest read, and an EXISTS subquery per read would double its cost on PostgreSQL.
-# Holds are few and rarely change.
+# The refs held in each tenant, per process, for HOLD_CACHE_SECONDS: the resource is the
+# hottest read, and an EXISTS subquery per read would double its cost on PostgreSQL.
+# Holds are few and rarely change; delete paths never read this cache.
+HOLD_CACHE_SECONDS = 5.0
 _ref_holds: dict[int, tuple[float, frozenset[str]]] = {}
 _ref_holds_lock = threading.Lock()
 
@@ -250,7 +250,7 @@ def active_ref_holds(tenant_id: int) -> frozenset[str]:
     """The refs of the tenant under an active hold (cached in this process for a few seconds)."""
     now = time.monotonic()
     cached = _ref_holds.get(tenant_id)
-    if cached is not None and now - cached[0] < settings.AIRLOCK_HOLD_CACHE_SECONDS:
+    if cached is not None and now - cached[0] < HOLD_CACHE_SECONDS:
         return cached[1]
     refs = frozenset(RefHold.objects.filter(tenant_id=tenant_id, cleared_at__isnull=True).values_list("ref", flat=True))
     with _ref_holds_lock:

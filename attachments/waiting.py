@@ -10,7 +10,7 @@ notification lost meanwhile costs one read, not a full wait.
 
 With neither Redis nor PostgreSQL (the embedded default) a change made in
 another process (a separate worker on SQLite) cannot be heard: waiters then
-re-read every AIRLOCK_WAIT_RECHECK_SECONDS, unless this process runs the
+re-read every RECHECK_SECONDS, unless this process runs the
 worker itself (`serve`'s in-process worker), where every change is local.
 
 One waiter can follow many attachments (the list's `?ids=…&wait=`): its event
@@ -38,6 +38,8 @@ from django.db import connection, transaction
 from .shared_redis import shared_redis
 
 log = logging.getLogger("airlock.waiting")
+# Only where no change can be heard (see above): a re-read costs one query per waiter.
+RECHECK_SECONDS = 2.0
 
 T = TypeVar("T")
 CHANNEL = "airlock_status"
@@ -271,7 +273,7 @@ def wait_until(
         with hub.watching(user_id=user_id, attachment_ids=attachment_ids) as event:
             if ensure_listener(timeout=min(2.0, seconds)):
                 event.clear()  # the subscription's wake-up is covered by the read below
-            recheck = None if hub.local_changes_only or feed() != "none" else settings.AIRLOCK_WAIT_RECHECK_SECONDS
+            recheck = None if hub.local_changes_only or feed() != "none" else RECHECK_SECONDS
             value = read()  # after registering and subscribing: a change from now on wakes this waiter
             while not settled(value) and not _stopping.is_set():
                 left = deadline - time.monotonic()

@@ -3,8 +3,8 @@
 The list is `attachments.notices.service_notices` (paused uploads, brakes, dead
 letters) plus the two states only `/readyz` knows (scanner reachable,
 confinement in force), computed by the same checks. The banner is cached for
-AIRLOCK_ADMIN_BANNER_CACHE_SECONDS so an admin page never costs a clamd round
-trip: the scanner is pinged at most once per that window per cache.
+CACHE_SECONDS so an admin page never costs a clamd round trip: the scanner is
+pinged at most once per that window per cache.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
@@ -22,7 +21,8 @@ from attachments.staff_scope import is_platform_staff, staff_tenant_id
 
 from . import health
 
-DEFAULT_CACHE_SECONDS = 5.0
+# Short enough that staff see a fixed scanner or a lifted brake on their next page or so.
+CACHE_SECONDS = 5.0
 # The banner's own timeout for a scanner ping: an admin page must not wait the readiness timeout.
 PING_TIMEOUT_SECONDS = 1.0
 log = logging.getLogger("airlock.admin")
@@ -30,7 +30,7 @@ DASHBOARD_OWN_KINDS = ("uploads_paused", "brake")
 
 
 def cache_seconds() -> float:
-    return float(getattr(settings, "AIRLOCK_ADMIN_BANNER_CACHE_SECONDS", DEFAULT_CACHE_SECONDS))
+    return CACHE_SECONDS
 
 
 def dependency_notices() -> list[Notice]:

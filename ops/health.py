@@ -1,6 +1,6 @@
 """Readiness: can this process reach what a request or a job needs right now?
 
-Five checks, each bounded by AIRLOCK_READYZ_TIMEOUT_SECONDS and run
+Five checks, each bounded by TIMEOUT_SECONDS and run
 concurrently, so `/readyz` answers within about one timeout even when a
 dependency hangs instead of refusing:
 
@@ -57,7 +57,9 @@ log = logging.getLogger("airlock.health")
 # Sets of checks run (not requests answered): at most one a second per process.
 CHECK_RUNS = Counter("airlock_readyz_computations_total", "Times /readyz ran its checks in this process.")
 
-DEFAULT_TIMEOUT_SECONDS = 2.0
+# Well inside an orchestrator's probe timeout (Kubernetes: 1 s by default per probe, retried),
+# and long enough for a healthy dependency across a network.
+TIMEOUT_SECONDS = 2.0
 DEGRADED = "degraded: "
 # How long one computed answer is given to every caller (tests set 0: every call computes).
 REUSE_SECONDS = 1.0
@@ -106,9 +108,7 @@ class Readiness:
 
 
 def timeout_seconds() -> float:
-    return float(
-        getattr(settings, "AIRLOCK_READYZ_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS) or DEFAULT_TIMEOUT_SECONDS
-    )
+    return TIMEOUT_SECONDS
 
 
 def _describe(exc: BaseException) -> str:

@@ -38,6 +38,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http2 import negotiation
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from attachments.api.outages import RETRY_AFTER_SECONDS
 from ops import httperrors
 from ops.bodydeadline import DEADLINES, BodyDeadlineApp
 from ops.httpintake import Intake
@@ -115,7 +116,7 @@ class AirlockThreadWorker(ThreadWorker):
         address = client[0] if isinstance(client, tuple) else ""
         limit = settings.AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS
         if limit and self._open_per_address[address] >= limit:
-            self._answer_and_close(sock, httperrors.too_many_connections(limit, settings.AIRLOCK_RETRY_AFTER_SECONDS))
+            self._answer_and_close(sock, httperrors.too_many_connections(limit, RETRY_AFTER_SECONDS))
         else:
             self.nr_conns += 1
             self.enqueue_req(

@@ -8,7 +8,7 @@ and Safari without extensions. What plays everywhere, and so is left as it is
   High 10, 4:2:2 and 4:4:4 do not decode in browsers),
 - in an MP4/MOV container, with AAC or MP3 audio or none,
 - longer side at most 1920 px and shorter side at most 1080 px,
-- an overall bit rate at most AIRLOCK_WEB_MAX_BIT_RATE (20 Mbit/s by default: a phone's
+- an overall bit rate at most WEB_MAX_BIT_RATE (20 Mbit/s: a phone's
   1080p H.264 stays as it is, a 4K clip's bit rate does not stream over a guest's phone).
 
 Everything else gets one: HEVC (Chrome and Firefox decode it only with the right
@@ -32,6 +32,10 @@ PLAYABLE_AUDIO = frozenset({"aac", "mp3"})
 MP4_FAMILY = "mov"  # FFmpeg's demuxer for MP4/MOV (media.sniff names it so)
 WEB_LONG_EDGE, WEB_SHORT_EDGE = 1920, 1080
 LONG_CLIP_LONG_EDGE = 1280
+# Bits/s past which a playable video still gets a rendition (see above), and the clip length
+# past which its rendition is 1280 px (a long clip's size and transcode time stay bounded).
+WEB_MAX_BIT_RATE = 20_000_000
+WEB_LONG_CLIP_MINUTES = 10.0
 # The job's output may be this much larger than the bit rate cap allows (muxing, a short clip's
 # first keyframes), plus a fixed allowance.
 OUTPUT_SLACK = 1.5
@@ -54,14 +58,14 @@ def web_rendition_needed(facts: dict[str, Any]) -> str | None:
     if max(width, height) > WEB_LONG_EDGE or min(width, height) > WEB_SHORT_EDGE:
         return f"{width}x{height} px"
     bit_rate = facts.get("bit_rate") or 0
-    if bit_rate > settings.AIRLOCK_WEB_MAX_BIT_RATE:
+    if bit_rate > WEB_MAX_BIT_RATE:
         return f"{bit_rate} bit/s"
     return None
 
 
 def long_edge_for(duration_seconds: float) -> int:
-    """The rendition's long edge: 1920 px, or 1280 px past AIRLOCK_WEB_LONG_CLIP_MINUTES."""
-    if duration_seconds > settings.AIRLOCK_WEB_LONG_CLIP_MINUTES * 60:
+    """The rendition's long edge: 1920 px, or 1280 px past WEB_LONG_CLIP_MINUTES."""
+    if duration_seconds > WEB_LONG_CLIP_MINUTES * 60:
         return LONG_CLIP_LONG_EDGE
     return WEB_LONG_EDGE
 

@@ -8,7 +8,7 @@ its row deleted and sends `attachment.deleted`, as a sweep would. The
 sweeper's brakes apply: under the killswitch or its dry run nothing is
 removed now, the files stay due, and the first sweep after the brake is
 lifted removes them. A key that fails to delete is retried by the sweeper
-like any other (and dead-lettered after AIRLOCK_SWEEP_DELETE_ATTEMPTS).
+like any other (and dead-lettered after reaping.DELETE_ATTEMPTS).
 """
 
 from __future__ import annotations

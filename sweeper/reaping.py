@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection, transaction
 from django.db.models import OuterRef, Q, QuerySet
@@ -29,6 +28,9 @@ from attachments.services.holds import not_held_q
 from attachments.services.removal import REAPABLE, attachment_delete_failed, attachments_mark_deleted
 
 log = logging.getLogger("airlock.sweeper")
+# Failed deletes of one row (one a sweep tick) before it goes to a human as a dead letter:
+# enough to ride out a storage hiccup, few enough that a stuck object is seen the same hour.
+DELETE_ATTEMPTS = 5
 
 _SLICES_PER_WORKER = 4
 _COLUMNS = (
@@ -82,7 +84,7 @@ def reapable(now: datetime) -> QuerySet[Attachment]:
         not_held_q(),
         lifecycle__in=REAPABLE,
         expires_at__lte=now,
-        delete_attempts__lt=settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS,
+        delete_attempts__lt=DELETE_ATTEMPTS,
     )
 
 
@@ -160,7 +162,7 @@ def _record_failure(
     attempts = attempts_before + 1
     message = "; ".join(f"{key}: {error}" for key, error in errors.items())[:500]
     attachment_delete_failed(attachment_id=pk, attempts=attempts, error=message, now=now)
-    if attempts < settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS:
+    if attempts < DELETE_ATTEMPTS:
         return False
     dead_letter_open(
         kind=DeadLetter.Kind.SWEEP,

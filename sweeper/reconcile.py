@@ -69,6 +69,9 @@ log = logging.getLogger("airlock.reconcile")
 
 PREFIXES = (TENANTS_PREFIX, QUARANTINE_PREFIX)
 _CHUNK = 1000
+# An object no row stores is left alone this long: its row may still be on its way (an upload
+# committing, a derivative being recorded), and an hour is far past any such window.
+GRACE_SECONDS = 3600
 KINDS = (
     "orphan",
     "deleted_leftover",
@@ -227,7 +230,7 @@ class _Reconciler:
         self.lock: SweepLock = lock or NoLock()
         self.lock_lost = False
         self.listed = ListedKeys()  # what the storage walk saw, for the rows → storage direction
-        self.grace_cutoff = now - timedelta(seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS)
+        self.grace_cutoff = now - timedelta(seconds=GRACE_SECONDS)
         self.quarantine_cutoff = now - timedelta(days=settings.AIRLOCK_QUARANTINE_DAYS)
 
     @property

@@ -3,8 +3,8 @@
 Run by the sweeper's purge phase (so the killswitch stops it, and a dry run
 only counts), in batches from the head of each table: old rows have the
 lowest ids, so each batch is a short index range scan and a short DELETE,
-however large the table. A run purges at most AIRLOCK_RETENTION_ROWS_PER_RUN
-rows per table; a backlog drains over ticks, and a brake pulled mid-run stops
+however large the table. A run purges at most ROWS_PER_RUN rows per
+table; a backlog drains over ticks, and a brake pulled mid-run stops
 the next batch. Every table that grows with use has a rule here (bench/sweeper_sim.py
 reports each one's rows per live attachment); rows a human or a process still
 needs (an unsent job, an open dead letter, an unfinished backfill, a webhook
@@ -58,6 +58,9 @@ class Rule:
     # other tables' (the sweeper's runs, Django's sessions and admin log, axes) by pk here.
     purge: Callable[[Collection[Any]], object] | None = None
 
+
+# Bounds one sweep's work per table (a few seconds of deletes); a backlog drains over ticks.
+ROWS_PER_RUN = 100_000
 
 RULES: dict[str, Rule] = {
     # Unsent rows are never purged: the relay still owes them to the broker.
@@ -171,7 +174,7 @@ def _purge(rule: Rule, *, now: datetime, batch_size: int, cap: int, dry_run: boo
 
 def purge_retention(*, now: datetime, batch_size: int, dry_run: bool = False) -> dict[str, int]:
     """Delete (or, in a dry run, count) the rows past each table's window; rows purged per table."""
-    cap = settings.AIRLOCK_RETENTION_ROWS_PER_RUN
+    cap = ROWS_PER_RUN
     return {
         table: _purge(rule, now=now, batch_size=batch_size, cap=cap, dry_run=dry_run) for table, rule in RULES.items()
     }

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 
 from ..models import Attachment
+from ..services import variants
 from .views import staff_served_of
 
 
@@ -25,7 +25,7 @@ def page_urls(attachment: Attachment) -> list[tuple[int, str]]:
         return []
     if staff_served_of(attachment) is None:
         return []
-    shown = min(pages, settings.AIRLOCK_CONSOLE_PDF_PAGES)
+    shown = min(pages, variants.CONSOLE_PDF_PAGES)
     return [(n, reverse("admin:attachments_attachment_page", args=[attachment.pk, n])) for n in range(1, shown + 1)]
 
 

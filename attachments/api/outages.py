@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.http import JsonResponse, UnreadablePostError
 
 from .http import error_body
@@ -52,8 +51,13 @@ def _body_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     return ended, (TimeoutError,)
 
 
+# A dependency outage's Retry-After: a few seconds, so clients come back soon after it heals
+# (a down scanner or storage is usually back within a minute) without hammering meanwhile.
+RETRY_AFTER_SECONDS = 5
+
+
 def retry_after() -> str:
-    return str(settings.AIRLOCK_RETRY_AFTER_SECONDS)
+    return str(RETRY_AFTER_SECONDS)
 
 
 def outage_response(exc: BaseException | None) -> JsonResponse | None:

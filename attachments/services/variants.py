@@ -4,8 +4,8 @@ Single flight across processes and hosts: the request that inserts the
 VariantClaim row (a unique insert; one wins on PostgreSQL and SQLite alike)
 makes the variant in the sandbox, stores it under the derivative prefix and
 records the Derivative row; every other request polls for that row up to
-AIRLOCK_VARIANT_WAIT_SECONDS, then answers 503 + Retry-After. A failed
-generation leaves the claim marked failed for AIRLOCK_VARIANT_FAILURE_SECONDS:
+WAIT_SECONDS, then answers 503 + Retry-After. A failed generation leaves the
+claim marked failed for FAILURE_SECONDS:
 requests in that window get 503 at once, nobody retries the decode. A claim
 whose maker died (past the sandbox's wall time) is taken over.
 
@@ -49,13 +49,21 @@ from .variant_purge import forget_stored_object
 log = logging.getLogger("airlock.variants")
 
 POLL_SECONDS = 0.1
+# A request for a variant another request is making waits this long for it, then 503:
+# a cold variant of a large photo takes a few seconds; a browser retries after half of it.
+WAIT_SECONDS = 10.0
+# A failed generation is answered 503 from memory this long before anyone tries again.
+FAILURE_SECONDS = 60
+# The console's PDF preview: the first pages of a document, long edge in px, made on first view.
+CONSOLE_PDF_PAGES = 3
+CONSOLE_PAGE_SIZE = 480
 # A maker's claim outlives the sandbox's own deadline by this much before another takes it over.
 CLAIM_GRACE_SECONDS = 30
 
 # A refused generation's Retry-After: about one cold variant of a large photo.
 BUSY_RETRY_SECONDS = 2
 
-# made, failed (remembered for AIRLOCK_VARIANT_FAILURE_SECONDS), unavailable (sandbox or
+# made, failed (remembered for FAILURE_SECONDS), unavailable (sandbox or
 # storage outage), waited_out (gave up waiting for another request's generation),
 # busy (refused: this process's limit or the tenant's slots were full).
 GENERATIONS = Counter("airlock_variant_generations_total", "Named variant generations by outcome.", ["outcome"])
@@ -239,11 +247,11 @@ def page_preview_obtain(
 ) -> Derivative:
     """Page `page` (1-based) of a PDF, small, for the console's page previews: made once, as a variant is.
 
-    Only the first AIRLOCK_CONSOLE_PDF_PAGES pages of a document processing counted;
+    Only the first CONSOLE_PDF_PAGES pages of a document processing counted;
     the caller gates who may see it (the admin's staff preview rule).
     """
     pages = (attachment.metadata or {}).get("page_count") or 0
-    shown = min(pages, settings.AIRLOCK_CONSOLE_PDF_PAGES)
+    shown = min(pages, CONSOLE_PDF_PAGES)
     if attachment.content_type != "application/pdf" or not 1 <= page <= shown:
         raise NotFound()
     return _obtain(
@@ -251,7 +259,7 @@ def page_preview_obtain(
         kind=page_kind(page),
         name=f"page-{page}",
         fmt="webp",
-        size=settings.AIRLOCK_CONSOLE_PAGE_SIZE,
+        size=CONSOLE_PAGE_SIZE,
         page=page,
         clock=clock,
     )
@@ -260,7 +268,7 @@ def page_preview_obtain(
 def _obtain(
     attachment: Attachment, *, kind: str, name: str, fmt: str, size: int, page: int, clock: Callable[[], datetime]
 ) -> Derivative:
-    give_up = time.monotonic() + settings.AIRLOCK_VARIANT_WAIT_SECONDS
+    give_up = time.monotonic() + WAIT_SECONDS
     while True:
         found = stored_variant(attachment.pk, kind)
         if found is not None:
@@ -281,7 +289,7 @@ def _obtain(
             GENERATIONS.labels(outcome="waited_out").inc()
             raise Unavailable(
                 "This variant is being made; try again shortly.",
-                headers=_retry_after(settings.AIRLOCK_VARIANT_WAIT_SECONDS / 2),
+                headers=_retry_after(WAIT_SECONDS / 2),
             )
         give_connection_back()  # a waiter holds no pooled connection between polls
         time.sleep(POLL_SECONDS)
@@ -301,7 +309,7 @@ def _make(
     except hooks.RenderFailed as exc:
         GENERATIONS.labels(outcome="failed").inc()
         log.warning("variant failed", extra={"attachment_id": str(attachment.pk), "kind": kind, "error": str(exc)})
-        window = settings.AIRLOCK_VARIANT_FAILURE_SECONDS
+        window = FAILURE_SECONDS
         claim.update(failed=True, until=clock() + timedelta(seconds=window))
         raise VariantFailed(headers=_retry_after(window)) from exc
     except BaseException as exc:

@@ -19,6 +19,7 @@ from .env import (
     env_float,
     env_int,
     env_list,
+    env_optional_int,
     env_path,
     env_ports,
     env_str,
@@ -125,7 +126,9 @@ def _database() -> dict[str, Any]:
     url = env_str("DATABASE_URL")
     if url is None:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
-    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60)))
+    config: dict[str, Any] = dict(
+        dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60, low=0))
+    )
     if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
         # Django's backend with DeadlinePool (a request queues for a busy pool until its deadline).
@@ -159,7 +162,7 @@ def _pool(max_size: int) -> dict:
             "max_idle": 60.0,
             # A wait this long during which no connection came back (an outage) answers 503 +
             # Retry-After; while connections do come back a request waits on, up to its deadline.
-            "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0),
+            "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0, low=0.1),
             "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
             # Give up reconnecting soon (the next request tries again at once) rather than
             # backing off for minutes: the pool recovers as soon as the database is back.
@@ -172,9 +175,9 @@ def _pool(max_size: int) -> dict:
 # serve on PostgreSQL + Redis: 2 web processes + the job process = 48 at most, half of the
 # server's default max_connections (100). A burst of S3 uploads under CPU hogs is answered
 # with 8 too, somewhat slower (bench/burst_s3.py).
-AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 16)
+AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 16, low=0)
 # How long after it started a request may still queue for a busy pool's connection (then 503).
-AIRLOCK_REQUEST_DEADLINE_SECONDS = env_float("AIRLOCK_REQUEST_DEADLINE_SECONDS", 30.0)
+AIRLOCK_REQUEST_DEADLINE_SECONDS = env_float("AIRLOCK_REQUEST_DEADLINE_SECONDS", 30.0, low=0.1)
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -201,16 +204,16 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 5)
-_lockout_minutes = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 30)
+AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 5, low=1)
+_lockout_minutes = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 30, low=0)
 AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair; per IP alone: the handler below
-AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT", 20, low=0)
 AXES_HANDLER = "attachments.login_throttle.AddressLimitedAxesHandler"
 AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
 # Behind N reverse proxies the client is the Nth address from the right of
 # X-Forwarded-For; with 0 (the default) only the socket's peer address counts.
-AIRLOCK_TRUSTED_PROXY_HOPS = env_int("AIRLOCK_TRUSTED_PROXY_HOPS", 0)
+AIRLOCK_TRUSTED_PROXY_HOPS = env_int("AIRLOCK_TRUSTED_PROXY_HOPS", 0, low=0)
 AXES_CLIENT_IP_CALLABLE = "attachments.login_throttle.client_ip"
 LOGIN_REDIRECT_URL = "/"
 
@@ -236,34 +239,32 @@ AIRLOCK_S3_TRANSFER_THREADS = env_int("AIRLOCK_S3_TRANSFER_THREADS", 4)
 # for its next stage; at most this many idle copies, none longer than this.
 AIRLOCK_SPOOL_KEEP = env_int("AIRLOCK_SPOOL_KEEP", 2)
 AIRLOCK_SPOOL_IDLE_SECONDS = env_int("AIRLOCK_SPOOL_IDLE_SECONDS", 600)
-AIRLOCK_DOWNLOAD_URL_SECONDS = env_int("AIRLOCK_DOWNLOAD_URL_SECONDS", 60)
-AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60)
+AIRLOCK_DOWNLOAD_URL_SECONDS = env_int("AIRLOCK_DOWNLOAD_URL_SECONDS", 60, low=1)
+AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60, low=1)
 # Signed delivery links (docs/api.md, "Signed links"): how long a link in the resource
 # lives, and its key. Empty secret: SECRET_KEY, made a key of its own by the purpose
 # string in attachments/signing.py (and rotated with SECRET_KEY, honouring
 # SECRET_KEY_FALLBACKS). Previous secrets are accepted, never used to sign.
-AIRLOCK_DELIVERY_URL_SECONDS = env_int("AIRLOCK_DELIVERY_URL_SECONDS", 3600)
+AIRLOCK_DELIVERY_URL_SECONDS = env_int("AIRLOCK_DELIVERY_URL_SECONDS", 3600, low=1)
 AIRLOCK_DELIVERY_URL_SECRET = env_str("AIRLOCK_DELIVERY_URL_SECRET", "")
 AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS = env_list("AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS", [])
-if AIRLOCK_DELIVERY_URL_SECONDS < 1:
-    raise ImproperlyConfigured("AIRLOCK_DELIVERY_URL_SECONDS must be at least 1")
 if any(0 < len(secret) < 32 for secret in (AIRLOCK_DELIVERY_URL_SECRET, *AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS)):
     raise ImproperlyConfigured("AIRLOCK_DELIVERY_URL_SECRET (and each previous secret) must be at least 32 characters")
 # After the upload URL expired, how long a committed intent may still wait for
 # its storage event before it ends as rejected/object_missing.
-AIRLOCK_UPLOAD_GRACE_SECONDS = env_int("AIRLOCK_UPLOAD_GRACE_SECONDS", 3600)
+AIRLOCK_UPLOAD_GRACE_SECONDS = env_int("AIRLOCK_UPLOAD_GRACE_SECONDS", 3600, low=0)
 AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
 AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
 # `consume_storage_events --cloudflare-queue`: an API token with Queues read and write.
 AIRLOCK_CLOUDFLARE_API_TOKEN = env_str("AIRLOCK_CLOUDFLARE_API_TOKEN")
-AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30)
+AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30, low=0)
 
 # --- Profiles (API.md defaults) ----------------------------------------------
 MIB = 1024 * 1024
 _PHOTO_TYPES = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"]
 _VIDEO_TYPES = ["video/mp4", "video/quicktime", "video/webm"]
-_IMAGE_MAX_BYTES = env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB)
-_MEDIA_MAX_BYTES = env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB)
+_IMAGE_MAX_BYTES = env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB, low=1)
+_MEDIA_MAX_BYTES = env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB, low=1)
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
         "allowed_types": _PHOTO_TYPES,
@@ -274,21 +275,21 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     },
     "avatar": {
         "allowed_types": ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif", "image/avif"],
-        "max_bytes": env_int("AIRLOCK_AVATAR_MAX_BYTES", 5 * MIB),
+        "max_bytes": env_int("AIRLOCK_AVATAR_MAX_BYTES", 5 * MIB, low=1),
         "processor": "image",
         "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": True,
     },
     "document": {
         "allowed_types": ["application/pdf"],
-        "max_bytes": env_int("AIRLOCK_DOCUMENT_MAX_BYTES", 100 * MIB),
+        "max_bytes": env_int("AIRLOCK_DOCUMENT_MAX_BYTES", 100 * MIB, low=1),
         "processor": "pdf",
         "derivatives": ["page_count", "text", "thumbnail"],
         "single_per_owner": False,
     },
     "archive": {
         "allowed_types": ["application/zip"],
-        "max_bytes": env_int("AIRLOCK_ARCHIVE_MAX_BYTES", 200 * MIB),
+        "max_bytes": env_int("AIRLOCK_ARCHIVE_MAX_BYTES", 200 * MIB, low=1),
         "processor": "zip",
         "derivatives": ["entries"],
         "single_per_owner": False,
@@ -328,70 +329,60 @@ AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
     "avatar": {"small": 640, "medium": 1280, "large": 2048},
     "camera": {"small": 640, "medium": 1280, "large": 2048},
 }
-# The console's PDF preview: the first pages of a document, made on first view as variants are.
-AIRLOCK_CONSOLE_PDF_PAGES = env_int("AIRLOCK_CONSOLE_PDF_PAGES", 3)
-AIRLOCK_CONSOLE_PAGE_SIZE = env_int("AIRLOCK_CONSOLE_PAGE_SIZE", 480)  # long edge, px
-# A request for a variant another request is making waits this long for it, then 503.
-AIRLOCK_VARIANT_WAIT_SECONDS = env_int("AIRLOCK_VARIANT_WAIT_SECONDS", 10)
-# A failed generation is answered 503 from memory this long before anyone tries again.
-AIRLOCK_VARIANT_FAILURE_SECONDS = env_int("AIRLOCK_VARIANT_FAILURE_SECONDS", 60)
 # Bodies posted through the API (POST /attachments) are capped lower than
 # direct uploads: they pass through a web worker.
 AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = env_int("AIRLOCK_UPLOAD_THROUGH_MAX_BYTES", 25 * MIB)
 
 # --- Lifecycle ---------------------------------------------------------------
-AIRLOCK_STAGED_TTL_SECONDS = env_int("AIRLOCK_STAGED_TTL_SECONDS", 7 * 86400)
-AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7 * 86400)
-AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400)
+AIRLOCK_STAGED_TTL_SECONDS = env_int("AIRLOCK_STAGED_TTL_SECONDS", 7 * 86400, low=1)
+AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7 * 86400, low=1)
+AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400, low=1)
 # How long a released (once committed) file stays restorable before the sweeper removes its objects.
-AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400)
+AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400, low=0)
 # How long a guest of an upload link may remove a file it sent (the link page's "Remove").
-AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24)
-# How long a process may show a ref hold's change late in the resource's legal_hold (delete paths never cache).
-AIRLOCK_HOLD_CACHE_SECONDS = env_float("AIRLOCK_HOLD_CACHE_SECONDS", 5.0)
-AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30)
+AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24, low=0)
+AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30, low=0)
 # Retention: the sweeper's purge phase deletes these rows once past their window
 # (sweeper/retention.py). Unsent outbox rows are never purged.
-AIRLOCK_OUTBOX_RETENTION_DAYS = env_int("AIRLOCK_OUTBOX_RETENTION_DAYS", 7)
-AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = env_int("AIRLOCK_STORAGE_EVENT_RETENTION_DAYS", 30)
-AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 30)
+AIRLOCK_OUTBOX_RETENTION_DAYS = env_int("AIRLOCK_OUTBOX_RETENTION_DAYS", 7, low=0)
+AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = env_int("AIRLOCK_STORAGE_EVENT_RETENTION_DAYS", 30, low=0)
+AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 30, low=0)
 # What stays of a hard-deleted attachment (id, tenant, key, digest, final state, times, its history summarized).
-AIRLOCK_TOMBSTONE_RETENTION_DAYS = env_int("AIRLOCK_TOMBSTONE_RETENTION_DAYS", 365)
+AIRLOCK_TOMBSTONE_RETENTION_DAYS = env_int("AIRLOCK_TOMBSTONE_RETENTION_DAYS", 365, low=0)
 # Resolved dead letters (open ones stay until a human resolves them).
-AIRLOCK_DEAD_LETTER_RETENTION_DAYS = env_int("AIRLOCK_DEAD_LETTER_RETENTION_DAYS", 90)
+AIRLOCK_DEAD_LETTER_RETENTION_DAYS = env_int("AIRLOCK_DEAD_LETTER_RETENTION_DAYS", 90, low=0)
 # Finished backfills' checkpoints (an unfinished one stays: its run resumes from it).
-AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = env_int("AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS", 30)
+AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = env_int("AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS", 30, low=0)
 # The admin's own history of staff edits (django.contrib.admin LogEntry).
-AIRLOCK_ADMIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_ADMIN_LOG_RETENTION_DAYS", 365)
+AIRLOCK_ADMIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_ADMIN_LOG_RETENTION_DAYS", 365, low=0)
 # django-axes' login attempts (lockout counters), access logs and failure logs.
-AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 30)
+AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 30, low=0)
 # Webhook events with their deliveries and attempts, once nothing is owed.
-AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30)
+AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30, low=0)
 # Expired browser sessions, days after they expired (0: at the first sweep after).
-AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0)
+AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0, low=0)
 # Client tokens (hosts' and guest pages'), days after they expired: an expired one authenticates nobody.
-AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = env_int("AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS", 1)
-AIRLOCK_RETENTION_ROWS_PER_RUN = env_int("AIRLOCK_RETENTION_ROWS_PER_RUN", 100_000)
+AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = env_int("AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS", 1, low=0)
 
 # --- Processing --------------------------------------------------------------
 AIRLOCK_SNIFF_BYTES = 4100
-AIRLOCK_MAX_PIXELS = env_int("AIRLOCK_MAX_PIXELS", 50_000_000)
-AIRLOCK_MAX_PDF_PAGES = env_int("AIRLOCK_MAX_PDF_PAGES", 2000)
-AIRLOCK_MAX_TEXT_CHARS = env_int("AIRLOCK_MAX_TEXT_CHARS", 1_000_000)
-AIRLOCK_ZIP_MAX_ENTRIES = env_int("AIRLOCK_ZIP_MAX_ENTRIES", 1000)
-AIRLOCK_ZIP_MAX_RATIO = env_float("AIRLOCK_ZIP_MAX_RATIO", 100.0)
-AIRLOCK_ZIP_MAX_TOTAL_BYTES = env_int("AIRLOCK_ZIP_MAX_TOTAL_BYTES", 1024 * MIB)
-AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3)
+AIRLOCK_MAX_PIXELS = env_int("AIRLOCK_MAX_PIXELS", 50_000_000, low=1)
+AIRLOCK_MAX_PDF_PAGES = env_int("AIRLOCK_MAX_PDF_PAGES", 2000, low=1)
+AIRLOCK_MAX_TEXT_CHARS = env_int("AIRLOCK_MAX_TEXT_CHARS", 1_000_000, low=0)
+AIRLOCK_ZIP_MAX_ENTRIES = env_int("AIRLOCK_ZIP_MAX_ENTRIES", 1000, low=1)
+AIRLOCK_ZIP_MAX_RATIO = env_float("AIRLOCK_ZIP_MAX_RATIO", 100.0, low=1.0)
+AIRLOCK_ZIP_MAX_TOTAL_BYTES = env_int("AIRLOCK_ZIP_MAX_TOTAL_BYTES", 1024 * MIB, low=1)
+AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3, low=0)
 # ZIP entries the sandbox cannot inflate (implode, PPMd, encrypted) are rejected
 # (archive_uninspectable) unless this allows them, unscanned, on their declared sizes.
 AIRLOCK_ZIP_ALLOW_UNINSPECTABLE = env_bool("AIRLOCK_ZIP_ALLOW_UNINSPECTABLE", False)
 # Video and audio (the media profile), read from the headers before any frame is decoded.
-AIRLOCK_MEDIA_MAX_DURATION_SECONDS = env_int("AIRLOCK_MEDIA_MAX_DURATION_SECONDS", 3600)
-AIRLOCK_MEDIA_MAX_PIXELS = env_int("AIRLOCK_MEDIA_MAX_PIXELS", 7680 * 4320)  # per frame: 8K UHD
-AIRLOCK_MEDIA_MAX_STREAMS = env_int("AIRLOCK_MEDIA_MAX_STREAMS", 16)
-AIRLOCK_SANDBOX_MEMORY_BYTES = env_int("AIRLOCK_SANDBOX_MEMORY_BYTES", 1024 * MIB)
-AIRLOCK_SANDBOX_CPU_SECONDS = env_int("AIRLOCK_SANDBOX_CPU_SECONDS", 30)
-AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0)
+AIRLOCK_MEDIA_MAX_DURATION_SECONDS = env_int("AIRLOCK_MEDIA_MAX_DURATION_SECONDS", 3600, low=1)
+AIRLOCK_MEDIA_MAX_PIXELS = env_int("AIRLOCK_MEDIA_MAX_PIXELS", 7680 * 4320, low=1)  # per frame: 8K UHD
+AIRLOCK_MEDIA_MAX_STREAMS = env_int("AIRLOCK_MEDIA_MAX_STREAMS", 16, low=1)
+AIRLOCK_SANDBOX_MEMORY_BYTES = env_int("AIRLOCK_SANDBOX_MEMORY_BYTES", 1024 * MIB, low=1)
+AIRLOCK_SANDBOX_CPU_SECONDS = env_int("AIRLOCK_SANDBOX_CPU_SECONDS", 30, low=1)
+AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0, low=1.0)
 # Confinement layers (AIRLOCK_SANDBOX_CONFINE's names) decoder jobs may run without where this
 # host cannot apply them; any other missing layer stops every decoder job and fails /readyz.
 # The sandbox (pure Python, and the fork server it starts) reads the variable itself, as it
@@ -414,61 +405,31 @@ AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
 AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
 # Jobs of one subject (a host's person) running at once within its tenant's slots; unset:
 # the tenant's concurrency − 1, at least 1, so one person alone never fills the tenant's share.
-AIRLOCK_SUBJECT_CONCURRENCY = int(_sc) if (_sc := env_str("AIRLOCK_SUBJECT_CONCURRENCY")) else None
-if AIRLOCK_SUBJECT_CONCURRENCY is not None and AIRLOCK_SUBJECT_CONCURRENCY < 1:
-    raise ImproperlyConfigured(f"AIRLOCK_SUBJECT_CONCURRENCY must be at least 1, not {AIRLOCK_SUBJECT_CONCURRENCY}")
+AIRLOCK_SUBJECT_CONCURRENCY = env_optional_int("AIRLOCK_SUBJECT_CONCURRENCY", low=1)
 AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", list(STAGES))]
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
-AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4)
-# --- A video's web rendition (docs/api.md, processing/transcode.py) ----------
-# Made (H.264 High + AAC-LC in MP4) only for a video that would not play in every current
-# browser as served: not H.264 8-bit 4:2:0 in MP4/MOV with AAC or MP3, longer side over
-# 1920 px, or an overall bit rate over AIRLOCK_WEB_MAX_BIT_RATE (bits/s).
-AIRLOCK_WEB_MAX_BIT_RATE = env_int("AIRLOCK_WEB_MAX_BIT_RATE", 20_000_000)
-# Clips longer than this many minutes get a 1280 px rendition instead of 1920 px.
-AIRLOCK_WEB_LONG_CLIP_MINUTES = env_float("AIRLOCK_WEB_LONG_CLIP_MINUTES", 10.0)
+AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4, low=1)
+# --- A video's web rendition (docs/api.md, processing/renditions.py) ----------
 # Transcodes run on their own queue by their own worker threads (per process), so a photo's
 # steps never wait behind one; one tenant runs at most AIRLOCK_TRANSCODE_TENANT_CONCURRENCY.
-AIRLOCK_TRANSCODE_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_CONCURRENCY", 1)
-AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_TENANT_CONCURRENCY", 1)
+AIRLOCK_TRANSCODE_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_CONCURRENCY", 1, low=1)
+AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_TENANT_CONCURRENCY", 1, low=1)
 # Bounds of one transcode job, per minute of video (plus one minute's worth for any clip).
-AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE", 180)
-AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE", 300)
-for _name in (
-    "AIRLOCK_WEB_MAX_BIT_RATE",
-    "AIRLOCK_TRANSCODE_CONCURRENCY",
-    "AIRLOCK_TRANSCODE_TENANT_CONCURRENCY",
-    "AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE",
-    "AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE",
-):
-    if globals()[_name] < 1:
-        raise ImproperlyConfigured(f"{_name} must be at least 1")
-if AIRLOCK_WEB_LONG_CLIP_MINUTES <= 0:
-    raise ImproperlyConfigured("AIRLOCK_WEB_LONG_CLIP_MINUTES must be more than 0")
+AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE", 180, low=1)
+AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE", 300, low=1)
 # Variants made at once in one web process (each is a sandbox job); more answer 503 VARIANT_BUSY.
 # Above the tenant's share by default, so one tenant alone never fills a process.
 AIRLOCK_VARIANT_CONCURRENCY = env_int(
-    "AIRLOCK_VARIANT_CONCURRENCY", max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1)
+    "AIRLOCK_VARIANT_CONCURRENCY", max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1), low=1
 )
-if AIRLOCK_VARIANT_CONCURRENCY < 1:
-    raise ImproperlyConfigured(f"AIRLOCK_VARIANT_CONCURRENCY must be at least 1, not {AIRLOCK_VARIANT_CONCURRENCY}")
 # How long a worker's idle queue consumer waits before it looks again: it bounds
 # the pick-up of each step's job (a file's three steps wait for it in turn).
 # `rundramatiq` takes it from Dramatiq's documented `dramatiq_worker_timeout`
 # variable (default 1000 ms there: about a second per file of nothing).
-AIRLOCK_WORKER_POLL_MS = env_int("AIRLOCK_WORKER_POLL_MS", 100)
-if AIRLOCK_WORKER_POLL_MS < 10:
-    raise ImproperlyConfigured("AIRLOCK_WORKER_POLL_MS: at least 10 (ms)")
+AIRLOCK_WORKER_POLL_MS = env_int("AIRLOCK_WORKER_POLL_MS", 100, low=10)
 os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_WORKER_POLL_MS))
-# On Redis an idle queue consumer does not poll: it blocks on its queue's bell, which each send
-# rings (processing/broker.py), and looks on its own only after this long without one (a
-# message handed back by Dramatiq's maintenance rings no bell). Capped at a third of Dramatiq's
-# heartbeat timeout (20 s): an idle worker's looks are also its heartbeat there.
-AIRLOCK_BROKER_IDLE_WAIT_SECONDS = env_float("AIRLOCK_BROKER_IDLE_WAIT_SECONDS", 10.0)
-if not 0.1 <= AIRLOCK_BROKER_IDLE_WAIT_SECONDS <= 20:
-    raise ImproperlyConfigured("AIRLOCK_BROKER_IDLE_WAIT_SECONDS: between 0.1 and 20 (s)")
-AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0)
+AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0, low=0.1)
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
 AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
@@ -478,54 +439,51 @@ AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
 # or several separated by spaces while rotating (each signs every delivery).
 AIRLOCK_WEBHOOK_URL = env_str("AIRLOCK_WEBHOOK_URL")
 AIRLOCK_WEBHOOK_SECRET = webhook_secrets(env_str("AIRLOCK_WEBHOOK_SECRET"), url=AIRLOCK_WEBHOOK_URL)
-AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 10.0)
-AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 5.0)
-AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS", 3600.0)
-AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS", 86400.0)
-AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = env_float("AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS", 3 * 86400.0)
-AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = env_float("AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS", 86400.0)
+AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 10.0, low=0.1)
+AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 5.0, low=0.01)
+AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS", 3600.0, low=0.01)
+AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS", 86400.0, low=0.0)
+AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = env_float("AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS", 3 * 86400.0, low=0.0)
+AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = env_float("AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS", 86400.0, low=0.0)
 AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
 # The ports an endpoint URL may name (webhooks/urlguard.py); ALLOW_PRIVATE lifts the rule.
 AIRLOCK_WEBHOOK_ALLOWED_PORTS = env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
-AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0)
+AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0, low=0.1)
 # Deliveries to one endpoint in flight at once (0 = no cap): a slow or failing endpoint,
 # or one tenant's flood of events, cannot take every worker thread (processing/fairness.py).
-AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY", 2)
-AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS = env_float("AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS", 5.0)
+AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY", 2, low=0)
 
 # --- Scanners ----------------------------------------------------------------
 CLAMD_SOCKET = env_str("CLAMD_SOCKET")
 CLAMD_HOST = env_str("CLAMD_HOST")
-CLAMD_PORT = env_int("CLAMD_PORT", 3310)
-AIRLOCK_SCAN_TIMEOUT = env_float("AIRLOCK_SCAN_TIMEOUT", 120.0)
+CLAMD_PORT = env_int("CLAMD_PORT", 3310, low=1, high=65535)
+AIRLOCK_SCAN_TIMEOUT = env_float("AIRLOCK_SCAN_TIMEOUT", 120.0, low=0.1)
 AIRLOCK_YARA_ENABLED = env_bool("AIRLOCK_YARA_ENABLED", True)
 _yara_dir = env_str("AIRLOCK_YARA_RULES_DIR")
 AIRLOCK_YARA_RULES_DIR = Path(_yara_dir) if _yara_dir else None
 # When the signature version in force changes (clamd VERSION, the YARA rules' hash),
 # ready files are rescanned in the background, newest first, at most this many a
 # minute (0 = never in the background; `manage.py rescan` still flags files). See processing/rescan.py.
-AIRLOCK_RESCAN_FILES_PER_MINUTE = env_int("AIRLOCK_RESCAN_FILES_PER_MINUTE", 120)
+AIRLOCK_RESCAN_FILES_PER_MINUTE = env_int("AIRLOCK_RESCAN_FILES_PER_MINUTE", 120, low=0)
 
 # --- Sweeper -----------------------------------------------------------------
-AIRLOCK_SWEEP_INTERVAL_SECONDS = env_int("AIRLOCK_SWEEP_INTERVAL_SECONDS", 30 * 60)
-AIRLOCK_SWEEP_BATCH = env_int("AIRLOCK_SWEEP_BATCH", 500)
-AIRLOCK_SWEEP_CONCURRENCY = env_int("AIRLOCK_SWEEP_CONCURRENCY", 8)
-AIRLOCK_SWEEP_DELETE_ATTEMPTS = env_int("AIRLOCK_SWEEP_DELETE_ATTEMPTS", 5)
+AIRLOCK_SWEEP_INTERVAL_SECONDS = env_int("AIRLOCK_SWEEP_INTERVAL_SECONDS", 30 * 60, low=1)
+AIRLOCK_SWEEP_BATCH = env_int("AIRLOCK_SWEEP_BATCH", 500, low=1)
+AIRLOCK_SWEEP_CONCURRENCY = env_int("AIRLOCK_SWEEP_CONCURRENCY", 8, low=1)
 AIRLOCK_SWEEPER_KILLSWITCH = env_str("AIRLOCK_SWEEPER_KILLSWITCH")  # "1"/"0" overrides the admin toggle
 AIRLOCK_SWEEPER_DRY_RUN = env_str("AIRLOCK_SWEEPER_DRY_RUN")
-AIRLOCK_RECONCILE_GRACE_SECONDS = env_int("AIRLOCK_RECONCILE_GRACE_SECONDS", 3600)
 
 # --- Rate limits -------------------------------------------------------------
-AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300)
-AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500)
+AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300, low=0)
+AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500, low=0)
 
 # --- Quotas --------------------------------------------------------------------
 # Per tenant; unset = unlimited. A tenant's own limits (admin) override these.
-AIRLOCK_TENANT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_BYTES")) else None
-AIRLOCK_TENANT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_TENANT_QUOTA_FILES")) else None
+AIRLOCK_TENANT_QUOTA_BYTES = env_optional_int("AIRLOCK_TENANT_QUOTA_BYTES", low=0)
+AIRLOCK_TENANT_QUOTA_FILES = env_optional_int("AIRLOCK_TENANT_QUOTA_FILES", low=0)
 # Per subject (one of a host's people, in any tenant); unset = no limit.
-AIRLOCK_SUBJECT_QUOTA_BYTES = int(_q) if (_q := env_str("AIRLOCK_SUBJECT_QUOTA_BYTES")) else None
-AIRLOCK_SUBJECT_QUOTA_FILES = int(_q) if (_q := env_str("AIRLOCK_SUBJECT_QUOTA_FILES")) else None
+AIRLOCK_SUBJECT_QUOTA_BYTES = env_optional_int("AIRLOCK_SUBJECT_QUOTA_BYTES", low=0)
+AIRLOCK_SUBJECT_QUOTA_FILES = env_optional_int("AIRLOCK_SUBJECT_QUOTA_FILES", low=0)
 
 # --- Operations ----------------------------------------------------------------
 # /metrics needs `Authorization: Bearer <token>` when set.
@@ -538,44 +496,38 @@ AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", True)
 # Per-tenant series (airlock_tenant_*{tenant="<slug>"}) name every tenant and its
 # usage: off unless asked for.
 AIRLOCK_METRICS_TENANT_LABELS = env_bool("AIRLOCK_METRICS_TENANT_LABELS", False)
-# Each /readyz check (database, broker, storage, scanner) gives up after this long.
-AIRLOCK_READYZ_TIMEOUT_SECONDS = env_float("AIRLOCK_READYZ_TIMEOUT_SECONDS", 2.0)
-# How long the admin banner (ops/banner.py) reuses its notices: at most one scanner ping per window.
-AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = env_float("AIRLOCK_ADMIN_BANNER_CACHE_SECONDS", 5.0)
 
 # --- Web serving (manage.py serve) ---------------------------------------------------
 # Web processes (SQLite or PostgreSQL); serve runs one when it also runs the worker
 # or scheduler of the in-process broker (the embedded default), whose messages live there.
-AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2)
-AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128)  # per process; idle ones are not created
-AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5)
+AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2, low=1)
+AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128, low=1)  # per process; idle ones are not created
+AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5, low=0)
 # One JSON line per request from the server itself (method, path without its query string, status,
 # bytes, duration); off by default: a proxy in front usually keeps the access log.
 AIRLOCK_WEB_ACCESS_LOG = env_bool("AIRLOCK_WEB_ACCESS_LOG", False)
 # A request's headers, whole, within this (read in the selector, no thread held).
-AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS", 10.0)
-AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS", 30.0)  # between two reads
+AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS", 10.0, low=0.1)
+AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS", 30.0, low=0.1)  # between two reads
 # A body, whole, within BODY_DEADLINE + its size / BODY_MIN_BYTES_PER_SECOND (408 after):
 # a 25 MiB photo may take 30 s + 100 min, a trickle of a byte a second is cut after 30 s.
-AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = env_float("AIRLOCK_HTTP_BODY_DEADLINE_SECONDS", 30.0)
-AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = env_int("AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND", 4096)
+AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = env_float("AIRLOCK_HTTP_BODY_DEADLINE_SECONDS", 30.0, low=0.0)
+AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = env_int("AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND", 4096, low=1)
 # Per web process and per client address (0 = no limit). Off behind trusted proxies
 # (AIRLOCK_TRUSTED_PROXY_HOPS > 0): every client then has the proxy's address.
 AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS = env_int(
-    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512
+    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512, low=0
 )
 AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS = env_int(
-    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2)
+    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2), low=0
 )
-AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 30)
-AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96)
-AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32)
-AIRLOCK_WAIT_RECHECK_SECONDS = env_float("AIRLOCK_WAIT_RECHECK_SECONDS", 2.0)
+AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 30, low=0)
+AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96, low=0)
+AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32, low=0)
 # A tenant's new uploads are refused (503 + Retry-After) while its own files
 # waiting for the pipeline have waited longer than this (0 = never); see
 # attachments/services/backlog.py.
-AIRLOCK_MAX_BACKLOG_SECONDS = env_float("AIRLOCK_MAX_BACKLOG_SECONDS", 120.0)
-AIRLOCK_RETRY_AFTER_SECONDS = env_int("AIRLOCK_RETRY_AFTER_SECONDS", 5)  # on 503s for an unavailable dependency
+AIRLOCK_MAX_BACKLOG_SECONDS = env_float("AIRLOCK_MAX_BACKLOG_SECONDS", 120.0, low=0.0)
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps: no collectstatic step
 WHITENOISE_AUTOREFRESH = False
 
@@ -610,7 +562,6 @@ if REDIS_URL:
         # two installs or test servers sharing one Redis must not take each other's jobs.
         "OPTIONS": {
             "url": REDIS_URL,
-            "idle_wait_seconds": AIRLOCK_BROKER_IDLE_WAIT_SECONDS,
             **({"namespace": f"{AIRLOCK_KEY_PREFIX}-dramatiq"} if AIRLOCK_KEY_PREFIX != "airlock" else {}),
         },
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,

@@ -1,14 +1,22 @@
 """The one module that reads the process environment.
 
 Everything configurable about Airlock is an environment variable; this module
-turns them into typed values so settings modules never call os.environ.
+turns them into typed values so settings modules never call os.environ. A value
+that is not of its type, or outside its range, stops the process at start with
+ImproperlyConfigured naming the variable (never a bare ValueError mid-import).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import overload
+from typing import TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+N = TypeVar("N", int, float)
 
 
 @overload
@@ -21,20 +29,56 @@ def env_str(name: str, default: str | None = None) -> str | None:
 
 
 def env_bool(name: str, default: bool = False) -> bool:
+    """1/true/yes/on or 0/false/no/off (any case); unset or empty: the default."""
     value = env_str(name)
     if value is None:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    word = value.strip().lower()
+    if word not in _TRUE | _FALSE:
+        raise ImproperlyConfigured(f"{name} must be 1/true/yes/on or 0/false/no/off, not {value!r}")
+    return word in _TRUE
 
 
-def env_int(name: str, default: int) -> int:
-    value = env_str(name)
-    return default if value is None else int(value)
+def _in_range(name: str, value: N, low: N | None, high: N | None) -> N:
+    if (low is not None and value < low) or (high is not None and value > high):
+        if high is None:
+            raise ImproperlyConfigured(f"{name} must be at least {low}, not {value}")
+        if low is None:
+            raise ImproperlyConfigured(f"{name} must be at most {high}, not {value}")
+        raise ImproperlyConfigured(f"{name} must be between {low} and {high}, not {value}")
+    return value
 
 
-def env_float(name: str, default: float) -> float:
-    value = env_str(name)
-    return default if value is None else float(value)
+def env_int(name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
+    """An integer within [low, high] (either bound optional)."""
+    value = env_optional_int(name, low=low, high=high)
+    return default if value is None else value
+
+
+def env_optional_int(name: str, *, low: int | None = None, high: int | None = None) -> int | None:
+    """An integer within [low, high], or None when unset or empty."""
+    text = env_str(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {text!r}") from None
+    return _in_range(name, value, low, high)
+
+
+def env_float(name: str, default: float, *, low: float | None = None, high: float | None = None) -> float:
+    """A number within [low, high] (either bound optional)."""
+    text = env_str(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number, not {text!r}")
+    return _in_range(name, value, low, high)
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -46,8 +90,6 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 def env_ports(name: str, default: list[int]) -> list[int]:
     """A comma-separated list of TCP ports (1-65535)."""
-    from django.core.exceptions import ImproperlyConfigured
-
     items = env_list(name, [str(port) for port in default])
     try:
         ports = [int(item) for item in items]
@@ -66,8 +108,6 @@ def env_path(name: str, default: Path) -> Path:
 def public_origin(value: str | None) -> str | None:
     """An http(s) origin (scheme, host, optional port; no path, query or fragment), without a trailing slash."""
     from urllib.parse import urlsplit
-
-    from django.core.exceptions import ImproperlyConfigured
 
     if value is None:
         return None
@@ -97,8 +137,6 @@ def origin_host(origin: str | None) -> list[str]:
 
 def webhook_secrets(value: str | None, *, url: str | None) -> list[str]:
     """The global webhook endpoint's `whsec_` secrets (space-separated while rotating); required with its URL."""
-    from django.core.exceptions import ImproperlyConfigured
-
     secrets = (value or "").split()
     if url and not secrets:
         raise ImproperlyConfigured("AIRLOCK_WEBHOOK_URL needs AIRLOCK_WEBHOOK_SECRET (whsec_ followed by base64)")

@@ -10,7 +10,7 @@ from django.core.cache import cache
 
 from attachments.models import DeadLetter
 from attachments.services import backlog
-from ops import health
+from ops import banner, health
 from sweeper.control import sweeper_control_set
 from tests.support import client_for, jpeg_bytes, upload
 
@@ -22,7 +22,7 @@ def calm(settings, monkeypatch):
     """No brake overrides, scanner and confinement fine, no banner cache unless a test asks for one."""
     settings.AIRLOCK_SWEEPER_KILLSWITCH = None
     settings.AIRLOCK_SWEEPER_DRY_RUN = None
-    settings.AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = 0
+    monkeypatch.setattr(banner, "CACHE_SECONDS", 0)
     monkeypatch.setattr(health, "check_scanners", lambda timeout=None: {"clamd": {"ok": True}})
     monkeypatch.setattr(health, "check_sandbox", lambda: {"state": "ok"})
     cache.delete_many(["airlock:banner:dependencies", "airlock:banner:tenant:all"])
@@ -98,7 +98,7 @@ def test_scanner_down_and_degraded_confinement_link_to_readyz(db, moderator, bro
 
 
 def test_the_scanner_is_pinged_once_per_cache_window(db, moderator, browser_for, monkeypatch, settings):
-    settings.AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = 30
+    monkeypatch.setattr(banner, "CACHE_SECONDS", 30)
     pings = []
 
     def counting(timeout=None):

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from attachments.models import Attachment, Derivative
+from attachments.services import variants
 from attachments.variants import page_kind
 from tests.support import client_for, jpeg_bytes, pdf_bytes, run_pipeline, upload, zip_bytes
 
@@ -42,7 +43,7 @@ def test_an_archive_lists_its_recorded_names_and_sizes(browser_for, moderator, a
     assert "<th>listing</th>" not in html  # not repeated as a raw row in the facts table
 
 
-def test_a_pdf_shows_its_first_three_pages_made_once(browser_for, moderator, alice, settings):
+def test_a_pdf_shows_its_first_three_pages_made_once(browser_for, moderator, alice):
     pk = _ready(alice, pdf_bytes(pages=5), profile="document", filename="contract.pdf", content_type="application/pdf")
     client = browser_for(moderator)
     html = client.get(CHANGE.format(pk)).content.decode()
@@ -52,7 +53,7 @@ def test_a_pdf_shows_its_first_three_pages_made_once(browser_for, moderator, ali
     response = client.get(urls[1][0])
     assert response.status_code == 200 and response["Content-Type"] == "image/webp"
     image = Image.open(io.BytesIO(b"".join(response.streaming_content)))
-    assert max(image.size) == settings.AIRLOCK_CONSOLE_PAGE_SIZE
+    assert max(image.size) == variants.CONSOLE_PAGE_SIZE
     assert client.get(urls[1][0]).status_code == 200
     assert Derivative.objects.filter(attachment_id=pk, kind=page_kind(2)).count() == 1
     assert not Derivative.objects.filter(attachment_id=pk, kind=page_kind(1)).exists()  # nothing before it is viewed

@@ -30,9 +30,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def _changes_are_heard(settings):
+def _changes_are_heard(monkeypatch):
     # As in serve's embedded shape or with Redis/PostgreSQL: no safety re-reads.
-    settings.AIRLOCK_WAIT_RECHECK_SECONDS = 3600
+    monkeypatch.setattr(waiting, "RECHECK_SECONDS", 3600)
 
 
 def _reader(log: list):

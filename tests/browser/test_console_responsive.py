@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attachments.models import Attachment
+from ops import banner as admin_banner
 from sweeper.control import sweeper_control_set
 from tests.browser.conftest import sign_in
 from tests.support import client_for, jpeg_bytes, run_pipeline, upload
@@ -66,8 +67,8 @@ def test_the_list_is_usable_on_a_phone(page, listed):
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
 
 
-def test_the_banner_shows_on_admin_pages(page, moderator, settings):
-    settings.AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = 0
+def test_the_banner_shows_on_admin_pages(page, moderator, settings, monkeypatch):
+    monkeypatch.setattr(admin_banner, "CACHE_SECONDS", 0)
     settings.AIRLOCK_SWEEPER_KILLSWITCH = None
     settings.AIRLOCK_SWEEPER_DRY_RUN = None
     moderator.set_password("pw-mod")

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from attachments.models import Attachment, TransitionLog
 from attachments.services import backlog
 from attachments.services.audit import STAFF_DOWNLOAD
+from ops import banner
 from tests.browser.conftest import sign_in
 from tests.browser.test_admin_video import PLAY_A_LITTLE
 from tests.corpus import corpus_dir
@@ -43,9 +44,9 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 @pytest.fixture
-def ticket(alice, moderator, settings):
+def ticket(alice, moderator, settings, monkeypatch):
     """The smiths' wedding video among other files with refs, and a signed-in-able support person."""
-    settings.AIRLOCK_ADMIN_BANNER_CACHE_SECONDS = 0
+    monkeypatch.setattr(banner, "CACHE_SECONDS", 0)
     moderator.set_password("pw-mod")
     moderator.save()
     name = "video_h264_aac.mp4"

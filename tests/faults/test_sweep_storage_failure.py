@@ -19,6 +19,7 @@ from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle, St
 from attachments.naming import derivative_key, original_key
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
+from sweeper import reaping
 from sweeper.locks import make_lock
 from sweeper.sweep import sweep_expired
 
@@ -122,8 +123,8 @@ def _sweep(gateway, now: datetime):
     return sweep_expired(now=now, gateway=gateway, lock=make_lock(f"fault-sweep-{uuid.uuid4().hex}"), trigger="test")
 
 
-def test_outage_then_flaky_storage_retries_dead_letters_and_never_marks_stored_rows_deleted(alice, settings):
-    settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS = cap = 4
+def test_outage_then_flaky_storage_retries_dead_letters_and_never_marks_stored_rows_deleted(alice, monkeypatch):
+    monkeypatch.setattr(reaping, "DELETE_ATTEMPTS", cap := 4)
     expired = [_row(alice) for _ in range(40)]
     committed = [_row(alice, lifecycle=Lifecycle.COMMITTED, expires_at=None) for _ in range(5)]
     live = [_row(alice, expires_at=NOW + timedelta(days=3)) for _ in range(5)]
@@ -167,8 +168,8 @@ def test_outage_then_flaky_storage_retries_dead_letters_and_never_marks_stored_r
         assert _stored(_keys(fresh)) == set(_keys(fresh))
 
 
-def test_one_undeletable_object_keeps_its_row_until_a_human_looks(alice, settings):
-    settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS = cap = 3
+def test_one_undeletable_object_keeps_its_row_until_a_human_looks(alice, monkeypatch):
+    monkeypatch.setattr(reaping, "DELETE_ATTEMPTS", cap := 3)
     row = _row(alice)
     thumb = Derivative.objects.get(attachment=row).storage_key
     gateway = FailingGateway(get_gateway())

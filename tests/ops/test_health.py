@@ -195,7 +195,7 @@ def test_readyz_follows_clamd(client, db, settings, private_clamd):
 def test_a_hanging_check_cannot_hold_readyz(client, db, settings, monkeypatch):
     from ops import health
 
-    settings.AIRLOCK_READYZ_TIMEOUT_SECONDS = 0.3
+    monkeypatch.setattr(health, "TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(health, "check_storage", lambda **kw: time.sleep(3))
     started = time.monotonic()
     status, body = _ready(client)
@@ -206,11 +206,13 @@ def test_a_hanging_check_cannot_hold_readyz(client, db, settings, monkeypatch):
     assert elapsed < 2.0
 
 
-def test_clamd_that_accepts_but_never_answers_times_out(client, db, settings):
+def test_clamd_that_accepts_but_never_answers_times_out(client, db, settings, monkeypatch):
     """A black hole (listening, silent) is bounded by the readiness timeout, not the scan timeout."""
     import socket
 
-    settings.AIRLOCK_READYZ_TIMEOUT_SECONDS = 0.5
+    from ops import health
+
+    monkeypatch.setattr(health, "TIMEOUT_SECONDS", 0.5)
     settings.AIRLOCK_SCAN_TIMEOUT = 120
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
         silent.bind(("127.0.0.1", 0))

@@ -7,6 +7,7 @@ import pytest
 
 from attachments.models import Attachment, DeadLetter, Lifecycle
 from attachments.storage import get_gateway
+from sweeper import reaping
 from sweeper.control import sweeper_control_set
 from sweeper.dead_letters import (
     DeadLetterRefused,
@@ -23,9 +24,9 @@ LATER = T0 + 8 * DAY
 
 
 @pytest.fixture
-def stuck(alice, settings):
+def stuck(alice, monkeypatch):
     """A row whose thumbnail storage refused to delete: dead-lettered at the first attempt."""
-    settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS = 1
+    monkeypatch.setattr(reaping, "DELETE_ATTEMPTS", 1)
     attachment = make_attachment(alice)
     thumb = attachment.derivatives.get().storage_key
     gateway = CountingGateway(fail=[thumb])

@@ -21,6 +21,7 @@ from attachments.models import (
 )
 from attachments.naming import quarantine_key
 from attachments.storage import get_gateway
+from sweeper import reconcile
 from sweeper.locks import DatabaseLock
 from sweeper.reconcile import reconcile_storage
 from tests.sweeper.support import files_of, make_attachment, storage_snapshot
@@ -71,7 +72,7 @@ def _never_arrived(alice, created_at) -> Attachment:
 
 
 def test_orphans_past_the_grace_window_are_deleted_younger_ones_kept(alice, storage_root, settings):
-    grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
+    grace = reconcile.GRACE_SECONDS
     live = make_attachment(alice, created_at=timezone.now())
     _age_files(storage_root, live, 10 * grace)
     old = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=grace + 60)
@@ -91,9 +92,7 @@ def test_orphans_past_the_grace_window_are_deleted_younger_ones_kept(alice, stor
 
 
 def test_orphans_can_go_to_quarantine_instead(storage_root, settings):
-    key = _put(
-        storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60
-    )
+    key = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=reconcile.GRACE_SECONDS + 60)
     report = reconcile_storage(quarantine_orphans=True)
     assert [(f.kind, f.action) for f in report.findings] == [("orphan", "quarantined")]
     assert not _exists(key) and _exists(quarantine_key(key))
@@ -127,7 +126,7 @@ def test_quarantine_older_than_its_retention_is_deleted(alice, storage_root, set
 
 
 def test_a_lost_arrival_is_recorded_and_enqueued(alice, storage_root, settings):
-    grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
+    grace = reconcile.GRACE_SECONDS
     now = timezone.now()
     lost = _never_arrived(alice, now)
     _age_files(storage_root, lost, grace + 60)
@@ -194,7 +193,7 @@ def test_a_job_parked_behind_an_expired_slot_is_sent_again_when_ticks_run_from_c
 
 
 def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, settings):
-    grace = settings.AIRLOCK_RECONCILE_GRACE_SECONDS
+    grace = reconcile.GRACE_SECONDS
     now = timezone.now()
     _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=grace + 60)
     make_attachment(alice, lifecycle=Lifecycle.DELETED, deleted_at=now, thumbnail=False, served=False)
@@ -230,9 +229,7 @@ def test_a_dry_run_reports_every_class_and_changes_nothing(alice, storage_root, 
 
 
 def test_two_runs_cannot_overlap(storage_root, settings):
-    key = _put(
-        storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60
-    )
+    key = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=reconcile.GRACE_SECONDS + 60)
     holder = DatabaseLock("reconcile")
     assert holder.acquire()
     report = reconcile_storage(lock=DatabaseLock("reconcile"))
@@ -241,9 +238,7 @@ def test_two_runs_cannot_overlap(storage_root, settings):
 
 
 def test_the_command_prints_a_summary_or_json(storage_root, settings):
-    key = _put(
-        storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=settings.AIRLOCK_RECONCILE_GRACE_SECONDS + 60
-    )
+    key = _put(storage_root, f"tenants/acme/image/{uuid.uuid4()}", age_seconds=reconcile.GRACE_SECONDS + 60)
 
     out = StringIO()
     call_command("reconcile", "--dry-run", stdout=out)

@@ -25,6 +25,7 @@ from attachments.models import (
     Tombstone,
     TransitionLog,
 )
+from sweeper import retention
 from sweeper.control import sweeper_control_set
 from sweeper.models import BackfillCheckpoint, ReconcileRun, SweepRun
 from sweeper.sweep import sweep_expired
@@ -195,8 +196,8 @@ def test_each_window_is_a_setting(aged, settings):
     assert report.purged["storage_events"] == 5
 
 
-def test_a_run_purges_at_most_its_share_and_the_next_one_goes_on(aged, settings):
-    settings.AIRLOCK_RETENTION_ROWS_PER_RUN = 3
+def test_a_run_purges_at_most_its_share_and_the_next_one_goes_on(aged, monkeypatch):
+    monkeypatch.setattr(retention, "ROWS_PER_RUN", 3)
     assert sweep_expired(now=NOW, batch_size=2).purged["storage_events"] == 3
     assert sweep_expired(now=NOW, batch_size=2).purged["storage_events"] == 2
 

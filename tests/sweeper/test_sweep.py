@@ -9,6 +9,7 @@ from django.conf import settings
 
 from attachments.models import Attachment, DeadLetter, Derivative, Lifecycle, Status
 from attachments.storage import get_gateway
+from sweeper import reaping
 from sweeper.locks import DatabaseLock, NoLock
 from sweeper.models import SweepRun
 from sweeper.schedule import sweep_due, sweep_if_due
@@ -93,8 +94,8 @@ def test_works_through_every_batch_and_honours_the_limit(alice):
     assert not Attachment.objects.exclude(lifecycle=Lifecycle.DELETED).exists()
 
 
-def test_a_failed_delete_is_retried_next_tick_then_dead_lettered_at_the_cap(alice, settings):
-    settings.AIRLOCK_SWEEP_DELETE_ATTEMPTS = 3
+def test_a_failed_delete_is_retried_next_tick_then_dead_lettered_at_the_cap(alice, monkeypatch):
+    monkeypatch.setattr(reaping, "DELETE_ATTEMPTS", 3)
     stuck = make_attachment(alice)
     fine = make_attachment(alice)
     failing_key = all_keys(stuck)[-1]  # the thumbnail

@@ -15,6 +15,7 @@ from attachments.services.moderation import attachment_take_down, attachment_var
 from attachments.services.quotas import tenant_usage
 from attachments.services.rescan import attachment_rescan_reject
 from attachments.storage import get_gateway
+from sweeper import reconcile
 from sweeper.control import sweeper_control_set
 from sweeper.reconcile import reconcile_storage
 from tests.variants.test_variants import WEBP_ACCEPT, _ready
@@ -72,7 +73,7 @@ def test_a_rescan_hit_drops_the_variants(alice, api, django_capture_on_commit_ca
 
 
 def test_under_the_killswitch_objects_stay_until_reconcile_deletes_them_as_orphans(
-    alice, api, settings, django_capture_on_commit_callbacks
+    alice, api, monkeypatch, django_capture_on_commit_callbacks
 ):
     attachment_id = _ready(api, alice, size=(900, 600))
     keys = _made(api, alice, attachment_id, "small")
@@ -81,7 +82,7 @@ def test_under_the_killswitch_objects_stay_until_reconcile_deletes_them_as_orpha
         attachment_take_down(attachment_id=attachment_id, actor="staff:mod", note="abuse")
     assert _variant_rows(attachment_id) == 0 and all(_exists(key) for key in keys)  # the brake holds deletes
 
-    settings.AIRLOCK_RECONCILE_GRACE_SECONDS = 0
+    monkeypatch.setattr(reconcile, "GRACE_SECONDS", 0)
     later = timezone.now() + timedelta(minutes=1)
     kept = reconcile_storage(now=later)
     assert {(f.key, f.kind, f.action) for f in kept.findings if f.key in keys} == {

@@ -123,7 +123,7 @@ def test_concurrent_requests_for_one_variant_still_make_it_once_under_the_limits
     """Single flight first: a request waiting on another's claim takes no place and no slot."""
     settings.AIRLOCK_VARIANT_CONCURRENCY = 1
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
-    settings.AIRLOCK_VARIANT_WAIT_SECONDS = 0.3
+    monkeypatch.setattr(variant_service, "WAIT_SECONDS", 0.3)
     attachment_id = _ready(api, alice)
     seen = _while_rendering(monkeypatch, lambda: api(alice).get(_url(attachment_id), HTTP_ACCEPT=WEBP_ACCEPT))
     assert api(alice).get(_url(attachment_id), HTTP_ACCEPT=WEBP_ACCEPT).status_code == 200

@@ -170,9 +170,9 @@ def test_a_sandbox_outage_is_503_and_releases_the_claim(alice, api, monkeypatch)
     assert not VariantClaim.objects.exists()
 
 
-def test_waiters_give_up_with_503_while_another_request_makes_it(alice, api, settings):
+def test_waiters_give_up_with_503_while_another_request_makes_it(alice, api, monkeypatch):
     attachment_id = _ready(api, alice, size=(800, 600))
-    settings.AIRLOCK_VARIANT_WAIT_SECONDS = 0.3
+    monkeypatch.setattr(variant_service, "WAIT_SECONDS", 0.3)
     from django.utils import timezone
 
     # Another process holds the claim and is still within its time.

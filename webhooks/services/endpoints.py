@@ -1,7 +1,7 @@
 """Endpoints: which ones want events (cached per process), the global one's row, rotation, enabling.
 
 Every transition that can emit an event asks "who listens?". The answer is kept
-in this process for AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS, so a file that
+in this process for CACHE_SECONDS, so a file that
 reaches `ready` costs no query when nobody listens; a change saved in this
 process refreshes it at once (signals.py), other processes see it within that
 time.
@@ -33,6 +33,8 @@ class Listening:
         )
 
 
+# How late another process's endpoint change may apply here; a change saved here applies at once.
+CACHE_SECONDS = 5.0
 _lock = threading.Lock()
 # (loaded at, the global URL it was loaded for, the endpoints) or None.
 _cache: tuple[float, str | None, tuple[Listening, ...]] | None = None
@@ -58,11 +60,7 @@ def listening() -> tuple[Listening, ...]:
     url = settings.AIRLOCK_WEBHOOK_URL
     with _lock:
         cached = _cache
-    if (
-        cached is not None
-        and cached[1] == url
-        and time.monotonic() - cached[0] < settings.AIRLOCK_WEBHOOK_ENDPOINT_CACHE_SECONDS
-    ):
+    if cached is not None and cached[1] == url and time.monotonic() - cached[0] < CACHE_SECONDS:
         return cached[2]
     loaded_at = time.monotonic()
     rows = list(
