@@ -306,7 +306,13 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
     def for_upload(self) -> AttachmentQuerySet:
         """What the upload PUT checks and what its 202 shows: no pipeline bookkeeping, no text, no owner."""
         return self.only(
-            *_RESOURCE_FIELDS, "declared_size", "declared_type", "declared_sha256", "storage_key", "uploaded_at"
+            *_RESOURCE_FIELDS,
+            "tenant",  # the intake job's argument
+            "declared_size",
+            "declared_type",
+            "declared_sha256",
+            "storage_key",
+            "uploaded_at",
         )
 
     def by_pk(self, pk: object) -> Attachment | None:

@@ -320,7 +320,7 @@ def _retries_due_later(now: datetime) -> dict[str, datetime]:
 
 
 def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> int:
-    """Intents whose bytes landed with no event (none configured, or it was lost).
+    """Intents whose bytes landed with no event (none configured, or it was lost, or a crash came first).
 
     Only intents whose upload URL may still have been used are looked at, newest
     first; older ones are `manage.py reconcile`'s job (it lists the bucket).
@@ -329,9 +329,10 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
     from attachments.storage import get_gateway
     from attachments.storage.base import StorageError
 
+    # Also when bytes only come through our own PUT handler (local): it stores them before the
+    # transaction that records them (attachments/services/uploads.py), and a crash in between
+    # leaves an object that only this poll finds (a HEAD is a stat() there).
     gateway = get_gateway()
-    if not gateway.direct_uploads:
-        return 0  # bytes reach storage through our own PUT handler, which records them
     now = now or timezone.now()
     window = timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + 600)
     candidates = list(

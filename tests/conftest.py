@@ -40,6 +40,16 @@ def _jobs_sent_by_this_process():
 
 
 @pytest.fixture(autouse=True)
+def _sent_marks_at_once():
+    """Each job is marked sent as it is sent: the bulk marks' timer thread would write from its own connection, racing
+    the test's transaction (tests/pipeline/test_outbox_marks.py turns them on). Not through the test's monkeypatch,
+    which a test may undo() half-way."""
+    from attachments.services import outbox
+
+    outbox.SENT_MARK_DELAY_S = 0
+
+
+@pytest.fixture(autouse=True)
 def _solo_rerun_lock_of_this_test(tmp_path, monkeypatch):
     """Each test's solo re-runs (processing/sandbox/solo.py) have a lock and a spacing of their own."""
     from processing.sandbox import solo

@@ -6,13 +6,15 @@ the next tick; one that is lost inside it is rebuilt by the reconciler.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import dramatiq
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -103,12 +105,85 @@ def _send(message: OutboxMessage) -> bool:
         OutboxMessage.objects.filter(pk=message_id).update(send_attempts=message.send_attempts + 1)
         log.warning("outbox relay failed", extra={"step": "outbox", "outcome": "error", "error": str(exc)})
         return False
-    OutboxMessage.objects.filter(pk=message_id, sent_at__isnull=True).update(sent_at=timezone.now())
+    _mark_sent([message_id])
     return True
 
 
+# Sent marks are written in bulk: the ids this process sent wait up to
+# SENT_MARK_DELAY_S and go out in one UPDATE (flush_sent_marks), instead of one
+# UPDATE and one commit per job. Losing them is safe: a mark that never gets
+# written (the process crashed, the database was down) only makes the relay tick
+# send its job again after 2 s, and every actor is idempotent (a resent job finds
+# its lease taken or its step done and drops). Well under the relay tick's 2 s, so
+# a live process's marks are written before the tick would resend their jobs.
+# Not a setting: nothing an operator tunes. Tests set it to 0 (tests/conftest.py):
+# a timer thread writing from its own connection would race a test's transaction.
+SENT_MARK_DELAY_S = 0.25
+_marks_lock = threading.Lock()
+_unmarked: list[int] = []
+_marks_timer: threading.Timer | None = None
+
+
+def _mark_sent(ids: list[int]) -> None:
+    global _marks_timer
+    if SENT_MARK_DELAY_S <= 0:
+        _write_marks(ids)
+        return
+    with _marks_lock:
+        _unmarked.extend(ids)
+        if _marks_timer is None:
+            _marks_timer = threading.Timer(SENT_MARK_DELAY_S, _flush_in_timer)
+            _marks_timer.daemon = True
+            _marks_timer.name = "airlock-outbox-marks"
+            _marks_timer.start()
+
+
+def flush_sent_marks() -> int:
+    """Write the sent marks this process holds, in one UPDATE; return how many it held.
+
+    If the UPDATE fails the ids are held again, for the next flush (a later
+    send's timer, or the relay tick, which flushes first).
+    """
+    global _marks_timer
+    with _marks_lock:
+        ids = list(_unmarked)
+        _unmarked.clear()
+        if _marks_timer is not None and _marks_timer is not threading.current_thread():
+            _marks_timer.cancel()
+        _marks_timer = None
+    try:
+        _write_marks(ids)
+    except BaseException:
+        with _marks_lock:
+            _unmarked.extend(ids)
+        raise
+    return len(ids)
+
+
+def _write_marks(ids: list[int]) -> None:
+    if ids:
+        OutboxMessage.objects.filter(pk__in=ids, sent_at__isnull=True).update(sent_at=timezone.now())
+
+
+def _flush_in_timer() -> None:
+    try:
+        flush_sent_marks()
+    except Exception as exc:  # the database is down: held for the next flush, or the tick resends
+        log.warning("outbox sent marks not written", extra={"step": "outbox", "outcome": "error", "error": str(exc)})
+    finally:
+        connections.close_all()  # this thread's own connections (back to the pool): the thread ends here
+
+
+def _flush_at_exit() -> None:
+    if _unmarked:
+        _flush_in_timer()
+
+
+atexit.register(_flush_at_exit)
+
+
 def _send_many(messages: Sequence[OutboxMessage]) -> int:
-    """Send messages written together; mark the sent ones in one UPDATE, the failed in another."""
+    """Send messages written together; mark the sent ones with one flush, the failed in one UPDATE."""
     broker = dramatiq.get_broker()
     sent: list[int] = []
     failed: list[int] = []
@@ -123,7 +198,7 @@ def _send_many(messages: Sequence[OutboxMessage]) -> int:
             continue
         sent.append(message.pk)
     if sent:
-        OutboxMessage.objects.filter(pk__in=sent, sent_at__isnull=True).update(sent_at=timezone.now())
+        _mark_sent(sent)
     if failed:
         OutboxMessage.objects.filter(pk__in=failed).update(send_attempts=F("send_attempts") + 1)
     return len(sent)
@@ -131,6 +206,7 @@ def _send_many(messages: Sequence[OutboxMessage]) -> int:
 
 def relay_pending(*, older_than_seconds: float = 2.0, limit: int = 500) -> int:
     """Relay messages whose on-commit send did not happen (crash, broker down)."""
+    flush_sent_marks()  # what this process sent and has not marked yet is not sent again
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     ids = list(
         OutboxMessage.objects.filter(sent_at__isnull=True, created_at__lte=cutoff)

@@ -14,6 +14,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import DateTimeField, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..checksums import digest_checked, parse_sha256
@@ -24,7 +26,7 @@ from ..naming import parse_key
 from ..profiles import get_profile
 from ..signing import upload_token_valid
 from ..storage import get_gateway
-from ..storage.base import StorageError
+from ..storage.base import CreateOnlyGateway, ObjectExists, StorageError
 from ..tenancy import tenant_of
 from . import outbox
 from .backlog import refuse_when_behind
@@ -68,7 +70,16 @@ def exactly(chunks: Iterable[bytes], length: int | None) -> Iterator[bytes]:
 def upload_content_receive(
     *, attachment_id: uuid.UUID, token: object, chunks: Callable[[], Iterable[bytes]], content_length: int | None
 ) -> Attachment:
-    """Store the body of a signed PUT, then treat it like a storage event."""
+    """Store the body of a signed PUT, then treat it like a storage event.
+
+    The row is read once. On storage that can create a key only if it is free
+    (CreateOnlyGateway: local), the bytes land first and uploaded_at is written with the arrival, in
+    one transaction: of two racing PUTs the first to finish keeps the key and the
+    other is refused, and a crash between the bytes landing and that commit
+    leaves an object whose row has no uploaded_at, which the reconciler's poll
+    of silent uploads finds (processing/recovery.py). Elsewhere the row is
+    claimed (uploaded_at) before the body is stored, in a commit of its own.
+    """
     if not upload_token_valid(token, attachment_id):
         raise UploadTokenInvalid()
     attachment = Attachment.objects.for_upload().by_pk(attachment_id)
@@ -84,26 +95,42 @@ def upload_content_receive(
     if content_length is not None and content_length > limit:
         raise TooLarge(f"The body is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
 
-    # Claim the intent first so two concurrent PUTs cannot both write.
-    uploaded_at = timezone.now()
-    claimed = Attachment.objects.filter(pk=attachment_id, uploaded_at__isnull=True).update(uploaded_at=uploaded_at)
-    if not claimed:
-        raise AlreadyUploaded()
+    gateway = get_gateway()
+    create_only = isinstance(gateway, CreateOnlyGateway)
+    if not create_only:
+        # Claim the intent first so two concurrent PUTs cannot both write.
+        claimed = Attachment.objects.filter(pk=attachment_id, uploaded_at__isnull=True).update(
+            uploaded_at=timezone.now()
+        )
+        if not claimed:
+            raise AlreadyUploaded()
     give_connection_back()
     try:
         body = exactly(limited(chunks(), limit), content_length)
         if attachment.declared_sha256:
             body = digest_checked(body, attachment.declared_sha256)
-        size = get_gateway().write_chunks(
-            attachment.storage_key, body, content_type=stored_type(attachment.declared_type)
-        )
+        content_type = stored_type(attachment.declared_type)
+        if isinstance(gateway, CreateOnlyGateway):
+            size = gateway.create_chunks(attachment.storage_key, body, content_type=content_type)
+        else:
+            size = gateway.write_chunks(attachment.storage_key, body, content_type=content_type)
+    except ObjectExists:
+        # Another PUT's bytes hold the key: a racing PUT, or one whose arrival a crash or
+        # an outage kept from being recorded. Recording it again is harmless (one event per
+        # key) and starts the latter at once rather than at the reconciler's next poll.
+        _arrived_locally(attachment, size=None, event_name="ObjectCreated:Put")
+        raise AlreadyUploaded() from None
     except BaseException:
         # A refused or broken attempt does not use the URL up.
-        Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)
+        if not create_only:
+            Attachment.objects.filter(pk=attachment_id).update(uploaded_at=None)
         raise
-    _arrived_locally(attachment, size=size, event_name="ObjectCreated:Put")
-    # As of the claim: the answer is 202 (accepted, pending) whatever a worker did since.
-    attachment.uploaded_at = uploaded_at
+    arrival = _arrived_locally(attachment, size=size, event_name="ObjectCreated:Put")
+    if arrival.outcome == "replay_deleted":
+        # The file was taken in since this PUT read the row: these bytes are not it.
+        raise AlreadyUploaded()
+    # As of the arrival: the answer is 202 (accepted, pending) whatever a worker did since.
+    attachment.uploaded_at = arrival.uploaded_at or timezone.now()
     return attachment
 
 
@@ -151,24 +178,23 @@ def upload_through(
             )
         gateway.delete(attachment.storage_key)
         raise
-    uploaded_at = timezone.now()
-    Attachment.objects.filter(pk=attachment.pk).update(uploaded_at=uploaded_at)
-    _arrived_locally(attachment, size=None, event_name="ObjectCreated:Post")
+    arrival = _arrived_locally(attachment, size=None, event_name="ObjectCreated:Post")
     # The row as committed (pending, bytes in): a worker may have started it since,
     # and the contract's 202 says `pending`, so the row is not read again.
-    attachment.uploaded_at = uploaded_at
+    attachment.uploaded_at = arrival.uploaded_at or timezone.now()
     return attachment
 
 
-def _arrived_locally(attachment: Attachment, *, size: int | None, event_name: str) -> None:
+def _arrived_locally(attachment: Attachment, *, size: int | None, event_name: str) -> Arrival:
     # Bytes this process wrote are announced like a storage event, under one dedupe key per
     # object whichever way (PUT or POST) they came.
-    object_arrived(
+    return object_arrived(
         key=attachment.storage_key,
         size=size,
         source="local",
         dedupe_key=f"local:{attachment.storage_key}",
         event_name=event_name,
+        known=attachment,
     )
 
 
@@ -247,20 +273,47 @@ def upload_seal(*, attachment_id: uuid.UUID, **fields: object) -> None:
 
 @dataclass(frozen=True)
 class Arrival:
-    outcome: str  # started | duplicate | unknown_key | ignored
+    outcome: str  # started | duplicate | unknown_key | replay_deleted | ignored
     attachment_id: uuid.UUID | None = None
+    uploaded_at: datetime | None = None  # as written with a "started" arrival through `known`
 
 
 def object_arrived(
-    *, key: str, size: int | None, source: str, dedupe_key: str, event_name: str, bucket: str = "", etag: str = ""
+    *,
+    key: str,
+    size: int | None,
+    source: str,
+    dedupe_key: str,
+    event_name: str,
+    bucket: str = "",
+    etag: str = "",
+    known: Attachment | None = None,
 ) -> Arrival:
     """Record an object-created notification once and start intake for its intent.
 
     `etag` with `size`, when one look at the object gave both, are kept on the row:
     intake's snapshot copy with that ETag takes that size without a HEAD.
+
+    `known`: the row of this key, already read by the caller (its pk, tenant and
+    subject): the arrival then starts with one conditional UPDATE that takes the
+    row's lock and writes uploaded_at, instead of a locking read and that UPDATE;
+    a row no longer waiting for its bytes falls back to the full ladder.
     """
     try:
         with transaction.atomic():
+            if known is not None:
+                arrival = _known_arrival(
+                    known,
+                    key=key,
+                    size=size,
+                    source=source,
+                    dedupe_key=dedupe_key,
+                    event_name=event_name,
+                    bucket=bucket,
+                    etag=etag,
+                )
+                if arrival is not None:
+                    return arrival
             # Only what decides the outcome (and the tenant and subject, whose intake slots
             # the job waits for); storage keys are unique, so no ORDER BY either.
             attachment = next(
@@ -321,20 +374,62 @@ def object_arrived(
             if changed:
                 attachment.save(update_fields=changed)
             outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
-            log.info(
-                "object arrived",
-                extra={
-                    "attachment_id": str(attachment.pk),
-                    "tenant": _key_tenant(key),
-                    "step": "arrival",
-                    "outcome": "started",
-                    "source": source,
-                    "size": size,
-                },
-            )
+            _log_started(attachment.pk, key=key, source=source, size=size)
             return Arrival("started", attachment.pk)
     except IntegrityError:
         return Arrival("duplicate")
+
+
+def _known_arrival(
+    known: Attachment,
+    *,
+    key: str,
+    size: int | None,
+    source: str,
+    dedupe_key: str,
+    event_name: str,
+    bucket: str,
+    etag: str,
+) -> Arrival | None:
+    """The "started" arrival of a row the caller read, in three statements; None when the row is not one to start."""
+    now = timezone.now()
+    looked: dict[str, object] = {"arrived_etag": etag, "arrived_size": size} if etag and size is not None else {}
+    # The ladder's "started" condition (object_arrived), as the UPDATE's WHERE: it holds
+    # under the row lock the UPDATE takes. An earlier arrival's uploaded_at is kept.
+    started = (
+        Attachment.objects.filter(pk=known.pk, storage_key=key, status=Status.PENDING, content_key="")
+        .exclude(lifecycle__in=(Lifecycle.DISCARDED, Lifecycle.DELETED))
+        .update(uploaded_at=Coalesce("uploaded_at", Value(now, output_field=DateTimeField())), **looked)
+    )
+    if not started:
+        return None
+    StorageEvent.objects.create(
+        dedupe_key=dedupe_key[:700],
+        source=source,
+        event_name=event_name[:64],
+        bucket=bucket[:255],
+        key=key[:1024],
+        size=size,
+        outcome="started",
+        attachment_id=known.pk,
+    )
+    outbox.enqueue("intake", known.pk, known.tenant_id, known.subject)
+    _log_started(known.pk, key=key, source=source, size=size)
+    return Arrival("started", known.pk, uploaded_at=now)
+
+
+def _log_started(attachment_id: uuid.UUID, *, key: str, source: str, size: int | None) -> None:
+    log.info(
+        "object arrived",
+        extra={
+            "attachment_id": str(attachment_id),
+            "tenant": _key_tenant(key),
+            "step": "arrival",
+            "outcome": "started",
+            "source": source,
+            "size": size,
+        },
+    )
 
 
 def _key_tenant(key: str) -> str | None:

@@ -14,6 +14,10 @@ class StorageError(Exception):
     """Storage did not answer as expected: transient for the pipeline."""
 
 
+class ObjectExists(StorageError):
+    """A create-only write found an object at its key already: nothing was written."""
+
+
 class PartsInvalid(Exception):
     """A client's multipart part list does not match what storage holds: the client's error."""
 
@@ -110,6 +114,15 @@ class StorageGateway(Protocol):
     def presign_download(self, key: str, *, content_type: str, disposition: str, expires_in: int) -> str | None: ...
 
     def ping(self) -> None: ...
+
+
+@runtime_checkable
+class CreateOnlyGateway(Protocol):
+    """Gateways that can store an object only where none is (local): the key's first writer keeps it."""
+
+    def create_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
+        """write_chunks, but ObjectExists (nothing written) when the key holds an object already."""
+        ...
 
 
 @runtime_checkable

@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..private_files import FILE_MODE, private_dir
-from .base import ObjectInfo, StorageError, UploadInstruction, validate_key
+from .base import ObjectExists, ObjectInfo, StorageError, UploadInstruction, validate_key
 
 
 class LocalGateway:
     name = "local"
-    # Signed PUTs are single-use (the row is claimed before the body is stored).
+    # Signed PUTs are single-use: each creates its key and never replaces it (create_chunks).
     rewritable_uploads = False
     # Bytes arrive through the service (signed PUT), never straight into storage.
     direct_uploads = False
@@ -116,6 +116,17 @@ class LocalGateway:
         Readers never see half a file; if the iterable raises (e.g. the body grew
         past its limit) nothing is kept.
         """
+        return self._write(key, chunks, exclusive=False)
+
+    def create_chunks(self, key: str, chunks: Iterable[bytes], *, content_type: str = "") -> int:
+        """write_chunks, but the temp file is linked into place, which fails if the key exists.
+
+        ObjectExists then, and nothing is kept: of two racing writers the first to
+        finish keeps the key (one atomic link), the other writes nothing.
+        """
+        return self._write(key, chunks, exclusive=True)
+
+    def _write(self, key: str, chunks: Iterable[bytes], *, exclusive: bool) -> int:
         final = self._path(key)
         directories = self._parent_dir(final)
         fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".upload-")  # 0600
@@ -127,7 +138,14 @@ class LocalGateway:
                     written += len(chunk)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, final)
+            if exclusive:
+                try:
+                    os.link(tmp, final)
+                except FileExistsError:
+                    raise ObjectExists(f"object {key} exists") from None
+                Path(tmp).unlink()
+            else:
+                os.replace(tmp, final)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

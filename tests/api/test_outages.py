@@ -33,6 +33,7 @@ def test_storage_down_on_the_upload_put_is_503_and_the_url_stays_valid(alice, ap
     parts = urlsplit(intent["upload"]["url"])
     with monkeypatch.context() as patch:
         patch.setattr(gateway_type, "write_chunks", _boom)
+        patch.setattr(gateway_type, "create_chunks", _boom)  # the signed PUT's create-only write (local)
         # As a real server answers: the handler's response, not the exception re-raised into the test.
         refused = APIClient(raise_request_exception=False).generic(
             "PUT", f"{parts.path}?{parts.query}", data, content_type="image/jpeg"

@@ -168,20 +168,6 @@ def test_a_second_attempt_replaces_the_derivative_rows(alice, api, memory_slots)
         assert row.created_at > first[kind].created_at  # written by the second attempt
 
 
-def test_the_signed_put_is_six_statements(alice, api, django_capture_on_commit_callbacks):
-    from tests.support import create_intent, put_bytes
-
-    data = jpeg_bytes((64, 48))
-    intent = create_intent(api(alice), size=len(data)).json()
-    with _statements(django_capture_on_commit_callbacks) as seen:
-        response = put_bytes(intent["upload"]["url"], data, content_type="image/jpeg")
-    assert response.status_code == 202, response.content
-    assert response.json()["status"] == "pending" and response.json()["filename"] == "cat.jpg"
-    # The row, the claim, the locked row by key, the event, the outbox row, its "sent" mark.
-    assert _verbs(seen) == {"SELECT": 2, "UPDATE": 2, "INSERT": 2}, seen
-    assert not _selects_text(seen)
-
-
 def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api, memory_slots, monkeypatch, settings):
     settings.AIRLOCK_TENANT_CONCURRENCY = 1
     attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
