@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from ..errors import NotFound
 from ..models import DeadLetter, Status, TransitionLog
+from ..variants.services.purge import ForgottenVariants, variants_forget
 from . import outbox
 from .audit import VARIANTS_PURGED, audit_entry
 from .transitions import TransitionConflict, apply_transition, lock_attachment
-from .variant_purge import ForgottenVariants, variants_forget
 
 
 def _locked(attachment_id: uuid.UUID | str):
