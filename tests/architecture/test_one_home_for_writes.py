@@ -20,13 +20,10 @@ running code knows (a model taken from a variable) is out of the scan's sight:
 the sweeper's retention, the one such place, is checked at run time instead.
 
 An app's services are its `services/` package and, in each concern package of
-the app (a folder per concern, docs/architecture.md: attachments/variants/, …),
-that concern's `services.py` or `services/` package: the same rule one level
-down, so a concern gathers its writes beside its api, admin and selectors
-without those becoming homes. A module elsewhere in a concern (api.py, admin.py,
-views.py, selectors.py, spec.py, permissions.py, …) is outside, whatever it
-holds; so are the app's layer folders (api/, admin/, management/), whose
-modules are never homes even when named services.
+the app (docs/architecture.md, "A folder per concern"), that concern's
+`services.py` or `services/` package: the same rule one level down, so a concern
+gathers its writes beside its api, admin and selectors without those becoming
+homes (tests/architecture/homes.py).
 """
 
 from __future__ import annotations
@@ -42,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from attachments.models import Attachment
+from tests.architecture.homes import HOMES, home_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACHMENT_LIKE = re.compile(r"attach|^(row|obj|instance|locked)$", re.IGNORECASE)
@@ -191,29 +189,8 @@ ROW_METHODS = {
     "update_or_create",
     "using",
 }
-# Where each guarded app's rows are written. The product's accounts (django.contrib.auth's
-# users and groups) are the attachments app's: tenants, memberships and staff are made there.
-HOMES = {"attachments": ROOT / "attachments" / "services", "webhooks": ROOT / "webhooks" / "services"}
+# The product's accounts (django.contrib.auth's users and groups) are the attachments app's.
 AUTH_MODELS = {"User", "Group", "Permission"}
-# An app's folders by layer rather than by concern: nothing in them is a home, whatever its name.
-LAYER_FOLDERS = {"api", "admin", "management", "migrations", "templatetags", "static", "templates"}
-
-
-def home_of(path: Path) -> str | None:
-    """The app whose rows and transitions `path` may write, or None: `<app>/services/…`, and in a concern
-    package of the app `<app>/<concern>/services.py` or `<app>/<concern>/services/…` (module docstring)."""
-    try:
-        app, *rest = path.relative_to(ROOT).parts
-    except ValueError:
-        return None
-    if app not in HOMES or not rest:
-        return None
-    if rest[0] == "services" and len(rest) > 1:
-        return app
-    concern_services = (len(rest) == 2 and rest[1] == "services.py") or (len(rest) > 2 and rest[1] == "services")
-    if rest[0] not in LAYER_FOLDERS and rest[0] != "services" and concern_services:
-        return app
-    return None
 
 
 def guarded_models() -> dict[str, set[str]]:
