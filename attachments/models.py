@@ -413,7 +413,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
 
     # The signatures the last clean verdict came from (processing/scanners: signature_version),
     # and when. A ready file whose version is not the one in force is rescanned in the
-    # background (processing/rescan.py), staying ready meanwhile.
+    # background (processing/rescan/jobs.py), staying ready meanwhile.
     scan_signatures = models.CharField(max_length=300, blank=True, default="")
     scanned_at = models.DateTimeField(null=True, blank=True)
     # An operator asked for a rescan whatever the version (`manage.py rescan`); cleared by it.

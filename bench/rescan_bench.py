@@ -51,7 +51,7 @@ def setup(n: int) -> None:
 
     from attachments.models import Attachment, Status, Tenant
     from attachments.storage import get_gateway
-    from processing.rescan import rescan_one, signatures_in_force
+    from processing.rescan.jobs import rescan_one, signatures_in_force
 
     owner = (Attachment.objects.filter(status=Status.READY).select_related("owner").first()).owner
     tenant = Tenant.objects.get(slug="bench")

@@ -77,7 +77,7 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
     from attachments import hooks
     from processing.broker_epoch import check_broker_epoch
     from processing.recovery import recover
-    from processing.rescan import rescan_tick
+    from processing.rescan.jobs import rescan_tick
     from sweeper.schedule import sweep_if_due
 
     close_old_connections()

@@ -15,7 +15,7 @@ from typing import Any
 import dramatiq
 
 from . import outages, pipeline
-from .rescan import rescan_one
+from .rescan.jobs import rescan_one
 from .stages import DERIVE, INTAKE, RESCAN_QUEUE, SCAN, Stage
 
 log = logging.getLogger("airlock.actors")

@@ -28,7 +28,7 @@ Why this design and not another:
 A single tenant alone runs at most N jobs at once: keep N below the worker
 threads so that other tenants, and the parking of a flood, always find one.
 
-Named variants made in web requests (attachments/services/variants.py) hold a
+Named variants made in web requests (attachments/variants/services/obtain.py) hold a
 slot of the same pool while the sandbox makes them (`variant_slot`): a tenant's
 viewers and its uploads share one fair share. A request never parks (a browser
 waits on it): with no slot free it is refused, and the browser retries.

@@ -44,7 +44,7 @@ def record_sandbox(kind: str, result) -> None:
         SANDBOX_KILLS.labels(reason=killed).inc()
 
 
-# Rescans of ready files (processing/rescan.py): each job's outcome (clean, rejected,
+# Rescans of ready files (processing/rescan/jobs.py): each job's outcome (clean, rejected,
 # error, limit, current, skipped), and the files the background walk queued.
 RESCAN_OUTCOMES = Counter("airlock_rescan_outcomes_total", "Rescans of ready files by outcome.", ["outcome"])
 RESCAN_QUEUED = Counter("airlock_rescan_queued_total", "Ready files queued for a rescan by the background walk.")

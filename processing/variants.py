@@ -1,4 +1,4 @@
-"""Make one named variant in the sandbox: the renderer attachments/services/variants.py calls through hooks."""
+"""Make one named variant in the sandbox: the renderer attachments/variants/services/obtain.py calls through hooks."""
 
 from __future__ import annotations
 

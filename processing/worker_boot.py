@@ -46,7 +46,7 @@ class SignaturesAtBoot(dramatiq.Middleware):
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         from django.db import close_old_connections
 
-        from .rescan import note_signatures_at_boot  # reads the database: Django is ready by now
+        from .rescan.jobs import note_signatures_at_boot  # reads the database: Django is ready by now
 
         try:
             note_signatures_at_boot()

@@ -34,8 +34,8 @@ from attachments.services.missing_objects import (
     attachment_rederive_request,
     attachment_variants_drop_missing,
 )
-from attachments.services.variant_purge import VARIANT_KIND_PREFIX
 from attachments.storage.base import StorageGateway
+from attachments.variants.services.purge import VARIANT_KIND_PREFIX
 
 ACTOR = "system:reconcile"
 BATCH_SIZE = 500

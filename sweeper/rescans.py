@@ -2,7 +2,7 @@
 
 `manage.py rescan` (and `backfill --rescan`) select ready files and flag them;
 serve's scheduler then rescans them newest first within
-AIRLOCK_RESCAN_FILES_PER_MINUTE (processing/rescan.py), resumable from its
+AIRLOCK_RESCAN_FILES_PER_MINUTE (processing/rescan/jobs.py), resumable from its
 checkpoint. Nothing here changes a status or queues a job, so a command that
 dies half-way hides nothing and loses nothing.
 """
@@ -18,8 +18,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, Status
+from attachments.rescan.services import attachments_request_rescan
 from attachments.services.handoff import serve_running
-from attachments.services.rescan import attachments_request_rescan
 
 log = logging.getLogger("airlock.rescan")
 

@@ -161,7 +161,7 @@ MODERATION_ACTIONS: dict[str, ModerationAction] = {
             "the next request for one makes it again. The files themselves do not change. Deletes wait "
             "while a sweeper brake is on (reconcile removes the objects later).",
             lambda a, actor, note: attachment_variants_purge(attachment_id=a.pk, actor=actor),
-            # The change page's variants box offers it, beside what it deletes (admin/variants.py).
+            # The change page's variants box offers it, beside what it deletes (attachments/variants/admin.py).
             offered=lambda a: False,
         ),
         ModerationAction(

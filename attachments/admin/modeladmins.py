@@ -44,8 +44,8 @@ from ..selectors import is_held
 from ..services.holds import ref_hold_clear, ref_hold_set
 from ..services.quotas import tenant_usage
 from ..staff_scope import is_platform_staff, scoped
+from ..variants import admin as admin_variants
 from . import approval, detail, media, previews, views
-from . import variants as admin_variants
 from .actions import (
     MODERATE_PERMISSION,
     MODERATION_ACTIONS,
@@ -190,7 +190,7 @@ class DerivativeInline(ReadOnlyInline):
     readonly_fields = fields
 
     def get_queryset(self, request):
-        # Named variants have a box of their own (admin/variants.py), with their purge.
+        # Named variants have a box of their own (attachments/variants/admin.py), with their purge.
         return super().get_queryset(request).exclude(kind__startswith="variant:")
 
 

@@ -14,7 +14,7 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 
 from ..models import Attachment
-from ..services import variants
+from ..variants.services import obtain as variants
 from .views import staff_served_of
 
 

@@ -17,9 +17,9 @@ from ..errors import NotFound, Unavailable
 from ..models import Attachment, Derivative, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..services.audit import attachment_staff_download_record
-from ..services.variants import page_preview_obtain
 from ..serving import derivative_response, served_response, stem
 from ..staff_scope import is_platform_staff, scoped, staff_tenant_id
+from ..variants.services.obtain import page_preview_obtain
 from . import charts
 from .actions import staff_actor
 from .dashboard import dashboard_snapshot

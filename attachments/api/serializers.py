@@ -22,7 +22,7 @@ from ..models import Approval, Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
 from ..selectors import is_held, servable_now
 from ..signing import delivery_expiry, delivery_query
-from ..variants import signed_name, variant_sizes
+from ..variants.spec import signed_name, variant_sizes
 from .fastpath_serializer import SharedSerializer
 from .links import absolute_url
 

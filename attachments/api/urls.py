@@ -1,5 +1,6 @@
 from django.urls import path
 
+from ..variants import api as variants
 from . import (
     approval,
     archive,
@@ -11,7 +12,6 @@ from . import (
     upload_links,
     uploads,
     usage,
-    variants,
     views,
 )
 

@@ -17,7 +17,7 @@ from ..models import Attachment, TransitionLog
 
 INTENT, ARRIVED, SCAN, HEARTBEAT = "intent", "arrived", "scan", "heartbeat"
 STAFF_DOWNLOAD = "staff_download"  # a staff member took the file's bytes out of the console
-VARIANTS_PURGED = "variants_purged"  # staff dropped the file's named variants (services/variant_purge.py)
+VARIANTS_PURGED = "variants_purged"  # staff dropped the file's named variants (variants/services/purge.py)
 # A video's web rendition made or given up, and its original removed once the location-free
 # copy was the one stored copy (services/renditions.py): the original's SHA-256 stays here.
 RENDITION_READY, RENDITION_FAILED, ORIGINAL_REMOVED = "rendition_ready", "rendition_failed", "original_removed"

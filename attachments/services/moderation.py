@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from ..errors import NotFound
 from ..models import DeadLetter, Status, TransitionLog
+from ..variants.services.purge import ForgottenVariants, variants_forget
 from . import outbox
 from .audit import VARIANTS_PURGED, audit_entry
 from .transitions import TransitionConflict, apply_transition, lock_attachment
-from .variant_purge import ForgottenVariants, variants_forget
 
 
 def _locked(attachment_id: uuid.UUID | str):
@@ -42,7 +42,7 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
 def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:
     """Scan a ready file again now, with the signatures in force; it stays ready and served meanwhile.
 
-    Only a hit takes it down (processing/rescan.py); the job goes out at once,
+    Only a hit takes it down (processing/rescan/jobs.py); the job goes out at once,
     not at the background walk's pace.
     """
     with transaction.atomic():

@@ -14,8 +14,8 @@ from django_fsm import FSMField, TransitionNotAllowed
 from .. import hooks, waiting
 from ..models import Attachment, Status, TransitionLog
 from ..naming import parse_key
+from ..variants.services.purge import variants_forget
 from . import quotas
-from .variant_purge import variants_forget
 
 log = logging.getLogger("airlock.transitions")
 

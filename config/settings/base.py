@@ -463,7 +463,7 @@ _yara_dir = env_str("AIRLOCK_YARA_RULES_DIR")
 AIRLOCK_YARA_RULES_DIR = Path(_yara_dir) if _yara_dir else None
 # When the signature version in force changes (clamd VERSION, the YARA rules' hash),
 # ready files are rescanned in the background, newest first, at most this many a
-# minute (0 = never in the background; `manage.py rescan` still flags files). See processing/rescan.py.
+# minute (0 = never in the background; `manage.py rescan` still flags files). See processing/rescan/jobs.py.
 AIRLOCK_RESCAN_FILES_PER_MINUTE = env_int("AIRLOCK_RESCAN_FILES_PER_MINUTE", 120, low=0)
 
 # --- Sweeper -----------------------------------------------------------------

@@ -35,7 +35,7 @@ def _image(src: Any, work: Path, bounds: Bounds, tools: Any) -> tuple[dict[str, 
 def _variant(src: Any, work: Path, bounds: Bounds, tools: Any) -> tuple[dict[str, Any], dict[str, str]]:
     from . import images, pdfs
 
-    if bounds.variant_page:  # a page of a document, for the console (attachments/services/variants.py)
+    if bounds.variant_page:  # a page of a document, for the console (attachments/variants/services/obtain.py)
         return pdfs.page_variant(src, work, bounds, isolate=tools.isolate)
     return images.variant(src, work, bounds)
 

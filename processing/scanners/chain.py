@@ -46,7 +46,7 @@ def signature_version(scanners: Sequence[Scanner]) -> str:
     """Every scanner's version, in order, as one string: "clamd=ClamAV 1.4.2/…;yara=yara:3f…".
 
     Recorded with each verdict; when it differs from a file's, the file was
-    judged by other signatures than the ones in force (processing/rescan.py).
+    judged by other signatures than the ones in force (processing/rescan/jobs.py).
     """
     if not scanners:
         raise ScannerError("no scanners configured")

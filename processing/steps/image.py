@@ -45,7 +45,7 @@ class Image(SandboxStep):
         if full is not None:
             made = self._rendition("sanitized", full, data.get("full"), served=True)
             result.files.append(made)
-            # What variants are made from (attachments/variants.source_size).
+            # What variants are made from (attachments/variants/spec.py, source_size).
             result.metadata["full"] = {"width": made.width, "height": made.height}
         display = files.get("display")
         if display is not None:

@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from attachments.models import Attachment, Derivative
-from attachments.services import variants
-from attachments.variants import page_kind
+from attachments.variants.services import obtain as variants
+from attachments.variants.spec import page_kind
 from tests.support import client_for, jpeg_bytes, pdf_bytes, run_pipeline, upload, zip_bytes
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Every state change goes through attachments/services: no other module calls a transition or writes rows.
+"""Every state change goes through the services: no other module calls a transition or writes rows.
 
 The code is read, not run: a call that no test happens to reach is still found.
 A violation is a use of `apply_transition`, a `getattr(x, "<transition>")`, or a
@@ -18,6 +18,12 @@ annotated with the model, or what a function returns when its annotation or its
 return statements say so (a service's `-> Attachment` included). What only the
 running code knows (a model taken from a variable) is out of the scan's sight:
 the sweeper's retention, the one such place, is checked at run time instead.
+
+An app's services are its `services/` package and, in each concern package of
+the app (docs/architecture.md, "A folder per concern"), that concern's
+`services.py` or `services/` package: the same rule one level down, so a concern
+gathers its writes beside its api, admin and selectors without those becoming
+homes (tests/architecture/homes.py).
 """
 
 from __future__ import annotations
@@ -33,9 +39,9 @@ from pathlib import Path
 import pytest
 
 from attachments.models import Attachment
+from tests.architecture.homes import HOMES, home_of
 
 ROOT = Path(__file__).resolve().parents[2]
-HOME = ROOT / "attachments" / "services"
 ATTACHMENT_LIKE = re.compile(r"attach|^(row|obj|instance|locked)$", re.IGNORECASE)
 
 
@@ -90,17 +96,34 @@ def _python_files() -> list[Path]:
     return [ROOT / name for name in listed.decode().split("\0") if name]
 
 
-def test_no_module_outside_attachments_services_calls_a_transition():
-    methods = transition_methods()
-    assert {"start", "finish", "reject", "fail", "retry", "release", "take_down", "restore", "rescan"} <= set(methods)
+def _transition_offenders(planted: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """`path: [line: code]` for every transition call outside the attachments app's services, over the tree
+    and any `planted` sources (relative path -> source) as if they were files of it."""
+    sources = {
+        path: path.read_text(encoding="utf-8")
+        for path in _python_files()
+        if (ROOT / "tests") not in path.parents and path.is_file()
+    }
+    sources |= {ROOT / where: source for where, source in (planted or {}).items()}
     offenders = {}
-    for path in _python_files():
-        if HOME in path.parents or (ROOT / "tests") in path.parents or not path.is_file():
-            continue
-        calls = transition_calls(path.read_text(encoding="utf-8"), methods)
-        if calls:
-            offenders[str(path.relative_to(ROOT))] = calls
-    assert offenders == {}, "state changes belong in attachments/services (attachment_<verb> functions)"
+    for path, source in sources.items():
+        if home_of(path) != "attachments":
+            calls = _transitions_in(source)
+            if calls:
+                offenders[str(path.relative_to(ROOT))] = calls
+    return offenders
+
+
+@functools.cache
+def _transitions_in(source: str) -> list[str]:
+    return transition_calls(source)
+
+
+def test_no_module_outside_attachments_services_calls_a_transition():
+    assert {"start", "finish", "reject", "fail", "retry", "release", "take_down", "restore", "rescan"} <= set(
+        transition_methods()
+    )
+    assert _transition_offenders() == {}, "state changes belong in attachments' services (attachment_<verb> functions)"
 
 
 def test_the_scan_finds_transition_calls_and_leaves_threads_alone():
@@ -166,9 +189,7 @@ ROW_METHODS = {
     "update_or_create",
     "using",
 }
-# Where each guarded app's rows are written. The product's accounts (django.contrib.auth's
-# users and groups) are the attachments app's: tenants, memberships and staff are made there.
-HOMES = {"attachments": ROOT / "attachments" / "services", "webhooks": ROOT / "webhooks" / "services"}
+# The product's accounts (django.contrib.auth's users and groups) are the attachments app's.
 AUTH_MODELS = {"User", "Group", "Permission"}
 
 
@@ -407,20 +428,23 @@ def _offenders(planted: Mapping[str, str] | None = None) -> dict[str, list[str]]
     }
     sources |= {ROOT / where: source for where, source in (planted or {}).items()}
     offenders: dict[str, list[str]] = {}
-    guarded = guarded_models()
     for path, source in sources.items():
-        tree = ast.parse(source)
-        for app, models in guarded.items():
-            if HOMES[app] not in path.parents:
-                writes = _writes_of(tree, models, path)
-                if writes:
-                    offenders.setdefault(str(path.relative_to(ROOT)), []).extend(writes)
+        for app, writes in _writes_by_app(path, source):
+            if home_of(path) != app and writes:
+                offenders.setdefault(str(path.relative_to(ROOT)), []).extend(writes)
     return offenders
+
+
+@functools.cache
+def _writes_by_app(path: Path, source: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each guarded app's row writes in one file (kept: the planted runs read the same tree again)."""
+    tree = ast.parse(source)
+    return tuple((app, tuple(_writes_of(tree, models, path))) for app, models in guarded_models().items())
 
 
 def test_no_module_outside_its_apps_services_writes_its_rows():
     assert _offenders() == {}, (
-        "rows of attachments' (and auth's) models are written in attachments/services, webhooks' in webhooks/services"
+        "rows of attachments' (and auth's) models are written in attachments' services, webhooks' in webhooks'"
     )
 
 
@@ -435,7 +459,8 @@ def test_retention_deletes_guarded_rows_through_their_services():
         app = rule.rows(now).model._meta.app_label
         if app in HOMES:
             assert rule.purge is not None, f"{table}: {app} rows are deleted by {app}/services"
-            assert rule.purge.__module__.startswith(f"{app}.services."), table
+            module = rule.purge.__module__.split(".")
+            assert home_of(ROOT.joinpath(*module).with_suffix(".py")) == app, table
 
 
 def test_the_write_scan_finds_queryset_writes_and_leaves_reads_alone():
@@ -542,14 +567,91 @@ class IsModerator(BasePermission):
 """
 
 
+PLANTED_SELECTOR = """
+from attachments.models import Derivative
+
+
+def stored_variants(attachment_id, kinds):
+    Derivative.objects.bulk_create([Derivative(attachment_id=attachment_id, kind=k) for k in kinds])
+    return Derivative.objects.filter(attachment_id=attachment_id)
+"""
+
+PLANTED_DELETE = """
+from attachments.models import Derivative
+
+
+def variant_drop(attachment_id, kind):
+    derivative = Derivative.objects.get(attachment_id=attachment_id, kind=kind)
+    derivative.delete()
+"""
+
+PLANTED_TRANSITION = """
+from attachments.models import Attachment
+
+
+def variant_gone(pk):
+    attachment = Attachment.objects.get(pk=pk)
+    attachment.fail(code="variant_gone", message="x")
+"""
+
+SAVE = "11: attachment.save(update_fields=['description'])"
+GET_OR_CREATE = "8: Group.objects.get_or_create(name='moderator')"
+BULK_CREATE = "6: Derivative.objects.bulk_create([Derivative(attachment_id=attachment_id, kind=k) for k in kinds])"
+
+
 @pytest.mark.parametrize(
     ("where", "source", "expected"),
     [
-        ("attachments/api/planted.py", PLANTED_VIEW, "11: attachment.save(update_fields=['description'])"),
-        ("attachments/planted_permission.py", PLANTED_PERMISSION, "8: Group.objects.get_or_create(name='moderator')"),
+        ("attachments/api/planted.py", PLANTED_VIEW, SAVE),
+        ("attachments/planted_permission.py", PLANTED_PERMISSION, GET_OR_CREATE),
+        # A concern package's api, admin, views, selectors and permissions are no homes.
+        ("attachments/variants/api.py", PLANTED_VIEW, SAVE),
+        ("attachments/variants/views.py", PLANTED_VIEW, SAVE),
+        ("attachments/variants/permissions.py", PLANTED_PERMISSION, GET_OR_CREATE),
+        ("attachments/variants/selectors.py", PLANTED_SELECTOR, BULK_CREATE),
+        ("attachments/variants/admin.py", PLANTED_DELETE, "7: derivative.delete()"),
+        # Nor is a module named services in a layer folder, or one that only looks like a concern's.
+        ("attachments/api/services.py", PLANTED_VIEW, SAVE),
+        ("attachments/admin/services/planted.py", PLANTED_DELETE, "7: derivative.delete()"),
+        ("attachments/variants/services_extra.py", PLANTED_DELETE, "7: derivative.delete()"),
     ],
 )
 def test_the_guard_fails_on_a_planted_write(where, source, expected):
     """The guard run over the tree with one file planted in it names that file and its write, and nothing else."""
     offenders = _offenders({where: source})
     assert offenders == {where: [expected]}
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "attachments/services/planted.py",
+        "attachments/variants/services/planted.py",
+        "attachments/variants/services/__init__.py",
+        "attachments/retention/services.py",
+    ],
+)
+def test_a_concerns_services_are_a_home_for_writes(where):
+    """Writes planted in the app's services or in a concern's `services.py` / `services/` are not offences."""
+    assert home_of(ROOT / where) == "attachments"
+    for source in (PLANTED_VIEW, PLANTED_PERMISSION, PLANTED_SELECTOR, PLANTED_DELETE):
+        assert _offenders({where: source}) == {}
+
+
+@pytest.mark.parametrize(
+    ("where", "offends"),
+    [
+        ("attachments/variants/api.py", True),
+        ("attachments/variants/admin.py", True),
+        ("attachments/variants/selectors.py", True),
+        ("attachments/api/services.py", True),
+        ("webhooks/services/planted.py", True),
+        ("attachments/variants/services/planted.py", False),
+        ("attachments/variants/services.py", False),
+        ("attachments/services/planted.py", False),
+    ],
+)
+def test_the_transition_guard_draws_the_same_line(where, offends):
+    """A transition planted in a concern's services passes; in its api, admin or selectors (or another app) fails."""
+    expected = {where: ["7: attachment.fail(code='variant_gone', message='x')"]} if offends else {}
+    assert _transition_offenders({where: PLANTED_TRANSITION}) == expected

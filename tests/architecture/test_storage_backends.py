@@ -1,5 +1,7 @@
 """Services reach storage through its interfaces (the gateway, the staging): none names a backend.
 
+The services are the attachments app's services/ and its concerns' (tests/architecture/homes.py).
+
 Two are S3 features by nature: bucket_setup.py configures the bucket, storage_events.py
 acts on its event notifications (and ignores them when Airlock does not store on S3).
 """
@@ -7,12 +9,11 @@ acts on its event notifications (and ignores them when Airlock does not store on
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ROOT / "attachments" / "services"
+from tests.architecture.homes import ROOT, service_modules
+
 EXEMPT = {"bucket_setup.py", "storage_events.py"}
 BACKENDS = {"LocalGateway", "S3Gateway", "LocalStaging", "S3Staging"}
 BACKEND_NAMES = {"local", "s3"}
@@ -34,9 +35,12 @@ def backend_branches(source: str) -> list[str]:
 
 
 def test_no_service_branches_on_the_storage_backend():
+    services = service_modules("attachments")
+    assert ROOT / "attachments" / "services" / "uploads.py" in services
+    assert ROOT / "attachments" / "variants" / "services" / "obtain.py" in services
     problems = {
-        path.name: found
-        for path in sorted(SERVICES.glob("*.py"))
+        str(path.relative_to(ROOT)): found
+        for path in services
         if path.name not in EXEMPT and (found := backend_branches(path.read_text()))
     }
     assert problems == {}

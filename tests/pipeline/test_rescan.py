@@ -21,11 +21,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import Attachment, OutboxMessage, RescanCheckpoint, Status, TransitionLog
-from attachments.services.rescan import RESTART_AFTER
+from attachments.rescan.services import RESTART_AFTER
 from attachments.storage import get_gateway
 from processing import actors
-from processing import rescan as rescans
 from processing.metrics import RESCAN_OUTCOMES
+from processing.rescan import jobs as rescans
 from processing.scanners import yara as yara_module
 from tests.support import EICAR, jpeg_bytes, run_pipeline, upload
 

@@ -27,7 +27,7 @@ ALLOWED = {
     ("take_down", "ready"): "rejected",
     ("rescan", "ready"): "pending",
     ("lose", "ready"): "failed",
-    # A rescan that finds a ready file: straight down, never through pending (processing/rescan.py).
+    # A rescan that finds a ready file: straight down, never through pending (processing/rescan/jobs.py).
     ("reject_on_rescan", "ready"): "rejected",
 }
 

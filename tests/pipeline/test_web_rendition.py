@@ -288,7 +288,7 @@ def test_the_original_is_removed_once_the_copy_is_durable_and_usage_counts_the_c
 
 def test_a_video_without_its_original_is_processed_again_from_its_copy(alice, api, django_capture_on_commit_callbacks):
     from attachments.services.processing import attachments_reprocess
-    from processing.rescan import rescan_one
+    from processing.rescan.jobs import rescan_one
 
     row = _ready_video(api(alice), _hevc_aac_rotated_with_location(), "IMG_0001.MOV", "video/quicktime")
     original_key = row.working_key

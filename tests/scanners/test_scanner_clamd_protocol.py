@@ -259,7 +259,7 @@ def test_storage_errors_from_the_iterator_propagate(fake_clamd: FakeFactory) -> 
         _scanner(fake_clamd(honest)).scan(broken_storage())
 
 
-# --- VERSION: what a verdict was judged with (processing/rescan.py) ------------
+# --- VERSION: what a verdict was judged with (processing/rescan/jobs.py) ------------
 
 
 def _version_reply(reply: bytes):

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from attachments import hooks
 from attachments.models import Attachment, Derivative, OutboxMessage, TransitionLog, VariantClaim
+from attachments.rescan.services import attachment_rescan_reject
 from attachments.services.moderation import attachment_take_down, attachment_variants_purge
 from attachments.services.quotas import tenant_usage
-from attachments.services.rescan import attachment_rescan_reject
 from attachments.storage import get_gateway
 from sweeper import reconcile
 from sweeper.control import sweeper_control_set

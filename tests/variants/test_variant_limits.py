@@ -12,7 +12,7 @@ import pytest
 
 from attachments import hooks
 from attachments.models import Derivative, VariantClaim
-from attachments.services import variants as variant_service
+from attachments.variants.services import obtain as variant_service
 from processing import tenant_slots
 from tests.support import jpeg_bytes, run_pipeline, upload
 

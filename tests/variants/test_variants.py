@@ -11,8 +11,8 @@ from PIL import Image
 
 from attachments import hooks
 from attachments.models import Attachment, Derivative, VariantClaim
-from attachments.services import variants as variant_service
 from attachments.services.moderation import attachment_take_down
+from attachments.variants.services import obtain as variant_service
 from tests.support import jpeg_bytes, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db

@@ -8,13 +8,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.negotiation import DefaultContentNegotiation
 
+from ..api.delivery import SIGNED_LINK_PARAMETERS, readable_attachment
+from ..api.schema import ATTACHMENT_ID, errors, file_responses
+from ..api.views import FileApi
 from ..errors import NotAuthenticated, NotFound, NotReady, SignatureInvalid, UrlExpired, ValidationFailed
-from ..services.variants import VariantBusy, VariantFailed, variant_obtain
 from ..serving import derivative_response, stem
-from ..variants import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
-from .delivery import SIGNED_LINK_PARAMETERS, readable_attachment
-from .schema import ATTACHMENT_ID, errors, file_responses
-from .views import FileApi
+from .services.obtain import VariantBusy, VariantFailed, variant_obtain
+from .spec import FORMATS, etag_matches, negotiated_format, signed_name, variant_etag, variant_sizes
 
 VARIANT_NAME = OpenApiParameter(
     "name",

@@ -2,7 +2,7 @@
 
 The box is its own include (templates/admin/attachments/attachment/variants.html),
 fed by `change_context`; purging is the `purge_variants` moderation action
-(services/variant_purge.py: rows dropped, objects deleted after commit under the
+(services/purge.py: rows dropped, objects deleted after commit under the
 sweeper's brakes, audited on the file's timeline). The preview's `srcset` offers
 the thumbnail and every variant wider than it through `staff_variant`, which makes
 a missing one on first request like the API (only for a file that is served now).
@@ -18,14 +18,14 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.html import format_html
 
+from ..admin.views import _staff_attachment
 from ..errors import AirlockError
 from ..models import Attachment, Derivative
 from ..selectors import servable_now
-from ..services.variant_purge import VARIANT_KIND_PREFIX
-from ..services.variants import variant_obtain
 from ..serving import derivative_response, stem
-from ..variants import FORMATS, negotiated_format, variant_sizes, variant_widths
-from .views import _staff_attachment
+from .services.obtain import variant_obtain
+from .services.purge import VARIANT_KIND_PREFIX
+from .spec import FORMATS, negotiated_format, variant_sizes, variant_widths
 
 
 def existing_variants(attachment: Attachment) -> list[dict[str, Any]]:

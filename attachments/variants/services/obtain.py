@@ -34,17 +34,17 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from prometheus_client import Counter
 
-from .. import hooks
-from ..errors import NotFound, Unavailable
-from ..models import Attachment, Derivative, VariantClaim
-from ..naming import derivative_key
-from ..selectors import servable_now
-from ..serving import served_object
-from ..storage import get_gateway
-from ..storage.base import StorageError
-from ..variants import FORMATS, page_kind, variant_kind, variant_sizes
-from .connections import give_connection_back
-from .variant_purge import forget_stored_object
+from ... import hooks
+from ...errors import NotFound, Unavailable
+from ...models import Attachment, Derivative, VariantClaim
+from ...naming import derivative_key
+from ...selectors import servable_now
+from ...services.connections import give_connection_back
+from ...serving import served_object
+from ...storage import get_gateway
+from ...storage.base import StorageError
+from ..spec import FORMATS, page_kind, variant_kind, variant_sizes
+from .purge import forget_stored_object
 
 log = logging.getLogger("airlock.variants")
 

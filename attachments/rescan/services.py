@@ -1,7 +1,7 @@
 """Record what a rescan of a ready file found: clean (new signatures noted) or a hit (taken down).
 
 A rescan never moves a file out of `ready` to look at it again: the file stays
-served while its stored bytes are scanned (processing/rescan.py), and only a
+served while its stored bytes are scanned (processing/rescan/jobs.py), and only a
 hit changes its status, straight from ready to rejected.
 """
 
@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from ..models import Attachment, Lifecycle, RescanCheckpoint, Status, TransitionLog
 from ..reasons import ReasonCode
-from . import outbox
-from .processing import attachment_quarantine
-from .transitions import apply_transition, lock_attachment
+from ..services import outbox
+from ..services.processing import attachment_quarantine
+from ..services.transitions import apply_transition, lock_attachment
 
 log = logging.getLogger("airlock.rescan")
 

@@ -2,9 +2,9 @@
 
 Variants are a cache of what `download` serves, made again on the next request:
 dropping them loses nothing. They are dropped when a file stops being `ready`
-(a takedown, a rescan hit, a reprocess, a lost original: transitions.py calls
+(a takedown, a rescan hit, a reprocess, a lost original: attachments/services/transitions.py calls
 `variants_forget` on the locked row), when reconcile finds a variant row whose
-object is gone, and when staff purge them from the admin (audited, services/moderation.py).
+object is gone, and when staff purge them from the admin (audited, attachments/services/moderation.py).
 
 Objects are deleted after the transaction commits, and only while the sweeper's
 brakes are off: under the killswitch or dry run they stay, rowless, and
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from ..models import Derivative, VariantClaim
-from ..storage import get_gateway
+from ...models import Derivative, VariantClaim
+from ...storage import get_gateway
 
 log = logging.getLogger("airlock.variants")
 
@@ -46,7 +46,7 @@ def _delete_objects(keys: list[str]) -> None:
 
 def forget_stored_object(key: str) -> None:
     """Delete a variant object no row records (made for a file that stopped being served), brakes permitting."""
-    from ..brakes import delete_brake
+    from ...brakes import delete_brake
 
     if not delete_brake():
         _delete_objects([key])  # else reconcile deletes it as an orphan once the brakes are off
@@ -57,7 +57,7 @@ def variants_forget(attachment_id: uuid.UUID, *, keys_only: list[str] | None = N
 
     Call inside the caller's transaction: the rows go with its commit, the objects after it.
     """
-    from ..brakes import delete_brake
+    from ...brakes import delete_brake
 
     rows = Derivative.objects.filter(attachment_id=attachment_id, kind__startswith=VARIANT_KIND_PREFIX)
     if keys_only is not None:

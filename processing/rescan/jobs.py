@@ -13,7 +13,7 @@ Two halves:
   walks ready files newest first (recent uploads are the likeliest to carry
   what today's signatures newly know) and queues rescans within
   AIRLOCK_RESCAN_FILES_PER_MINUTE, from a checkpoint row (advanced by
-  attachments/services/rescan.py), so a restart resumes where it stopped. It
+  attachments/rescan/services.py), so a restart resumes where it stopped. It
   queues nothing while uploads are waiting in the pipeline, and its jobs run on
   their own queue at a lower priority: new uploads go first.
 """
@@ -29,7 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, RescanCheckpoint, Status
-from attachments.services.rescan import (
+from attachments.rescan.services import (
     attachment_rescan_clean,
     attachment_rescan_reject,
     rescan_walk_advance,
@@ -37,9 +37,9 @@ from attachments.services.rescan import (
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageError
 
-from .metrics import RESCAN_OUTCOMES, RESCAN_QUEUED, record_scan_error, record_scan_verdicts
-from .scanners import ScannerError, scan_all, scanners_from_settings, signature_version
-from .steps.scan import LIMIT_HEURISTIC
+from ..metrics import RESCAN_OUTCOMES, RESCAN_QUEUED, record_scan_error, record_scan_verdicts
+from ..scanners import ScannerError, scan_all, scanners_from_settings, signature_version
+from ..steps.scan import LIMIT_HEURISTIC
 
 log = logging.getLogger("airlock.rescan")
 
