@@ -7,6 +7,7 @@ duplicate or stale job (one whose attempt was superseded) changes nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import uuid
@@ -30,7 +31,7 @@ from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
 from .dead_letters import dead_letter_open
 from .derivatives import derivatives_upsert
 from .duplicates import duplicate_twin
-from .transitions import apply_transition, lock_attachment, save_fields
+from .transitions import apply_transition, apply_transition_unlocked, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
 
@@ -167,6 +168,13 @@ def attachment_advance(
             and _hand_over(read, token=token, step=step, fields=fields, next_step=next_step, now=now)
         ):
             return True
+        if (
+            read is not None
+            and next_step is None
+            and read.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED)
+            and _finish(read, token=token, step=step, fields=fields, derivatives=derivatives, now=now)
+        ):
+            return True
         attachment = _locked_if_current(attachment_id, token, step)
         if attachment is None:
             return False
@@ -220,6 +228,62 @@ def attachment_advance(
             # The job carries its tenant: the actor parks a job over the tenant's
             # cap without reading the row first (processing/fairness.py).
             outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
+    return True
+
+
+def _finish(
+    read: Attachment,
+    *,
+    token: uuid.UUID,
+    step: str,
+    fields: dict[str, Any],
+    derivatives: list[dict[str, Any]] | None,
+    now: datetime,
+) -> bool:
+    """The last stage's flip (to ready, or rejected as a duplicate) from the row the stage read; False if it moved on.
+
+    The same decisions as the locked path in attachment_advance, taken on the
+    read: its transition's UPDATE re-checks the lease, the stage, the usage
+    columns (the lifecycle among them: not discarded) and the ref the duplicate
+    rule looked in, so no lock read is needed. The derivative rows are written
+    only once that UPDATE has matched (a stale job writes none).
+    """
+    guard = {"lease_token": token, "step": step, "ref": read.ref}
+    entries = _stage_entries(read, step=step, fields=fields)
+    keep = functools.partial(derivatives_upsert, records=derivatives)
+    twin = duplicate_twin(attachment=read, sha256=fields.get("sha256") or read.sha256, now=now)
+    if twin is not None and get_profile(read.profile).rejects_duplicates:
+        rejected = apply_transition_unlocked(
+            read,
+            "reject",
+            guard=guard,
+            actor=WORKER,
+            code=ReasonCode.DUPLICATE,
+            message=f"The same bytes as {twin}, already available.",
+            fields=fields,
+            audit=entries,
+            before_record=keep,
+        )
+        if rejected is None:
+            return False
+        transaction.on_commit(lambda: attachment_quarantine(attachment_id=read.pk))
+        return True
+    signatures = fields.get("scan_signatures") or read.scan_signatures
+    finished = apply_transition_unlocked(
+        read,
+        "finish",
+        guard=guard,
+        actor=WORKER,
+        now=now,
+        fields={**fields, "duplicate_of": twin},
+        note=f"scanned clean with {signatures}" if signatures else "",
+        audit=entries,
+        before_record=keep,
+    )
+    if finished is None:
+        return False
+    if renditions.web_state(finished.metadata) is not None:
+        outbox.enqueue("transcode", finished.pk, finished.tenant_id)  # as the locked path does, below
     return True
 
 
