@@ -94,35 +94,62 @@ def attachment_begin(
     now: datetime | None = None,
     intake_facts: FileFacts | None = None,
     next_step: str = "derive",
+    read: Attachment | None = None,
 ) -> uuid.UUID | None:
     """pending → processing with a fresh lease; None when there is nothing to do.
 
     With `intake_facts` (intake, with its scan, already done outside the lease,
     because it only read write-once bytes) the facts are recorded and `next_step`
     is queued in the same transaction: one commit for everything up to derive.
+
+    `read` is the row as the caller read it (unlocked, Attachment.objects.for_step()):
+    when it was startable, the start is one UPDATE that re-checks what made it so,
+    with no lock read; a row that moved on since takes the locked path.
     """
     now = now or timezone.now()
+    fields = facts_columns(intake_facts) if intake_facts is not None else None
+    token = uuid.uuid4()
     with transaction.atomic():
-        attachment = lock_attachment(attachment_id)
-        if not attachment_is_startable(attachment):
-            return None
-        token = uuid.uuid4()
-        fields = facts_columns(intake_facts) if intake_facts is not None else None
-        # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
-        arrived = _stage_entries(attachment, step="intake", fields=fields) if fields is not None else []
-        apply_transition(
-            attachment,
-            "start",
-            actor=WORKER,
-            lease_token=token,
-            lease_expires_at=_lease_deadline(now),
-            step="intake" if fields is None else next_step,
-            fields=fields,
-            audit=arrived,
-        )
-        if intake_facts is not None:
+        attachment = None
+        if attachment_is_startable(read):
+            attachment = _start(read, token=token, fields=fields, next_step=next_step, now=now, guarded=True)
+        if attachment is None:
+            locked = lock_attachment(attachment_id)
+            if not attachment_is_startable(locked):
+                return None
+            attachment = _start(locked, token=token, fields=fields, next_step=next_step, now=now, guarded=False)
+        if attachment is not None and intake_facts is not None:
             outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
         return token
+
+
+def _start(
+    attachment: Attachment,
+    *,
+    token: uuid.UUID,
+    fields: dict[str, Any] | None,
+    next_step: str,
+    now: datetime,
+    guarded: bool,
+) -> Attachment | None:
+    """The start transition on a locked row, or (`guarded`) on an unlocked read of a startable row.
+
+    Guarded, the UPDATE re-checks attachment_is_startable: pending (with the usage
+    columns, the lifecycle among them, as read: neither discarded nor deleted) and uploaded.
+    """
+    # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
+    arrived = _stage_entries(attachment, step="intake", fields=fields) if fields is not None else []
+    given: dict[str, Any] = {
+        "actor": WORKER,
+        "lease_token": token,
+        "lease_expires_at": _lease_deadline(now),
+        "step": "intake" if fields is None else next_step,
+        "fields": fields,
+        "audit": arrived,
+    }
+    if guarded:
+        return apply_transition_unlocked(attachment, "start", guard={"uploaded_at__isnull": False}, **given)
+    return apply_transition(attachment, "start", **given)
 
 
 def attachment_lease_extend(*, attachment_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:

@@ -99,13 +99,13 @@ def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]
     return seen
 
 
-# Intake (which runs the scan): the step's read, the lock, the row's UPDATE, the audit rows (the
-# arrival, the scan and the start in one INSERT), the outbox row and its "sent" mark; intake and scan
-# as two stages took 11 (the scan: a hand-over UPDATE guarded by its lease, its audit row, its job).
-# Derive: the step's read, the flip to ready guarded by the lease and what the read saw (no lock
-# read), the derivative rows instead of a job to send.
+# Intake (which runs the scan): the step's read, the row's UPDATE (guarded by what the read saw: no
+# lock read), the audit rows (the arrival, the scan and the start in one INSERT), the outbox row and its
+# "sent" mark; intake and scan as two stages took 11 (the scan: a hand-over UPDATE guarded by its lease,
+# its audit row, its job). Derive: the step's read, the flip to ready guarded by the lease (no lock
+# read either), the derivative rows instead of a job to send.
 EXPECTED = {
-    "intake": {"SELECT": 2, "UPDATE": 2, "INSERT": 2},
+    "intake": {"SELECT": 1, "UPDATE": 2, "INSERT": 2},
     # Derivatives upserted in one INSERT; + the duplicate rule's one probe of att_ready_sha256 as the file
     # becomes ready (services/duplicates.py), which the resource then reads from the row for nothing.
     "derive": {"SELECT": 2, "INSERT": 2, "UPDATE": 1},
@@ -412,3 +412,25 @@ def test_a_file_committed_during_derive_is_judged_in_its_ref(alice, api, memory_
     assert (after.ref, after.lifecycle, after.duplicate_of) == ("wedding", "committed", None)
     assert Derivative.objects.filter(attachment_id=row.pk).count() == 2
     _counter_is_exact(row.tenant_id)
+
+
+def test_an_intake_whose_file_was_discarded_meanwhile_starts_nothing(alice, api, memory_slots, monkeypatch):
+    """The start re-checks that the file is still startable (not discarded) in its UPDATE; the usage stays exact."""
+    from attachments.models import OutboxMessage
+    from attachments.services.lifecycle import attachment_discard
+
+    attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
+    work = pipeline.intake
+
+    def intake_then_discard(attachment):
+        result = work(attachment)
+        attachment_discard(user=alice, attachment_id=attachment_id)
+        return result
+
+    monkeypatch.setattr(pipeline, "intake", intake_then_discard)
+    assert pipeline.start_and_intake(attachment_id) == "skipped"
+    after = Attachment.objects.get(pk=attachment_id)
+    assert (after.status, after.lifecycle, after.lease_token) == ("pending", "discarded", None)
+    assert not OutboxMessage.objects.filter(actor_name="derive", args__0=str(attachment_id)).exists()
+    assert not after.transitions.filter(transition="start").exists()
+    _counter_is_exact(after.tenant_id)
