@@ -30,7 +30,7 @@ from . import outbox, quotas
 from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
 from .dead_letters import dead_letter_open
 from .derivatives import derivatives_upsert
-from .duplicates import duplicate_twin
+from .duplicates import duplicate_twin, duplicate_twin_in_update
 from .transitions import apply_transition, apply_transition_unlocked, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
@@ -278,8 +278,15 @@ def _finish(
     guard = {"lease_token": token, "step": step, "ref": read.ref}
     entries = _stage_entries(read, step=step, fields=fields)
     keep = functools.partial(derivatives_upsert, records=derivatives)
-    twin = duplicate_twin(attachment=read, sha256=fields.get("sha256") or read.sha256, now=now)
-    if twin is not None and get_profile(read.profile).rejects_duplicates:
+    sha256 = fields.get("sha256") or read.sha256
+    twin: uuid.UUID | None = None
+    flag: Any  # the twin, or the subquery that decides it
+    if not get_profile(read.profile).rejects_duplicates:
+        # Only flagged, never rejected: the flip's UPDATE looks the twin up itself, with no read before it.
+        flag = duplicate_twin_in_update(attachment=read, sha256=sha256, now=now)
+    else:
+        twin = flag = duplicate_twin(attachment=read, sha256=sha256, now=now)
+    if twin is not None:
         rejected = apply_transition_unlocked(
             read,
             "reject",
@@ -302,7 +309,7 @@ def _finish(
         guard=guard,
         actor=WORKER,
         now=now,
-        fields={**fields, "duplicate_of": twin},
+        fields={**fields, "duplicate_of": flag},
         note=f"scanned clean with {signatures}" if signatures else "",
         audit=entries,
         before_record=keep,
