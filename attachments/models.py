@@ -301,6 +301,13 @@ class AttachmentQuerySet(models.QuerySet["Attachment"]):
             "declared_size",
             "declared_sha256",
             "upload_link",  # a link's file is committed to the link's ref once ready
+            # what the last stage's flip decides from, with no lock read (services/processing.py _finish):
+            # the duplicate rule's ref, digest and age, and the signatures its audit row names
+            "ref",
+            "sha256",
+            "created_at",
+            "scan_signatures",
+            "reason_code",  # the transition's log line names it
         )
 
     def for_upload(self) -> AttachmentQuerySet:

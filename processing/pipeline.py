@@ -421,17 +421,22 @@ def start_and_intake(attachment_id: uuid.UUID) -> str:
             with inflight.intaking(attachment_id):
                 facts: FileFacts | None = intake(attachment).facts
         except ContentRejected as exc:
-            token = attachment_begin(attachment_id=attachment_id)
+            token = attachment_begin(attachment_id=attachment_id, read=attachment)
             return "skipped" if token is None else _rejected(context, started, attachment_id, token, exc)
         except ScannerError as exc:
             # The scanners gave no verdict: the attempt retries (or waits for them) now, without
             # a second scan under the lease that would ask them again at once.
-            token = attachment_begin(attachment_id=attachment_id)
+            token = attachment_begin(attachment_id=attachment_id, read=attachment)
             return "skipped" if token is None else _failed(context, started, attachment_id, token, INTAKE.name, exc)
         except _transient_types():
             facts = None  # retried below under the lease, with backoff if it persists
         if facts is not None:
-            if attachment_begin(attachment_id=attachment_id, intake_facts=facts, next_step=DERIVE.name) is None:
+            if (
+                attachment_begin(
+                    attachment_id=attachment_id, intake_facts=facts, next_step=DERIVE.name, read=attachment
+                )
+                is None
+            ):
                 return "skipped"
             _log(context, started, "advanced")
             return "advanced"

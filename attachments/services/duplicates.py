@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Case, Q, UUIDField, Value, When
+from django.db.models import Case, Q, QuerySet, Subquery, UUIDField, Value, When
 
 from ..models import Attachment, Lifecycle, Status
 
@@ -42,6 +42,20 @@ def _available_q(now: datetime) -> Q:
 
 def duplicate_twin(*, attachment: Attachment, sha256: str, now: datetime) -> uuid.UUID | None:
     """The earlier available file `attachment` (about to be ready with `sha256`) duplicates, or None."""
+    found = _twin_query(attachment=attachment, sha256=sha256, now=now)
+    return None if found is None else next(iter(found), None)
+
+
+def duplicate_twin_in_update(*, attachment: Attachment, sha256: str, now: datetime) -> Subquery | None:
+    """duplicate_twin as a subquery, for the UPDATE that makes the file ready to decide it in the same statement.
+
+    The same read of att_ready_sha256, taken by that statement instead of one of its own before it.
+    """
+    found = _twin_query(attachment=attachment, sha256=sha256, now=now)
+    return None if found is None else Subquery(found, output_field=UUIDField())
+
+
+def _twin_query(*, attachment: Attachment, sha256: str, now: datetime) -> QuerySet | None:
     if not sha256:
         return None
     twins = Attachment.objects.filter(tenant_id=attachment.tenant_id, sha256=sha256, status=Status.READY).filter(
@@ -52,8 +66,7 @@ def duplicate_twin(*, attachment: Attachment, sha256: str, now: datetime) -> uui
     else:
         twins = twins.filter(subject=attachment.subject)
     earlier = Q(created_at__lt=attachment.created_at) | Q(created_at=attachment.created_at, pk__lt=attachment.pk)
-    found = twins.filter(earlier).order_by("created_at", "pk").values_list("pk", flat=True)[:1]
-    return next(iter(found), None)
+    return twins.filter(earlier).order_by("created_at", "pk").values_list("pk", flat=True)[:1]
 
 
 def duplicates_in_ref(*, rows: Iterable[Attachment], ref: str) -> dict[uuid.UUID, uuid.UUID | None]:

@@ -7,6 +7,7 @@ duplicate or stale job (one whose attempt was superseded) changes nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import uuid
@@ -29,8 +30,8 @@ from . import outbox, quotas
 from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
 from .dead_letters import dead_letter_open
 from .derivatives import derivatives_upsert
-from .duplicates import duplicate_twin
-from .transitions import apply_transition, lock_attachment, save_fields
+from .duplicates import duplicate_twin, duplicate_twin_in_update
+from .transitions import apply_transition, apply_transition_unlocked, lock_attachment, save_fields
 
 log = logging.getLogger("airlock.pipeline")
 
@@ -93,35 +94,62 @@ def attachment_begin(
     now: datetime | None = None,
     intake_facts: FileFacts | None = None,
     next_step: str = "derive",
+    read: Attachment | None = None,
 ) -> uuid.UUID | None:
     """pending → processing with a fresh lease; None when there is nothing to do.
 
     With `intake_facts` (intake, with its scan, already done outside the lease,
     because it only read write-once bytes) the facts are recorded and `next_step`
     is queued in the same transaction: one commit for everything up to derive.
+
+    `read` is the row as the caller read it (unlocked, Attachment.objects.for_step()):
+    when it was startable, the start is one UPDATE that re-checks what made it so,
+    with no lock read; a row that moved on since takes the locked path.
     """
     now = now or timezone.now()
+    fields = facts_columns(intake_facts) if intake_facts is not None else None
+    token = uuid.uuid4()
     with transaction.atomic():
-        attachment = lock_attachment(attachment_id)
-        if not attachment_is_startable(attachment):
-            return None
-        token = uuid.uuid4()
-        fields = facts_columns(intake_facts) if intake_facts is not None else None
-        # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
-        arrived = _stage_entries(attachment, step="intake", fields=fields) if fields is not None else []
-        apply_transition(
-            attachment,
-            "start",
-            actor=WORKER,
-            lease_token=token,
-            lease_expires_at=_lease_deadline(now),
-            step="intake" if fields is None else next_step,
-            fields=fields,
-            audit=arrived,
-        )
-        if intake_facts is not None:
+        attachment = None
+        if attachment_is_startable(read):
+            attachment = _start(read, token=token, fields=fields, next_step=next_step, now=now, guarded=True)
+        if attachment is None:
+            locked = lock_attachment(attachment_id)
+            if not attachment_is_startable(locked):
+                return None
+            attachment = _start(locked, token=token, fields=fields, next_step=next_step, now=now, guarded=False)
+        if attachment is not None and intake_facts is not None:
             outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
         return token
+
+
+def _start(
+    attachment: Attachment,
+    *,
+    token: uuid.UUID,
+    fields: dict[str, Any] | None,
+    next_step: str,
+    now: datetime,
+    guarded: bool,
+) -> Attachment | None:
+    """The start transition on a locked row, or (`guarded`) on an unlocked read of a startable row.
+
+    Guarded, the UPDATE re-checks attachment_is_startable: pending (with the usage
+    columns, the lifecycle among them, as read: neither discarded nor deleted) and uploaded.
+    """
+    # The bytes' facts go on the timeline before the start they led to, in the same INSERT.
+    arrived = _stage_entries(attachment, step="intake", fields=fields) if fields is not None else []
+    given: dict[str, Any] = {
+        "actor": WORKER,
+        "lease_token": token,
+        "lease_expires_at": _lease_deadline(now),
+        "step": "intake" if fields is None else next_step,
+        "fields": fields,
+        "audit": arrived,
+    }
+    if guarded:
+        return apply_transition_unlocked(attachment, "start", guard={"uploaded_at__isnull": False}, **given)
+    return apply_transition(attachment, "start", **given)
 
 
 def attachment_lease_extend(*, attachment_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:
@@ -165,6 +193,13 @@ def attachment_advance(
             and not derivatives
             and not set(fields) & set(quotas.USAGE_FIELDS)
             and _hand_over(read, token=token, step=step, fields=fields, next_step=next_step, now=now)
+        ):
+            return True
+        if (
+            read is not None
+            and next_step is None
+            and read.lifecycle not in (Lifecycle.DISCARDED, Lifecycle.DELETED)
+            and _finish(read, token=token, step=step, fields=fields, derivatives=derivatives, now=now)
         ):
             return True
         attachment = _locked_if_current(attachment_id, token, step)
@@ -220,6 +255,69 @@ def attachment_advance(
             # The job carries its tenant: the actor parks a job over the tenant's
             # cap without reading the row first (processing/fairness.py).
             outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
+    return True
+
+
+def _finish(
+    read: Attachment,
+    *,
+    token: uuid.UUID,
+    step: str,
+    fields: dict[str, Any],
+    derivatives: list[dict[str, Any]] | None,
+    now: datetime,
+) -> bool:
+    """The last stage's flip (to ready, or rejected as a duplicate) from the row the stage read; False if it moved on.
+
+    The same decisions as the locked path in attachment_advance, taken on the
+    read: its transition's UPDATE re-checks the lease, the stage, the usage
+    columns (the lifecycle among them: not discarded) and the ref the duplicate
+    rule looked in, so no lock read is needed. The derivative rows are written
+    only once that UPDATE has matched (a stale job writes none).
+    """
+    guard = {"lease_token": token, "step": step, "ref": read.ref}
+    entries = _stage_entries(read, step=step, fields=fields)
+    keep = functools.partial(derivatives_upsert, records=derivatives)
+    sha256 = fields.get("sha256") or read.sha256
+    twin: uuid.UUID | None = None
+    flag: Any  # the twin, or the subquery that decides it
+    if not get_profile(read.profile).rejects_duplicates:
+        # Only flagged, never rejected: the flip's UPDATE looks the twin up itself, with no read before it.
+        flag = duplicate_twin_in_update(attachment=read, sha256=sha256, now=now)
+    else:
+        twin = flag = duplicate_twin(attachment=read, sha256=sha256, now=now)
+    if twin is not None:
+        rejected = apply_transition_unlocked(
+            read,
+            "reject",
+            guard=guard,
+            actor=WORKER,
+            code=ReasonCode.DUPLICATE,
+            message=f"The same bytes as {twin}, already available.",
+            fields=fields,
+            audit=entries,
+            before_record=keep,
+        )
+        if rejected is None:
+            return False
+        transaction.on_commit(lambda: attachment_quarantine(attachment_id=read.pk))
+        return True
+    signatures = fields.get("scan_signatures") or read.scan_signatures
+    finished = apply_transition_unlocked(
+        read,
+        "finish",
+        guard=guard,
+        actor=WORKER,
+        now=now,
+        fields={**fields, "duplicate_of": flag},
+        note=f"scanned clean with {signatures}" if signatures else "",
+        audit=entries,
+        before_record=keep,
+    )
+    if finished is None:
+        return False
+    if renditions.web_state(finished.metadata) is not None:
+        outbox.enqueue("transcode", finished.pk, finished.tenant_id)  # as the locked path does, below
     return True
 
 

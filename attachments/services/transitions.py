@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from django.db import transaction
+from django.utils import timezone
 from django_fsm import FSMField, TransitionNotAllowed
 
 from .. import hooks, waiting
@@ -65,17 +67,92 @@ def apply_transition(
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("transitions run inside transaction.atomic() on a locked row")
-    from_status = attachment.status
-    started = time.monotonic()
+    from_status, started = attachment.status, time.monotonic()
     usage_before = quotas.usage_snapshot(attachment)
+    _run(attachment, name, fields, kwargs)
+    # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
+    save_fields(attachment, _written(name, fields), usage_before=usage_before)
+    _record(attachment, name, from_status, started, actor=actor, note=note, audit=audit, details=details)
+    return attachment
+
+
+def apply_transition_unlocked(
+    read: Attachment,
+    name: str,
+    *,
+    guard: Mapping[str, Any],
+    actor: str,
+    note: str = "",
+    fields: Mapping[str, Any] | None = None,
+    audit: Sequence[TransitionLog] = (),
+    details: Mapping[str, Any] | None = None,
+    before_record: Callable[[Attachment], object] | None = None,
+    **kwargs: Any,
+) -> Attachment | None:
+    """apply_transition on a row read without its lock: one UPDATE that re-checks what the read saw.
+
+    The transition runs on a copy of `read` (django-fsm checks its source state
+    as usual); the UPDATE is conditioned on the status and the usage columns
+    (quotas.USAGE_FIELDS) as read, and on `guard` (what else the caller's
+    decision rested on: the lease, the stage). PostgreSQL re-checks the WHERE
+    clause on the newest row version and the UPDATE holds the row until commit,
+    so the usage delta computed from the read is exact. Returns the copy as
+    written, or None when the row moved on: nothing is written and `read` is
+    left as it was (the caller takes the locked path, which decides what the
+    change means). `before_record` runs after the UPDATE and before the audit
+    rows and the outcome's listeners (a webhook's body shows what it wrote).
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("transitions run inside transaction.atomic()")
+    missing = set(quotas.USAGE_FIELDS) & read.get_deferred_fields()
+    if missing:
+        raise ValueError(f"an unlocked transition needs the usage columns read: {sorted(missing)}")
+    attachment = copy.copy(read)
+    from_status, started = attachment.status, time.monotonic()
+    usage_before = quotas.usage_snapshot(attachment)
+    _run(attachment, name, fields, kwargs)
+    written = _written(name, fields)
+    delta = quotas.usage_delta(attachment, before=usage_before)  # every usage column is in `before`: no query
+    updated = Attachment.objects.filter(pk=read.pk, **usage_before, **guard).update(
+        **{column: getattr(attachment, column) for column in written}, updated_at=timezone.now()
+    )
+    if not updated:
+        return None
+    quotas.usage_move(attachment, delta, change_written=True)
+    if before_record is not None:
+        before_record(attachment)
+    _record(attachment, name, from_status, started, actor=actor, note=note, audit=audit, details=details)
+    return attachment
+
+
+def _run(attachment: Attachment, name: str, fields: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> None:
+    """Set `fields` on the instance and run the named transition's method (django-fsm's source check)."""
+    from_status = attachment.status
     for field_name, value in (fields or {}).items():
         setattr(attachment, field_name, value)
     try:
         getattr(attachment, name)(**kwargs)
     except TransitionNotAllowed as exc:
         raise TransitionConflict(f"{name} not allowed from {from_status}") from exc
-    # ConcurrentTransitionMixin still conditions the UPDATE on the status it loaded.
-    save_fields(attachment, ["status", *transition_writes(name), *(fields or {})], usage_before=usage_before)
+
+
+def _written(name: str, fields: Mapping[str, Any] | None) -> list[str]:
+    """The columns a transition writes: the status, its declared writes and the facts given with it."""
+    return ["status", *transition_writes(name), *(fields or {})]
+
+
+def _record(
+    attachment: Attachment,
+    name: str,
+    from_status: str,
+    started: float,
+    *,
+    actor: str,
+    note: str,
+    audit: Sequence[TransitionLog],
+    details: Mapping[str, Any] | None,
+) -> None:
+    """What follows a transition's write: variants dropped, waiters woken, the audit rows, the outcome, the log."""
     if from_status == Status.READY and attachment.status != Status.READY:
         # Variants are served only while ready: a takedown, a rescan hit, a reprocess or a lost
         # original drops them (made again from what is served once the file is ready again).
@@ -119,7 +196,6 @@ def apply_transition(
             or None,
         },
     )
-    return attachment
 
 
 # Lifecycle changes (orthogonal to status) go to the same audit table, so the admin

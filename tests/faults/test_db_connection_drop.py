@@ -45,7 +45,7 @@ def test_connection_lost_inside_the_flip_rolls_it_back_whole(alice, bob, mallory
     """Inline, any database: the raw connection is closed under Django mid-transaction."""
     import attachments.services.processing as services
 
-    real = services.apply_transition
+    real = services.apply_transition_unlocked  # the flip to ready, from the row derive read
 
     def dropping(attachment, name, **kwargs):
         result = real(attachment, name, **kwargs)
@@ -56,7 +56,7 @@ def test_connection_lost_inside_the_flip_rolls_it_back_whole(alice, bob, mallory
     attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)  # intake ran the scan: derive is next
-    monkeypatch.setattr(services, "apply_transition", dropping)
+    monkeypatch.setattr(services, "apply_transition_unlocked", dropping)
     with pytest.raises(DatabaseError):
         pipeline.run_stage(row.pk, row.lease_token, "derive")
     monkeypatch.undo()
@@ -75,7 +75,8 @@ def test_backend_terminated_mid_flip_in_a_live_worker(alice, bob, mallory, live_
     """A real worker thread; another connection kills its PostgreSQL backend inside the flip."""
     import attachments.services.processing as services
 
-    real_transition, real_advance = services.apply_transition, pipeline.attachment_advance
+    # The flip to ready runs from the row derive read (no lock read).
+    real_transition, real_advance = services.apply_transition_unlocked, pipeline.attachment_advance
     killed: list[int] = []
     failures: list[BaseException] = []
 
@@ -107,7 +108,7 @@ def test_backend_terminated_mid_flip_in_a_live_worker(alice, bob, mallory, live_
             failures.append(exc)
             raise
 
-    monkeypatch.setattr(services, "apply_transition", dropping)
+    monkeypatch.setattr(services, "apply_transition_unlocked", dropping)
     monkeypatch.setattr(pipeline, "attachment_advance", advance)
     attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
     wait_until(lambda: failures, 60, "the flip to fail on the killed connection")

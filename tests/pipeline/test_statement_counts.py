@@ -99,21 +99,23 @@ def _through_the_steps(attachment_id: uuid.UUID, capture) -> dict[str, list[str]
     return seen
 
 
-# Intake (which runs the scan): the step's read, the lock, the row's UPDATE, the audit rows (the
-# arrival, the scan and the start in one INSERT), the outbox row and its "sent" mark; intake and scan
-# as two stages took 11 (the scan: a hand-over UPDATE guarded by its lease, its audit row, its job).
-# Derive: the derivative rows instead of a job to send.
+# Intake (which runs the scan): the step's read, the row's UPDATE (guarded by what the read saw: no
+# lock read), the audit rows (the arrival, the scan and the start in one INSERT), the outbox row and its
+# "sent" mark; intake and scan as two stages took 11 (the scan: a hand-over UPDATE guarded by its lease,
+# its audit row, its job). Derive: the step's read, the flip to ready guarded by the lease (no lock
+# read either), the derivative rows instead of a job to send.
 EXPECTED = {
-    "intake": {"SELECT": 2, "UPDATE": 2, "INSERT": 2},
-    # Derivatives upserted in one INSERT; + the duplicate rule's one probe of att_ready_sha256 as the file
-    # becomes ready (services/duplicates.py), which the resource then reads from the row for nothing.
-    "derive": {"SELECT": 3, "INSERT": 2, "UPDATE": 1},
+    "intake": {"SELECT": 1, "UPDATE": 2, "INSERT": 2},
+    # Derivatives upserted in one INSERT; the duplicate rule's one probe of att_ready_sha256 as the file
+    # becomes ready (services/duplicates.py) is a subquery of the flip's UPDATE (a profile that rejects
+    # duplicates reads it first), and the resource then reads the flag from the row for nothing.
+    "derive": {"SELECT": 1, "INSERT": 2, "UPDATE": 1},
 }
 
 
 def _is_twin_lookup(sql: str) -> bool:
     """The duplicate rule's read: by (tenant, sha256) among ready files, the earliest-created first."""
-    return '"attachments_attachment"."sha256" =' in sql and "LIMIT 1" in sql.upper()
+    return '."sha256" =' in sql and "LIMIT 1" in sql.upper()  # the table's name, or its alias in a subquery
 
 
 def test_statements_per_step_for_an_image(alice, api, memory_slots, django_capture_on_commit_callbacks):
@@ -124,7 +126,9 @@ def test_statements_per_step_for_an_image(alice, api, memory_slots, django_captu
     assert not _selects_text(every)
     # Reads by primary key build no ORDER BY (the twin lookup's is its rule); UPDATEs leave untouched columns alone.
     selects = [sql for sql in every if sql.lstrip().upper().startswith("SELECT")]
-    assert len([sql for sql in selects if _is_twin_lookup(sql)]) == 1
+    [flip] = [sql for sql in seen["derive"] if sql.lstrip().upper().startswith("UPDATE")]
+    assert _is_twin_lookup(flip) and '"duplicate_of" = (SELECT' in flip, flip  # the rule, in the flip itself
+    assert not [sql for sql in selects if _is_twin_lookup(sql)]
     assert not [sql for sql in selects if "ORDER BY" in sql.upper() and not _is_twin_lookup(sql)]
     assert not [sql for sql in every if sql.lstrip().upper().startswith("UPDATE") and '"filename"' in sql]
     assert Derivative.objects.filter(attachment_id=attachment_id).count() == 2
@@ -327,3 +331,95 @@ def test_a_scan_whose_row_moved_on_during_its_work_changes_nothing(alice, api, m
         assert (after.status, after.reason_code) == ("rejected", "object_missing")
     else:
         assert (after.status, after.step, after.lease_token) == ("processing", "scan", other_token)
+
+
+# --- the flips decided from the stage's read, with no lock read -----------------------
+
+
+def _counter_is_exact(tenant_id) -> None:
+    from attachments.models import TenantUsage
+    from attachments.services.quotas import usage_recounted
+
+    counter = TenantUsage.objects.get(tenant_id=tenant_id)
+    assert (counter.bytes_used, counter.files_used) == usage_recounted(tenant_id)
+
+
+def _at_derive(client) -> Attachment:
+    attachment_id = uuid.UUID(upload(client, jpeg_bytes((64, 48))))
+    actors.intake.fn(*_sent("intake", attachment_id))
+    row = Attachment.objects.get(pk=attachment_id)
+    assert (row.status, row.step) == ("processing", "derive")
+    return row
+
+
+@pytest.mark.parametrize("meanwhile", ["lease_taken_over", "discarded"])
+def test_a_derive_whose_row_moved_on_during_its_work_changes_nothing(alice, api, memory_slots, monkeypatch, meanwhile):
+    """The flip to ready re-checks the lease and the lifecycle the stage read; a stale job writes no derivative."""
+    from attachments.services.lifecycle import attachment_discard
+
+    row = _at_derive(api(alice))
+    other_token = uuid.uuid4()
+    work = pipeline.WORK["derive"]
+
+    def derive_then_move_on(attachment):
+        result = work(attachment)
+        if meanwhile == "discarded":
+            attachment_discard(user=alice, attachment_id=row.pk)
+        else:  # the lease ran out and another attempt took the row
+            Attachment.objects.filter(pk=row.pk).update(lease_token=other_token)
+        return result
+
+    monkeypatch.setitem(pipeline.WORK, "derive", derive_then_move_on)
+    assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "stale"
+    after = Attachment.objects.get(pk=row.pk)
+    assert not Derivative.objects.filter(attachment_id=row.pk).exists()
+    if meanwhile == "discarded":
+        assert (after.status, after.reason_code) == ("rejected", "object_missing")
+    else:
+        assert (after.status, after.step, after.lease_token) == ("processing", "derive", other_token)
+    _counter_is_exact(row.tenant_id)
+
+
+def test_a_file_committed_during_derive_is_judged_in_its_ref(alice, api, memory_slots, monkeypatch):
+    """Committed while derive ran: the duplicate rule looks in the ref the row has now, not the one it was read with."""
+    from tests.refs.archive_support import commit
+
+    client = api(alice)
+    first = _at_derive(client)
+    assert pipeline.run_stage(first.pk, first.lease_token, "derive") == "ready"  # the same subject, in no ref
+    row = _at_derive(client)
+    work = pipeline.WORK["derive"]
+
+    def derive_then_commit(attachment):
+        result = work(attachment)
+        commit(client, [str(row.pk)], "wedding")
+        return result
+
+    monkeypatch.setitem(pipeline.WORK, "derive", derive_then_commit)
+    assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "ready"
+    after = Attachment.objects.get(pk=row.pk)
+    assert (after.ref, after.lifecycle, after.duplicate_of) == ("wedding", "committed", None)
+    assert Derivative.objects.filter(attachment_id=row.pk).count() == 2
+    _counter_is_exact(row.tenant_id)
+
+
+def test_an_intake_whose_file_was_discarded_meanwhile_starts_nothing(alice, api, memory_slots, monkeypatch):
+    """The start re-checks that the file is still startable (not discarded) in its UPDATE; the usage stays exact."""
+    from attachments.models import OutboxMessage
+    from attachments.services.lifecycle import attachment_discard
+
+    attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
+    work = pipeline.intake
+
+    def intake_then_discard(attachment):
+        result = work(attachment)
+        attachment_discard(user=alice, attachment_id=attachment_id)
+        return result
+
+    monkeypatch.setattr(pipeline, "intake", intake_then_discard)
+    assert pipeline.start_and_intake(attachment_id) == "skipped"
+    after = Attachment.objects.get(pk=attachment_id)
+    assert (after.status, after.lifecycle, after.lease_token) == ("pending", "discarded", None)
+    assert not OutboxMessage.objects.filter(actor_name="derive", args__0=str(attachment_id)).exists()
+    assert not after.transitions.filter(transition="start").exists()
+    _counter_is_exact(after.tenant_id)
