@@ -96,8 +96,14 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[Key, ...], str]]]] = [
                 "",
             ),
             (
-                "one file at a time ÷ the bare steps, embedded / `rundramatiq`",
+                "one file at a time ÷ the bare steps in one process, embedded / `rundramatiq`",
                 ("pipeline_serial_overhead_ratio", "pipeline_serial_overhead_ratio_redis"),
+                "",
+            ),
+            (
+                "one file at a time ÷ the same bare steps, each decode in a freshly forked confined sandbox job, "
+                "embedded / `rundramatiq`",
+                ("pipeline_serial_overhead_vs_confined_ratio", "pipeline_serial_overhead_vs_confined_ratio_redis"),
                 "",
             ),
             (
