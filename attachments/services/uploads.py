@@ -342,15 +342,15 @@ def object_arrived(
             # brakes hold it (the event row says which; reconcile lists the object later).
             brake = _delete_brake() if unauthorized else ""
             # The event row is the dedupe: a second copy of it fails here and changes nothing.
-            StorageEvent.objects.create(
-                dedupe_key=dedupe_key[:700],
-                source=source,
-                event_name=event_name[:64],
-                bucket=bucket[:255],
-                key=key[:1024],
-                size=size,
+            _record_event(
+                dedupe_key,
+                source,
+                event_name,
+                bucket,
+                key,
+                size,
                 outcome=f"{outcome}:{brake}" if brake else outcome,
-                attachment=attachment,
+                attachment_id=attachment.pk if attachment else None,
             )
             if unauthorized:
                 if brake:
@@ -403,16 +403,7 @@ def _known_arrival(
     )
     if not started:
         return None
-    StorageEvent.objects.create(
-        dedupe_key=dedupe_key[:700],
-        source=source,
-        event_name=event_name[:64],
-        bucket=bucket[:255],
-        key=key[:1024],
-        size=size,
-        outcome="started",
-        attachment_id=known.pk,
-    )
+    _record_event(dedupe_key, source, event_name, bucket, key, size, outcome="started", attachment_id=known.pk)
     outbox.enqueue("intake", known.pk, known.tenant_id, known.subject)
     _log_started(known.pk, key=key, source=source, size=size)
     return Arrival("started", known.pk, uploaded_at=now)
@@ -453,3 +444,27 @@ def _delete_unauthorized(key: str) -> None:
         log.warning("deleted object with no intent", extra={"key": key, "step": "intake", "outcome": "unknown_key"})
     except Exception as exc:  # reconciliation catches it later
         log.warning("could not delete unknown object", extra={"key": key, "error": str(exc)})
+
+
+def _record_event(
+    dedupe_key: str,
+    source: str,
+    event_name: str,
+    bucket: str,
+    key: str,
+    size: int | None,
+    *,
+    outcome: str,
+    attachment_id: uuid.UUID | None,
+) -> None:
+    """The arrival's event row, its fields cut to their columns' lengths."""
+    StorageEvent.objects.create(
+        dedupe_key=dedupe_key[:700],
+        source=source,
+        event_name=event_name[:64],
+        bucket=bucket[:255],
+        key=key[:1024],
+        size=size,
+        outcome=outcome,
+        attachment_id=attachment_id,
+    )
