@@ -65,6 +65,17 @@ def _recover_and_finish(attachment_id: str, tmp_path, bob, mallory) -> None:
     assert (row.status, row.attempts, row.lease_token) == ("pending", 1, None)
     assert_not_served(attachment_id, bob, mallory)
 
+    transitions = _finished_by_a_fresh_worker(attachment_id, tmp_path, bob, mallory)
+    assert transitions == [
+        ("start", "worker"),
+        ("retry", "system:reconciler"),
+        ("start", "worker"),
+        ("finish", "worker"),
+    ]
+
+
+def _finished_by_a_fresh_worker(attachment_id, tmp_path, bob, mallory) -> list[tuple[str, str]]:
+    """A new worker takes the file to ready, intact and served only to its owner; its transitions, audit aside."""
     worker = WorkerProcess(tmp_path, env=_real_scanner_env()).start()
     try:
         assert wait_for_status(attachment_id, timeout=90) == "ready", worker.log()
@@ -73,17 +84,11 @@ def _recover_and_finish(attachment_id: str, tmp_path, bob, mallory) -> None:
     assert_ready_and_complete(attachment_id)
     assert_served_intact(attachment_id, bob)
     assert_not_served(attachment_id, mallory)
-    transitions = list(
+    return list(
         TransitionLog.objects.filter(attachment_id=attachment_id)
         .exclude(transition__in=AUDIT_EVENTS)
         .values_list("transition", "actor")
     )
-    assert transitions == [
-        ("start", "worker"),
-        ("retry", "system:reconciler"),
-        ("start", "worker"),
-        ("finish", "worker"),
-    ]
 
 
 def test_sigkill_mid_scan_is_recovered_once_the_worker_is_noticed_gone(
@@ -111,19 +116,7 @@ def test_sigkill_mid_scan_is_recovered_once_the_worker_is_noticed_gone(
     assert (row.status, row.attempts, row.lease_token) == ("pending", 0, None)
     assert_not_served(attachment_id, bob, mallory)
 
-    worker = WorkerProcess(tmp_path, env=_real_scanner_env()).start()
-    try:
-        assert wait_for_status(attachment_id, timeout=90) == "ready", worker.log()
-    finally:
-        worker.stop()
-    assert_ready_and_complete(attachment_id)
-    assert_served_intact(attachment_id, bob)
-    assert_not_served(attachment_id, mallory)
-    transitions = list(
-        TransitionLog.objects.filter(attachment_id=attachment_id)
-        .exclude(transition__in=AUDIT_EVENTS)
-        .values_list("transition", "actor")
-    )
+    transitions = _finished_by_a_fresh_worker(attachment_id, tmp_path, bob, mallory)
     assert transitions == [("start", "worker"), ("finish", "worker")]  # no attempt spent on the kill
 
 
