@@ -56,9 +56,8 @@ def test_of_two_racing_puts_the_first_to_finish_keeps_the_key(alice, api):
     assert Attachment.objects.get(pk=row.pk).uploaded_at is not None
 
 
-def test_bytes_whose_arrival_was_not_committed_are_found_by_the_reconciler(alice, api, monkeypatch):
-    data = jpeg_bytes((64, 48))
-    intent = _intent(api(alice), data)
+def _bytes_in_but_arrival_lost(intent: dict, data: bytes, monkeypatch) -> Attachment:
+    """A signed PUT whose bytes land but whose arrival's transaction fails (the database went away)."""
     row = Attachment.objects.get(pk=intent["id"])
 
     def database_gone(**kwargs):
@@ -68,6 +67,13 @@ def test_bytes_whose_arrival_was_not_committed_are_found_by_the_reconciler(alice
     with pytest.raises(OperationalError):
         _receive(row.pk, lambda: iter([data]))
     monkeypatch.undo()
+    return row
+
+
+def test_bytes_whose_arrival_was_not_committed_are_found_by_the_reconciler(alice, api, monkeypatch):
+    data = jpeg_bytes((64, 48))
+    intent = _intent(api(alice), data)
+    row = _bytes_in_but_arrival_lost(intent, data, monkeypatch)
     # The bytes are in and nothing recorded them: the row still waits, as after a crash at that point.
     assert get_gateway().head(row.storage_key) is not None
     assert Attachment.objects.get(pk=row.pk).uploaded_at is None
@@ -80,15 +86,7 @@ def test_bytes_whose_arrival_was_not_committed_are_found_by_the_reconciler(alice
 def test_a_retried_put_after_a_lost_commit_records_the_arrival(alice, api, monkeypatch):
     data = jpeg_bytes((64, 48))
     intent = _intent(api(alice), data)
-    row = Attachment.objects.get(pk=intent["id"])
-
-    def database_gone(**kwargs):
-        raise OperationalError("the server closed the connection")
-
-    monkeypatch.setattr(uploads, "object_arrived", database_gone)
-    with pytest.raises(OperationalError):
-        _receive(row.pk, lambda: iter([data]))
-    monkeypatch.undo()
+    row = _bytes_in_but_arrival_lost(intent, data, monkeypatch)
     response = put_bytes(intent["upload"]["url"], data)
     # The key holds the first attempt's bytes: the retry is refused, and records them.
     assert response.status_code == 409 and response.json()["error"]["code"] == "ALREADY_UPLOADED"
