@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attachments.models import Attachment
-from tests.browser.conftest import open_upload_page, upload_item
+from tests.browser.conftest import DASHBOARD_INPUT, open_upload_page, upload_item
 from tests.corpus import corpus_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,6 +17,9 @@ GENERATED = corpus_dir() / "generated"
 
 def pick_typeless(page, files: list[tuple[str, bytes]]) -> None:
     """Give the Dashboard's picker Files whose type is "", as Chromium gives a .HEIC from a phone."""
+    # The page's script mounts the Dashboard after the server-rendered heading shows: on a loaded
+    # machine the picker can be missing for a moment, so wait for it as a person waits to see it.
+    page.locator(DASHBOARD_INPUT).wait_for(state="attached")
     page.evaluate(
         """(files) => {
             const input = document.querySelector("#dashboard input.uppy-Dashboard-input");
