@@ -33,7 +33,7 @@ def _replacements(name: str) -> list[tuple[Any, str, Any]]:
     if name == "insert_reserving":
         from attachments.services import intents
 
-        return [(intents, "attachment_insert_reserving", lambda attachment, audit: False)]
+        return [(intents, "attachment_insert_reserving", lambda attachment, audit, **_: False)]
     if name == "shared_serializer":
         from attachments.api import fastpath_serializer
 

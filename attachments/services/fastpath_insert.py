@@ -10,9 +10,10 @@ INSERT … SELECT … FROM made` around them is ours, made by splitting each com
 INSERT at " VALUES (". That leans on Django's SQL classes (InsertQuery,
 UpdateQuery, not documented API) and on the shape of the INSERT they compile:
 tests/quotas/test_fastpath_insert.py fails when either changes (pyproject pins
-Django 5.2). False (not PostgreSQL, no room, no counter yet, an INSERT of another
-shape, a subject quota set) sends the caller to quotas.quota_reserve in a
-transaction, which says why.
+Django 5.2). The subject's pending cap is a NOT EXISTS in the counter's UPDATE.
+False (not PostgreSQL, no room, the cap reached, no counter yet, an INSERT of
+another shape, a subject quota set) sends the caller to the reads and
+quotas.quota_reserve in a transaction, which say why.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import cast
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Exists, Model, QuerySet
 from django.db.models.sql import InsertQuery, UpdateQuery
 
 from ..models import Attachment
@@ -43,14 +44,15 @@ def _insert_sql(row: Model, *, with_pk: bool) -> tuple[str, str, tuple] | None:
     return head, values[:-1], tuple(params)
 
 
-def attachment_insert_reserving(attachment: Attachment, audit: Model) -> bool:
+def attachment_insert_reserving(attachment: Attachment, audit: Model, *, unless: QuerySet) -> bool:
     """Insert a new row, take its room in the counter and insert `audit`: one statement.
 
-    False = not done (the caller takes the transaction path).
+    Nothing is done when `unless` finds a row (the subject's pending cap is reached).
+    False = not done (the caller takes the transaction path, which says why).
     """
     if connection.vendor != "postgresql" or subject_quota_on():
         return False
-    counter = counter_with_room(attachment.tenant, attachment.declared_size)
+    counter = counter_with_room(attachment.tenant, attachment.declared_size).filter(~Exists(unless))
     update = cast(UpdateQuery, counter.query.chain(UpdateQuery))
     update.add_update_values(room_taken(attachment.declared_size))
     update_sql, update_params = update.get_compiler(connection.alias).as_sql()

@@ -29,7 +29,7 @@ from .connections import give_connection_back
 from .fastpath_insert import attachment_insert_reserving
 from .link_grants import approval_at_intent, link_grant_reserve, link_of_grant
 from .quotas import quota_reserve
-from .ratelimits import check_intent_rate
+from .ratelimits import check_intent_rate, limit_th_outstanding, refuse_at_pending_cap
 from .transitions import user_actor
 
 
@@ -69,10 +69,13 @@ def create_pending_row(
     """Reserve the declared size in the tenant's quota and insert the pending row, in one transaction.
 
     Every way of creating an upload (intent, upload-through, tus) comes here,
-    so none can pass the quota.
+    so none can pass the quota or the subject's cap on outstanding uploads.
     """
     grant = client_token_of(user)
     if grant is not None:
+        # A token's budget is a transaction of several statements anyway: the cap is read
+        # first, so it is the answer before the token's own limits, as on every path.
+        refuse_at_pending_cap(tenant_id=tenant_of(user).pk, subject=subject_of(user), now=now)
         client_token_check_profile(grant, profile.name)
     link = link_of_grant(grant, now=now)  # a guest's token: the upload link it came from
     tenant = tenant_of(user)
@@ -107,20 +110,29 @@ def create_pending_row(
         },
     )
     if grant is None:
-        _insert_reserving(attachment, entry, size=size)
+        _insert_reserving(attachment, entry, size=size, now=now, cap_read=False)
         return attachment
     with transaction.atomic():  # the token's budget and the row together, or neither
         client_token_reserve(grant, size=size, now=now)
         if link is not None:
             link_grant_reserve(link, subject=attachment.subject, size=size, now=now)
-        _insert_reserving(attachment, entry, size=size)
+        _insert_reserving(attachment, entry, size=size, now=now, cap_read=True)
     return attachment
 
 
-def _insert_reserving(attachment: Attachment, entry, *, size: int) -> None:
-    """Insert the row and its audit entry, taking room in the tenant's quota."""
-    if attachment_insert_reserving(attachment, entry):
+def _insert_reserving(attachment: Attachment, entry, *, size: int, now: datetime, cap_read: bool) -> None:
+    """Insert the row and its audit entry, taking room in the tenant's quota, below the subject's pending cap.
+
+    The one statement (PostgreSQL) inserts only when both hold; when it inserts
+    nothing, the reads below say which refused, the cap before the quota.
+    """
+    tenant_id, subject = attachment.tenant.pk, attachment.subject
+    limit = settings.AIRLOCK_MAX_PENDING_PER_USER
+    at_cap = limit_th_outstanding(tenant_id=tenant_id, subject=subject, now=now, limit=limit) if limit > 0 else None
+    if at_cap is not None and attachment_insert_reserving(attachment, entry, unless=at_cap):
         return
+    if not cap_read:
+        refuse_at_pending_cap(tenant_id=tenant_id, subject=subject, now=now)
     with transaction.atomic():
         quota_reserve(tenant=attachment.tenant, size=size, subject=attachment.subject)
         attachment.save(force_insert=True)

@@ -1,5 +1,8 @@
 """Per-subject limits on intents: a rate per minute and a cap on outstanding uploads.
 
+The cap is checked where the row is inserted (services/intents.py): on PostgreSQL
+inside the one statement that takes the room and inserts, elsewhere just before.
+
 Per subject (the host's person, attachments/subjects.py), not per token: one
 host's busy evening is many people's, each with their own allowance.
 """
@@ -11,6 +14,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import QuerySet
 
 from ..errors import RateLimited
 from ..models import Attachment
@@ -19,15 +23,35 @@ from ..subjects import subject_of
 from ..tenancy import tenant_of
 
 
+def limit_th_outstanding(*, tenant_id: int, subject: str, now: datetime, limit: int) -> QuerySet[Attachment]:
+    """The subject's `limit`-th outstanding upload, if it has that many (`outstanding_uploads`).
+
+    "Is there a limit-th row?" rather than COUNT(*): the database stops at the
+    limit, so a huge backlog costs no more than one at the cap.
+    """
+    return Attachment.objects.outstanding_uploads(tenant_id=tenant_id, subject=subject, now=now)[limit - 1 : limit]
+
+
 def pending_at_limit(*, user, now: datetime, limit: int) -> bool:
-    """Whether the request's subject already has `limit` outstanding uploads (`outstanding_uploads`)."""
+    """Whether the request's subject already has `limit` outstanding uploads."""
+    return _at_limit(tenant_id=tenant_of(user).pk, subject=subject_of(user), now=now, limit=limit)
+
+
+def _at_limit(*, tenant_id: int, subject: str, now: datetime, limit: int) -> bool:
     if limit <= 0:
         return True
-    # "Is there a limit-th row?" rather than COUNT(*): the database stops at the
-    # limit, so a huge backlog costs no more than one at the cap.
-    return Attachment.objects.outstanding_uploads(tenant_id=tenant_of(user).pk, subject=subject_of(user), now=now)[
-        limit - 1 : limit
-    ].exists()
+    return limit_th_outstanding(tenant_id=tenant_id, subject=subject, now=now, limit=limit).exists()
+
+
+def refuse_at_pending_cap(*, tenant_id: int, subject: str, now: datetime) -> None:
+    """429 when the subject has AIRLOCK_MAX_PENDING_PER_USER intents whose bytes never came."""
+    limit = settings.AIRLOCK_MAX_PENDING_PER_USER
+    if _at_limit(tenant_id=tenant_id, subject=subject, now=now, limit=limit):
+        raise RateLimited(
+            "Too many pending uploads; finish or discard some first.",
+            details={"limit": limit},
+            headers={"Retry-After": "60"},
+        )
 
 
 def intent_rate_key(*, user, now: datetime) -> str:
@@ -61,6 +85,7 @@ def _count_intent(key: str) -> int:
 
 
 def check_intent_rate(*, user, now: datetime) -> None:
+    """429 past AIRLOCK_INTENTS_PER_MINUTE for the subject (the pending cap is taken with the row)."""
     count = _count_intent(intent_rate_key(user=user, now=now))
     if count > settings.AIRLOCK_INTENTS_PER_MINUTE:
         retry_after = max(1, 60 - int(now.timestamp()) % 60)
@@ -68,10 +93,4 @@ def check_intent_rate(*, user, now: datetime) -> None:
             "Too many upload intents; slow down.",
             details={"limit": settings.AIRLOCK_INTENTS_PER_MINUTE, "window_seconds": 60},
             headers={"Retry-After": str(retry_after)},
-        )
-    if pending_at_limit(user=user, now=now, limit=settings.AIRLOCK_MAX_PENDING_PER_USER):
-        raise RateLimited(
-            "Too many pending uploads; finish or discard some first.",
-            details={"limit": settings.AIRLOCK_MAX_PENDING_PER_USER},
-            headers={"Retry-After": "60"},
         )

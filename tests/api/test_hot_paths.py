@@ -4,7 +4,7 @@ bench/api.py measures their throughput against bare one-query views; these
 tests pin what made them cheap (query counts, no transaction around the
 intent's single INSERT, the status read's narrow row from
 `Attachment.objects.for_resource()`, the pending cap probed up to the
-limit only, through `Attachment.objects.outstanding_uploads()`)
+limit only, inside the intent's INSERT on PostgreSQL, through `Attachment.objects.outstanding_uploads()`)
 so that a regression fails here rather than only in a noisy benchmark. The
 shared-serializer fast path has its own tests (test_resource_fast_path.py).
 """
@@ -37,7 +37,7 @@ def _queries(call) -> list[str]:
 # --- intents ---------------------------------------------------------------------
 
 
-def test_intent_is_three_queries_whatever_the_backlog(alice, api, monkeypatch):
+def test_intent_is_two_queries_whatever_the_backlog(alice, api, monkeypatch):
     from attachments.services import backlog
 
     # The pipeline-backlog age (load shedding) is read at most once a second per
@@ -49,21 +49,23 @@ def test_intent_is_three_queries_whatever_the_backlog(alice, api, monkeypatch):
     for _ in range(5):
         assert create_intent(client).status_code == 201
     later = _queries(lambda: create_intent(client))
-    # Token+user+tenant, the pending-cap probe, then the row and its room in the tenant's
-    # counter; the first also reads the backlog age.
+    # Token+user+tenant, then the row with its room in the tenant's counter and the
+    # subject's pending cap; the first also reads the backlog age.
     statements = [sql for sql in later if "SAVEPOINT" not in sql.upper()]
     assert "ORDER BY" in first[1].upper(), first
     if connection.vendor == "postgresql":
-        # One statement takes the room and inserts (attachment_insert_reserving): no transaction.
-        assert len(first) == 4 and len(later) == 3, later
-        assert later[2].upper().startswith('WITH ROOM AS (UPDATE "ATTACHMENTS_TENANTUSAGE"'), later
-        assert 'INSERT INTO "ATTACHMENTS_ATTACHMENT"' in later[2].upper(), later
-        assert 'INSERT INTO "ATTACHMENTS_TRANSITIONLOG"' in later[2].upper(), later  # the intent's audit entry
+        # One statement takes the cap, the room and inserts (attachment_insert_reserving): no transaction.
+        assert len(first) == 3 and len(later) == 2, later
+        assert later[1].upper().startswith('WITH ROOM AS (UPDATE "ATTACHMENTS_TENANTUSAGE"'), later
+        assert 'NOT EXISTS(SELECT 1 AS "A" FROM "ATTACHMENTS_ATTACHMENT"' in later[1].upper(), later  # the cap
+        assert 'INSERT INTO "ATTACHMENTS_ATTACHMENT"' in later[1].upper(), later
+        assert 'INSERT INTO "ATTACHMENTS_TRANSITIONLOG"' in later[1].upper(), later  # the intent's audit entry
     else:
-        # The conditional UPDATE of the counter, then the INSERT and the intent's audit
-        # entry, committed together (a savepoint inside the test's transaction).
+        # The pending-cap probe, the conditional UPDATE of the counter, then the INSERT and
+        # the intent's audit entry, committed together (a savepoint inside the test's transaction).
         assert len([sql for sql in first if "SAVEPOINT" not in sql.upper()]) == 6, first
         assert len(statements) == 5, later
+        assert "LIMIT 1" in statements[1].upper(), statements
         assert 'INSERT INTO "ATTACHMENTS_TRANSITIONLOG"' in statements[4].upper(), statements
         assert statements[2].upper().startswith('UPDATE "ATTACHMENTS_TENANTUSAGE"'), statements
         assert len(later) - len(statements) == 2, later

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
+from attachments.models import Attachment, TenantUsage
 from tests.support import client_for, create_intent, jpeg_bytes, put_bytes
 
 # Mid-minute, so a test can never straddle two rate windows.
@@ -71,8 +72,13 @@ def test_outstanding_pending_uploads_cap(alice, settings, frozen_now):
     data = jpeg_bytes()
     first = create_intent(client, size=len(data)).json()
     second = create_intent(client, size=len(data)).json()
+    usage = TenantUsage.objects.get(tenant=alice.membership.tenant)
     body = _assert_rate_limited(create_intent(client, size=len(data)), retry_after=60)
     assert body["error"]["details"]["limit"] == 2
+    # Refused at the cap: no row, and the tenant's counter took no room for it.
+    assert Attachment.objects.filter(owner=alice).count() == 2
+    after = TenantUsage.objects.get(tenant=alice.membership.tenant)
+    assert (after.files_used, after.bytes_used) == (usage.files_used, usage.bytes_used)
     # Bytes arriving make an intent no longer outstanding…
     assert put_bytes(first["upload"]["url"], data).status_code == 202
     assert create_intent(client, size=len(data)).status_code == 201

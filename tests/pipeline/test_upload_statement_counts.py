@@ -83,7 +83,7 @@ def bulk_marks(monkeypatch):
     outbox.flush_sent_marks()
 
 
-def test_the_intent_is_three_statements_on_postgresql_and_one_commit(alice, monkeypatch, bulk_marks):
+def test_the_intent_is_two_statements_on_postgresql_and_one_commit(alice, monkeypatch, bulk_marks):
     from attachments.services.intents import upload_intent_create
 
     def intent():
@@ -97,10 +97,11 @@ def test_the_intent_is_three_statements_on_postgresql_and_one_commit(alice, monk
     with _counted() as counted:
         intent()
     if connection.vendor == "postgresql":
-        # The backlog brake, the pending-uploads limit, then the row, its audit entry and the quota in one statement.
-        assert counted.verbs == ["SELECT", "SELECT", "WITH"], counted.statements
+        # The backlog brake, then the pending-uploads limit, the quota, the row and its audit entry in one statement.
+        assert counted.verbs == ["SELECT", "WITH"], counted.statements
     else:
-        # SQLite: the quota, the row and its audit entry, one statement each, in one transaction.
+        # SQLite: the brake, the pending-uploads limit, then the quota, the row and its audit entry,
+        # one statement each, in one transaction.
         assert counted.verbs == ["SELECT", "SELECT", "UPDATE", "INSERT", "INSERT"], counted.statements
     assert counted.commits == 1
 
