@@ -14,9 +14,11 @@ from typing import Any
 
 import dramatiq
 
+from attachments import jobs
+
 from . import outages, pipeline
 from .rescan.jobs import rescan_one
-from .stages import DERIVE, INTAKE, RESCAN_QUEUE, SCAN, Stage
+from .stages import DERIVE, INTAKE, SCAN, Stage
 
 log = logging.getLogger("airlock.actors")
 
@@ -112,7 +114,7 @@ def derive(*args: object) -> None:
     _run_stage(derive, DERIVE, args)
 
 
-@dramatiq.actor(queue_name=DERIVE.queue, **_OPTS)
+@dramatiq.actor(actor_name=jobs.REDERIVE.actor_name, queue_name=jobs.REDERIVE.queue, **_OPTS)
 def rederive(*args: object) -> None:
     """Make a ready file's missing derivatives again from its original (queued by reconcile)."""
     parsed = _uuids(*args) if len(args) == 1 else None
@@ -123,7 +125,7 @@ def rederive(*args: object) -> None:
 
 # Its own queue, and behind every upload's step in a worker's queue of fetched
 # messages (a higher number runs later): a rescan never holds up a new upload.
-@dramatiq.actor(queue_name=RESCAN_QUEUE, priority=100, **_OPTS)
+@dramatiq.actor(actor_name=jobs.RESCAN.actor_name, queue_name=jobs.RESCAN.queue, priority=100, **_OPTS)
 def rescan(*args: object) -> None:
     """Scan a ready file again; it stays ready unless the signatures in force find it."""
     parsed = _uuids(*args) if len(args) == 1 else None

@@ -74,6 +74,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
+from attachments import jobs
 from attachments.hooks import RenderUnavailable, SlotsFull
 
 from . import tenant_slots
@@ -88,11 +89,11 @@ TRANSCODE = TRANSCODE_QUEUE
 VARIANT = "variant"  # a web request's variant: a holder in the tenant's pool, never parked
 TENANT_POOL = tenant_slots.DERIVE  # one pool of slots per tenant, shared by its intake, scan and derive jobs
 SUBJECT_POOL = "subject"  # within a tenant's pool, one per subject: keyed "<tenant id>/<subject>"
-# The actor that runs each stage's jobs (a parked job is sent back to it).
-ACTOR_OF_STAGE = {
-    **{stage.name: stage.actor_name for stage in STAGES.values()},
-    WEBHOOK: "webhook_deliver",
-    TRANSCODE: TRANSCODE_QUEUE,
+# The job that runs each stage's work (a parked job is sent back to it).
+JOB_OF_STAGE: dict[str, jobs.Job] = {
+    **{stage.name: stage.job for stage in STAGES.values()},
+    WEBHOOK: jobs.WEBHOOK_DELIVER,
+    TRANSCODE: jobs.TRANSCODE,
 }
 
 
@@ -105,7 +106,7 @@ def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
     args = tenant_slots.decode(parked) if parked else None
     if not args:
         return None
-    if args[-1] in ACTOR_OF_STAGE:
+    if args[-1] in JOB_OF_STAGE:
         return args[-1], args[:-1]
     return DERIVE.name, args
 
@@ -248,7 +249,7 @@ def _resend_next_parked(
         else:
             import dramatiq
 
-            dramatiq.get_broker().get_actor(ACTOR_OF_STAGE[parked_stage]).send(*args)
+            dramatiq.get_broker().get_actor(JOB_OF_STAGE[parked_stage].actor_name).send(*args)
     except Exception as exc:  # the broker is down: the reconciler re-drives the file (or delivery)
         log.warning("could not resend a parked job", extra={"step": stage, "error": str(exc)[:300]})
 

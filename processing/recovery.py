@@ -21,7 +21,7 @@ from attachments.services.processing import (
 )
 
 from .fairness import (
-    ACTOR_OF_STAGE,
+    JOB_OF_STAGE,
     SUBJECT_POOL,
     TENANT_POOL,
     parked_job,
@@ -186,7 +186,7 @@ def _send_again(payload: str | None) -> bool:
         return False
     stage, args = parked
     with transaction.atomic():
-        outbox.enqueue(ACTOR_OF_STAGE[stage], *args)
+        outbox.enqueue(JOB_OF_STAGE[stage], *args)
     return True
 
 

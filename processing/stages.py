@@ -6,41 +6,49 @@ of a leased row's `step` column while the file is in it. A stage runs the steps
 of processing/steps/ whose `stage` it is; what it reads from storage for them is
 processing/pipeline.py's.
 
-attachments/ sends the first jobs by these names without importing processing
-(dependencies point one way); tests/pipeline/test_stages.py holds it to them.
+The jobs themselves (actor and queue) are attachments/jobs.py's: attachments sends
+them without importing processing (dependencies point one way), and each stage
+here is one of them with its place in the order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attachments import jobs
+from attachments.jobs import Job
+
 
 @dataclass(frozen=True)
 class Stage:
-    name: str
+    job: Job
     next: str | None  # the stage a file goes to after this one; None: it is ready
 
     @property
+    def name(self) -> str:
+        return self.job.actor_name
+
+    @property
     def queue(self) -> str:
-        return self.name
+        return self.job.queue
 
     @property
     def actor_name(self) -> str:
-        return self.name
+        return self.job.actor_name
 
 
 # Intake runs the scan too: both read the bytes and check them, and both fail as infrastructure,
 # so one retry unit, one transaction and one queue hop serve them. The scan stage stays for
 # rows and jobs already at it (sent before the two were one); nothing sends a file to it now.
-INTAKE = Stage("intake", next="derive")
-SCAN = Stage("scan", next="derive")
-DERIVE = Stage("derive", next=None)
+INTAKE = Stage(jobs.INTAKE, next="derive")
+SCAN = Stage(jobs.SCAN, next="derive")
+DERIVE = Stage(jobs.DERIVE, next=None)
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (INTAKE, SCAN, DERIVE)}
 
 # Rescans of ready files are no stage: their own queue, behind every upload's (actors.py).
-RESCAN_QUEUE = "rescan"
+RESCAN_QUEUE = jobs.RESCAN.queue
 QUEUES: tuple[str, ...] = (*(stage.queue for stage in STAGES.values()), RESCAN_QUEUE)
 # A ready video's web rendition (processing/transcode.py) is no stage either: its queue and its
 # actor share this name, and worker threads of their own consume it (ops/runtime.py).
-TRANSCODE_QUEUE = "transcode"
+TRANSCODE_QUEUE = jobs.TRANSCODE.queue

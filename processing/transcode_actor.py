@@ -7,11 +7,11 @@ import uuid
 
 import dramatiq
 
+from attachments import jobs
 from attachments.models import DeadLetter
 from attachments.services.dead_letters import dead_letter_open
 
 from . import fairness
-from .stages import TRANSCODE_QUEUE
 from .transcode import transcode_one
 
 log = logging.getLogger("airlock.actors")
@@ -19,7 +19,9 @@ log = logging.getLogger("airlock.actors")
 _TIME_LIMIT_MS = 24 * 3600 * 1000
 
 
-@dramatiq.actor(actor_name=TRANSCODE_QUEUE, queue_name=TRANSCODE_QUEUE, max_retries=0, time_limit=_TIME_LIMIT_MS)
+@dramatiq.actor(
+    actor_name=jobs.TRANSCODE.actor_name, queue_name=jobs.TRANSCODE.queue, max_retries=0, time_limit=_TIME_LIMIT_MS
+)
 def transcode(*args: object) -> None:
     """Drop a ready video's original and make its web rendition; at most N at once per tenant."""
     parsed = _args(args)

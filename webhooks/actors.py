@@ -6,11 +6,15 @@ import logging
 
 import dramatiq
 
+from attachments.jobs import WEBHOOK_DELIVER
+
 log = logging.getLogger("airlock.webhooks")
 
 
 # The request timeout bounds an attempt; the time limit is only a backstop.
-@dramatiq.actor(actor_name="webhook_deliver", queue_name="webhooks", max_retries=0, time_limit=5 * 60 * 1000)
+@dramatiq.actor(
+    actor_name=WEBHOOK_DELIVER.actor_name, queue_name=WEBHOOK_DELIVER.queue, max_retries=0, time_limit=5 * 60 * 1000
+)
 def deliver(*args: object) -> None:
     """Deliver one webhook event to one endpoint (an attempt; the next is scheduled on failure).
 

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from .. import jobs
 from ..models import Attachment, Lifecycle, RescanCheckpoint, Status, TransitionLog
 from ..reasons import ReasonCode
 from ..services import outbox
@@ -46,8 +47,8 @@ def rescan_candidates(version: str) -> QuerySet[Attachment]:
     )
 
 
-def rescan_walk_advance(*, version: str, rate: int, now: datetime, actor_name: str) -> int:
-    """Queue the background walk's next files (jobs of `actor_name`) within `rate` a minute; return how many.
+def rescan_walk_advance(*, version: str, rate: int, now: datetime) -> int:
+    """Queue the background walk's next files (rescan jobs) within `rate` a minute; return how many.
 
     The walk's checkpoint row says which signatures it walks for, where it stopped
     and how much of the rate budget is spent; it is locked for the whole step, so
@@ -87,7 +88,7 @@ def rescan_walk_advance(*, version: str, rate: int, now: datetime, actor_name: s
             )
         picked = list(candidates.values_list("pk", "created_at")[:allowance])
         for pk, _ in picked:
-            outbox.enqueue(actor_name, pk)
+            outbox.enqueue(jobs.RESCAN, pk)
         if picked:
             checkpoint.cursor_id, checkpoint.cursor_created_at = picked[-1]
             checkpoint.queued += len(picked)

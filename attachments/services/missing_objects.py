@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
+from .. import jobs
 from ..facts import FileFacts
 from ..models import Attachment, Lifecycle, Status
 from ..variants.services.purge import variants_forget
@@ -61,7 +62,7 @@ def attachment_rederive_request(*, attachment_id: uuid.UUID, working_key: str) -
         attachment = lock_attachment(attachment_id)
         if attachment is None or not _still_the_same_ready_file(attachment, working_key):
             return False
-        outbox.enqueue("rederive", attachment.pk)
+        outbox.enqueue(jobs.REDERIVE, attachment.pk)
     return True
 
 

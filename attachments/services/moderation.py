@@ -7,6 +7,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
+from .. import jobs
 from ..errors import NotFound
 from ..models import DeadLetter, Status, TransitionLog
 from ..variants.services.purge import ForgottenVariants, variants_forget
@@ -36,7 +37,7 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
             raise TransitionConflict(f"cannot requeue an attachment that is {attachment.status}")
         apply_transition(attachment, "retry", actor=actor, note="requeued by staff", reset_attempts=True)
         _resolve_dead_letters(attachment, actor)
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
+        outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
 
 
 def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:
@@ -59,7 +60,7 @@ def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:
             actor=actor[:150],
             message="rescan requested (the file stays served)",
         )
-        outbox.enqueue("rescan", attachment.pk)
+        outbox.enqueue(jobs.RESCAN, attachment.pk)
 
 
 def attachment_reprocess(*, attachment_id: uuid.UUID | str, actor: str) -> None:
@@ -67,7 +68,7 @@ def attachment_reprocess(*, attachment_id: uuid.UUID | str, actor: str) -> None:
     with transaction.atomic():
         attachment = _locked(attachment_id)
         apply_transition(attachment, "rescan", actor=actor, note="reprocess requested")
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
+        outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
 
 
 def attachment_take_down(*, attachment_id: uuid.UUID | str, actor: str, note: str) -> None:
@@ -82,7 +83,7 @@ def attachment_restore(*, attachment_id: uuid.UUID | str, actor: str) -> None:
     with transaction.atomic():
         attachment = _locked(attachment_id)
         apply_transition(attachment, "restore", actor=actor, note="takedown restored")
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
+        outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
 
 
 def dead_letter_resolve(*, dead_letter_id: int, actor: str) -> None:

@@ -18,6 +18,7 @@ from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from ..jobs import Job
 from ..models import OutboxMessage
 from ..request_id import current_request_id
 
@@ -42,12 +43,11 @@ def relay_elsewhere(on: bool = True) -> None:
     _relay_elsewhere = on
 
 
-def enqueue(actor_name: str, *args: object, delay_ms: int = 0) -> OutboxMessage:
+def enqueue(job: Job, *args: object, delay_ms: int = 0) -> OutboxMessage:
     """Record a job in the current transaction; send it once the transaction commits."""
-    actor = dramatiq.get_broker().get_actor(actor_name)
     message = OutboxMessage.objects.create(
-        actor_name=actor_name,
-        queue_name=actor.queue_name,
+        actor_name=job.actor_name,
+        queue_name=job.queue,
         args=[str(a) for a in args],
         delay_ms=max(0, int(delay_ms)),
         request_id=current_request_id() or "",
@@ -59,26 +59,25 @@ def enqueue(actor_name: str, *args: object, delay_ms: int = 0) -> OutboxMessage:
     return message
 
 
-def enqueue_many(actor_name: str, jobs: Sequence[Sequence[object]]) -> list[OutboxMessage]:
-    """Record one job per argument list in one INSERT; send them all once the transaction commits.
+def enqueue_many(job: Job, arg_lists: Sequence[Sequence[object]]) -> list[OutboxMessage]:
+    """Record one `job` per argument list in one INSERT; send them all once the transaction commits.
 
     For writers that make many jobs at once (a sweep batch's webhook deliveries):
     one statement per batch instead of one per job, each way.
     """
-    if not jobs:
+    if not arg_lists:
         return []
-    actor = dramatiq.get_broker().get_actor(actor_name)
     request_id = current_request_id() or ""
     messages = OutboxMessage.objects.bulk_create(
         [
             OutboxMessage(
-                actor_name=actor_name,
-                queue_name=actor.queue_name,
+                actor_name=job.actor_name,
+                queue_name=job.queue,
                 args=[str(a) for a in args],
                 delay_ms=0,
                 request_id=request_id,
             )
-            for args in jobs
+            for args in arg_lists
         ]
     )
     if not _relay_elsewhere:

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import renditions
+from .. import jobs, renditions
 from ..facts import FileFacts
 from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
@@ -119,7 +119,7 @@ def attachment_begin(
                 return None
             attachment = _start(locked, token=token, fields=fields, next_step=next_step, now=now, guarded=False)
         if attachment is not None and intake_facts is not None:
-            outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
+            outbox.enqueue(jobs.of_step(next_step), attachment.pk, token, attachment.tenant_id, attachment.subject)
         return token
 
 
@@ -244,7 +244,7 @@ def attachment_advance(
             if renditions.web_state(attachment.metadata) is not None:
                 # A video: after ready, its own queue drops the original (the copy is durable now)
                 # and makes its web rendition where one is needed (services/renditions.py).
-                outbox.enqueue("transcode", attachment.pk, attachment.tenant_id)
+                outbox.enqueue(jobs.TRANSCODE, attachment.pk, attachment.tenant_id)
         else:
             if entries:
                 TransitionLog.objects.bulk_create(entries)
@@ -254,7 +254,7 @@ def attachment_advance(
             save_fields(attachment, [*fields, "step", "lease_expires_at"], usage_before=usage_before)
             # The job carries its tenant: the actor parks a job over the tenant's
             # cap without reading the row first (processing/fairness.py).
-            outbox.enqueue(next_step, attachment.pk, token, attachment.tenant_id, attachment.subject)
+            outbox.enqueue(jobs.of_step(next_step), attachment.pk, token, attachment.tenant_id, attachment.subject)
     return True
 
 
@@ -317,7 +317,7 @@ def _finish(
     if finished is None:
         return False
     if renditions.web_state(finished.metadata) is not None:
-        outbox.enqueue("transcode", finished.pk, finished.tenant_id)  # as the locked path does, below
+        outbox.enqueue(jobs.TRANSCODE, finished.pk, finished.tenant_id)  # as the locked path does, below
     return True
 
 
@@ -339,7 +339,7 @@ def _hand_over(
     entries = _stage_entries(read, step=step, fields=fields)
     if entries:
         TransitionLog.objects.bulk_create(entries)
-    outbox.enqueue(next_step, read.pk, token, read.tenant_id, read.subject)
+    outbox.enqueue(jobs.of_step(next_step), read.pk, token, read.tenant_id, read.subject)
     return True
 
 
@@ -386,7 +386,7 @@ def attachment_retry_or_fail(
             return "failed"
         apply_transition(attachment, "retry", actor=actor, note=error)
         delay = backoff_seconds(attachment.attempts) if backoff else 0.0
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay * 1000))
+        outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay * 1000))
         return "retried"
 
 
@@ -413,7 +413,7 @@ def attachment_wait_for_dependency(
             details=dependency_waits_fold(attachment.pk),
         )
         outbox.enqueue(
-            "intake", attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay_seconds * 1000)
+            jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject, delay_ms=int(delay_seconds * 1000)
         )
     return True
 
@@ -429,7 +429,7 @@ def attachment_release(*, attachment_id: uuid.UUID, token: uuid.UUID | None, act
         if attachment is None:
             return False
         apply_transition(attachment, "release", actor=actor, note="worker stopping")
-        outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
+        outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
     return True
 
 
@@ -440,7 +440,7 @@ def attachment_requeue_intake(*, attachment_id: uuid.UUID, now: datetime, delay_
     """
     with transaction.atomic():
         Attachment.objects.filter(pk=attachment_id).update(updated_at=now)
-        outbox.enqueue("intake", attachment_id, delay_ms=delay_ms)
+        outbox.enqueue(jobs.INTAKE, attachment_id, delay_ms=delay_ms)
 
 
 def attachment_stage_resend(
@@ -453,7 +453,7 @@ def attachment_stage_resend(
         ).update(lease_expires_at=_lease_deadline(timezone.now()))
         if not renewed or not step:
             return False
-        outbox.enqueue(step, attachment_id, token, tenant_id, *([] if subject is None else [subject]))
+        outbox.enqueue(jobs.of_step(step), attachment_id, token, tenant_id, *([] if subject is None else [subject]))
     return True
 
 
@@ -512,6 +512,6 @@ def attachments_reprocess(*, ids: list[uuid.UUID], status: str, actor: str, note
     with transaction.atomic():
         for attachment in Attachment.objects.select_for_update().filter(pk__in=ids, status=status).order_by("pk"):
             apply_transition(attachment, name, actor=actor, note=note)
-            outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
+            outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
             done += 1
     return done

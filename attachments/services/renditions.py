@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import hooks, renditions
+from .. import hooks, jobs, renditions
 from ..models import Attachment, DeadLetter, Lifecycle, Status
 from ..storage import get_gateway
 from . import outbox, quotas
@@ -201,7 +201,7 @@ def rendition_fail(
             delay = backoff_seconds(attempts)
             state.update(progress=0.0, queued_at=_iso(now + timedelta(seconds=delay)))
             _save_state(attachment, state)
-            outbox.enqueue("transcode", attachment.pk, attachment.tenant_id, delay_ms=int(delay * 1000))
+            outbox.enqueue(jobs.TRANSCODE, attachment.pk, attachment.tenant_id, delay_ms=int(delay * 1000))
             return "retried"
         state.update(status=renditions.FAILED, progress=None)
         _save_state(attachment, state)
@@ -235,7 +235,7 @@ def rendition_requeue(*, attachment_id: uuid.UUID, actor: str) -> bool:
             "queued_at": _iso(timezone.now()),
         }
         _save_state(attachment, state)
-        outbox.enqueue("transcode", attachment.pk, attachment.tenant_id)
+        outbox.enqueue(jobs.TRANSCODE, attachment.pk, attachment.tenant_id)
         log.info("rendition requeued", extra={"attachment_id": str(attachment_id), "actor": actor})
         return True
 
@@ -263,7 +263,7 @@ def renditions_redrive(*, now: datetime | None = None) -> int:
             if not lost:
                 continue
             _save_state(attachment, {**state, "claim": None, "claimed_until": None, "queued_at": _iso(now)})
-            outbox.enqueue("transcode", attachment.pk, attachment.tenant_id)
+            outbox.enqueue(jobs.TRANSCODE, attachment.pk, attachment.tenant_id)
             sent += 1
         if sent >= REDRIVE_BATCH:
             break

@@ -18,6 +18,7 @@ from django.db.models import DateTimeField, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from .. import jobs
 from ..checksums import digest_checked, parse_sha256
 from ..declared_types import stored_type
 from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
@@ -373,7 +374,7 @@ def object_arrived(
                 changed += ["arrived_etag", "arrived_size"]
             if changed:
                 attachment.save(update_fields=changed)
-            outbox.enqueue("intake", attachment.pk, attachment.tenant_id, attachment.subject)
+            outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
             _log_started(attachment.pk, key=key, source=source, size=size)
             return Arrival("started", attachment.pk)
     except IntegrityError:
@@ -404,7 +405,7 @@ def _known_arrival(
     if not started:
         return None
     _record_event(dedupe_key, source, event_name, bucket, key, size, outcome="started", attachment_id=known.pk)
-    outbox.enqueue("intake", known.pk, known.tenant_id, known.subject)
+    outbox.enqueue(jobs.INTAKE, known.pk, known.tenant_id, known.subject)
     _log_started(known.pk, key=key, source=source, size=size)
     return Arrival("started", known.pk, uploaded_at=now)
 

@@ -43,8 +43,6 @@ from ..steps.scan import LIMIT_HEURISTIC
 
 log = logging.getLogger("airlock.rescan")
 
-ACTOR_NAME = "rescan"
-
 
 def signatures_in_force() -> str:
     """The version every scanner configured here would judge with now; ScannerError when one is down."""
@@ -102,7 +100,7 @@ def rescan_tick(*, now: datetime | None = None) -> int:
     except (ScannerError, ImproperlyConfigured) as exc:  # the scanner is down: nothing to rescan with
         log.warning("rescan walk waits: no signature version", extra={"step": "rescan", "error": str(exc)[:300]})
         return 0
-    picked = rescan_walk_advance(version=version, rate=rate, now=now, actor_name=ACTOR_NAME)
+    picked = rescan_walk_advance(version=version, rate=rate, now=now)
     RESCAN_QUEUED.inc(picked)
     return picked
 

@@ -17,6 +17,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from attachments import jobs
 from attachments.models import OutboxMessage
 from attachments.services import outbox
 
@@ -34,7 +35,7 @@ def _enqueue_committed(n: int) -> list[int]:
     ids = []
     for i in range(n):
         with transaction.atomic():
-            ids.append(outbox.enqueue("webhook_deliver", i).pk)
+            ids.append(outbox.enqueue(jobs.WEBHOOK_DELIVER, i).pk)
     return ids
 
 

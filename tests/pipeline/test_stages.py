@@ -1,16 +1,17 @@
 """One stage table (processing/stages.py): the actors, their queues, the worker's queues and the
-pipeline's order all come from it, and the jobs attachments/ sends name its actors."""
+pipeline's order all come from it, and every job attachments/jobs.py names is a declared actor."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import dramatiq
+import pytest
 
+from attachments import jobs
 from ops.runtime import QUEUES
 from processing import actors, pipeline
 from processing.stages import INTAKE, RESCAN_QUEUE, STAGES
@@ -45,28 +46,31 @@ def test_a_worker_consumes_every_stage_queue_and_the_rescans():
     assert QUEUES == ("intake", "scan", "derive", "rescan")
 
 
-def _enqueued_actor_names() -> set[str]:
-    """Every actor name attachments/ hands to outbox.enqueue as a literal (it may not import processing)."""
-    names = set()
-    for path in (ROOT / "attachments").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "enqueue"
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-            ):
-                names.add(node.args[0].value)
-    return names
-
-
-def test_the_jobs_attachments_sends_name_declared_actors():
-    names = _enqueued_actor_names()
-    assert "intake" in names  # what follows intake is named by the pipeline (attachment_begin's next_step)
+def test_every_job_attachments_sends_is_a_declared_actor_on_its_queue():
+    """attachments/jobs.py names the jobs; the apps that run them declare their actors with those names."""
     broker = dramatiq.get_broker()
-    for name in names:
-        assert broker.get_actor(name).actor_name == name
+    assert set(jobs.JOBS) == set(broker.get_declared_actors())
+    for job in jobs.JOBS.values():
+        assert broker.get_actor(job.actor_name).queue_name == job.queue
+    for stage in STAGES.values():
+        assert stage.job is jobs.of_step(stage.name)
+
+
+def test_a_step_that_is_no_stage_has_no_job():
+    with pytest.raises(ValueError, match="no pipeline stage named 'rescan'"):
+        jobs.of_step("rescan")
+
+
+def test_a_job_is_recorded_with_its_own_queue_without_asking_the_broker(db, monkeypatch):
+    from attachments.services import outbox
+
+    def no_lookup(name):
+        raise AssertionError(f"the broker was asked for {name!r}")
+
+    monkeypatch.setattr(dramatiq.get_broker(), "get_actor", no_lookup)
+    monkeypatch.setattr(outbox, "_relay_elsewhere", True)  # recorded only: nothing is sent here
+    message = outbox.enqueue(jobs.REDERIVE, "x")
+    assert (message.actor_name, message.queue_name, message.args) == ("rederive", "derive", ["x"])
 
 
 def _settings_with(fair_stages: str | None) -> subprocess.CompletedProcess:

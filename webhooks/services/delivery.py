@@ -20,12 +20,12 @@ from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from attachments.jobs import WEBHOOK_DELIVER
 from attachments.services import outbox
 
 from .. import client, signing, urlguard
 from ..metrics import DELIVERIES, DELIVERY_SECONDS
 from ..models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
-from .emit import DELIVER_ACTOR
 from .endpoints import endpoint_disable, secrets_for, url_for
 from .fastpath_commit import bookkeeping
 
@@ -165,7 +165,7 @@ def _record(delivery: WebhookDelivery, result: Result, *, started_at: datetime) 
             else:
                 outcome = "retry"
                 if pending.update(status=DeliveryStatus.PENDING, next_attempt_at=next_at, enqueued_at=now, **common):
-                    outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id, delay_ms=int(delay * 1000))
+                    outbox.enqueue(WEBHOOK_DELIVER, delivery.pk, delivery.endpoint_id, delay_ms=int(delay * 1000))
             disable_reason = _endpoint_failed(endpoint, now)
     if disable_reason:
         dropped = endpoint_disable(endpoint_id=endpoint.pk, reason=disable_reason, now=now)
@@ -231,6 +231,6 @@ def delivery_replay(*, delivery_ids: list[int], now: datetime | None = None) -> 
             delivery.status = DeliveryStatus.PENDING
             delivery.next_attempt_at = delivery.window_started_at = delivery.enqueued_at = now
             delivery.save(update_fields=["status", "next_attempt_at", "window_started_at", "enqueued_at"])
-            outbox.enqueue(DELIVER_ACTOR, delivery.pk, delivery.endpoint_id)
+            outbox.enqueue(WEBHOOK_DELIVER, delivery.pk, delivery.endpoint_id)
             replayed += 1
     return replayed, refused

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from attachments.api.serializers import UtcDateTimeField, attachment_resource
+from attachments.jobs import WEBHOOK_DELIVER
 from attachments.models import Attachment
 from attachments.selectors import can_read_file, thumbnail_dims
 from attachments.services import outbox
@@ -18,7 +19,6 @@ from attachments.services import outbox
 from ..models import DeliveryStatus, WebhookDelivery, WebhookEvent
 from .endpoints import listening
 
-DELIVER_ACTOR = "webhook_deliver"
 _TIMESTAMP = UtcDateTimeField()  # the contract's UTC `Z` form, as in the resource itself
 
 
@@ -92,5 +92,5 @@ def emit(
     WebhookEvent.objects.bulk_create(events)
     WebhookDelivery.objects.bulk_create(deliveries)
     # One INSERT for all their jobs: a sweep batch reports hundreds of deletes at once.
-    outbox.enqueue_many(DELIVER_ACTOR, [(delivery.pk, delivery.endpoint_id) for delivery in deliveries])
+    outbox.enqueue_many(WEBHOOK_DELIVER, [(delivery.pk, delivery.endpoint_id) for delivery in deliveries])
     return events

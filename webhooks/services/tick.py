@@ -15,10 +15,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from attachments.jobs import WEBHOOK_DELIVER
 from attachments.services import outbox
 
 from ..models import DeliveryStatus, WebhookDelivery
-from .emit import DELIVER_ACTOR
 
 log = logging.getLogger("airlock.webhooks")
 
@@ -68,7 +68,7 @@ def redrive(*, now: datetime | None = None, limit: int = 1000, grace_seconds: fl
         if rows:
             WebhookDelivery.objects.filter(pk__in=[pk for pk, _ in rows]).update(enqueued_at=now)
             for pk, endpoint_id in lost:
-                outbox.enqueue(DELIVER_ACTOR, pk, endpoint_id)
+                outbox.enqueue(WEBHOOK_DELIVER, pk, endpoint_id)
     if lost:
         log.info("webhook deliveries re-driven", extra={"step": "webhook", "outcome": "redriven", "count": len(lost)})
     return len(lost)
