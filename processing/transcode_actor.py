@@ -8,7 +8,7 @@ import uuid
 import dramatiq
 
 from attachments.models import DeadLetter
-from attachments.services.dead_letters import dead_letter_open
+from attachments.retention.services.dead_letters import dead_letter_open
 
 from . import fairness
 from .stages import TRANSCODE_QUEUE
