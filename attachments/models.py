@@ -454,7 +454,7 @@ class Attachment(ConcurrentTransitionMixin, models.Model):
     delete_attempts = models.PositiveIntegerField(default=0)
     delete_error = models.CharField(max_length=500, blank=True, default="")
     # A retention (legal) hold placed by platform staff on this file: no delete path touches it
-    # (services/holds.py). A hold on its ref (RefHold) counts the same; see holds.held_q().
+    # (retention/services/holds.py). A hold on its ref (RefHold) counts the same; see holds.held_q().
     legal_hold = models.BooleanField(default=False)
     # Sent through an upload link (a guest's file), and whether it waits for the host's approval.
     upload_link = models.ForeignKey(

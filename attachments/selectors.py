@@ -226,7 +226,7 @@ def is_held(attachment: Attachment) -> bool:
     """Under a legal hold, its own or its ref's (what the resource and the admin show).
 
     The delete paths never ask this: they test the hold in the query that selects
-    what to delete (services/holds.py), so a stale answer here can only be shown.
+    what to delete (retention/services/holds.py), so a stale answer here can only be shown.
     """
     if attachment.legal_hold:
         return True

@@ -82,14 +82,14 @@ from attachments.models import (  # noqa: E402
     TransitionLog,
 )
 from attachments.naming import derivative_key, original_key  # noqa: E402
-from attachments.services.erasure import erasure_scope_user  # noqa: E402
-from attachments.services.holds import attachment_hold_set, ref_hold_set  # noqa: E402
+from attachments.retention.services.erasure import erasure_scope_user  # noqa: E402
+from attachments.retention.services.holds import attachment_hold_set, ref_hold_set  # noqa: E402
+from attachments.retention.services.release import attachment_restore, attachments_release  # noqa: E402
 from attachments.services.lifecycle import (  # noqa: E402
     attachment_discard,
     attachments_commit,
     attachments_heartbeat,
 )
-from attachments.services.release import attachment_restore, attachments_release  # noqa: E402
 from sweeper.erasure import erase  # noqa: E402
 from sweeper.locks import DatabaseLock  # noqa: E402
 from sweeper.retention import RULES  # noqa: E402

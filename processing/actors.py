@@ -34,7 +34,7 @@ def _uuids(*raw: object) -> tuple[uuid.UUID, ...] | None:
 
 def _dead_letter_message(actor: str, args: tuple) -> None:
     from attachments.models import DeadLetter
-    from attachments.services.dead_letters import dead_letter_open
+    from attachments.retention.services.dead_letters import dead_letter_open
 
     dead_letter_open(
         kind=DeadLetter.Kind.MESSAGE,

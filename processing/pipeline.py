@@ -26,8 +26,8 @@ from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
 from attachments.reasons import ReasonCode
+from attachments.retention.services.missing_objects import attachment_derivatives_restore
 from attachments.services.link_files import link_file_settle
-from attachments.services.missing_objects import attachment_derivatives_restore
 from attachments.services.processing import (
     attachment_advance,
     attachment_begin,

@@ -9,7 +9,7 @@ import dramatiq
 
 from attachments import jobs
 from attachments.models import DeadLetter
-from attachments.services.dead_letters import dead_letter_open
+from attachments.retention.services.dead_letters import dead_letter_open
 
 from . import fairness
 from .transcode import transcode_one

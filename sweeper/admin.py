@@ -33,7 +33,7 @@ from attachments.admin.detail import preformatted
 from attachments.admin.modeladmins import ReadOnlyModelAdmin
 from attachments.errors import AirlockError
 from attachments.models import DeadLetter
-from attachments.services.erasure import erasure_scope_user
+from attachments.retention.services.erasure import erasure_scope_user
 from attachments.services.moderation import attachment_requeue, dead_letter_resolve
 from attachments.services.transitions import TransitionConflict
 from attachments.staff_scope import PlatformStaffOnly, scoped

@@ -23,8 +23,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from attachments.models import Attachment, DeadLetter, Derivative
-from attachments.services.dead_letters import dead_letter_note
-from attachments.services.holds import held_ids
+from attachments.retention.services.dead_letters import dead_letter_note
+from attachments.retention.services.holds import held_ids
 from attachments.services.removal import REAPABLE, attachments_mark_deleted
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway

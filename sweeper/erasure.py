@@ -1,6 +1,6 @@
 """Erase a user, a tenant or a subject: let every file go now, revoke the tokens, and remove the objects at once.
 
-The rows change in attachments.services.erasure (tokens revoked, staged files
+The rows change in attachments.retention.services.erasure (tokens revoked, staged files
 discarded and committed ones released, all due now, held files skipped);
 then the objects are removed here by the sweeper's own batches
 (reaping.reap_batch, narrowed to the scope's files), so each removal marks
@@ -22,7 +22,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle
-from attachments.services.erasure import ErasurePlan, ErasureScope, erasure_plan, erasure_release, stored_footprint
+from attachments.retention.services.erasure import (
+    ErasurePlan,
+    ErasureScope,
+    erasure_plan,
+    erasure_release,
+    stored_footprint,
+)
 from attachments.storage import get_gateway
 
 from .control import delete_brake

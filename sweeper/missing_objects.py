@@ -28,12 +28,12 @@ from datetime import datetime
 from typing import Protocol
 
 from attachments.models import Derivative
-from attachments.selectors import ready_files_in_storage
-from attachments.services.missing_objects import (
+from attachments.retention.services.missing_objects import (
     attachment_fail_missing,
     attachment_rederive_request,
     attachment_variants_drop_missing,
 )
+from attachments.selectors import ready_files_in_storage
 from attachments.storage.base import StorageGateway
 from attachments.variants.services.purge import VARIANT_KIND_PREFIX
 

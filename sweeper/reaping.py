@@ -23,8 +23,8 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Q, QuerySet
 
 from attachments.models import Attachment, DeadLetter, Derivative
-from attachments.services.dead_letters import dead_letter_open
-from attachments.services.holds import not_held_q
+from attachments.retention.services.dead_letters import dead_letter_open
+from attachments.retention.services.holds import not_held_q
 from attachments.services.removal import REAPABLE, attachment_delete_failed, attachments_mark_deleted
 
 log = logging.getLogger("airlock.sweeper")

@@ -47,7 +47,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Derivative, Lifecycle, Status
 from attachments.naming import QUARANTINE_PREFIX, TENANTS_PREFIX, parse_key, quarantine_key
-from attachments.services.holds import held_q_expression
+from attachments.retention.services.holds import held_q_expression
 from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageGateway, move

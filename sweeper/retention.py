@@ -28,7 +28,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from attachments.models import ClientToken, DeadLetter, OutboxMessage, StorageEvent, Tombstone
-from attachments.services import retention as attachments_retention
+from attachments.retention.services import retention as attachments_retention
 from webhooks.models import DeliveryStatus, WebhookEvent
 from webhooks.services.retention import webhook_events_purge
 

@@ -22,8 +22,9 @@ from django.template.response import TemplateResponse
 from ..errors import AirlockError, NotRestorable
 from ..models import Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
+from ..retention.services.holds import attachment_hold_clear, attachment_hold_set
+from ..retention.services.release import attachment_restore as attachment_restore_released
 from ..selectors import is_held
-from ..services.holds import attachment_hold_clear, attachment_hold_set
 from ..services.lifecycle import attachment_discard
 from ..services.moderation import (
     attachment_reprocess,
@@ -33,7 +34,6 @@ from ..services.moderation import (
     attachment_take_down,
     attachment_variants_purge,
 )
-from ..services.release import attachment_restore as attachment_restore_released
 from ..services.transitions import TransitionConflict
 from ..staff_scope import is_platform_staff, staff_tenant_id
 

@@ -40,8 +40,8 @@ from ..models import (
     ref_held_exists,
 )
 from ..reasons import ReasonCode
+from ..retention.services.holds import ref_hold_clear, ref_hold_set
 from ..selectors import is_held
-from ..services.holds import ref_hold_clear, ref_hold_set
 from ..services.quotas import tenant_usage
 from ..staff_scope import is_platform_staff, scoped
 from ..variants import admin as admin_variants

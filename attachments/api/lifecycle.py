@@ -17,13 +17,13 @@ from ..errors import (
     TooLarge,
     ValidationFailed,
 )
+from ..retention.services.release import MAX_IDS, attachment_delete, attachment_restore, attachments_release
 from ..services.lifecycle import (
     attachment_discard,
     attachments_commit,
     attachments_discard_all,
     attachments_heartbeat,
 )
-from ..services.release import MAX_IDS, attachment_delete, attachment_restore, attachments_release
 from . import views
 from .schema import ATTACHMENT_ID, JSON_TOO_LARGE, errors
 from .serializers import SharedSerializer, StrictCharField, UtcDateTimeField

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from ..retention import api as retention
 from ..variants import api as variants
 from . import (
     approval,
@@ -7,7 +8,6 @@ from . import (
     client_tokens,
     lifecycle,
     storage_events,
-    subjects,
     tus,
     upload_links,
     uploads,
@@ -28,7 +28,7 @@ urlpatterns = [
     path("client-tokens", client_tokens.ClientTokenCreateApi.as_view(), name="client-tokens"),
     path("client-tokens/<uuid:token_id>", client_tokens.ClientTokenApi.as_view(), name="client-token"),
     path("subjects/logout", client_tokens.SubjectLogoutApi.as_view(), name="subjects-logout"),
-    path("subjects/erase", subjects.SubjectEraseApi.as_view(), name="subjects-erase"),
+    path("subjects/erase", retention.SubjectEraseApi.as_view(), name="subjects-erase"),
     path("storage-events", storage_events.StorageEventsApi.as_view(), name="storage-events"),
     path("attachments", views.AttachmentListApi.as_view(), name="attachments"),
     path("attachments/heartbeat", lifecycle.HeartbeatApi.as_view(), name="attachments-heartbeat"),

@@ -24,10 +24,10 @@ from django.utils import timezone
 from .. import hooks
 from ..errors import ValidationFailed
 from ..models import Approval, Attachment, Lifecycle, TransitionLog
+from ..retention.services.release import MAX_IDS, actionable_q
 from .ids import parse_ids
 from .lifecycle import discard_locked
 from .link_files import link_files_commit_locked
-from .release import MAX_IDS, actionable_q
 from .removal import release_locked
 from .transitions import lifecycle_entries, user_actor
 

@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Approval, Attachment, Lifecycle, Status
+from ..retention.services.holds import not_held_q, refuse_held
 from ..subjects import client_token_of, owned_q
 from .audit import heartbeat_entries, heartbeats_record
 from .client_grants import client_token_check_commit
 from .duplicates import duplicate_of_update, duplicates_in_ref
-from .holds import not_held_q, refuse_held
 from .ids import parse_ids
 from .multipart import abort_after_commit
 from .quotas import usage_delta, usage_move, usage_release, usage_snapshot

@@ -24,11 +24,11 @@ from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
 from ..profiles import get_profile
 from ..reasons import ReasonCode
+from ..retention.services.dead_letters import dead_letter_open
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
 from .audit import WAIT_NOTE_PREFIX, dependency_waits_fold, stage_entry
-from .dead_letters import dead_letter_open
 from .derivatives import derivatives_upsert
 from .duplicates import duplicate_twin, duplicate_twin_in_update
 from .transitions import apply_transition, apply_transition_unlocked, lock_attachment, save_fields

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from ..models import Attachment, Lifecycle
-from .holds import refuse_held
+from ..retention.services.holds import refuse_held
 from .quotas import usage_release
 from .transitions import lifecycle_audit
 

@@ -29,10 +29,10 @@ from django.utils import timezone
 
 from .. import hooks, jobs, renditions
 from ..models import Attachment, DeadLetter, Lifecycle, Status
+from ..retention.services.dead_letters import dead_letter_open
 from ..storage import get_gateway
 from . import outbox, quotas
 from .audit import ORIGINAL_REMOVED, RENDITION_FAILED, RENDITION_READY, audit_entry
-from .dead_letters import dead_letter_open
 from .derivatives import derivatives_upsert
 from .processing import backoff_seconds
 from .transitions import lock_attachment, save_fields

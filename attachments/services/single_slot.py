@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ..models import Attachment, Lifecycle, Status
 from ..profiles import all_profiles
-from .holds import held_ids
+from ..retention.services.holds import held_ids
 from .quotas import usage_release
 from .transitions import lifecycle_audit
 

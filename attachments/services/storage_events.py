@@ -35,9 +35,9 @@ from prometheus_client import Counter
 from ..models import Attachment, DeadLetter, Lifecycle, Status, StorageEvent
 from ..naming import QUARANTINE_PREFIX, parse_key
 from ..reasons import ReasonCode
+from ..retention.services.dead_letters import dead_letter_open
 from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
-from .dead_letters import dead_letter_open
 from .processing import attachment_reject_missing
 from .storage_event_formats import MALFORMED, UNKNOWN, EventRecord, MalformedEvent, ParsedEvents, parse_storage_events
 from .uploads import object_arrived

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments.bootstrap import require_migrated
 from attachments.errors import AirlockError
-from attachments.services.erasure import ErasureScope
+from attachments.retention.services.erasure import ErasureScope
 
 from ..erasure import erase
 

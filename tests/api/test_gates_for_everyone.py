@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from attachments import signing
 from attachments.models import Attachment, Derivative, Lifecycle
+from attachments.retention.services.release import attachments_release
 from attachments.services.lifecycle import attachment_discard, attachments_commit
-from attachments.services.release import attachments_release
 from attachments.storage import get_gateway
 from tests.support import jpeg_bytes, run_pipeline, upload
 

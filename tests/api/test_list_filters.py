@@ -16,8 +16,8 @@ from django.utils import timezone
 from attachments import signing
 from attachments.api.query import DeclaredQuery
 from attachments.models import Attachment, Lifecycle
+from attachments.retention.services.release import attachments_release
 from attachments.services.lifecycle import attachment_discard, attachments_commit
-from attachments.services.release import attachments_release
 from tests.support import client_for, create_intent, jpeg_bytes, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db

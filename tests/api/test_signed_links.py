@@ -13,9 +13,9 @@ from django.utils import timezone
 from attachments import signing
 from attachments.errors import SignatureInvalid, UrlExpired
 from attachments.models import Attachment, Lifecycle
+from attachments.retention.services.release import attachment_delete
 from attachments.services.lifecycle import attachment_discard
 from attachments.services.moderation import attachment_take_down
-from attachments.services.release import attachment_delete
 from ops.logging import redact
 from tests.support import jpeg_bytes, pdf_bytes, run_pipeline, upload
 

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, RefHold, Status, TransitionLog
-from attachments.services.holds import (
+from attachments.retention.services.holds import (
     attachment_hold_clear,
     attachment_hold_set,
     ref_hold_clear,

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, TransitionLog
+from attachments.retention.services.release import attachment_restore, attachments_release
 from attachments.services.quotas import tenant_usage
-from attachments.services.release import attachment_restore, attachments_release
 from attachments.services.staff import moderator_group_ensure
 from sweeper.control import sweeper_control_set
 from sweeper.sweep import sweep_expired

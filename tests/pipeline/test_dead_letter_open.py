@@ -1,11 +1,11 @@
-"""attachments/services/dead_letters.py: the one place a dead letter is opened."""
+"""attachments/retention/services/dead_letters.py: the one place a dead letter is opened."""
 
 from __future__ import annotations
 
 import pytest
 
 from attachments.models import DeadLetter
-from attachments.services.dead_letters import LAST_ERROR_LIMIT, dead_letter_open
+from attachments.retention.services.dead_letters import LAST_ERROR_LIMIT, dead_letter_open
 
 
 def test_opens_an_unresolved_letter_with_what_it_was_given(db):

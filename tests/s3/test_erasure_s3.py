@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle
-from attachments.services.holds import attachment_hold_set
+from attachments.retention.services.holds import attachment_hold_set
 from tests.sweeper.support import all_keys, make_attachment
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db]

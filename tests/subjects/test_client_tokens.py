@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from attachments.models import Attachment, ClientToken, Lifecycle
-from attachments.services.holds import attachment_hold_set
+from attachments.retention.services.holds import attachment_hold_set
 from tests.support import client_for, create_intent, jpeg_bytes, put_bytes, run_pipeline
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from attachments.errors import NotFound
 from attachments.models import Attachment, ClientToken, Lifecycle, Status, TransitionLog
-from attachments.services.erasure import subject_erase
-from attachments.services.holds import attachment_hold_set
+from attachments.retention.services.erasure import subject_erase
+from attachments.retention.services.holds import attachment_hold_set
 from attachments.subjects import act_for
 from tests.subjects.support import as_subject
 from tests.sweeper.support import files_of, make_attachment

@@ -101,7 +101,7 @@ def test_abandoning_needs_a_reason_and_is_audited(stuck):
 
 
 def test_retry_of_a_file_held_since_is_refused_and_deletes_nothing(stuck):
-    from attachments.services.holds import attachment_hold_set
+    from attachments.retention.services.holds import attachment_hold_set
 
     attachment, letter, gateway = stuck
     gateway.fail.clear()

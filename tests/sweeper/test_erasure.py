@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from attachments.models import ApiToken, Attachment, Lifecycle, Status, TransitionLog
-from attachments.services.holds import attachment_hold_set, ref_hold_set
+from attachments.retention.services.holds import attachment_hold_set, ref_hold_set
 from sweeper.control import sweeper_control_set
 from sweeper.sweep import sweep_expired
 from tests.sweeper.support import files_of, make_attachment

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from attachments.models import Attachment, Lifecycle, Tombstone, TransitionLog
-from attachments.services.holds import attachment_hold_set
+from attachments.retention.services.holds import attachment_hold_set
 from attachments.services.lifecycle import attachments_heartbeat
 from sweeper.sweep import sweep_expired
 from tests.sweeper.support import DAY, T0, make_attachment

@@ -152,7 +152,7 @@ def test_the_json_summary_carries_the_counts(drift):
 
 def test_a_row_that_moved_on_since_the_walk_is_left_alone(drift, monkeypatch):
     """The service re-checks under the row lock: a file rescanned meanwhile is not failed."""
-    from attachments.services import missing_objects
+    from attachments.retention.services import missing_objects
 
     lost, _thinned, _whole = drift
     real = missing_objects.lock_attachment

@@ -116,7 +116,7 @@ def test_deleted_when_discarded_and_reaped(alice, api, hooked, receiver):
 
 
 def test_deleted_when_the_owner_is_erased(alice, api, hooked, receiver):
-    from attachments.services.erasure import erasure_scope_user
+    from attachments.retention.services.erasure import erasure_scope_user
     from sweeper.erasure import erase
 
     attachment_id = upload(api(alice), jpeg_bytes())

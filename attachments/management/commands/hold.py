@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments.bootstrap import require_migrated
 from attachments.errors import AirlockError
-from attachments.services.holds import (
+from attachments.retention.services.holds import (
     attachment_hold_clear,
     attachment_hold_set,
     holds_list,

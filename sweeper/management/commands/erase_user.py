@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from attachments.services.erasure import ErasureScope, erasure_scope_user
+from attachments.retention.services.erasure import ErasureScope, erasure_scope_user
 
 from ..erase_command import EraseCommand
 

@@ -17,14 +17,14 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import jobs
-from ..facts import FileFacts
-from ..models import Attachment, Lifecycle, Status
-from ..variants.services.purge import variants_forget
-from . import outbox
-from .derivatives import derivatives_upsert
-from .processing import facts_columns
-from .transitions import apply_transition, lock_attachment
+from ... import jobs
+from ...facts import FileFacts
+from ...models import Attachment, Lifecycle, Status
+from ...services import outbox
+from ...services.derivatives import derivatives_upsert
+from ...services.processing import facts_columns
+from ...services.transitions import apply_transition, lock_attachment
+from ...variants.services.purge import variants_forget
 
 # Lifecycles whose objects are meant to be in storage (discarded and deleted ones are the sweeper's).
 LIVE_LIFECYCLES = (Lifecycle.STAGED, Lifecycle.COMMITTED, Lifecycle.RELEASED)

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from ..models import Attachment, DeadLetter
+from ...models import Attachment, DeadLetter
 
 # last_error is a TextField; the cap keeps one runaway traceback from bloating the table.
 LAST_ERROR_LIMIT = 5000

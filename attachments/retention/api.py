@@ -1,4 +1,4 @@
-"""A host's people as a whole: erasing one subject (every file of it in the caller's tenant)."""
+"""POST /api/v1/subjects/erase: erasing one of a host's people (every file of it in the caller's tenant)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ..api.schema import JSON_TOO_LARGE, errors
+from ..api.serializers import SharedSerializer, StrictCharField
 from ..errors import NotAuthenticated, NotFound, TooLarge, ValidationFailed
-from ..services.erasure import subject_erase
-from .schema import JSON_TOO_LARGE, errors
-from .serializers import SharedSerializer, StrictCharField
+from .services.erasure import subject_erase
 
 _TAGS = ["subjects"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ..models import ClientToken, DeadLetter, OutboxMessage, StorageEvent, Tombstone
+from ...models import ClientToken, DeadLetter, OutboxMessage, StorageEvent, Tombstone
 
 
 def outbox_messages_purge(pks: Collection[Any]) -> None:

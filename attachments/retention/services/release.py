@@ -23,13 +23,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..errors import AttachmentInvalid, NotFound, NotRestorable, ValidationFailed
-from ..models import Attachment, Lifecycle
-from ..subjects import confined_subject, owned_q
+from ...errors import AttachmentInvalid, NotFound, NotRestorable, ValidationFailed
+from ...models import Attachment, Lifecycle
+from ...services.lifecycle import discard_locked, parse_ids
+from ...services.removal import release_locked
+from ...services.transitions import lifecycle_audit, user_actor
+from ...subjects import confined_subject, owned_q
 from .holds import refuse_held
-from .lifecycle import discard_locked, parse_ids
-from .removal import release_locked
-from .transitions import lifecycle_audit, user_actor
 
 MAX_IDS = 1000
 

@@ -22,11 +22,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils import timezone
 
-from ..errors import LegalHold, NotFound, ValidationFailed
-from ..models import Attachment, RefHold, Tenant, TransitionLog, ref_held_exists
-from ..selectors import forget_ref_holds
-from .ids import parse_ids
-from .transitions import lifecycle_entries
+from ...errors import LegalHold, NotFound, ValidationFailed
+from ...models import Attachment, RefHold, Tenant, TransitionLog, ref_held_exists
+from ...selectors import forget_ref_holds
+from ...services.ids import parse_ids
+from ...services.transitions import lifecycle_entries
 
 HOLD_EVENTS = ("legal_hold", "legal_hold_clear")
 

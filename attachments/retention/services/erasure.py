@@ -10,7 +10,7 @@ would, but due *now*: erasure skips the release grace (a released or
 discarded file's remaining grace too). The grace exists to undo a mistaken
 edit of an ad; an erasure request (GDPR art. 17: "without undue delay") is
 not undone by the host, and the operator's safeguard is the dry run that
-comes first. Held files (services/holds.py) are left exactly as they are and
+comes first. Held files (retention/services/holds.py) are left exactly as they are and
 reported. Removing the objects is the sweeper's (sweeper/erasure.py reaps
 the scope's due files at once, under the sweeper's brakes).
 
@@ -29,13 +29,13 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from ..errors import NotFound
-from ..models import ApiToken, Attachment, ClientToken, Derivative, Lifecycle, Tenant
-from ..subjects import client_token_of, confined_subject, parse_subject
-from ..tenancy import tenant_of
+from ...errors import NotFound
+from ...models import ApiToken, Attachment, ClientToken, Derivative, Lifecycle, Tenant
+from ...services.quotas import usage_release
+from ...services.transitions import lifecycle_audit, user_actor
+from ...subjects import client_token_of, confined_subject, parse_subject
+from ...tenancy import tenant_of
 from .holds import held_q_expression, not_held_q
-from .quotas import usage_release
-from .transitions import lifecycle_audit, user_actor
 
 CHUNK = 1000
 
