@@ -30,7 +30,7 @@ log = logging.getLogger("airlock.hooks")
 # lifecycle audit: "deleted" is a sweep (expired or discarded, then reaped), an
 # abandoned sweep dead letter, or a moderator's take-down.
 # "rendition_ready": a ready video's web rendition was made (attachments/services/renditions.py).
-# "approved"/"declined": a host decided on a guest's file (attachments/services/approval.py).
+# "approved"/"declined": a host decided on a guest's file (attachments/links/services/approval.py).
 OUTCOMES = ("ready", "rejected", "failed", "deleted", "committed", "rendition_ready", "approved", "declined")
 
 Listener = Callable[[str, Sequence[Any]], None]

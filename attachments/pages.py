@@ -64,7 +64,7 @@ def client_upload_page(request: HttpRequest) -> HttpResponse:
 def page_response(
     request: HttpRequest, *, tenant: str | None, notices: list, client: bool = False, extra: dict | None = None
 ) -> HttpResponse:
-    """The upload page; `extra`: more context (the guest page's link and token, attachments/guest_page.py)."""
+    """The upload page; `extra`: more context (the guest page's link and token, attachments/links/page.py)."""
     s3 = settings.AIRLOCK_STORAGE == "s3"
     response = render(
         request,

@@ -2,8 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from attachments import guest_page, pages
+from attachments import pages
 from attachments.admin import views as admin_views
+from attachments.links import page as guest_page
 from ops import views as ops
 
 urlpatterns = [

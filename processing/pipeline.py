@@ -22,12 +22,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from attachments.facts import FileFacts
+from attachments.links.services.link_files import link_file_settle
 from attachments.models import Attachment, Status
 from attachments.naming import derivative_key
 from attachments.profiles import get_profile
 from attachments.reasons import ReasonCode
 from attachments.retention.services.missing_objects import attachment_derivatives_restore
-from attachments.services.link_files import link_file_settle
 from attachments.services.processing import (
     attachment_advance,
     attachment_begin,

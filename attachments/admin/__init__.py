@@ -1,6 +1,8 @@
-"""The admin: the moderation console (modeladmins, actions, the approval queue) and the dashboard page.
+"""The admin: the moderation console (modeladmins, actions) and the dashboard page.
 
-Importing it registers the ModelAdmins with the admin site.
+Importing it registers the ModelAdmins with the admin site, the guest links' (the upload links and their
+approval queue, attachments/links/admin.py) among them.
 """
 
-from . import modeladmins, upload_links  # noqa: F401
+from ..links import admin as links_admin  # noqa: F401
+from . import modeladmins  # noqa: F401

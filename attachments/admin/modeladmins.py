@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from ..errors import AirlockError
+from ..links import admin as admin_links
 from ..models import (
     ApiToken,
     Approval,
@@ -45,7 +46,7 @@ from ..selectors import is_held
 from ..services.quotas import tenant_usage
 from ..staff_scope import is_platform_staff, scoped
 from ..variants import admin as admin_variants
-from . import approval, detail, media, previews, views
+from . import detail, media, previews, views
 from .actions import (
     MODERATE_PERMISSION,
     MODERATION_ACTIONS,
@@ -414,7 +415,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         words = _APPROVAL_WORDS.get(obj.approval, obj.approval)
         if obj.approval != Approval.PENDING or obj.upload_link_id is None:
             return words
-        url = approval.queue_url(link_id=obj.upload_link_id)
+        url = admin_links.queue_url(link_id=obj.upload_link_id)
         return format_html(
             '{} <a class="airlock-approval-queue" href="{}">open its link\'s approval queue</a>', words, url
         )
@@ -507,7 +508,7 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
             ),
             path(
                 "approval/",
-                self.admin_site.admin_view(partial(approval.approval_queue, self)),
+                self.admin_site.admin_view(partial(admin_links.approval_queue, self)),
                 name="%s_%s_approval" % info,
             ),
             path(

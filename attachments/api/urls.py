@@ -1,15 +1,14 @@
 from django.urls import path
 
+from ..links import api as links
 from ..retention import api as retention
 from ..variants import api as variants
 from . import (
-    approval,
     archive,
     client_tokens,
     lifecycle,
     storage_events,
     tus,
-    upload_links,
     uploads,
     usage,
     views,
@@ -35,11 +34,11 @@ urlpatterns = [
     path("attachments/discard-all", lifecycle.DiscardAllApi.as_view(), name="attachments-discard-all"),
     path("attachments/commit", lifecycle.CommitApi.as_view(), name="attachments-commit"),
     path("attachments/release", lifecycle.ReleaseApi.as_view(), name="attachments-release"),
-    path("attachments/approve", approval.ApproveApi.as_view(), name="attachments-approve"),
-    path("attachments/decline", approval.DeclineApi.as_view(), name="attachments-decline"),
-    path("upload-links", upload_links.UploadLinksApi.as_view(), name="upload-links"),
-    path("upload-links/<uuid:link_id>", upload_links.UploadLinkApi.as_view(), name="upload-link"),
-    path("guest-uploads/<str:attachment_id>", upload_links.GuestUploadApi.as_view(), name="guest-upload"),
+    path("attachments/approve", links.ApproveApi.as_view(), name="attachments-approve"),
+    path("attachments/decline", links.DeclineApi.as_view(), name="attachments-decline"),
+    path("upload-links", links.UploadLinksApi.as_view(), name="upload-links"),
+    path("upload-links/<uuid:link_id>", links.UploadLinkApi.as_view(), name="upload-link"),
+    path("guest-uploads/<str:attachment_id>", links.GuestUploadApi.as_view(), name="guest-upload"),
     path("attachments/<str:attachment_id>", lifecycle.AttachmentApi.as_view(), name="attachment"),
     path("attachments/<str:attachment_id>/download", views.AttachmentDownloadApi.as_view(), name="attachment-download"),
     path(

@@ -14,6 +14,7 @@ from django.utils import timezone
 from ..checksums import parse_sha256
 from ..declared_types import declared_type_refused, stored_type
 from ..errors import TooLarge, TypeNotAllowed
+from ..links.services.link_grants import approval_at_intent, link_grant_reserve, link_of_grant
 from ..models import Attachment
 from ..naming import clean_filename, original_key
 from ..profiles import Profile, get_profile
@@ -27,7 +28,6 @@ from .backlog import refuse_when_behind
 from .client_grants import client_token_check_profile, client_token_reserve
 from .connections import give_connection_back
 from .fastpath_insert import attachment_insert_reserving
-from .link_grants import approval_at_intent, link_grant_reserve, link_of_grant
 from .quotas import quota_reserve
 from .ratelimits import check_intent_rate, limit_th_outstanding, refuse_at_pending_cap
 from .transitions import user_actor

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from attachments.links.services.upload_links import upload_link_create
 from attachments.models import Attachment, Lifecycle
-from attachments.services.upload_links import upload_link_create
 from tests.browser.test_upload_page_camera import GENERATED, pick_typeless
 from tests.support import client_for
 

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from attachments.links.services.upload_links import upload_link_create
 from attachments.models import Attachment, Lifecycle, UploadLink
-from attachments.services.upload_links import upload_link_create
 from tests.support import png_bytes
 
 from .conftest import pick_files, upload_item

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from attachments.links.services.approval import attachments_approve, attachments_decline
 from attachments.models import Approval, Attachment, Lifecycle, TransitionLog
-from attachments.services.approval import attachments_approve, attachments_decline
 from tests.support import run_pipeline
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from attachments.links.services.upload_links import link_guest_open, upload_link_create
 from attachments.models import Attachment, LinkGuest, UploadLink
-from attachments.services.upload_links import link_guest_open, upload_link_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -25,7 +25,7 @@
  * it speaks with a client token a host minted for one of its people (Authorization: Bearer, no
  * cookie): the token is taken from the fragment, which never reaches a server or a Referer, kept in
  * sessionStorage for reloads, and removed from the address bar. An upload link's page (`/l/<id>`,
- * attachments/guest_page.py) is the guest mode: the server puts a client token minted for this device's
+ * attachments/links/page.py) is the guest mode: the server puts a client token minted for this device's
  * guest subject in the page; no profile picker, no commit (the files reach the link's ref by
  * themselves), words a guest understands, and Remove asks DELETE /guest-uploads/{id} (within the
  * link's undo window, committed or not).

@@ -21,15 +21,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .. import hooks
-from ..errors import ValidationFailed
-from ..models import Approval, Attachment, Lifecycle, TransitionLog
-from ..retention.services.release import MAX_IDS, actionable_q
-from .ids import parse_ids
-from .lifecycle import discard_locked
+from ... import hooks
+from ...errors import ValidationFailed
+from ...models import Approval, Attachment, Lifecycle, TransitionLog
+from ...retention.services.release import MAX_IDS, actionable_q
+from ...services.ids import parse_ids
+from ...services.lifecycle import discard_locked
+from ...services.removal import release_locked
+from ...services.transitions import lifecycle_entries, user_actor
 from .link_files import link_files_commit_locked
-from .removal import release_locked
-from .transitions import lifecycle_entries, user_actor
 
 
 def attachments_approve(

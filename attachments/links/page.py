@@ -25,9 +25,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from .api.links import absolute_url
-from .errors import LinkGone, NotFound
-from .pages import page_response
+from ..api.links import absolute_url
+from ..errors import LinkGone, NotFound
+from ..pages import page_response
 from .services.upload_links import link_for_page, link_guest_open, link_profiles, link_state, new_device_id
 
 COOKIE = "airlock_guest"

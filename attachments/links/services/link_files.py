@@ -13,8 +13,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from ..models import Approval, Attachment, Lifecycle, Status
-from .transitions import lifecycle_audit
+from ...models import Approval, Attachment, Lifecycle, Status
+from ...services.transitions import lifecycle_audit
 
 # A link file may be committed when nobody has to approve it, or somebody did.
 COMMITTABLE_APPROVALS = (Approval.NOT_REQUIRED, Approval.APPROVED)

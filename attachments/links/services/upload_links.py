@@ -3,7 +3,7 @@
 A link belongs to the service account that made it: guests' files are that
 account's, each under the guest's own subject (`guest:<link>:<device>`), so
 every per-subject rule (rate limit, pending cap, erasure) holds per device.
-The guest page (attachments/guest_page.py) opens a guest here and gets a
+The guest page (attachments/links/page.py) opens a guest here and gets a
 short-lived client token minted for that subject, confined to the link's
 profiles and with no ref (a guest never commits: its files reach the ref by
 themselves, link_files.py); the link's limits are taken at each intent
@@ -24,16 +24,16 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from ..errors import AlreadyCommitted, LinkGone, NotFound, ValidationFailed
-from ..models import Attachment, ClientToken, Lifecycle, LinkGuest, UploadLink
-from ..profiles import all_profiles
-from ..subjects import client_token_of, confined_subject
-from ..tenancy import tenant_of
-from .client_tokens import client_token_issue
-from .ids import parse_ids
-from .lifecycle import discard_locked
+from ...errors import AlreadyCommitted, LinkGone, NotFound, ValidationFailed
+from ...models import Attachment, ClientToken, Lifecycle, LinkGuest, UploadLink
+from ...profiles import all_profiles
+from ...services.client_tokens import client_token_issue
+from ...services.ids import parse_ids
+from ...services.lifecycle import discard_locked
+from ...services.removal import release_locked
+from ...subjects import client_token_of, confined_subject
+from ...tenancy import tenant_of
 from .link_grants import link_is_open
-from .removal import release_locked
 
 MAX_LIFETIME = timedelta(days=366)
 MAX_REF_LENGTH = 200

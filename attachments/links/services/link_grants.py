@@ -13,8 +13,8 @@ from datetime import datetime
 
 from django.db.models import F
 
-from ..errors import LinkGone, QuotaExceeded
-from ..models import Approval, ClientToken, LinkGuest, UploadLink
+from ...errors import LinkGone, QuotaExceeded
+from ...models import Approval, ClientToken, LinkGuest, UploadLink
 
 _LINK_COLUMNS = ("id", "ref", "requires_approval", "max_files", "max_files_per_guest", "max_bytes_per_guest")
 
