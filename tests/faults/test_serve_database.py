@@ -103,14 +103,14 @@ def test_connections_stay_within_the_bound_under_load(tmp_path):
 
 def _answers_after_retries(call, expected: int, seconds: float = 30.0) -> None:
     """`call()` answers `expected` within `seconds`, retried as a client honouring Retry-After retries a 503."""
-    deadline = time.monotonic() + seconds
-    while True:
+
+    def answered() -> bool:
         got = call()
-        if got.status_code == expected:
-            return
-        assert got.status_code == 503 and int(got.headers["Retry-After"]) >= 1, (got.status_code, got.text[:300])
-        assert time.monotonic() < deadline, f"still 503 after {seconds} s: {got.text[:300]}"
-        time.sleep(1)
+        if got.status_code != expected:
+            assert got.status_code == 503 and int(got.headers["Retry-After"]) >= 1, (got.status_code, got.text[:300])
+        return got.status_code == expected
+
+    wait_until(answered, seconds, f"a {expected} after the database came back", interval=1.0)
 
 
 def test_every_endpoint_answers_503_while_the_database_is_gone_and_recovers(tmp_path):
