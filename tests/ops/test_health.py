@@ -11,6 +11,16 @@ from django.db import connections
 CHECKS = {"database", "broker", "storage", "scanner", "sandbox", "uploads", "brakes", "workers"}
 
 
+@pytest.fixture(autouse=True)
+def process_backends_kept(monkeypatch):
+    """A test that points REDIS_URL at a dead port must not leave this process's shared backends
+    (worker beats, tenant slots) built on it: monkeypatch puts the ones from before back."""
+    from processing import liveness, tenant_slots
+
+    monkeypatch.setattr(liveness.registry, "value", liveness.registry.value)
+    monkeypatch.setattr(tenant_slots.backend, "value", tenant_slots.backend.value)
+
+
 def _ready(client) -> tuple[int, dict]:
     response = client.get("/readyz")
     assert response["Content-Type"].startswith("application/json")
