@@ -43,8 +43,7 @@ export DJANGO_SETTINGS_MODULE=config.settings.base
 export AIRLOCK_LOG_LEVEL=${AIRLOCK_LOG_LEVEL:-ERROR}
 # Fuzzing creates many intents: keep the rate limits (429 is documented and
 # checked by the test suite) out of the way so every operation gets exercised.
-export AIRLOCK_INTENTS_PER_MINUTE=${AIRLOCK_INTENTS_PER_MINUTE:-1000000}
-export AIRLOCK_MAX_PENDING_PER_USER=${AIRLOCK_MAX_PENDING_PER_USER:-1000000}
+export AIRLOCK_RATE_LIMITS=${AIRLOCK_RATE_LIMITS:-intents_per_minute=1000000,pending_per_subject=1000000}
 export AIRLOCK_STORAGE_EVENTS_TOKEN="$($PY -c 'import secrets; print(secrets.token_urlsafe(32))')"
 mkdir -p "$AIRLOCK_DATA_DIR"
 

@@ -15,11 +15,12 @@ from processing.stages import STAGES  # names only: no Django, no app code
 
 from .cors import cors_origins, cors_settings
 from .env import (
+    Key,
     env_bool,
     env_float,
+    env_group,
     env_int,
     env_list,
-    env_optional_int,
     env_path,
     env_ports,
     env_str,
@@ -126,9 +127,7 @@ def _database() -> dict[str, Any]:
     url = env_str("DATABASE_URL")
     if url is None:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
-    config: dict[str, Any] = dict(
-        dj_database_url.parse(url, conn_max_age=env_int("AIRLOCK_DB_CONN_MAX_AGE", 60, low=0))
-    )
+    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=_DB_POOL["conn_max_age"]))
     if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
         # Django's backend with DeadlinePool (a request queues for a busy pool until its deadline).
@@ -162,7 +161,7 @@ def _pool(max_size: int) -> dict:
             "max_idle": 60.0,
             # A wait this long during which no connection came back (an outage) answers 503 +
             # Retry-After; while connections do come back a request waits on, up to its deadline.
-            "timeout": env_float("AIRLOCK_DB_POOL_TIMEOUT_SECONDS", 5.0, low=0.1),
+            "timeout": _DB_POOL["timeout_seconds"],
             "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
             # Give up reconnecting soon (the next request tries again at once) rather than
             # backing off for minutes: the pool recovers as soon as the database is back.
@@ -175,9 +174,20 @@ def _pool(max_size: int) -> dict:
 # serve on PostgreSQL + Redis: 2 web processes + the job process = 48 at most, half of the
 # server's default max_connections (100). A burst of S3 uploads under CPU hogs is answered
 # with 8 too, somewhat slower (bench/burst_s3.py).
-AIRLOCK_DB_POOL_MAX = env_int("AIRLOCK_DB_POOL_MAX", 16, low=0)
-# How long after it started a request may still queue for a busy pool's connection (then 503).
-AIRLOCK_REQUEST_DEADLINE_SECONDS = env_float("AIRLOCK_REQUEST_DEADLINE_SECONDS", 30.0, low=0.1)
+# conn_max_age: a connection's reuse across requests without a pool (SQLite, or max=0);
+# timeout_seconds: a wait for a pooled connection that sees none come back answers 503;
+# request_deadline_seconds: how long after it started a request may queue for a busy pool.
+_DB_POOL = env_group(
+    "AIRLOCK_DB_POOL",
+    {
+        "max": Key(16, low=0, was="AIRLOCK_DB_POOL_MAX"),
+        "conn_max_age": Key(60, low=0, was="AIRLOCK_DB_CONN_MAX_AGE"),
+        "timeout_seconds": Key(5.0, float, low=0.1, was="AIRLOCK_DB_POOL_TIMEOUT_SECONDS"),
+        "request_deadline_seconds": Key(30.0, float, low=0.1, was="AIRLOCK_REQUEST_DEADLINE_SECONDS"),
+    },
+)
+AIRLOCK_DB_POOL_MAX = _DB_POOL["max"]
+AIRLOCK_REQUEST_DEADLINE_SECONDS = _DB_POOL["request_deadline_seconds"]
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -193,10 +203,10 @@ LOGIN_URL = "/admin/login/"
 
 # --- Login throttling (django-axes) ---------------------------------------------
 # Password logins (the admin's form, which the upload page uses too) lock out after
-# AIRLOCK_LOGIN_FAILURE_LIMIT failures of one username from one client IP (the
+# AIRLOCK_LOGIN_LIMITS' `failures` of one username from one client IP (the
 # pair: failures elsewhere never lock the owner out), and a client IP after
-# AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT failures whatever the usernames (0: no
-# such limit), for AIRLOCK_LOGIN_LOCKOUT_MINUTES (0: until reset in the admin,
+# `address_failures` whatever the usernames (0: no such limit), for
+# `lockout_minutes` (0: until reset in the admin,
 # under Axes → Access attempts, or `manage.py axes_reset`). API tokens never go
 # through these backends. Axes needs the request in authenticate(): tests sign
 # in with force_login, or through the login form. attachments/login_throttle.py.
@@ -204,11 +214,19 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 5, low=1)
-_lockout_minutes = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 30, low=0)
+_LOGIN = env_group(
+    "AIRLOCK_LOGIN_LIMITS",
+    {
+        "failures": Key(5, low=1, was="AIRLOCK_LOGIN_FAILURE_LIMIT"),
+        "address_failures": Key(20, low=0, was="AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT"),
+        "lockout_minutes": Key(30, low=0, was="AIRLOCK_LOGIN_LOCKOUT_MINUTES"),
+    },
+)
+AXES_FAILURE_LIMIT = _LOGIN["failures"]
+_lockout_minutes = _LOGIN["lockout_minutes"]
 AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair; per IP alone: the handler below
-AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT", 20, low=0)
+AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = _LOGIN["address_failures"]
 AXES_HANDLER = "attachments.login_throttle.AddressLimitedAxesHandler"
 AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
 # Behind N reverse proxies the client is the Nth address from the right of
@@ -228,43 +246,94 @@ AIRLOCK_S3_REGION = env_str("AIRLOCK_S3_REGION", "us-east-1")
 AIRLOCK_S3_FLAVOR = env_str("AIRLOCK_S3_FLAVOR")
 # POST or PUT; unset: POST on S3, PUT on R2.
 AIRLOCK_S3_UPLOAD_METHOD = env_str("AIRLOCK_S3_UPLOAD_METHOD")
-AIRLOCK_S3_MULTIPART_THRESHOLD = env_int("AIRLOCK_S3_MULTIPART_THRESHOLD", 100 * 1024 * 1024)
-AIRLOCK_S3_PART_SIZE = env_int("AIRLOCK_S3_PART_SIZE", 16 * 1024 * 1024)
+# A direct upload declared larger than threshold_bytes goes to the bucket in parts of
+# part_bytes (presigned multipart; S3 wants parts of at least 5 MiB but the last).
+_MULTIPART = env_group(
+    "AIRLOCK_S3_MULTIPART",
+    {
+        "threshold_bytes": Key(100 * 1024 * 1024, low=1, was="AIRLOCK_S3_MULTIPART_THRESHOLD"),
+        "part_bytes": Key(16 * 1024 * 1024, low=1, was="AIRLOCK_S3_PART_SIZE"),
+    },
+)
+AIRLOCK_S3_MULTIPART_THRESHOLD = _MULTIPART["threshold_bytes"]
+AIRLOCK_S3_PART_SIZE = _MULTIPART["part_bytes"]
 # The server's own writes to the bucket (derivatives, the remux of a 1 GiB video): parts of
 # this size, this many in flight. Parts are read from the file as they are sent, so the
 # worker's memory does not grow with either (boto3's default is 8 MiB x 10 threads).
-AIRLOCK_S3_TRANSFER_CHUNK_BYTES = env_int("AIRLOCK_S3_TRANSFER_CHUNK_BYTES", 16 * 1024 * 1024)
-AIRLOCK_S3_TRANSFER_THREADS = env_int("AIRLOCK_S3_TRANSFER_THREADS", 4)
 # A worker downloads an object it processes once (processing/spool.py) and keeps the copy
-# for its next stage; at most this many idle copies, none longer than this.
-AIRLOCK_SPOOL_KEEP = env_int("AIRLOCK_SPOOL_KEEP", 2)
-AIRLOCK_SPOOL_IDLE_SECONDS = env_int("AIRLOCK_SPOOL_IDLE_SECONDS", 600)
-AIRLOCK_DOWNLOAD_URL_SECONDS = env_int("AIRLOCK_DOWNLOAD_URL_SECONDS", 60, low=1)
-AIRLOCK_UPLOAD_URL_SECONDS = env_int("AIRLOCK_UPLOAD_URL_SECONDS", 15 * 60, low=1)
-# Signed delivery links (docs/api.md, "Signed links"): how long a link in the resource
-# lives, and its key. Empty secret: SECRET_KEY, made a key of its own by the purpose
+# for its next stage; at most `spool_keep` idle copies, none longer than `spool_idle_seconds`.
+_TRANSFER = env_group(
+    "AIRLOCK_S3_TRANSFER",
+    {
+        "chunk_bytes": Key(16 * 1024 * 1024, low=5 * 1024 * 1024, was="AIRLOCK_S3_TRANSFER_CHUNK_BYTES"),
+        "threads": Key(4, low=1, was="AIRLOCK_S3_TRANSFER_THREADS"),
+        "spool_keep": Key(2, low=0, was="AIRLOCK_SPOOL_KEEP"),
+        "spool_idle_seconds": Key(600, low=0, was="AIRLOCK_SPOOL_IDLE_SECONDS"),
+    },
+)
+AIRLOCK_S3_TRANSFER_CHUNK_BYTES = _TRANSFER["chunk_bytes"]
+AIRLOCK_S3_TRANSFER_THREADS = _TRANSFER["threads"]
+AIRLOCK_SPOOL_KEEP = _TRANSFER["spool_keep"]
+AIRLOCK_SPOOL_IDLE_SECONDS = _TRANSFER["spool_idle_seconds"]
+# Lifetimes: an upload URL (and a tus upload's idle time); a presigned S3 download; a signed
+# delivery link (docs/api.md, "Signed links"), rounded up to 5 minutes.
+_URLS = env_group(
+    "AIRLOCK_URL_SECONDS",
+    {
+        "upload": Key(15 * 60, low=1, was="AIRLOCK_UPLOAD_URL_SECONDS"),
+        "download": Key(60, low=1, was="AIRLOCK_DOWNLOAD_URL_SECONDS"),
+        "delivery": Key(3600, low=1, was="AIRLOCK_DELIVERY_URL_SECONDS"),
+    },
+)
+AIRLOCK_DOWNLOAD_URL_SECONDS = _URLS["download"]
+AIRLOCK_UPLOAD_URL_SECONDS = _URLS["upload"]
+# The key of signed delivery links. Empty: SECRET_KEY, made a key of its own by the purpose
 # string in attachments/signing.py (and rotated with SECRET_KEY, honouring
 # SECRET_KEY_FALLBACKS). Previous secrets are accepted, never used to sign.
-AIRLOCK_DELIVERY_URL_SECONDS = env_int("AIRLOCK_DELIVERY_URL_SECONDS", 3600, low=1)
+AIRLOCK_DELIVERY_URL_SECONDS = _URLS["delivery"]
 AIRLOCK_DELIVERY_URL_SECRET = env_str("AIRLOCK_DELIVERY_URL_SECRET", "")
 AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS = env_list("AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS", [])
 if any(0 < len(secret) < 32 for secret in (AIRLOCK_DELIVERY_URL_SECRET, *AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS)):
     raise ImproperlyConfigured("AIRLOCK_DELIVERY_URL_SECRET (and each previous secret) must be at least 32 characters")
-# After the upload URL expired, how long a committed intent may still wait for
-# its storage event before it ends as rejected/object_missing.
-AIRLOCK_UPLOAD_GRACE_SECONDS = env_int("AIRLOCK_UPLOAD_GRACE_SECONDS", 3600, low=0)
+# staged_ttl, heartbeat_window, hard_cap: a staged upload's life (docs/lifecycle.md);
+# release_grace: how long a released (once committed) file stays restorable;
+# upload_grace: after its upload URL expired, how long a committed intent may still wait
+# for its storage event before it ends as rejected/object_missing.
+_LIFECYCLE = env_group(
+    "AIRLOCK_LIFECYCLE_SECONDS",
+    {
+        "staged_ttl": Key(7 * 86400, low=1, was="AIRLOCK_STAGED_TTL_SECONDS"),
+        "heartbeat_window": Key(7 * 86400, low=1, was="AIRLOCK_HEARTBEAT_WINDOW_SECONDS"),
+        "hard_cap": Key(15 * 86400, low=1, was="AIRLOCK_HARD_CAP_SECONDS"),
+        "release_grace": Key(86400, low=0, was="AIRLOCK_RELEASE_GRACE_SECONDS"),
+        "upload_grace": Key(3600, low=0, was="AIRLOCK_UPLOAD_GRACE_SECONDS"),
+    },
+)
+AIRLOCK_UPLOAD_GRACE_SECONDS = _LIFECYCLE["upload_grace"]
 AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
 AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
 # `consume_storage_events --cloudflare-queue`: an API token with Queues read and write.
 AIRLOCK_CLOUDFLARE_API_TOKEN = env_str("AIRLOCK_CLOUDFLARE_API_TOKEN")
-AIRLOCK_QUARANTINE_DAYS = env_int("AIRLOCK_QUARANTINE_DAYS", 30, low=0)
 
 # --- Profiles (API.md defaults) ----------------------------------------------
 MIB = 1024 * 1024
 _PHOTO_TYPES = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"]
 _VIDEO_TYPES = ["video/mp4", "video/quicktime", "video/webm"]
-_IMAGE_MAX_BYTES = env_int("AIRLOCK_IMAGE_MAX_BYTES", 25 * MIB, low=1)
-_MEDIA_MAX_BYTES = env_int("AIRLOCK_MEDIA_MAX_BYTES", 1024 * MIB, low=1)
+# Each profile's largest file; upload_through: bodies posted through the API (POST
+# /attachments) are capped lower than direct uploads, as they pass through a web worker.
+_MAX_BYTES = env_group(
+    "AIRLOCK_MAX_BYTES",
+    {
+        "image": Key(25 * MIB, low=1, was="AIRLOCK_IMAGE_MAX_BYTES"),
+        "avatar": Key(5 * MIB, low=1, was="AIRLOCK_AVATAR_MAX_BYTES"),
+        "document": Key(100 * MIB, low=1, was="AIRLOCK_DOCUMENT_MAX_BYTES"),
+        "archive": Key(200 * MIB, low=1, was="AIRLOCK_ARCHIVE_MAX_BYTES"),
+        "media": Key(1024 * MIB, low=1, was="AIRLOCK_MEDIA_MAX_BYTES"),
+        "upload_through": Key(25 * MIB, low=1, was="AIRLOCK_UPLOAD_THROUGH_MAX_BYTES"),
+    },
+)
+_IMAGE_MAX_BYTES = _MAX_BYTES["image"]
+_MEDIA_MAX_BYTES = _MAX_BYTES["media"]
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
         "allowed_types": _PHOTO_TYPES,
@@ -275,21 +344,21 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     },
     "avatar": {
         "allowed_types": ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif", "image/avif"],
-        "max_bytes": env_int("AIRLOCK_AVATAR_MAX_BYTES", 5 * MIB, low=1),
+        "max_bytes": _MAX_BYTES["avatar"],
         "processor": "image",
         "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": True,
     },
     "document": {
         "allowed_types": ["application/pdf"],
-        "max_bytes": env_int("AIRLOCK_DOCUMENT_MAX_BYTES", 100 * MIB, low=1),
+        "max_bytes": _MAX_BYTES["document"],
         "processor": "pdf",
         "derivatives": ["page_count", "text", "thumbnail"],
         "single_per_owner": False,
     },
     "archive": {
         "allowed_types": ["application/zip"],
-        "max_bytes": env_int("AIRLOCK_ARCHIVE_MAX_BYTES", 200 * MIB, low=1),
+        "max_bytes": _MAX_BYTES["archive"],
         "processor": "zip",
         "derivatives": ["entries"],
         "single_per_owner": False,
@@ -329,60 +398,104 @@ AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
     "avatar": {"small": 640, "medium": 1280, "large": 2048},
     "camera": {"small": 640, "medium": 1280, "large": 2048},
 }
-# Bodies posted through the API (POST /attachments) are capped lower than
-# direct uploads: they pass through a web worker.
-AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = env_int("AIRLOCK_UPLOAD_THROUGH_MAX_BYTES", 25 * MIB)
+AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = _MAX_BYTES["upload_through"]
 
 # --- Lifecycle ---------------------------------------------------------------
-AIRLOCK_STAGED_TTL_SECONDS = env_int("AIRLOCK_STAGED_TTL_SECONDS", 7 * 86400, low=1)
-AIRLOCK_HEARTBEAT_WINDOW_SECONDS = env_int("AIRLOCK_HEARTBEAT_WINDOW_SECONDS", 7 * 86400, low=1)
-AIRLOCK_HARD_CAP_SECONDS = env_int("AIRLOCK_HARD_CAP_SECONDS", 15 * 86400, low=1)
-# How long a released (once committed) file stays restorable before the sweeper removes its objects.
-AIRLOCK_RELEASE_GRACE_SECONDS = env_int("AIRLOCK_RELEASE_GRACE_SECONDS", 86400, low=0)
+AIRLOCK_STAGED_TTL_SECONDS = _LIFECYCLE["staged_ttl"]
+AIRLOCK_HEARTBEAT_WINDOW_SECONDS = _LIFECYCLE["heartbeat_window"]
+AIRLOCK_HARD_CAP_SECONDS = _LIFECYCLE["hard_cap"]
+AIRLOCK_RELEASE_GRACE_SECONDS = _LIFECYCLE["release_grace"]
 # How long a guest of an upload link may remove a file it sent (the link page's "Remove").
 AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24, low=0)
-AIRLOCK_AUDIT_WINDOW_DAYS = env_int("AIRLOCK_AUDIT_WINDOW_DAYS", 30, low=0)
-# Retention: the sweeper's purge phase deletes these rows once past their window
-# (sweeper/retention.py). Unsent outbox rows are never purged.
-AIRLOCK_OUTBOX_RETENTION_DAYS = env_int("AIRLOCK_OUTBOX_RETENTION_DAYS", 7, low=0)
-AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = env_int("AIRLOCK_STORAGE_EVENT_RETENTION_DAYS", 30, low=0)
-AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 30, low=0)
-# What stays of a hard-deleted attachment (id, tenant, key, digest, final state, times, its history summarized).
-AIRLOCK_TOMBSTONE_RETENTION_DAYS = env_int("AIRLOCK_TOMBSTONE_RETENTION_DAYS", 365, low=0)
-# Resolved dead letters (open ones stay until a human resolves them).
-AIRLOCK_DEAD_LETTER_RETENTION_DAYS = env_int("AIRLOCK_DEAD_LETTER_RETENTION_DAYS", 90, low=0)
-# Finished backfills' checkpoints (an unfinished one stays: its run resumes from it).
-AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = env_int("AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS", 30, low=0)
-# The admin's own history of staff edits (django.contrib.admin LogEntry).
-AIRLOCK_ADMIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_ADMIN_LOG_RETENTION_DAYS", 365, low=0)
-# django-axes' login attempts (lockout counters), access logs and failure logs.
-AIRLOCK_LOGIN_LOG_RETENTION_DAYS = env_int("AIRLOCK_LOGIN_LOG_RETENTION_DAYS", 30, low=0)
-# Webhook events with their deliveries and attempts, once nothing is owed.
-AIRLOCK_WEBHOOK_RETENTION_DAYS = env_int("AIRLOCK_WEBHOOK_RETENTION_DAYS", 30, low=0)
-# Expired browser sessions, days after they expired (0: at the first sweep after).
-AIRLOCK_SESSION_RETENTION_DAYS = env_int("AIRLOCK_SESSION_RETENTION_DAYS", 0, low=0)
-# Client tokens (hosts' and guest pages'), days after they expired: an expired one authenticates nobody.
-AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = env_int("AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS", 1, low=0)
+# Days kept: soft-deleted rows (audit_window), quarantined objects; and the rows the
+# sweeper's purge phase deletes once past their window (sweeper/retention.py): sent outbox
+# rows (unsent ones are never purged), storage events, sweep and reconcile runs, tombstones
+# (what stays of a hard-deleted attachment), resolved dead letters (open ones stay),
+# finished backfills' checkpoints, the admin's log of staff edits, django-axes' login
+# records, webhook events once nothing is owed, expired sessions and client tokens (days
+# after they expired).
+_RETENTION = env_group(
+    "AIRLOCK_RETENTION_DAYS",
+    {
+        "audit_window": Key(30, low=0, was="AIRLOCK_AUDIT_WINDOW_DAYS"),
+        "quarantine": Key(30, low=0, was="AIRLOCK_QUARANTINE_DAYS"),
+        "outbox": Key(7, low=0, was="AIRLOCK_OUTBOX_RETENTION_DAYS"),
+        "storage_events": Key(30, low=0, was="AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"),
+        "runs": Key(30, low=0, was="AIRLOCK_RUN_RETENTION_DAYS"),
+        "tombstones": Key(365, low=0, was="AIRLOCK_TOMBSTONE_RETENTION_DAYS"),
+        "dead_letters": Key(90, low=0, was="AIRLOCK_DEAD_LETTER_RETENTION_DAYS"),
+        "backfill_checkpoints": Key(30, low=0, was="AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS"),
+        "admin_log": Key(365, low=0, was="AIRLOCK_ADMIN_LOG_RETENTION_DAYS"),
+        "login_log": Key(30, low=0, was="AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+        "webhooks": Key(30, low=0, was="AIRLOCK_WEBHOOK_RETENTION_DAYS"),
+        "sessions": Key(0, low=0, was="AIRLOCK_SESSION_RETENTION_DAYS"),
+        "client_tokens": Key(1, low=0, was="AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS"),
+    },
+)
+AIRLOCK_AUDIT_WINDOW_DAYS = _RETENTION["audit_window"]
+AIRLOCK_QUARANTINE_DAYS = _RETENTION["quarantine"]
+AIRLOCK_OUTBOX_RETENTION_DAYS = _RETENTION["outbox"]
+AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = _RETENTION["storage_events"]
+AIRLOCK_RUN_RETENTION_DAYS = _RETENTION["runs"]
+AIRLOCK_TOMBSTONE_RETENTION_DAYS = _RETENTION["tombstones"]
+AIRLOCK_DEAD_LETTER_RETENTION_DAYS = _RETENTION["dead_letters"]
+AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = _RETENTION["backfill_checkpoints"]
+AIRLOCK_ADMIN_LOG_RETENTION_DAYS = _RETENTION["admin_log"]
+AIRLOCK_LOGIN_LOG_RETENTION_DAYS = _RETENTION["login_log"]
+AIRLOCK_WEBHOOK_RETENTION_DAYS = _RETENTION["webhooks"]
+AIRLOCK_SESSION_RETENTION_DAYS = _RETENTION["sessions"]
+AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = _RETENTION["client_tokens"]
 
 # --- Processing --------------------------------------------------------------
 AIRLOCK_SNIFF_BYTES = 4100
-AIRLOCK_MAX_PIXELS = env_int("AIRLOCK_MAX_PIXELS", 50_000_000, low=1)
-AIRLOCK_MAX_PDF_PAGES = env_int("AIRLOCK_MAX_PDF_PAGES", 2000, low=1)
-AIRLOCK_MAX_TEXT_CHARS = env_int("AIRLOCK_MAX_TEXT_CHARS", 1_000_000, low=0)
-AIRLOCK_ZIP_MAX_ENTRIES = env_int("AIRLOCK_ZIP_MAX_ENTRIES", 1000, low=1)
-AIRLOCK_ZIP_MAX_RATIO = env_float("AIRLOCK_ZIP_MAX_RATIO", 100.0, low=1.0)
-AIRLOCK_ZIP_MAX_TOTAL_BYTES = env_int("AIRLOCK_ZIP_MAX_TOTAL_BYTES", 1024 * MIB, low=1)
-AIRLOCK_ZIP_MAX_DEPTH = env_int("AIRLOCK_ZIP_MAX_DEPTH", 3, low=0)
+# What one file may make a decoder do, read before any pixel or member is decoded: an
+# image's pixels, a PDF's pages and extracted text, a ZIP's entries, inflation ratio,
+# inflated bytes and nesting, a video or audio file's duration, frame size and streams.
+_DECODE = env_group(
+    "AIRLOCK_DECODE_LIMITS",
+    {
+        "pixels": Key(50_000_000, low=1, was="AIRLOCK_MAX_PIXELS"),
+        "pdf_pages": Key(2000, low=1, was="AIRLOCK_MAX_PDF_PAGES"),
+        "text_chars": Key(1_000_000, low=0, was="AIRLOCK_MAX_TEXT_CHARS"),
+        "zip_entries": Key(1000, low=1, was="AIRLOCK_ZIP_MAX_ENTRIES"),
+        "zip_ratio": Key(100.0, float, low=1.0, was="AIRLOCK_ZIP_MAX_RATIO"),
+        "zip_total_bytes": Key(1024 * MIB, low=1, was="AIRLOCK_ZIP_MAX_TOTAL_BYTES"),
+        "zip_depth": Key(3, low=0, was="AIRLOCK_ZIP_MAX_DEPTH"),
+        "media_duration_seconds": Key(3600, low=1, was="AIRLOCK_MEDIA_MAX_DURATION_SECONDS"),
+        "media_pixels": Key(7680 * 4320, low=1, was="AIRLOCK_MEDIA_MAX_PIXELS"),  # per frame: 8K UHD
+        "media_streams": Key(16, low=1, was="AIRLOCK_MEDIA_MAX_STREAMS"),
+    },
+)
+AIRLOCK_MAX_PIXELS = _DECODE["pixels"]
+AIRLOCK_MAX_PDF_PAGES = _DECODE["pdf_pages"]
+AIRLOCK_MAX_TEXT_CHARS = _DECODE["text_chars"]
+AIRLOCK_ZIP_MAX_ENTRIES = _DECODE["zip_entries"]
+AIRLOCK_ZIP_MAX_RATIO = _DECODE["zip_ratio"]
+AIRLOCK_ZIP_MAX_TOTAL_BYTES = _DECODE["zip_total_bytes"]
+AIRLOCK_ZIP_MAX_DEPTH = _DECODE["zip_depth"]
 # ZIP entries the sandbox cannot inflate (implode, PPMd, encrypted) are rejected
 # (archive_uninspectable) unless this allows them, unscanned, on their declared sizes.
 AIRLOCK_ZIP_ALLOW_UNINSPECTABLE = env_bool("AIRLOCK_ZIP_ALLOW_UNINSPECTABLE", False)
-# Video and audio (the media profile), read from the headers before any frame is decoded.
-AIRLOCK_MEDIA_MAX_DURATION_SECONDS = env_int("AIRLOCK_MEDIA_MAX_DURATION_SECONDS", 3600, low=1)
-AIRLOCK_MEDIA_MAX_PIXELS = env_int("AIRLOCK_MEDIA_MAX_PIXELS", 7680 * 4320, low=1)  # per frame: 8K UHD
-AIRLOCK_MEDIA_MAX_STREAMS = env_int("AIRLOCK_MEDIA_MAX_STREAMS", 16, low=1)
-AIRLOCK_SANDBOX_MEMORY_BYTES = env_int("AIRLOCK_SANDBOX_MEMORY_BYTES", 1024 * MIB, low=1)
-AIRLOCK_SANDBOX_CPU_SECONDS = env_int("AIRLOCK_SANDBOX_CPU_SECONDS", 30, low=1)
-AIRLOCK_SANDBOX_WALL_SECONDS = env_float("AIRLOCK_SANDBOX_WALL_SECONDS", 60.0, low=1.0)
+AIRLOCK_MEDIA_MAX_DURATION_SECONDS = _DECODE["media_duration_seconds"]
+AIRLOCK_MEDIA_MAX_PIXELS = _DECODE["media_pixels"]
+AIRLOCK_MEDIA_MAX_STREAMS = _DECODE["media_streams"]
+# One decoder job's memory, CPU and wall-clock time; a transcode's CPU and wall-clock
+# time per minute of video (plus one minute's worth for any clip).
+_SANDBOX = env_group(
+    "AIRLOCK_SANDBOX_LIMITS",
+    {
+        "memory_bytes": Key(1024 * MIB, low=1, was="AIRLOCK_SANDBOX_MEMORY_BYTES"),
+        "cpu_seconds": Key(30, low=1, was="AIRLOCK_SANDBOX_CPU_SECONDS"),
+        "wall_seconds": Key(60.0, float, low=1.0, was="AIRLOCK_SANDBOX_WALL_SECONDS"),
+        "transcode_cpu_seconds_per_minute": Key(180, low=1, was="AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE"),
+        "transcode_wall_seconds_per_minute": Key(300, low=1, was="AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE"),
+    },
+)
+AIRLOCK_SANDBOX_MEMORY_BYTES = _SANDBOX["memory_bytes"]
+AIRLOCK_SANDBOX_CPU_SECONDS = _SANDBOX["cpu_seconds"]
+AIRLOCK_SANDBOX_WALL_SECONDS = _SANDBOX["wall_seconds"]
+AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = _SANDBOX["transcode_cpu_seconds_per_minute"]
+AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = _SANDBOX["transcode_wall_seconds_per_minute"]
 # Confinement layers (AIRLOCK_SANDBOX_CONFINE's names) decoder jobs may run without where this
 # host cannot apply them; any other missing layer stops every decoder job and fails /readyz.
 # The sandbox (pure Python, and the fork server it starts) reads the variable itself, as it
@@ -396,40 +509,72 @@ if _unknown_layers := sorted(
     set(AIRLOCK_SANDBOX_ACCEPT_MISSING) - set(("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper"))
 ):
     raise ImproperlyConfigured(f"AIRLOCK_SANDBOX_ACCEPT_MISSING: unknown layer(s) {', '.join(_unknown_layers)}")
-AIRLOCK_MAX_ATTEMPTS = env_int("AIRLOCK_MAX_ATTEMPTS", 5)
-AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 5.0)
-AIRLOCK_RETRY_MAX_SECONDS = env_float("AIRLOCK_RETRY_MAX_SECONDS", 600.0)
-AIRLOCK_LEASE_SECONDS = env_int("AIRLOCK_LEASE_SECONDS", 300)
-# Jobs of one tenant running at once at each stage named in AIRLOCK_TENANT_FAIR_STAGES;
-# the rest wait parked, off the queue (processing/fairness.py).
-AIRLOCK_TENANT_CONCURRENCY = env_int("AIRLOCK_TENANT_CONCURRENCY", 2)
-# Jobs of one subject (a host's person) running at once within its tenant's slots; unset:
-# the tenant's concurrency − 1, at least 1, so one person alone never fills the tenant's share.
-AIRLOCK_SUBJECT_CONCURRENCY = env_optional_int("AIRLOCK_SUBJECT_CONCURRENCY", low=1)
+# A file that failed while its dependencies answered is retried max_attempts times in all,
+# base_seconds doubling (±50 % jitter) up to max_seconds apart, then failed and dead-lettered.
+# lease_seconds: a processing attempt's lease, renewed while its worker beats.
+_RETRIES = env_group(
+    "AIRLOCK_RETRIES",
+    {
+        "max_attempts": Key(5, low=1, was="AIRLOCK_MAX_ATTEMPTS"),
+        "base_seconds": Key(5.0, float, low=0.0, was="AIRLOCK_RETRY_BASE_SECONDS"),
+        "max_seconds": Key(600.0, float, low=0.0, was="AIRLOCK_RETRY_MAX_SECONDS"),
+        "lease_seconds": Key(300, low=1, was="AIRLOCK_LEASE_SECONDS"),
+    },
+)
+AIRLOCK_MAX_ATTEMPTS = _RETRIES["max_attempts"]
+AIRLOCK_RETRY_BASE_SECONDS = _RETRIES["base_seconds"]
+AIRLOCK_RETRY_MAX_SECONDS = _RETRIES["max_seconds"]
+AIRLOCK_LEASE_SECONDS = _RETRIES["lease_seconds"]
+# tenant: jobs of one tenant running at once at each stage named in AIRLOCK_TENANT_FAIR_STAGES,
+# the rest wait parked, off the queue (processing/fairness.py); subject: jobs of one subject (a
+# host's person) within its tenant's slots, unset: the tenant's − 1, at least 1, so one person
+# alone never fills the tenant's share; worker_threads: serve's worker threads; transcode and
+# transcode_tenant: transcode threads per worker process (their own queue, so a photo's steps
+# never wait behind one) and transcodes of one tenant at once; variant: variants made at once in
+# one web process (each a sandbox job; more answer 503 VARIANT_BUSY), by default above the
+# tenant's share, so one tenant alone never fills a process.
+_CONCURRENCY = env_group(
+    "AIRLOCK_CONCURRENCY",
+    {
+        "tenant": Key(2, low=1, was="AIRLOCK_TENANT_CONCURRENCY"),
+        "subject": Key(None, low=1, was="AIRLOCK_SUBJECT_CONCURRENCY"),
+        "worker_threads": Key(4, low=1, was="AIRLOCK_WORKER_THREADS"),
+        "transcode": Key(1, low=1, was="AIRLOCK_TRANSCODE_CONCURRENCY"),
+        "transcode_tenant": Key(1, low=1, was="AIRLOCK_TRANSCODE_TENANT_CONCURRENCY"),
+        "variant": Key(None, low=1, was="AIRLOCK_VARIANT_CONCURRENCY"),
+    },
+)
+AIRLOCK_TENANT_CONCURRENCY = _CONCURRENCY["tenant"]
+AIRLOCK_SUBJECT_CONCURRENCY = _CONCURRENCY["subject"]
 AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", list(STAGES))]
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
-AIRLOCK_WORKER_THREADS = env_int("AIRLOCK_WORKER_THREADS", 4, low=1)
-# --- A video's web rendition (docs/api.md, processing/renditions.py) ----------
-# Transcodes run on their own queue by their own worker threads (per process), so a photo's
-# steps never wait behind one; one tenant runs at most AIRLOCK_TRANSCODE_TENANT_CONCURRENCY.
-AIRLOCK_TRANSCODE_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_CONCURRENCY", 1, low=1)
-AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = env_int("AIRLOCK_TRANSCODE_TENANT_CONCURRENCY", 1, low=1)
-# Bounds of one transcode job, per minute of video (plus one minute's worth for any clip).
-AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE", 180, low=1)
-AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = env_int("AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE", 300, low=1)
-# Variants made at once in one web process (each is a sandbox job); more answer 503 VARIANT_BUSY.
-# Above the tenant's share by default, so one tenant alone never fills a process.
-AIRLOCK_VARIANT_CONCURRENCY = env_int(
-    "AIRLOCK_VARIANT_CONCURRENCY", max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1), low=1
-)
+AIRLOCK_WORKER_THREADS = _CONCURRENCY["worker_threads"]
+AIRLOCK_TRANSCODE_CONCURRENCY = _CONCURRENCY["transcode"]
+AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = _CONCURRENCY["transcode_tenant"]
+AIRLOCK_VARIANT_CONCURRENCY = _CONCURRENCY["variant"] or max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1)
 # How long a worker's idle queue consumer waits before it looks again: it bounds
 # the pick-up of each step's job (a file's three steps wait for it in turn).
 # `rundramatiq` takes it from Dramatiq's documented `dramatiq_worker_timeout`
 # variable (default 1000 ms there: about a second per file of nothing).
-AIRLOCK_WORKER_POLL_MS = env_int("AIRLOCK_WORKER_POLL_MS", 100, low=10)
+# web_processes: serve's web processes (SQLite or PostgreSQL), one when it also runs the
+# worker or scheduler of the in-process broker (the embedded default), whose messages live
+# there; web_threads: request threads per process (idle ones are not created); worker_poll_ms
+# (above); tick_seconds: serve's scheduler tick; access_log: one JSON line per request from
+# the server itself (off: a proxy in front usually keeps the access log).
+_SERVE = env_group(
+    "AIRLOCK_SERVE",
+    {
+        "web_processes": Key(2, low=1, was="AIRLOCK_WEB_PROCESSES"),
+        "web_threads": Key(128, low=1, was="AIRLOCK_WEB_THREADS"),
+        "worker_poll_ms": Key(100, low=10, was="AIRLOCK_WORKER_POLL_MS"),
+        "tick_seconds": Key(5.0, float, low=0.1, was="AIRLOCK_TICK_SECONDS"),
+        "access_log": Key(False, bool, was="AIRLOCK_WEB_ACCESS_LOG"),
+    },
+)
+AIRLOCK_WORKER_POLL_MS = _SERVE["worker_poll_ms"]
 os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_WORKER_POLL_MS))
-AIRLOCK_TICK_SECONDS = env_float("AIRLOCK_TICK_SECONDS", 5.0, low=0.1)
+AIRLOCK_TICK_SECONDS = _SERVE["tick_seconds"]
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
 AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
@@ -439,19 +584,38 @@ AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
 # or several separated by spaces while rotating (each signs every delivery).
 AIRLOCK_WEBHOOK_URL = env_str("AIRLOCK_WEBHOOK_URL")
 AIRLOCK_WEBHOOK_SECRET = webhook_secrets(env_str("AIRLOCK_WEBHOOK_SECRET"), url=AIRLOCK_WEBHOOK_URL)
-AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 10.0, low=0.1)
-AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 5.0, low=0.01)
-AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS", 3600.0, low=0.01)
-AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS", 86400.0, low=0.0)
-AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = env_float("AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS", 3 * 86400.0, low=0.0)
-AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = env_float("AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS", 86400.0, low=0.0)
+# How deliveries go (docs/webhooks.md): a request not answered within timeout_seconds
+# failed; retries start retry_base_seconds after (doubling, ±20 % jitter, at most
+# retry_max_seconds apart) and go on for retry_window_seconds before the delivery is
+# dead-lettered; an endpoint failing for disable_after_seconds (and 10 times in a row) is
+# disabled; a delivery due redrive_seconds with no attempt is sent again by the tick; a
+# rotated tenant secret keeps signing for rotation_overlap_seconds; at most
+# endpoint_concurrency deliveries to one endpoint in flight (0 = no cap), so a slow endpoint
+# or one tenant's flood of events cannot take every worker thread.
+_WEBHOOK = env_group(
+    "AIRLOCK_WEBHOOK_DELIVERY",
+    {
+        "timeout_seconds": Key(10.0, float, low=0.1, was="AIRLOCK_WEBHOOK_TIMEOUT_SECONDS"),
+        "retry_base_seconds": Key(5.0, float, low=0.01, was="AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS"),
+        "retry_max_seconds": Key(3600.0, float, low=0.01, was="AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS"),
+        "retry_window_seconds": Key(86400.0, float, low=0.0, was="AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS"),
+        "disable_after_seconds": Key(3 * 86400.0, float, low=0.0, was="AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS"),
+        "redrive_seconds": Key(60.0, float, low=0.1, was="AIRLOCK_WEBHOOK_REDRIVE_SECONDS"),
+        "rotation_overlap_seconds": Key(86400.0, float, low=0.0, was="AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS"),
+        "endpoint_concurrency": Key(2, low=0, was="AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY"),
+    },
+)
+AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = _WEBHOOK["timeout_seconds"]
+AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = _WEBHOOK["retry_base_seconds"]
+AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = _WEBHOOK["retry_max_seconds"]
+AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = _WEBHOOK["retry_window_seconds"]
+AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = _WEBHOOK["disable_after_seconds"]
+AIRLOCK_WEBHOOK_REDRIVE_SECONDS = _WEBHOOK["redrive_seconds"]
+AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = _WEBHOOK["rotation_overlap_seconds"]
+AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = _WEBHOOK["endpoint_concurrency"]
 AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
 # The ports an endpoint URL may name (webhooks/urlguard.py); ALLOW_PRIVATE lifts the rule.
 AIRLOCK_WEBHOOK_ALLOWED_PORTS = env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
-AIRLOCK_WEBHOOK_REDRIVE_SECONDS = env_float("AIRLOCK_WEBHOOK_REDRIVE_SECONDS", 60.0, low=0.1)
-# Deliveries to one endpoint in flight at once (0 = no cap): a slow or failing endpoint,
-# or one tenant's flood of events, cannot take every worker thread (processing/fairness.py).
-AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY", 2, low=0)
 
 # --- Scanners ----------------------------------------------------------------
 CLAMD_SOCKET = env_str("CLAMD_SOCKET")
@@ -461,29 +625,62 @@ AIRLOCK_SCAN_TIMEOUT = env_float("AIRLOCK_SCAN_TIMEOUT", 120.0, low=0.1)
 AIRLOCK_YARA_ENABLED = env_bool("AIRLOCK_YARA_ENABLED", True)
 _yara_dir = env_str("AIRLOCK_YARA_RULES_DIR")
 AIRLOCK_YARA_RULES_DIR = Path(_yara_dir) if _yara_dir else None
-# When the signature version in force changes (clamd VERSION, the YARA rules' hash),
-# ready files are rescanned in the background, newest first, at most this many a
-# minute (0 = never in the background; `manage.py rescan` still flags files). See processing/rescan/jobs.py.
-AIRLOCK_RESCAN_FILES_PER_MINUTE = env_int("AIRLOCK_RESCAN_FILES_PER_MINUTE", 120, low=0)
 
 # --- Sweeper -----------------------------------------------------------------
-AIRLOCK_SWEEP_INTERVAL_SECONDS = env_int("AIRLOCK_SWEEP_INTERVAL_SECONDS", 30 * 60, low=1)
-AIRLOCK_SWEEP_BATCH = env_int("AIRLOCK_SWEEP_BATCH", 500, low=1)
-AIRLOCK_SWEEP_CONCURRENCY = env_int("AIRLOCK_SWEEP_CONCURRENCY", 8, low=1)
+# A sweep every interval_seconds, in batches of batch rows, concurrency object deletes at once.
+_SWEEP = env_group(
+    "AIRLOCK_SWEEP",
+    {
+        "interval_seconds": Key(30 * 60, low=1, was="AIRLOCK_SWEEP_INTERVAL_SECONDS"),
+        "batch": Key(500, low=1, was="AIRLOCK_SWEEP_BATCH"),
+        "concurrency": Key(8, low=1, was="AIRLOCK_SWEEP_CONCURRENCY"),
+    },
+)
+AIRLOCK_SWEEP_INTERVAL_SECONDS = _SWEEP["interval_seconds"]
+AIRLOCK_SWEEP_BATCH = _SWEEP["batch"]
+AIRLOCK_SWEEP_CONCURRENCY = _SWEEP["concurrency"]
 AIRLOCK_SWEEPER_KILLSWITCH = env_str("AIRLOCK_SWEEPER_KILLSWITCH")  # "1"/"0" overrides the admin toggle
 AIRLOCK_SWEEPER_DRY_RUN = env_str("AIRLOCK_SWEEPER_DRY_RUN")
 
 # --- Rate limits -------------------------------------------------------------
-AIRLOCK_INTENTS_PER_MINUTE = env_int("AIRLOCK_INTENTS_PER_MINUTE", 300, low=0)
-AIRLOCK_MAX_PENDING_PER_USER = env_int("AIRLOCK_MAX_PENDING_PER_USER", 500, low=0)
+# Per subject (a host's person; the account without Airlock-Subject): intents a minute, and
+# uploads outstanding (pending) at once, 429 beyond. rescan_files_per_minute: when the
+# signature version in force changes (clamd VERSION, the YARA rules' hash), ready files are
+# rescanned in the background, newest first, at most this many a minute (0 = never in the
+# background; `manage.py rescan` still flags files). See processing/rescan/jobs.py.
+_RATES = env_group(
+    "AIRLOCK_RATE_LIMITS",
+    {
+        "intents_per_minute": Key(300, low=0, was="AIRLOCK_INTENTS_PER_MINUTE"),
+        "pending_per_subject": Key(500, low=0, was="AIRLOCK_MAX_PENDING_PER_USER"),
+        "rescan_files_per_minute": Key(120, low=0, was="AIRLOCK_RESCAN_FILES_PER_MINUTE"),
+    },
+)
+AIRLOCK_INTENTS_PER_MINUTE = _RATES["intents_per_minute"]
+AIRLOCK_MAX_PENDING_PER_USER = _RATES["pending_per_subject"]
+AIRLOCK_RESCAN_FILES_PER_MINUTE = _RATES["rescan_files_per_minute"]
 
 # --- Quotas --------------------------------------------------------------------
 # Per tenant; unset = unlimited. A tenant's own limits (admin) override these.
-AIRLOCK_TENANT_QUOTA_BYTES = env_optional_int("AIRLOCK_TENANT_QUOTA_BYTES", low=0)
-AIRLOCK_TENANT_QUOTA_FILES = env_optional_int("AIRLOCK_TENANT_QUOTA_FILES", low=0)
+_TENANT_QUOTA = env_group(
+    "AIRLOCK_TENANT_QUOTA",
+    {
+        "bytes": Key(None, low=0, was="AIRLOCK_TENANT_QUOTA_BYTES"),
+        "files": Key(None, low=0, was="AIRLOCK_TENANT_QUOTA_FILES"),
+    },
+)
+AIRLOCK_TENANT_QUOTA_BYTES = _TENANT_QUOTA["bytes"]
+AIRLOCK_TENANT_QUOTA_FILES = _TENANT_QUOTA["files"]
 # Per subject (one of a host's people, in any tenant); unset = no limit.
-AIRLOCK_SUBJECT_QUOTA_BYTES = env_optional_int("AIRLOCK_SUBJECT_QUOTA_BYTES", low=0)
-AIRLOCK_SUBJECT_QUOTA_FILES = env_optional_int("AIRLOCK_SUBJECT_QUOTA_FILES", low=0)
+_SUBJECT_QUOTA = env_group(
+    "AIRLOCK_SUBJECT_QUOTA",
+    {
+        "bytes": Key(None, low=0, was="AIRLOCK_SUBJECT_QUOTA_BYTES"),
+        "files": Key(None, low=0, was="AIRLOCK_SUBJECT_QUOTA_FILES"),
+    },
+)
+AIRLOCK_SUBJECT_QUOTA_BYTES = _SUBJECT_QUOTA["bytes"]
+AIRLOCK_SUBJECT_QUOTA_FILES = _SUBJECT_QUOTA["files"]
 
 # --- Operations ----------------------------------------------------------------
 # /metrics needs `Authorization: Bearer <token>` when set.
@@ -491,39 +688,63 @@ AIRLOCK_SUBJECT_QUOTA_FILES = env_optional_int("AIRLOCK_SUBJECT_QUOTA_FILES", lo
 # /metrics aggregate the counters of every web and worker process.
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
 # Without a token /metrics is open here (the embedded default serves loopback);
-# production settings close it (404) unless this is set, or a token is.
-AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", True)
+# production settings close it (404) unless open is set, or a token is.
 # Per-tenant series (airlock_tenant_*{tenant="<slug>"}) name every tenant and its
-# usage: off unless asked for.
-AIRLOCK_METRICS_TENANT_LABELS = env_bool("AIRLOCK_METRICS_TENANT_LABELS", False)
+# usage: off unless asked for (tenant_labels).
+_METRICS = env_group(
+    "AIRLOCK_METRICS",
+    {
+        "open": Key(True, bool, was="AIRLOCK_METRICS_OPEN"),
+        "tenant_labels": Key(False, bool, was="AIRLOCK_METRICS_TENANT_LABELS"),
+    },
+)
+AIRLOCK_METRICS_OPEN = _METRICS["open"]
+AIRLOCK_METRICS_TENANT_LABELS = _METRICS["tenant_labels"]
 
 # --- Web serving (manage.py serve) ---------------------------------------------------
-# Web processes (SQLite or PostgreSQL); serve runs one when it also runs the worker
-# or scheduler of the in-process broker (the embedded default), whose messages live there.
-AIRLOCK_WEB_PROCESSES = env_int("AIRLOCK_WEB_PROCESSES", 2, low=1)
-AIRLOCK_WEB_THREADS = env_int("AIRLOCK_WEB_THREADS", 128, low=1)  # per process; idle ones are not created
-AIRLOCK_HTTP_KEEPALIVE_SECONDS = env_int("AIRLOCK_HTTP_KEEPALIVE_SECONDS", 5, low=0)
-# One JSON line per request from the server itself (method, path without its query string, status,
-# bytes, duration); off by default: a proxy in front usually keeps the access log.
-AIRLOCK_WEB_ACCESS_LOG = env_bool("AIRLOCK_WEB_ACCESS_LOG", False)
-# A request's headers, whole, within this (read in the selector, no thread held).
-AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS", 10.0, low=0.1)
-AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = env_float("AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS", 30.0, low=0.1)  # between two reads
-# A body, whole, within BODY_DEADLINE + its size / BODY_MIN_BYTES_PER_SECOND (408 after):
-# a 25 MiB photo may take 30 s + 100 min, a trickle of a byte a second is cut after 30 s.
-AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = env_float("AIRLOCK_HTTP_BODY_DEADLINE_SECONDS", 30.0, low=0.0)
-AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = env_int("AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND", 4096, low=1)
-# Per web process and per client address (0 = no limit). Off behind trusted proxies
-# (AIRLOCK_TRUSTED_PROXY_HOPS > 0): every client then has the proxy's address.
-AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS = env_int(
-    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512, low=0
+AIRLOCK_WEB_PROCESSES = _SERVE["web_processes"]
+AIRLOCK_WEB_THREADS = _SERVE["web_threads"]
+AIRLOCK_WEB_ACCESS_LOG = _SERVE["access_log"]
+# What one client may hold of the server (ops/httpserver.py, ops/httpintake.py): an idle
+# keep-alive connection is closed after keepalive_seconds; a request's headers, whole, within
+# header_timeout_seconds (read in the selector, no thread held); at most body_timeout_seconds
+# between two reads of a body, and a body whole within body_deadline_seconds + its size at
+# body_min_bytes_per_second (408 after: a 25 MiB photo may take 30 s + 100 min, a trickle of
+# a byte a second is cut after 30 s); connections_per_address and threads_per_address per web
+# process (0 = no limit; off behind trusted proxies, where every client has the proxy's
+# address); graceful_timeout_seconds for in-flight requests on SIGTERM; ?wait= requests
+# waiting at once per web process and per user within one (beyond: the wait is skipped).
+_HTTP = env_group(
+    "AIRLOCK_HTTP_LIMITS",
+    {
+        "keepalive_seconds": Key(5, low=0, was="AIRLOCK_HTTP_KEEPALIVE_SECONDS"),
+        "header_timeout_seconds": Key(10.0, float, low=0.1, was="AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS"),
+        "body_timeout_seconds": Key(30.0, float, low=0.1, was="AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS"),
+        "body_deadline_seconds": Key(30.0, float, low=0.0, was="AIRLOCK_HTTP_BODY_DEADLINE_SECONDS"),
+        "body_min_bytes_per_second": Key(4096, low=1, was="AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND"),
+        "connections_per_address": Key(
+            0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512, low=0, was="AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS"
+        ),
+        "threads_per_address": Key(
+            0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2),
+            low=0,
+            was="AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS",
+        ),
+        "graceful_timeout_seconds": Key(30, low=0, was="AIRLOCK_GRACEFUL_TIMEOUT_SECONDS"),
+        "waiters_per_process": Key(96, low=0, was="AIRLOCK_WAITERS_PER_PROCESS"),
+        "waiters_per_user": Key(32, low=0, was="AIRLOCK_WAITERS_PER_USER"),
+    },
 )
-AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS = env_int(
-    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS", 0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2), low=0
-)
-AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = env_int("AIRLOCK_GRACEFUL_TIMEOUT_SECONDS", 30, low=0)
-AIRLOCK_WAITERS_PER_PROCESS = env_int("AIRLOCK_WAITERS_PER_PROCESS", 96, low=0)
-AIRLOCK_WAITERS_PER_USER = env_int("AIRLOCK_WAITERS_PER_USER", 32, low=0)
+AIRLOCK_HTTP_KEEPALIVE_SECONDS = _HTTP["keepalive_seconds"]
+AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = _HTTP["header_timeout_seconds"]
+AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = _HTTP["body_timeout_seconds"]
+AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = _HTTP["body_deadline_seconds"]
+AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = _HTTP["body_min_bytes_per_second"]
+AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS = _HTTP["connections_per_address"]
+AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS = _HTTP["threads_per_address"]
+AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = _HTTP["graceful_timeout_seconds"]
+AIRLOCK_WAITERS_PER_PROCESS = _HTTP["waiters_per_process"]
+AIRLOCK_WAITERS_PER_USER = _HTTP["waiters_per_user"]
 # A tenant's new uploads are refused (503 + Retry-After) while its own files
 # waiting for the pipeline have waited longer than this (0 = never); see
 # attachments/services/backlog.py.

@@ -9,14 +9,15 @@ ImproperlyConfigured naming the variable (never a bare ValueError mid-import).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, overload
+from typing import Any, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
-N = TypeVar("N", int, float)
 
 
 @overload
@@ -31,22 +32,7 @@ def env_str(name: str, default: str | None = None) -> str | None:
 def env_bool(name: str, default: bool = False) -> bool:
     """1/true/yes/on or 0/false/no/off (any case); unset or empty: the default."""
     value = env_str(name)
-    if value is None:
-        return default
-    word = value.strip().lower()
-    if word not in _TRUE | _FALSE:
-        raise ImproperlyConfigured(f"{name} must be 1/true/yes/on or 0/false/no/off, not {value!r}")
-    return word in _TRUE
-
-
-def _in_range(name: str, value: N, low: N | None, high: N | None) -> N:
-    if (low is not None and value < low) or (high is not None and value > high):
-        if high is None:
-            raise ImproperlyConfigured(f"{name} must be at least {low}, not {value}")
-        if low is None:
-            raise ImproperlyConfigured(f"{name} must be at most {high}, not {value}")
-        raise ImproperlyConfigured(f"{name} must be between {low} and {high}, not {value}")
-    return value
+    return default if value is None else _parse(name, value, bool)
 
 
 def env_int(name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
@@ -58,27 +44,85 @@ def env_int(name: str, default: int, *, low: int | None = None, high: int | None
 def env_optional_int(name: str, *, low: int | None = None, high: int | None = None) -> int | None:
     """An integer within [low, high], or None when unset or empty."""
     text = env_str(name)
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a whole number, not {text!r}") from None
-    return _in_range(name, value, low, high)
+    return None if text is None else _parse(name, text, int, low, high)
 
 
 def env_float(name: str, default: float, *, low: float | None = None, high: float | None = None) -> float:
     """A number within [low, high] (either bound optional)."""
     text = env_str(name)
-    if text is None:
-        return default
+    return default if text is None else _parse(name, text, float, low, high)
+
+
+def _parse(label: str, text: str, kind: type, low: float | None = None, high: float | None = None) -> Any:
+    """`text` as a `kind` (bool, int or float) within [low, high]; ImproperlyConfigured naming `label` otherwise."""
+    if kind is bool:
+        word = text.strip().lower()
+        if word not in _TRUE | _FALSE:
+            raise ImproperlyConfigured(f"{label} must be 1/true/yes/on or 0/false/no/off, not {text!r}")
+        return word in _TRUE
     try:
-        value = float(text)
+        value = kind(text)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, not {text!r}") from None
+        article = "a whole number" if kind is int else "a number"
+        raise ImproperlyConfigured(f"{label} must be {article}, not {text!r}") from None
     if value != value or value in (float("inf"), float("-inf")):
-        raise ImproperlyConfigured(f"{name} must be a finite number, not {text!r}")
-    return _in_range(name, value, low, high)
+        raise ImproperlyConfigured(f"{label} must be a finite number, not {text!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        if high is None:
+            raise ImproperlyConfigured(f"{label} must be at least {low}, not {value}")
+        if low is None:
+            raise ImproperlyConfigured(f"{label} must be at most {high}, not {value}")
+        raise ImproperlyConfigured(f"{label} must be between {low} and {high}, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a grouped variable: its default, type (bool, int, float), range, and the variable it replaced."""
+
+    default: Any
+    kind: type = int
+    low: float | None = None
+    high: float | None = None
+    was: str | None = None
+
+
+# (a replaced variable that is set, where its value goes now): ops/apps.py logs each.
+RENAMED_IN_USE: list[tuple[str, str]] = []
+# Every grouped variable read, with its keys (docs/configuration.md documents each; a test checks).
+GROUPS: dict[str, Mapping[str, Key]] = {}
+
+
+def env_group(name: str, keys: Mapping[str, Key]) -> dict[str, Any]:
+    """A grouped variable, `key=value` pairs separated by commas (`zip_depth=2,pdf_pages=500`).
+
+    A key left out keeps its default. A key's former variable (`was`) is still read when
+    the group does not set the key, and every process logs that it was renamed
+    (ops/apps.py), so a deployment's old configuration keeps working while it moves.
+    """
+    GROUPS[name] = keys
+    given: dict[str, str] = {}
+    for item in (env_str(name) or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or key.lower() not in keys:
+            raise ImproperlyConfigured(f"{name} takes key=value pairs with the keys {', '.join(keys)}, not {item!r}")
+        if key.lower() in given:
+            raise ImproperlyConfigured(f"{name} sets {key.lower()} twice")
+        given[key.lower()] = value
+    values: dict[str, Any] = {}
+    for key, spec in keys.items():
+        old = env_str(spec.was) if spec.was is not None else None
+        if old is not None:
+            RENAMED_IN_USE.append((spec.was or "", f"{name}={key}=…"))
+        if key in given:
+            values[key] = _parse(f"{name} {key}", given[key], spec.kind, spec.low, spec.high)
+        elif old is not None:
+            values[key] = _parse(spec.was or "", old, spec.kind, spec.low, spec.high)
+        else:
+            values[key] = spec.default
+    return values
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -16,7 +16,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_int, env_list, env_str
+from .env import Key, env_group, env_list, env_str
 
 # Checked before the base settings load: without a key they would make one in
 # the data directory, and production keys come only from the environment.
@@ -40,13 +40,25 @@ if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under.")
 
 # --- HTTPS ---------------------------------------------------------------------
-if env_bool("AIRLOCK_TRUST_X_FORWARDED_PROTO", True):
+# trust_forwarded_proto: trust the proxy's X-Forwarded-Proto (off when Django itself sees the
+# TLS connection); redirect: plain HTTP to HTTPS; hsts_*: the Strict-Transport-Security header.
+_HTTPS = env_group(
+    "AIRLOCK_HTTPS",
+    {
+        "trust_forwarded_proto": Key(True, bool, was="AIRLOCK_TRUST_X_FORWARDED_PROTO"),
+        "redirect": Key(True, bool, was="AIRLOCK_SSL_REDIRECT"),
+        "hsts_seconds": Key(365 * 86400, low=0, was="AIRLOCK_HSTS_SECONDS"),
+        "hsts_include_subdomains": Key(True, bool, was="AIRLOCK_HSTS_INCLUDE_SUBDOMAINS"),
+        "hsts_preload": Key(True, bool, was="AIRLOCK_HSTS_PRELOAD"),
+    },
+)
+if _HTTPS["trust_forwarded_proto"]:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env_bool("AIRLOCK_SSL_REDIRECT", True)
+SECURE_SSL_REDIRECT = _HTTPS["redirect"]
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
-SECURE_HSTS_SECONDS = env_int("AIRLOCK_HSTS_SECONDS", 365 * 86400, low=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("AIRLOCK_HSTS_INCLUDE_SUBDOMAINS", True)
-SECURE_HSTS_PRELOAD = env_bool("AIRLOCK_HSTS_PRELOAD", True)
+SECURE_HSTS_SECONDS = _HTTPS["hsts_seconds"]
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _HTTPS["hsts_include_subdomains"]
+SECURE_HSTS_PRELOAD = _HTTPS["hsts_preload"]
 
 # --- Cookies and headers ---------------------------------------------------------
 SESSION_COOKIE_SECURE = True
@@ -66,7 +78,13 @@ CSRF_TRUSTED_ORIGINS = env_list(
 )
 
 # /metrics needs AIRLOCK_METRICS_TOKEN (a bearer token); without one it answers 404,
-# unless AIRLOCK_METRICS_OPEN=1 says only the scraper can reach it (a separate
+# unless AIRLOCK_METRICS=open=1 says only the scraper can reach it (a separate
 # network, a proxy that does not route /metrics from outside).
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
-AIRLOCK_METRICS_OPEN = env_bool("AIRLOCK_METRICS_OPEN", False)
+AIRLOCK_METRICS_OPEN = env_group(
+    "AIRLOCK_METRICS",
+    {
+        "open": Key(False, bool, was="AIRLOCK_METRICS_OPEN"),
+        "tenant_labels": Key(False, bool, was="AIRLOCK_METRICS_TENANT_LABELS"),
+    },
+)["open"]

@@ -14,7 +14,7 @@ from sweeper.since import parse_since
 class Command(BaseCommand):
     help = (
         "Flag ready files for a rescan: serve's background rescan scans them again, newest first, within "
-        "AIRLOCK_RESCAN_FILES_PER_MINUTE. They stay ready and served; only a new hit takes one down "
+        "AIRLOCK_RATE_LIMITS' rescan_files_per_minute. They stay ready and served; only a new hit takes one down "
         "(rejected/malware, quarantined, attachment.rejected webhook)."
     )
 
