@@ -1,14 +1,12 @@
-"""Where other apps hear about attachments: outcomes inside the transaction that makes them, and ticks.
+"""Where other apps hear about attachments, and the sandbox the web process renders variants in.
 
 Dependencies point toward attachments: an app that wants to react (webhooks)
-registers here from its AppConfig.ready(); attachments never imports it.
+connects from its AppConfig.ready(); attachments never imports it.
 
-- `announce(outcome, ids)` is called by the audit points of
-  services/transitions.py in the same transaction as the change, so a listener's
-  writes (an event row, an outbox job) commit or roll back with it. A listener
+- `announce(outcome, ids)` is called by the audit points of services/transitions.py in
+  the same transaction as the change, and sends `outcome_reached` (a Django signal), so a
+  receiver's writes (an event row, an outbox job) commit or roll back with it. A receiver
   that raises aborts the change.
-- `run_ticks()` is called by the scheduler tick, outside any transaction.
-- `collectors()` are added to every `/metrics` scrape (gauges read at scrape time).
 - `variant_renderer()` makes a named variant in the sandbox: processing registers it
   (the web process never decodes an image itself, and attachments never imports processing).
 - `variant_slot(tenant, job)` holds one of the tenant's fair-share slots while a variant is
@@ -17,23 +15,20 @@ registers here from its AppConfig.ready(); attachments never imports it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-log = logging.getLogger("airlock.hooks")
+from django.dispatch import Signal
 
-# What listeners hear. Status outcomes come from transitions, lifecycle ones from the
+# What receivers hear. Status outcomes come from transitions, lifecycle ones from the
 # lifecycle audit: "deleted" is a sweep (expired or discarded, then reaped), an
 # abandoned sweep dead letter, or a moderator's take-down.
 # "rendition_ready": a ready video's web rendition was made (attachments/services/renditions.py).
 # "approved"/"declined": a host decided on a guest's file (attachments/links/services/approval.py).
 OUTCOMES = ("ready", "rejected", "failed", "deleted", "committed", "rendition_ready", "approved", "declined")
-
-Listener = Callable[[str, Sequence[Any]], None]
 
 
 @dataclass(frozen=True)
@@ -68,25 +63,9 @@ class VariantRenderer(Protocol):
 
 _variant_renderer: list[VariantRenderer] = []
 _variant_slot: list[VariantSlot] = []
-_listeners: list[Listener] = []
-_tick_listeners: list[Callable[[], object]] = []
-_collector_factories: list[Callable[[], Any]] = []
 
-
-def register(listener: Listener) -> None:
-    if listener not in _listeners:
-        _listeners.append(listener)
-
-
-def register_tick(listener: Callable[[], object]) -> None:
-    if listener not in _tick_listeners:
-        _tick_listeners.append(listener)
-
-
-def register_collector(factory: Callable[[], Any]) -> None:
-    """`factory()` makes a prometheus_client Collector for one scrape."""
-    if factory not in _collector_factories:
-        _collector_factories.append(factory)
+# Sent with outcome= and ids= (the attachments' primary keys), inside the change's transaction.
+outcome_reached = Signal()
 
 
 def register_variant_renderer(renderer: VariantRenderer) -> None:
@@ -108,17 +87,12 @@ def variant_slot(tenant: str, job: str) -> AbstractContextManager[None]:
     return _variant_slot[0](tenant, job) if _variant_slot else nullcontext()
 
 
-def collectors() -> list[Any]:
-    return [factory() for factory in _collector_factories]
-
-
 def announce(outcome: str, ids: Sequence[Any]) -> None:
-    """Tell every listener that these attachments reached `outcome` (inside the caller's transaction)."""
+    """Tell every receiver that these attachments reached `outcome` (inside the caller's transaction)."""
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}")
     if ids:
-        for listener in _listeners:
-            listener(outcome, ids)
+        outcome_reached.send(sender=None, outcome=outcome, ids=ids)
 
 
 def outcome_of_transition(name: str, to_status: str) -> str | None:
@@ -131,12 +105,3 @@ def outcome_of_lifecycle(event: str, to: str) -> str | None:
     if event == "commit":
         return "committed"
     return "deleted" if to == "deleted" else None
-
-
-def run_ticks() -> None:
-    """One pass of every registered tick; one failing does not stop the others."""
-    for listener in _tick_listeners:
-        try:
-            listener()
-        except Exception:
-            log.exception("tick listener failed", extra={"step": getattr(listener, "__name__", "tick")})

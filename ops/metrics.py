@@ -200,9 +200,9 @@ def scrape_registry() -> _Scrape:
         process: Collector = registry
     else:
         process = REGISTRY
-    from attachments import hooks
+    from webhooks.metrics import WebhookCollector
 
-    return _Scrape([process, DatabaseCollector(), *hooks.collectors()])
+    return _Scrape([process, DatabaseCollector(), WebhookCollector()])
 
 
 def render_latest() -> tuple[bytes, str]:

@@ -74,11 +74,12 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
     management command leaves in the outbox get done here; it says so in the
     database (attachments/services/handoff.py) at every tick.
     """
-    from attachments import hooks
+    from attachments.services.renditions import renditions_redrive
     from processing.broker_epoch import check_broker_epoch
     from processing.recovery import recover
     from processing.rescan.jobs import rescan_tick
     from sweeper.schedule import sweep_if_due
+    from webhooks.services.tick import run_tick as webhooks_tick
 
     close_old_connections()
     try:
@@ -87,7 +88,11 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
         check_broker_epoch()  # first: after Redis lost its state, every file is re-driven at once
         recover()
         sweep_if_due()
-        hooks.run_ticks()  # other apps' periodic work (webhook re-drive and retention)
+        for periodic in (renditions_redrive, webhooks_tick):  # lost transcodes; webhook re-drive and retention
+            try:
+                periodic()
+            except Exception:
+                log.exception("tick step failed", extra={"step": periodic.__name__})
     except Exception:
         log.exception("scheduler tick failed")
     try:  # last and on its own: the background rescan never holds back recovery, sweeps or webhooks

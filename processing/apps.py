@@ -6,8 +6,7 @@ class ProcessingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from attachments.hooks import register_tick, register_variant_renderer, register_variant_slot
-        from attachments.services.renditions import renditions_redrive
+        from attachments.hooks import register_variant_renderer, register_variant_slot
 
         from . import actors, transcode_actor  # noqa: F401  (registers the actors with the broker)
         from .fairness import variant_slot
@@ -15,4 +14,3 @@ class ProcessingConfig(AppConfig):
 
         register_variant_renderer(render_variant)
         register_variant_slot(variant_slot)
-        register_tick(renditions_redrive)  # transcodes whose job was lost start over

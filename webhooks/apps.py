@@ -13,9 +13,6 @@ class WebhooksConfig(AppConfig):
             actors,  # noqa: F401  (registers the delivery actor with the broker)
             signals,  # noqa: F401  (endpoint changes refresh this process's endpoint cache)
         )
-        from .metrics import WebhookCollector
-        from .services import emit, tick
+        from .services import emit
 
-        hooks.register(emit.on_outcome)
-        hooks.register_tick(tick.run_tick)
-        hooks.register_collector(WebhookCollector)
+        hooks.outcome_reached.connect(emit.on_outcome, dispatch_uid="webhooks.emit")

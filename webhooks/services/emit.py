@@ -40,8 +40,8 @@ def render(event_type: str, attachment: Attachment, now: datetime) -> str:
     return json.dumps(body, separators=(",", ":"))
 
 
-def on_outcome(outcome: str, ids: Sequence[Any]) -> None:
-    """attachments.hooks listener: record `attachment.<outcome>` for every endpoint that wants it."""
+def on_outcome(sender: object, *, outcome: str, ids: Sequence[Any], **kwargs: object) -> None:
+    """Receiver of attachments.hooks.outcome_reached: record `attachment.<outcome>` for every endpoint that wants it."""
     event_type = f"attachment.{outcome}"
     endpoints = [e for e in listening() if not e.event_types or event_type in e.event_types]
     if endpoints:
