@@ -156,7 +156,8 @@ def delivery_check(
         # Minted under a longer lifetime than the one configured now: shortening the
         # setting (after a leak, say) shortens the links already out there too.
         raise UrlExpired(
-            "The signed URL outlives the current AIRLOCK_URL_SECONDS delivery lifetime; read the resource for a fresh link."
+            "The signed URL outlives the current AIRLOCK_URL_SECONDS delivery lifetime; "
+            "read the resource for a fresh link."
         )
 
 

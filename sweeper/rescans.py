@@ -89,7 +89,9 @@ def rescan_request(
     if dry_run:
         return report
     if rate <= 0:
-        raise RescansOff("background rescans are off (AIRLOCK_RATE_LIMITS rescan_files_per_minute=0): set it above 0 first")
+        raise RescansOff(
+            "background rescans are off (AIRLOCK_RATE_LIMITS rescan_files_per_minute=0): set it above 0 first"
+        )
     report.flagged = attachments_request_rescan(queryset=selection, now=now or timezone.now())
     log.info("rescan requested", extra=report.to_dict())
     return report
