@@ -146,7 +146,7 @@ class Approval(models.TextChoices):
 
 
 class ClientToken(models.Model):
-    """A short-lived token a host mints for one of its people's devices (attachments/services/client_tokens.py).
+    """A short-lived token a host mints for one of its people's devices (attachments/client_tokens/).
 
     It acts as the minting account, confined to one subject and to what the host
     granted: profiles, a ref to commit to, and a budget of files and bytes that

@@ -40,7 +40,7 @@ def setup() -> None:
     from bench.common import bench_django, make_user
 
     bench_django("bench.settings")
-    from attachments.services.client_tokens import client_token_issue
+    from attachments.client_tokens.services.client_tokens import client_token_issue
 
     host = make_user("host", tenant="hosted")
     clients = [

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..archive import archive_stream, members_of
+from ..client_tokens.scope import ClientTokenScope
 from ..errors import NotAuthenticated, NotFound, OutOfScope, SignatureInvalid, UrlExpired, ValidationFailed
 from ..renditions import WEB
 from ..selectors import ref_archive_files, ref_archive_files_signed, ref_web_renditions
@@ -26,7 +27,6 @@ from ..services.audit import ref_archive_record
 from ..services.transitions import user_actor
 from ..serving import content_disposition, security_headers
 from ..signing import archive_query, delivery_expiry, delivery_signed
-from .client_scope import ClientTokenScope
 from .delivery import SIGNED_LINK_NAMES, SIGNED_LINK_PARAMETERS, SignedOrAuthenticated
 from .links import absolute_url
 from .query import DeclaredQuery

@@ -1,20 +1,20 @@
 """`Authorization: Token <key>`, the contract's scheme for API tokens; client tokens also as `Bearer`.
 
-Keys are looked up by digest (attachments.services.tokens, .client_tokens): a
-key starting `act_` is a client token, anything else an API token. `Bearer`
-never authenticates an API token: it is what the storage-events and metrics
-endpoints take. A request carrying it with an API token is anonymous (public
-endpoints such as the schema still answer), and where sign-in is required the
-401 names the right scheme instead of saying no credentials were given
-(api/errors.py). Browser libraries send `Bearer`, so a client token is
-accepted with either scheme.
+Keys are looked up by digest (attachments/services/tokens.py,
+attachments/client_tokens/services/client_tokens.py): a key starting `act_` is
+a client token, anything else an API token. `Bearer` never authenticates an API
+token: it is what the storage-events and metrics endpoints take. A request
+carrying it with an API token is anonymous (public endpoints such as the schema
+still answer), and where sign-in is required the 401 names the right scheme
+instead of saying no credentials were given (api/errors.py). Browser libraries
+send `Bearer`, so a client token is accepted with either scheme.
 """
 
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
+from ..client_tokens.services.client_tokens import client_token_find, is_client_key
 from ..errors import OutOfScope
-from ..services.client_tokens import client_token_find, is_client_key
 from ..services.tokens import api_token_find
 from ..subjects import SUBJECT_META_KEY, act_for, parse_subject
 

@@ -127,7 +127,7 @@ class DiscardAllApi(APIView):
 
 
 class CommitApi(APIView):
-    client_token_allowed = True  # to the granted ref only (services/client_grants.py)
+    client_token_allowed = True  # to the granted ref only (client_tokens/services/client_grants.py)
 
     @extend_schema_serializer(component_name="Commit")
     class InputSerializer(SharedSerializer):

@@ -19,6 +19,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ..client_tokens.scope import ClientTokenScope
 from ..errors import AirlockError, TooLarge, ValidationFailed
 from ..models import TusUpload
 from ..services.tus import (
@@ -29,7 +30,6 @@ from ..services.tus import (
     tus_upload_recover,
     tus_upload_terminate,
 )
-from .client_scope import ClientTokenScope
 from .links import absolute_url
 
 TUS_VERSION = "1.0.0"

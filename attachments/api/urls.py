@@ -1,11 +1,11 @@
 from django.urls import path
 
+from ..client_tokens import api as client_tokens
 from ..links import api as links
 from ..retention import api as retention
 from ..variants import api as variants
 from . import (
     archive,
-    client_tokens,
     lifecycle,
     storage_events,
     tus,

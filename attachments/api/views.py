@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import waiting
+from ..client_tokens.scope import ClientTokenScope
 from ..errors import (
     BodyChecksumMismatch,
     NotAuthenticated,
@@ -52,7 +53,6 @@ from ..services.connections import give_connection_back
 from ..services.uploads import upload_through
 from ..serving import derivative_response, served_object, served_response, stem
 from ..subjects import parse_subject
-from .client_scope import ClientTokenScope
 from .delivery import SIGNED_LINK_NAMES, SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url

@@ -6,7 +6,7 @@ scoped to `/l/`). Each visit mints a short-lived client token for the guest's
 subject (services/upload_links.link_guest_open), delivered inside the page, never
 in a URL. Why a client token and not the cookie itself on the API: the upload
 page already speaks with client tokens (tus, intents, S3 multipart, status,
-discard), the allowlist already confines them (api/client_scope.py), and a
+discard), the allowlist already confines them (attachments/client_tokens/scope.py), and a
 bearer header is not sent by the browser on its own, so the API needs no CSRF
 defence for guests; the cookie only says which guest the device is.
 """

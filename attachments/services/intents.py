@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..checksums import parse_sha256
+from ..client_tokens.services.client_grants import client_token_check_profile, client_token_reserve
 from ..declared_types import declared_type_refused, stored_type
 from ..errors import TooLarge, TypeNotAllowed
 from ..links.services.link_grants import approval_at_intent, link_grant_reserve, link_of_grant
@@ -25,7 +26,6 @@ from ..subjects import client_token_of, subject_of
 from ..tenancy import tenant_of
 from .audit import INTENT, audit_entry
 from .backlog import refuse_when_behind
-from .client_grants import client_token_check_profile, client_token_reserve
 from .connections import give_connection_back
 from .fastpath_insert import attachment_insert_reserving
 from .quotas import quota_reserve

@@ -14,12 +14,12 @@ from django.db.models import Case, DateTimeField, Q, Value, When
 from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
+from ..client_tokens.services.client_grants import client_token_check_commit
 from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFailed
 from ..models import Approval, Attachment, Lifecycle, Status
 from ..retention.services.holds import not_held_q, refuse_held
 from ..subjects import client_token_of, owned_q
 from .audit import heartbeat_entries, heartbeats_record
-from .client_grants import client_token_check_commit
 from .duplicates import duplicate_of_update, duplicates_in_ref
 from .ids import parse_ids
 from .multipart import abort_after_commit

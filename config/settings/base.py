@@ -816,10 +816,10 @@ REST_FRAMEWORK = {
         "attachments.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # A client token reaches only the views that allow it (attachments/api/client_scope.py).
+    # A client token reaches only the views that allow it (attachments/client_tokens/scope.py).
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "attachments.api.client_scope.ClientTokenScope",
+        "attachments.client_tokens.scope.ClientTokenScope",
     ],
     "DEFAULT_PARSER_CLASSES": ["attachments.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

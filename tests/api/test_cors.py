@@ -95,7 +95,7 @@ def test_preflight_for_a_client_tokens_calls_allows_authorization_and_the_subjec
 def test_a_client_tokens_answer_and_its_refusal_carry_cors_headers(cors, alice):
     from rest_framework.test import APIClient
 
-    from attachments.services.client_tokens import client_token_issue
+    from attachments.client_tokens.services.client_tokens import client_token_issue
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {client_token_issue(user=alice, subject='s-1', ttl_seconds=60).key}")

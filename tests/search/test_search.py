@@ -51,7 +51,7 @@ def test_a_request_confined_to_a_subject_finds_only_that_subjects_documents(alic
 def test_a_client_token_cannot_search(alice):
     from rest_framework.test import APIClient
 
-    from attachments.services.client_tokens import client_token_issue
+    from attachments.client_tokens.services.client_tokens import client_token_issue
 
     _doc(as_subject(alice, "ann"), "walnut invoice for ann")
     key = client_token_issue(user=alice, subject="ann", ttl_seconds=600).key

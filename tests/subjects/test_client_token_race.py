@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connection
 from rest_framework.test import APIClient
 
+from attachments.client_tokens.services.client_tokens import client_token_issue
 from attachments.models import Attachment, ClientToken
-from attachments.services.client_tokens import client_token_issue
 from tests.support import create_intent
 
 CLIENTS = 20

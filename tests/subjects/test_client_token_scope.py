@@ -1,7 +1,7 @@
 """A client token reaches exactly the allowlisted API operations; every other route refuses it.
 
 Walks every URL pattern of the URLconf: each DRF operation a client token is
-not allowed (attachments/api/client_scope.py) must answer `403
+not allowed (attachments/client_tokens/scope.py) must answer `403
 CLIENT_TOKEN_SCOPE`; the allowed ones are pinned here, so opening a view to
 client tokens is a visible decision. Routes outside DRF (the admin, pages,
 probes, metrics, the signed PUT) never take a client token as a credential.
@@ -17,7 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
-from attachments.api.client_scope import client_token_may_call
+from attachments.client_tokens.scope import client_token_may_call
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +83,7 @@ def _drf_operations():
 
 @pytest.fixture
 def device(alice):
-    from attachments.services.client_tokens import client_token_issue
+    from attachments.client_tokens.services.client_tokens import client_token_issue
 
     key = client_token_issue(user=alice, subject="seller-1", ttl_seconds=600, ref="ad:1").key
     client = APIClient()

@@ -24,10 +24,10 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from ...client_tokens.services.client_tokens import client_token_issue
 from ...errors import AlreadyCommitted, LinkGone, NotFound, ValidationFailed
 from ...models import Attachment, ClientToken, Lifecycle, LinkGuest, UploadLink
 from ...profiles import all_profiles
-from ...services.client_tokens import client_token_issue
 from ...services.ids import parse_ids
 from ...services.lifecycle import discard_locked
 from ...services.removal import release_locked

@@ -1,7 +1,7 @@
 """A client token's grant, checked where the token is used: profiles at intent, the ref at commit, the budget.
 
-Lower than attachments/services/client_tokens.py (minting, revoking, logout),
-so the intent and lifecycle services can use it.
+Lower than client_tokens.py (minting, revoking, logout), so the intent and lifecycle services
+(attachments/services/) can use it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from datetime import datetime
 
 from django.db.models import F
 
-from ..errors import NotAuthenticated, OutOfScope, QuotaExceeded
-from ..models import ClientToken
+from ...errors import NotAuthenticated, OutOfScope, QuotaExceeded
+from ...models import ClientToken
 
 
 def client_token_check_profile(token: ClientToken, profile: str) -> None:

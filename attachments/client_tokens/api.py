@@ -1,7 +1,7 @@
 """Client tokens for a host's people's devices: mint, revoke one, log a subject out.
 
 Service tokens only (no `client_token_allowed`: a client token gets
-`403 CLIENT_TOKEN_SCOPE`, attachments/api/client_scope.py).
+`403 CLIENT_TOKEN_SCOPE`, scope.py).
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ..api.schema import JSON_TOO_LARGE, errors
+from ..api.serializers import SharedSerializer, StrictCharField, StrictIntegerField, UtcDateTimeField
 from ..errors import NotAuthenticated, NotFound, OutOfScope, TooLarge, ValidationFailed
-from ..services.client_tokens import (
+from ..subjects import MAX_LENGTH as SUBJECT_MAX_LENGTH
+from .services.client_tokens import (
     MAX_REF_LENGTH,
     MAX_TTL_SECONDS,
     client_token_issue,
     client_token_revoke,
     subject_logout,
 )
-from ..subjects import MAX_LENGTH as SUBJECT_MAX_LENGTH
-from .schema import JSON_TOO_LARGE, errors
-from .serializers import SharedSerializer, StrictCharField, StrictIntegerField, UtcDateTimeField
 
 _TAGS = ["client tokens"]
 

@@ -6,7 +6,7 @@ tokens by declaring `client_token_allowed = True`, or a set of the methods it
 opens; any other view answers `403 CLIENT_TOKEN_SCOPE` to a client token, so a
 new view is closed until it says otherwise. What the grant allows inside an
 open view (profiles, the ref, the budget) is checked by the services
-(attachments/services/client_grants.py).
+(services/client_grants.py).
 """
 
 from __future__ import annotations

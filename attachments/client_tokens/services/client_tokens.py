@@ -24,13 +24,13 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from ..errors import NotFound, ValidationFailed
-from ..models import ClientToken, UploadLink
-from ..profiles import all_profiles
-from ..subjects import act_for, parse_subject
-from ..tenancy import tenant_of
-from .lifecycle import attachments_discard_all
-from .tokens import token_digest
+from ...errors import NotFound, ValidationFailed
+from ...models import ClientToken, UploadLink
+from ...profiles import all_profiles
+from ...services.lifecycle import attachments_discard_all
+from ...services.tokens import token_digest
+from ...subjects import act_for, parse_subject
+from ...tenancy import tenant_of
 
 PREFIX = "act_"
 MAX_TTL_SECONDS = 86_400
