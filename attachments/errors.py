@@ -118,5 +118,5 @@ class Unavailable(AirlockError):
 
 
 class BodyChecksumMismatch(AirlockError):
-    # The tus PATCH answers the same code with tus's own 460 (attachments/services/tus.py).
+    # The tus PATCH answers the same code with tus's own 460 (attachments/uploads/services/tus.py).
     code, status, default_message = "CHECKSUM_MISMATCH", 400, "The body does not match the declared sha256."

@@ -208,7 +208,7 @@ def main() -> None:
 
     from attachments.models import Attachment
     from attachments.services import outbox
-    from attachments.services.uploads import upload_complete
+    from attachments.uploads.services.uploads import upload_complete
     from processing import pipeline
     from processing.sandbox import shutdown
 

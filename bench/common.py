@@ -226,7 +226,7 @@ def make_user(name: str = "bench", tenant: str = "bench"):
 
 def sample_intent(user, item: dict, data: bytes):
     """What the intent view does for one of sample_mix's files (Django set up): the UploadIntent."""
-    from attachments.services.intents import upload_intent_create
+    from attachments.uploads.services.intents import upload_intent_create
 
     return upload_intent_create(
         user=user,
@@ -239,8 +239,8 @@ def sample_intent(user, item: dict, data: bytes):
 
 def signed_put(pk, data: bytes) -> None:
     """What the signed-PUT view does with `data` for attachment pk, in 64 KiB chunks."""
-    from attachments.services.uploads import upload_content_receive
     from attachments.signing import upload_token
+    from attachments.uploads.services.uploads import upload_content_receive
 
     upload_content_receive(
         attachment_id=pk,

@@ -51,8 +51,8 @@ def main() -> None:
     from attachments.models import Attachment
     from attachments.naming import original_key
     from attachments.profiles import get_profile
-    from attachments.services.uploads import object_arrived
     from attachments.storage import get_gateway
+    from attachments.uploads.services.uploads import object_arrived
     from processing import pipeline
 
     rows = list(csv.DictReader(open(args.corpus / "MANIFEST.tsv", newline=""), delimiter="\t"))

@@ -63,7 +63,7 @@ def _fake_queues(conn) -> None:
 
 def _fresh_objects(user, s3, bucket: str, count: int, data: bytes) -> list[str]:
     """`count` intents whose bytes are in the bucket (as a client's PUT leaves them); their keys."""
-    from attachments.services.intents import upload_intent_create
+    from attachments.uploads.services.intents import upload_intent_create
 
     keys = []
     for i in range(count):

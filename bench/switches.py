@@ -8,7 +8,7 @@ the plain way; `server_warm_up` lives in the sandbox's fork server, so it is tur
 in the fork servers this process starts inside the block. Product code has no switch:
 unpatched, every trick is on.
 
-  insert_reserving      the intent's one-statement INSERT (attachments/services/fastpath_insert.py)
+  insert_reserving      the intent's one-statement INSERT (attachments/uploads/services/fastpath_insert.py)
   shared_serializer     one serializer instance per class (attachments/api/fastpath_serializer.py)
   webhook_async_commit  delivery bookkeeping without the WAL flush (webhooks/services/fastpath_commit.py)
   server_warm_up        the fork server's decoder warm-up (processing/sandbox/warmup.py)
@@ -31,7 +31,7 @@ _NO_WARM_UP = (
 def _replacements(name: str) -> list[tuple[Any, str, Any]]:
     """(module, attribute, plain replacement) for one trick."""
     if name == "insert_reserving":
-        from attachments.services import intents
+        from attachments.uploads.services import intents
 
         return [(intents, "attachment_insert_reserving", lambda attachment, audit, **_: False)]
     if name == "shared_serializer":

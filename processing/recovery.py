@@ -325,12 +325,12 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
     Only intents whose upload URL may still have been used are looked at, newest
     first; older ones are `manage.py reconcile`'s job (it lists the bucket).
     """
-    from attachments.services.uploads import object_arrived
     from attachments.storage import get_gateway
     from attachments.storage.base import StorageError
+    from attachments.uploads.services.uploads import object_arrived
 
     # Also when bytes only come through our own PUT handler (local): it stores them before the
-    # transaction that records them (attachments/services/uploads.py), and a crash in between
+    # transaction that records them (attachments/uploads/services/uploads.py), and a crash in between
     # leaves an object that only this poll finds (a HEAD is a stat() there).
     gateway = get_gateway()
     now = now or timezone.now()

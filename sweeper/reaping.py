@@ -179,7 +179,7 @@ def _record_failure(
 def abort_uploads(gateway: ObjectDeleter, uploads: dict[uuid.UUID, tuple[str, str]]) -> dict[uuid.UUID, str]:
     """Abort the unfinished multipart uploads of reaped rows (their parts are invisible to listings,
     so nothing else removes them); row → error, "" when aborted or already gone."""
-    from attachments.services.multipart import multipart_abort
+    from attachments.uploads.services.multipart import multipart_abort
 
     errors = {}
     for pk, (key, upload_id) in uploads.items():

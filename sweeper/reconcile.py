@@ -48,9 +48,9 @@ from django.utils import timezone
 from attachments.models import Attachment, Derivative, Lifecycle, Status
 from attachments.naming import QUARANTINE_PREFIX, TENANTS_PREFIX, parse_key, quarantine_key
 from attachments.retention.services.holds import held_q_expression
-from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
 from attachments.storage.base import ObjectInfo, StorageGateway, move
+from attachments.uploads.services.uploads import object_arrived
 from processing.recovery import (
     expire_leases,
     redrive_after_lost_workers,

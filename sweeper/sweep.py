@@ -12,10 +12,10 @@ from typing import cast
 from django.conf import settings
 from django.utils import timezone
 
-from attachments.services.never_uploaded import intents_never_uploaded_reject
-from attachments.services.tus import tus_uploads_expire
 from attachments.storage import get_gateway
 from attachments.storage.base import StorageGateway
+from attachments.uploads.services.never_uploaded import intents_never_uploaded_reject
+from attachments.uploads.services.tus import tus_uploads_expire
 
 from . import metrics
 from .control import sweeper_control_get

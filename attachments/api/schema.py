@@ -1,8 +1,8 @@
 """What the OpenAPI document cannot derive from the views and their serializers (drf-spectacular).
 
 Requests and responses are documented by each view's own serializers and
-``@extend_schema`` (views.py, uploads.py, lifecycle.py, usage.py,
-storage_events.py); error responses by the AirlockError classes a view names
+``@extend_schema`` (views.py, lifecycle.py, usage.py, storage_events.py and
+each concern's api.py); error responses by the AirlockError classes a view names
 (``errors``). Left here: the plain Django upload view (``PUT
 /uploads/{id}/content``), security schemes, the configured profiles as enums,
 the links schemathesis follows, and one OpenAPI 3.0 nullability fix.

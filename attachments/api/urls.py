@@ -3,13 +3,12 @@ from django.urls import path
 from ..client_tokens import api as client_tokens
 from ..links import api as links
 from ..retention import api as retention
+from ..uploads import api as uploads
 from ..variants import api as variants
 from . import (
     archive,
     lifecycle,
     storage_events,
-    tus,
-    uploads,
     usage,
     views,
 )
@@ -21,8 +20,8 @@ urlpatterns = [
     path("uploads/<uuid:attachment_id>/content", uploads.UploadContentView.as_view(), name="upload-content"),
     path("uploads/<str:attachment_id>/complete", uploads.UploadCompleteApi.as_view(), name="upload-complete"),
     path("uploads/<str:attachment_id>/parts", uploads.UploadPartsApi.as_view(), name="upload-parts"),
-    path("tus/", tus.TusCreateApi.as_view(), name="tus-create"),
-    path("tus/<str:attachment_id>", tus.TusUploadApi.as_view(), name="tus-upload"),
+    path("tus/", uploads.TusCreateApi.as_view(), name="tus-create"),
+    path("tus/<str:attachment_id>", uploads.TusUploadApi.as_view(), name="tus-upload"),
     path("usage", usage.UsageApi.as_view(), name="usage"),
     path("client-tokens", client_tokens.ClientTokenCreateApi.as_view(), name="client-tokens"),
     path("client-tokens/<uuid:token_id>", client_tokens.ClientTokenApi.as_view(), name="client-token"),

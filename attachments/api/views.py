@@ -2,7 +2,8 @@
 
 Each view validates with its InputSerializer, calls one service or selector and
 renders with its OutputSerializer; the OpenAPI schema comes from the same
-serializers. uploads.py and lifecycle.py hold the rest of the API.
+serializers. lifecycle.py and each concern's api.py (attachments/uploads/, …) hold
+the rest of the API.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from ..selectors import (
     thumbnail_dims,
 )
 from ..services.connections import give_connection_back
-from ..services.uploads import upload_through
 from ..serving import derivative_response, served_object, served_response, stem
 from ..subjects import parse_subject
+from ..uploads.services.uploads import upload_through
 from .delivery import SIGNED_LINK_NAMES, SIGNED_LINK_PARAMETERS, SignedOrAuthenticated, readable_attachment
 from .http import content_length
 from .links import absolute_url

@@ -13,7 +13,7 @@ in this package, but for the pieces listed under "Outside it".
 - `page.py`: the guests' page (`/l/<id>`) and its QR codes (routed in config/urls.py).
 
 Outside it: the rows (UploadLink, LinkGuest, the attachment's `approval`) are in attachments/models.py with
-the rest; the intent service (attachments/services/intents.py) takes a link's grant and the pipeline
+the rest; the intent service (attachments/uploads/services/intents.py) takes a link's grant and the pipeline
 (processing/pipeline.py, a higher app) settles a guest's file once ready, both through `services/`; the
 absolute URLs of the page and its QR codes come from attachments/api/links.py, shared by every endpoint.
 The page is the upload page in guest mode (attachments/pages.py, templates/upload.html,

@@ -19,10 +19,10 @@ from ..errors import AlreadyCommitted, AttachmentInvalid, NotFound, ValidationFa
 from ..models import Approval, Attachment, Lifecycle, Status
 from ..retention.services.holds import not_held_q, refuse_held
 from ..subjects import client_token_of, owned_q
+from ..uploads.services.multipart import abort_after_commit
 from .audit import heartbeat_entries, heartbeats_record
 from .duplicates import duplicate_of_update, duplicates_in_ref
 from .ids import parse_ids
-from .multipart import abort_after_commit
 from .quotas import usage_delta, usage_move, usage_release, usage_snapshot
 from .removal import release_locked
 from .single_slot import lock_owner, single_slot_settle

@@ -11,7 +11,8 @@ transaction as every change that starts or stops a file counting:
 
 * an intent (or upload-through, or tus creation) reserves room with one
   conditional ``UPDATE … WHERE bytes_used <= limit - size`` (``quota_reserve``;
-  on PostgreSQL folded into the INSERT's statement, fastpath_insert.py):
+  on PostgreSQL folded into the INSERT's statement,
+  attachments/uploads/services/fastpath_insert.py):
   the row lock it takes serialises a tenant's intents until commit, and
   PostgreSQL re-checks the condition on the newest row version, so two
   intents can never both take the last room;

@@ -1,6 +1,6 @@
 """Per-subject limits on intents: a rate per minute and a cap on outstanding uploads.
 
-The cap is checked where the row is inserted (services/intents.py): on PostgreSQL
+The cap is checked where the row is inserted (uploads/services/intents.py): on PostgreSQL
 inside the one statement that takes the room and inserts, elsewhere just before.
 
 Per subject (the host's person, attachments/subjects.py), not per token: one

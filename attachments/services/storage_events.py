@@ -38,9 +38,9 @@ from ..reasons import ReasonCode
 from ..retention.services.dead_letters import dead_letter_open
 from ..storage import get_gateway
 from ..storage.base import StorageError, validate_key
+from ..uploads.services.uploads import object_arrived
 from .processing import attachment_reject_missing
 from .storage_event_formats import MALFORMED, UNKNOWN, EventRecord, MalformedEvent, ParsedEvents, parse_storage_events
-from .uploads import object_arrived
 
 log = logging.getLogger("airlock.storage_events")
 

@@ -155,7 +155,7 @@ def test_upload_through_answers_pending_even_when_a_worker_started_at_once(alice
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from attachments.models import Attachment, Status
-    from attachments.services import uploads
+    from attachments.uploads.services import uploads
 
     arrived = uploads.object_arrived
 

@@ -24,9 +24,9 @@ from attachments import signing
 from attachments.api.fastpath_serializer import SharedSerializer, _shared
 from attachments.api.lifecycle import CommitApi, HeartbeatApi
 from attachments.api.serializers import AttachmentOutputSerializer, AttachmentResource
-from attachments.api.uploads import UploadCompleteApi, UploadIntentApi
 from attachments.errors import ValidationFailed
 from attachments.models import Attachment, Lifecycle, Status
+from attachments.uploads.api import UploadCompleteApi, UploadIntentApi
 from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
 
 IntentInput = UploadIntentApi.InputSerializer

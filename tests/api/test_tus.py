@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from attachments.api.tus import parse_metadata
 from attachments.models import Attachment, StorageEvent, TusUpload
+from attachments.uploads.api import parse_metadata
 
 TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
 
@@ -324,7 +324,7 @@ def test_creation_counts_against_the_pending_cap(alice_client, settings):
 
 
 def test_a_completion_lost_to_a_crash_is_finished_by_the_next_head(alice_client, samples, storage_root, monkeypatch):
-    from attachments.services import tus as service
+    from attachments.uploads.services import tus as service
 
     data = samples.jpeg()
     path = _path(_create(alice_client, len(data)))
@@ -351,7 +351,7 @@ def test_a_completion_lost_to_a_crash_is_finished_by_the_next_head(alice_client,
 
 
 def test_the_sweep_finishes_a_stranded_upload_instead_of_deleting_it(alice_client, samples, storage_root, monkeypatch):
-    from attachments.services import tus as service
+    from attachments.uploads.services import tus as service
     from sweeper.sweep import sweep_expired
 
     data = samples.jpeg()
@@ -400,7 +400,7 @@ def test_location_is_built_from_the_public_url_not_the_host_header(alice_client,
 
 
 def test_a_committed_intent_whose_tus_bytes_keep_coming_is_not_ended_as_never_uploaded(alice_client, samples, settings):
-    from attachments.services.never_uploaded import never_uploaded
+    from attachments.uploads.services.never_uploaded import never_uploaded
 
     data = samples.jpeg()
     path = _path(_create(alice_client, len(data)))

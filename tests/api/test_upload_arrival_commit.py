@@ -14,9 +14,9 @@ from django.db import OperationalError
 
 from attachments.errors import AlreadyUploaded, TooLarge
 from attachments.models import Attachment, OutboxMessage, StorageEvent
-from attachments.services import uploads
 from attachments.signing import upload_token
 from attachments.storage import get_gateway
+from attachments.uploads.services import uploads
 from processing.recovery import pick_up_silent_uploads
 from tests.support import create_intent, jpeg_bytes, put_bytes
 

@@ -84,7 +84,7 @@ def test_body_longer_than_declared_is_413_and_nothing_is_kept(alice, api):
 
 def test_streamed_body_is_cut_at_the_limit_even_without_content_length(alice, api):
     from attachments.errors import TooLarge
-    from attachments.services.uploads import upload_content_receive
+    from attachments.uploads.services.uploads import upload_content_receive
 
     data = jpeg_bytes()
     intent = _intent(api(alice), data)

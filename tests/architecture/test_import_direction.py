@@ -115,9 +115,9 @@ def test_dependencies_point_one_way():
             ["attachments.health:1 imports processing"],
         ),
         (
-            "attachments.services.uploads",
+            "attachments.uploads.services.uploads",
             "def f():\n    from sweeper.control import delete_brake\n",
-            ["attachments.services.uploads:2 imports sweeper"],
+            ["attachments.uploads.services.uploads:2 imports sweeper"],
         ),
         ("attachments.metrics", "import sweeper.metrics", ["attachments.metrics:1 imports sweeper"]),
         ("attachments.admin.views", "from ...ops import views", ["attachments.admin.views:1 imports ops"]),

@@ -36,7 +36,7 @@ def backend_branches(source: str) -> list[str]:
 
 def test_no_service_branches_on_the_storage_backend():
     services = service_modules("attachments")
-    assert ROOT / "attachments" / "services" / "uploads.py" in services
+    assert ROOT / "attachments" / "uploads" / "services" / "uploads.py" in services
     assert ROOT / "attachments" / "variants" / "services" / "obtain.py" in services
     problems = {
         str(path.relative_to(ROOT)): found

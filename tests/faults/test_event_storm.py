@@ -16,8 +16,8 @@ from django.db import connection
 
 from attachments.models import Attachment, Derivative, StorageEvent, TransitionLog
 from attachments.services.audit import AUDIT_EVENTS
-from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
+from attachments.uploads.services.uploads import object_arrived
 from tests.support import client_for, create_intent, jpeg_bytes
 
 from .support import assert_not_served, assert_ready_and_complete, assert_served_intact, wait_until

@@ -119,7 +119,7 @@ def test_duplicate_messages_change_nothing(alice, api):
 
 
 def test_duplicate_storage_event_is_recorded_once(alice, api):
-    from attachments.services.uploads import object_arrived
+    from attachments.uploads.services.uploads import object_arrived
 
     attachment_id = upload(api(alice), jpeg_bytes())
     key = Attachment.objects.get(pk=attachment_id).storage_key
@@ -128,7 +128,7 @@ def test_duplicate_storage_event_is_recorded_once(alice, api):
 
 
 def test_object_at_a_key_nobody_issued_is_deleted_and_never_processed(alice, django_capture_on_commit_callbacks):
-    from attachments.services.uploads import object_arrived
+    from attachments.uploads.services.uploads import object_arrived
 
     key = "tenants/acme/image/" + str(uuid.uuid4())
     get_gateway().write_chunks(key, [b"GIF89a rogue"])

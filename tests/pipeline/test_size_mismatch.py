@@ -71,7 +71,7 @@ def test_the_local_put_refuses_a_body_over_the_declared_size_and_keeps_nothing(a
 
 
 def test_a_tus_upload_is_compared_with_its_upload_length(alice, api):
-    from attachments.services.intents import upload_intent_create
+    from attachments.uploads.services.intents import upload_intent_create
 
     # The tus path creates its row through the same intent service (presign=False);
     # whatever writes the object, intake compares it with Upload-Length.

@@ -84,7 +84,7 @@ def bulk_marks(monkeypatch):
 
 
 def test_the_intent_is_two_statements_on_postgresql_and_one_commit(alice, monkeypatch, bulk_marks):
-    from attachments.services.intents import upload_intent_create
+    from attachments.uploads.services.intents import upload_intent_create
 
     def intent():
         return upload_intent_create(

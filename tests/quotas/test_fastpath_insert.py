@@ -1,4 +1,4 @@
-"""The intent's one-statement INSERT (services/fastpath_insert.py) still applies on this Django.
+"""The intent's one-statement INSERT (attachments/uploads/services/fastpath_insert.py) still applies on this Django.
 
 With and without it an intent counts the same.
 
@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from attachments.models import Attachment, TenantUsage, TransitionLog
-from attachments.services.fastpath_insert import _insert_sql
+from attachments.uploads.services.fastpath_insert import _insert_sql
 from bench import switches
 from tests.support import create_intent
 

@@ -99,7 +99,7 @@ def test_a_declared_digest_is_checked_over_the_same_one_download(multipart, alic
 
 
 def test_a_presigned_post_is_still_snapshotted_and_the_snapshot_downloaded_once(s3, alice, api, s3_calls):
-    from attachments.services.uploads import object_arrived
+    from attachments.uploads.services.uploads import object_arrived
 
     data = mp4_bytes(2 * MIB)
     created = intent(api(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")

@@ -220,8 +220,8 @@ def test_small_uploads_are_not_multipart(s3, alice, api, settings):
 
 def test_replayed_presigned_post_never_reaches_what_is_served(s3, alice, bob, api):
     """S3 has no conditional POST: a replay after scanning must not swap the served bytes."""
-    from attachments.services.uploads import object_arrived
     from attachments.storage import get_gateway
+    from attachments.uploads.services.uploads import object_arrived
 
     client = api(alice)
     data = mp4_bytes(4096)
@@ -245,7 +245,7 @@ def test_replayed_presigned_post_never_reaches_what_is_served(s3, alice, bob, ap
         key=row.storage_key, size=len(evil), source="webhook", dedupe_key="replay", event_name="ObjectCreated:Post"
     )
     assert with_capture.outcome == "replay_deleted"
-    from attachments.services.uploads import _delete_unauthorized
+    from attachments.uploads.services.uploads import _delete_unauthorized
 
     _delete_unauthorized(row.storage_key)  # what the on-commit hook does
     assert not s3.exists(row.storage_key)
@@ -263,7 +263,7 @@ def test_snapshot_is_kept_by_reconcile_and_reaped_by_the_sweeper(s3, alice, api,
     from django.utils import timezone
 
     from attachments.services.lifecycle import attachment_discard
-    from attachments.services.uploads import object_arrived
+    from attachments.uploads.services.uploads import object_arrived
     from sweeper.reconcile import reconcile_storage
     from sweeper.sweep import sweep_expired
 

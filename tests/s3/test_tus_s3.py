@@ -127,8 +127,8 @@ def test_a_writer_that_lost_its_claim_never_writes_the_object(s3, alice, setting
     """Issue #26 on S3: PATCH A stalls, B takes the stale claim over and completes, the file is scanned
     and ready; A's body resumes. A must stop (its claim is gone), never write the object it no longer owns."""
     from attachments.errors import AirlockError
-    from attachments.services.tus import UploadLocked, tus_upload_append, tus_upload_create, tus_upload_recover
     from attachments.storage import reset_gateway
+    from attachments.uploads.services.tus import UploadLocked, tus_upload_append, tus_upload_create, tus_upload_recover
     from tests.security.test_tus_writer_race import CLEAN_ACTION, LAUNCH_ACTION, _pdfs
     from tests.support import run_pipeline
 
@@ -180,7 +180,7 @@ def test_a_writer_that_lost_its_claim_never_writes_the_object(s3, alice, setting
 @given(ops=interleavings(depth=2))
 def test_no_write_lands_after_completion_on_s3(s3, alice, settings, monkeypatch, ops):
     """The property of tests/security/test_tus_interleavings.py, on S3 (an upload under one part)."""
-    from attachments.services import tus as service
+    from attachments.uploads.services import tus as service
     from tests.security.test_tus_interleavings import Run, assert_settled
 
     settings.AIRLOCK_INTENTS_PER_MINUTE = 10**6

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from attachments.errors import AirlockError
 from attachments.models import Attachment, TusUpload
-from attachments.services import tus as service
 from attachments.storage import get_gateway
 from attachments.storage.staging import LocalStaging, staging_for
+from attachments.uploads.services import tus as service
 
 pytestmark = pytest.mark.django_db
 

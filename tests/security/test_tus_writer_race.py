@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from attachments.errors import AirlockError
 from attachments.models import Attachment, TusUpload
-from attachments.services.tus import UploadLocked, tus_upload_append, tus_upload_create, tus_upload_recover
 from attachments.storage import get_gateway
+from attachments.uploads.services.tus import UploadLocked, tus_upload_append, tus_upload_create, tus_upload_recover
 from tests.support import pdf_document, run_pipeline
 
 pytestmark = pytest.mark.django_db

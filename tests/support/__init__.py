@@ -118,8 +118,8 @@ def put_bytes(url: str, data: bytes, *, content_type="application/octet-stream")
 def land_unchecked(row, data: bytes) -> None:
     """`data` written straight into row's storage key, as a store that neither bounds nor checks
     a body would let it land, then announced the way every path announces it (object_arrived)."""
-    from attachments.services.uploads import object_arrived
     from attachments.storage import get_gateway
+    from attachments.uploads.services.uploads import object_arrived
 
     get_gateway().write_chunks(row.storage_key, [data], content_type="image/jpeg")
     object_arrived(

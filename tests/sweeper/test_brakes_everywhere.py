@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from attachments.models import Lifecycle, StorageEvent
 from attachments.naming import quarantine_key
-from attachments.services.uploads import object_arrived
 from attachments.storage import get_gateway
+from attachments.uploads.services.uploads import object_arrived
 from sweeper import reconcile as reconcile_module
 from sweeper.control import sweeper_control_set
 from sweeper.models import ReconcileRun

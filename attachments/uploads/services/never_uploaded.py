@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from ..models import Attachment, Lifecycle, Status
-from ..storage import get_gateway
-from ..storage.base import StorageGateway
+from ...models import Attachment, Lifecycle, Status
+from ...services.processing import attachment_reject_missing
+from ...services.transitions import lock_attachment
+from ...storage import get_gateway
+from ...storage.base import StorageGateway
 from .multipart import abort_after_commit
-from .processing import attachment_reject_missing
-from .transitions import lock_attachment
 
 MESSAGE = "No upload arrived before the upload URL expired."
 

@@ -18,10 +18,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ..errors import AirlockError
-from ..models import Attachment, Lifecycle, Status
-from ..storage import get_gateway
-from ..storage.base import MultipartGateway, UploadPart
+from ...errors import AirlockError
+from ...models import Attachment, Lifecycle, Status
+from ...storage import get_gateway
+from ...storage.base import MultipartGateway, UploadPart
 
 log = logging.getLogger("airlock.uploads")
 
@@ -31,7 +31,7 @@ class UploadNotInProgress(AirlockError):
 
 
 def _brake_on() -> bool:
-    from ..brakes import delete_brake
+    from ...brakes import delete_brake
 
     return bool(delete_brake())
 
@@ -73,7 +73,7 @@ class PartsPlan:
 
 def upload_parts_resign(*, user, attachment_id: object, now: datetime | None = None) -> PartsPlan:
     """New URLs for the parts of the caller's in-progress multipart intent that are not uploaded yet."""
-    from ..selectors import attachment_owned
+    from ...selectors import attachment_owned
 
     now = now or timezone.now()
     attachment = attachment_owned(user=user, attachment_id=attachment_id)

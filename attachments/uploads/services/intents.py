@@ -11,26 +11,26 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from ..checksums import parse_sha256
-from ..client_tokens.services.client_grants import client_token_check_profile, client_token_reserve
-from ..declared_types import declared_type_refused, stored_type
-from ..errors import TooLarge, TypeNotAllowed
-from ..links.services.link_grants import approval_at_intent, link_grant_reserve, link_of_grant
-from ..models import Attachment
-from ..naming import clean_filename, original_key
-from ..profiles import Profile, get_profile
-from ..signing import upload_token
-from ..storage import get_gateway
-from ..storage.base import UploadInstruction
-from ..subjects import client_token_of, subject_of
-from ..tenancy import tenant_of
-from .audit import INTENT, audit_entry
-from .backlog import refuse_when_behind
-from .connections import give_connection_back
+from ...checksums import parse_sha256
+from ...client_tokens.services.client_grants import client_token_check_profile, client_token_reserve
+from ...declared_types import declared_type_refused, stored_type
+from ...errors import TooLarge, TypeNotAllowed
+from ...links.services.link_grants import approval_at_intent, link_grant_reserve, link_of_grant
+from ...models import Attachment
+from ...naming import clean_filename, original_key
+from ...profiles import Profile, get_profile
+from ...services.audit import INTENT, audit_entry
+from ...services.backlog import refuse_when_behind
+from ...services.connections import give_connection_back
+from ...services.quotas import quota_reserve
+from ...services.ratelimits import check_intent_rate, limit_th_outstanding, refuse_at_pending_cap
+from ...services.transitions import user_actor
+from ...signing import upload_token
+from ...storage import get_gateway
+from ...storage.base import UploadInstruction
+from ...subjects import client_token_of, subject_of
+from ...tenancy import tenant_of
 from .fastpath_insert import attachment_insert_reserving
-from .quotas import quota_reserve
-from .ratelimits import check_intent_rate, limit_th_outstanding, refuse_at_pending_cap
-from .transitions import user_actor
 
 
 @dataclass(frozen=True)

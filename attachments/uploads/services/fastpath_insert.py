@@ -24,8 +24,8 @@ from django.db import connection
 from django.db.models import Exists, Model, QuerySet
 from django.db.models.sql import InsertQuery, UpdateQuery
 
-from ..models import Attachment
-from .quotas import counter_with_room, room_taken, subject_quota_on
+from ...models import Attachment
+from ...services.quotas import counter_with_room, room_taken, subject_quota_on
 
 
 def _insert_sql(row: Model, *, with_pk: bool) -> tuple[str, str, tuple] | None:

@@ -13,7 +13,7 @@ be the bytes scanned. The claim is a row with a heartbeat, so a writer whose
 body stalls can lose it while its request still runs; hence a writer holds the
 staging's fence before its claim, records progress only while it holds the
 claim, and completion writes the object only from what was recorded
-(storage/staging.py: how the local and the S3 staging keep this).
+(attachments/storage/staging.py: how the local and the S3 staging keep this).
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..declared_types import stored_type
-from ..errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
-from ..models import Attachment, Lifecycle, Status, TusUpload
-from ..profiles import all_profiles
-from ..storage import get_gateway
-from ..storage.staging import Patch, StagingBusy, StagingFence, staging_for
-from ..subjects import owned_q
-from .connections import give_connection_back
+from ...declared_types import stored_type
+from ...errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
+from ...models import Attachment, Lifecycle, Status, TusUpload
+from ...profiles import all_profiles
+from ...services.connections import give_connection_back
+from ...storage import get_gateway
+from ...storage.staging import Patch, StagingBusy, StagingFence, staging_for
+from ...subjects import owned_q
 from .intents import upload_intent_create
 from .uploads import object_arrived, upload_seal
 
@@ -382,7 +382,7 @@ def _fence_for_removal(upload: TusUpload) -> StagingFence:
 
 
 def _brake() -> str:
-    from ..brakes import delete_brake
+    from ...brakes import delete_brake
 
     return delete_brake()
 
@@ -406,7 +406,7 @@ def tus_upload_terminate(*, user, attachment_id: object, now: datetime | None = 
     """
     now = now or timezone.now()
     upload = tus_upload_of(user=user, attachment_id=attachment_id, now=now)
-    from .lifecycle import attachment_discard
+    from ...services.lifecycle import attachment_discard
 
     if upload.state == State.COMPLETE:
         attachment_discard(user=user, attachment_id=upload.pk, now=now)  # ALREADY_COMMITTED when committed

@@ -18,25 +18,25 @@ from django.db.models import DateTimeField, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import jobs
-from ..checksums import digest_checked, parse_sha256
-from ..declared_types import stored_type
-from ..errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
-from ..models import Attachment, Lifecycle, Status, StorageEvent
-from ..naming import parse_key
-from ..profiles import get_profile
-from ..signing import upload_token_valid
-from ..storage import get_gateway
-from ..storage.base import CreateOnlyGateway, ObjectExists, StorageError
-from ..tenancy import tenant_of
-from . import outbox
-from .backlog import refuse_when_behind
-from .connections import give_connection_back
-from .hard_delete import attachments_hard_delete
+from ... import jobs
+from ...checksums import digest_checked, parse_sha256
+from ...declared_types import stored_type
+from ...errors import AlreadyUploaded, NotFound, TooLarge, UploadTokenInvalid, ValidationFailed
+from ...models import Attachment, Lifecycle, Status, StorageEvent
+from ...naming import parse_key
+from ...profiles import get_profile
+from ...services import outbox
+from ...services.backlog import refuse_when_behind
+from ...services.connections import give_connection_back
+from ...services.hard_delete import attachments_hard_delete
+from ...services.quotas import usage_release
+from ...services.ratelimits import check_intent_rate
+from ...services.transitions import user_actor
+from ...signing import upload_token_valid
+from ...storage import get_gateway
+from ...storage.base import CreateOnlyGateway, ObjectExists, StorageError
+from ...tenancy import tenant_of
 from .intents import create_pending_row
-from .quotas import usage_release
-from .ratelimits import check_intent_rate
-from .transitions import user_actor
 
 log = logging.getLogger("airlock.uploads")
 
@@ -238,8 +238,8 @@ def _reread(attachment: Attachment) -> Attachment:
 
 def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]]) -> None:
     """Assemble an S3 multipart upload once, under the row lock; later calls find nothing to do."""
-    from ..storage.base import MultipartGateway, PartsInvalid
-    from .transitions import lock_attachment
+    from ...services.transitions import lock_attachment
+    from ...storage.base import MultipartGateway, PartsInvalid
 
     with transaction.atomic():
         attachment = lock_attachment(attachment_id)
@@ -430,7 +430,7 @@ def _key_tenant(key: str) -> str | None:
 
 
 def _delete_brake() -> str:
-    from ..brakes import delete_brake
+    from ...brakes import delete_brake
 
     return delete_brake()
 
@@ -438,7 +438,7 @@ def _delete_brake() -> str:
 def _delete_unauthorized(key: str) -> None:
     """An object no intent authorized is never processed: remove it."""
     try:
-        from ..storage.base import validate_key
+        from ...storage.base import validate_key
 
         validate_key(key)
         get_gateway().delete(key)
