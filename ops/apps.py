@@ -13,5 +13,5 @@ class OpsConfig(AppConfig):
     def ready(self) -> None:
         from config.settings.env import RENAMED_IN_USE
 
-        for old, new in dict.fromkeys(RENAMED_IN_USE):  # production.py reads some groups again
+        for old, new in RENAMED_IN_USE:
             log.warning(f"{old} is read as {new}; set that instead", extra={"variable": old, "now": new})

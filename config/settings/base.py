@@ -694,11 +694,11 @@ AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
 _METRICS = env_group(
     "AIRLOCK_METRICS",
     {
-        "open": Key(True, bool, was="AIRLOCK_METRICS_OPEN"),
+        "open": Key(None, bool, was="AIRLOCK_METRICS_OPEN"),  # unset: open here, closed in production.py
         "tenant_labels": Key(False, bool, was="AIRLOCK_METRICS_TENANT_LABELS"),
     },
 )
-AIRLOCK_METRICS_OPEN = _METRICS["open"]
+AIRLOCK_METRICS_OPEN = _METRICS["open"] is not False
 AIRLOCK_METRICS_TENANT_LABELS = _METRICS["tenant_labels"]
 
 # --- Web serving (manage.py serve) ---------------------------------------------------

@@ -113,13 +113,13 @@ def env_group(name: str, keys: Mapping[str, Key]) -> dict[str, Any]:
         given[key.lower()] = value
     values: dict[str, Any] = {}
     for key, spec in keys.items():
-        old = env_str(spec.was) if spec.was is not None else None
-        if old is not None:
-            RENAMED_IN_USE.append((spec.was or "", f"{name}={key}=…"))
+        old = env_str(spec.was) if spec.was else None
+        if spec.was and old is not None:
+            RENAMED_IN_USE.append((spec.was, f"{name}={key}=…"))
         if key in given:
             values[key] = _parse(f"{name} {key}", given[key], spec.kind, spec.low, spec.high)
-        elif old is not None:
-            values[key] = _parse(spec.was or "", old, spec.kind, spec.low, spec.high)
+        elif spec.was and old is not None:
+            values[key] = _parse(spec.was, old, spec.kind, spec.low, spec.high)
         else:
             values[key] = spec.default
     return values

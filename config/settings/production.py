@@ -32,6 +32,7 @@ if not SECRET_KEY or SECRET_KEY.startswith("insecure-") or len(SECRET_KEY) < 50 
 os.environ.setdefault("AIRLOCK_SANDBOX_ACCEPT_MISSING", "")
 
 from .base import *  # noqa: E402, F403
+from .base import _METRICS  # noqa: E402  (AIRLOCK_METRICS as given, read once)
 
 DEBUG = False
 
@@ -81,10 +82,4 @@ CSRF_TRUSTED_ORIGINS = env_list(
 # unless AIRLOCK_METRICS=open=1 says only the scraper can reach it (a separate
 # network, a proxy that does not route /metrics from outside).
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
-AIRLOCK_METRICS_OPEN = env_group(
-    "AIRLOCK_METRICS",
-    {
-        "open": Key(False, bool, was="AIRLOCK_METRICS_OPEN"),
-        "tenant_labels": Key(False, bool, was="AIRLOCK_METRICS_TENANT_LABELS"),
-    },
-)["open"]
+AIRLOCK_METRICS_OPEN = _METRICS["open"] is True
