@@ -31,11 +31,6 @@ def web_state(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def is_pending(metadata: dict[str, Any] | None) -> bool:
-    state = web_state(metadata)
-    return state is not None and state.get("status") == PENDING
-
-
 def shown(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
     """`renditions` as the resource shows it: each rendition's public fields only."""
     state = web_state(metadata)

@@ -112,8 +112,6 @@ class SlotsBackend(Protocol):
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None: ...
 
-    def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int: ...
-
     def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]: ...
 
     def holders_of_worker(self, worker_id: str) -> list[tuple[str, str, str]]: ...
@@ -204,14 +202,6 @@ class MemorySlots:
                 del self._waiting[(stage, tenant)]
             return woken
 
-    def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int:
-        with self._lock:
-            holders = self._holders.get((stage, tenant), {})
-            mine = [h for h in holders if h.startswith(f"{attachment_id}/")]
-            for holder in mine:
-                del holders[holder]
-            return len(mine)
-
     def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]:
         with self._lock:
             return [h for h in self._holders.get((stage, tenant), {}) if h.startswith(f"{attachment_id}/")]
@@ -268,13 +258,6 @@ class RedisSlots:
         """Drop expired holders, then pop as many parked jobs as slots are free (none at the limit)."""
         now_ms = int(time.time() * 1000)
         return [_text(raw) for raw in self._wake(keys=self._keys(tenant, stage), args=[now_ms, limit])]
-
-    def drop_holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> int:
-        key = self._keys(tenant, stage)[0]
-        # Holder names are "<attachment id>/<hex>": a uuid and hex have no glob characters.
-        members = map(_text, self._client.zrange(key, 0, -1))
-        mine = [m for m in members if m.startswith(f"{attachment_id}/")]
-        return int(self._client.zrem(key, *mine)) if mine else 0
 
     def holders_of(self, tenant: str, attachment_id: str, *, stage: str = DERIVE) -> list[str]:
         return [

@@ -427,10 +427,6 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
         url = reverse("admin:attachments_attachment_changelist") + "?" + urlencode({"ref__exact": obj.ref})
         return format_html('{} <a class="airlock-same-ref" href="{}">files with the same ref</a>', obj.ref, url)
 
-    @admin.display(description="committed", boolean=True)
-    def is_committed(self, obj: Attachment) -> bool:
-        return obj.lifecycle == Lifecycle.COMMITTED
-
     @admin.display(description="reason")
     def reason(self, obj: Attachment) -> str:
         if not obj.reason_code:

@@ -32,12 +32,8 @@ def limit_th_outstanding(*, tenant_id: int, subject: str, now: datetime, limit: 
     return Attachment.objects.outstanding_uploads(tenant_id=tenant_id, subject=subject, now=now)[limit - 1 : limit]
 
 
-def pending_at_limit(*, user, now: datetime, limit: int) -> bool:
-    """Whether the request's subject already has `limit` outstanding uploads."""
-    return _at_limit(tenant_id=tenant_of(user).pk, subject=subject_of(user), now=now, limit=limit)
-
-
-def _at_limit(*, tenant_id: int, subject: str, now: datetime, limit: int) -> bool:
+def pending_at_limit(*, tenant_id: int, subject: str, now: datetime, limit: int) -> bool:
+    """Whether the subject already has `limit` outstanding uploads (one probe that stops at the limit-th row)."""
     if limit <= 0:
         return True
     return limit_th_outstanding(tenant_id=tenant_id, subject=subject, now=now, limit=limit).exists()
@@ -46,7 +42,7 @@ def _at_limit(*, tenant_id: int, subject: str, now: datetime, limit: int) -> boo
 def refuse_at_pending_cap(*, tenant_id: int, subject: str, now: datetime) -> None:
     """429 when the subject has AIRLOCK_MAX_PENDING_PER_USER intents whose bytes never came."""
     limit = settings.AIRLOCK_MAX_PENDING_PER_USER
-    if _at_limit(tenant_id=tenant_id, subject=subject, now=now, limit=limit):
+    if pending_at_limit(tenant_id=tenant_id, subject=subject, now=now, limit=limit):
         raise RateLimited(
             "Too many pending uploads; finish or discard some first.",
             details={"limit": limit},

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Lifecycle, Status, TenantUsage
 from attachments.services.ratelimits import pending_at_limit
+from attachments.subjects import subject_of
 from tests.support import create_intent, jpeg_bytes, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
@@ -131,22 +132,25 @@ def test_pending_probe_counts_only_outstanding_intents(alice, bob, row, counts):
             **values,
         )
 
+    def at_limit(user, limit: int) -> bool:
+        return pending_at_limit(tenant_id=user.membership.tenant_id, subject=subject_of(user), now=now, limit=limit)
+
     make(alice, pk=1)  # one outstanding intent in every case
     make(alice, pk=2, **row)
     make(bob, pk=3)  # someone else's never counts
     with CaptureQueriesContext(connection) as ctx:
-        assert pending_at_limit(user=alice, now=now, limit=1)
+        assert at_limit(alice, 1)
     # One probe that stops at the limit-th row, never a COUNT over the whole backlog.
     [probe] = [q["sql"].upper() for q in ctx.captured_queries]
     assert "LIMIT 1" in probe and "COUNT(" not in probe, probe
-    assert pending_at_limit(user=alice, now=now, limit=2) is counts
-    assert not pending_at_limit(user=alice, now=now, limit=3)
-    assert pending_at_limit(user=alice, now=now, limit=0)
+    assert at_limit(alice, 2) is counts
+    assert not at_limit(alice, 3)
+    assert at_limit(alice, 0)
     outstanding = Attachment.objects.outstanding_uploads(tenant_id=alice.membership.tenant_id, subject="alice", now=now)
     assert list(outstanding.order_by("storage_key").values_list("storage_key", flat=True)) == [f"k/{alice.pk}/1"] + (
         [f"k/{alice.pk}/2"] if counts else []
     )
-    assert pending_at_limit(user=bob, now=now, limit=1) and not pending_at_limit(user=bob, now=now, limit=2)
+    assert at_limit(bob, 1) and not at_limit(bob, 2)
 
 
 # --- status read and gated download ---------------------------------------------

@@ -139,16 +139,6 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     assert sent == [(str(second.pk), str(token), str(second.tenant_id))]
 
 
-def test_a_dead_jobs_slot_can_be_freed_by_its_file(slots):
-    opts = {"limit": 1, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
-    file_a, file_b = str(uuid.uuid4()), str(uuid.uuid4())
-    assert slots.acquire_or_park("t", tenant_slots.holder_name(file_a), "a", **opts)
-    assert not slots.acquire_or_park("t", tenant_slots.holder_name(file_b), "b", **opts)
-    assert slots.drop_holders_of("t", file_b) == 0  # parked, holds nothing
-    assert slots.drop_holders_of("t", file_a) == 1
-    assert slots.acquire_or_park("t", tenant_slots.holder_name(file_b), "b-again", **opts)
-
-
 def test_parked_files_lists_the_waiting_jobs_attachments(slots):
     opts = {"limit": 1, "ttl_ms": 60_000, "park_ttl_ms": 60_000}
     running, waiting = str(uuid.uuid4()), str(uuid.uuid4())
