@@ -4,7 +4,7 @@ Axes locks a username *and* address pair after AIRLOCK_LOGIN_FAILURE_LIMIT
 failures (AXES_LOCKOUT_PARAMETERS in config/settings/base.py): wrong passwords
 from one address cannot lock the account's owner out elsewhere, so nobody can
 lock an admin out by typing their username. Guessing across many usernames from
-one address is capped separately: AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT failures
+one address is capped separately: AIRLOCK_LOGIN_LIMITS.address_failures failures
 from an address, whatever the usernames, lock that address. Axes has one
 failure limit for every parameter set, and this one must be higher (many people
 behind one office NAT), hence the handler below.
@@ -63,5 +63,5 @@ class AddressLimitedAxesHandler(AxesDatabaseHandler):
 
 
 def _address_locked(request: Any) -> bool:
-    limit = settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT
+    limit = settings.AIRLOCK_LOGIN_LIMITS.address_failures
     return limit > 0 and address_failures(request) >= limit

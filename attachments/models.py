@@ -18,12 +18,12 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Overrides of AIRLOCK_TENANT_QUOTA_BYTES / _FILES; empty = the global default.
+    # Overrides of AIRLOCK_TENANT_QUOTA (bytes, files); empty = the global default.
     quota_bytes = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_BYTES."
+        null=True, blank=True, help_text="Bytes this tenant may hold; empty = AIRLOCK_TENANT_QUOTA.bytes."
     )
     quota_files = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA_FILES."
+        null=True, blank=True, help_text="Files this tenant may hold; empty = AIRLOCK_TENANT_QUOTA.files."
     )
 
     def __str__(self) -> str:
@@ -744,7 +744,7 @@ class TransitionLog(models.Model):
 
 
 class Tombstone(models.Model):
-    """What stays of an attachment after its row is hard-deleted, for AIRLOCK_TOMBSTONE_RETENTION_DAYS.
+    """What stays of an attachment after its row is hard-deleted, for AIRLOCK_RETENTION_DAYS.tombstones.
 
     Written by attachments/services/hard_delete.py in the transaction that deletes
     the row, one INSERT per batch. The row's audit history (TransitionLog) goes

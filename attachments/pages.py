@@ -76,8 +76,8 @@ def page_response(
             # Local storage: Uppy's Tus plugin. S3: Uppy's AwsS3 plugin on our intents; over this size
             # an intent is a multipart plan of parts this large (Uppy must cut the file the same way).
             "storage": "s3" if s3 else "local",
-            "multipart_bytes": settings.AIRLOCK_S3_MULTIPART_THRESHOLD if s3 else "",
-            "part_size": settings.AIRLOCK_S3_PART_SIZE if s3 else "",
+            "multipart_bytes": settings.AIRLOCK_S3_MULTIPART.threshold_bytes if s3 else "",
+            "part_size": settings.AIRLOCK_S3_MULTIPART.part_bytes if s3 else "",
             "uppy_locales": " ".join(uppy_locales()),
             # The variants' long edges per profile: the page gives each thumbnail a srcset over them.
             "variant_edges": json.dumps(settings.AIRLOCK_VARIANTS, sort_keys=True),

@@ -102,7 +102,7 @@ def file_response(request, *, key: str, size: int, content_type: str, filename: 
     content_type = content_type or "application/octet-stream"
     gateway = get_gateway()
     url = gateway.presign_download(
-        key, content_type=content_type, disposition=disposition, expires_in=settings.AIRLOCK_DOWNLOAD_URL_SECONDS
+        key, content_type=content_type, disposition=disposition, expires_in=settings.AIRLOCK_URL_SECONDS.download
     )
     if url is not None:
         return security_headers(HttpResponseRedirect(url))

@@ -39,7 +39,7 @@ def upload_token_valid(token: object, attachment_id: uuid.UUID) -> bool:
     if not isinstance(token, str) or len(token) > 200:
         return False
     try:
-        value = signing.TimestampSigner(salt=_SALT).unsign(token, max_age=settings.AIRLOCK_UPLOAD_URL_SECONDS)
+        value = signing.TimestampSigner(salt=_SALT).unsign(token, max_age=settings.AIRLOCK_URL_SECONDS.upload)
     except signing.BadSignature:  # includes SignatureExpired
         return False
     return value == str(attachment_id)
@@ -52,7 +52,7 @@ def upload_token_valid(token: object, attachment_id: uuid.UUID) -> bool:
 DELIVERY_SALT = "airlock.delivery-url"
 # Expiries are rounded up to this step, so every read of a resource within it mints the
 # same link (stable for the browser and for `srcset`); a link lives between
-# AIRLOCK_DELIVERY_URL_SECONDS and that plus one step.
+# AIRLOCK_URL_SECONDS.delivery and that plus one step.
 EXPIRY_STEP_SECONDS = 300
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _KID = re.compile(r"^[0-9a-f]{8}$")
@@ -93,7 +93,7 @@ def _signature(key: str, *, tenant_id: object, attachment_id: object, name: str,
 
 
 def _step() -> int:
-    return max(1, min(EXPIRY_STEP_SECONDS, settings.AIRLOCK_DELIVERY_URL_SECONDS))
+    return max(1, min(EXPIRY_STEP_SECONDS, settings.AIRLOCK_URL_SECONDS.delivery))
 
 
 def _now() -> float:
@@ -104,7 +104,7 @@ def delivery_expiry(now: float | None = None) -> int:
     """Unix seconds a link minted at `now` expires: the lifetime from now, rounded up to the step."""
     now = _now() if now is None else now
     step = _step()
-    return -(-int(now + settings.AIRLOCK_DELIVERY_URL_SECONDS) // step) * step
+    return -(-int(now + settings.AIRLOCK_URL_SECONDS.delivery) // step) * step
 
 
 def delivery_query(*, tenant_id: object, attachment_id: object, name: str, exp: int) -> str:
@@ -152,7 +152,7 @@ def delivery_check(
     now = _now() if now is None else now
     if int(exp) <= now:
         raise UrlExpired()
-    if int(exp) > now + settings.AIRLOCK_DELIVERY_URL_SECONDS + _step():
+    if int(exp) > now + settings.AIRLOCK_URL_SECONDS.delivery + _step():
         # Minted under a longer lifetime than the one configured now: shortening the
         # setting (after a leak, say) shortens the links already out there too.
         raise UrlExpired(

@@ -83,10 +83,10 @@ class Hub:
         event = threading.Event()
         keys = set(attachment_ids)
         with self._lock:
-            if self._total >= settings.AIRLOCK_WAITERS_PER_PROCESS:
-                raise TooManyWaiters(Skipped("server-limit", settings.AIRLOCK_WAITERS_PER_PROCESS))
-            if self._per_user[user_id] >= settings.AIRLOCK_WAITERS_PER_USER:
-                raise TooManyWaiters(Skipped("user-limit", settings.AIRLOCK_WAITERS_PER_USER))
+            if self._total >= settings.AIRLOCK_HTTP_LIMITS.waiters_per_process:
+                raise TooManyWaiters(Skipped("server-limit", settings.AIRLOCK_HTTP_LIMITS.waiters_per_process))
+            if self._per_user[user_id] >= settings.AIRLOCK_HTTP_LIMITS.waiters_per_user:
+                raise TooManyWaiters(Skipped("user-limit", settings.AIRLOCK_HTTP_LIMITS.waiters_per_user))
             self._total += 1
             self._per_user[user_id] += 1
             for key in keys:

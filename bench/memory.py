@@ -113,7 +113,7 @@ def main() -> None:
     sandbox.shutdown()  # the fork server exits; its rusage (max over every job it reaped) becomes ours
     children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     job_peak_kb, job_peak_path = max(jobs) if jobs else (0, "")
-    limit = settings.AIRLOCK_SANDBOX_MEMORY_BYTES
+    limit = settings.AIRLOCK_SANDBOX_LIMITS.memory_bytes
     sandbox_peak_kb = max(job_peak_kb, children_kb)
     emit(
         {

@@ -106,9 +106,9 @@ def _bare_worker_init() -> None:
 
     _BARE["scanners"] = scanners_from_settings()
     _BARE["bounds"] = Bounds(
-        max_pixels=settings.AIRLOCK_MAX_PIXELS,
-        max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
-        max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS,
+        max_pixels=settings.AIRLOCK_DECODE_LIMITS.pixels,
+        max_pdf_pages=settings.AIRLOCK_DECODE_LIMITS.pdf_pages,
+        max_text_chars=settings.AIRLOCK_DECODE_LIMITS.text_chars,
     )
 
 
@@ -277,9 +277,9 @@ def main() -> None:
     user = make_user()
     scanners = scanners_from_settings()
     bounds = Bounds(
-        max_pixels=settings.AIRLOCK_MAX_PIXELS,
-        max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
-        max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS,
+        max_pixels=settings.AIRLOCK_DECODE_LIMITS.pixels,
+        max_pdf_pages=settings.AIRLOCK_DECODE_LIMITS.pdf_pages,
+        max_text_chars=settings.AIRLOCK_DECODE_LIMITS.text_chars,
     )
 
     def bare(item: dict) -> None:
@@ -295,7 +295,7 @@ def main() -> None:
         signed_put(pk, data)
         return pk
 
-    threads = args.threads or settings.AIRLOCK_WORKER_THREADS
+    threads = args.threads or settings.AIRLOCK_CONCURRENCY.worker_threads
     worker_log = tmp / "rundramatiq.log"
     if args.scaling:
         emit(
@@ -433,8 +433,8 @@ def main() -> None:
             "bare_steps_parallel_files_per_s": r(median(parallel_fps)),
             "bare_steps_parallel_processes": cores,
             "pipeline_batch_files": batch_reps * len(mix),
-            "pipeline_worker_threads": settings.AIRLOCK_WORKER_THREADS,
-            "pipeline_tenant_concurrency": settings.AIRLOCK_TENANT_CONCURRENCY,
+            "pipeline_worker_threads": settings.AIRLOCK_CONCURRENCY.worker_threads,
+            "pipeline_tenant_concurrency": settings.AIRLOCK_CONCURRENCY.tenant,
             "pipeline_serial_overhead_ratio": r(median(serial_ratios)),
             "pipeline_serial_overhead_ratio_runs": [r(x) for x in serial_ratios],
             "pipeline_serial_overhead_vs_confined_ratio": r(median(confined_ratios)),
@@ -459,8 +459,8 @@ def main() -> None:
             )
             if args.redis
             else (
-                f"manage.py serve's worker in-process ({settings.AIRLOCK_WORKER_THREADS} threads, in-process "
-                "broker, per-tenant cap), files submitted back to back through the intent and PUT "
+                f"manage.py serve's worker in-process ({settings.AIRLOCK_CONCURRENCY.worker_threads} threads, "
+                "in-process broker, per-tenant cap), files submitted back to back through the intent and PUT "
                 "services; embedded SQLite + local storage in a scratch dir; bare = same steps, one "
                 "process, one file at a time"
             ),

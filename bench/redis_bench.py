@@ -383,7 +383,7 @@ def main() -> None:
                 "photos_window_s": r(window_s, 2),
                 "quiet_s": r(quiet_len, 2),
                 "worker_threads": args.threads,
-                "worker_poll_ms": settings.AIRLOCK_WORKER_POLL_MS,
+                "worker_poll_ms": settings.AIRLOCK_SERVE.worker_poll_ms,
                 "broker": type(__import__("dramatiq").get_broker()).__module__,
                 "stages": len(STAGES),
                 "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],

@@ -185,9 +185,9 @@ class Simulation:
         self.rng = random.Random(seed)
         self.progress = progress
         self.n, self.days, self.drain_days = n, days, drain_days
-        self.interval = timedelta(seconds=settings.AIRLOCK_SWEEP_INTERVAL_SECONDS)
-        self.cap = timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS)
-        self.ttl = timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS)
+        self.interval = timedelta(seconds=settings.AIRLOCK_SWEEP.interval_seconds)
+        self.cap = timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.hard_cap)
+        self.ttl = timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.staged_ttl)
         self.tenant, self.users = make_owner("sim", users)
         self.gateway = MemoryGateway()
         self.tally = Tally()
@@ -199,7 +199,7 @@ class Simulation:
         self.keys: dict[uuid.UUID, list[str]] = {}
         self.committed: set[uuid.UUID] = set()
         self.discarded_at: dict[uuid.UUID, datetime] = {}
-        self.grace = timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
+        self.grace = timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.release_grace)
         self.released_at: dict[uuid.UUID, datetime] = {}  # released and not restored
         self.heartbeating: dict[int, set[uuid.UUID]] = defaultdict(set)
         self.owned: dict[int, list[uuid.UUID]] = defaultdict(list)

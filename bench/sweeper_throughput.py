@@ -300,8 +300,8 @@ def main() -> None:
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
                 cursor.execute("ANALYZE")
-        plan = explain_batch(now, settings.AIRLOCK_SWEEP_BATCH)
-        plan_next = explain_batch(now, settings.AIRLOCK_SWEEP_BATCH, after_first=True)
+        plan = explain_batch(now, settings.AIRLOCK_SWEEP.batch)
+        plan_next = explain_batch(now, settings.AIRLOCK_SWEEP.batch, after_first=True)
 
         sweep_seconds = bare_seconds = 0.0
         reaped = bare_deleted = objects_deleted = 0
@@ -327,8 +327,8 @@ def main() -> None:
                     bare_deleted += bare_delete(
                         bare_tenants[r],
                         gateway,
-                        batch=settings.AIRLOCK_SWEEP_BATCH,
-                        workers=settings.AIRLOCK_SWEEP_CONCURRENCY,
+                        batch=settings.AIRLOCK_SWEEP.batch,
+                        workers=settings.AIRLOCK_SWEEP.concurrency,
                         phases=bare_phases,
                     )
                     bare_seconds += time.monotonic() - started
@@ -347,8 +347,8 @@ def main() -> None:
             "other_rows": noise + noise // 2,
             "rounds": args.rounds,
             "endpoints": args.endpoints,
-            "batch": settings.AIRLOCK_SWEEP_BATCH,
-            "concurrency": settings.AIRLOCK_SWEEP_CONCURRENCY,
+            "batch": settings.AIRLOCK_SWEEP.batch,
+            "concurrency": settings.AIRLOCK_SWEEP.concurrency,
             "reaped": reaped,
             "bare_deleted": bare_deleted,
             "objects_deleted": objects_deleted,

@@ -94,7 +94,7 @@ def main() -> None:
     from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
     from webhooks.services.emit import emit as emit_events
 
-    threads = args.threads or settings.AIRLOCK_WORKER_THREADS
+    threads = args.threads or settings.AIRLOCK_CONCURRENCY.worker_threads
     user = make_user("webhook-bench", "webhook-bench")
     WebhookEndpoint.objects.create(tenant_id=user.membership.tenant_id, url=f"http://127.0.0.1:{port}/hook")
     now = timezone.now()

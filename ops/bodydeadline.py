@@ -1,10 +1,10 @@
 """A body that a view streams in (signed PUT, tus PATCH, upload-through) has a total deadline too.
 
-The timeout on each read (AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS) alone let a client
+The timeout on each read (AIRLOCK_HTTP_LIMITS.body_timeout_seconds) alone let a client
 send a byte every 29 s and keep its thread for as long as the body lasted. Each
 body now has body_allowance(its size) in all (ops/httpintake.py): a fixed
-AIRLOCK_HTTP_BODY_DEADLINE_SECONDS plus its size at
-AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND, so a 2 GB file over a slow phone link
+AIRLOCK_HTTP_LIMITS.body_deadline_seconds plus its size at
+AIRLOCK_HTTP_LIMITS.body_min_bytes_per_second, so a 2 GB file over a slow phone link
 still goes through while a trickle does not. Past it, the read in progress is
 woken (the worker's main loop shuts the socket's read side) and fails with
 BodyTooSlow, a TimeoutError: the views and the body-first middleware answer
@@ -61,7 +61,7 @@ class DeadlineInput:
         if self.expired or left <= 0:
             self.expired = True
             raise BodyTooSlow("The request body did not arrive in time.")
-        self._sock.settimeout(min(settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS, left))
+        self._sock.settimeout(min(settings.AIRLOCK_HTTP_LIMITS.body_timeout_seconds, left))
         try:
             data = read(size)
         except Exception as exc:
@@ -73,7 +73,7 @@ class DeadlineInput:
         self.received += len(data)
         if not data or (self._length is not None and self.received >= self._length):
             self.complete = True
-            self._sock.settimeout(settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS)  # for writing the answer
+            self._sock.settimeout(settings.AIRLOCK_HTTP_LIMITS.body_timeout_seconds)  # for writing the answer
         return data
 
     def read(self, size: int | None = -1) -> bytes:

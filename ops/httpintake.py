@@ -5,12 +5,12 @@ thread per reading client, 135 clients trickling a small body a byte every
 18 s held all 128 threads of a web process and /healthz stopped answering.
 Here the bytes are collected without a thread, as they arrive, under total
 deadlines (not only a timeout between two reads):
-  - the headers: AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS, then the connection is
+  - the headers: AIRLOCK_HTTP_LIMITS.header_timeout_seconds, then the connection is
     closed without an answer;
   - a body of at most DATA_UPLOAD_MAX_MEMORY_SIZE for a view that does not
     stream it (what the body-first middleware would read before the view
     anyway): body_allowance(its size), and never a pause over
-    AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS; then 408.
+    AIRLOCK_HTTP_LIMITS.body_timeout_seconds; then 408.
 Larger, chunked or `Expect: 100-continue` bodies, and those of the views that
 stream theirs (signed PUT, tus, upload-through), go to a thread once their
 headers are in, under the same total body allowance (ops/bodydeadline.py).
@@ -31,8 +31,8 @@ _REQUEST_LINE = re.compile(rb"[!-~]+ [!-~]+ HTTP/\d\.\d")
 
 def body_allowance(length: int) -> float:
     """Seconds a body of `length` bytes may take in all: a fixed grace plus the time at the minimum rate."""
-    return settings.AIRLOCK_HTTP_BODY_DEADLINE_SECONDS + length / max(
-        1, settings.AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND
+    return settings.AIRLOCK_HTTP_LIMITS.body_deadline_seconds + length / max(
+        1, settings.AIRLOCK_HTTP_LIMITS.body_min_bytes_per_second
     )
 
 
@@ -71,7 +71,7 @@ class Intake:
         self.conn = conn
         self.head_limit = head_limit
         self.buf = bytearray(already)
-        self.header_deadline = now + settings.AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS
+        self.header_deadline = now + settings.AIRLOCK_HTTP_LIMITS.header_timeout_seconds
         self.body_deadline: float | None = None  # once the headers are in and a body is being gathered
         self.last_read = now
         self.total: int | None = None  # head + body bytes, once the headers are in
@@ -100,6 +100,6 @@ class Intake:
         """ "headers" or "body" when that part is past its deadline, else None."""
         if self.body_deadline is None:
             return "headers" if now > self.header_deadline else None
-        if now > self.body_deadline or now - self.last_read > settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS:
+        if now > self.body_deadline or now - self.last_read > settings.AIRLOCK_HTTP_LIMITS.body_timeout_seconds:
             return "body"
         return None

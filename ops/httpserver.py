@@ -1,6 +1,6 @@
 """`manage.py serve`'s HTTP side: gunicorn, embedded through its application API.
 
-gthread workers: a bounded pool of threads per process (AIRLOCK_WEB_THREADS),
+gthread workers: a bounded pool of threads per process (AIRLOCK_SERVE.web_threads),
 keep-alive connections parked in the worker's selector (no thread each). On
 top of gunicorn:
   - intake: a request's headers, and its body when small, are gathered in the
@@ -8,12 +8,12 @@ top of gunicorn:
     thread only takes a request that is all there, or one whose body a view
     streams (signed PUT, tus) or is large: that body has a total deadline as
     well (ops/bodydeadline.py);
-  - per client address: at most AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS open
-    connections (429 beyond) and AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS threads
+  - per client address: at most AIRLOCK_HTTP_LIMITS.connections_per_address open
+    connections (429 beyond) and AIRLOCK_HTTP_LIMITS.threads_per_address threads
     (further complete requests wait in the selector for one of them);
   - gunicorn's own refusals (400, 414, 431, 501...) in the JSON error shape;
   - graceful stop: SIGTERM stops accepting, wakes `?wait=` requests so they
-    answer at once, lets in-flight requests finish (AIRLOCK_GRACEFUL_TIMEOUT_SECONDS),
+    answer at once, lets in-flight requests finish (AIRLOCK_HTTP_LIMITS.graceful_timeout_seconds),
     then the process's job runtime (if any) hands its leases back.
 A kept-alive client's next request goes back through gthread's selector, and
 the web processes race for new connections, as in plain gthread: a thread that
@@ -114,7 +114,7 @@ class AirlockThreadWorker(ThreadWorker):
                 raise
             return
         address = client[0] if isinstance(client, tuple) else ""
-        limit = settings.AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS
+        limit = settings.AIRLOCK_HTTP_LIMITS.connections_per_address
         if limit and self._open_per_address[address] >= limit:
             self._answer_and_close(sock, httperrors.too_many_connections(limit, RETRY_AFTER_SECONDS))
         else:
@@ -222,7 +222,7 @@ class AirlockThreadWorker(ThreadWorker):
 
     def _to_thread(self, conn) -> None:
         """A thread for this request, or a wait in line if its address already holds its share of threads."""
-        limit = settings.AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS
+        limit = settings.AIRLOCK_HTTP_LIMITS.threads_per_address
         address = getattr(conn, "address", "")
         if limit and self._threads_per_address[address] >= limit:
             self._waiting_for_thread.setdefault(address, deque()).append(conn)
@@ -237,7 +237,7 @@ class AirlockThreadWorker(ThreadWorker):
             del self._threads_per_address[address]
         super().finish_request(conn, fs)
         waiting = self._waiting_for_thread.get(address)
-        limit = settings.AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS
+        limit = settings.AIRLOCK_HTTP_LIMITS.threads_per_address
         while waiting and (not limit or self._threads_per_address[address] < limit):
             self._to_thread(waiting.popleft())
         if not waiting:
@@ -246,7 +246,7 @@ class AirlockThreadWorker(ThreadWorker):
     def murder_pending(self):
         super().murder_pending()
         now = time.monotonic()
-        limit = settings.AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS
+        limit = settings.AIRLOCK_HTTP_LIMITS.header_timeout_seconds
         for ident, entry in list(self._reading_headers.items()):
             since, conn = entry
             if now - since > limit and self._reading_headers.get(ident) is entry:
@@ -287,7 +287,7 @@ class AirlockThreadWorker(ThreadWorker):
     def handle_request(self, req, conn):
         # The headers are in: from here on only the body's deadlines apply.
         self._reading_headers.pop(threading.get_ident(), None)
-        conn.sock.settimeout(settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS)
+        conn.sock.settimeout(settings.AIRLOCK_HTTP_LIMITS.body_timeout_seconds)
         return super().handle_request(req, conn)
 
     def handle_error(self, req, client, addr, exc):
@@ -336,17 +336,17 @@ def options(
         "bind": [bind],
         "workers": processes,
         "worker_class": "ops.httpserver.AirlockThreadWorker",
-        "threads": settings.AIRLOCK_WEB_THREADS,
+        "threads": settings.AIRLOCK_SERVE.web_threads,
         # Connections one process keeps (busy + kept alive): beyond it, the kernel's backlog.
-        "worker_connections": settings.AIRLOCK_WEB_THREADS + 1000,
+        "worker_connections": settings.AIRLOCK_SERVE.web_threads + 1000,
         "backlog": 2048,
-        "keepalive": settings.AIRLOCK_HTTP_KEEPALIVE_SECONDS,
+        "keepalive": settings.AIRLOCK_HTTP_LIMITS.keepalive_seconds,
         "timeout": 120,  # a worker process that stops responding entirely is replaced
-        "graceful_timeout": settings.AIRLOCK_GRACEFUL_TIMEOUT_SECONDS,
+        "graceful_timeout": settings.AIRLOCK_HTTP_LIMITS.graceful_timeout_seconds,
         # Both through the app's JSON logger and redactor (ops/serverlog.py); access lines are
-        # usually the proxy's job, so off unless AIRLOCK_WEB_ACCESS_LOG.
+        # usually the proxy's job, so off unless AIRLOCK_SERVE.access_log.
         "logger_class": "ops.serverlog.ServerLogger",
-        "accesslog": "-" if settings.AIRLOCK_WEB_ACCESS_LOG else None,
+        "accesslog": "-" if settings.AIRLOCK_SERVE.access_log else None,
         "errorlog": "-",
         "loglevel": "warning",
         "control_socket_disable": True,

@@ -78,10 +78,10 @@ class DatabaseCollector(Collector):
             )
             consumers = queue_consumers_report(now=now)
             # One counter row per tenant (attachments/services/quotas.py): no sums at scrape time.
-            # Tenant slugs and their usage are shown only when asked for (AIRLOCK_METRICS_TENANT_LABELS).
+            # Tenant slugs and their usage are shown only when asked for (AIRLOCK_METRICS.tenant_labels).
             usage = (
                 list(TenantUsage.objects.select_related("tenant").order_by("tenant__slug"))
-                if settings.AIRLOCK_METRICS_TENANT_LABELS
+                if settings.AIRLOCK_METRICS.tenant_labels
                 else None
             )
         except DatabaseError as exc:

@@ -21,7 +21,7 @@ class Workers:
     """The stages' worker and the transcodes' worker of one process, started and stopped together.
 
     Transcodes (a video's web rendition, minutes of CPU) run on threads of their own,
-    AIRLOCK_TRANSCODE_CONCURRENCY of them: a photo's steps never wait for a thread
+    AIRLOCK_CONCURRENCY.transcode of them: a photo's steps never wait for a thread
     behind one. Everything else a worker has is the stages' worker's.
     """
 
@@ -48,14 +48,14 @@ def start_worker(*, threads: int | None = None) -> Workers:
     worker = dramatiq.Worker(
         broker,
         queues=others,
-        worker_threads=threads or settings.AIRLOCK_WORKER_THREADS,
-        worker_timeout=settings.AIRLOCK_WORKER_POLL_MS,
+        worker_threads=threads or settings.AIRLOCK_CONCURRENCY.worker_threads,
+        worker_timeout=settings.AIRLOCK_SERVE.worker_poll_ms,
     )
     transcodes = dramatiq.Worker(
         broker,
         queues={stages.TRANSCODE_QUEUE},
-        worker_threads=settings.AIRLOCK_TRANSCODE_CONCURRENCY,
-        worker_timeout=settings.AIRLOCK_WORKER_POLL_MS,
+        worker_threads=settings.AIRLOCK_CONCURRENCY.transcode,
+        worker_timeout=settings.AIRLOCK_SERVE.worker_poll_ms,
     )
     worker.start()
     transcodes.start()
@@ -106,7 +106,7 @@ def run_ticks_once(*, relays_for_commands: bool = False) -> None:
 class Scheduler(threading.Thread):
     def __init__(self, interval: float | None = None, *, relays_for_commands: bool = False) -> None:
         super().__init__(name="airlock-scheduler", daemon=True)
-        self.interval = interval or settings.AIRLOCK_TICK_SECONDS
+        self.interval = interval or settings.AIRLOCK_SERVE.tick_seconds
         self.relays_for_commands = relays_for_commands
         self.stopping = threading.Event()
 

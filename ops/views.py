@@ -6,7 +6,7 @@
   most once a second per process; tenant names only with the metrics token.
 - ``GET /metrics``: Prometheus text (ops/metrics.py). When
   AIRLOCK_METRICS_TOKEN is set it needs ``Authorization: Bearer <token>``;
-  without a token it is open only while AIRLOCK_METRICS_OPEN is on (the
+  without a token it is open only while AIRLOCK_METRICS.open is on (the
   embedded default; production settings turn it off), else 404.
 """
 
@@ -52,10 +52,10 @@ def _metrics_authorized(request: HttpRequest, expected: str) -> bool:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     expected = settings.AIRLOCK_METRICS_TOKEN
-    if not expected and not settings.AIRLOCK_METRICS_OPEN:
+    if not expected and not settings.AIRLOCK_METRICS.open:
         # Closed: the series name every profile's traffic and the pipeline's health.
         return JsonResponse(
-            error_body("NOT_FOUND", "Not found: /metrics needs AIRLOCK_METRICS_TOKEN (or AIRLOCK_METRICS_OPEN=1)."),
+            error_body("NOT_FOUND", "Not found: /metrics needs AIRLOCK_METRICS_TOKEN (or AIRLOCK_METRICS=open=1)."),
             status=404,
         )
     if expected and not _metrics_authorized(request, expected):

@@ -79,7 +79,7 @@ def _stage_args(args: tuple) -> tuple[uuid.UUID, uuid.UUID, str | None, str | No
     return ids[0], ids[1], tenant, subject
 
 
-# Each stage runs at most AIRLOCK_TENANT_CONCURRENCY jobs of one tenant at once; the
+# Each stage runs at most AIRLOCK_CONCURRENCY.tenant jobs of one tenant at once; the
 # others wait parked off the queue and are sent again as slots free (fairness.py).
 @dramatiq.actor(actor_name=INTAKE.actor_name, queue_name=INTAKE.queue, **_OPTS)
 def intake(*args: object) -> None:

@@ -3,7 +3,7 @@
 Dramatiq's consumer asks Redis for messages (a Lua script per ask) and, finding
 none, sleeps a backoff of up to the worker timeout and asks again: every queue
 and delay queue of every worker process asks about ten times a second
-(AIRLOCK_WORKER_POLL_MS = 100), whether or not anything was sent. On a shared
+(AIRLOCK_SERVE.worker_poll_ms = 100), whether or not anything was sent. On a shared
 Redis that is most of what the broker carries, and it grows with workers ×
 queues.
 

@@ -6,7 +6,7 @@ B's file waits for all of them at every stage. So every stage works through
 tenant slots (processing/tenant_slots.py), one pool per tenant shared by its
 intake, scan and derive jobs (a cap per stage would let one tenant hold 3 × N
 threads: every thread of a 4-thread worker): a job of a tenant that already runs
-AIRLOCK_TENANT_CONCURRENCY jobs is *parked* — taken off the queue
+AIRLOCK_CONCURRENCY.tenant jobs is *parked* — taken off the queue
 into the tenant's waiting room, without touching the database — and sent again,
 to the back of its queue, the moment one of that tenant's jobs finishes. A's backlog therefore sits in its waiting
 room, not in the queue: what
@@ -36,7 +36,7 @@ waits on it): with no slot free it is refused, and the browser retries.
 Within a tenant, a second, smaller pool per subject (a host's person,
 attachments/subjects.py): a job carries its subject from the outbox as it
 carries its tenant, and takes a slot of its subject's pool
-(AIRLOCK_SUBJECT_CONCURRENCY, by default the tenant's concurrency − 1) after
+(AIRLOCK_CONCURRENCY.subject, by default the tenant's concurrency − 1) after
 its tenant's. One person's flood therefore leaves the tenant at least one slot
 for its other people. A job that gets its tenant's slot but finds its subject's
 pool full parks in the subject's waiting room (atomically, so a releasing
@@ -51,7 +51,7 @@ a dead worker's holders and an expired holder are freed in every pool, and a
 file parked in its subject's room is waiting, not lost.
 
 Webhook deliveries work the same way keyed by endpoint (the "webhook" stage,
-AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY): an endpoint that answers slowly or not
+AIRLOCK_WEBHOOK_DELIVERY.endpoint_concurrency): an endpoint that answers slowly or not
 at all holds at most that many threads, and a flood of one tenant's events to
 its endpoint waits in that endpoint's waiting room, not ahead of other
 endpoints' deliveries.
@@ -83,7 +83,7 @@ from .stages import DERIVE, STAGES, TRANSCODE_QUEUE
 log = logging.getLogger("airlock.pipeline")
 
 WEBHOOK = "webhook"
-# A video's web rendition: a pool of its own per tenant (AIRLOCK_TRANSCODE_TENANT_CONCURRENCY),
+# A video's web rendition: a pool of its own per tenant (AIRLOCK_CONCURRENCY.transcode_tenant),
 # so a tenant's transcodes neither take its upload slots nor every transcode thread.
 TRANSCODE = TRANSCODE_QUEUE
 VARIANT = "variant"  # a web request's variant: a holder in the tenant's pool, never parked
@@ -113,7 +113,7 @@ def parked_job(parked: str | None) -> tuple[str, tuple[str, ...]] | None:
 
 def stage_is_capped(stage: str) -> bool:
     if stage == WEBHOOK:
-        return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY > 0
+        return settings.AIRLOCK_WEBHOOK_DELIVERY.endpoint_concurrency > 0
     if stage == TRANSCODE:
         return True
     return stage in settings.AIRLOCK_TENANT_FAIR_STAGES
@@ -121,8 +121,12 @@ def stage_is_capped(stage: str) -> bool:
 
 def _limit(stage: str) -> int:
     if stage == TRANSCODE:
-        return settings.AIRLOCK_TRANSCODE_TENANT_CONCURRENCY
-    return settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY if stage == WEBHOOK else settings.AIRLOCK_TENANT_CONCURRENCY
+        return settings.AIRLOCK_CONCURRENCY.transcode_tenant
+    return (
+        settings.AIRLOCK_WEBHOOK_DELIVERY.endpoint_concurrency
+        if stage == WEBHOOK
+        else settings.AIRLOCK_CONCURRENCY.tenant
+    )
 
 
 def subject_limit() -> int:
@@ -132,10 +136,10 @@ def subject_limit() -> int:
     subject's one slot) would park behind its own file at every step: then the
     default is the tenant's share, which turns the subject pool off.
     """
-    configured = settings.AIRLOCK_SUBJECT_CONCURRENCY
+    configured = settings.AIRLOCK_CONCURRENCY.subject
     if configured:
         return configured
-    tenant = settings.AIRLOCK_TENANT_CONCURRENCY
+    tenant = settings.AIRLOCK_CONCURRENCY.tenant
     return tenant - 1 if tenant - 1 >= 2 else tenant
 
 
@@ -150,7 +154,7 @@ def subject_pool_applies(stage: str, subject: str | None) -> bool:
         bool(subject)
         and pool_of(stage) == TENANT_POOL
         and stage_is_capped(stage)
-        and subject_limit() < settings.AIRLOCK_TENANT_CONCURRENCY
+        and subject_limit() < settings.AIRLOCK_CONCURRENCY.tenant
     )
 
 
@@ -162,12 +166,12 @@ def pool_limit(pool: str) -> int:
 def _holder_ttl_ms(stage: str) -> int:
     """How long a slot outlives a holder that never released it: the last resort after the liveness check."""
     if stage == DERIVE.name:
-        seconds = settings.AIRLOCK_SANDBOX_WALL_SECONDS
+        seconds = settings.AIRLOCK_SANDBOX_LIMITS.wall_seconds
     elif stage == WEBHOOK:
-        seconds = settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS
+        seconds = settings.AIRLOCK_WEBHOOK_DELIVERY.timeout_seconds
     elif stage == TRANSCODE:  # the longest clip's wall bound: a dead worker's slot is freed by liveness first
-        minutes = -(-settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS // 60)
-        seconds = settings.AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE * minutes
+        minutes = -(-settings.AIRLOCK_DECODE_LIMITS.media_duration_seconds // 60)
+        seconds = settings.AIRLOCK_SANDBOX_LIMITS.transcode_wall_seconds_per_minute * minutes
     else:
         seconds = 10 * 60  # the actors' time limit
     return int(seconds * 1000) + 60_000
@@ -175,7 +179,7 @@ def _holder_ttl_ms(stage: str) -> int:
 
 def _park_ttl_ms(stage: str) -> int:
     """How long a waiting room no job joins survives (each park renews it); the reconciler re-drives the rest."""
-    return max(settings.AIRLOCK_LEASE_SECONDS, 3600) * 1000
+    return max(settings.AIRLOCK_RETRIES.lease_seconds, 3600) * 1000
 
 
 def run_in_slot(

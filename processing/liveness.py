@@ -46,7 +46,7 @@ log = logging.getLogger("airlock.runtime")
 
 def beat_seconds() -> float:
     """How often a worker beats: several times per lease, so one late beat does not make it look dead."""
-    return max(0.5, min(settings.AIRLOCK_LEASE_SECONDS / 4, 15.0))
+    return max(0.5, min(settings.AIRLOCK_RETRIES.lease_seconds / 4, 15.0))
 
 
 def lost_after_seconds() -> float:
@@ -55,7 +55,7 @@ def lost_after_seconds() -> float:
     A false alarm costs duplicates only (every job is idempotent) and the worker
     registers again with its next beat.
     """
-    return min(float(settings.AIRLOCK_LEASE_SECONDS), 3 * beat_seconds() + 1)
+    return min(float(settings.AIRLOCK_RETRIES.lease_seconds), 3 * beat_seconds() + 1)
 
 
 class Registry(Protocol):

@@ -218,7 +218,7 @@ def redrive_pending(
     """Pending rows whose bytes arrived but whose job went missing get a new job."""
     now = now or timezone.now()
     if older_than_seconds is None:
-        older_than_seconds = max(120.0, settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5)
+        older_than_seconds = max(120.0, settings.AIRLOCK_RETRIES.max_seconds * 1.5)
     cutoff = now - timedelta(seconds=older_than_seconds)
     rows = list(
         Attachment.objects.filter(status=Status.PENDING, uploaded_at__isnull=False, updated_at__lt=cutoff)
@@ -307,7 +307,7 @@ def _retries_due_later(now: datetime) -> dict[str, datetime]:
     """Attachment id → when its latest delayed intake job is due, for the ones due after `now`."""
     from attachments.models import OutboxMessage
 
-    longest = timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 1.5 + 60)  # backoff's jitter tops at 1.5×
+    longest = timedelta(seconds=settings.AIRLOCK_RETRIES.max_seconds * 1.5 + 60)  # backoff's jitter tops at 1.5×
     due: dict[str, datetime] = {}
     delayed_intakes = OutboxMessage.objects.filter(
         actor_name=INTAKE.actor_name, delay_ms__gt=0, created_at__gte=now - longest
@@ -334,7 +334,7 @@ def pick_up_silent_uploads(*, now: datetime | None = None, limit: int = 100) -> 
     # leaves an object that only this poll finds (a HEAD is a stat() there).
     gateway = get_gateway()
     now = now or timezone.now()
-    window = timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + 600)
+    window = timedelta(seconds=settings.AIRLOCK_URL_SECONDS.upload + 600)
     candidates = list(
         Attachment.objects.filter(
             status=Status.PENDING,

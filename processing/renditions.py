@@ -81,12 +81,14 @@ def job_limits(base: Limits, duration_seconds: float, bounds: Bounds) -> Limits:
     output = int((bounds.transcode_max_bit_rate + audio_bits) / 8 * max(duration_seconds, 1) * OUTPUT_SLACK)
     return replace(
         base,
-        cpu_seconds=settings.AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE * minutes,
-        wall_seconds=float(settings.AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE * minutes),
+        cpu_seconds=settings.AIRLOCK_SANDBOX_LIMITS.transcode_cpu_seconds_per_minute * minutes,
+        wall_seconds=float(settings.AIRLOCK_SANDBOX_LIMITS.transcode_wall_seconds_per_minute * minutes),
         max_output_bytes=output + OUTPUT_SLACK_BYTES,
     )
 
 
 def job_wall_seconds(duration_seconds: float) -> float:
     """How long a transcode of this clip may run: a claim older than this (and a grace) was lost."""
-    return float(settings.AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE * max(1, math.ceil(duration_seconds / 60)))
+    return float(
+        settings.AIRLOCK_SANDBOX_LIMITS.transcode_wall_seconds_per_minute * max(1, math.ceil(duration_seconds / 60))
+    )

@@ -24,25 +24,25 @@ COPY_SLACK_BYTES = 16 << 20
 
 def limits_from_settings():
     return Limits(
-        address_space_bytes=settings.AIRLOCK_SANDBOX_MEMORY_BYTES,
-        cpu_seconds=settings.AIRLOCK_SANDBOX_CPU_SECONDS,
-        wall_seconds=settings.AIRLOCK_SANDBOX_WALL_SECONDS,
+        address_space_bytes=settings.AIRLOCK_SANDBOX_LIMITS.memory_bytes,
+        cpu_seconds=settings.AIRLOCK_SANDBOX_LIMITS.cpu_seconds,
+        wall_seconds=settings.AIRLOCK_SANDBOX_LIMITS.wall_seconds,
     )
 
 
 def bounds_from_settings():
     return Bounds(
-        max_pixels=settings.AIRLOCK_MAX_PIXELS,
-        max_pdf_pages=settings.AIRLOCK_MAX_PDF_PAGES,
-        max_text_chars=settings.AIRLOCK_MAX_TEXT_CHARS,
-        zip_max_entries=settings.AIRLOCK_ZIP_MAX_ENTRIES,
-        zip_max_ratio=settings.AIRLOCK_ZIP_MAX_RATIO,
-        zip_max_total_bytes=settings.AIRLOCK_ZIP_MAX_TOTAL_BYTES,
-        zip_max_depth=settings.AIRLOCK_ZIP_MAX_DEPTH,
+        max_pixels=settings.AIRLOCK_DECODE_LIMITS.pixels,
+        max_pdf_pages=settings.AIRLOCK_DECODE_LIMITS.pdf_pages,
+        max_text_chars=settings.AIRLOCK_DECODE_LIMITS.text_chars,
+        zip_max_entries=settings.AIRLOCK_DECODE_LIMITS.zip_entries,
+        zip_max_ratio=settings.AIRLOCK_DECODE_LIMITS.zip_ratio,
+        zip_max_total_bytes=settings.AIRLOCK_DECODE_LIMITS.zip_total_bytes,
+        zip_max_depth=settings.AIRLOCK_DECODE_LIMITS.zip_depth,
         zip_allow_uninspectable=settings.AIRLOCK_ZIP_ALLOW_UNINSPECTABLE,
-        media_max_duration_seconds=settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS,
-        media_max_pixels=settings.AIRLOCK_MEDIA_MAX_PIXELS,
-        media_max_streams=settings.AIRLOCK_MEDIA_MAX_STREAMS,
+        media_max_duration_seconds=settings.AIRLOCK_DECODE_LIMITS.media_duration_seconds,
+        media_max_pixels=settings.AIRLOCK_DECODE_LIMITS.media_pixels,
+        media_max_streams=settings.AIRLOCK_DECODE_LIMITS.media_streams,
     )
 
 

@@ -7,8 +7,8 @@ private spool directory, and the scanners, the probe, the poster and the remux a
 read that file. The copy outlives intake (which runs the scan) because derive, the next
 job, usually runs in this same process; it is used only for the object it was made from (same key,
 ETag and size, checked with a HEAD by each reader that does not already know them), and a
-copy nobody takes again is removed: at most AIRLOCK_SPOOL_KEEP idle copies stay, none past
-AIRLOCK_SPOOL_IDLE_SECONDS.
+copy nobody takes again is removed: at most AIRLOCK_S3_TRANSFER.spool_keep idle copies stay, none past
+AIRLOCK_S3_TRANSFER.spool_idle_seconds.
 A derive job that lands on another worker downloads it itself, as before.
 
 A worker killed with SIGKILL (or by the OOM killer) never runs its atexit: its
@@ -235,7 +235,10 @@ def get_spool() -> Spool:
 
         with _spool_lock:
             if _spool is None:
-                _spool = Spool(keep=settings.AIRLOCK_SPOOL_KEEP, idle_seconds=settings.AIRLOCK_SPOOL_IDLE_SECONDS)
+                _spool = Spool(
+                    keep=settings.AIRLOCK_S3_TRANSFER.spool_keep,
+                    idle_seconds=settings.AIRLOCK_S3_TRANSFER.spool_idle_seconds,
+                )
     return _spool
 
 

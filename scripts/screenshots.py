@@ -190,7 +190,7 @@ def seed(base_url: str, token: str) -> None:
             raise ScannerError("clamd: timed out after 120 s")
         return real_scan(attachment)
 
-    settings.AIRLOCK_MAX_ATTEMPTS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)
     pipeline.WORK["scan"] = flaky_scan
 
     session = requests.Session()

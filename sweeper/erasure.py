@@ -124,8 +124,8 @@ def erase(
 
 def _remove(report: ErasureReport, scope: ErasureScope, *, now: datetime, actor: str, gateway: ObjectDeleter) -> None:
     """Reap the scope's due files now, batch by batch (each its own transaction, like a sweep)."""
-    size = settings.AIRLOCK_SWEEP_BATCH
-    workers = settings.AIRLOCK_SWEEP_CONCURRENCY
+    size = settings.AIRLOCK_SWEEP.batch
+    workers = settings.AIRLOCK_SWEEP.concurrency
     cursor: Cursor | None = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="erase-delete") as pool:
         while True:

@@ -1,7 +1,7 @@
 """Unfinished multipart uploads nobody will complete: listed and aborted (their parts are stored and billed).
 
 An upload is an orphan when it is older than the upload URL lifetime
-(AIRLOCK_UPLOAD_URL_SECONDS: no client can still be sending parts signed for
+(AIRLOCK_URL_SECONDS.upload: no client can still be sending parts signed for
 it) and no live upload owns it: neither a pending intent that has not
 received its bytes (Attachment.multipart_upload_id) nor a tus upload still
 staging (TusUpload.s3_upload_id; tus on S3 is multipart behind the scenes and
@@ -45,7 +45,7 @@ def orphan_uploads(
     gateway: MultipartGateway, *, now: datetime, batch_size: int = BATCH_SIZE
 ) -> Iterator[list[MultipartUploadInfo]]:
     """Batches of the orphan multipart uploads under the upload prefix."""
-    cutoff = now - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS)
+    cutoff = now - timedelta(seconds=settings.AIRLOCK_URL_SECONDS.upload)
     listing = gateway.list_multipart_uploads(TENANTS_PREFIX)
     while chunk := list(islice(listing, batch_size)):
         old = [u for u in chunk if u.initiated is not None and u.initiated < cutoff]

@@ -14,7 +14,7 @@ PURGE_ACTOR = "system:purge"
 
 
 def purgeable(now: datetime) -> QuerySet[Attachment]:
-    cutoff = now - timedelta(days=settings.AIRLOCK_AUDIT_WINDOW_DAYS)
+    cutoff = now - timedelta(days=settings.AIRLOCK_RETENTION_DAYS.audit_window)
     return Attachment.objects.filter(lifecycle=Lifecycle.DELETED, deleted_at__lte=cutoff)
 
 

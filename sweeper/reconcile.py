@@ -8,7 +8,7 @@ runs under a lock so two runs cannot overlap. Classes of drift:
 - orphan: an object no row stores, older than the grace window → deleted
   (or moved to quarantine with ``quarantine_orphans``);
 - deleted_leftover: an object of a row already marked deleted → deleted again;
-- quarantine_expired: a quarantined object older than AIRLOCK_QUARANTINE_DAYS → deleted;
+- quarantine_expired: a quarantined object older than AIRLOCK_RETENTION_DAYS.quarantine → deleted;
 - arrived: a pending row whose original is in storage but whose arrival was
   never recorded (a lost storage event) → recorded and enqueued;
 - expired leases (processing past its lease → pending) and pending rows whose
@@ -231,7 +231,7 @@ class _Reconciler:
         self.lock_lost = False
         self.listed = ListedKeys()  # what the storage walk saw, for the rows → storage direction
         self.grace_cutoff = now - timedelta(seconds=GRACE_SECONDS)
-        self.quarantine_cutoff = now - timedelta(days=settings.AIRLOCK_QUARANTINE_DAYS)
+        self.quarantine_cutoff = now - timedelta(days=settings.AIRLOCK_RETENTION_DAYS.quarantine)
 
     @property
     def brake(self) -> str:

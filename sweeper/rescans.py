@@ -2,7 +2,7 @@
 
 `manage.py rescan` (and `backfill --rescan`) select ready files and flag them;
 serve's scheduler then rescans them newest first within
-AIRLOCK_RESCAN_FILES_PER_MINUTE (processing/rescan/jobs.py), resumable from its
+AIRLOCK_RATE_LIMITS.rescan_files_per_minute (processing/rescan/jobs.py), resumable from its
 checkpoint. Nothing here changes a status or queues a job, so a command that
 dies half-way hides nothing and loses nothing.
 """
@@ -76,7 +76,7 @@ def rescan_request(
     *, profile: str | None = None, since: datetime | None = None, dry_run: bool = False, now: datetime | None = None
 ) -> RescanReport:
     """Flag the selection for a rescan (or count it); the files stay ready throughout."""
-    rate = int(settings.AIRLOCK_RESCAN_FILES_PER_MINUTE)
+    rate = int(settings.AIRLOCK_RATE_LIMITS.rescan_files_per_minute)
     report = RescanReport(
         dry_run=dry_run,
         files_per_minute=rate,

@@ -36,8 +36,8 @@ from .control import delete_brake
 from .models import BackfillCheckpoint, ReconcileRun, SweepRun
 
 
-def _older(days_setting: str, now: datetime) -> datetime:
-    return now - timedelta(days=getattr(settings, days_setting))
+def _older(days: str, now: datetime) -> datetime:
+    return now - timedelta(days=getattr(settings.AIRLOCK_RETENTION_DAYS, days))
 
 
 def _runs(model: type[SweepRun] | type[ReconcileRun]) -> QuerySet:
@@ -50,7 +50,7 @@ def _runs(model: type[SweepRun] | type[ReconcileRun]) -> QuerySet:
 class Rule:
     rows: Callable[[datetime], QuerySet]  # the rows the window applies to, given its cutoff
     stamp: str  # when a row was written: grows with its id (auto_now_add, or the run's start)
-    days: str  # the setting with the window
+    days: str  # the window: a key of AIRLOCK_RETENTION_DAYS
     # The walk's order: the primary key, or the stamp itself where ids do not grow (webhook
     # events' ids are random; their created_at is indexed).
     by_stamp: bool = False
@@ -67,13 +67,13 @@ RULES: dict[str, Rule] = {
     "outbox_sent": Rule(
         lambda cutoff: OutboxMessage.objects.filter(sent_at__isnull=False),
         "created_at",
-        "AIRLOCK_OUTBOX_RETENTION_DAYS",
+        "outbox",
         purge=attachments_retention.outbox_messages_purge,
     ),
     "storage_events": Rule(
         lambda cutoff: StorageEvent.objects.all(),
         "received_at",
-        "AIRLOCK_STORAGE_EVENT_RETENTION_DAYS",
+        "storage_events",
         purge=attachments_retention.storage_events_purge,
     ),
     # No rule for the audit timeline (TransitionLog): a file's history lives as long as its row,
@@ -81,45 +81,45 @@ RULES: dict[str, Rule] = {
     "tombstones": Rule(
         lambda cutoff: Tombstone.objects.all(),
         "purged_at",
-        "AIRLOCK_TOMBSTONE_RETENTION_DAYS",
+        "tombstones",
         purge=attachments_retention.tombstones_purge,
     ),
-    "sweep_runs": Rule(lambda cutoff: _runs(SweepRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
-    "reconcile_runs": Rule(lambda cutoff: _runs(ReconcileRun), "started_at", "AIRLOCK_RUN_RETENTION_DAYS"),
+    "sweep_runs": Rule(lambda cutoff: _runs(SweepRun), "started_at", "runs"),
+    "reconcile_runs": Rule(lambda cutoff: _runs(ReconcileRun), "started_at", "runs"),
     # Open dead letters wait for a human, whatever their age; resolved ones go a window after resolution.
     "dead_letters": Rule(
         lambda cutoff: DeadLetter.objects.filter(resolved_at__lt=cutoff),
         "created_at",
-        "AIRLOCK_DEAD_LETTER_RETENTION_DAYS",
+        "dead_letters",
         purge=attachments_retention.dead_letters_purge,
     ),
     # An unfinished backfill resumes from its checkpoint; a finished one's is history.
     "backfill_checkpoints": Rule(
         lambda cutoff: BackfillCheckpoint.objects.filter(finished_at__lt=cutoff),
         "started_at",
-        "AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS",
+        "backfill_checkpoints",
     ),
-    "admin_log_entries": Rule(lambda cutoff: LogEntry.objects.all(), "action_time", "AIRLOCK_ADMIN_LOG_RETENTION_DAYS"),
+    "admin_log_entries": Rule(lambda cutoff: LogEntry.objects.all(), "action_time", "admin_log"),
     # django-axes: the lockout counters (an attempt older than the window no longer locks anyone
     # out, even with a permanent lockout) and its logs of logins and failures.
     "login_attempts": Rule(
-        lambda cutoff: AccessAttempt.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"
+        lambda cutoff: AccessAttempt.objects.all(), "attempt_time", "login_log"
     ),
-    "login_logs": Rule(lambda cutoff: AccessLog.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
+    "login_logs": Rule(lambda cutoff: AccessLog.objects.all(), "attempt_time", "login_log"),
     "login_failure_logs": Rule(
-        lambda cutoff: AccessFailureLog.objects.all(), "attempt_time", "AIRLOCK_LOGIN_LOG_RETENTION_DAYS"
+        lambda cutoff: AccessFailureLog.objects.all(), "attempt_time", "login_log"
     ),
     # Signed-in browsers' sessions (admin, upload page): gone once expired plus the window;
     # Django leaves expired rows in place until someone runs clearsessions.
     "sessions": Rule(
-        lambda cutoff: Session.objects.all(), "expire_date", "AIRLOCK_SESSION_RETENTION_DAYS", by_stamp=True
+        lambda cutoff: Session.objects.all(), "expire_date", "sessions", by_stamp=True
     ),
     # Client tokens, a guest page's one per visit among them: gone a window after they expired
     # (revoked ones too: revoking does not move expires_at, and a revoked token is refused anyway).
     "client_tokens": Rule(
         lambda cutoff: ClientToken.objects.all(),
         "expires_at",
-        "AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS",
+        "client_tokens",
         by_stamp=True,
         purge=attachments_retention.client_tokens_purge,
     ),
@@ -127,7 +127,7 @@ RULES: dict[str, Rule] = {
     "webhook_events": Rule(
         lambda cutoff: WebhookEvent.objects.exclude(deliveries__status=DeliveryStatus.PENDING),
         "created_at",
-        "AIRLOCK_WEBHOOK_RETENTION_DAYS",
+        "webhooks",
         by_stamp=True,
         purge=webhook_events_purge,
     ),

@@ -1,4 +1,4 @@
-"""When the scheduler tick should sweep: once per AIRLOCK_SWEEP_INTERVAL_SECONDS, cluster-wide.
+"""When the scheduler tick should sweep: once per AIRLOCK_SWEEP.interval_seconds, cluster-wide.
 
 "Due" is read from the last recorded run (of any mode, so an instance that
 found the lock busy does not retry on every tick); the lock inside the sweep
@@ -20,7 +20,7 @@ from .sweep import SweepReport, sweep_expired
 
 def sweep_due(now: datetime) -> bool:
     last = SweepRun.objects.order_by("-started_at").values_list("started_at", flat=True).first()
-    interval = timedelta(seconds=settings.AIRLOCK_SWEEP_INTERVAL_SECONDS)
+    interval = timedelta(seconds=settings.AIRLOCK_SWEEP.interval_seconds)
     # A clock that went backwards (or a run recorded "in the future") must not stop sweeping forever.
     return last is None or last + interval <= now or last > now + interval
 

@@ -206,8 +206,8 @@ def sweep_expired(
                     limit=limit,
                     gateway=gateway or get_gateway(),
                     lock=lock,
-                    batch_size=batch_size or settings.AIRLOCK_SWEEP_BATCH,
-                    concurrency=concurrency or settings.AIRLOCK_SWEEP_CONCURRENCY,
+                    batch_size=batch_size or settings.AIRLOCK_SWEEP.batch,
+                    concurrency=concurrency or settings.AIRLOCK_SWEEP.concurrency,
                 ),
             )
         except Exception as exc:

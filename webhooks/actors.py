@@ -18,7 +18,7 @@ log = logging.getLogger("airlock.webhooks")
 def deliver(*args: object) -> None:
     """Deliver one webhook event to one endpoint (an attempt; the next is scheduled on failure).
 
-    At most AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY attempts per endpoint run at once;
+    At most AIRLOCK_WEBHOOK_DELIVERY.endpoint_concurrency attempts per endpoint run at once;
     the others wait parked off the queue (processing/fairness.py), so a slow endpoint
     or a flood of events to one endpoint does not hold up the others' deliveries.
     """

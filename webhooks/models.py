@@ -118,7 +118,7 @@ class WebhookDelivery(models.Model):
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
-    # Retries last AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS from here (reset by a replay).
+    # Retries last AIRLOCK_WEBHOOK_DELIVERY.retry_window_seconds from here (reset by a replay).
     window_started_at = models.DateTimeField()
     next_attempt_at = models.DateTimeField()
     # A worker holds the delivery until then (set when it starts an attempt): a worker

@@ -582,7 +582,7 @@ class TransitionLogAdmin(ReadOnlyModelAdmin):
 
 @admin.register(Tombstone)
 class TombstoneAdmin(ReadOnlyModelAdmin):
-    """What stays of hard-deleted attachments (AIRLOCK_TOMBSTONE_RETENTION_DAYS): search by attachment id."""
+    """What stays of hard-deleted attachments (AIRLOCK_RETENTION_DAYS.tombstones): search by attachment id."""
 
     list_display = (
         "purged_at",

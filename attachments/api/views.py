@@ -318,12 +318,12 @@ class AttachmentListApi(DeclaredQuery, APIView):
     )
     def post(self, request):
         # Refuse before the multipart parser spools anything: the form overhead is small.
-        cap = settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES + 64 * 1024
+        cap = settings.AIRLOCK_MAX_BYTES.upload_through + 64 * 1024
         length = content_length(request._request)
         if length is not None and length > cap:
             raise TooLarge(
-                f"The body is larger than the {settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES} bytes allowed.",
-                details={"max_bytes": settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES},
+                f"The body is larger than the {settings.AIRLOCK_MAX_BYTES.upload_through} bytes allowed.",
+                details={"max_bytes": settings.AIRLOCK_MAX_BYTES.upload_through},
             )
         give_connection_back()  # the multipart parser may wait on the client for long
         data = self.UploadInputSerializer.validate_body(request.data)

@@ -6,7 +6,7 @@ While it is longer than AIRLOCK_MAX_BACKLOG_SECONDS, that tenant's new intents
 and upload-throughs are refused with 503 UNAVAILABLE + Retry-After, so the
 files it already sent keep a bounded time to ready instead of its queue growing
 without end. Other tenants are judged on their own files only: one tenant
-flooding (its derive jobs parked behind its own AIRLOCK_TENANT_CONCURRENCY
+flooding (its derive jobs parked behind its own AIRLOCK_CONCURRENCY.tenant
 cap) does not stop anyone else's uploads. When the whole pipeline is behind,
 every tenant with files waiting sees its own files age, so the busy ones are
 shed all the same.

@@ -43,7 +43,7 @@ def abort_after_days() -> int:
     lifetime, in whole days, at least 1 (16 days by default). The sweeper
     aborts a dead upload sooner; this rule is the backstop for ones it never saw.
     """
-    seconds = settings.AIRLOCK_HARD_CAP_SECONDS + settings.AIRLOCK_UPLOAD_URL_SECONDS
+    seconds = settings.AIRLOCK_LIFECYCLE_SECONDS.hard_cap + settings.AIRLOCK_URL_SECONDS.upload
     return max(1, math.ceil(seconds / DAY))
 
 

@@ -1,6 +1,6 @@
 """Letting go of the database connection while a request does something other than query.
 
-On PostgreSQL each web process shares a pool of AIRLOCK_DB_POOL_MAX
+On PostgreSQL each web process shares a pool of AIRLOCK_DB_POOL.max
 connections between all its request threads. A request that kept the one it
 took at authentication until its response was written would hold it through
 its storage calls too: in a burst of S3 uploads, seconds of holding for a few

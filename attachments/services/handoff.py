@@ -43,7 +43,7 @@ def stale_after() -> timedelta:
     refuse, and a serve taken for alive that is not loses nothing (its jobs wait
     in the outbox for the next serve, which relays them at its first tick).
     """
-    return timedelta(seconds=max(60.0, 3 * float(settings.AIRLOCK_TICK_SECONDS)))
+    return timedelta(seconds=max(60.0, 3 * float(settings.AIRLOCK_SERVE.tick_seconds)))
 
 
 def jobs_heartbeat_beat(*, in_process_broker: bool, now: datetime | None = None) -> None:

@@ -2,7 +2,7 @@
 
 The tombstone keeps the file's identity, digest, final state and times, and its
 whole audit timeline (the TransitionLog rows cascade with the row), for
-AIRLOCK_TOMBSTONE_RETENTION_DAYS (sweeper/retention.py purges it after). Every
+AIRLOCK_RETENTION_DAYS.tombstones (sweeper/retention.py purges it after). Every
 event is kept, in order; the size stays bounded in two ways: a run of the same
 event repeated in a row (the same change by the same actor: clean rescans,
 say) is one entry with its `count` and the time of the last (`until`), and an

@@ -51,8 +51,8 @@ def attachments_heartbeat(
     and a draft heartbeated every minute must still have a lost job re-driven.
     """
     now = now or timezone.now()
-    window = timedelta(seconds=settings.AIRLOCK_HEARTBEAT_WINDOW_SECONDS)
-    cap = timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS)
+    window = timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.heartbeat_window)
+    cap = timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.hard_cap)
     parsed, bad = parse_ids(ids)
     result = HeartbeatResult(missing=list(bad))
     with transaction.atomic():

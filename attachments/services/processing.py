@@ -43,7 +43,7 @@ DEPENDENCY_WAIT_SECONDS = 10.0
 
 
 def _lease_deadline(now: datetime) -> datetime:
-    return now + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS)
+    return now + timedelta(seconds=settings.AIRLOCK_RETRIES.lease_seconds)
 
 
 def _locked_if_current(attachment_id: uuid.UUID, token: uuid.UUID | None, step: str | None = None) -> Attachment | None:
@@ -374,7 +374,7 @@ def attachment_retry_or_fail(
         attachment = _locked_if_current(attachment_id, token)
         if attachment is None:
             return None
-        if attachment.attempts + 1 >= settings.AIRLOCK_MAX_ATTEMPTS:
+        if attachment.attempts + 1 >= settings.AIRLOCK_RETRIES.max_attempts:
             apply_transition(attachment, "fail", actor=actor, message=error)
             dead_letter_open(
                 kind=DeadLetter.Kind.PROCESSING,
@@ -470,7 +470,9 @@ def attachments_touch_parked(*, attachment_ids: list[uuid.UUID], now: datetime) 
 
 def backoff_seconds(attempts: int) -> float:
     """Exponential backoff with ±50 % jitter: uniform in [0.5, 1.5) of the nominal delay."""
-    nominal = min(settings.AIRLOCK_RETRY_MAX_SECONDS, settings.AIRLOCK_RETRY_BASE_SECONDS * (2 ** max(0, attempts - 1)))
+    nominal = min(
+        settings.AIRLOCK_RETRIES.max_seconds, settings.AIRLOCK_RETRIES.base_seconds * (2 ** max(0, attempts - 1))
+    )
     return nominal * (0.5 + random.random())
 
 

@@ -28,7 +28,7 @@ counter costs one indexed UPDATE whatever the size (bench/quotas_bench.py
 measures both). ``tenant_usage_recount`` rebuilds a counter
 from the rows (exact even under concurrent changes, see its docstring).
 
-Per subject (optional: AIRLOCK_SUBJECT_QUOTA_BYTES/FILES, unset = no limit),
+Per subject (optional: AIRLOCK_SUBJECT_QUOTA, unset = no limit),
 the same again one level down: a ``SubjectUsage`` row per (tenant, subject),
 reserved by a conditional UPDATE right after the tenant's and moved by every
 change right after the tenant's counter, so the tenant counter's row lock
@@ -83,14 +83,14 @@ def _size_expr() -> Coalesce:
 
 def tenant_limits(tenant: Tenant) -> tuple[int | None, int | None]:
     """(bytes, files) this tenant may hold; None = unlimited."""
-    limit_bytes = tenant.quota_bytes if tenant.quota_bytes is not None else settings.AIRLOCK_TENANT_QUOTA_BYTES
-    limit_files = tenant.quota_files if tenant.quota_files is not None else settings.AIRLOCK_TENANT_QUOTA_FILES
+    limit_bytes = tenant.quota_bytes if tenant.quota_bytes is not None else settings.AIRLOCK_TENANT_QUOTA.bytes
+    limit_files = tenant.quota_files if tenant.quota_files is not None else settings.AIRLOCK_TENANT_QUOTA.files
     return limit_bytes, limit_files
 
 
 def subject_limits() -> tuple[int | None, int | None]:
     """(bytes, files) one subject of any tenant may hold; None = unlimited."""
-    return settings.AIRLOCK_SUBJECT_QUOTA_BYTES, settings.AIRLOCK_SUBJECT_QUOTA_FILES
+    return settings.AIRLOCK_SUBJECT_QUOTA.bytes, settings.AIRLOCK_SUBJECT_QUOTA.files
 
 
 def subject_quota_on() -> bool:

@@ -40,8 +40,8 @@ def pending_at_limit(*, tenant_id: int, subject: str, now: datetime, limit: int)
 
 
 def refuse_at_pending_cap(*, tenant_id: int, subject: str, now: datetime) -> None:
-    """429 when the subject has AIRLOCK_MAX_PENDING_PER_USER intents whose bytes never came."""
-    limit = settings.AIRLOCK_MAX_PENDING_PER_USER
+    """429 when the subject has AIRLOCK_RATE_LIMITS.pending_per_subject intents whose bytes never came."""
+    limit = settings.AIRLOCK_RATE_LIMITS.pending_per_subject
     if pending_at_limit(tenant_id=tenant_id, subject=subject, now=now, limit=limit):
         raise RateLimited(
             "Too many pending uploads; finish or discard some first.",
@@ -81,12 +81,12 @@ def _count_intent(key: str) -> int:
 
 
 def check_intent_rate(*, user, now: datetime) -> None:
-    """429 past AIRLOCK_INTENTS_PER_MINUTE for the subject (the pending cap is taken with the row)."""
+    """429 past AIRLOCK_RATE_LIMITS.intents_per_minute for the subject (the pending cap is taken with the row)."""
     count = _count_intent(intent_rate_key(user=user, now=now))
-    if count > settings.AIRLOCK_INTENTS_PER_MINUTE:
+    if count > settings.AIRLOCK_RATE_LIMITS.intents_per_minute:
         retry_after = max(1, 60 - int(now.timestamp()) % 60)
         raise RateLimited(
             "Too many upload intents; slow down.",
-            details={"limit": settings.AIRLOCK_INTENTS_PER_MINUTE, "window_seconds": 60},
+            details={"limit": settings.AIRLOCK_RATE_LIMITS.intents_per_minute, "window_seconds": 60},
             headers={"Retry-After": str(retry_after)},
         )

@@ -20,8 +20,8 @@ from .transitions import lifecycle_audit
 
 
 def grace() -> timedelta:
-    """How long a released file stays restorable (AIRLOCK_RELEASE_GRACE_SECONDS)."""
-    return timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
+    """How long a released file stays restorable (AIRLOCK_LIFECYCLE_SECONDS.release_grace)."""
+    return timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.release_grace)
 
 
 def release_locked(rows: Iterable[Attachment], *, now: datetime, actor: str, message: str = "") -> list[uuid.UUID]:

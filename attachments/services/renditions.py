@@ -197,7 +197,7 @@ def rendition_fail(
             return None
         attempts = int(state.get("attempts") or 0) + 1
         state.update(attempts=attempts, claim=None, claimed_until=None, error=error[:300])
-        if retry and attempts < settings.AIRLOCK_MAX_ATTEMPTS:
+        if retry and attempts < settings.AIRLOCK_RETRIES.max_attempts:
             delay = backoff_seconds(attempts)
             state.update(progress=0.0, queued_at=_iso(now + timedelta(seconds=delay)))
             _save_state(attachment, state)

@@ -52,7 +52,7 @@ class UploadInstruction:
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
-    # Multipart (S3, over AIRLOCK_S3_MULTIPART_THRESHOLD): one presigned PUT per
+    # Multipart (S3, over AIRLOCK_S3_MULTIPART.threshold_bytes): one presigned PUT per
     # part, then POST /uploads/{id}/complete with the parts' ETags. The upload id
     # stays on the server (Attachment.multipart_upload_id), never in a response.
     parts: tuple[UploadPart, ...] = ()

@@ -169,10 +169,10 @@ class S3Gateway:
             region=settings.AIRLOCK_S3_REGION,
             upload_method=settings.AIRLOCK_S3_UPLOAD_METHOD,
             flavor=settings.AIRLOCK_S3_FLAVOR,
-            multipart_threshold=settings.AIRLOCK_S3_MULTIPART_THRESHOLD,
-            part_size=settings.AIRLOCK_S3_PART_SIZE,
-            transfer_chunk_bytes=settings.AIRLOCK_S3_TRANSFER_CHUNK_BYTES,
-            transfer_threads=settings.AIRLOCK_S3_TRANSFER_THREADS,
+            multipart_threshold=settings.AIRLOCK_S3_MULTIPART.threshold_bytes,
+            part_size=settings.AIRLOCK_S3_MULTIPART.part_bytes,
+            transfer_chunk_bytes=settings.AIRLOCK_S3_TRANSFER.chunk_bytes,
+            transfer_threads=settings.AIRLOCK_S3_TRANSFER.threads,
         )
 
     @property

@@ -6,7 +6,7 @@ other work) queues longer than any fixed wait that still reports an outage
 quickly: 134 of 200 intents were refused after 5 s while the pool was
 handing connections out all along. So a request whose wait ran out while
 no connection failed (the database serves, it is only busy) goes on waiting
-until its deadline (AIRLOCK_REQUEST_DEADLINE_SECONDS); a wait during which
+until its deadline (AIRLOCK_DB_POOL.request_deadline_seconds); a wait during which
 connects failed or connections broke is an outage, answered as before.
 
 Why the `pool` property is copied: Django 5.2's builds psycopg_pool.ConnectionPool

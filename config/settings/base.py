@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,16 @@ from processing.stages import STAGES  # names only: no Django, no app code
 
 from .cors import cors_origins, cors_settings
 from .env import (
-    Key,
+    Group,
     env_bool,
     env_float,
-    env_group,
     env_int,
     env_list,
+    env_object,
     env_path,
     env_ports,
     env_str,
+    key,
     origin_host,
     public_origin,
     webhook_secrets,
@@ -127,13 +129,13 @@ def _database() -> dict[str, Any]:
     url = env_str("DATABASE_URL")
     if url is None:
         url = f"sqlite:///{AIRLOCK_DATA_DIR / 'airlock.sqlite3'}"
-    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=_DB_POOL["conn_max_age"]))
-    if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL_MAX > 0:
+    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=AIRLOCK_DB_POOL.conn_max_age))
+    if config["ENGINE"] == "django.db.backends.postgresql" and AIRLOCK_DB_POOL.max > 0:
         config["CONN_MAX_AGE"] = 0  # the pool owns connection reuse (Django refuses both)
         # Django's backend with DeadlinePool (a request queues for a busy pool until its deadline).
         config["ENGINE"] = "config.postgresql"
         config["CONN_HEALTH_CHECKS"] = True  # the pool checks a connection before handing it out
-        config.setdefault("OPTIONS", {}).update(_pool(AIRLOCK_DB_POOL_MAX))
+        config.setdefault("OPTIONS", {}).update(_pool(AIRLOCK_DB_POOL.max))
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # The embedded default must work on a fresh checkout, before any command ran;
         # the database holds every user's data: 0600 (SQLite gives its -wal and -shm
@@ -161,8 +163,8 @@ def _pool(max_size: int) -> dict:
             "max_idle": 60.0,
             # A wait this long during which no connection came back (an outage) answers 503 +
             # Retry-After; while connections do come back a request waits on, up to its deadline.
-            "timeout": _DB_POOL["timeout_seconds"],
-            "request_deadline": AIRLOCK_REQUEST_DEADLINE_SECONDS,
+            "timeout": AIRLOCK_DB_POOL.timeout_seconds,
+            "request_deadline": AIRLOCK_DB_POOL.request_deadline_seconds,
             # Give up reconnecting soon (the next request tries again at once) rather than
             # backing off for minutes: the pool recovers as soon as the database is back.
             "reconnect_timeout": 3.0,
@@ -177,17 +179,15 @@ def _pool(max_size: int) -> dict:
 # conn_max_age: a connection's reuse across requests without a pool (SQLite, or max=0);
 # timeout_seconds: a wait for a pooled connection that sees none come back answers 503;
 # request_deadline_seconds: how long after it started a request may queue for a busy pool.
-_DB_POOL = env_group(
-    "AIRLOCK_DB_POOL",
-    {
-        "max": Key(16, low=0, was="AIRLOCK_DB_POOL_MAX"),
-        "conn_max_age": Key(60, low=0, was="AIRLOCK_DB_CONN_MAX_AGE"),
-        "timeout_seconds": Key(5.0, float, low=0.1, was="AIRLOCK_DB_POOL_TIMEOUT_SECONDS"),
-        "request_deadline_seconds": Key(30.0, float, low=0.1, was="AIRLOCK_REQUEST_DEADLINE_SECONDS"),
-    },
-)
-AIRLOCK_DB_POOL_MAX = _DB_POOL["max"]
-AIRLOCK_REQUEST_DEADLINE_SECONDS = _DB_POOL["request_deadline_seconds"]
+@dataclass(frozen=True)
+class DbPool(Group):
+    max: int = key(16, low=0, was="AIRLOCK_DB_POOL_MAX")
+    conn_max_age: int = key(60, low=0, was="AIRLOCK_DB_CONN_MAX_AGE")
+    timeout_seconds: float = key(5.0, low=0.1, was="AIRLOCK_DB_POOL_TIMEOUT_SECONDS")
+    request_deadline_seconds: float = key(30.0, low=0.1, was="AIRLOCK_REQUEST_DEADLINE_SECONDS")
+
+
+AIRLOCK_DB_POOL = env_object("AIRLOCK_DB_POOL", DbPool)
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -214,19 +214,20 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-_LOGIN = env_group(
-    "AIRLOCK_LOGIN_LIMITS",
-    {
-        "failures": Key(5, low=1, was="AIRLOCK_LOGIN_FAILURE_LIMIT"),
-        "address_failures": Key(20, low=0, was="AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT"),
-        "lockout_minutes": Key(30, low=0, was="AIRLOCK_LOGIN_LOCKOUT_MINUTES"),
-    },
-)
-AXES_FAILURE_LIMIT = _LOGIN["failures"]
-_lockout_minutes = _LOGIN["lockout_minutes"]
+
+
+@dataclass(frozen=True)
+class LoginLimits(Group):
+    failures: int = key(5, low=1, was="AIRLOCK_LOGIN_FAILURE_LIMIT")
+    address_failures: int = key(20, low=0, was="AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT")
+    lockout_minutes: int = key(30, low=0, was="AIRLOCK_LOGIN_LOCKOUT_MINUTES")
+
+
+AIRLOCK_LOGIN_LIMITS = env_object("AIRLOCK_LOGIN_LIMITS", LoginLimits)
+AXES_FAILURE_LIMIT = AIRLOCK_LOGIN_LIMITS.failures
+_lockout_minutes = AIRLOCK_LOGIN_LIMITS.lockout_minutes
 AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair; per IP alone: the handler below
-AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = _LOGIN["address_failures"]
 AXES_HANDLER = "attachments.login_throttle.AddressLimitedAxesHandler"
 AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
 # Behind N reverse proxies the client is the Nth address from the right of
@@ -246,70 +247,68 @@ AIRLOCK_S3_REGION = env_str("AIRLOCK_S3_REGION", "us-east-1")
 AIRLOCK_S3_FLAVOR = env_str("AIRLOCK_S3_FLAVOR")
 # POST or PUT; unset: POST on S3, PUT on R2.
 AIRLOCK_S3_UPLOAD_METHOD = env_str("AIRLOCK_S3_UPLOAD_METHOD")
+
+
 # A direct upload declared larger than threshold_bytes goes to the bucket in parts of
 # part_bytes (presigned multipart; S3 wants parts of at least 5 MiB but the last).
-_MULTIPART = env_group(
-    "AIRLOCK_S3_MULTIPART",
-    {
-        "threshold_bytes": Key(100 * 1024 * 1024, low=1, was="AIRLOCK_S3_MULTIPART_THRESHOLD"),
-        "part_bytes": Key(16 * 1024 * 1024, low=1, was="AIRLOCK_S3_PART_SIZE"),
-    },
-)
-AIRLOCK_S3_MULTIPART_THRESHOLD = _MULTIPART["threshold_bytes"]
-AIRLOCK_S3_PART_SIZE = _MULTIPART["part_bytes"]
+@dataclass(frozen=True)
+class S3Multipart(Group):
+    threshold_bytes: int = key(100 * 1024 * 1024, low=1, was="AIRLOCK_S3_MULTIPART_THRESHOLD")
+    part_bytes: int = key(16 * 1024 * 1024, low=1, was="AIRLOCK_S3_PART_SIZE")
+
+
+AIRLOCK_S3_MULTIPART = env_object("AIRLOCK_S3_MULTIPART", S3Multipart)
+
+
 # The server's own writes to the bucket (derivatives, the remux of a 1 GiB video): parts of
 # this size, this many in flight. Parts are read from the file as they are sent, so the
 # worker's memory does not grow with either (boto3's default is 8 MiB x 10 threads).
 # A worker downloads an object it processes once (processing/spool.py) and keeps the copy
 # for its next stage; at most `spool_keep` idle copies, none longer than `spool_idle_seconds`.
-_TRANSFER = env_group(
-    "AIRLOCK_S3_TRANSFER",
-    {
-        "chunk_bytes": Key(16 * 1024 * 1024, low=5 * 1024 * 1024, was="AIRLOCK_S3_TRANSFER_CHUNK_BYTES"),
-        "threads": Key(4, low=1, was="AIRLOCK_S3_TRANSFER_THREADS"),
-        "spool_keep": Key(2, low=0, was="AIRLOCK_SPOOL_KEEP"),
-        "spool_idle_seconds": Key(600, low=0, was="AIRLOCK_SPOOL_IDLE_SECONDS"),
-    },
-)
-AIRLOCK_S3_TRANSFER_CHUNK_BYTES = _TRANSFER["chunk_bytes"]
-AIRLOCK_S3_TRANSFER_THREADS = _TRANSFER["threads"]
-AIRLOCK_SPOOL_KEEP = _TRANSFER["spool_keep"]
-AIRLOCK_SPOOL_IDLE_SECONDS = _TRANSFER["spool_idle_seconds"]
+@dataclass(frozen=True)
+class S3Transfer(Group):
+    chunk_bytes: int = key(16 * 1024 * 1024, low=5 * 1024 * 1024, was="AIRLOCK_S3_TRANSFER_CHUNK_BYTES")
+    threads: int = key(4, low=1, was="AIRLOCK_S3_TRANSFER_THREADS")
+    spool_keep: int = key(2, low=0, was="AIRLOCK_SPOOL_KEEP")
+    spool_idle_seconds: int = key(600, low=0, was="AIRLOCK_SPOOL_IDLE_SECONDS")
+
+
+AIRLOCK_S3_TRANSFER = env_object("AIRLOCK_S3_TRANSFER", S3Transfer)
+
+
 # Lifetimes: an upload URL (and a tus upload's idle time); a presigned S3 download; a signed
 # delivery link (docs/api.md, "Signed links"), rounded up to 5 minutes.
-_URLS = env_group(
-    "AIRLOCK_URL_SECONDS",
-    {
-        "upload": Key(15 * 60, low=1, was="AIRLOCK_UPLOAD_URL_SECONDS"),
-        "download": Key(60, low=1, was="AIRLOCK_DOWNLOAD_URL_SECONDS"),
-        "delivery": Key(3600, low=1, was="AIRLOCK_DELIVERY_URL_SECONDS"),
-    },
-)
-AIRLOCK_DOWNLOAD_URL_SECONDS = _URLS["download"]
-AIRLOCK_UPLOAD_URL_SECONDS = _URLS["upload"]
+@dataclass(frozen=True)
+class UrlSeconds(Group):
+    upload: int = key(15 * 60, low=1, was="AIRLOCK_UPLOAD_URL_SECONDS")
+    download: int = key(60, low=1, was="AIRLOCK_DOWNLOAD_URL_SECONDS")
+    delivery: int = key(3600, low=1, was="AIRLOCK_DELIVERY_URL_SECONDS")
+
+
+AIRLOCK_URL_SECONDS = env_object("AIRLOCK_URL_SECONDS", UrlSeconds)
 # The key of signed delivery links. Empty: SECRET_KEY, made a key of its own by the purpose
 # string in attachments/signing.py (and rotated with SECRET_KEY, honouring
 # SECRET_KEY_FALLBACKS). Previous secrets are accepted, never used to sign.
-AIRLOCK_DELIVERY_URL_SECONDS = _URLS["delivery"]
 AIRLOCK_DELIVERY_URL_SECRET = env_str("AIRLOCK_DELIVERY_URL_SECRET", "")
 AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS = env_list("AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS", [])
 if any(0 < len(secret) < 32 for secret in (AIRLOCK_DELIVERY_URL_SECRET, *AIRLOCK_DELIVERY_URL_PREVIOUS_SECRETS)):
     raise ImproperlyConfigured("AIRLOCK_DELIVERY_URL_SECRET (and each previous secret) must be at least 32 characters")
+
+
 # staged_ttl, heartbeat_window, hard_cap: a staged upload's life (docs/lifecycle.md);
 # release_grace: how long a released (once committed) file stays restorable;
 # upload_grace: after its upload URL expired, how long a committed intent may still wait
 # for its storage event before it ends as rejected/object_missing.
-_LIFECYCLE = env_group(
-    "AIRLOCK_LIFECYCLE_SECONDS",
-    {
-        "staged_ttl": Key(7 * 86400, low=1, was="AIRLOCK_STAGED_TTL_SECONDS"),
-        "heartbeat_window": Key(7 * 86400, low=1, was="AIRLOCK_HEARTBEAT_WINDOW_SECONDS"),
-        "hard_cap": Key(15 * 86400, low=1, was="AIRLOCK_HARD_CAP_SECONDS"),
-        "release_grace": Key(86400, low=0, was="AIRLOCK_RELEASE_GRACE_SECONDS"),
-        "upload_grace": Key(3600, low=0, was="AIRLOCK_UPLOAD_GRACE_SECONDS"),
-    },
-)
-AIRLOCK_UPLOAD_GRACE_SECONDS = _LIFECYCLE["upload_grace"]
+@dataclass(frozen=True)
+class LifecycleSeconds(Group):
+    staged_ttl: int = key(7 * 86400, low=1, was="AIRLOCK_STAGED_TTL_SECONDS")
+    heartbeat_window: int = key(7 * 86400, low=1, was="AIRLOCK_HEARTBEAT_WINDOW_SECONDS")
+    hard_cap: int = key(15 * 86400, low=1, was="AIRLOCK_HARD_CAP_SECONDS")
+    release_grace: int = key(86400, low=0, was="AIRLOCK_RELEASE_GRACE_SECONDS")
+    upload_grace: int = key(3600, low=0, was="AIRLOCK_UPLOAD_GRACE_SECONDS")
+
+
+AIRLOCK_LIFECYCLE_SECONDS = env_object("AIRLOCK_LIFECYCLE_SECONDS", LifecycleSeconds)
 AIRLOCK_X_ACCEL_REDIRECT_PREFIX = env_str("AIRLOCK_X_ACCEL_REDIRECT_PREFIX")
 AIRLOCK_STORAGE_EVENTS_TOKEN = env_str("AIRLOCK_STORAGE_EVENTS_TOKEN")
 # `consume_storage_events --cloudflare-queue`: an API token with Queues read and write.
@@ -319,21 +318,23 @@ AIRLOCK_CLOUDFLARE_API_TOKEN = env_str("AIRLOCK_CLOUDFLARE_API_TOKEN")
 MIB = 1024 * 1024
 _PHOTO_TYPES = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"]
 _VIDEO_TYPES = ["video/mp4", "video/quicktime", "video/webm"]
+
+
 # Each profile's largest file; upload_through: bodies posted through the API (POST
 # /attachments) are capped lower than direct uploads, as they pass through a web worker.
-_MAX_BYTES = env_group(
-    "AIRLOCK_MAX_BYTES",
-    {
-        "image": Key(25 * MIB, low=1, was="AIRLOCK_IMAGE_MAX_BYTES"),
-        "avatar": Key(5 * MIB, low=1, was="AIRLOCK_AVATAR_MAX_BYTES"),
-        "document": Key(100 * MIB, low=1, was="AIRLOCK_DOCUMENT_MAX_BYTES"),
-        "archive": Key(200 * MIB, low=1, was="AIRLOCK_ARCHIVE_MAX_BYTES"),
-        "media": Key(1024 * MIB, low=1, was="AIRLOCK_MEDIA_MAX_BYTES"),
-        "upload_through": Key(25 * MIB, low=1, was="AIRLOCK_UPLOAD_THROUGH_MAX_BYTES"),
-    },
-)
-_IMAGE_MAX_BYTES = _MAX_BYTES["image"]
-_MEDIA_MAX_BYTES = _MAX_BYTES["media"]
+@dataclass(frozen=True)
+class MaxBytes(Group):
+    image: int = key(25 * MIB, low=1, was="AIRLOCK_IMAGE_MAX_BYTES")
+    avatar: int = key(5 * MIB, low=1, was="AIRLOCK_AVATAR_MAX_BYTES")
+    document: int = key(100 * MIB, low=1, was="AIRLOCK_DOCUMENT_MAX_BYTES")
+    archive: int = key(200 * MIB, low=1, was="AIRLOCK_ARCHIVE_MAX_BYTES")
+    media: int = key(1024 * MIB, low=1, was="AIRLOCK_MEDIA_MAX_BYTES")
+    upload_through: int = key(25 * MIB, low=1, was="AIRLOCK_UPLOAD_THROUGH_MAX_BYTES")
+
+
+AIRLOCK_MAX_BYTES = env_object("AIRLOCK_MAX_BYTES", MaxBytes)
+_IMAGE_MAX_BYTES = AIRLOCK_MAX_BYTES.image
+_MEDIA_MAX_BYTES = AIRLOCK_MAX_BYTES.media
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
         "allowed_types": _PHOTO_TYPES,
@@ -344,21 +345,21 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     },
     "avatar": {
         "allowed_types": ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif", "image/avif"],
-        "max_bytes": _MAX_BYTES["avatar"],
+        "max_bytes": AIRLOCK_MAX_BYTES.avatar,
         "processor": "image",
         "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": True,
     },
     "document": {
         "allowed_types": ["application/pdf"],
-        "max_bytes": _MAX_BYTES["document"],
+        "max_bytes": AIRLOCK_MAX_BYTES.document,
         "processor": "pdf",
         "derivatives": ["page_count", "text", "thumbnail"],
         "single_per_owner": False,
     },
     "archive": {
         "allowed_types": ["application/zip"],
-        "max_bytes": _MAX_BYTES["archive"],
+        "max_bytes": AIRLOCK_MAX_BYTES.archive,
         "processor": "zip",
         "derivatives": ["entries"],
         "single_per_owner": False,
@@ -398,15 +399,12 @@ AIRLOCK_VARIANTS: dict[str, dict[str, int]] = {
     "avatar": {"small": 640, "medium": 1280, "large": 2048},
     "camera": {"small": 640, "medium": 1280, "large": 2048},
 }
-AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = _MAX_BYTES["upload_through"]
 
 # --- Lifecycle ---------------------------------------------------------------
-AIRLOCK_STAGED_TTL_SECONDS = _LIFECYCLE["staged_ttl"]
-AIRLOCK_HEARTBEAT_WINDOW_SECONDS = _LIFECYCLE["heartbeat_window"]
-AIRLOCK_HARD_CAP_SECONDS = _LIFECYCLE["hard_cap"]
-AIRLOCK_RELEASE_GRACE_SECONDS = _LIFECYCLE["release_grace"]
 # How long a guest of an upload link may remove a file it sent (the link page's "Remove").
 AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24, low=0)
+
+
 # Days kept: soft-deleted rows (audit_window), quarantined objects; and the rows the
 # sweeper's purge phase deletes once past their window (sweeper/retention.py): sent outbox
 # rows (unsent ones are never purged), storage events, sweep and reconcile runs, tombstones
@@ -414,88 +412,64 @@ AIRLOCK_GUEST_UNDO_HOURS = env_int("AIRLOCK_GUEST_UNDO_HOURS", 24, low=0)
 # finished backfills' checkpoints, the admin's log of staff edits, django-axes' login
 # records, webhook events once nothing is owed, expired sessions and client tokens (days
 # after they expired).
-_RETENTION = env_group(
-    "AIRLOCK_RETENTION_DAYS",
-    {
-        "audit_window": Key(30, low=0, was="AIRLOCK_AUDIT_WINDOW_DAYS"),
-        "quarantine": Key(30, low=0, was="AIRLOCK_QUARANTINE_DAYS"),
-        "outbox": Key(7, low=0, was="AIRLOCK_OUTBOX_RETENTION_DAYS"),
-        "storage_events": Key(30, low=0, was="AIRLOCK_STORAGE_EVENT_RETENTION_DAYS"),
-        "runs": Key(30, low=0, was="AIRLOCK_RUN_RETENTION_DAYS"),
-        "tombstones": Key(365, low=0, was="AIRLOCK_TOMBSTONE_RETENTION_DAYS"),
-        "dead_letters": Key(90, low=0, was="AIRLOCK_DEAD_LETTER_RETENTION_DAYS"),
-        "backfill_checkpoints": Key(30, low=0, was="AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS"),
-        "admin_log": Key(365, low=0, was="AIRLOCK_ADMIN_LOG_RETENTION_DAYS"),
-        "login_log": Key(30, low=0, was="AIRLOCK_LOGIN_LOG_RETENTION_DAYS"),
-        "webhooks": Key(30, low=0, was="AIRLOCK_WEBHOOK_RETENTION_DAYS"),
-        "sessions": Key(0, low=0, was="AIRLOCK_SESSION_RETENTION_DAYS"),
-        "client_tokens": Key(1, low=0, was="AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS"),
-    },
-)
-AIRLOCK_AUDIT_WINDOW_DAYS = _RETENTION["audit_window"]
-AIRLOCK_QUARANTINE_DAYS = _RETENTION["quarantine"]
-AIRLOCK_OUTBOX_RETENTION_DAYS = _RETENTION["outbox"]
-AIRLOCK_STORAGE_EVENT_RETENTION_DAYS = _RETENTION["storage_events"]
-AIRLOCK_RUN_RETENTION_DAYS = _RETENTION["runs"]
-AIRLOCK_TOMBSTONE_RETENTION_DAYS = _RETENTION["tombstones"]
-AIRLOCK_DEAD_LETTER_RETENTION_DAYS = _RETENTION["dead_letters"]
-AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS = _RETENTION["backfill_checkpoints"]
-AIRLOCK_ADMIN_LOG_RETENTION_DAYS = _RETENTION["admin_log"]
-AIRLOCK_LOGIN_LOG_RETENTION_DAYS = _RETENTION["login_log"]
-AIRLOCK_WEBHOOK_RETENTION_DAYS = _RETENTION["webhooks"]
-AIRLOCK_SESSION_RETENTION_DAYS = _RETENTION["sessions"]
-AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS = _RETENTION["client_tokens"]
+@dataclass(frozen=True)
+class RetentionDays(Group):
+    audit_window: int = key(30, low=0, was="AIRLOCK_AUDIT_WINDOW_DAYS")
+    quarantine: int = key(30, low=0, was="AIRLOCK_QUARANTINE_DAYS")
+    outbox: int = key(7, low=0, was="AIRLOCK_OUTBOX_RETENTION_DAYS")
+    storage_events: int = key(30, low=0, was="AIRLOCK_STORAGE_EVENT_RETENTION_DAYS")
+    runs: int = key(30, low=0, was="AIRLOCK_RUN_RETENTION_DAYS")
+    tombstones: int = key(365, low=0, was="AIRLOCK_TOMBSTONE_RETENTION_DAYS")
+    dead_letters: int = key(90, low=0, was="AIRLOCK_DEAD_LETTER_RETENTION_DAYS")
+    backfill_checkpoints: int = key(30, low=0, was="AIRLOCK_BACKFILL_CHECKPOINT_RETENTION_DAYS")
+    admin_log: int = key(365, low=0, was="AIRLOCK_ADMIN_LOG_RETENTION_DAYS")
+    login_log: int = key(30, low=0, was="AIRLOCK_LOGIN_LOG_RETENTION_DAYS")
+    webhooks: int = key(30, low=0, was="AIRLOCK_WEBHOOK_RETENTION_DAYS")
+    sessions: int = key(0, low=0, was="AIRLOCK_SESSION_RETENTION_DAYS")
+    client_tokens: int = key(1, low=0, was="AIRLOCK_CLIENT_TOKEN_RETENTION_DAYS")
+
+
+AIRLOCK_RETENTION_DAYS = env_object("AIRLOCK_RETENTION_DAYS", RetentionDays)
 
 # --- Processing --------------------------------------------------------------
 AIRLOCK_SNIFF_BYTES = 4100
+
+
 # What one file may make a decoder do, read before any pixel or member is decoded: an
 # image's pixels, a PDF's pages and extracted text, a ZIP's entries, inflation ratio,
 # inflated bytes and nesting, a video or audio file's duration, frame size and streams.
-_DECODE = env_group(
-    "AIRLOCK_DECODE_LIMITS",
-    {
-        "pixels": Key(50_000_000, low=1, was="AIRLOCK_MAX_PIXELS"),
-        "pdf_pages": Key(2000, low=1, was="AIRLOCK_MAX_PDF_PAGES"),
-        "text_chars": Key(1_000_000, low=0, was="AIRLOCK_MAX_TEXT_CHARS"),
-        "zip_entries": Key(1000, low=1, was="AIRLOCK_ZIP_MAX_ENTRIES"),
-        "zip_ratio": Key(100.0, float, low=1.0, was="AIRLOCK_ZIP_MAX_RATIO"),
-        "zip_total_bytes": Key(1024 * MIB, low=1, was="AIRLOCK_ZIP_MAX_TOTAL_BYTES"),
-        "zip_depth": Key(3, low=0, was="AIRLOCK_ZIP_MAX_DEPTH"),
-        "media_duration_seconds": Key(3600, low=1, was="AIRLOCK_MEDIA_MAX_DURATION_SECONDS"),
-        "media_pixels": Key(7680 * 4320, low=1, was="AIRLOCK_MEDIA_MAX_PIXELS"),  # per frame: 8K UHD
-        "media_streams": Key(16, low=1, was="AIRLOCK_MEDIA_MAX_STREAMS"),
-    },
-)
-AIRLOCK_MAX_PIXELS = _DECODE["pixels"]
-AIRLOCK_MAX_PDF_PAGES = _DECODE["pdf_pages"]
-AIRLOCK_MAX_TEXT_CHARS = _DECODE["text_chars"]
-AIRLOCK_ZIP_MAX_ENTRIES = _DECODE["zip_entries"]
-AIRLOCK_ZIP_MAX_RATIO = _DECODE["zip_ratio"]
-AIRLOCK_ZIP_MAX_TOTAL_BYTES = _DECODE["zip_total_bytes"]
-AIRLOCK_ZIP_MAX_DEPTH = _DECODE["zip_depth"]
+@dataclass(frozen=True)
+class DecodeLimits(Group):
+    pixels: int = key(50_000_000, low=1, was="AIRLOCK_MAX_PIXELS")
+    pdf_pages: int = key(2000, low=1, was="AIRLOCK_MAX_PDF_PAGES")
+    text_chars: int = key(1_000_000, low=0, was="AIRLOCK_MAX_TEXT_CHARS")
+    zip_entries: int = key(1000, low=1, was="AIRLOCK_ZIP_MAX_ENTRIES")
+    zip_ratio: float = key(100.0, low=1.0, was="AIRLOCK_ZIP_MAX_RATIO")
+    zip_total_bytes: int = key(1024 * MIB, low=1, was="AIRLOCK_ZIP_MAX_TOTAL_BYTES")
+    zip_depth: int = key(3, low=0, was="AIRLOCK_ZIP_MAX_DEPTH")
+    media_duration_seconds: int = key(3600, low=1, was="AIRLOCK_MEDIA_MAX_DURATION_SECONDS")
+    media_pixels: int = key(7680 * 4320, low=1, was="AIRLOCK_MEDIA_MAX_PIXELS")  # per frame: 8K UHD
+    media_streams: int = key(16, low=1, was="AIRLOCK_MEDIA_MAX_STREAMS")
+
+
+AIRLOCK_DECODE_LIMITS = env_object("AIRLOCK_DECODE_LIMITS", DecodeLimits)
 # ZIP entries the sandbox cannot inflate (implode, PPMd, encrypted) are rejected
 # (archive_uninspectable) unless this allows them, unscanned, on their declared sizes.
 AIRLOCK_ZIP_ALLOW_UNINSPECTABLE = env_bool("AIRLOCK_ZIP_ALLOW_UNINSPECTABLE", False)
-AIRLOCK_MEDIA_MAX_DURATION_SECONDS = _DECODE["media_duration_seconds"]
-AIRLOCK_MEDIA_MAX_PIXELS = _DECODE["media_pixels"]
-AIRLOCK_MEDIA_MAX_STREAMS = _DECODE["media_streams"]
+
+
 # One decoder job's memory, CPU and wall-clock time; a transcode's CPU and wall-clock
 # time per minute of video (plus one minute's worth for any clip).
-_SANDBOX = env_group(
-    "AIRLOCK_SANDBOX_LIMITS",
-    {
-        "memory_bytes": Key(1024 * MIB, low=1, was="AIRLOCK_SANDBOX_MEMORY_BYTES"),
-        "cpu_seconds": Key(30, low=1, was="AIRLOCK_SANDBOX_CPU_SECONDS"),
-        "wall_seconds": Key(60.0, float, low=1.0, was="AIRLOCK_SANDBOX_WALL_SECONDS"),
-        "transcode_cpu_seconds_per_minute": Key(180, low=1, was="AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE"),
-        "transcode_wall_seconds_per_minute": Key(300, low=1, was="AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE"),
-    },
-)
-AIRLOCK_SANDBOX_MEMORY_BYTES = _SANDBOX["memory_bytes"]
-AIRLOCK_SANDBOX_CPU_SECONDS = _SANDBOX["cpu_seconds"]
-AIRLOCK_SANDBOX_WALL_SECONDS = _SANDBOX["wall_seconds"]
-AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE = _SANDBOX["transcode_cpu_seconds_per_minute"]
-AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE = _SANDBOX["transcode_wall_seconds_per_minute"]
+@dataclass(frozen=True)
+class SandboxLimits(Group):
+    memory_bytes: int = key(1024 * MIB, low=1, was="AIRLOCK_SANDBOX_MEMORY_BYTES")
+    cpu_seconds: int = key(30, low=1, was="AIRLOCK_SANDBOX_CPU_SECONDS")
+    wall_seconds: float = key(60.0, low=1.0, was="AIRLOCK_SANDBOX_WALL_SECONDS")
+    transcode_cpu_seconds_per_minute: int = key(180, low=1, was="AIRLOCK_TRANSCODE_CPU_SECONDS_PER_MINUTE")
+    transcode_wall_seconds_per_minute: int = key(300, low=1, was="AIRLOCK_TRANSCODE_WALL_SECONDS_PER_MINUTE")
+
+
+AIRLOCK_SANDBOX_LIMITS = env_object("AIRLOCK_SANDBOX_LIMITS", SandboxLimits)
 # Confinement layers (AIRLOCK_SANDBOX_CONFINE's names) decoder jobs may run without where this
 # host cannot apply them; any other missing layer stops every decoder job and fails /readyz.
 # The sandbox (pure Python, and the fork server it starts) reads the variable itself, as it
@@ -509,22 +483,22 @@ if _unknown_layers := sorted(
     set(AIRLOCK_SANDBOX_ACCEPT_MISSING) - set(("uid", "nnp", "seccomp", "landlock", "mountns", "nproc", "subreaper"))
 ):
     raise ImproperlyConfigured(f"AIRLOCK_SANDBOX_ACCEPT_MISSING: unknown layer(s) {', '.join(_unknown_layers)}")
+
+
 # A file that failed while its dependencies answered is retried max_attempts times in all,
 # base_seconds doubling (±50 % jitter) up to max_seconds apart, then failed and dead-lettered.
 # lease_seconds: a processing attempt's lease, renewed while its worker beats.
-_RETRIES = env_group(
-    "AIRLOCK_RETRIES",
-    {
-        "max_attempts": Key(5, low=1, was="AIRLOCK_MAX_ATTEMPTS"),
-        "base_seconds": Key(5.0, float, low=0.0, was="AIRLOCK_RETRY_BASE_SECONDS"),
-        "max_seconds": Key(600.0, float, low=0.0, was="AIRLOCK_RETRY_MAX_SECONDS"),
-        "lease_seconds": Key(300, low=1, was="AIRLOCK_LEASE_SECONDS"),
-    },
-)
-AIRLOCK_MAX_ATTEMPTS = _RETRIES["max_attempts"]
-AIRLOCK_RETRY_BASE_SECONDS = _RETRIES["base_seconds"]
-AIRLOCK_RETRY_MAX_SECONDS = _RETRIES["max_seconds"]
-AIRLOCK_LEASE_SECONDS = _RETRIES["lease_seconds"]
+@dataclass(frozen=True)
+class Retries(Group):
+    max_attempts: int = key(5, low=1, was="AIRLOCK_MAX_ATTEMPTS")
+    base_seconds: float = key(5.0, low=0.0, was="AIRLOCK_RETRY_BASE_SECONDS")
+    max_seconds: float = key(600.0, low=0.0, was="AIRLOCK_RETRY_MAX_SECONDS")
+    lease_seconds: int = key(300, low=1, was="AIRLOCK_LEASE_SECONDS")
+
+
+AIRLOCK_RETRIES = env_object("AIRLOCK_RETRIES", Retries)
+
+
 # tenant: jobs of one tenant running at once at each stage named in AIRLOCK_TENANT_FAIR_STAGES,
 # the rest wait parked, off the queue (processing/fairness.py); subject: jobs of one subject (a
 # host's person) within its tenant's slots, unset: the tenant's − 1, at least 1, so one person
@@ -533,26 +507,26 @@ AIRLOCK_LEASE_SECONDS = _RETRIES["lease_seconds"]
 # never wait behind one) and transcodes of one tenant at once; variant: variants made at once in
 # one web process (each a sandbox job; more answer 503 VARIANT_BUSY), by default above the
 # tenant's share, so one tenant alone never fills a process.
-_CONCURRENCY = env_group(
-    "AIRLOCK_CONCURRENCY",
-    {
-        "tenant": Key(2, low=1, was="AIRLOCK_TENANT_CONCURRENCY"),
-        "subject": Key(None, low=1, was="AIRLOCK_SUBJECT_CONCURRENCY"),
-        "worker_threads": Key(4, low=1, was="AIRLOCK_WORKER_THREADS"),
-        "transcode": Key(1, low=1, was="AIRLOCK_TRANSCODE_CONCURRENCY"),
-        "transcode_tenant": Key(1, low=1, was="AIRLOCK_TRANSCODE_TENANT_CONCURRENCY"),
-        "variant": Key(None, low=1, was="AIRLOCK_VARIANT_CONCURRENCY"),
-    },
-)
-AIRLOCK_TENANT_CONCURRENCY = _CONCURRENCY["tenant"]
-AIRLOCK_SUBJECT_CONCURRENCY = _CONCURRENCY["subject"]
+@dataclass(frozen=True)
+class Concurrency(Group):
+    tenant: int = key(2, low=1, was="AIRLOCK_TENANT_CONCURRENCY")
+    subject: int | None = key(None, low=1, was="AIRLOCK_SUBJECT_CONCURRENCY")
+    worker_threads: int = key(4, low=1, was="AIRLOCK_WORKER_THREADS")
+    transcode: int = key(1, low=1, was="AIRLOCK_TRANSCODE_CONCURRENCY")
+    transcode_tenant: int = key(1, low=1, was="AIRLOCK_TRANSCODE_TENANT_CONCURRENCY")
+    variant: int | None = key(None, low=1, was="AIRLOCK_VARIANT_CONCURRENCY")
+
+    @property
+    def variants_at_once(self) -> int:
+        return self.variant or max(os.cpu_count() or 1, self.tenant + 1)
+
+
+AIRLOCK_CONCURRENCY = env_object("AIRLOCK_CONCURRENCY", Concurrency)
 AIRLOCK_TENANT_FAIR_STAGES = [s.lower() for s in env_list("AIRLOCK_TENANT_FAIR_STAGES", list(STAGES))]
 if _unknown_stages := sorted(set(AIRLOCK_TENANT_FAIR_STAGES) - set(STAGES)):
     raise ImproperlyConfigured(f"AIRLOCK_TENANT_FAIR_STAGES: unknown stage(s) {', '.join(_unknown_stages)}")
-AIRLOCK_WORKER_THREADS = _CONCURRENCY["worker_threads"]
-AIRLOCK_TRANSCODE_CONCURRENCY = _CONCURRENCY["transcode"]
-AIRLOCK_TRANSCODE_TENANT_CONCURRENCY = _CONCURRENCY["transcode_tenant"]
-AIRLOCK_VARIANT_CONCURRENCY = _CONCURRENCY["variant"] or max(os.cpu_count() or 1, AIRLOCK_TENANT_CONCURRENCY + 1)
+
+
 # How long a worker's idle queue consumer waits before it looks again: it bounds
 # the pick-up of each step's job (a file's three steps wait for it in turn).
 # `rundramatiq` takes it from Dramatiq's documented `dramatiq_worker_timeout`
@@ -562,19 +536,17 @@ AIRLOCK_VARIANT_CONCURRENCY = _CONCURRENCY["variant"] or max(os.cpu_count() or 1
 # there; web_threads: request threads per process (idle ones are not created); worker_poll_ms
 # (above); tick_seconds: serve's scheduler tick; access_log: one JSON line per request from
 # the server itself (off: a proxy in front usually keeps the access log).
-_SERVE = env_group(
-    "AIRLOCK_SERVE",
-    {
-        "web_processes": Key(2, low=1, was="AIRLOCK_WEB_PROCESSES"),
-        "web_threads": Key(128, low=1, was="AIRLOCK_WEB_THREADS"),
-        "worker_poll_ms": Key(100, low=10, was="AIRLOCK_WORKER_POLL_MS"),
-        "tick_seconds": Key(5.0, float, low=0.1, was="AIRLOCK_TICK_SECONDS"),
-        "access_log": Key(False, bool, was="AIRLOCK_WEB_ACCESS_LOG"),
-    },
-)
-AIRLOCK_WORKER_POLL_MS = _SERVE["worker_poll_ms"]
-os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_WORKER_POLL_MS))
-AIRLOCK_TICK_SECONDS = _SERVE["tick_seconds"]
+@dataclass(frozen=True)
+class Serve(Group):
+    web_processes: int = key(2, low=1, was="AIRLOCK_WEB_PROCESSES")
+    web_threads: int = key(128, low=1, was="AIRLOCK_WEB_THREADS")
+    worker_poll_ms: int = key(100, low=10, was="AIRLOCK_WORKER_POLL_MS")
+    tick_seconds: float = key(5.0, low=0.1, was="AIRLOCK_TICK_SECONDS")
+    access_log: bool = key(False, was="AIRLOCK_WEB_ACCESS_LOG")
+
+
+AIRLOCK_SERVE = env_object("AIRLOCK_SERVE", Serve)
+os.environ.setdefault("dramatiq_worker_timeout", str(AIRLOCK_SERVE.worker_poll_ms))
 # Prefix of Airlock's own Redis keys (per-tenant slots, locks): lets several
 # deployments or test runs share one Redis.
 AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
@@ -584,6 +556,8 @@ AIRLOCK_KEY_PREFIX = env_str("AIRLOCK_KEY_PREFIX", "airlock")
 # or several separated by spaces while rotating (each signs every delivery).
 AIRLOCK_WEBHOOK_URL = env_str("AIRLOCK_WEBHOOK_URL")
 AIRLOCK_WEBHOOK_SECRET = webhook_secrets(env_str("AIRLOCK_WEBHOOK_SECRET"), url=AIRLOCK_WEBHOOK_URL)
+
+
 # How deliveries go (docs/webhooks.md): a request not answered within timeout_seconds
 # failed; retries start retry_base_seconds after (doubling, ±20 % jitter, at most
 # retry_max_seconds apart) and go on for retry_window_seconds before the delivery is
@@ -592,27 +566,19 @@ AIRLOCK_WEBHOOK_SECRET = webhook_secrets(env_str("AIRLOCK_WEBHOOK_SECRET"), url=
 # rotated tenant secret keeps signing for rotation_overlap_seconds; at most
 # endpoint_concurrency deliveries to one endpoint in flight (0 = no cap), so a slow endpoint
 # or one tenant's flood of events cannot take every worker thread.
-_WEBHOOK = env_group(
-    "AIRLOCK_WEBHOOK_DELIVERY",
-    {
-        "timeout_seconds": Key(10.0, float, low=0.1, was="AIRLOCK_WEBHOOK_TIMEOUT_SECONDS"),
-        "retry_base_seconds": Key(5.0, float, low=0.01, was="AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS"),
-        "retry_max_seconds": Key(3600.0, float, low=0.01, was="AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS"),
-        "retry_window_seconds": Key(86400.0, float, low=0.0, was="AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS"),
-        "disable_after_seconds": Key(3 * 86400.0, float, low=0.0, was="AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS"),
-        "redrive_seconds": Key(60.0, float, low=0.1, was="AIRLOCK_WEBHOOK_REDRIVE_SECONDS"),
-        "rotation_overlap_seconds": Key(86400.0, float, low=0.0, was="AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS"),
-        "endpoint_concurrency": Key(2, low=0, was="AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY"),
-    },
-)
-AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = _WEBHOOK["timeout_seconds"]
-AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = _WEBHOOK["retry_base_seconds"]
-AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = _WEBHOOK["retry_max_seconds"]
-AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = _WEBHOOK["retry_window_seconds"]
-AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS = _WEBHOOK["disable_after_seconds"]
-AIRLOCK_WEBHOOK_REDRIVE_SECONDS = _WEBHOOK["redrive_seconds"]
-AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS = _WEBHOOK["rotation_overlap_seconds"]
-AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = _WEBHOOK["endpoint_concurrency"]
+@dataclass(frozen=True)
+class WebhookDelivery(Group):
+    timeout_seconds: float = key(10.0, low=0.1, was="AIRLOCK_WEBHOOK_TIMEOUT_SECONDS")
+    retry_base_seconds: float = key(5.0, low=0.01, was="AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS")
+    retry_max_seconds: float = key(3600.0, low=0.01, was="AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS")
+    retry_window_seconds: float = key(86400.0, low=0.0, was="AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS")
+    disable_after_seconds: float = key(3 * 86400.0, low=0.0, was="AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS")
+    redrive_seconds: float = key(60.0, low=0.1, was="AIRLOCK_WEBHOOK_REDRIVE_SECONDS")
+    rotation_overlap_seconds: float = key(86400.0, low=0.0, was="AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS")
+    endpoint_concurrency: int = key(2, low=0, was="AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY")
+
+
+AIRLOCK_WEBHOOK_DELIVERY = env_object("AIRLOCK_WEBHOOK_DELIVERY", WebhookDelivery)
 AIRLOCK_WEBHOOK_ALLOW_PRIVATE = env_bool("AIRLOCK_WEBHOOK_ALLOW_PRIVATE", False)
 # The ports an endpoint URL may name (webhooks/urlguard.py); ALLOW_PRIVATE lifts the rule.
 AIRLOCK_WEBHOOK_ALLOWED_PORTS = env_ports("AIRLOCK_WEBHOOK_ALLOWED_PORTS", [443])
@@ -626,21 +592,20 @@ AIRLOCK_YARA_ENABLED = env_bool("AIRLOCK_YARA_ENABLED", True)
 _yara_dir = env_str("AIRLOCK_YARA_RULES_DIR")
 AIRLOCK_YARA_RULES_DIR = Path(_yara_dir) if _yara_dir else None
 
+
 # --- Sweeper -----------------------------------------------------------------
 # A sweep every interval_seconds, in batches of batch rows, concurrency object deletes at once.
-_SWEEP = env_group(
-    "AIRLOCK_SWEEP",
-    {
-        "interval_seconds": Key(30 * 60, low=1, was="AIRLOCK_SWEEP_INTERVAL_SECONDS"),
-        "batch": Key(500, low=1, was="AIRLOCK_SWEEP_BATCH"),
-        "concurrency": Key(8, low=1, was="AIRLOCK_SWEEP_CONCURRENCY"),
-    },
-)
-AIRLOCK_SWEEP_INTERVAL_SECONDS = _SWEEP["interval_seconds"]
-AIRLOCK_SWEEP_BATCH = _SWEEP["batch"]
-AIRLOCK_SWEEP_CONCURRENCY = _SWEEP["concurrency"]
+@dataclass(frozen=True)
+class Sweep(Group):
+    interval_seconds: int = key(30 * 60, low=1, was="AIRLOCK_SWEEP_INTERVAL_SECONDS")
+    batch: int = key(500, low=1, was="AIRLOCK_SWEEP_BATCH")
+    concurrency: int = key(8, low=1, was="AIRLOCK_SWEEP_CONCURRENCY")
+
+
+AIRLOCK_SWEEP = env_object("AIRLOCK_SWEEP", Sweep)
 AIRLOCK_SWEEPER_KILLSWITCH = env_str("AIRLOCK_SWEEPER_KILLSWITCH")  # "1"/"0" overrides the admin toggle
 AIRLOCK_SWEEPER_DRY_RUN = env_str("AIRLOCK_SWEEPER_DRY_RUN")
+
 
 # --- Rate limits -------------------------------------------------------------
 # Per subject (a host's person; the account without Airlock-Subject): intents a minute, and
@@ -648,63 +613,58 @@ AIRLOCK_SWEEPER_DRY_RUN = env_str("AIRLOCK_SWEEPER_DRY_RUN")
 # signature version in force changes (clamd VERSION, the YARA rules' hash), ready files are
 # rescanned in the background, newest first, at most this many a minute (0 = never in the
 # background; `manage.py rescan` still flags files). See processing/rescan/jobs.py.
-_RATES = env_group(
-    "AIRLOCK_RATE_LIMITS",
-    {
-        "intents_per_minute": Key(300, low=0, was="AIRLOCK_INTENTS_PER_MINUTE"),
-        "pending_per_subject": Key(500, low=0, was="AIRLOCK_MAX_PENDING_PER_USER"),
-        "rescan_files_per_minute": Key(120, low=0, was="AIRLOCK_RESCAN_FILES_PER_MINUTE"),
-    },
-)
-AIRLOCK_INTENTS_PER_MINUTE = _RATES["intents_per_minute"]
-AIRLOCK_MAX_PENDING_PER_USER = _RATES["pending_per_subject"]
-AIRLOCK_RESCAN_FILES_PER_MINUTE = _RATES["rescan_files_per_minute"]
+@dataclass(frozen=True)
+class RateLimits(Group):
+    intents_per_minute: int = key(300, low=0, was="AIRLOCK_INTENTS_PER_MINUTE")
+    pending_per_subject: int = key(500, low=0, was="AIRLOCK_MAX_PENDING_PER_USER")
+    rescan_files_per_minute: int = key(120, low=0, was="AIRLOCK_RESCAN_FILES_PER_MINUTE")
+
+
+AIRLOCK_RATE_LIMITS = env_object("AIRLOCK_RATE_LIMITS", RateLimits)
+
 
 # --- Quotas --------------------------------------------------------------------
 # Per tenant; unset = unlimited. A tenant's own limits (admin) override these.
-_TENANT_QUOTA = env_group(
-    "AIRLOCK_TENANT_QUOTA",
-    {
-        "bytes": Key(None, low=0, was="AIRLOCK_TENANT_QUOTA_BYTES"),
-        "files": Key(None, low=0, was="AIRLOCK_TENANT_QUOTA_FILES"),
-    },
-)
-AIRLOCK_TENANT_QUOTA_BYTES = _TENANT_QUOTA["bytes"]
-AIRLOCK_TENANT_QUOTA_FILES = _TENANT_QUOTA["files"]
+@dataclass(frozen=True)
+class TenantQuota(Group):
+    bytes: int | None = key(None, low=0, was="AIRLOCK_TENANT_QUOTA_BYTES")
+    files: int | None = key(None, low=0, was="AIRLOCK_TENANT_QUOTA_FILES")
+
+
+AIRLOCK_TENANT_QUOTA = env_object("AIRLOCK_TENANT_QUOTA", TenantQuota)
+
+
 # Per subject (one of a host's people, in any tenant); unset = no limit.
-_SUBJECT_QUOTA = env_group(
-    "AIRLOCK_SUBJECT_QUOTA",
-    {
-        "bytes": Key(None, low=0, was="AIRLOCK_SUBJECT_QUOTA_BYTES"),
-        "files": Key(None, low=0, was="AIRLOCK_SUBJECT_QUOTA_FILES"),
-    },
-)
-AIRLOCK_SUBJECT_QUOTA_BYTES = _SUBJECT_QUOTA["bytes"]
-AIRLOCK_SUBJECT_QUOTA_FILES = _SUBJECT_QUOTA["files"]
+@dataclass(frozen=True)
+class SubjectQuota(Group):
+    bytes: int | None = key(None, low=0, was="AIRLOCK_SUBJECT_QUOTA_BYTES")
+    files: int | None = key(None, low=0, was="AIRLOCK_SUBJECT_QUOTA_FILES")
+
+
+AIRLOCK_SUBJECT_QUOTA = env_object("AIRLOCK_SUBJECT_QUOTA", SubjectQuota)
 
 # --- Operations ----------------------------------------------------------------
 # /metrics needs `Authorization: Bearer <token>` when set.
 # PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself, not here) makes
 # /metrics aggregate the counters of every web and worker process.
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
+
+
 # Without a token /metrics is open here (the embedded default serves loopback);
 # production settings close it (404) unless open is set, or a token is.
 # Per-tenant series (airlock_tenant_*{tenant="<slug>"}) name every tenant and its
 # usage: off unless asked for (tenant_labels).
-_METRICS = env_group(
-    "AIRLOCK_METRICS",
-    {
-        "open": Key(None, bool, was="AIRLOCK_METRICS_OPEN"),  # unset: open here, closed in production.py
-        "tenant_labels": Key(False, bool, was="AIRLOCK_METRICS_TENANT_LABELS"),
-    },
-)
-AIRLOCK_METRICS_OPEN = _METRICS["open"] is not False
-AIRLOCK_METRICS_TENANT_LABELS = _METRICS["tenant_labels"]
+@dataclass(frozen=True)
+class Metrics(Group):
+    open: bool | None = key(None, was="AIRLOCK_METRICS_OPEN")  # unset: open here, closed in production.py
+    tenant_labels: bool = key(False, was="AIRLOCK_METRICS_TENANT_LABELS")
+
+
+_METRICS_GIVEN = env_object("AIRLOCK_METRICS", Metrics)  # production.py reads `open` as given
+AIRLOCK_METRICS = _METRICS_GIVEN.replace(open=_METRICS_GIVEN.open is not False)
+
 
 # --- Web serving (manage.py serve) ---------------------------------------------------
-AIRLOCK_WEB_PROCESSES = _SERVE["web_processes"]
-AIRLOCK_WEB_THREADS = _SERVE["web_threads"]
-AIRLOCK_WEB_ACCESS_LOG = _SERVE["access_log"]
 # What one client may hold of the server (ops/httpserver.py, ops/httpintake.py): an idle
 # keep-alive connection is closed after keepalive_seconds; a request's headers, whole, within
 # header_timeout_seconds (read in the selector, no thread held); at most body_timeout_seconds
@@ -714,37 +674,27 @@ AIRLOCK_WEB_ACCESS_LOG = _SERVE["access_log"]
 # process (0 = no limit; off behind trusted proxies, where every client has the proxy's
 # address); graceful_timeout_seconds for in-flight requests on SIGTERM; ?wait= requests
 # waiting at once per web process and per user within one (beyond: the wait is skipped).
-_HTTP = env_group(
-    "AIRLOCK_HTTP_LIMITS",
-    {
-        "keepalive_seconds": Key(5, low=0, was="AIRLOCK_HTTP_KEEPALIVE_SECONDS"),
-        "header_timeout_seconds": Key(10.0, float, low=0.1, was="AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS"),
-        "body_timeout_seconds": Key(30.0, float, low=0.1, was="AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS"),
-        "body_deadline_seconds": Key(30.0, float, low=0.0, was="AIRLOCK_HTTP_BODY_DEADLINE_SECONDS"),
-        "body_min_bytes_per_second": Key(4096, low=1, was="AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND"),
-        "connections_per_address": Key(
-            0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512, low=0, was="AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS"
-        ),
-        "threads_per_address": Key(
-            0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_WEB_THREADS // 2),
-            low=0,
-            was="AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS",
-        ),
-        "graceful_timeout_seconds": Key(30, low=0, was="AIRLOCK_GRACEFUL_TIMEOUT_SECONDS"),
-        "waiters_per_process": Key(96, low=0, was="AIRLOCK_WAITERS_PER_PROCESS"),
-        "waiters_per_user": Key(32, low=0, was="AIRLOCK_WAITERS_PER_USER"),
-    },
-)
-AIRLOCK_HTTP_KEEPALIVE_SECONDS = _HTTP["keepalive_seconds"]
-AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = _HTTP["header_timeout_seconds"]
-AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = _HTTP["body_timeout_seconds"]
-AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = _HTTP["body_deadline_seconds"]
-AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = _HTTP["body_min_bytes_per_second"]
-AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS = _HTTP["connections_per_address"]
-AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS = _HTTP["threads_per_address"]
-AIRLOCK_GRACEFUL_TIMEOUT_SECONDS = _HTTP["graceful_timeout_seconds"]
-AIRLOCK_WAITERS_PER_PROCESS = _HTTP["waiters_per_process"]
-AIRLOCK_WAITERS_PER_USER = _HTTP["waiters_per_user"]
+@dataclass(frozen=True)
+class HttpLimits(Group):
+    keepalive_seconds: int = key(5, low=0, was="AIRLOCK_HTTP_KEEPALIVE_SECONDS")
+    header_timeout_seconds: float = key(10.0, low=0.1, was="AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS")
+    body_timeout_seconds: float = key(30.0, low=0.1, was="AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS")
+    body_deadline_seconds: float = key(30.0, low=0.0, was="AIRLOCK_HTTP_BODY_DEADLINE_SECONDS")
+    body_min_bytes_per_second: int = key(4096, low=1, was="AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND")
+    connections_per_address: int = key(
+        0 if AIRLOCK_TRUSTED_PROXY_HOPS else 512, low=0, was="AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS"
+    )
+    threads_per_address: int = key(
+        0 if AIRLOCK_TRUSTED_PROXY_HOPS else max(1, AIRLOCK_SERVE.web_threads // 2),
+        low=0,
+        was="AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS",
+    )
+    graceful_timeout_seconds: int = key(30, low=0, was="AIRLOCK_GRACEFUL_TIMEOUT_SECONDS")
+    waiters_per_process: int = key(96, low=0, was="AIRLOCK_WAITERS_PER_PROCESS")
+    waiters_per_user: int = key(32, low=0, was="AIRLOCK_WAITERS_PER_USER")
+
+
+AIRLOCK_HTTP_LIMITS = env_object("AIRLOCK_HTTP_LIMITS", HttpLimits)
 # A tenant's new uploads are refused (503 + Retry-After) while its own files
 # waiting for the pipeline have waited longer than this (0 = never); see
 # attachments/services/backlog.py.

@@ -8,11 +8,12 @@ ImproperlyConfigured naming the variable (never a bare ValueError mid-import).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Self, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -123,6 +124,47 @@ def env_group(name: str, keys: Mapping[str, Key]) -> dict[str, Any]:
         else:
             values[key] = spec.default
     return values
+
+
+T = TypeVar("T")
+G = TypeVar("G", bound="Group")
+_KINDS = {"int": int, "float": float, "bool": bool}
+
+
+def key(default: T, *, low: float | None = None, high: float | None = None, was: str | None = None) -> T:
+    """A key of a Group: its default, range, and the variable it replaced (its type is the field's)."""
+    return dataclasses.field(default=default, metadata={"low": low, "high": high, "was": was})
+
+
+class Group:
+    """A grouped variable's typed value, the Django setting of the same name: `settings.AIRLOCK_RETRIES.max_attempts`.
+
+    Subclasses are frozen dataclasses whose fields are `key(...)`s; code reads the fields,
+    and a test changes one with `settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)`.
+    """
+
+    def replace(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def env_object(name: str, cls: type[G], **defaults: Any) -> G:
+    """The grouped variable `name` (env_group) as a `cls`; `defaults` replace the fields' own (computed ones)."""
+    keys = {
+        field.name: Key(
+            defaults.get(field.name, field.default),
+            _KINDS[_type_name(field.type).removesuffix(" | None")],
+            field.metadata["low"],
+            field.metadata["high"],
+            field.metadata["was"],
+        )
+        for field in dataclasses.fields(cls)  # type: ignore[arg-type]
+    }
+    return cls(**env_group(name, keys))
+
+
+def _type_name(annotation: object) -> str:
+    """A field's annotation as text ("int", "float | None"), whether or not its module defers annotations."""
+    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

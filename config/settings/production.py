@@ -13,10 +13,11 @@ inside the cluster.
 """
 
 import os
+from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import Key, env_group, env_list, env_str
+from .env import Group, env_list, env_object, env_str, key
 
 # Checked before the base settings load: without a key they would make one in
 # the data directory, and production keys come only from the environment.
@@ -32,7 +33,7 @@ if not SECRET_KEY or SECRET_KEY.startswith("insecure-") or len(SECRET_KEY) < 50 
 os.environ.setdefault("AIRLOCK_SANDBOX_ACCEPT_MISSING", "")
 
 from .base import *  # noqa: E402, F403
-from .base import _METRICS  # noqa: E402  (AIRLOCK_METRICS as given, read once)
+from .base import _METRICS_GIVEN  # noqa: E402  (AIRLOCK_METRICS as given, read once)
 
 DEBUG = False
 
@@ -40,26 +41,27 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", [])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must list the host names Airlock is served under.")
 
+
 # --- HTTPS ---------------------------------------------------------------------
 # trust_forwarded_proto: trust the proxy's X-Forwarded-Proto (off when Django itself sees the
 # TLS connection); redirect: plain HTTP to HTTPS; hsts_*: the Strict-Transport-Security header.
-_HTTPS = env_group(
-    "AIRLOCK_HTTPS",
-    {
-        "trust_forwarded_proto": Key(True, bool, was="AIRLOCK_TRUST_X_FORWARDED_PROTO"),
-        "redirect": Key(True, bool, was="AIRLOCK_SSL_REDIRECT"),
-        "hsts_seconds": Key(365 * 86400, low=0, was="AIRLOCK_HSTS_SECONDS"),
-        "hsts_include_subdomains": Key(True, bool, was="AIRLOCK_HSTS_INCLUDE_SUBDOMAINS"),
-        "hsts_preload": Key(True, bool, was="AIRLOCK_HSTS_PRELOAD"),
-    },
-)
-if _HTTPS["trust_forwarded_proto"]:
+@dataclass(frozen=True)
+class Https(Group):
+    trust_forwarded_proto: bool = key(True, was="AIRLOCK_TRUST_X_FORWARDED_PROTO")
+    redirect: bool = key(True, was="AIRLOCK_SSL_REDIRECT")
+    hsts_seconds: int = key(365 * 86400, low=0, was="AIRLOCK_HSTS_SECONDS")
+    hsts_include_subdomains: bool = key(True, was="AIRLOCK_HSTS_INCLUDE_SUBDOMAINS")
+    hsts_preload: bool = key(True, was="AIRLOCK_HSTS_PRELOAD")
+
+
+AIRLOCK_HTTPS = env_object("AIRLOCK_HTTPS", Https)
+if AIRLOCK_HTTPS.trust_forwarded_proto:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = _HTTPS["redirect"]
+SECURE_SSL_REDIRECT = AIRLOCK_HTTPS.redirect
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
-SECURE_HSTS_SECONDS = _HTTPS["hsts_seconds"]
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _HTTPS["hsts_include_subdomains"]
-SECURE_HSTS_PRELOAD = _HTTPS["hsts_preload"]
+SECURE_HSTS_SECONDS = AIRLOCK_HTTPS.hsts_seconds
+SECURE_HSTS_INCLUDE_SUBDOMAINS = AIRLOCK_HTTPS.hsts_include_subdomains
+SECURE_HSTS_PRELOAD = AIRLOCK_HTTPS.hsts_preload
 
 # --- Cookies and headers ---------------------------------------------------------
 SESSION_COOKIE_SECURE = True
@@ -82,4 +84,4 @@ CSRF_TRUSTED_ORIGINS = env_list(
 # unless AIRLOCK_METRICS=open=1 says only the scraper can reach it (a separate
 # network, a proxy that does not route /metrics from outside).
 AIRLOCK_METRICS_TOKEN = env_str("AIRLOCK_METRICS_TOKEN")
-AIRLOCK_METRICS_OPEN = _METRICS["open"] is True
+AIRLOCK_METRICS = _METRICS_GIVEN.replace(open=_METRICS_GIVEN.open is True)

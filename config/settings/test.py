@@ -7,15 +7,23 @@ runs (or several engineers) can share one PostgreSQL and one Redis.
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import AIRLOCK_DATA_DIR, ALLOWED_HOSTS, CACHES, DATABASES, DRAMATIQ_BROKER, LOGGING, REDIS_URL
+from .base import (
+    AIRLOCK_DATA_DIR,
+    AIRLOCK_RETRIES,
+    ALLOWED_HOSTS,
+    CACHES,
+    DATABASES,
+    DRAMATIQ_BROKER,
+    LOGGING,
+    REDIS_URL,
+)
 
 _RUN = f"{os.getpid()}"
 
 # Django's test client calls itself "testserver"; everything else stays loopback-only.
 ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-AIRLOCK_RETRY_BASE_SECONDS = 0.05
-AIRLOCK_RETRY_MAX_SECONDS = 0.2
+AIRLOCK_RETRIES = AIRLOCK_RETRIES.replace(base_seconds=0.05, max_seconds=0.2)
 LOGGING["root"]["level"] = os.environ.get("AIRLOCK_LOG_LEVEL", "WARNING")
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

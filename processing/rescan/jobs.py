@@ -12,7 +12,7 @@ Two halves:
   signature version in force differs from the one the walk last ran for, it
   walks ready files newest first (recent uploads are the likeliest to carry
   what today's signatures newly know) and queues rescans within
-  AIRLOCK_RESCAN_FILES_PER_MINUTE, from a checkpoint row (advanced by
+  AIRLOCK_RATE_LIMITS.rescan_files_per_minute, from a checkpoint row (advanced by
   attachments/rescan/services.py), so a restart resumes where it stopped. It
   queues nothing while uploads are waiting in the pipeline, and its jobs run on
   their own queue at a lower priority: new uploads go first.
@@ -91,7 +91,7 @@ def _outcome(attachment_id: uuid.UUID, outcome: str, **extra: object) -> str:
 
 def rescan_tick(*, now: datetime | None = None) -> int:
     """Queue the next files of the background rescan within the rate budget; return how many."""
-    rate = int(settings.AIRLOCK_RESCAN_FILES_PER_MINUTE)
+    rate = int(settings.AIRLOCK_RATE_LIMITS.rescan_files_per_minute)
     if rate <= 0:
         return 0
     now = now or timezone.now()

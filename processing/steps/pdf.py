@@ -18,6 +18,6 @@ class Pdf(SandboxStep):
         result = StepResult(metadata={"width": None, "height": None, "page_count": data.get("page_count")})
         text_path = files.get("text")
         if text_path is not None:
-            text = text_path.read_text("utf-8", errors="replace")[: settings.AIRLOCK_MAX_TEXT_CHARS]
+            text = text_path.read_text("utf-8", errors="replace")[: settings.AIRLOCK_DECODE_LIMITS.text_chars]
             result.facts.text = text.replace("\x00", "")
         return result

@@ -73,7 +73,7 @@ def fail_scans(monkeypatch, settings):
     def broken_scan(*args, **kwargs):
         raise ScannerError("clamd: connection refused")
 
-    settings.AIRLOCK_MAX_ATTEMPTS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)
     monkeypatch.setattr(scanners, "scan_all", broken_scan)
 
 

@@ -48,7 +48,8 @@ def _exposed(response) -> set[str]:
 
 @pytest.mark.django_db
 def test_preflight_for_an_intent_post_needs_no_credentials(cors, api, settings):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 0  # a preflight is never rate limited
+    # a preflight is never rate limited
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=0)
     response = _preflight(api(), "/api/v1/uploads", "POST", "authorization,content-type,x-request-id")
     assert response.status_code == 200
     _allowed(response, "POST", "authorization,content-type,x-request-id")
@@ -171,7 +172,8 @@ def test_status_get_exposes_airlock_wait_etag_retry_after(cors, api, alice, sett
         HTTP_ORIGIN=APP,
     )
     assert created.status_code == 201 and created["Access-Control-Allow-Origin"] == APP
-    settings.AIRLOCK_WAITERS_PER_USER = 0  # every wait is skipped: the header is there to read
+    # every wait is skipped: the header is there to read
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=0)
     status = client.get(f"/api/v1/attachments/{created.json()['id']}?wait=5", HTTP_ORIGIN=APP)
     assert status.status_code == 200 and status["Airlock-Wait"].startswith("skipped")
     assert status["Access-Control-Allow-Origin"] == APP

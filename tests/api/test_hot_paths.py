@@ -77,7 +77,7 @@ def test_intent_without_room_inserts_nothing_and_names_the_quota(alice, api, set
     client = api(alice)
     assert create_intent(client).status_code == 201
     used = TenantUsage.objects.get(tenant=alice.membership.tenant)
-    settings.AIRLOCK_TENANT_QUOTA_FILES = used.files_used
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(files=used.files_used)
     rows = Attachment.objects.count()
     response = create_intent(client)
     assert response.status_code == 413, response.content
@@ -86,7 +86,7 @@ def test_intent_without_room_inserts_nothing_and_names_the_quota(alice, api, set
     assert Attachment.objects.count() == rows
     after = TenantUsage.objects.get(tenant=alice.membership.tenant)
     assert (after.files_used, after.bytes_used) == (used.files_used, used.bytes_used)
-    settings.AIRLOCK_TENANT_QUOTA_FILES = used.files_used + 1
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(files=used.files_used + 1)
     assert create_intent(client).status_code == 201
     assert TenantUsage.objects.get(tenant=alice.membership.tenant).files_used == used.files_used + 1
 

@@ -89,7 +89,7 @@ def test_links_are_signed_and_work_without_any_header(alice, api, ready_photo):
 
 
 def test_links_are_stable_across_reads_and_expire_on_a_rounded_step(alice, api, ready_photo, settings, monkeypatch):
-    settings.AIRLOCK_DELIVERY_URL_SECONDS = 3600
+    settings.AIRLOCK_URL_SECONDS = settings.AIRLOCK_URL_SECONDS.replace(delivery=3600)
     monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0 + 17)
     first = _links(api, alice, ready_photo)
     monkeypatch.setattr(signing, "_now", lambda: 1_800_000_000.0 + 250)
@@ -119,7 +119,7 @@ def test_a_link_past_its_expiry_is_url_expired(alice, api, ready_photo, monkeypa
 
 def test_shortening_the_lifetime_shortens_links_already_out(alice, api, ready_photo, settings):
     link = _links(api, alice, ready_photo)["download"]
-    settings.AIRLOCK_DELIVERY_URL_SECONDS = 60
+    settings.AIRLOCK_URL_SECONDS = settings.AIRLOCK_URL_SECONDS.replace(delivery=60)
     response = _anonymous().get(_path(link))
     assert response.status_code == 403 and _error(response) == "URL_EXPIRED"
 

@@ -316,7 +316,7 @@ def test_a_held_upload_is_423_for_a_second_writer(alice_client, samples):
 
 
 def test_creation_counts_against_the_pending_cap(alice_client, settings):
-    settings.AIRLOCK_MAX_PENDING_PER_USER = 2
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(pending_per_subject=2)
     assert _create(alice_client, 10).status_code == 201
     assert _create(alice_client, 10).status_code == 201
     refused = _create(alice_client, 10)
@@ -410,7 +410,7 @@ def test_a_committed_intent_whose_tus_bytes_keep_coming_is_not_ended_as_never_up
         == 200
     )
     long_ago = timezone.now() - timedelta(
-        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 60
+        seconds=settings.AIRLOCK_URL_SECONDS.upload + settings.AIRLOCK_LIFECYCLE_SECONDS.upload_grace + 60
     )
     Attachment.objects.filter(pk=pk).update(created_at=long_ago, updated_at=long_ago)
     assert never_uploaded(timezone.now()).filter(pk=pk).exists()  # as things stand it would be ended

@@ -68,7 +68,7 @@ def test_expired_token_is_403(alice, api, monkeypatch, settings):
     data = jpeg_bytes()
     intent = _intent(api(alice), data)
     real_time = signing.time.time
-    monkeypatch.setattr(signing.time, "time", lambda: real_time() + settings.AIRLOCK_UPLOAD_URL_SECONDS + 5)
+    monkeypatch.setattr(signing.time, "time", lambda: real_time() + settings.AIRLOCK_URL_SECONDS.upload + 5)
     assert _error(put_bytes(intent["upload"]["url"], data)) == (403, "UPLOAD_TOKEN_INVALID")
 
 

@@ -92,8 +92,8 @@ def test_a_change_wakes_the_waiter_at_once():
 
 
 def test_past_a_waiter_cap_a_wait_reads_once_and_says_why_instead_of_failing(settings):
-    settings.AIRLOCK_WAITERS_PER_USER = 1
-    settings.AIRLOCK_WAITERS_PER_PROCESS = 2
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=1)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_process=2)
     reads: list[bool] = []
 
     def wait(user_id: int) -> waiting.Waited[int]:
@@ -152,7 +152,7 @@ def _get_in_thread(api, user, url: str, answers: queue.Queue) -> threading.Threa
 
 def test_fifty_waiters_of_one_user_all_get_200_those_past_the_cap_at_once(alice, api, settings):
     # The burst: one user, 50 files, each client waiting with ?wait= (defaults: 32 per user).
-    assert settings.AIRLOCK_WAITERS_PER_USER == 32
+    assert settings.AIRLOCK_HTTP_LIMITS.waiters_per_user == 32
     ids = _pending(api(alice), 50)
     answers: queue.Queue = queue.Queue()
     threads = [_get_in_thread(api, alice, f"/api/v1/attachments/{pk}?wait=30", answers) for pk in ids]
@@ -209,7 +209,7 @@ def test_a_list_wait_answers_at_once_when_a_listed_file_is_already_an_outcome(al
 
 
 def test_a_list_wait_past_the_cap_is_skipped_and_a_timeout_is_the_current_state(alice, api, settings):
-    settings.AIRLOCK_WAITERS_PER_USER = 1
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=1)
     ids = _pending(api(alice), 2)
     url = f"/api/v1/attachments?ids={ids[0]},{ids[1]}&wait=0.3"
     with waiting.hub.watching(user_id=alice.pk, attachment_ids=["elsewhere"]):

@@ -62,7 +62,8 @@ def _allow(settings, origins: list[str]) -> None:
 
 def test_an_allowed_origin_creates_reads_and_patches_tus(app_page, app_origin, live_server, alice, settings):
     _allow(settings, [app_origin])
-    settings.AIRLOCK_WAITERS_PER_USER = 0  # the wait is skipped: Airlock-Wait is there to read
+    # the wait is skipped: Airlock-Wait is there to read
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=0)
     assert live_server.url.split(":")[:2] != app_origin.split(":")[:2]  # another host (and port): cross-origin
 
     out = app_page.evaluate(SCRIPT, {"api": live_server.url, "token": alice.api_token})

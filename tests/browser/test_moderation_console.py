@@ -51,7 +51,7 @@ def test_moderator_requeues_a_dead_letter(page, live_worker, alice, moderator, s
     def broken_scan(*args, **kwargs):
         raise ScannerError("clamd: connection refused")
 
-    settings.AIRLOCK_MAX_ATTEMPTS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scanners, "scan_all", broken_scan)  # the scanners fail, wherever the scan runs (in intake)
         flaky = _upload(alice, jpeg_bytes((120, 90)), "flaky.jpg")

@@ -193,7 +193,7 @@ def test_the_dashboard_speaks_the_browsers_language(chromium, live_server, alice
 
 def test_the_page_follows_all_its_files_with_one_waiting_request(page, live_server, live_worker, alice, settings):
     # A cap of 2 waiters for the user: one waiting request per file would meet it at the third file.
-    settings.AIRLOCK_WAITERS_PER_USER = 2
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=2)
     waits = {"open": 0, "most": 0, "per_file": 0, "answers": []}
 
     def opened(request):

@@ -47,7 +47,7 @@ def test_jobs_queued_in_a_flushed_redis_are_redriven_by_the_reconciler(alice, bo
         assert outbox.relay_pending(older_than_seconds=0) == 0
         for attachment_id in ids:
             assert_not_served(attachment_id, bob, mallory)
-        report = recover(now=timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRY_MAX_SECONDS * 2 + 300))
+        report = recover(now=timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRIES.max_seconds * 2 + 300))
         assert report.redriven == 8
         wait_until(lambda: _all_ready(ids), 60, "every file to be ready")
     finally:

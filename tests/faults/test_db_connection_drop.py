@@ -36,7 +36,7 @@ def _assert_untouched_by_the_failed_flip(attachment_id: str) -> None:
 
 
 def _recover(attachment_id: str) -> None:
-    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRIES.lease_seconds + 1)
     assert expire_leases(now=later) == 1
     assert Attachment.objects.get(pk=attachment_id).status == "pending"
 

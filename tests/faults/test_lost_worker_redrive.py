@@ -74,7 +74,7 @@ def test_a_silent_worker_has_every_pending_file_redriven_once(alice, registry):
 def test_a_file_waiting_out_a_retry_backoff_keeps_its_wait(alice, registry, settings):
     from attachments.services.processing import attachment_retry_or_fail
 
-    settings.AIRLOCK_RETRY_BASE_SECONDS, settings.AIRLOCK_RETRY_MAX_SECONDS = 60.0, 600.0
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(base_seconds=60.0, max_seconds=600.0)
     attachment_id = upload(client_for(alice), jpeg_bytes())
     assert pipeline.start_and_intake(uuid.UUID(attachment_id)) == "advanced"
     row = Attachment.objects.get(pk=attachment_id)
@@ -103,7 +103,7 @@ def test_a_backlog_under_live_workers_is_not_redriven_tick_after_tick(alice, reg
 def test_an_expired_lease_sends_the_new_job_at_once(alice, settings):
     attachment_id = upload(client_for(alice), jpeg_bytes())
     pipeline.start_and_intake(uuid.UUID(attachment_id))  # the worker took it... and died
-    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRIES.lease_seconds + 1)
     assert expire_leases(now=later) == 1
     retry = OutboxMessage.objects.filter(actor_name="intake", args__0=attachment_id).order_by("-pk").first()
     assert retry is not None and retry.delay_ms == 0  # the lease already waited; no backoff on top
@@ -144,7 +144,7 @@ def test_a_dead_derive_job_hands_its_slot_to_the_job_parked_behind_it(alice, set
 def test_a_live_worker_keeps_a_long_scans_file_and_its_kill_is_noticed(alice, tmp_path, short_tmp, registry, settings):
     """Intake runs the scan before it takes a lease: while it runs, the worker's beat touches the pending file
     (as it renews a lease), so the reconciler does not take its job for lost; once killed, the file is re-driven."""
-    settings.AIRLOCK_LEASE_SECONDS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(lease_seconds=2)
     clamd = StallingClamd(short_tmp / "stall.sock")  # the scan step never ends while the worker lives
     worker = WorkerProcess(
         tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_LEASE_SECONDS": "2"}
@@ -211,7 +211,8 @@ def test_a_worker_whose_process_is_gone_is_lost_at_once_its_slot_freed_and_file_
     alice, tmp_path, short_tmp, registry, settings
 ):
     """Seen from its own host, a killed worker is lost at the next tick, not three beats (or a lease) later."""
-    settings.AIRLOCK_LEASE_SECONDS = 300  # three missed beats: 46 s; the lease: 5 minutes
+    # three missed beats: 46 s; the lease: 5 minutes
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(lease_seconds=300)
     clamd = StallingClamd(short_tmp / "stall.sock")
     worker = WorkerProcess(
         tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_LEASE_SECONDS": "300"}

@@ -58,7 +58,7 @@ def _recover_and_finish(attachment_id: str, tmp_path, bob, mallory) -> None:
     assert expire_leases() == 0
     assert Attachment.objects.get(pk=attachment_id).lease_token == row.lease_token
 
-    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRIES.lease_seconds + 1)
     assert expire_leases(now=later) == 1
     assert _tenant_slots_held(attachment_id) == 0  # a dead derive's slot is given back with its lease
     row = Attachment.objects.get(pk=attachment_id)

@@ -66,7 +66,7 @@ def test_discarding_an_expired_upload_never_makes_it_due_later(alice):
 
 
 def test_discard_is_reaped_on_the_next_tick(alice, settings):
-    interval = timedelta(seconds=settings.AIRLOCK_SWEEP_INTERVAL_SECONDS)
+    interval = timedelta(seconds=settings.AIRLOCK_SWEEP.interval_seconds)
     attachment = make_attachment(alice, created_at=T0)
     kept = make_attachment(alice, created_at=T0)
     assert sweep_if_due(now=T0 + DAY) is not None  # a tick just ran: the next is one interval away

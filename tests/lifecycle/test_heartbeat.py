@@ -143,7 +143,7 @@ def test_heartbeat_does_not_revive_an_expired_upload(alice):
 
 
 def test_a_draft_heartbeated_daily_keeps_its_files_until_day_15_and_loses_them_after(alice, settings):
-    interval = timedelta(seconds=settings.AIRLOCK_SWEEP_INTERVAL_SECONDS)
+    interval = timedelta(seconds=settings.AIRLOCK_SWEEP.interval_seconds)
     draft = make_attachment(alice, created_at=T0)
     keys = files_of(draft)
     assert len(keys) == 3

@@ -160,7 +160,7 @@ def test_the_sweeper_keeps_a_released_file_of_a_held_ref_past_its_grace(alice, a
 
 
 def test_reconcile_keeps_a_held_files_expired_quarantine_copy(alice, settings):
-    settings.AIRLOCK_QUARANTINE_DAYS = 0
+    settings.AIRLOCK_RETENTION_DAYS = settings.AIRLOCK_RETENTION_DAYS.replace(quarantine=0)
     rejected = make_attachment(
         alice, created_at=timezone.now(), status=Status.REJECTED, quarantined=True, served=False, thumbnail=False
     )

@@ -31,7 +31,7 @@ def _intent(client, *, commit: bool = True) -> str:
 
 def _after_url_and_grace(settings, seconds: int = 1):
     return timezone.now() + timedelta(
-        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + seconds
+        seconds=settings.AIRLOCK_URL_SECONDS.upload + settings.AIRLOCK_LIFECYCLE_SECONDS.upload_grace + seconds
     )
 
 

@@ -34,7 +34,7 @@ def _intents(key: str, n: int) -> list[int]:
 
 
 def test_twenty_concurrent_intents_of_one_guest_with_five_allowed(alice, settings):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 10_000
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=10_000)
     link = upload_link_create(
         user=alice, ref="event:c", expires_at=timezone.now() + timedelta(days=1), max_files_per_guest=5
     )
@@ -48,7 +48,7 @@ def test_twenty_concurrent_intents_of_one_guest_with_five_allowed(alice, setting
 
 
 def test_concurrent_guests_share_the_links_limit(alice, settings):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 10_000
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=10_000)
     link = upload_link_create(user=alice, ref="event:d", expires_at=timezone.now() + timedelta(days=1), max_files=7)
     keys = [link_guest_open(link=link, device_id=f"device-{i}-abcdef").key for i in range(4)]
     with ThreadPoolExecutor(max_workers=4) as pool:

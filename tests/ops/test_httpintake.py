@@ -54,7 +54,7 @@ def test_a_request_trickled_a_byte_at_a_time_is_whole_only_with_its_body():
 
 
 def test_headers_have_a_total_deadline_however_steadily_they_arrive(settings):
-    settings.AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS = 10
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(header_timeout_seconds=10)
     intake = Intake(conn=None, head_limit=100_000, now=0.0)
     intake.feed(b"GET / HTTP/1.1\r\n", now=0.0)
     for second in range(1, 11):
@@ -64,9 +64,9 @@ def test_headers_have_a_total_deadline_however_steadily_they_arrive(settings):
 
 
 def test_a_body_has_its_allowance_in_all_and_no_long_pause(settings):
-    settings.AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = 30
-    settings.AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = 4096
-    settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS = 30
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_deadline_seconds=30)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_min_bytes_per_second=4096)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_timeout_seconds=30)
     assert body_allowance(25 << 20) == pytest.approx(30 + 6400)
     intake = Intake(conn=None, head_limit=100_000, now=0.0)
     assert not intake.feed(HEAD + b"Content-Length: 4096\r\n\r\n", now=0.0)
@@ -131,8 +131,8 @@ def test_a_streamed_body_read_in_progress_is_cut_off_at_its_deadline(settings):
 
     from ops.bodydeadline import DEADLINES, BodyTooSlow, DeadlineInput
 
-    settings.AIRLOCK_HTTP_BODY_DEADLINE_SECONDS = 0.5
-    settings.AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND = 10**9
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_deadline_seconds=0.5)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_min_bytes_per_second=10**9)
     server, client = socket.socketpair()
     stop = threading.Event()
 

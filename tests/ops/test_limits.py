@@ -32,7 +32,7 @@ def _assert_rate_limited(response, *, retry_after: int | None = None) -> dict:
 
 
 def test_intents_per_minute(alice, bob, settings, frozen_now):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 3
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=3)
     client = client_for(alice)
     for _ in range(3):
         assert create_intent(client).status_code == 201
@@ -43,7 +43,7 @@ def test_intents_per_minute(alice, bob, settings, frozen_now):
 
 
 def test_intent_rate_window_resets_next_minute(alice, settings, monkeypatch):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 1
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=1)
     client = client_for(alice)
     monkeypatch.setattr(timezone, "now", lambda: FROZEN)
     assert create_intent(client).status_code == 201
@@ -53,7 +53,7 @@ def test_intent_rate_window_resets_next_minute(alice, settings, monkeypatch):
 
 
 def test_upload_through_counts_against_the_intent_rate(alice, settings, frozen_now):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 1
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=1)
     client = client_for(alice)
     assert create_intent(client).status_code == 201
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -67,7 +67,7 @@ def test_upload_through_counts_against_the_intent_rate(alice, settings, frozen_n
 
 
 def test_outstanding_pending_uploads_cap(alice, settings, frozen_now):
-    settings.AIRLOCK_MAX_PENDING_PER_USER = 2
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(pending_per_subject=2)
     client = client_for(alice)
     data = jpeg_bytes()
     first = create_intent(client, size=len(data)).json()
@@ -96,7 +96,7 @@ def test_intent_counter_lives_in_redis(alice, settings, frozen_now):
 
     assert settings.REDIS_URL, "the real run uses Redis: set REDIS_URL"
     assert type(caches["default"]).__name__ == "RedisCache"
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 2
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=2)
     client = client_for(alice)
     assert create_intent(client).status_code == 201
     from attachments.services.ratelimits import intent_rate_key

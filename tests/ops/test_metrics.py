@@ -55,14 +55,14 @@ def test_metrics_token_when_configured(db, client, settings):
 
 def test_metrics_open_without_token(db, client, settings):
     settings.AIRLOCK_METRICS_TOKEN = None
-    settings.AIRLOCK_METRICS_OPEN = True  # the embedded default
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(open=True)  # the embedded default
     assert client.get("/metrics").status_code == 200
 
 
 def test_metrics_closed_without_a_token_unless_opened(db, client, settings):
     """Production's default: no token and not explicitly opened is a 404, with nothing of the metrics."""
     settings.AIRLOCK_METRICS_TOKEN = None
-    settings.AIRLOCK_METRICS_OPEN = False
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(open=False)
     response = client.get("/metrics")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "NOT_FOUND" and b"airlock_" not in response.content
@@ -72,13 +72,13 @@ def test_metrics_closed_without_a_token_unless_opened(db, client, settings):
 
 
 def test_tenant_labels_are_opt_in(alice, mallory, client, settings):
-    settings.AIRLOCK_METRICS_TENANT_LABELS = False  # the default
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(tenant_labels=False)  # the default
     create_intent(client_for(alice), size=321)
     create_intent(client_for(mallory), size=5)
     text = client.get("/metrics").content.decode()
     assert "airlock_tenant_" not in text and 'tenant="' not in text
     assert "acme" not in text and "evil" not in text  # no tenant slug anywhere
-    settings.AIRLOCK_METRICS_TENANT_LABELS = True
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(tenant_labels=True)
     text = client.get("/metrics").content.decode()
     assert metric_value(text, "airlock_tenant_bytes_used", {"tenant": "acme"}) == 321
     assert metric_value(text, "airlock_tenant_bytes_used", {"tenant": "evil"}) == 5
@@ -164,7 +164,7 @@ def test_unresolved_dead_letters(db, scrape):
 def test_sandbox_kill_is_counted_by_reason(alice, scrape, settings):
     settings.CLAMD_SOCKET = None
     settings.CLAMD_HOST = None
-    settings.AIRLOCK_SANDBOX_WALL_SECONDS = 0.02
+    settings.AIRLOCK_SANDBOX_LIMITS = settings.AIRLOCK_SANDBOX_LIMITS.replace(wall_seconds=0.02)
     labels = {"reason": "timeout"}
     before = metric_value(scrape(), "airlock_sandbox_kills_total", labels)
     pk = upload(client_for(alice), _slow_png())

@@ -120,7 +120,7 @@ def test_production_values():
 def test_metrics_need_a_token_or_an_opening_in_production(env, expected):
     code = (
         "import django; django.setup(); from django.conf import settings as s; "
-        "print(s.AIRLOCK_METRICS_TOKEN, s.AIRLOCK_METRICS_OPEN, s.AIRLOCK_METRICS_TENANT_LABELS)"
+        "print(s.AIRLOCK_METRICS_TOKEN, s.AIRLOCK_METRICS.open, s.AIRLOCK_METRICS.tenant_labels)"
     )
     result = _production(
         "-c", code, DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_ALLOWED_HOSTS="a.example.com", **env

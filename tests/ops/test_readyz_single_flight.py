@@ -106,7 +106,7 @@ def test_paused_tenants_are_named_only_to_the_metrics_token(
 
     assert create_intent(client_for(alice), size=10).status_code == 503  # acme's uploads are paused
     settings.AIRLOCK_METRICS_TOKEN = token
-    settings.AIRLOCK_METRICS_OPEN = open_metrics
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(open=open_metrics)
     headers = {"HTTP_AUTHORIZATION": presented} if presented else {}
     response = client.get("/readyz", **headers)
     assert response.status_code == 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -13,7 +14,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import env
-from config.settings.env import Key, env_group
+from config.settings.env import Group, Key, env_group, env_object
+from config.settings.env import key as group_key
 from tests.ops.conftest import ROOT
 
 KEYS = {
@@ -82,7 +84,8 @@ def test_a_renamed_variable_keeps_its_range(monkeypatch):
 def _settings_of(extra_env: dict[str, str], *names: str) -> tuple[dict, str]:
     code = (
         "import json; from django.conf import settings; "
-        f"print(json.dumps({{n: getattr(settings, n) for n in {list(names)!r}}}))"
+        "from operator import attrgetter; "
+        f"print(json.dumps({{n: attrgetter(n)(settings) for n in {list(names)!r}}}))"
     )
     run_env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
     run_env.update(DJANGO_SETTINGS_MODULE="config.settings.base", **extra_env)
@@ -101,18 +104,18 @@ def _settings_of(extra_env: dict[str, str], *names: str) -> tuple[dict, str]:
 def test_a_grouped_variable_reaches_the_running_settings():
     values, stderr = _settings_of(
         {"AIRLOCK_SERVE": "web_threads=7", "AIRLOCK_RETENTION_DAYS": "tombstones=730,login_log=14"},
-        "AIRLOCK_WEB_THREADS",
-        "AIRLOCK_WEB_PROCESSES",
-        "AIRLOCK_TOMBSTONE_RETENTION_DAYS",
-        "AIRLOCK_LOGIN_LOG_RETENTION_DAYS",
-        "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS",
+        "AIRLOCK_SERVE.web_threads",
+        "AIRLOCK_SERVE.web_processes",
+        "AIRLOCK_RETENTION_DAYS.tombstones",
+        "AIRLOCK_RETENTION_DAYS.login_log",
+        "AIRLOCK_HTTP_LIMITS.threads_per_address",
     )
     assert values == {
-        "AIRLOCK_WEB_THREADS": 7,
-        "AIRLOCK_WEB_PROCESSES": 2,
-        "AIRLOCK_TOMBSTONE_RETENTION_DAYS": 730,
-        "AIRLOCK_LOGIN_LOG_RETENTION_DAYS": 14,
-        "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS": 3,  # its default follows web_threads
+        "AIRLOCK_SERVE.web_threads": 7,
+        "AIRLOCK_SERVE.web_processes": 2,
+        "AIRLOCK_RETENTION_DAYS.tombstones": 730,
+        "AIRLOCK_RETENTION_DAYS.login_log": 14,
+        "AIRLOCK_HTTP_LIMITS.threads_per_address": 3,  # its default follows web_threads
     }
     assert "is read as" not in stderr
 
@@ -120,16 +123,60 @@ def test_a_grouped_variable_reaches_the_running_settings():
 def test_a_deployment_on_the_old_names_keeps_working_and_is_told_where_they_went():
     values, stderr = _settings_of(
         {"AIRLOCK_WEB_PROCESSES": "3", "AIRLOCK_ZIP_MAX_DEPTH": "1"},
-        "AIRLOCK_WEB_PROCESSES",
-        "AIRLOCK_ZIP_MAX_DEPTH",
+        "AIRLOCK_SERVE.web_processes",
+        "AIRLOCK_DECODE_LIMITS.zip_depth",
     )
-    assert values == {"AIRLOCK_WEB_PROCESSES": 3, "AIRLOCK_ZIP_MAX_DEPTH": 1}
+    assert values == {"AIRLOCK_SERVE.web_processes": 3, "AIRLOCK_DECODE_LIMITS.zip_depth": 1}
     warned = [json.loads(line) for line in stderr.splitlines() if '"airlock.settings"' in line]
     assert sorted((w["level"], w["variable"], w["now"]) for w in warned) == [
         ("warning", "AIRLOCK_WEB_PROCESSES", "AIRLOCK_SERVE=web_processes=…"),
         ("warning", "AIRLOCK_ZIP_MAX_DEPTH", "AIRLOCK_DECODE_LIMITS=zip_depth=…"),
     ]
     assert all(w["event"].endswith("; set that instead") for w in warned)
+
+
+@dataclasses.dataclass(frozen=True)
+class X(Group):
+    depth: int = group_key(3, low=0, was="AIRLOCK_X_DEPTH")
+    ratio: float = group_key(100.0, low=1.0)
+    strict: bool = group_key(True)
+    cap: int | None = group_key(None, low=0)
+
+
+def test_a_group_object_has_typed_keys_from_its_fields(monkeypatch):
+    assert env_object("AIRLOCK_X", X) == X(depth=3, ratio=100.0, strict=True, cap=None)
+    monkeypatch.setenv("AIRLOCK_X", "ratio=2,strict=no,cap=9")
+    monkeypatch.setenv("AIRLOCK_X_DEPTH", "4")
+    assert env_object("AIRLOCK_X", X) == X(depth=4, ratio=2.0, strict=False, cap=9)
+    assert env.RENAMED_IN_USE == [("AIRLOCK_X_DEPTH", "AIRLOCK_X=depth=…")]
+    monkeypatch.setenv("AIRLOCK_X", "ratio=0.5")
+    with pytest.raises(ImproperlyConfigured, match="^AIRLOCK_X ratio must be at least 1.0, not 0.5$"):
+        env_object("AIRLOCK_X", X)
+
+
+def test_a_computed_default_replaces_the_fields_own(monkeypatch):
+    assert env_object("AIRLOCK_X", X, depth=7).depth == 7
+    monkeypatch.setenv("AIRLOCK_X", "depth=1")
+    assert env_object("AIRLOCK_X", X, depth=7).depth == 1
+
+
+def test_a_group_object_is_frozen_and_replace_makes_a_changed_copy():
+    limits = env_object("AIRLOCK_X", X)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limits.depth = 1  # type: ignore[misc]
+    changed = limits.replace(depth=1)
+    assert (changed.depth, changed.ratio, limits.depth) == (1, 100.0, 3)
+    with pytest.raises(TypeError):
+        limits.replace(dpth=1)
+
+
+def test_a_test_changes_one_key_of_a_setting(settings):
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(zip_depth=0)
+    from processing.sandbox_config import bounds_from_settings
+
+    assert settings.AIRLOCK_DECODE_LIMITS.zip_depth == 0
+    assert settings.AIRLOCK_DECODE_LIMITS.pdf_pages == 2000  # the rest as they were
+    assert bounds_from_settings().zip_max_depth == 0
 
 
 # --- the one table ------------------------------------------------------------

@@ -58,8 +58,8 @@ def test_readyz_names_the_workers_check(client, alice, api, shared_broker_regist
 
 
 def test_a_worker_is_taken_for_dead_after_three_missed_beats_not_a_lease(settings):
-    settings.AIRLOCK_LEASE_SECONDS = 300
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(lease_seconds=300)
     assert liveness.beat_seconds() == 15
     assert liveness.lost_after_seconds() == 46
-    settings.AIRLOCK_LEASE_SECONDS = 8
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(lease_seconds=8)
     assert liveness.lost_after_seconds() == 7

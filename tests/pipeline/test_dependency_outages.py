@@ -97,7 +97,7 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
     def refused(*args, **kwargs):
         raise StorageError("connection refused")
 
-    for _ in range(settings.AIRLOCK_MAX_ATTEMPTS + 1):
+    for _ in range(settings.AIRLOCK_RETRIES.max_attempts + 1):
         row = _at_derive(attachment_id)
         with monkeypatch.context() as down:
             down.setattr(gateway, "ping", refused)
@@ -108,7 +108,7 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
         assert row.dependency_wait_at is not None, "the hand-back is noted: the wait is not the tenant's backlog"
     assert not DeadLetter.objects.filter(attachment_id=attachment_id).exists()
     # One release row for the whole wait, however many tries it took (a long outage writes no row per try).
-    waits = settings.AIRLOCK_MAX_ATTEMPTS + 1
+    waits = settings.AIRLOCK_RETRIES.max_attempts + 1
     [release] = TransitionLog.objects.filter(attachment_id=attachment_id, transition="release")
     assert release.message.startswith("waiting for storage") and release.details["waits"] == waits
     assert release.details["since"] < release.created_at.isoformat()
@@ -124,8 +124,8 @@ def test_storage_down_makes_the_file_wait_not_fail(alice, monkeypatch, settings)
 def test_a_file_that_keeps_failing_against_a_healthy_scanner_spends_its_attempts(alice, settings):
     attachment_id = upload(client_for(alice), jpeg_bytes((320, 240)))
     with erroring_clamd(settings):
-        statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_MAX_ATTEMPTS)]
-    assert statuses == ["pending"] * (settings.AIRLOCK_MAX_ATTEMPTS - 1) + ["failed"]
+        statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_RETRIES.max_attempts)]
+    assert statuses == ["pending"] * (settings.AIRLOCK_RETRIES.max_attempts - 1) + ["failed"]
     row = Attachment.objects.get(pk=attachment_id)
     assert row.reason_code == "infrastructure" and "clamd error" in row.reason_message
     assert DeadLetter.objects.filter(attachment_id=attachment_id, kind="processing").exists()
@@ -147,7 +147,7 @@ def test_a_bug_in_a_stage_spends_an_attempt_at_once_not_after_the_lease(alice, m
     assert pipeline.run_stage(row.pk, row.lease_token, "derive") == "retried"
     row = Attachment.objects.get(pk=attachment_id)
     assert row.status == "pending" and row.attempts == 1 and row.lease_token is None
-    statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_MAX_ATTEMPTS - 1)]
+    statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_RETRIES.max_attempts - 1)]
     assert statuses[-1] == "failed"
     row = Attachment.objects.get(pk=attachment_id)
     assert "unexpected AttributeError: a bug" in row.reason_message

@@ -51,7 +51,7 @@ def _sent(actor_name: str, *args: str) -> int:
 
 
 def test_a_job_parked_behind_an_expired_holder_is_sent_again_by_the_next_tick(slots, settings):
-    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
     file_id, token = str(uuid.uuid4()), str(uuid.uuid4())
     _hold(slots, "7", ttl_ms=EXPIRES)  # its job was lost without releasing
     _park(slots, "7", (file_id, token, "7", "derive"))
@@ -65,7 +65,7 @@ def test_a_job_parked_behind_an_expired_holder_is_sent_again_by_the_next_tick(sl
 
 
 def test_a_pool_at_its_limit_with_live_holders_wakes_nothing(slots, settings):
-    settings.AIRLOCK_TENANT_CONCURRENCY = 2
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=2)
     waiting = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(2)]
     _hold(slots, "7", ttl_ms=LIVE)
     _hold(slots, "7", ttl_ms=EXPIRES)
@@ -82,8 +82,8 @@ def test_a_pool_at_its_limit_with_live_holders_wakes_nothing(slots, settings):
 
 
 def test_a_webhook_endpoints_pool_wakes_on_expiry_under_its_own_limit(slots, settings):
-    settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = 1
-    settings.AIRLOCK_TENANT_CONCURRENCY = 5  # not the endpoints' limit
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(endpoint_concurrency=1)
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=5)  # not the endpoints' limit
     _hold(slots, "41", ttl_ms=LIVE, stage="webhook")
     _park(slots, "41", ("100", "41", "webhook"), stage="webhook")
     _hold(slots, "42", ttl_ms=EXPIRES, stage="webhook")

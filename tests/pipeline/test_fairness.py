@@ -12,7 +12,7 @@ from tests.support import client_for, jpeg_bytes, upload, wait_for_status
 
 @pytest.mark.django_db(transaction=True)
 def test_one_tenants_backlog_does_not_starve_another(alice, mallory, live_worker, monkeypatch, settings):
-    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
 
     def slow_derive(attachment):
         time.sleep(0.4)  # a heavy decode
@@ -75,8 +75,9 @@ def test_another_tenants_file_is_ready_while_a_backlog_holds_every_slot_at_a_sta
     """
     from tests.faults.support import wait_until
 
-    settings.AIRLOCK_TENANT_CONCURRENCY = 2
-    settings.AIRLOCK_SUBJECT_CONCURRENCY = 2  # the tenant's pool alone: alice's files are all one subject's
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=2)
+    # the tenant's pool alone: alice's files are all one subject's
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(subject=2)
     a_tenant = alice.membership.tenant_id
     gate, started = _gate_tenant_at(stage, a_tenant, monkeypatch)
     try:
@@ -128,8 +129,9 @@ def test_one_subjects_flood_leaves_its_tenants_other_subjects_a_slot(
     from tests.faults.support import wait_until
     from tests.subjects.support import as_subject
 
-    settings.AIRLOCK_TENANT_CONCURRENCY = 3
-    settings.AIRLOCK_SUBJECT_CONCURRENCY = None  # the default: the tenant's − 1 = 2
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=3)
+    # the default: the tenant's − 1 = 2
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(subject=None)
     tenant = str(alice.membership.tenant_id)
     gate, started = _gate_subject_at("intake", "flood-a", monkeypatch)
     try:

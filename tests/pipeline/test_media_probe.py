@@ -193,18 +193,18 @@ def test_a_huge_frame_is_refused_from_its_header_without_being_decoded(tmp_path)
 
 
 def test_bounds_are_settings(alice, api, settings):
-    settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS = 1
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_duration_seconds=1)
     status, row = _processed(api(alice), "video_h264_aac.mp4", "video/mp4")
     assert (status, row.reason_code) == ("rejected", "duration_limit")
-    settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS = 5 * 3600
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_duration_seconds=5 * 3600)
     status, row = _processed(api(alice), "video_4_hours.mp4", "video/mp4")
     assert status == "ready", row.reason_message
     assert row.metadata["duration_seconds"] == 14401.0
-    settings.AIRLOCK_MEDIA_MAX_PIXELS = 64 * 47
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_pixels=64 * 47)
     status, row = _processed(api(alice), "video_h264_aac.mp4", "video/mp4")
     assert (status, row.reason_code) == ("rejected", "pixel_limit")
-    settings.AIRLOCK_MEDIA_MAX_STREAMS = 1
-    settings.AIRLOCK_MEDIA_MAX_PIXELS = 64 * 48
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_streams=1)
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_pixels=64 * 48)
     status, row = _processed(api(alice), "video_h264_aac.mp4", "video/mp4")
     assert (status, row.reason_code) == ("rejected", "stream_limit")
 

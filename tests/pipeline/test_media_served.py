@@ -265,7 +265,7 @@ def test_an_ordinary_mp4_keeps_its_name(alice, api, tmp_path, name, expected):
 def test_packets_past_the_duration_bound_are_refused_whatever_the_header_says(alice, api, settings):
     # Ten minutes of packets under headers that say 1 s: the probe reads the lie, the copy
     # counts the packets' own timestamps.
-    settings.AIRLOCK_MEDIA_MAX_DURATION_SECONDS = 300
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_duration_seconds=300)
     data = (GENERATED / "video_lying_duration.mp4").read_bytes()
     attachment_id = upload(api(alice), data, profile="media", filename="lie.mp4", content_type="video/mp4")
     assert run_pipeline(attachment_id) == "rejected"

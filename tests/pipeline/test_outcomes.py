@@ -201,14 +201,14 @@ def test_scanner_down_fails_closed_waits_and_recovers(alice, api, settings):
     attachment_id = upload(api(alice), jpeg_bytes())
     real = (settings.CLAMD_SOCKET, settings.CLAMD_HOST, settings.CLAMD_PORT)
     settings.CLAMD_SOCKET, settings.CLAMD_HOST, settings.CLAMD_PORT = None, "127.0.0.1", 9  # nothing listens
-    statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_MAX_ATTEMPTS + 2)]
-    assert statuses == ["pending"] * (settings.AIRLOCK_MAX_ATTEMPTS + 2)
+    statuses = [run_pipeline(attachment_id) for _ in range(settings.AIRLOCK_RETRIES.max_attempts + 2)]
+    assert statuses == ["pending"] * (settings.AIRLOCK_RETRIES.max_attempts + 2)
     row = Attachment.objects.get(pk=attachment_id)
     assert row.attempts == 0 and row.ready_at is None and row.reason_code in ("", None)
     assert not DeadLetter.objects.filter(attachment_id=attachment_id).exists()
     # One release row for the whole wait, counting its tries (services/audit.py dependency_waits_fold).
     [wait] = TransitionLog.objects.filter(attachment_id=attachment_id, transition="release")
-    assert wait.details["waits"] == settings.AIRLOCK_MAX_ATTEMPTS + 2
+    assert wait.details["waits"] == settings.AIRLOCK_RETRIES.max_attempts + 2
     assert "clamd" in wait.message
     settings.CLAMD_SOCKET, settings.CLAMD_HOST, settings.CLAMD_PORT = real
     assert run_pipeline(attachment_id) == "ready"

@@ -19,7 +19,7 @@ def test_expired_lease_goes_back_to_pending_with_attempts_plus_one(alice, api, s
     pipeline.start_and_intake(uuid.UUID(attachment_id))  # a worker took it... and died
     assert Attachment.objects.get(pk=attachment_id).status == "processing"
     assert expire_leases() == 0  # lease still valid
-    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRIES.lease_seconds + 1)
     assert expire_leases(now=later) == 1
     row = Attachment.objects.get(pk=attachment_id)
     assert (row.status, row.attempts, row.lease_token) == ("pending", 1, None)
@@ -29,7 +29,7 @@ def test_expired_lease_goes_back_to_pending_with_attempts_plus_one(alice, api, s
 
 def test_lease_expiring_at_the_attempt_cap_is_dead_lettered(alice, api, settings):
     attachment_id = upload(api(alice), jpeg_bytes())
-    Attachment.objects.filter(pk=attachment_id).update(attempts=settings.AIRLOCK_MAX_ATTEMPTS - 1)
+    Attachment.objects.filter(pk=attachment_id).update(attempts=settings.AIRLOCK_RETRIES.max_attempts - 1)
     pipeline.start_and_intake(uuid.UUID(attachment_id))
     assert expire_leases(now=timezone.now() + timedelta(days=1)) == 1
     row = Attachment.objects.get(pk=attachment_id)

@@ -237,7 +237,7 @@ def test_an_infrastructure_failure_leaves_the_file_ready_and_it_is_retried_later
 def test_the_walk_goes_newest_first_within_its_budget_and_resumes_from_its_checkpoint(alice, settings):
     from tests.sweeper.support import make_attachment
 
-    settings.AIRLOCK_RESCAN_FILES_PER_MINUTE = 3
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(rescan_files_per_minute=3)
     now = timezone.now()
     rows = [
         make_attachment(alice, created_at=now - timedelta(hours=i), lifecycle="committed", scan_signatures="yara=old")
@@ -278,7 +278,7 @@ def test_the_walk_waits_while_uploads_wait(alice, settings):
 def test_rescan_jobs_run_after_upload_steps(settings):
     assert actors.rescan.queue_name == "rescan"
     assert actors.rescan.priority > max(actors.intake.priority, actors.scan.priority, actors.derive.priority)
-    settings.AIRLOCK_RESCAN_FILES_PER_MINUTE = 0
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(rescan_files_per_minute=0)
     assert rescans.rescan_tick() == 0
 
 

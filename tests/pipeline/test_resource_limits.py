@@ -64,7 +64,7 @@ def test_the_same_limit_again_alone_is_rejected_and_the_log_line_says_why(alice,
 
 def test_a_different_limit_alone_is_transient_retried_then_failed(alice, api, first_runs, settings):
     queued, _ = first_runs
-    settings.AIRLOCK_MAX_ATTEMPTS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)
     queued.extend([KILLED, MEMORY])
     attachment_id = _zip(api, alice)
     assert run_pipeline(attachment_id) == "pending"  # retried: not a content verdict

@@ -83,7 +83,7 @@ def test_a_failed_replacement_leaves_the_old_one(alice, api, current, settings):
     client = api(alice)
     new = _avatar(client, png_bytes((90, 90)), content_type="image/png")
     assert _commit(client, new).status_code == 200
-    settings.AIRLOCK_MAX_ATTEMPTS = 1
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=1)
     with erroring_clamd(settings):  # up, yet failing every scan: attempts run out
         assert run_pipeline(new) == "failed"
     _untouched(current)

@@ -173,7 +173,7 @@ def test_a_second_attempt_replaces_the_derivative_rows(alice, api, memory_slots)
 
 
 def test_a_derive_job_over_its_tenants_cap_is_parked_without_a_query(alice, api, memory_slots, monkeypatch, settings):
-    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
     attachment_id = uuid.UUID(upload(api(alice), jpeg_bytes((64, 48))))
     actors.intake.fn(str(attachment_id))
     args = _sent("derive", attachment_id)
@@ -206,7 +206,8 @@ def test_malformed_derive_messages_are_dead_lettered(db):
 
 def test_a_stale_derive_job_takes_no_slot_and_changes_nothing(alice, api, memory_slots, monkeypatch, settings):
     """Messages sent before the tenant rode along: the row is read first, and a stale job stops there."""
-    settings.AIRLOCK_TENANT_CONCURRENCY = 3  # a subject's share (3 − 1 = 2) is a pool of its own
+    # a subject's share (3 − 1 = 2) is a pool of its own
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=3)
     attachment_id = upload(api(alice), jpeg_bytes((64, 48)))
     pipeline.start_and_intake(uuid.UUID(attachment_id))  # intake runs the scan: derive is next
     row = Attachment.objects.get(pk=attachment_id)

@@ -98,7 +98,7 @@ def test_a_parked_derive_job_is_resent_when_the_holder_finishes(alice, monkeypat
     from attachments.models import Attachment, Tenant
     from processing import actors, pipeline
 
-    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
     now = timezone.now()
     monkeypatch.setattr(tenant_slots.backend, "value", MemorySlots())
     token = uuid.uuid4()
@@ -179,7 +179,7 @@ def test_the_lease_reconciler_keeps_a_parked_job_and_retries_a_lost_one(alice, a
         tenant, tenant_slots.holder_name(parked_pk), tenant_slots.encode((parked_pk, parked_token)), **opts
     )
 
-    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_LEASE_SECONDS + 1)
+    later = timezone.now() + timedelta(seconds=settings.AIRLOCK_RETRIES.lease_seconds + 1)
     assert expire_leases(now=later, dry_run=True) == 1
     assert expire_leases(now=later) == 1
     parked, lost = Attachment.objects.get(pk=parked_pk), Attachment.objects.get(pk=lost_pk)

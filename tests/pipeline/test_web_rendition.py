@@ -183,7 +183,7 @@ def test_photos_and_transcodes_share_one_fork_server(alice, api, samples, monkey
 def test_a_failed_transcode_leaves_the_file_ready_and_is_retried_then_dead_lettered(
     alice, api, monkeypatch, settings, django_capture_on_commit_callbacks
 ):
-    settings.AIRLOCK_MAX_ATTEMPTS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)
     row = _ready_video(api(alice), (GENERATED / "video_hevc.mp4").read_bytes(), "clip.mp4", "video/mp4")
 
     def unavailable(*args, **kwargs):

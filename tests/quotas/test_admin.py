@@ -23,7 +23,7 @@ def _text(response) -> str:
 
 
 def test_tenant_list_shows_usage_against_quotas(alice, mallory, api, settings, django_assert_max_num_queries):
-    settings.AIRLOCK_TENANT_QUOTA_FILES = 4
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(files=4)
     Tenant.objects.filter(slug="evil").update(quota_bytes=2048)
     create_intent(api(alice), size=1536)
     create_intent(api(alice), size=512)

@@ -24,10 +24,10 @@ from tests.support import client_for, create_intent
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 20
 SIZE = 1000
-# (setting to limit, the limit, how much to fill first): one intent of SIZE bytes fits, no more.
+# AIRLOCK_TENANT_QUOTA's key → (the limit, how much to fill first): one intent of SIZE bytes fits, no more.
 QUOTAS = {
-    "bytes": ("AIRLOCK_TENANT_QUOTA_BYTES", 10 * SIZE, [9 * SIZE]),
-    "files": ("AIRLOCK_TENANT_QUOTA_FILES", 4, [SIZE, SIZE, SIZE]),
+    "bytes": (10 * SIZE, [9 * SIZE]),
+    "files": (4, [SIZE, SIZE, SIZE]),
 }
 
 
@@ -57,11 +57,11 @@ def _check(results: list[tuple[int, dict]], quota: str, limit: int) -> None:
 
 @pytest.mark.parametrize("quota", sorted(QUOTAS))
 def test_twenty_threads_race_for_the_last_room(transactional_db, make_user, settings, quota):
-    setting, limit, fill = QUOTAS[quota]
+    limit, fill = QUOTAS[quota]
     users = [make_user(f"racer-{i}", tenant="race") for i in range(CLIENTS)]
     for size in fill:
         assert create_intent(client_for(users[0]), size=size).status_code == 201
-    setattr(settings, setting, limit)
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(**{quota: limit})
     clients = [client_for(user) for user in users]
 
     def send(i: int) -> tuple[int, dict]:
@@ -102,8 +102,10 @@ def _createusers(server, n: int) -> list[str]:
 def test_twenty_http_clients_race_against_serve(tmp_path, quota):
     from tests.support.processes import Server
 
-    setting, limit, fill = QUOTAS[quota]
-    server = Server(tmp_path, {setting: str(limit), "AIRLOCK_INTENTS_PER_MINUTE": "1000"})
+    limit, fill = QUOTAS[quota]
+    server = Server(
+        tmp_path, {"AIRLOCK_TENANT_QUOTA": f"{quota}={limit}", "AIRLOCK_RATE_LIMITS": "intents_per_minute=1000"}
+    )
     try:
         tokens = _createusers(server, CLIENTS)
         base = server.base

@@ -58,7 +58,7 @@ def test_usage_is_per_tenant(alice, bob, mallory, api):
 
 
 def test_bytes_quota_refuses_with_details_and_creates_nothing(alice, api, settings):
-    settings.AIRLOCK_TENANT_QUOTA_BYTES = 1000
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(bytes=1000)
     client = api(alice)
     assert create_intent(client, size=600).status_code == 201
     assert create_intent(client, size=400).status_code == 201  # exactly full is allowed
@@ -73,7 +73,7 @@ def test_bytes_quota_refuses_with_details_and_creates_nothing(alice, api, settin
 
 
 def test_files_quota_refuses(alice, api, settings):
-    settings.AIRLOCK_TENANT_QUOTA_FILES = 2
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(files=2)
     client = api(alice)
     assert create_intent(client).status_code == 201
     assert create_intent(client).status_code == 201
@@ -84,7 +84,7 @@ def test_files_quota_refuses(alice, api, settings):
 
 
 def test_tenant_override_beats_the_default_and_stays_per_tenant(alice, mallory, api, settings):
-    settings.AIRLOCK_TENANT_QUOTA_BYTES = 100
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(bytes=100)
     Tenant.objects.filter(slug="acme").update(quota_bytes=5000, quota_files=1)
     assert create_intent(api(alice), size=4000).status_code == 201  # over the default, under the override
     refused = create_intent(api(alice), size=10)
@@ -150,7 +150,7 @@ def test_failed_file_stops_counting_and_a_requeue_counts_it_again(alice, api, se
     from attachments.services.moderation import attachment_requeue
     from attachments.services.processing import attachment_begin, attachment_retry_or_fail
 
-    settings.AIRLOCK_MAX_ATTEMPTS = 1
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=1)
     client = api(alice)
     data = jpeg_bytes()
     attachment_id = upload(client, data)
@@ -251,12 +251,13 @@ def test_upload_through_reserves_and_a_refused_body_gives_it_back(alice, api, se
     ok = client.post("/api/v1/attachments", {"profile": "image", "file": SimpleUploadedFile("a.jpg", data)})
     assert ok.status_code == 202
     assert usage(client) == {"bytes_used": len(data), "bytes_limit": None, "files_used": 1, "files_limit": None}
-    settings.AIRLOCK_TENANT_QUOTA_BYTES = len(data) + 10
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(bytes=len(data) + 10)
     refused = client.post("/api/v1/attachments", {"profile": "image", "file": SimpleUploadedFile("b.jpg", data)})
     assert refused.status_code == 413 and refused.json()["error"]["code"] == "QUOTA_EXCEEDED"
     assert refused.json()["error"]["details"]["requested"] == len(data)
-    settings.AIRLOCK_TENANT_QUOTA_BYTES = None
-    settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES = len(data) - 1  # the body passes the cap while it streams
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(bytes=None)
+    # the body passes the cap while it streams
+    settings.AIRLOCK_MAX_BYTES = settings.AIRLOCK_MAX_BYTES.replace(upload_through=len(data) - 1)
     too_big = client.post("/api/v1/attachments", {"profile": "image", "file": SimpleUploadedFile("c.jpg", data)})
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "TOO_LARGE"
     assert usage(client)["files_used"] == 1
@@ -302,8 +303,9 @@ def _samples(text: str) -> dict[tuple[str, str], float]:
 
 
 def test_usage_per_tenant_in_metrics(alice, mallory, api, client, settings):
-    settings.AIRLOCK_METRICS_TENANT_LABELS = True  # opt-in (tests/ops/test_metrics.py)
-    settings.AIRLOCK_TENANT_QUOTA_FILES = 10
+    # opt-in (tests/ops/test_metrics.py)
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(tenant_labels=True)
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(files=10)
     Tenant.objects.filter(slug="evil").update(quota_bytes=999)
     create_intent(api(alice), size=321)
     create_intent(api(alice), size=1)
@@ -342,7 +344,7 @@ def test_tus_creation_reserves_and_is_refused_over_quota(alice, api, settings):
     client = api(alice)
     assert _create(client, 700).status_code == 201
     assert usage(client) == {"bytes_used": 700, "bytes_limit": None, "files_used": 1, "files_limit": None}
-    settings.AIRLOCK_TENANT_QUOTA_BYTES = 1000
+    settings.AIRLOCK_TENANT_QUOTA = settings.AIRLOCK_TENANT_QUOTA.replace(bytes=1000)
     refused = _create(client, 301)
     assert refused.status_code == 413
     assert refused.json()["error"]["details"] == {"quota": "bytes", "used": 700, "limit": 1000, "requested": 301}

@@ -71,7 +71,7 @@ def test_a_committed_intent_never_finished_is_rejected_and_aborted(
         == 200
     )
     later = timezone.now() + timedelta(
-        seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS + 5
+        seconds=settings.AIRLOCK_URL_SECONDS.upload + settings.AIRLOCK_LIFECYCLE_SECONDS.upload_grace + 5
     )
     with django_capture_on_commit_callbacks(execute=True):
         assert sweep_expired(now=later).never_uploaded == 1

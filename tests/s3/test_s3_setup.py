@@ -81,7 +81,7 @@ def test_apply_sets_cors_and_the_lifecycle_rule_keeping_other_rules_then_no_drif
 
 def test_a_changed_setting_is_drift_and_apply_updates_only_our_rule(s3, origins, settings):
     _run("--apply")
-    settings.AIRLOCK_HARD_CAP_SECONDS = 3 * 86400
+    settings.AIRLOCK_LIFECYCLE_SECONDS = settings.AIRLOCK_LIFECYCLE_SECONDS.replace(hard_cap=3 * 86400)
     settings.AIRLOCK_CORS_ALLOWED_ORIGINS = [APP]
     out = _run("--dry-run")
     assert "after 16 days; want Enabled, prefix '', after 4 days" in out
@@ -94,8 +94,8 @@ def test_a_changed_setting_is_drift_and_apply_updates_only_our_rule(s3, origins,
 
 
 def test_days_are_at_least_one(s3, settings):
-    settings.AIRLOCK_HARD_CAP_SECONDS = 0
-    settings.AIRLOCK_UPLOAD_URL_SECONDS = 60
+    settings.AIRLOCK_LIFECYCLE_SECONDS = settings.AIRLOCK_LIFECYCLE_SECONDS.replace(hard_cap=0)
+    settings.AIRLOCK_URL_SECONDS = settings.AIRLOCK_URL_SECONDS.replace(upload=60)
     _run("--apply")
     (rule,) = _lifecycle(s3)
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}

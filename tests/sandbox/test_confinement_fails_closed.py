@@ -135,7 +135,7 @@ def test_the_file_is_retried_then_failed_never_rejected(
     from attachments.models import DeadLetter
     from tests.support import jpeg_bytes, run_pipeline, upload
 
-    settings.AIRLOCK_MAX_ATTEMPTS = 2
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=2)
     attachment_id = upload(api(alice), jpeg_bytes())
     with caplog.at_level(logging.ERROR, logger=runner.__name__):
         assert run_pipeline(attachment_id) == "pending"  # retried: infrastructure, not content

@@ -51,9 +51,9 @@ def test_wrong_passwords_from_elsewhere_never_lock_the_owner_out(moderator_user,
 
 
 def test_an_address_is_locked_for_every_username_at_its_own_limit(moderator_user, make_user, settings):
-    settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = 12
-    assert settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT > settings.AXES_FAILURE_LIMIT
-    for n in range(settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT - 1):
+    settings.AIRLOCK_LOGIN_LIMITS = settings.AIRLOCK_LOGIN_LIMITS.replace(address_failures=12)
+    assert settings.AIRLOCK_LOGIN_LIMITS.address_failures > settings.AXES_FAILURE_LIMIT
+    for n in range(settings.AIRLOCK_LOGIN_LIMITS.address_failures - 1):
         _login(f"someone-{n}", "guess", ip="10.3.0.1")  # one failure per username: no pair is near its limit
     client, response = _login("warden", "pw-warden", ip="10.3.0.1")
     assert response.status_code == 302 and _signed_in(client)  # below the address's limit (a shared NAT)
@@ -91,8 +91,8 @@ def test_lockouts_are_listed_in_the_admin_and_deleting_them_unlocks(moderator_us
 
 def test_behind_a_trusted_proxy_the_forwarded_address_counts(moderator_user, settings):
     settings.AIRLOCK_TRUSTED_PROXY_HOPS = 1
-    settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT = 8
-    for n in range(settings.AIRLOCK_LOGIN_ADDRESS_FAILURE_LIMIT):
+    settings.AIRLOCK_LOGIN_LIMITS = settings.AIRLOCK_LOGIN_LIMITS.replace(address_failures=8)
+    for n in range(settings.AIRLOCK_LOGIN_LIMITS.address_failures):
         # Same proxy, one attacker; the spoofed left-most entries change every time.
         _login(f"x-{n}", "guess", ip="192.168.0.9", HTTP_X_FORWARDED_FOR=f"1.2.3.{n}, 203.0.113.7")
     _, response = _login("warden", "pw-warden", ip="192.168.0.9", HTTP_X_FORWARDED_FOR="203.0.113.7")

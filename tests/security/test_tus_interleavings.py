@@ -146,8 +146,8 @@ def assert_settled(run: Run) -> None:
 
 @pytest.fixture
 def generous(settings):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 10**6
-    settings.AIRLOCK_MAX_PENDING_PER_USER = 10**6
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=10**6)
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(pending_per_subject=10**6)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

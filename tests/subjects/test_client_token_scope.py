@@ -125,7 +125,8 @@ def test_open_operations_take_the_client_token(device):
 
 
 def test_routes_outside_drf_never_take_a_client_token(device, settings):
-    settings.AIRLOCK_METRICS_TOKEN, settings.AIRLOCK_METRICS_OPEN = "metrics-secret", False
+    settings.AIRLOCK_METRICS_TOKEN = "metrics-secret"
+    settings.AIRLOCK_METRICS = settings.AIRLOCK_METRICS.replace(open=False)
     seen = 0
     for _route, full, callback in _routes():
         if getattr(callback, "cls", None) is not None or "<" in full and "admin" not in full:

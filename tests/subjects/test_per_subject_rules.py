@@ -119,7 +119,7 @@ def frozen_now(monkeypatch):
 
 
 def test_the_intent_rate_is_per_subject(alice, settings, frozen_now):
-    settings.AIRLOCK_INTENTS_PER_MINUTE = 3
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=3)
     ann, ben = as_subject(alice, "user-ann"), as_subject(alice, "user-ben")
     for _ in range(3):
         assert create_intent(ann).status_code == 201
@@ -130,7 +130,7 @@ def test_the_intent_rate_is_per_subject(alice, settings, frozen_now):
 
 
 def test_the_outstanding_pending_cap_is_per_subject(alice, settings, frozen_now):
-    settings.AIRLOCK_MAX_PENDING_PER_USER = 2
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(pending_per_subject=2)
     ann, ben = as_subject(alice, "user-ann"), as_subject(alice, "user-ben")
     first = create_intent(ann).json()["id"]
     assert create_intent(ann).status_code == 201

@@ -42,7 +42,7 @@ def _recounted(subject: str, tenant: str = "acme") -> tuple[int, int]:
 
 @pytest.mark.django_db
 def test_a_subject_at_its_file_quota_is_refused_and_another_subject_is_not(alice, settings):
-    settings.AIRLOCK_SUBJECT_QUOTA_FILES = 2
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(files=2)
     ann, ben = as_subject(alice, "user-ann"), as_subject(alice, "user-ben")
     first = create_intent(ann, size=SIZE).json()["id"]
     assert create_intent(ann, size=SIZE).status_code == 201
@@ -59,7 +59,7 @@ def test_a_subject_at_its_file_quota_is_refused_and_another_subject_is_not(alice
 @pytest.mark.django_db
 def test_the_byte_quota_counts_the_stored_size_once_known(alice, settings):
     data = jpeg_bytes((60, 60))
-    settings.AIRLOCK_SUBJECT_QUOTA_BYTES = 3 * SIZE
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(bytes=3 * SIZE)
     ann = as_subject(alice, "user-ann")
     intent = create_intent(ann, size=len(data)).json()
     assert put_bytes(intent["upload"]["url"], data).status_code == 202
@@ -75,7 +75,7 @@ def test_the_byte_quota_counts_the_stored_size_once_known(alice, settings):
 
 @pytest.mark.django_db
 def test_a_rejected_file_and_an_erased_subject_free_their_room(alice, settings, samples):
-    settings.AIRLOCK_SUBJECT_QUOTA_FILES = 5
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(files=5)
     ann = as_subject(alice, "user-ann")
     bad = create_intent(ann, size=len(samples.eicar)).json()
     assert put_bytes(bad["upload"]["url"], samples.eicar).status_code == 202
@@ -89,7 +89,7 @@ def test_a_rejected_file_and_an_erased_subject_free_their_room(alice, settings, 
 
 @pytest.mark.django_db
 def test_without_a_subject_quota_no_subject_counter_is_kept(alice, settings):
-    assert settings.AIRLOCK_SUBJECT_QUOTA_BYTES is None and settings.AIRLOCK_SUBJECT_QUOTA_FILES is None
+    assert settings.AIRLOCK_SUBJECT_QUOTA.bytes is None and settings.AIRLOCK_SUBJECT_QUOTA.files is None
     ann = as_subject(alice, "user-ann")
     pk = create_intent(ann, size=SIZE).json()["id"]
     assert ann.post(f"/api/v1/attachments/{pk}/discard").status_code == 204
@@ -98,15 +98,16 @@ def test_without_a_subject_quota_no_subject_counter_is_kept(alice, settings):
 
 @pytest.mark.django_db
 def test_a_recount_drops_stale_subject_counters_and_they_are_rebuilt_from_the_rows(alice, settings):
-    settings.AIRLOCK_SUBJECT_QUOTA_FILES = 3
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(files=3)
     ann = as_subject(alice, "user-ann")
     create_intent(ann, size=SIZE)
-    settings.AIRLOCK_SUBJECT_QUOTA_FILES = None  # a period without: the counter is not moved
+    # a period without: the counter is not moved
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(files=None)
     create_intent(ann, size=SIZE)
     assert _counter("user-ann") == (SIZE, 1)  # stale
     tenant_usage_recount(tenant_id=Tenant.objects.get(slug="acme").pk)
     assert not SubjectUsage.objects.exists()
-    settings.AIRLOCK_SUBJECT_QUOTA_FILES = 3
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(files=3)
     assert create_intent(ann, size=SIZE).status_code == 201
     assert _counter("user-ann") == (3 * SIZE, 3)
     _refused(create_intent(ann, size=SIZE), quota="files", subject="user-ann", used=3, limit=3)
@@ -116,10 +117,8 @@ def test_a_recount_drops_stale_subject_counters_and_they_are_rebuilt_from_the_ro
 def test_twenty_concurrent_intents_of_one_subject_race_for_its_last_room(transactional_db, make_user, settings, quota):
     """20 threads, one service token, one subject: exactly one takes the last room (PostgreSQL's row lock)."""
     host = make_user("host", tenant="race")
-    if quota == "files":
-        settings.AIRLOCK_SUBJECT_QUOTA_FILES, limit, fill = 3, 3, [SIZE, SIZE]
-    else:
-        settings.AIRLOCK_SUBJECT_QUOTA_BYTES, limit, fill = 10 * SIZE, 10 * SIZE, [9 * SIZE]
+    limit, fill = (3, [SIZE, SIZE]) if quota == "files" else (10 * SIZE, [9 * SIZE])
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(**{quota: limit})
     for size in fill:
         assert create_intent(as_subject(host, "guest-1"), size=size).status_code == 201
     assert create_intent(as_subject(host, "guest-2"), size=SIZE).status_code == 201
@@ -160,7 +159,7 @@ def test_with_a_subject_quota_an_intent_adds_one_conditional_update_in_its_trans
     # The backlog age is read at most once a second per process: held for the test, as the hot-path pins do.
     monkeypatch.setattr(backlog, "_CACHE_SECONDS", 3600.0)
     backlog.forget()
-    settings.AIRLOCK_SUBJECT_QUOTA_FILES = 10
+    settings.AIRLOCK_SUBJECT_QUOTA = settings.AIRLOCK_SUBJECT_QUOTA.replace(files=10)
     ann = as_subject(alice, "user-ann")
     assert create_intent(ann, size=SIZE).status_code == 201  # the first builds the subject's counter
     with CaptureQueriesContext(connection) as ctx:

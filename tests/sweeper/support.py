@@ -76,7 +76,7 @@ def make_attachment(
         expires_at = (
             None
             if lifecycle == Lifecycle.COMMITTED
-            else created_at + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS)
+            else created_at + timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.staged_ttl)
         )
     fields.setdefault("uploaded_at", created_at)
     if status == Status.READY:

@@ -55,7 +55,7 @@ def test_a_held_files_history_outlives_every_window(alice, settings):
     row = make_attachment(alice, files=False)  # an abandoned draft: expired after a week, but held
     _history(row, at=T0)
     attachment_hold_set(attachment_ids=[row.pk], actor="staff:root", reason="litigation")
-    later = T0 + (settings.AIRLOCK_TOMBSTONE_RETENTION_DAYS + settings.AIRLOCK_AUDIT_WINDOW_DAYS + 100) * DAY
+    later = T0 + (settings.AIRLOCK_RETENTION_DAYS.tombstones + settings.AIRLOCK_RETENTION_DAYS.audit_window + 100) * DAY
     sweep_expired(now=later)
     sweep_expired(now=later + DAY)
     assert Attachment.objects.filter(pk=row.pk).exists() and not Tombstone.objects.filter(attachment_id=row.pk)
@@ -66,15 +66,15 @@ def test_a_held_files_history_outlives_every_window(alice, settings):
 def test_history_goes_whole_into_the_tombstone_and_leaves_with_it(alice, settings):
     row = make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0 + 200 * DAY)
     _history(row, at=T0)  # written 200 days before the delete: older than any former window
-    purge_at = T0 + (200 + settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY
+    purge_at = T0 + (200 + settings.AIRLOCK_RETENTION_DAYS.audit_window + 1) * DAY
     assert sweep_expired(now=purge_at).hard_deleted == 1
     stone = Tombstone.objects.get(attachment_id=row.pk)
     assert [e["event"] for e in stone.history] == ["rescan", "intent", "arrived", "scan", "staff_download"]
     assert stone.history_total == 5 and not TransitionLog.objects.filter(attachment_id=row.pk).exists()
 
-    sweep_expired(now=purge_at + (settings.AIRLOCK_TOMBSTONE_RETENTION_DAYS - 1) * DAY)
+    sweep_expired(now=purge_at + (settings.AIRLOCK_RETENTION_DAYS.tombstones - 1) * DAY)
     assert Tombstone.objects.filter(attachment_id=row.pk).exists()
-    sweep_expired(now=purge_at + (settings.AIRLOCK_TOMBSTONE_RETENTION_DAYS + 1) * DAY)
+    sweep_expired(now=purge_at + (settings.AIRLOCK_RETENTION_DAYS.tombstones + 1) * DAY)
     assert not Tombstone.objects.filter(attachment_id=row.pk).exists()
 
 
@@ -82,7 +82,7 @@ def test_a_draft_heartbeated_every_half_hour_until_its_cap_keeps_one_heartbeat_r
     row = make_attachment(alice, files=False, created_at=T0)
     original = row.expires_at
     now = T0
-    while now < T0 + timedelta(seconds=settings.AIRLOCK_HARD_CAP_SECONDS) - DAY:
+    while now < T0 + timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.hard_cap) - DAY:
         attachments_heartbeat(user=alice, ids=[row.pk], now=now)
         now += timedelta(minutes=30)
     rows = list(TransitionLog.objects.filter(attachment=row))

@@ -109,7 +109,7 @@ def test_objects_of_rows_marked_deleted_are_deleted_again(alice, storage_root):
 
 
 def test_quarantine_older_than_its_retention_is_deleted(alice, storage_root, settings):
-    days = settings.AIRLOCK_QUARANTINE_DAYS
+    days = settings.AIRLOCK_RETENTION_DAYS.quarantine
     rejected = make_attachment(
         alice, created_at=timezone.now(), status=Status.REJECTED, quarantined=True, thumbnail=False, served=False
     )
@@ -174,7 +174,7 @@ def test_a_job_parked_behind_an_expired_slot_is_sent_again_when_ticks_run_from_c
 
     from processing import tenant_slots
 
-    settings.AIRLOCK_TENANT_CONCURRENCY = 1
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
     slots = tenant_slots.MemorySlots()
     monkeypatch.setattr(tenant_slots.backend, "value", slots)
     opts = {"limit": 1, "park_ttl_ms": 60_000}

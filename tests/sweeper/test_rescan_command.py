@@ -69,7 +69,7 @@ def test_rescan_refuses_bad_options(args):
 
 
 def test_rescan_refuses_when_background_rescans_are_off(files, settings):
-    settings.AIRLOCK_RESCAN_FILES_PER_MINUTE = 0
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(rescan_files_per_minute=0)
     with pytest.raises(CommandError, match="rescan_files_per_minute=0"):
         call_command("rescan", stdout=StringIO())
     assert _flagged(files) == set()

@@ -143,7 +143,7 @@ def test_a_retry_that_succeeds_marks_the_row_deleted_and_clears_the_error(alice)
 def test_hard_deletes_rows_after_the_audit_window(alice, settings):
     attachment = make_attachment(alice)
     sweep_expired(now=LATER)
-    window = timedelta(days=settings.AIRLOCK_AUDIT_WINDOW_DAYS)
+    window = timedelta(days=settings.AIRLOCK_RETENTION_DAYS.audit_window)
 
     assert sweep_expired(now=LATER + window - timedelta(seconds=1)).hard_deleted == 0
     assert Attachment.objects.filter(pk=attachment.pk).exists()
@@ -189,7 +189,7 @@ def test_lock_busy_records_a_run_and_deletes_nothing(alice):
 
 
 def test_sweep_if_due_runs_once_per_interval(alice):
-    interval = timedelta(seconds=settings.AIRLOCK_SWEEP_INTERVAL_SECONDS)
+    interval = timedelta(seconds=settings.AIRLOCK_SWEEP.interval_seconds)
     make_attachment(alice)
     assert sweep_due(LATER)
     assert sweep_if_due(now=LATER).deleted == 1
@@ -207,7 +207,7 @@ def test_concurrency_setting_bounds_the_delete_pool(alice, settings):
     import contextlib
     import threading
 
-    settings.AIRLOCK_SWEEP_CONCURRENCY = 2
+    settings.AIRLOCK_SWEEP = settings.AIRLOCK_SWEEP.replace(concurrency=2)
     for _ in range(6):
         make_attachment(alice)
     active, peak, guard = [0], [0], threading.Lock()

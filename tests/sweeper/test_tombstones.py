@@ -29,7 +29,7 @@ def test_a_purged_file_leaves_a_tombstone_with_its_story(alice, settings):
     deleted_at = Attachment.objects.get(pk=pk).deleted_at
     assert deleted_at is not None
 
-    report = sweep_expired(now=later + timedelta(days=settings.AIRLOCK_AUDIT_WINDOW_DAYS, minutes=1))
+    report = sweep_expired(now=later + timedelta(days=settings.AIRLOCK_RETENTION_DAYS.audit_window, minutes=1))
 
     assert report.hard_deleted == 1
     assert not Attachment.objects.filter(pk=pk).exists()
@@ -71,7 +71,7 @@ def test_tombstones_are_written_one_insert_per_batch(alice, settings):
             ]
         )
     with CaptureQueriesContext(connection) as queries:
-        report = sweep_expired(now=T0 + (settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY, batch_size=5)
+        report = sweep_expired(now=T0 + (settings.AIRLOCK_RETENTION_DAYS.audit_window + 1) * DAY, batch_size=5)
     assert report.hard_deleted == 12
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('INSERT INTO "attachments_tombstone"')]
     assert len(inserts) == 3, inserts  # 5 + 5 + 2, never one per row
@@ -93,7 +93,7 @@ def test_a_long_history_is_kept_whole_with_repeats_folded_and_big_details_sized(
     TransitionLog.objects.bulk_create([*distinct, *rescans, big])
     TransitionLog.objects.filter(attachment=row).update(created_at=T0)  # one instant: the id orders them
 
-    sweep_expired(now=T0 + (settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY)
+    sweep_expired(now=T0 + (settings.AIRLOCK_RETENTION_DAYS.audit_window + 1) * DAY)
     stone = Tombstone.objects.get(attachment_id=row.pk)
     assert stone.history_total == 151
     # every one of the 120 alternating entries, in order; the 30 rescans as one entry; the scan's details sized
@@ -108,7 +108,7 @@ def test_a_dry_run_and_the_killswitch_write_no_tombstone(alice, settings):
     from sweeper.control import sweeper_control_set
 
     make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0)
-    now = T0 + (settings.AIRLOCK_AUDIT_WINDOW_DAYS + 1) * DAY
+    now = T0 + (settings.AIRLOCK_RETENTION_DAYS.audit_window + 1) * DAY
     assert sweep_expired(now=now, dry_run=True).hard_deleted == 1
     sweeper_control_set(killswitch=True, actor="test")
     sweep_expired(now=now)

@@ -24,7 +24,7 @@ def _fail_then(statuses):
 def test_the_admin_lists_endpoints_deliveries_and_attempts_and_replays(
     admin_client, alice, api, make_endpoint, settings
 ):
-    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.1
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=0.1)
     receiver = Receiver(_fail_then([500])).start()
     try:
         endpoint = make_endpoint(receiver.url)
@@ -43,7 +43,7 @@ def test_the_admin_lists_endpoints_deliveries_and_attempts_and_replays(
         assert delivery.event_id in page and "nope" in page  # the attempts, with the answer's start
 
         receiver.respond = _fail_then([200])
-        settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 60
+        settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=60)
         response = admin_client.post(
             "/admin/webhooks/webhookdelivery/", {"action": "replay", "_selected_action": [delivery.pk]}, follow=True
         )

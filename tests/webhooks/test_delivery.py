@@ -60,7 +60,7 @@ def test_a_500_is_retried_with_the_same_webhook_id_and_body(make_endpoint, ready
 
 
 def test_a_timeout_is_a_failure_and_retried(make_endpoint, ready_file, settings):
-    settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(timeout_seconds=0.3)
     slow = {"n": 0}
 
     def respond(request):
@@ -82,7 +82,7 @@ def test_a_timeout_is_a_failure_and_retried(make_endpoint, ready_file, settings)
 
 
 def test_retries_stop_at_the_window_and_the_delivery_is_dead_lettered(make_endpoint, ready_file, settings):
-    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 2.0
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=2.0)
     receiver = Receiver(_answers(500)).start()
     try:
         make_endpoint(receiver.url)
@@ -103,8 +103,8 @@ def test_retries_stop_at_the_window_and_the_delivery_is_dead_lettered(make_endpo
 def test_backoff_doubles_from_the_base_and_honours_retry_after(settings):
     from webhooks.services.delivery import backoff_seconds
 
-    settings.AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = 5
-    settings.AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS = 3600
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_base_seconds=5)
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_max_seconds=3600)
     for attempts, expected in ((1, 5), (2, 10), (3, 20), (10, 2560), (20, 3600)):
         assert expected * 0.8 <= backoff_seconds(attempts) <= expected * 1.2
     assert backoff_seconds(1, retry_after=120) >= 120
@@ -165,7 +165,7 @@ def test_a_lone_failure_does_not_disable(make_endpoint, ready_file):
 def test_replay_sends_a_dead_delivery_again_with_the_same_webhook_id(make_endpoint, ready_file, settings):
     from webhooks.services.delivery import delivery_replay
 
-    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.1
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=0.1)
     receiver = Receiver(_answers(500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 200)).start()
     try:
         make_endpoint(receiver.url)
@@ -174,7 +174,7 @@ def test_replay_sends_a_dead_delivery_again_with_the_same_webhook_id(make_endpoi
         delivery = WebhookDelivery.objects.get()
         assert delivery.status == DeliveryStatus.DEAD
         receiver.respond = _answers(200)
-        settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 60
+        settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=60)
         assert delivery_replay(delivery_ids=[delivery.pk]) == (1, 0)
         deliver_due()
         delivery.refresh_from_db()
@@ -185,7 +185,7 @@ def test_replay_sends_a_dead_delivery_again_with_the_same_webhook_id(make_endpoi
 
 
 def test_a_redirect_is_not_followed(make_endpoint, ready_file, settings):
-    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.2
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=0.2)
     receiver = Receiver(_answers(302)).start()
     try:
         make_endpoint(receiver.url)
@@ -239,7 +239,7 @@ def test_the_tick_redrives_a_delivery_whose_message_was_lost(make_endpoint, read
     from webhooks.services.delivery import delivery_attempt
     from webhooks.services.tick import redrive
 
-    settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS = 60
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(redrive_seconds=60)
     make_endpoint(receiver.url)
     ready_file()
     delivery = WebhookDelivery.objects.get()
@@ -272,7 +272,7 @@ def test_history_is_purged_after_its_window_but_not_what_is_owed(make_endpoint, 
     from webhooks.services.delivery import delivery_attempt
 
     assert delivery_attempt(delivered.pk) == "delivered"
-    later = timezone.now() + timedelta(days=settings.AIRLOCK_WEBHOOK_RETENTION_DAYS + 1)
+    later = timezone.now() + timedelta(days=settings.AIRLOCK_RETENTION_DAYS.webhooks + 1)
     # The sweeper's brakes hold it: a dry run counts, the killswitch stops it.
     assert sweep_expired(now=later, dry_run=True).purged["webhook_events"] == 1
     sweeper_control_set(killswitch=True, actor="test")
@@ -293,7 +293,7 @@ def test_the_first_tick_of_a_process_with_an_in_process_broker_resends_at_once(
     from attachments.models import OutboxMessage
     from webhooks.services import tick
 
-    settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS = 60
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(redrive_seconds=60)
     make_endpoint(receiver.url)
     ready_file()
     jobs = OutboxMessage.objects.filter(actor_name="webhook_deliver")

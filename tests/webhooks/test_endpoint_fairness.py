@@ -35,8 +35,9 @@ def fresh_slots(monkeypatch, settings):
 def test_a_hanging_endpoints_flood_waits_parked_while_another_endpoint_is_served(
     alice, mallory, api, live_worker, make_endpoint, fresh_slots, settings
 ):
-    settings.AIRLOCK_WEBHOOK_ENDPOINT_CONCURRENCY = 2
-    settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = 30.0  # the hanging endpoint is not cut short during the test
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(endpoint_concurrency=2)
+    # the hanging endpoint is not cut short during the test
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(timeout_seconds=30.0)
     gate, arrived = threading.Event(), []
 
     def hang(request):

@@ -69,7 +69,7 @@ def test_rejected(alice, api, hooked, receiver):
 
 def test_failed(alice, api, hooked, receiver, settings):
     attachment_id = upload(api(alice), jpeg_bytes())
-    settings.AIRLOCK_MAX_ATTEMPTS = 1
+    settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(max_attempts=1)
     with erroring_clamd(settings):  # up, yet failing every scan: attempts run out
         assert run_pipeline(attachment_id) == "failed"
     [payload] = _payloads(receiver, hooked)
@@ -222,7 +222,7 @@ def test_deleted_when_released_and_swept_after_the_grace(alice, api, hooked, rec
     assert sweep_expired(now=timezone.now() + timedelta(minutes=1)).deleted == 0  # within the grace
     assert WebhookEvent.objects.filter(type="attachment.deleted").count() == 0
 
-    grace = timedelta(seconds=settings.AIRLOCK_RELEASE_GRACE_SECONDS)
+    grace = timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.release_grace)
     assert sweep_expired(now=timezone.now() + grace + timedelta(minutes=1)).deleted == 1
 
     ready, committed, deleted = _payloads(receiver, hooked, n=3)

@@ -170,7 +170,7 @@ def test_delivery_rechecks_and_never_connects_inside(alice, api, receiver, make_
     """An endpoint saved while private addresses were allowed (or whose DNS changed) is refused at delivery."""
     from tests.support import jpeg_bytes, run_pipeline, upload
 
-    settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS = 0.2
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_window_seconds=0.2)
     make_endpoint(receiver.url)  # saved while allowed
     settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
     urlguard.forget_resolutions()

@@ -46,7 +46,7 @@ class Result:
 
 
 def _claim(delivery_id: int, now: datetime) -> bool:
-    lease = now + timedelta(seconds=settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS)
+    lease = now + timedelta(seconds=settings.AIRLOCK_WEBHOOK_DELIVERY.timeout_seconds + LEASE_MARGIN_SECONDS)
     with bookkeeping():
         return bool(
             WebhookDelivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
@@ -56,9 +56,9 @@ def _claim(delivery_id: int, now: datetime) -> bool:
 
 
 def backoff_seconds(attempts: int, *, retry_after: float | None = None) -> float:
-    """Doubling from AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS, capped, ±20 % jitter; a receiver's Retry-After is a floor."""
-    base = settings.AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS
-    cap = settings.AIRLOCK_WEBHOOK_RETRY_MAX_SECONDS
+    """Doubling from AIRLOCK_WEBHOOK_DELIVERY.retry_base_seconds, capped, ±20 % jitter; a receiver's Retry-After is a floor."""
+    base = settings.AIRLOCK_WEBHOOK_DELIVERY.retry_base_seconds
+    cap = settings.AIRLOCK_WEBHOOK_DELIVERY.retry_max_seconds
     delay = min(cap, base * 2 ** max(0, attempts - 1)) * random.uniform(0.8, 1.2)
     if retry_after is not None:
         delay = max(delay, min(retry_after, cap))
@@ -77,7 +77,9 @@ def _send(endpoint: WebhookEndpoint, *, msg_id: str, body: bytes, now: datetime)
     except urlguard.UrlRefused as exc:
         return Result(False, None, f"refused: {exc}", "", None)
     try:
-        answer = client.post(target, body=body, headers=headers, timeout=settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS)
+        answer = client.post(
+            target, body=body, headers=headers, timeout=settings.AIRLOCK_WEBHOOK_DELIVERY.timeout_seconds
+        )
     except client.TransportError as exc:
         return Result(False, None, str(exc), "", time.monotonic() - started)
     latency = time.monotonic() - started
@@ -158,7 +160,9 @@ def _record(delivery: WebhookDelivery, result: Result, *, started_at: datetime) 
         else:
             delay = backoff_seconds(delivery.attempts + 1, retry_after=result.retry_after)
             next_at = now + timedelta(seconds=delay)
-            window_end = delivery.window_started_at + timedelta(seconds=settings.AIRLOCK_WEBHOOK_RETRY_WINDOW_SECONDS)
+            window_end = delivery.window_started_at + timedelta(
+                seconds=settings.AIRLOCK_WEBHOOK_DELIVERY.retry_window_seconds
+            )
             if next_at > window_end:
                 outcome = "dead"
                 pending.update(status=DeliveryStatus.DEAD, **common)
@@ -208,7 +212,7 @@ def _endpoint_failed(endpoint: WebhookEndpoint, now: datetime) -> str:
         failing_since=Coalesce(F("failing_since"), Value(now, output_field=DateTimeField())),
     )
     since = endpoint.failing_since or now
-    threshold = timedelta(seconds=settings.AIRLOCK_WEBHOOK_DISABLE_AFTER_SECONDS)
+    threshold = timedelta(seconds=settings.AIRLOCK_WEBHOOK_DELIVERY.disable_after_seconds)
     if now - since >= threshold and endpoint.consecutive_failures + 1 >= DISABLE_MIN_FAILURES:
         return f"failing since {since:%Y-%m-%d %H:%M:%S} UTC ({endpoint.consecutive_failures + 1} failures in a row)"
     return ""

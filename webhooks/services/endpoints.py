@@ -127,14 +127,16 @@ def url_for(endpoint: WebhookEndpoint) -> str | None:
 
 
 def endpoint_rotate_secret(*, endpoint_id: int, now: datetime | None = None) -> WebhookEndpoint:
-    """A new secret; the old one keeps signing for AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS."""
+    """A new secret; the old one keeps signing for AIRLOCK_WEBHOOK_DELIVERY.rotation_overlap_seconds."""
     from ..signing import new_secret
 
     now = now or timezone.now()
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint_id, is_global=False)
         endpoint.previous_secret = endpoint.secret
-        endpoint.previous_secret_expires_at = now + timedelta(seconds=settings.AIRLOCK_WEBHOOK_ROTATION_OVERLAP_SECONDS)
+        endpoint.previous_secret_expires_at = now + timedelta(
+            seconds=settings.AIRLOCK_WEBHOOK_DELIVERY.rotation_overlap_seconds
+        )
         endpoint.secret = new_secret()
         endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at", "updated_at"])
     return endpoint

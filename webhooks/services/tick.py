@@ -1,7 +1,7 @@
 """The scheduler tick's webhook work: re-drive deliveries whose message got lost.
 
 Old history (events, deliveries, attempts) is purged by the sweeper's retention
-phase (sweeper/retention.py, AIRLOCK_WEBHOOK_RETENTION_DAYS), under its brakes.
+phase (sweeper/retention.py, AIRLOCK_RETENTION_DAYS.webhooks), under its brakes.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def redrive(*, now: datetime | None = None, limit: int = 1000, grace_seconds: fl
 
     A worker killed mid-request (its lease expires), a broker that lost the
     message, an in-process broker that died with its process: all look alike
-    here: due for a while (AIRLOCK_WEBHOOK_REDRIVE_SECONDS), not sent for as long.
+    here: due for a while (AIRLOCK_WEBHOOK_DELIVERY.redrive_seconds), not sent for as long.
     """
     now = now or timezone.now()
-    grace = settings.AIRLOCK_WEBHOOK_REDRIVE_SECONDS if grace_seconds is None else grace_seconds
+    grace = settings.AIRLOCK_WEBHOOK_DELIVERY.redrive_seconds if grace_seconds is None else grace_seconds
     stale = now - timedelta(seconds=grace)
     with transaction.atomic():
         rows = list(

@@ -1,6 +1,6 @@
 """The end of a committed file's life: release (by ref or ids), delete one file, restore within the grace.
 
-A released file stays stored and counted for AIRLOCK_RELEASE_GRACE_SECONDS
+A released file stays stored and counted for AIRLOCK_LIFECYCLE_SECONDS.release_grace
 (its `expires_at`), is never served, and may be restored by its owner or a
 moderator of its tenant until then; after that the sweeper removes its objects
 under its brakes (killswitch, dry run, lock), as for a discarded file.

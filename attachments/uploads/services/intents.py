@@ -92,7 +92,7 @@ def create_pending_row(
         declared_sha256=sha256,
         storage_key=original_key(tenant_slug=tenant.slug, profile=profile.name, attachment_id=attachment_id),
         created_at=now,
-        expires_at=now + timedelta(seconds=settings.AIRLOCK_STAGED_TTL_SECONDS),
+        expires_at=now + timedelta(seconds=settings.AIRLOCK_LIFECYCLE_SECONDS.staged_ttl),
         upload_link=link,
         approval=approval_at_intent(link),
     )
@@ -127,7 +127,7 @@ def _insert_reserving(attachment: Attachment, entry, *, size: int, now: datetime
     nothing, the reads below say which refused, the cap before the quota.
     """
     tenant_id, subject = attachment.tenant.pk, attachment.subject
-    limit = settings.AIRLOCK_MAX_PENDING_PER_USER
+    limit = settings.AIRLOCK_RATE_LIMITS.pending_per_subject
     at_cap = limit_th_outstanding(tenant_id=tenant_id, subject=subject, now=now, limit=limit) if limit > 0 else None
     if at_cap is not None and attachment_insert_reserving(attachment, entry, unless=at_cap):
         return
@@ -164,7 +164,7 @@ def upload_intent_create(
     attachment = create_pending_row(
         user=user, profile=profile, filename=filename, size=size, content_type=content_type, now=now, sha256=digest
     )
-    expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
+    expires_in = settings.AIRLOCK_URL_SECONDS.upload
     if not presign:
         return Intent(attachment=attachment, upload=None, upload_expires_at=now + timedelta(seconds=expires_in))
     give_connection_back()  # signing is CPU, a multipart intent a call to storage: no pooled connection held

@@ -95,7 +95,7 @@ def upload_parts_resign(*, user, attachment_id: object, now: datetime | None = N
         raise UploadNotInProgress("The multipart upload no longer exists (completed or aborted).")
     sizes = gateway.part_sizes(attachment.declared_size)
     remaining = {n: size for n, size in sizes.items() if uploaded.get(n, ("", -1))[1] != size}
-    expires_in = settings.AIRLOCK_UPLOAD_URL_SECONDS
+    expires_in = settings.AIRLOCK_URL_SECONDS.upload
     parts = gateway.presign_parts(
         attachment.storage_key, upload_id=attachment.multipart_upload_id, sizes=remaining, expires_in=expires_in
     )

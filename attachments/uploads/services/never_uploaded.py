@@ -27,7 +27,9 @@ MESSAGE = "No upload arrived before the upload URL expired."
 
 
 def never_uploaded(now: datetime):
-    cutoff = now - timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS + settings.AIRLOCK_UPLOAD_GRACE_SECONDS)
+    cutoff = now - timedelta(
+        seconds=settings.AIRLOCK_URL_SECONDS.upload + settings.AIRLOCK_LIFECYCLE_SECONDS.upload_grace
+    )
     # updated_at: a commit or a re-signing of part URLs (multipart) restarts the clock.
     return Attachment.objects.filter(
         status=Status.PENDING,

@@ -72,12 +72,12 @@ def tus_max_size() -> int:
 
 def _lock_stale_after() -> timedelta:
     # A live writer renews its claim at least every time a chunk arrives; a body
-    # may pause AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS before the server gives up on it.
-    return timedelta(seconds=settings.AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS + 5)
+    # may pause AIRLOCK_HTTP_LIMITS.body_timeout_seconds before the server gives up on it.
+    return timedelta(seconds=settings.AIRLOCK_HTTP_LIMITS.body_timeout_seconds + 5)
 
 
 def _expiry(now: datetime) -> datetime:
-    return now + timedelta(seconds=settings.AIRLOCK_UPLOAD_URL_SECONDS)
+    return now + timedelta(seconds=settings.AIRLOCK_URL_SECONDS.upload)
 
 
 def tus_upload_create(

@@ -151,7 +151,7 @@ def upload_through(
     profile = get_profile(profile_name)
     digest = parse_sha256(sha256)
 
-    limit = min(profile.max_bytes, settings.AIRLOCK_UPLOAD_THROUGH_MAX_BYTES)
+    limit = min(profile.max_bytes, settings.AIRLOCK_MAX_BYTES.upload_through)
     if size_hint > limit:
         raise TooLarge(f"The file is larger than the {limit} bytes allowed.", details={"max_bytes": limit})
     refuse_when_behind(tenant_of(user).pk)

@@ -9,7 +9,7 @@ claim marked failed for FAILURE_SECONDS:
 requests in that window get 503 at once, nobody retries the decode. A claim
 whose maker died (past the sandbox's wall time) is taken over.
 
-Bounded work: the maker makes it only within AIRLOCK_VARIANT_CONCURRENCY
+Bounded work: the maker makes it only within AIRLOCK_CONCURRENCY.variants_at_once
 generations in this process and one of its tenant's fair-share slots (the
 pipeline's, hooks.variant_slot); when either is full it drops its claim and
 answers 503 VARIANT_BUSY + Retry-After at once: a browser retries, and neither
@@ -86,7 +86,7 @@ def _busy(limit: str) -> VariantBusy:
 
 
 class _ProcessLimit:
-    """Generations running in this process, at most AIRLOCK_VARIANT_CONCURRENCY (read at each admission)."""
+    """Generations running in this process, at most AIRLOCK_CONCURRENCY.variants_at_once (read at each admission)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -95,7 +95,7 @@ class _ProcessLimit:
     @contextmanager
     def held(self) -> Iterator[None]:
         with self._lock:
-            if self.running >= settings.AIRLOCK_VARIANT_CONCURRENCY:
+            if self.running >= settings.AIRLOCK_CONCURRENCY.variants_at_once:
                 raise _busy("process")
             self.running += 1
         try:
@@ -125,7 +125,7 @@ def _claim(attachment: Attachment, kind: str, now: datetime) -> VariantClaim | N
     When that claim is gone by the time it is read (its maker just finished), an unsaved
     stand-in comes back: neither failed nor ours, so the caller looks for the row again.
     """
-    until = now + timedelta(seconds=settings.AIRLOCK_SANDBOX_WALL_SECONDS + CLAIM_GRACE_SECONDS)
+    until = now + timedelta(seconds=settings.AIRLOCK_SANDBOX_LIMITS.wall_seconds + CLAIM_GRACE_SECONDS)
     try:
         with transaction.atomic():
             VariantClaim.objects.create(attachment=attachment, kind=kind, until=until)

@@ -5,7 +5,7 @@ Two shapes, chosen from the configuration:
     scheduler: one web process that also runs them. The broker's messages only
     exist in that process, so the worker has to live there.
   - otherwise (a shared broker, or web only: --no-worker --no-scheduler):
-    AIRLOCK_WEB_PROCESSES web processes, on SQLite as on PostgreSQL (one
+    AIRLOCK_SERVE.web_processes web processes, on SQLite as on PostgreSQL (one
     process's requests queue on its GIL; processes share neither), and the
     worker + scheduler, if wanted, in one more process of their own, which serve
     starts, restarts if it dies and stops with itself. Web-only processes on the
@@ -114,7 +114,7 @@ class Command(BaseCommand):
             app,
             httpserver.options(
                 bind=bind,
-                processes=1 if single else settings_value("AIRLOCK_WEB_PROCESSES"),
+                processes=1 if single else settings.AIRLOCK_SERVE.web_processes,
                 on_ready=ready,
                 post_worker_init=web_process_init,
                 worker_exit=stop_jobs if (want_jobs and single) else None,
@@ -122,12 +122,6 @@ class Command(BaseCommand):
             ),
         )
         server.run()
-
-
-def settings_value(name: str):
-    from django.conf import settings
-
-    return getattr(settings, name)
 
 
 def single_process(*, jobs_here: bool) -> bool:
@@ -209,7 +203,7 @@ class JobsSupervisor:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=settings.AIRLOCK_GRACEFUL_TIMEOUT_SECONDS + 10)
+            proc.wait(timeout=settings.AIRLOCK_HTTP_LIMITS.graceful_timeout_seconds + 10)
         except subprocess.TimeoutExpired:
             proc.kill()
 
