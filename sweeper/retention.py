@@ -102,18 +102,12 @@ RULES: dict[str, Rule] = {
     "admin_log_entries": Rule(lambda cutoff: LogEntry.objects.all(), "action_time", "admin_log"),
     # django-axes: the lockout counters (an attempt older than the window no longer locks anyone
     # out, even with a permanent lockout) and its logs of logins and failures.
-    "login_attempts": Rule(
-        lambda cutoff: AccessAttempt.objects.all(), "attempt_time", "login_log"
-    ),
+    "login_attempts": Rule(lambda cutoff: AccessAttempt.objects.all(), "attempt_time", "login_log"),
     "login_logs": Rule(lambda cutoff: AccessLog.objects.all(), "attempt_time", "login_log"),
-    "login_failure_logs": Rule(
-        lambda cutoff: AccessFailureLog.objects.all(), "attempt_time", "login_log"
-    ),
+    "login_failure_logs": Rule(lambda cutoff: AccessFailureLog.objects.all(), "attempt_time", "login_log"),
     # Signed-in browsers' sessions (admin, upload page): gone once expired plus the window;
     # Django leaves expired rows in place until someone runs clearsessions.
-    "sessions": Rule(
-        lambda cutoff: Session.objects.all(), "expire_date", "sessions", by_stamp=True
-    ),
+    "sessions": Rule(lambda cutoff: Session.objects.all(), "expire_date", "sessions", by_stamp=True),
     # Client tokens, a guest page's one per visit among them: gone a window after they expired
     # (revoked ones too: revoking does not move expires_at, and a revoked token is refused anyway).
     "client_tokens": Rule(

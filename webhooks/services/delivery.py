@@ -56,7 +56,7 @@ def _claim(delivery_id: int, now: datetime) -> bool:
 
 
 def backoff_seconds(attempts: int, *, retry_after: float | None = None) -> float:
-    """Doubling from AIRLOCK_WEBHOOK_DELIVERY.retry_base_seconds, capped, ±20 % jitter; a receiver's Retry-After is a floor."""
+    """Doubling from AIRLOCK_WEBHOOK_DELIVERY.retry_base_seconds, capped, ±20 % jitter; Retry-After is a floor."""
     base = settings.AIRLOCK_WEBHOOK_DELIVERY.retry_base_seconds
     cap = settings.AIRLOCK_WEBHOOK_DELIVERY.retry_max_seconds
     delay = min(cap, base * 2 ** max(0, attempts - 1)) * random.uniform(0.8, 1.2)
