@@ -147,11 +147,11 @@ class Group:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
-def env_object(name: str, cls: type[G], **defaults: Any) -> G:
-    """The grouped variable `name` (env_group) as a `cls`; `defaults` replace the fields' own (computed ones)."""
+def env_object(name: str, cls: type[G]) -> G:
+    """The grouped variable `name` (env_group) as a `cls`, whose fields declare its keys."""
     keys = {
         field.name: Key(
-            defaults.get(field.name, field.default),
+            field.default,
             _KINDS[_type_name(field.type).removesuffix(" | None")],
             field.metadata["low"],
             field.metadata["high"],

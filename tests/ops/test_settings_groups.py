@@ -154,12 +154,6 @@ def test_a_group_object_has_typed_keys_from_its_fields(monkeypatch):
         env_object("AIRLOCK_X", X)
 
 
-def test_a_computed_default_replaces_the_fields_own(monkeypatch):
-    assert env_object("AIRLOCK_X", X, depth=7).depth == 7
-    monkeypatch.setenv("AIRLOCK_X", "depth=1")
-    assert env_object("AIRLOCK_X", X, depth=7).depth == 1
-
-
 def test_a_group_object_is_frozen_and_replace_makes_a_changed_copy():
     limits = env_object("AIRLOCK_X", X)
     with pytest.raises(dataclasses.FrozenInstanceError):
