@@ -225,8 +225,7 @@ class LoginLimits(Group):
 
 AIRLOCK_LOGIN_LIMITS = env_object("AIRLOCK_LOGIN_LIMITS", LoginLimits)
 AXES_FAILURE_LIMIT = AIRLOCK_LOGIN_LIMITS.failures
-_lockout_minutes = AIRLOCK_LOGIN_LIMITS.lockout_minutes
-AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
+AXES_COOLOFF_TIME = timedelta(minutes=AIRLOCK_LOGIN_LIMITS.lockout_minutes) or None  # 0: until reset
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair; per IP alone: the handler below
 AXES_HANDLER = "attachments.login_throttle.AddressLimitedAxesHandler"
 AXES_RESET_ON_SUCCESS = False  # a success must not wipe an attacker's count for the IP
@@ -333,12 +332,10 @@ class MaxBytes(Group):
 
 
 AIRLOCK_MAX_BYTES = env_object("AIRLOCK_MAX_BYTES", MaxBytes)
-_IMAGE_MAX_BYTES = AIRLOCK_MAX_BYTES.image
-_MEDIA_MAX_BYTES = AIRLOCK_MAX_BYTES.media
 AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     "image": {
         "allowed_types": _PHOTO_TYPES,
-        "max_bytes": _IMAGE_MAX_BYTES,
+        "max_bytes": AIRLOCK_MAX_BYTES.image,
         "processor": "image",
         "derivatives": ["thumbnail", "display"],  # display: HEIC/HEIF/AVIF only
         "single_per_owner": False,
@@ -366,7 +363,7 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
     },
     "media": {
         "allowed_types": [*_VIDEO_TYPES, "audio/mp4", "audio/mpeg", "audio/ogg", "audio/x-wav"],  # M4A, MP3, Ogg, WAV
-        "max_bytes": _MEDIA_MAX_BYTES,
+        "max_bytes": AIRLOCK_MAX_BYTES.media,
         "processor": "media",
         "derivatives": ["thumbnail", "poster"],  # videos only
         "single_per_owner": False,
@@ -377,13 +374,13 @@ AIRLOCK_PROFILES: dict[str, dict[str, Any]] = {
         "kinds": {
             "photo": {
                 "allowed_types": _PHOTO_TYPES,
-                "max_bytes": _IMAGE_MAX_BYTES,
+                "max_bytes": AIRLOCK_MAX_BYTES.image,
                 "processor": "image",
                 "derivatives": ["thumbnail", "display"],
             },
             "video": {
                 "allowed_types": _VIDEO_TYPES,
-                "max_bytes": _MEDIA_MAX_BYTES,
+                "max_bytes": AIRLOCK_MAX_BYTES.media,
                 "processor": "media",
                 "derivatives": ["thumbnail", "poster"],
             },

@@ -92,8 +92,7 @@ def test_a_change_wakes_the_waiter_at_once():
 
 
 def test_past_a_waiter_cap_a_wait_reads_once_and_says_why_instead_of_failing(settings):
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=1)
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_process=2)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(waiters_per_user=1, waiters_per_process=2)
     reads: list[bool] = []
 
     def wait(user_id: int) -> waiting.Waited[int]:

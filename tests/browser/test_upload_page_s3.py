@@ -23,8 +23,7 @@ MIB = 1024 * 1024
 def bucket(s3, settings):  # noqa: F811
     from attachments.storage import reset_gateway
 
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 * MIB)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB, part_bytes=5 * MIB)
     reset_gateway()
     # What `manage.py s3_setup --apply` gives a bucket browsers upload to: PUT and POST allowed, ETag exposed.
     s3.client.put_bucket_cors(

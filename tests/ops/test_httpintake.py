@@ -64,9 +64,9 @@ def test_headers_have_a_total_deadline_however_steadily_they_arrive(settings):
 
 
 def test_a_body_has_its_allowance_in_all_and_no_long_pause(settings):
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_deadline_seconds=30)
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_min_bytes_per_second=4096)
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_timeout_seconds=30)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(
+        body_deadline_seconds=30, body_min_bytes_per_second=4096, body_timeout_seconds=30
+    )
     assert body_allowance(25 << 20) == pytest.approx(30 + 6400)
     intake = Intake(conn=None, head_limit=100_000, now=0.0)
     assert not intake.feed(HEAD + b"Content-Length: 4096\r\n\r\n", now=0.0)
@@ -131,8 +131,9 @@ def test_a_streamed_body_read_in_progress_is_cut_off_at_its_deadline(settings):
 
     from ops.bodydeadline import DEADLINES, BodyTooSlow, DeadlineInput
 
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_deadline_seconds=0.5)
-    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(body_min_bytes_per_second=10**9)
+    settings.AIRLOCK_HTTP_LIMITS = settings.AIRLOCK_HTTP_LIMITS.replace(
+        body_deadline_seconds=0.5, body_min_bytes_per_second=10**9
+    )
     server, client = socket.socketpair()
     stop = threading.Event()
 

@@ -203,8 +203,7 @@ def test_bounds_are_settings(alice, api, settings):
     settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_pixels=64 * 47)
     status, row = _processed(api(alice), "video_h264_aac.mp4", "video/mp4")
     assert (status, row.reason_code) == ("rejected", "pixel_limit")
-    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_streams=1)
-    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_pixels=64 * 48)
+    settings.AIRLOCK_DECODE_LIMITS = settings.AIRLOCK_DECODE_LIMITS.replace(media_streams=1, media_pixels=64 * 48)
     status, row = _processed(api(alice), "video_h264_aac.mp4", "video/mp4")
     assert (status, row.reason_code) == ("rejected", "stream_limit")
 

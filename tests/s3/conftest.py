@@ -97,8 +97,7 @@ def multipart(s3, settings) -> S3Env:
     """S3 with a 5 MiB multipart threshold and part size (S3's smallest part), so tests stay small."""
     from attachments.storage import reset_gateway
 
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 << 20)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 << 20)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 << 20, part_bytes=5 << 20)
     reset_gateway()
     return s3
 

@@ -70,8 +70,7 @@ def test_declared_small_sent_large_is_rejected_and_usage_stays_within_the_quota(
 
 
 def test_multipart_parts_larger_than_planned_are_rejected(s3, alice, api, settings):
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 * MIB)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB, part_bytes=5 * MIB)
     reset_gateway()
     declared = 10 * MIB + 100
     data = mp4_bytes(11 * MIB)
@@ -153,8 +152,7 @@ def test_a_declared_digest_is_signed_into_the_upload_and_compared_at_intake(
 
 
 def test_multipart_with_a_declared_digest_is_compared_at_intake(s3, alice, api, settings):
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 * MIB)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB, part_bytes=5 * MIB)
     reset_gateway()
     data = mp4_bytes(6 * MIB)
     created = api(alice).post(

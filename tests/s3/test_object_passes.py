@@ -121,8 +121,7 @@ def test_a_presigned_post_is_still_snapshotted_and_the_snapshot_downloaded_once(
 def small_parts(s3, settings):
     from attachments.storage import reset_gateway
 
-    settings.AIRLOCK_S3_TRANSFER = settings.AIRLOCK_S3_TRANSFER.replace(chunk_bytes=5 * MIB)
-    settings.AIRLOCK_S3_TRANSFER = settings.AIRLOCK_S3_TRANSFER.replace(threads=2)
+    settings.AIRLOCK_S3_TRANSFER = settings.AIRLOCK_S3_TRANSFER.replace(chunk_bytes=5 * MIB, threads=2)
     reset_gateway()
     return s3
 

@@ -72,8 +72,7 @@ def test_r2_plan_is_a_presigned_put_with_length_and_type_signed(r2, alice, api, 
 
 @pytest.mark.django_db
 def test_r2_multipart_parts_are_one_size_but_the_last(r2, alice, api, settings):
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 * MIB)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB, part_bytes=5 * MIB)
     reset_gateway()
     data = b"\x00\x00\x00\x18ftypmp42" + bytes(11 * MIB + 12345 - 12)
     created = intent(api(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")

@@ -56,8 +56,7 @@ def bucket_drift(s3, settings, alice, api, monkeypatch):
     """Rows with lost objects, and multipart uploads: orphan (old), fresh, live tus, live intent, dead intent."""
     from attachments.storage import reset_gateway
 
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 * MIB)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB, part_bytes=5 * MIB)
     reset_gateway()
     gateway = get_gateway()
     lost = make_attachment(alice, lifecycle=Lifecycle.COMMITTED, created_at=timezone.now())

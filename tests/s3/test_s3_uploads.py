@@ -133,8 +133,7 @@ def test_download_redirects_to_a_presigned_get_that_fixes_type_and_disposition(s
 def test_multipart_upload_over_the_threshold(s3, alice, api, settings, events_token):
     from attachments.storage import reset_gateway
 
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB)
-    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(part_bytes=5 * MIB)
+    settings.AIRLOCK_S3_MULTIPART = settings.AIRLOCK_S3_MULTIPART.replace(threshold_bytes=5 * MIB, part_bytes=5 * MIB)
     reset_gateway()
     data = mp4_bytes(11 * MIB)
     created = intent(api(alice), data, profile="media", filename="clip.mp4", content_type="video/mp4")

@@ -183,8 +183,9 @@ def test_no_write_lands_after_completion_on_s3(s3, alice, settings, monkeypatch,
     from attachments.uploads.services import tus as service
     from tests.security.test_tus_interleavings import Run, assert_settled
 
-    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=10**6)
-    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(pending_per_subject=10**6)
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(
+        intents_per_minute=10**6, pending_per_subject=10**6
+    )
     note(repr(ops))
     run = Run(alice)
     monkeypatch.setattr(service, "object_arrived", run.on_arrival)

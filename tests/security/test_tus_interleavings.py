@@ -146,8 +146,9 @@ def assert_settled(run: Run) -> None:
 
 @pytest.fixture
 def generous(settings):
-    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(intents_per_minute=10**6)
-    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(pending_per_subject=10**6)
+    settings.AIRLOCK_RATE_LIMITS = settings.AIRLOCK_RATE_LIMITS.replace(
+        intents_per_minute=10**6, pending_per_subject=10**6
+    )
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -189,8 +189,7 @@ def test_a_brake_pulled_mid_purge_stops_the_next_batch(aged, monkeypatch):
 
 
 def test_each_window_is_a_setting(aged, settings):
-    settings.AIRLOCK_RETENTION_DAYS = settings.AIRLOCK_RETENTION_DAYS.replace(outbox=1000)
-    settings.AIRLOCK_RETENTION_DAYS = settings.AIRLOCK_RETENTION_DAYS.replace(tombstones=1000)
+    settings.AIRLOCK_RETENTION_DAYS = settings.AIRLOCK_RETENTION_DAYS.replace(outbox=1000, tombstones=1000)
     report = sweep_expired(now=NOW)
     assert report.purged["outbox_sent"] == 0 and report.purged["tombstones"] == 0
     assert report.purged["storage_events"] == 5

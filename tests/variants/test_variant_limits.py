@@ -82,8 +82,7 @@ def test_the_process_limit_refuses_with_503_and_retry_after_and_leaves_no_claim(
 def test_a_tenant_at_its_share_is_refused_while_another_tenants_variant_is_made(
     alice, mallory, api, settings, monkeypatch
 ):
-    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(variant=4)
-    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(variant=4, tenant=1)
     first, second, elsewhere = _ready(api, alice), _ready(api, alice), _ready(api, mallory)
     seen = _while_rendering(
         monkeypatch,
@@ -121,8 +120,7 @@ def test_the_tenants_pipeline_jobs_and_its_variants_share_one_pool(alice, mallor
 
 def test_concurrent_requests_for_one_variant_still_make_it_once_under_the_limits(alice, api, settings, monkeypatch):
     """Single flight first: a request waiting on another's claim takes no place and no slot."""
-    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(variant=1)
-    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(tenant=1)
+    settings.AIRLOCK_CONCURRENCY = settings.AIRLOCK_CONCURRENCY.replace(variant=1, tenant=1)
     monkeypatch.setattr(variant_service, "WAIT_SECONDS", 0.3)
     attachment_id = _ready(api, alice)
     seen = _while_rendering(monkeypatch, lambda: api(alice).get(_url(attachment_id), HTTP_ACCEPT=WEBP_ACCEPT))

@@ -14,9 +14,9 @@ from .receiver import Receiver
 def webhook_settings(settings):
     # The receiver is on loopback: allowed here, refused by default (tests/webhooks/test_ssrf.py).
     settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = True
-    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(timeout_seconds=2.0)
-    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_base_seconds=0.05)
-    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_max_seconds=0.2)
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(
+        timeout_seconds=2.0, retry_base_seconds=0.05, retry_max_seconds=0.2
+    )
     # Links in the payload are absolute as in the API's answers to the test client.
     settings.AIRLOCK_PUBLIC_URL = "http://testserver"
     from webhooks import urlguard

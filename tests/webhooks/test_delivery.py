@@ -103,8 +103,9 @@ def test_retries_stop_at_the_window_and_the_delivery_is_dead_lettered(make_endpo
 def test_backoff_doubles_from_the_base_and_honours_retry_after(settings):
     from webhooks.services.delivery import backoff_seconds
 
-    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_base_seconds=5)
-    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(retry_max_seconds=3600)
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(
+        retry_base_seconds=5, retry_max_seconds=3600
+    )
     for attempts, expected in ((1, 5), (2, 10), (3, 20), (10, 2560), (20, 3600)):
         assert expected * 0.8 <= backoff_seconds(attempts) <= expected * 1.2
     assert backoff_seconds(1, retry_after=120) >= 120
