@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 # Admission: expired holders are dropped only when the pool looks full (under its limit
 # they keep nobody out). The key's expiry is set with its first holder, then only ever
 # lengthened: stages' holders live for different times, and the key's expiry must not
-# drop a longer-lived holder along with a shorter one.
+# drop a longer-lived holder along with a shorter one. Without a waiting room (KEYS[2]) a
+# caller that cannot wait (a web request) is refused instead of parked.
 _ACQUIRE_OR_PARK = """
 local now = tonumber(ARGV[1])
 local held = redis.call('ZCARD', KEYS[1])
@@ -57,24 +58,9 @@ if held < tonumber(ARGV[3]) then
   end
   return 1
 end
-redis.call('RPUSH', KEYS[2], ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
-return 0
-"""
-
-# The same admission without a waiting room: a caller that cannot wait (a web request) is refused instead.
-_ACQUIRE = """
-local now = tonumber(ARGV[1])
-local held = redis.call('ZCARD', KEYS[1])
-if held >= tonumber(ARGV[3]) then
-  held = held - redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-end
-if held < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
-  if held == 0 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  end
-  return 1
+if KEYS[2] then
+  redis.call('RPUSH', KEYS[2], ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
 end
 return 0
 """
@@ -223,7 +209,6 @@ class RedisSlots:
         self._client = client
         self._prefix = prefix
         self._acquire = self._client.register_script(_ACQUIRE_OR_PARK)
-        self._acquire_only = self._client.register_script(_ACQUIRE)
         self._release = self._client.register_script(_RELEASE_AND_POP)
         self._wake = self._client.register_script(_DROP_EXPIRED_AND_POP)
 
@@ -241,7 +226,7 @@ class RedisSlots:
     def acquire(self, tenant: str, holder: str, *, limit: int, ttl_ms: int, stage: str = DERIVE) -> bool:
         """A slot now, or False (nothing parked): for work done in a web request, which answers 503 instead."""
         now_ms = int(time.time() * 1000)
-        return bool(self._acquire_only(keys=self._keys(tenant, stage)[:1], args=[now_ms, holder, limit, ttl_ms]))
+        return bool(self._acquire(keys=self._keys(tenant, stage)[:1], args=[now_ms, holder, limit, ttl_ms]))
 
     def release(self, tenant: str, holder: str, *, stage: str = DERIVE) -> str | None:
         popped = self._release(keys=self._keys(tenant, stage), args=[holder])
