@@ -35,6 +35,7 @@ from attachments.errors import AirlockError
 from attachments.models import DeadLetter
 from attachments.retention.services.erasure import erasure_scope_user
 from attachments.services.moderation import attachment_requeue, dead_letter_resolve
+from attachments.services.renditions import rendition_requeue
 from attachments.services.transitions import TransitionConflict
 from attachments.staff_scope import PlatformStaffOnly, scoped
 
@@ -291,7 +292,11 @@ def _requeue(letter: DeadLetter, actor: str, note: str) -> None:
         raise ValueError("no attachment to requeue (resolve it instead)")
     if letter.kind == DeadLetter.Kind.SWEEP:
         raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
-    attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
+    if letter.kind == DeadLetter.Kind.RENDITION:  # the file stayed ready: only its rendition is tried again
+        if not rendition_requeue(attachment_id=letter.attachment_id, actor=actor):
+            raise ValueError("its rendition is not failed (made or requeued since), or the file is no longer served")
+    else:
+        attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
     # The service resolves open dead letters of a requeued attachment; make sure this one is too.
     dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
 
@@ -318,7 +323,8 @@ DEAD_LETTER_REQUEUE = ModerationAction(
     "requeue",
     "Requeue",
     "The failed attachment of each dead letter goes back to pending with fresh attempts and is enqueued "
-    "again; the dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
+    "again (a rendition dead letter: the video's web rendition is made again, the file stays served); the "
+    "dead letter is resolved. Dead letters without an attachment cannot be requeued here.",
     _requeue,
 )
 DEAD_LETTER_RESOLVE = ModerationAction(

@@ -236,6 +236,9 @@ def rendition_requeue(*, attachment_id: uuid.UUID, actor: str) -> bool:
         }
         _save_state(attachment, state)
         outbox.enqueue(jobs.TRANSCODE, attachment.pk, attachment.tenant_id)
+        DeadLetter.objects.filter(
+            attachment=attachment, kind=DeadLetter.Kind.RENDITION, resolved_at__isnull=True
+        ).update(resolved_at=timezone.now(), resolved_by=actor[:150])
         log.info("rendition requeued", extra={"attachment_id": str(attachment_id), "actor": actor})
         return True
 

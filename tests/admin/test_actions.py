@@ -172,6 +172,42 @@ def test_dead_letter_list_detail_and_bulk_requeue(moderator, failed_image, brows
     assert LogEntry.objects.filter(user=moderator, object_id=str(letter.pk)).exists()
 
 
+def test_requeue_of_a_rendition_dead_letter_tries_the_rendition_again(moderator, ready_image, browser_for):
+    """A video's web rendition gave up: the file stayed ready, so the requeue is the rendition's, not the file's."""
+    Attachment.objects.filter(pk=ready_image).update(
+        metadata={"renditions": {"web": {"status": "failed", "attempts": 2, "progress": None}}}
+    )
+    letter = DeadLetter.objects.create(
+        kind="rendition", attachment_id=ready_image, last_error="transcode: sandbox gone", payload={"attempts": 2}
+    )
+    before = OutboxMessage.objects.filter(actor_name="transcode").count()
+    response = browser_for(moderator).post(
+        "/admin/attachments/deadletter/",
+        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"},
+        follow=True,
+    )
+    assert "cannot requeue" not in response.content.decode()
+    letter.refresh_from_db()
+    assert letter.resolved_by == "staff:mod"
+    row = Attachment.objects.get(pk=ready_image)
+    assert row.status == "ready"  # still served meanwhile
+    web = row.metadata["renditions"]["web"]
+    assert (web["status"], web["attempts"]) == ("pending", 0)
+    assert OutboxMessage.objects.filter(actor_name="transcode").count() == before + 1
+
+    # Once it is no longer failed (made, or requeued already), a second requeue is refused, and says why.
+    again = DeadLetter.objects.create(kind="rendition", attachment_id=ready_image, last_error="x")
+    refused = browser_for(moderator).post(
+        "/admin/attachments/deadletter/",
+        {"action": "requeue_dead_letters", "_selected_action": [again.pk], "post": "yes"},
+        follow=True,
+    )
+    assert "rendition is not failed" in refused.content.decode()
+    again.refresh_from_db()
+    assert again.resolved_at is None
+    assert OutboxMessage.objects.filter(actor_name="transcode").count() == before + 1
+
+
 def test_dead_letter_resolve_without_requeue(moderator, failed_image, browser_for):
     letter = DeadLetter.objects.get(attachment_id=failed_image)
     client = browser_for(moderator)

@@ -214,6 +214,9 @@ def test_a_failed_transcode_leaves_the_file_ready_and_is_retried_then_dead_lette
     from attachments.services.renditions import rendition_requeue
 
     assert rendition_requeue(attachment_id=row.pk, actor="staff")
+    letter.refresh_from_db()
+    assert letter.resolved_by == "staff"  # the requeue answers the dead letter
+    assert not rendition_requeue(attachment_id=row.pk, actor="staff")  # pending now: nothing to requeue
     assert transcode.transcode_one(row.pk) == "ready"
 
 
