@@ -18,7 +18,6 @@ from typing import Any
 
 WEB = "web"
 PENDING, READY, FAILED, NOT_NEEDED = "pending", "ready", "failed", "not_needed"
-STATUSES = (PENDING, READY, FAILED, NOT_NEEDED)
 SHOWN = ("status", "progress", "codec", "width", "height", "bytes")
 # The Derivative kind (one row per attachment and kind) and the signed link's name.
 DERIVATIVE_KIND = WEB

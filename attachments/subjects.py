@@ -22,7 +22,6 @@ from django.db.models import Q
 
 from .errors import ValidationFailed
 
-SUBJECT_HEADER = "Airlock-Subject"
 SUBJECT_META_KEY = "HTTP_AIRLOCK_SUBJECT"
 MAX_LENGTH = 128
 

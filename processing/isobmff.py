@@ -75,7 +75,7 @@ def _boxes(data: bytes, start: int, end: int) -> list[tuple[bytes, int, int]]:
     return out
 
 
-def _child(data: bytes, boxes: list[tuple[bytes, int, int]], kind: bytes) -> tuple[int, int] | None:
+def _child(boxes: list[tuple[bytes, int, int]], kind: bytes) -> tuple[int, int] | None:
     for name, start, end in boxes:
         if name == kind:
             return start, end
@@ -124,20 +124,20 @@ def _ipma(data: bytes, start: int, end: int) -> dict[int, list[int]]:
 def probe(data: bytes) -> Probe:
     """The primary image's declared size and every declared size, from the boxes only."""
     try:
-        meta = _child(data, _boxes(data, 0, len(data)), b"meta")
+        meta = _child(_boxes(data, 0, len(data)), b"meta")
         if meta is None:
             raise ValueError("no meta box")
         children = _boxes(data, meta[0] + 4, meta[1])  # meta is a FullBox: skip version/flags
-        pitm = _child(data, children, b"pitm")
+        pitm = _child(children, b"pitm")
         primary_id = None
         if pitm is not None:
             fmt = ">H" if data[pitm[0]] == 0 else ">I"
             (primary_id,) = struct.unpack_from(fmt, data, pitm[0] + 4)
-        iprp = _child(data, children, b"iprp")
+        iprp = _child(children, b"iprp")
         if iprp is None:
             raise ValueError("no item properties")
         iprp_boxes = _boxes(data, *iprp)
-        ipco = _child(data, iprp_boxes, b"ipco")
+        ipco = _child(iprp_boxes, b"ipco")
         if ipco is None:
             raise ValueError("no item property container")
         properties = _boxes(data, *ipco)

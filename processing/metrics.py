@@ -38,7 +38,7 @@ def record_scan_error(scanner: str) -> None:
     SCAN_RESULTS.labels(scanner=scanner, outcome="error").inc()
 
 
-def record_sandbox(kind: str, result) -> None:
+def record_sandbox(result) -> None:
     killed = getattr(result, "killed_by", None)
     if killed:
         SANDBOX_KILLS.labels(reason=killed).inc()

@@ -78,5 +78,5 @@ def run_sandboxed(kind: str, input_path: Path, work_dir: Path, *, bounds=None):
         )
     except SandboxUnavailable as exc:
         raise TransientError(f"sandbox unavailable: {exc}") from exc
-    record_sandbox(kind, result)
+    record_sandbox(result)
     return result

@@ -101,7 +101,7 @@ def _make(job: RenditionJob) -> str | None:
             # The photos' rules too: asked for other rules, the runner replaces the fork server,
             # and the jobs running on the old one (a photo's, or this one) die with it.
             result = run_job("transcode", source, work, limits=limits, bounds=bounds, member_rules=member_rules_dir())
-        record_sandbox("transcode", result)
+        record_sandbox(result)
         if result.outcome != "ok":
             retry = result.killed_by in _RETRIED_KILLS
             return rendition_fail(

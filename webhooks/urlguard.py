@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from .addresses import Address, address_refusal
+from .addresses import address_refusal
 
 # Resolutions are reused this long, so a burst to one host does not query DNS per event.
 RESOLVE_CACHE_SECONDS = 10.0
@@ -58,10 +58,6 @@ def allow_private() -> bool:
 
 def allowed_ports() -> frozenset[int]:
     return frozenset(settings.AIRLOCK_WEBHOOK_ALLOWED_PORTS)
-
-
-def address_allowed(address: Address, *, private_ok: bool) -> bool:
-    return address_refusal(address, private_ok=private_ok) is None
 
 
 def parse(url: str, *, private_ok: bool | None = None) -> tuple[str, str, int, str]:

@@ -40,7 +40,6 @@ from .transitions import lock_attachment, save_fields
 log = logging.getLogger("airlock.renditions")
 
 WORKER = "worker"
-TRANSCODE_ACTOR = "transcode"
 CLAIM_GRACE_SECONDS = 60  # past the job's own wall limit, a claim's job is taken for dead
 # A pending rendition whose job neither ran nor was claimed this long after it was queued is
 # sent again (its message was lost with a broker or a worker); a duplicate only finds the claim.

@@ -72,8 +72,6 @@ class StorageGateway(Protocol):
     name: str
     # True when a client can write the upload key again after it was processed.
     rewritable_uploads: bool
-    # True when clients put bytes straight into storage (so arrivals come as events).
-    direct_uploads: bool
 
     def head(self, key: str) -> ObjectInfo | None: ...
 

@@ -26,8 +26,6 @@ class LocalGateway:
     name = "local"
     # Signed PUTs are single-use: each creates its key and never replaces it (create_chunks).
     rewritable_uploads = False
-    # Bytes arrive through the service (signed PUT), never straight into storage.
-    direct_uploads = False
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

@@ -88,8 +88,6 @@ def part_plan(total: int, part_size: int) -> list[int]:
 class S3Gateway:
     """The storage gateway for an S3-compatible bucket."""
 
-    # Clients upload straight to the bucket with presigned URLs.
-    direct_uploads = True
     name = "s3"
 
     def __init__(

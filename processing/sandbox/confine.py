@@ -194,11 +194,6 @@ def landlock_restrict(ruleset: int, write_dir_fd: int, abi: int) -> None:
         os.close(ruleset)
 
 
-def landlock(read_fds: list[int], write_dir_fd: int, abi: int) -> None:
-    """Restrict this process (and its future children) to read_fds (read) and the dir (write)."""
-    landlock_restrict(landlock_ruleset(read_fds, abi), write_dir_fd, abi)
-
-
 # ---------------------------------------------------------------- mount namespace
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8

@@ -29,7 +29,6 @@ from .outcome import Rejected, short_repr
 from .zipstructure import Entry
 
 STORED, DEFLATED, DEFLATE64, BZIP2, LZMA = 0, 8, 9, 12, 14
-METHODS = frozenset({STORED, DEFLATED, DEFLATE64, BZIP2, LZMA})
 CHUNK = 1 << 20  # decompressed bytes per step, where the decoder takes an output limit
 READ = 256 << 10  # compressed bytes read from the file at once
 SMALL_INPUT = 1 << 10  # compressed bytes per call to a decoder without an output limit

@@ -60,15 +60,6 @@ def load_rules(rules_dir: Path) -> yara_x.Rules:
     return _load(rules_dir)[0]
 
 
-def rules_version(rules_dir: Path) -> str:
-    """ "yara:<first 16 hex of SHA-256>" over the compiled rule files' names and sources.
-
-    Stable across hosts and restarts (mtimes are not part of it), and different
-    as soon as one rule is added, removed or edited.
-    """
-    return _load(rules_dir)[1]
-
-
 def _load(rules_dir: Path) -> tuple[yara_x.Rules, str]:
     rules_dir = rules_dir.resolve()
     with _compile_lock:
@@ -138,7 +129,11 @@ class YaraScanner:
         return f"YaraScanner({self.rules_dir}, timeout={self.timeout_seconds}s)"
 
     def version(self) -> str:
-        """The hash of the rule sources this scanner compiled (see rules_version)."""
+        """ "yara:<first 16 hex of SHA-256>" over the compiled rule files' names and sources.
+
+        Stable across hosts and restarts (mtimes are not part of it), and different
+        as soon as one rule is added, removed or edited.
+        """
         return self._version
 
     def ping(self) -> float:

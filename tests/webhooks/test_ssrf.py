@@ -7,6 +7,7 @@ import ipaddress
 import pytest
 
 from webhooks import urlguard
+from webhooks.addresses import address_refusal
 from webhooks.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 from .conftest import deliver_due
@@ -43,7 +44,7 @@ def test_inside_addresses_are_refused(address, settings):
     "address", ["93.184.215.14", "2606:4700::1111", "8.8.8.8", "64:ff9b::8.8.8.8", "2002:808:808::1"]
 )  # NAT64 and 6to4 to a public host
 def test_public_addresses_pass(address):
-    assert urlguard.address_allowed(ipaddress.ip_address(address), private_ok=False)
+    assert address_refusal(ipaddress.ip_address(address), private_ok=False) is None
 
 
 # IPv6 forms that carry an IPv4 address: NAT64 and 6to4 to an inside address, and the deprecated
@@ -64,14 +65,14 @@ EMBEDDED = [
 @pytest.mark.parametrize("address", EMBEDDED)
 def test_ipv6_forms_embedding_ipv4_are_refused(address, settings):
     settings.AIRLOCK_WEBHOOK_ALLOW_PRIVATE = False
-    assert not urlguard.address_allowed(ipaddress.ip_address(address), private_ok=False)
+    assert address_refusal(ipaddress.ip_address(address), private_ok=False) is not None
     with pytest.raises(urlguard.UrlRefused, match="not a public address"):
         urlguard.resolve(f"https://[{address}]/hook", use_cache=False)
 
 
 def test_metadata_behind_nat64_is_refused_even_when_private_is_allowed():
-    assert not urlguard.address_allowed(ipaddress.ip_address("64:ff9b::169.254.169.254"), private_ok=True)
-    assert urlguard.address_allowed(ipaddress.ip_address("::1"), private_ok=True)  # plain loopback, when allowed
+    assert address_refusal(ipaddress.ip_address("64:ff9b::169.254.169.254"), private_ok=True) is not None
+    assert address_refusal(ipaddress.ip_address("::1"), private_ok=True) is None  # plain loopback, when allowed
 
 
 def test_only_allowed_ports(settings):

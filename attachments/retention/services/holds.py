@@ -28,8 +28,6 @@ from ...selectors import forget_ref_holds
 from ...services.ids import parse_ids
 from ...services.transitions import lifecycle_entries
 
-HOLD_EVENTS = ("legal_hold", "legal_hold_clear")
-
 
 def held_q() -> Q:
     """Rows under a hold, of their own or their ref's (for filter() / exclude())."""
