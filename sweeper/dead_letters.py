@@ -82,8 +82,15 @@ def _close(
     payload: dict[str, Any] | None = None,
     **extra: object,
 ) -> None:
-    """Mark the row deleted (its objects are gone or abandoned) and resolve the letter."""
+    """Mark the row deleted (its objects are gone or abandoned) and resolve the letter.
+
+    Refused while the file is held: a held file survives every delete path, and a
+    deleted row's leftovers are what reconcile deletes next.
+    """
     if letter.attachment_id is not None:
+        list(Attachment.objects.select_for_update().filter(pk=letter.attachment_id).values_list("pk"))
+        if held_ids([letter.attachment_id]):
+            raise DeadLetterRefused("the file is under a legal hold: its objects are kept until it is cleared")
         before = (
             Attachment.objects.filter(pk=letter.attachment_id, lifecycle__in=REAPABLE)
             .values_list("lifecycle", flat=True)

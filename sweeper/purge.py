@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from attachments.models import Attachment, Lifecycle
+from attachments.retention.services.holds import not_held_q
 from attachments.services.hard_delete import attachments_hard_delete
 
 PURGE_ACTOR = "system:purge"
@@ -15,7 +16,8 @@ PURGE_ACTOR = "system:purge"
 
 def purgeable(now: datetime) -> QuerySet[Attachment]:
     cutoff = now - timedelta(days=settings.AIRLOCK_RETENTION_DAYS.audit_window)
-    return Attachment.objects.filter(lifecycle=Lifecycle.DELETED, deleted_at__lte=cutoff)
+    # A hold placed after the delete (a ref's hold) keeps the row, the evidence of what was there.
+    return Attachment.objects.filter(not_held_q(), lifecycle=Lifecycle.DELETED, deleted_at__lte=cutoff)
 
 
 def purge_deleted(*, now: datetime, batch_size: int, limit: int | None = None, dry_run: bool = False) -> int:

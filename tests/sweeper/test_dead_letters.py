@@ -111,3 +111,24 @@ def test_retry_of_a_file_held_since_is_refused_and_deletes_nothing(stuck):
     assert files_of(attachment) == {attachment.derivatives.get().storage_key}
     attachment.refresh_from_db()
     assert attachment.lifecycle == Lifecycle.STAGED
+
+
+@pytest.mark.parametrize("how", ["abandon", "resolve"])
+def test_closing_the_letter_of_a_file_held_since_is_refused(stuck, how):
+    """Abandon (and resolve) mark the row deleted, and reconcile deletes a deleted row's leftovers: not while held."""
+    from attachments.retention.services.holds import attachment_hold_set
+
+    attachment, letter, _gateway = stuck
+    attachment_hold_set(attachment_ids=[attachment.pk], actor="staff:root", reason="litigation")
+    if how == "resolve":
+        for key in files_of(attachment):  # gone by hand: resolve would otherwise close it
+            get_gateway().delete(key)
+    with pytest.raises(DeadLetterRefused, match="legal hold"):
+        if how == "abandon":
+            sweep_dead_letter_abandon(dead_letter_id=letter.pk, actor="staff:ops", reason="vendor gone")
+        else:
+            sweep_dead_letter_resolve(dead_letter_id=letter.pk, actor="staff:ops")
+    letter.refresh_from_db()
+    attachment.refresh_from_db()
+    assert letter.resolved_at is None and "abandoned" not in letter.payload
+    assert attachment.lifecycle == Lifecycle.STAGED

@@ -113,3 +113,22 @@ def test_a_dry_run_and_the_killswitch_write_no_tombstone(alice, settings):
     sweeper_control_set(killswitch=True, actor="test")
     sweep_expired(now=now)
     assert not Tombstone.objects.exists() and Attachment.objects.count() == 1
+
+
+def test_a_deleted_row_whose_ref_is_held_since_is_not_purged(alice, settings):
+    """A hold placed after the delete keeps the row (the record of what was there); the others still go."""
+    from attachments.retention.services.holds import ref_hold_clear, ref_hold_set
+    from sweeper.purge import purge_deleted
+
+    held = make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0)
+    other = make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0)
+    Attachment.objects.filter(pk=held.pk).update(ref="case:7")
+    Attachment.objects.filter(pk=other.pk).update(ref="case:8")
+    ref_hold_set(tenant="acme", ref="case:7", actor="staff:root", reason="litigation")
+    after = T0 + timedelta(days=settings.AIRLOCK_RETENTION_DAYS.audit_window) + DAY
+
+    assert purge_deleted(now=after, batch_size=10) == 1
+    assert Attachment.objects.filter(pk=held.pk).exists() and not Attachment.objects.filter(pk=other.pk).exists()
+    ref_hold_clear(tenant="acme", ref="case:7", actor="staff:root")
+    assert purge_deleted(now=after, batch_size=10) == 1
+    assert not Attachment.objects.filter(pk=held.pk).exists()
