@@ -25,6 +25,7 @@ from attachments.admin.actions import (
     ModerationAction,
     ModerationNoteForm,
     confirmation_page,
+    cross_tenant_refusal,
     error_text,
     note_form,
     staff_actor,
@@ -434,6 +435,15 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     def _confirm_or_run(self, request, queryset, action: ModerationAction, action_name: str):
         letters = list(queryset.select_related("attachment__tenant"))  # the confirmation names tenants
+        refusal = cross_tenant_refusal(
+            request,
+            letters,
+            tenant_of=lambda letter: letter.attachment.tenant_id if letter.attachment else None,
+            noun="dead letter",
+        )
+        if refusal:
+            self.message_user(request, refusal, messages.ERROR)
+            return None
         form, valid, note = (
             note_form(request, action)
             if request.POST.get("post") == "yes"

@@ -7,7 +7,7 @@ adds Django's LogEntry naming the staff member.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,7 +258,13 @@ def _tenant_slug(obj: Any) -> str:
     return attachment.tenant.slug if attachment is not None else ""
 
 
-def cross_tenant_refusal(request: HttpRequest, objects: list[Attachment]) -> str:
+def cross_tenant_refusal(
+    request: HttpRequest,
+    objects: Sequence[Any],
+    *,
+    tenant_of: Callable[[Any], Any] = lambda obj: obj.tenant_id,
+    noun: str = "attachment",
+) -> str:
     """Why a tenant-scoped moderator may not run this set, or "" when they may.
 
     Their queryset is already cut to their tenant, so a selection naming other
@@ -268,13 +274,13 @@ def cross_tenant_refusal(request: HttpRequest, objects: list[Attachment]) -> str
     tenant_id = staff_tenant_id(request.user)
     if tenant_id is None:
         return ""  # platform staff act across tenants; the confirmation page names them
-    foreign = [obj for obj in objects if obj.tenant_id != tenant_id]
+    foreign = [obj for obj in objects if tenant_of(obj) != tenant_id]
     selected = set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
     missing = len(selected - {str(obj.pk) for obj in objects}) if request.POST.get("select_across") != "1" else 0
     if foreign or missing:
         return (
-            f"{len(foreign) + missing} selected attachment(s) belong to another tenant than yours or are "
-            "not yours to moderate: nothing was done. Select files of your tenant only."
+            f"{len(foreign) + missing} selected {noun}(s) belong to another tenant than yours or are "
+            "not yours to moderate: nothing was done. Select those of your tenant only."
         )
     return ""
 

@@ -92,3 +92,23 @@ def test_dead_letter_confirmation_names_tenants(moderator, browser_for, two_tena
         "/admin/attachments/deadletter/", {"action": "requeue_dead_letters", "_selected_action": letters}
     )
     assert _scope(response.content.decode()) == "3 dead letters in 2 tenants: acme, evil."
+
+
+@pytest.mark.parametrize("action", ["resolve_dead_letters", "requeue_dead_letters"])
+@pytest.mark.parametrize("stage", [{}, {"post": "yes"}])
+def test_a_tenant_moderator_cannot_act_on_dead_letters_across_tenants(
+    acme_mod, browser_for, two_tenants, action, stage
+):
+    letters = {
+        name: DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment_id=pk, last_error="x").pk
+        for name, pk in two_tenants.items()
+    }
+    response = browser_for(acme_mod).post(
+        "/admin/attachments/deadletter/",
+        {"action": action, **stage, "_selected_action": [letters["acme-1.jpg"], letters["evil-1.jpg"]]},
+        follow=True,
+    )
+    html = response.content.decode()
+    assert "airlock-confirm-scope" not in html  # no confirmation page
+    assert "dead letter(s) belong to another tenant than yours" in html and "nothing was done" in html
+    assert not DeadLetter.objects.filter(resolved_at__isnull=False).exists()  # not even the acme one
