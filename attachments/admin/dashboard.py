@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, F, Min, Q
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
@@ -77,6 +77,7 @@ def status_timeline(*, now: datetime | None = None, period: str = "24h", tenant_
     rows = (
         _by_attachment_tenant(TransitionLog.objects.all(), tenant_id)
         .filter(created_at__gte=first, created_at__lte=now)
+        .exclude(from_status=F("to_status"))  # a clean rescan stays ready: no transition into it
         .annotate(bucket=trunc("created_at"))
         .values("bucket", "to_status")
         .annotate(n=Count("id"))

@@ -97,6 +97,17 @@ def test_timeline_buckets_transitions_by_hour_and_day(alice, ready_image):
     assert sum(b.total for b in dashboard.status_timeline(now=now, period="24h")) == 1
 
 
+def test_timeline_counts_changes_only_not_rescans_that_stay_ready(alice, ready_image):
+    from attachments.rescan.services import attachment_rescan_clean
+    from attachments.services.moderation import attachment_rescan
+
+    before = sum(b.counts["ready"] for b in dashboard.status_timeline())
+    attachment_rescan(attachment_id=ready_image, actor="staff:x")  # staff asked: ready → ready
+    attachment_rescan_clean(attachment_id=ready_image, signatures="clamav:1")  # and it came back clean
+    assert TransitionLog.objects.filter(attachment_id=ready_image, transition="rescan").count() == 2
+    assert sum(b.counts["ready"] for b in dashboard.status_timeline()) == before
+
+
 def test_dashboard_page_shows_the_numbers_and_svg_charts(moderator, alice, ready_image, failed_image, browser_for):
     now = timezone.now()
     _intent(alice, status="processing", lease_expires_at=now - timedelta(minutes=3))
