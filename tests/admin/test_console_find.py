@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from attachments.models import Attachment, DeadLetter, Status
-from tests.support import client_for, create_intent, jpeg_bytes, run_pipeline, upload
+from attachments.models import Attachment, DeadLetter, Lifecycle, Status
+from tests.support import client_for, create_intent, jpeg_bytes, make_staff, run_pipeline, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -185,6 +185,22 @@ def test_change_page_links_to_files_with_the_same_ref(browser_for, moderator, we
     link = re.search(r'<a class="airlock-same-ref" href="([^"]+)"', html)
     assert link, "no same-ref link"
     assert set(_rows(client.get(link.group(1).replace("&amp;", "&")))) == {"smith-1.jpg", "smith-2.jpg"}
+
+
+def test_the_same_ref_link_stays_in_the_files_tenant(browser_for, moderator, make_user):
+    """Platform staff see every tenant: another tenant's file under the same ref name is another ref's."""
+    alice, gina = make_user("alice", tenant="acme"), make_user("gina", tenant="globex")
+    mine = upload(client_for(alice), jpeg_bytes((64, 64)), filename="acme-ad.jpg")
+    theirs = upload(client_for(gina), jpeg_bytes((64, 64)), filename="globex-ad.jpg")
+    for pk in (mine, theirs):
+        assert run_pipeline(pk) == "ready"
+        Attachment.objects.filter(pk=pk).update(ref="ad:42", lifecycle=Lifecycle.COMMITTED)
+    for staff in (moderator, make_staff("acme-mod")):  # platform staff, and the tenant's own moderator
+        client = browser_for(staff)
+        html = client.get(f"{CHANGELIST}{mine}/change/").content.decode()
+        link = re.search(r'<a class="airlock-same-ref" href="([^"]+)"', html)
+        assert link, "no same-ref link"
+        assert set(_rows(client.get(link.group(1).replace("&amp;", "&")))) == {"acme-ad.jpg"}, staff
 
 
 def test_saved_questions(browser_for, moderator, alice, wedding):
