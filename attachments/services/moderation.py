@@ -10,6 +10,7 @@ from django.utils import timezone
 from .. import jobs
 from ..errors import NotFound
 from ..models import DeadLetter, Status, TransitionLog
+from ..retention.services.dead_letters import dead_letters_answered
 from ..variants.services.purge import ForgottenVariants, variants_forget
 from . import outbox
 from .audit import VARIANTS_PURGED, audit_entry
@@ -23,12 +24,6 @@ def _locked(attachment_id: uuid.UUID | str):
     return attachment
 
 
-def _resolve_dead_letters(attachment, actor: str) -> None:
-    DeadLetter.objects.filter(attachment=attachment, resolved_at__isnull=True).update(
-        resolved_at=timezone.now(), resolved_by=actor[:150]
-    )
-
-
 def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
     """failed (dead-lettered) or stuck processing → pending with fresh attempts, enqueued."""
     with transaction.atomic():
@@ -36,7 +31,7 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
         if attachment.status not in (Status.FAILED, Status.PROCESSING):
             raise TransitionConflict(f"cannot requeue an attachment that is {attachment.status}")
         apply_transition(attachment, "retry", actor=actor, note="requeued by staff", reset_attempts=True)
-        _resolve_dead_letters(attachment, actor)
+        dead_letters_answered([attachment.pk], actor=actor)
         outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
 
 

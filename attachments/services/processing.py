@@ -24,7 +24,7 @@ from ..models import Attachment, DeadLetter, Lifecycle, Status, TransitionLog
 from ..naming import quarantine_key
 from ..profiles import get_profile
 from ..reasons import ReasonCode
-from ..retention.services.dead_letters import dead_letter_open
+from ..retention.services.dead_letters import dead_letter_open, dead_letters_answered
 from ..storage import get_gateway
 from ..storage.base import move
 from . import outbox, quotas
@@ -510,10 +510,12 @@ def attachments_reprocess(*, ids: list[uuid.UUID], status: str, actor: str, note
     transaction (the caller's, when it has one: a backfill commits its checkpoint with it).
     """
     name = REPROCESS_TRANSITIONS[status]
-    done = 0
+    moved = []
     with transaction.atomic():
         for attachment in Attachment.objects.select_for_update().filter(pk__in=ids, status=status).order_by("pk"):
             apply_transition(attachment, name, actor=actor, note=note)
             outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
-            done += 1
-    return done
+            moved.append(attachment.pk)
+        if status == Status.FAILED:  # retried as staff's requeue retries it: its dead letters are answered
+            dead_letters_answered(moved, actor=actor)
+    return len(moved)

@@ -151,6 +151,7 @@ def test_bulk_take_down_goes_through_the_confirmation_page(moderator, alice, rea
 
 def test_dead_letter_list_detail_and_bulk_requeue(moderator, failed_image, browser_for):
     letter = DeadLetter.objects.get(attachment_id=failed_image)
+    sweep = DeadLetter.objects.create(kind="sweep", attachment_id=failed_image, last_error="403 on delete")
     client = browser_for(moderator)
     listing = client.get("/admin/attachments/deadletter/?state=open").content.decode()
     assert "flaky.jpg" in listing
@@ -169,6 +170,8 @@ def test_dead_letter_list_detail_and_bulk_requeue(moderator, failed_image, brows
     letter.refresh_from_db()
     assert letter.resolved_by == "staff:mod"
     assert Attachment.objects.get(pk=failed_image).status == "pending"
+    sweep.refresh_from_db()
+    assert sweep.resolved_at is None  # about deleting objects: a requeue does not answer it
     assert LogEntry.objects.filter(user=moderator, object_id=str(letter.pk)).exists()
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from attachments.models import (
     Attachment,
+    DeadLetter,
     Lifecycle,
     OutboxMessage,
     Status,
@@ -80,9 +81,16 @@ def test_rescan_applies_to_ready_files_only(population):
 
 
 def test_failed_ones_are_retried(population):
+    failed = population["failed"]
+    processing = DeadLetter.objects.create(kind=DeadLetter.Kind.PROCESSING, attachment=failed, last_error="clamd")
+    sweep = DeadLetter.objects.create(kind=DeadLetter.Kind.SWEEP, attachment=failed, last_error="403")
     report = backfill_run(Selection(status=Status.FAILED))
     assert _rescanned(population) == {"failed"} and report.processed == 1
     assert TransitionLog.objects.get(actor="system:backfill").transition == "retry"
+    # Retried, its processing dead letter is answered (as staff's requeue answers it); a sweep one is not.
+    processing.refresh_from_db()
+    sweep.refresh_from_db()
+    assert processing.resolved_by == "system:backfill" and sweep.resolved_at is None
 
 
 def test_an_interrupted_run_resumes_after_its_checkpoint(population):

@@ -12,6 +12,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from ...models import Attachment, DeadLetter
 
 # last_error is a TextField; the cap keeps one runaway traceback from bloating the table.
@@ -66,3 +68,16 @@ def dead_letter_note(
         letter.payload = payload
     letter.history = [*letter.history, {"at": now.isoformat(), "by": actor, "action": action, **(details or {})}]
     letter.save(update_fields=["resolved_at", "resolved_by", "history", "payload", "last_error"])
+
+
+def dead_letters_answered(attachment_ids: list[Any], *, actor: str) -> int:
+    """Resolve the open dead letters these files' reprocessing answers; return how many.
+
+    A sweep dead letter is about deleting objects, not processing them: it stays
+    open until its objects are gone (sweeper/dead_letters.py).
+    """
+    return (
+        DeadLetter.objects.filter(attachment_id__in=attachment_ids, resolved_at__isnull=True)
+        .exclude(kind=DeadLetter.Kind.SWEEP)
+        .update(resolved_at=timezone.now(), resolved_by=actor[:150])
+    )
