@@ -424,16 +424,9 @@ class AttachmentAdmin(ReadOnlyModelAdmin):
     def same_ref(self, obj: Attachment) -> str:
         if not obj.ref:
             return "—"
-        url = (
-            reverse("admin:attachments_attachment_changelist")
-            + "?"
-            + urlencode(
-                {
-                    "ref__exact": obj.ref,
-                    "tenant__id__exact": obj.tenant_id,
-                }  # a ref is its tenant's: another's is another ref
-            )
-        )
+        # A ref is its tenant's: another tenant's ref of the same name is another ref.
+        query = urlencode({"ref__exact": obj.ref, "tenant__id__exact": str(obj.tenant_id)})
+        url = reverse("admin:attachments_attachment_changelist") + "?" + query
         return format_html('{} <a class="airlock-same-ref" href="{}">files with the same ref</a>', obj.ref, url)
 
     @admin.display(description="reason")
