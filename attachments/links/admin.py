@@ -51,9 +51,13 @@ PAGE_SIZE = 60
 # --- selectors -------------------------------------------------------------------------
 
 
+# Removed by its guest (discarded, then swept): nothing left to decide.
+GONE = (Lifecycle.DISCARDED, Lifecycle.DELETED)
+
+
 def waiting_q(*, link: UploadLink | None = None, ref: str | None = None) -> Q:
     """Files waiting for a decision, of one link or of one ref (a waiting file reaches its ref by its link)."""
-    query = Q(approval=Approval.PENDING) & ~Q(lifecycle=Lifecycle.DELETED)
+    query = Q(approval=Approval.PENDING) & ~Q(lifecycle__in=GONE)
     if link is not None:
         return query & Q(upload_link=link)
     if ref is not None:
@@ -76,9 +80,7 @@ def queue_files(user: Any, *, link: UploadLink | None = None, ref: str | None = 
 
 def _waiting_of_link() -> QuerySet[Attachment]:
     # Read from the queue's partial index (att_approval_queue: upload_link, created_at where pending).
-    return Attachment.objects.filter(upload_link=OuterRef("pk"), approval=Approval.PENDING).exclude(
-        lifecycle=Lifecycle.DELETED
-    )
+    return Attachment.objects.filter(upload_link=OuterRef("pk"), approval=Approval.PENDING).exclude(lifecycle__in=GONE)
 
 
 def with_waiting_count(links: QuerySet[UploadLink]) -> QuerySet[UploadLink]:

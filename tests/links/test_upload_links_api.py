@@ -193,6 +193,27 @@ def test_a_guest_removes_its_file_within_the_undo_window_and_gets_its_room_back(
     assert client_for(alice).delete(f"/api/v1/guest-uploads/{second}").status_code == 404
 
 
+def test_a_file_its_guest_removed_leaves_the_approval_queue(alice):
+    """Removed before the host decided: nothing waits, nothing is approved, no webhook says otherwise."""
+    from attachments.links.admin import queue_files, with_waiting_count
+
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, kept = _guest_upload(token)
+    _, removed = _guest_upload(token, filename="oops.png")
+    for pk in (kept, removed):
+        assert run_pipeline(pk) == "ready"
+    assert _guest_api(token).delete(f"/api/v1/guest-uploads/{removed}").status_code == 204
+    assert Attachment.objects.get(pk=removed).lifecycle == Lifecycle.DISCARDED
+
+    assert [str(a.pk) for a in queue_files(alice)] == [kept]
+    assert with_waiting_count(UploadLink.objects.filter(pk=link["id"])).get().waiting == 1
+    approved = client_for(alice).post("/api/v1/attachments/approve", {"ref": "event:7"}, format="json")
+    assert approved.status_code == 200 and approved.json()["approved"] == [kept]
+    row = Attachment.objects.get(pk=removed)
+    assert (row.lifecycle, row.approval) == (Lifecycle.DISCARDED, Approval.PENDING)
+
+
 def test_per_link_limit_names_the_link(alice):
     link = _create(alice, max_files=1).json()
     _, first, _ = _open_page(link["id"])

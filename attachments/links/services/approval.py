@@ -88,7 +88,7 @@ def _decide(
             Attachment.objects.select_for_update(of=("self",))
             .select_related("upload_link")
             .filter(actionable_q(user), which, approval=Approval.PENDING)
-            .exclude(lifecycle=Lifecycle.DELETED)
+            .exclude(lifecycle__in=(Lifecycle.DISCARDED, Lifecycle.DELETED))  # its guest removed it
             .order_by("pk")
         )
         if not rows:
