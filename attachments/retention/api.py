@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from ..api.schema import JSON_TOO_LARGE, errors
 from ..api.serializers import SharedSerializer, StrictCharField
-from ..errors import NotAuthenticated, NotFound, TooLarge, ValidationFailed
+from ..errors import NotAuthenticated, NotFound, OutOfScope, TooLarge, ValidationFailed
 from .services.erasure import subject_erase
 
 _TAGS = ["subjects"]
@@ -50,7 +50,7 @@ class SubjectEraseApi(APIView):
         request=InputSerializer,
         responses={
             200: OpenApiResponse(OutputSerializer, description="What was (or, with `dry_run`, would be) erased."),
-            **errors(ValidationFailed, NotAuthenticated, NotFound, TooLarge, TOO_LARGE=JSON_TOO_LARGE),
+            **errors(ValidationFailed, NotAuthenticated, OutOfScope, NotFound, TooLarge, TOO_LARGE=JSON_TOO_LARGE),
         },
     )
     def post(self, request):

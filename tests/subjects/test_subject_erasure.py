@@ -131,6 +131,18 @@ def test_a_client_token_never_erases(alice, mallory):
     assert _states() == before
 
 
+def test_a_client_token_is_refused_over_http_with_its_scope_error(alice, mallory):
+    from tests.subjects.test_client_tokens import device, mint
+
+    _people(alice, mallory)
+    before = _states()
+    token = mint(alice, "user-ann")["token"]
+    response = device(token).post(ERASE, {"subject": "user-ann"}, format="json")
+    assert response.status_code == 403, response.content
+    assert response.json()["error"]["code"] == "CLIENT_TOKEN_SCOPE"
+    assert _states() == before
+
+
 @pytest.mark.parametrize("body", [{}, {"subject": ""}, {"subject": "x" * 129}, {"subject": 7}, {"subject": " a"}])
 def test_a_bad_subject_is_a_validation_error(alice, body):
     response = as_subject(alice, None).post(ERASE, body, format="json")
