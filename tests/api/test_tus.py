@@ -265,6 +265,22 @@ def test_termination_then_404_and_the_intent_is_discarded(alice_client, samples,
     assert Attachment.objects.get(pk=pk).lifecycle == "discarded"
 
 
+def test_termination_of_a_held_upload_is_refused_and_the_transfer_goes_on(alice_client, samples, storage_root):
+    from attachments.retention.services.holds import attachment_hold_set
+
+    data = samples.jpeg()
+    path = _path(_create(alice_client, len(data)))
+    pk = path.rsplit("/", 1)[1]
+    assert _patch(alice_client, path, data[:30], 0).status_code == 204
+    attachment_hold_set(attachment_ids=[pk], actor="staff:root", reason="litigation")
+    refused = alice_client.delete(path, **TUS)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "LEGAL_HOLD"
+    assert TusUpload.objects.get(pk=pk).state == "active"  # not ended: the sweep would drop its bytes
+    assert alice_client.head(path, **TUS)["Upload-Offset"] == "30"
+    assert _patch(alice_client, path, data[30:], 30).status_code == 204
+    assert Attachment.objects.get(pk=pk).lifecycle == "staged"
+
+
 def test_expired_upload_is_410_and_the_sweeper_removes_its_bytes(alice_client, samples, storage_root):
     from sweeper.sweep import sweep_expired
 

@@ -35,6 +35,7 @@ from ...declared_types import stored_type
 from ...errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ...models import Attachment, Lifecycle, Status, TusUpload
 from ...profiles import all_profiles
+from ...retention.services.holds import refuse_held
 from ...services.connections import give_connection_back
 from ...storage import get_gateway
 from ...storage.staging import Patch, StagingBusy, StagingFence, staging_for
@@ -413,6 +414,8 @@ def tus_upload_terminate(*, user, attachment_id: object, now: datetime | None = 
         TusUpload.objects.filter(pk=upload.pk).update(state=State.TERMINATED)
         return
     with _held(upload.pk, now, create=False) as (token, fence):
+        # Before the transfer ends: the sweep drops an ended transfer's bytes, and a held file keeps them.
+        refuse_held([upload.pk], what="discarded")
         TusUpload.objects.filter(pk=upload.pk, lock_token=token).update(state=State.TERMINATED, tail=b"")
         try:
             attachment_discard(user=user, attachment_id=upload.pk, now=now)
