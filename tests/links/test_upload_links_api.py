@@ -9,7 +9,7 @@ from django.core import signing
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from attachments.models import Approval, Attachment, Lifecycle, LinkGuest, UploadLink
+from attachments.models import Approval, Attachment, ClientToken, Lifecycle, LinkGuest, UploadLink
 from tests.support import client_for, png_bytes, put_bytes, run_pipeline
 
 pytestmark = pytest.mark.django_db
@@ -230,8 +230,15 @@ def test_a_disabled_or_expired_link_is_gone(alice):
     client_for(alice).delete(f"/api/v1/upload-links/{link['id']}")
     _, _, page = _open_page(link["id"])
     assert page.status_code == 410 and b"closed this upload link" in page.content
-    # The page's token went with the link.
-    assert _guest_upload(token)[0].status_code == 401
+    # The page's token went with the link, and says why: the page can tell its guest the link closed.
+    gone, _ = _guest_upload(token)
+    assert gone.status_code == 410 and gone.json()["error"]["code"] == "LINK_GONE"
+    assert _guest_api(token).get("/api/v1/attachments").status_code == 410
+    # A guest token revoked on its own (its link still open) is just invalid.
+    still_open = _create(alice).json()
+    _, revoked, _ = _open_page(still_open["id"])
+    ClientToken.objects.filter(upload_link_id=still_open["id"]).update(revoked_at=timezone.now())
+    assert _guest_upload(revoked)[0].status_code == 401
 
     expired = _create(alice).json()
     _, token, _ = _open_page(expired["id"])
