@@ -29,7 +29,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import loadgen  # noqa: E402
-from bench.common import REPO, Gunicorn, embedded_env, emit, median, r, scratch_dir  # noqa: E402
+from bench.common import (  # noqa: E402
+    REPO,
+    Gunicorn,
+    embedded_env,
+    emit,
+    median,
+    r,
+    scratch_dir,
+    update_env,
+    with_group_keys,
+)
 
 PG = "postgres://postgres@127.0.0.1:5432"
 INTENT_BODY = {"profile": "image", "filename": "bench-intent.jpg", "size": 1000, "content_type": "image/jpeg"}
@@ -166,12 +176,12 @@ def drive(
     )
 
 
-def scratch_database(tmp: Path, **extra: str | None) -> tuple[Database, dict[str, str]]:
+def scratch_database(tmp: Path, **extra: str | dict[str, object] | None) -> tuple[Database, dict[str, str]]:
     """The API bench's scratch database and the environment that serves it (bench.settings)."""
     db = Database(tmp)
-    return db, embedded_env(
-        tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings", AIRLOCK_DB_CONN_MAX_AGE="600", **extra
-    )
+    env = embedded_env(tmp, DATABASE_URL=db.url, DJANGO_SETTINGS_MODULE="bench.settings")
+    with_group_keys(env, "AIRLOCK_DB_POOL", conn_max_age=600)
+    return db, update_env(env, extra)
 
 
 def prepare(env: dict[str, str]) -> dict:
@@ -294,7 +304,7 @@ if __name__ == "__main__":
 
 # --- two ways of making intents, compared on one server ---------------------------------------
 
-INTENT_LIMITS_OFF = {"AIRLOCK_INTENTS_PER_MINUTE": "1000000", "AIRLOCK_MAX_PENDING_PER_USER": "1000000"}
+INTENT_LIMITS_OFF = {"AIRLOCK_RATE_LIMITS": {"intents_per_minute": 1000000, "pending_per_subject": 1000000}}
 
 
 def setup_child(script: str, env: dict[str, str]) -> dict:

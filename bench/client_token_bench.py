@@ -67,7 +67,7 @@ def main() -> None:
         tmp,
         DATABASE_URL=db.url,
         DJANGO_SETTINGS_MODULE="bench.settings",
-        AIRLOCK_DB_CONN_MAX_AGE="600",
+        AIRLOCK_DB_POOL={"conn_max_age": 600},
         **INTENT_LIMITS_OFF,
     )
     gunicorn = None

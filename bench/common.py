@@ -27,6 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.support import pdf_document  # noqa: E402  (the same PDF writer the tests use)
+from tests.support.env import EnvExtra, update_env, with_group_keys  # noqa: E402, F401  (benches import them from here)
 from tests.support.processes import free_port, wait_healthy, wait_settled  # noqa: E402, F401  (benches import them from here)
 
 DEFAULT_CLAMD_SOCKET = "/tmp/airlock-clamd/clamd.sock"
@@ -148,8 +149,11 @@ def clamd_socket() -> str | None:
         return None
 
 
-def embedded_env(data_dir: Path, **extra: str | None) -> dict[str, str]:
-    """Environment for a child process on the embedded defaults in data_dir (SQLite, in-process broker)."""
+def embedded_env(data_dir: Path, **extra: str | dict[str, object] | None) -> dict[str, str]:
+    """Environment for a child process on the embedded defaults in data_dir (SQLite, in-process broker).
+
+    `extra` on top: None unsets a variable, a dict sets keys of a grouped variable
+    (AIRLOCK_SERVE={"web_processes": 1}) and keeps the others already there."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -169,32 +173,26 @@ def embedded_env(data_dir: Path, **extra: str | None) -> dict[str, str]:
             "AIRLOCK_DATA_DIR": str(data_dir),
             "AIRLOCK_STORAGE_ROOT": str(data_dir / "storage"),
             "AIRLOCK_LOG_LEVEL": "WARNING",
-            "AIRLOCK_INTENTS_PER_MINUTE": str(10**9),
-            "AIRLOCK_MAX_PENDING_PER_USER": str(10**9),
             "PYTHONPATH": str(REPO),
         }
     )
+    with_group_keys(env, "AIRLOCK_RATE_LIMITS", intents_per_minute=10**9, pending_per_subject=10**9)
     sock = clamd_socket()
     if sock:
         env["CLAMD_SOCKET"] = sock
-    for key, value in extra.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+    return update_env(env, extra)
 
 
-def local_env(tmp: Path, **extra: str) -> dict[str, str]:
+def local_env(tmp: Path, **extra: str | dict[str, object]) -> dict[str, str]:
     """This process's environment (its database settings included) with serve's data and local
-    storage under tmp/data, and `extra` on top."""
-    return {
+    storage under tmp/data, and `extra` on top (as in embedded_env)."""
+    env = {
         **os.environ,
         "AIRLOCK_DATA_DIR": str(tmp / "data"),
         "AIRLOCK_STORAGE_ROOT": str(tmp / "data" / "storage"),
         "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
-        **extra,
     }
+    return update_env(env, extra)
 
 
 def bench_django(settings_module: str = "config.settings.base") -> None:

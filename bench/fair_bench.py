@@ -75,7 +75,7 @@ class Stack:
         self.mode, self.tmp = mode, tmp
         extra = {
             "AIRLOCK_TENANT_FAIR_STAGES": fair_stages,
-            "AIRLOCK_WORKER_THREADS": "4",
+            "AIRLOCK_CONCURRENCY": {"worker_threads": 4},
             "AIRLOCK_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:8]}",
         }
         self.db = None

@@ -300,7 +300,7 @@ def main() -> None:
     server = None
     try:
         # The guests' limits as shipped: embedded_env lifts them for the other benches.
-        env = service_env(tmp, db, AIRLOCK_INTENTS_PER_MINUTE=None, AIRLOCK_MAX_PENDING_PER_USER=None)
+        env = service_env(tmp, db, AIRLOCK_RATE_LIMITS={"intents_per_minute": None, "pending_per_subject": None})
         migrate(env)
         host_token = createuser(env, "couple", tenant="wedding")
         server = serve(env, tmp)

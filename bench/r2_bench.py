@@ -111,8 +111,7 @@ def main() -> None:
             db,
             redis=False,
             AIRLOCK_CLOUDFLARE_API_TOKEN="cloudflare-test-token",
-            AIRLOCK_INTENTS_PER_MINUTE="1000000",
-            AIRLOCK_MAX_PENDING_PER_USER="1000000",
+            AIRLOCK_RATE_LIMITS={"intents_per_minute": 1000000, "pending_per_subject": 1000000},
             AIRLOCK_MAX_BACKLOG_SECONDS="0",  # the files pile up unprocessed here: no backlog gate
             **moto.s3_env(),
         )

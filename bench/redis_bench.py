@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, free_port, photo_jpeg, r  # noqa: E402
+from bench.common import REPO, free_port, photo_jpeg, r, with_group_keys  # noqa: E402
 
 
 class PrivateRedis:
@@ -295,8 +295,7 @@ def main() -> None:
     os.environ["AIRLOCK_KEY_PREFIX"] = prefix
     os.environ.setdefault("AIRLOCK_DATA_DIR", str(tmp / "data"))
     os.environ.setdefault("AIRLOCK_STORAGE_ROOT", str(tmp / "data" / "storage"))
-    os.environ.setdefault("AIRLOCK_INTENTS_PER_MINUTE", str(10**9))
-    os.environ.setdefault("AIRLOCK_MAX_PENDING_PER_USER", str(10**9))
+    with_group_keys(os.environ, "AIRLOCK_RATE_LIMITS", intents_per_minute=10**9, pending_per_subject=10**9)
     worker = None
     monitor = None
     try:

@@ -15,7 +15,7 @@ else SQLite) with YARA as the only scanner (the embedded default without clamd):
    `api_status_vs_bare_select_ratio`: first idle, then while
 3. `--walk` (a child process) runs the real job side of `manage.py serve`
    (ops/runtime.JobRuntime: scheduler ticks every second, rescan_tick within
-   AIRLOCK_RESCAN_FILES_PER_MINUTE=--budget, the rescan actor on the in-process
+   AIRLOCK_RATE_LIMITS=rescan_files_per_minute=--budget, the rescan actor on the in-process
    broker) until told to stop; it reports how many files it rescanned and when.
    Achieved rate = files rescanned ÷ (stop − walk start), against the budget.
 N is large enough that the walk is still running when the reads end (checked).
@@ -36,7 +36,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api import drive, prepare, scratch_database, status_pair  # noqa: E402
-from bench.common import REPO, Gunicorn, bench_django, emit, median, r, scratch_dir, small_jpeg  # noqa: E402
+from bench.common import (  # noqa: E402
+    REPO,
+    Gunicorn,
+    bench_django,
+    emit,
+    median,
+    r,
+    scratch_dir,
+    small_jpeg,
+    with_group_keys,
+)
 
 OUTDATED = "bench:signatures-before"
 TIMED_SLICE = 200  # files rescanned back to back for the unbudgeted rate
@@ -169,7 +179,9 @@ def child(args: list[str], env: dict[str, str], timeout: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--budget", type=int, default=1200, help="AIRLOCK_RESCAN_FILES_PER_MINUTE for the walk")
+    parser.add_argument(
+        "--budget", type=int, default=1200, help="AIRLOCK_RATE_LIMITS rescan_files_per_minute for the walk"
+    )
     parser.add_argument("--setup", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--walk", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -185,7 +197,10 @@ def main() -> None:
     tmp = scratch_dir("airlock-bench-rescan-")
     # YARA only: clamd would be a second scanner, shared with every other bench and test on the machine.
     db, env = scratch_database(
-        tmp, CLAMD_SOCKET=None, AIRLOCK_RESCAN_FILES_PER_MINUTE="0", AIRLOCK_TICK_SECONDS=TICK_SECONDS
+        tmp,
+        CLAMD_SOCKET=None,
+        AIRLOCK_RATE_LIMITS={"rescan_files_per_minute": 0},
+        AIRLOCK_SERVE={"tick_seconds": TICK_SECONDS},
     )
     gunicorn = walker = None
     try:
@@ -198,7 +213,7 @@ def main() -> None:
         idle = alternate(gunicorn.base, tmp, pair, runs=runs, seconds=seconds)
 
         stop_file = tmp / "stop-walk"
-        walk_env = {**env, "AIRLOCK_RESCAN_FILES_PER_MINUTE": str(args.budget)}
+        walk_env = with_group_keys(dict(env), "AIRLOCK_RATE_LIMITS", rescan_files_per_minute=args.budget)
         walker = subprocess.Popen(
             [sys.executable, __file__, "--walk", str(stop_file)],
             cwd=REPO,
@@ -245,7 +260,7 @@ def main() -> None:
                 f"{made['files']} ready {made['photo_bytes'] // 1024} KiB JPEGs, YARA only; "
                 f"rescan_one timed on {made['timed_files']} back to back; the walk: JobRuntime "
                 f"(ticks every {TICK_SECONDS}s, in-process broker) at "
-                f"AIRLOCK_RESCAN_FILES_PER_MINUTE={args.budget}; status reads as in bench/api.py, "
+                f"AIRLOCK_RATE_LIMITS=rescan_files_per_minute={args.budget}; status reads as in bench/api.py, "
                 f"{seconds:g}s x {runs} runs per side, idle then during the walk"
             ),
         }

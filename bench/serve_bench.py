@@ -53,6 +53,7 @@ from bench.common import (  # noqa: E402
     scratch_dir,
     serve,
     small_jpeg,
+    update_env,
 )
 
 REDIS = "redis://127.0.0.1:6379/0"
@@ -65,7 +66,7 @@ def service_env(
     *,
     redis: bool = True,
     settings: str = "config.settings.base",
-    **extra: str,
+    **extra: str | dict[str, object] | None,
 ) -> dict[str, str]:
     """embedded_env on db's database, with Redis (under a key prefix of its own) when `redis`."""
     return embedded_env(
@@ -184,7 +185,7 @@ def GunicornThreads(env: dict[str, str], tmp: Path) -> ServerProcess:
 
 # serve without something, side by side with itself (--only variants): the environment that takes it away.
 # The keep-alive linger and the accept balancer were measured this way and went (README, How `serve` serves).
-VARIANTS = {"second_process": {"AIRLOCK_WEB_PROCESSES": "1"}}  # one web process, as serve ran on SQLite before
+VARIANTS = {"second_process": {"AIRLOCK_SERVE": {"web_processes": 1}}}  # one web process, as serve ran on SQLite before
 
 
 def bench_ratio(
@@ -214,7 +215,9 @@ def bench_ratio(
     if variants:
         sides["gunicorn_gthread"] = GunicornThreads(env, tmp)
         for variant, without in VARIANTS.items():
-            sides[f"serve_without_{variant}"] = serve({**env, **without}, tmp, "--no-worker", "--no-scheduler")
+            sides[f"serve_without_{variant}"] = serve(
+                update_env(dict(env), without), tmp, "--no-worker", "--no-scheduler"
+            )
     if alternatives:
         for name in ("granian", "waitress"):
             server = alternative(name, env, tmp)
@@ -302,7 +305,7 @@ def bench_soak(tmp: Path, db: Database, quick: bool) -> dict:
 
     clients, seconds, warmup = (50, 15.0, 5.0) if quick else (200, 60.0, 15.0)
     pool_max, processes = 8, 2
-    env = service_env(tmp, db, AIRLOCK_DB_POOL_MAX=str(pool_max), AIRLOCK_WEB_PROCESSES=str(processes))
+    env = service_env(tmp, db, AIRLOCK_DB_POOL={"max": pool_max}, AIRLOCK_SERVE={"web_processes": processes})
     migrate(env)
     tokens = [createuser(env, f"soak{i}") for i in range(10)]
     server = serve(env, tmp)
@@ -389,7 +392,7 @@ def bench_soak(tmp: Path, db: Database, quick: bool) -> dict:
             "seconds": seconds,
             "warmup_seconds": warmup,
             "setup": f"serve on PostgreSQL + Redis, {processes} web processes + job process, "
-            f"AIRLOCK_DB_POOL_MAX={pool_max}",
+            f"AIRLOCK_DB_POOL=max={pool_max}",
         }
     }
 

@@ -89,8 +89,11 @@ def api_bench(rounds: int, batch: int, only: set[str] | None = None) -> dict:
     if not postgres_ok():
         return {"skipped": "PostgreSQL does not answer"}
     tmp = Path(tempfile.mkdtemp(prefix="airlock-tricks-"))
-    db, env = scratch_database(tmp, AIRLOCK_DB_POOL_MAX="4", AIRLOCK_INTENTS_PER_MINUTE="100000000")
-    env.pop("AIRLOCK_DB_CONN_MAX_AGE", None)
+    db, env = scratch_database(
+        tmp,
+        AIRLOCK_DB_POOL={"max": 4, "conn_max_age": None},  # conn_max_age: the default
+        AIRLOCK_RATE_LIMITS={"intents_per_minute": 100000000},
+    )
     if os.environ.get("REDIS_URL"):
         env["REDIS_URL"] = os.environ["REDIS_URL"]
     try:

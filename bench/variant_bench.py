@@ -97,7 +97,7 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 9)
 
     tmp = scratch_dir("variant-bench-")
-    env = local_env(tmp, AIRLOCK_METRICS_OPEN="1")  # the generations counter, read before and after the race
+    env = local_env(tmp, AIRLOCK_METRICS={"open": 1})  # the generations counter, read before and after the race
     server = serve(env, tmp)
     base = server.base
     try:

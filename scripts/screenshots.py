@@ -48,9 +48,10 @@ def configure(data_dir: Path) -> None:
     os.environ["AIRLOCK_DATA_DIR"] = str(data_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
     os.environ.setdefault("AIRLOCK_LOG_LEVEL", "WARNING")
-    os.environ["AIRLOCK_RETRY_BASE_SECONDS"] = "0.2"
-    os.environ["AIRLOCK_RETRY_MAX_SECONDS"] = "0.5"
     sys.path.insert(0, str(ROOT))
+    from tests.support.env import with_group_keys
+
+    with_group_keys(os.environ, "AIRLOCK_RETRIES", base_seconds=0.2, max_seconds=0.5)
 
 
 # --- sample files ---------------------------------------------------------------

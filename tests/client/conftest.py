@@ -19,6 +19,7 @@ import pytest
 from airlock_client import Client
 from tests.s3.conftest import moto_endpoint  # noqa: F401  (the S3 stand-in, over HTTP)
 from tests.support import pdf_document
+from tests.support.env import EnvExtra
 from tests.support.processes import Server
 from tests.webhooks.receiver import Receiver
 
@@ -118,7 +119,7 @@ def serve_factory(tmp_path_factory) -> Iterator[Callable[..., Live]]:
     started: list[Live] = []
 
     def start(
-        env: dict[str, str], users: tuple[tuple[str, str], ...] = (("alice", "acme"),), receiver: Receiver | None = None
+        env: EnvExtra, users: tuple[tuple[str, str], ...] = (("alice", "acme"),), receiver: Receiver | None = None
     ) -> Live:
         server = Server(tmp_path_factory.mktemp("serve"), env)
         live = Live(server, {}, receiver)

@@ -15,7 +15,7 @@ from tests.support import jpeg_bytes
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 
-def _serve_on_s3(serve_factory, moto_endpoint, bucket_prefix: str, **env: str):
+def _serve_on_s3(serve_factory, moto_endpoint, bucket_prefix: str, **env: str | dict[str, object]):
     """`manage.py serve` on a fresh moto bucket, with these settings on top; .moto is the endpoint."""
     live = serve_factory({**moto_bucket_env(moto_endpoint, bucket_prefix), **env})
     live.moto = moto_endpoint
@@ -29,8 +29,7 @@ def live(serve_factory, moto_endpoint):
         moto_endpoint,
         "client",
         AIRLOCK_S3_UPLOAD_METHOD="POST",
-        AIRLOCK_S3_MULTIPART_THRESHOLD=str(5 * MIB),
-        AIRLOCK_S3_PART_SIZE=str(5 * MIB),
+        AIRLOCK_S3_MULTIPART={"threshold_bytes": 5 * MIB, "part_bytes": 5 * MIB},
     )
 
 

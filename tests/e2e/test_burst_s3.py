@@ -2,7 +2,7 @@
 
 Two hundred guests upload at once (intent -> POST to the bucket -> complete ->
 status) while CPU hogs load both cores. Each web process has a pool of
-AIRLOCK_DB_POOL_MAX PostgreSQL connections: requests held theirs for the whole
+AIRLOCK_DB_POOL=max=… PostgreSQL connections: requests held theirs for the whole
 request (storage calls included) and gave up after a fixed 5 s wait, so the
 queue behind the pool answered 503 UNAVAILABLE (134 of 200 intents). Every
 request must succeed: with the defaults, and with a pool of 2 per web process
@@ -19,6 +19,7 @@ import pytest
 
 from tests.s3.support import cpu_hogs, moto_bucket_env, stop_all, upload_burst
 from tests.support import jpeg_bytes
+from tests.support.env import EnvExtra
 from tests.support.processes import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.s3]
@@ -27,7 +28,7 @@ CLIENTS = 200
 USERS = 10
 
 
-def _busy_burst(tmp_path: Path, moto_endpoint: str, clients: int, extra_env: dict[str, str]) -> None:
+def _busy_burst(tmp_path: Path, moto_endpoint: str, clients: int, extra_env: EnvExtra) -> None:
     server = Server(tmp_path, {**moto_bucket_env(moto_endpoint, "burst"), "AIRLOCK_LOG_LEVEL": "WARNING", **extra_env})
     hogs: list[subprocess.Popen] = []
     try:
@@ -61,4 +62,4 @@ def test_a_burst_of_s3_uploads_on_a_busy_machine_is_never_refused(tmp_path: Path
 def test_a_burst_queues_for_a_small_pool_until_the_deadline_instead_of_refusing(tmp_path: Path, moto_endpoint):
     # The database is the bottleneck: 2 connections per web process. Requests wait past the
     # pool's 5 s timeout while connections keep coming back, within their 30 s deadline.
-    _busy_burst(tmp_path, moto_endpoint, 150, {"AIRLOCK_DB_POOL_MAX": "2"})
+    _busy_burst(tmp_path, moto_endpoint, 150, {"AIRLOCK_DB_POOL": {"max": 2}})

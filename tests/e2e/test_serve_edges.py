@@ -25,7 +25,10 @@ from .test_serve import Server
 pytestmark = pytest.mark.slow
 
 # One web process: the waiter caps are counted per process.
-EDGE_ENV = {"AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS": "2", "AIRLOCK_WAITERS_PER_USER": "2", "AIRLOCK_WEB_PROCESSES": "1"}
+EDGE_ENV = {
+    "AIRLOCK_HTTP_LIMITS": {"header_timeout_seconds": 2, "waiters_per_user": 2},
+    "AIRLOCK_SERVE": {"web_processes": 1},
+}
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +153,7 @@ def test_slow_header_clients_are_cut_off_and_do_not_starve_the_server(server):
         started = time.monotonic()
         for sock in sockets:
             assert sock.recv(1024) == b"", "a connection with unfinished headers was kept open"
-        # AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS=2, checked about once a second.
+        # AIRLOCK_HTTP_LIMITS=header_timeout_seconds=2, checked about once a second.
         assert time.monotonic() - started < 8
     finally:
         for sock in sockets:
@@ -199,7 +202,7 @@ def test_a_kept_alive_client_that_stalls_in_its_next_headers_is_cut_off(server):
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
         started = time.monotonic()
         assert sock.recv(1024) == b"", "a kept-alive connection with unfinished headers was kept open"
-        # AIRLOCK_HTTP_HEADER_TIMEOUT_SECONDS=2, checked about once a second.
+        # AIRLOCK_HTTP_LIMITS=header_timeout_seconds=2, checked about once a second.
         assert time.monotonic() - started < 8
     assert requests.get(f"{server.base}/healthz", timeout=5).status_code == 200
 

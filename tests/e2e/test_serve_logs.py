@@ -14,7 +14,7 @@ from tests.support.processes import Server, raw
 def test_server_error_and_access_lines_are_json_and_never_carry_a_signature(tmp_path, monkeypatch):
     for name in ("DATABASE_URL", "REDIS_URL"):  # the embedded default: only the server's logging is under test
         monkeypatch.delenv(name, raising=False)
-    server = Server(tmp_path, {"AIRLOCK_WEB_ACCESS_LOG": "1", "AIRLOCK_LOG_LEVEL": "INFO"})
+    server = Server(tmp_path, {"AIRLOCK_SERVE": {"access_log": 1}, "AIRLOCK_LOG_LEVEL": "INFO"})
     try:
         assert (
             requests.get(

@@ -1,9 +1,9 @@
 """Clients that send their headers and then stall in the body hold no database connection.
 
-On PostgreSQL each web process has a pool of AIRLOCK_DB_POOL_MAX connections.
+On PostgreSQL each web process has a pool of AIRLOCK_DB_POOL=max=… connections.
 A view that queried before reading the body kept its connection while the body
 trickled in, so a few stalled uploads emptied the pool and every other request
-waited AIRLOCK_DB_POOL_TIMEOUT_SECONDS, then answered 503 (ops/body_first.py,
+waited AIRLOCK_DB_POOL=timeout_seconds=…, then answered 503 (ops/body_first.py,
 attachments/services/connections.py).
 """
 
@@ -33,7 +33,7 @@ def _stall(port: int, head: str, first_bytes: bytes) -> socket.socket:
 
 def test_stalled_bodies_of_every_kind_leave_the_pool_to_other_requests(tmp_path):
     server = Server(
-        tmp_path, {"AIRLOCK_DB_POOL_MAX": "2", "AIRLOCK_WEB_PROCESSES": "1", "AIRLOCK_DB_POOL_TIMEOUT_SECONDS": "3"}
+        tmp_path, {"AIRLOCK_DB_POOL": {"max": 2, "timeout_seconds": 3}, "AIRLOCK_SERVE": {"web_processes": 1}}
     )
     stalled: list[socket.socket] = []
     try:

@@ -89,7 +89,7 @@ class Tricklers:
 def test_500_slow_clients_leave_healthz_and_authenticated_requests_answering(tmp_path):
     _enough_file_descriptors(2 * SLOW_CLIENTS)
     # One web process: all the slow clients land on the same 128 threads.
-    server = Server(tmp_path, {"AIRLOCK_WEB_PROCESSES": "1"})
+    server = Server(tmp_path, {"AIRLOCK_SERVE": {"web_processes": 1}})
     tricklers = None
     try:
         token = server.createuser("patient", "slow")
@@ -128,11 +128,13 @@ def test_500_slow_clients_leave_healthz_and_authenticated_requests_answering(tmp
 
 # Short deadlines: a body gets 2 s plus its size at 1 MB/s. Per-address limits small enough to reach.
 DEADLINE_ENV = {
-    "AIRLOCK_WEB_PROCESSES": "1",
-    "AIRLOCK_HTTP_BODY_DEADLINE_SECONDS": "2",
-    "AIRLOCK_HTTP_BODY_MIN_BYTES_PER_SECOND": "1000000",
-    "AIRLOCK_HTTP_MAX_CONNECTIONS_PER_ADDRESS": "12",
-    "AIRLOCK_HTTP_MAX_THREADS_PER_ADDRESS": "2",
+    "AIRLOCK_SERVE": {"web_processes": 1},
+    "AIRLOCK_HTTP_LIMITS": {
+        "body_deadline_seconds": 2,
+        "body_min_bytes_per_second": 1000000,
+        "connections_per_address": 12,
+        "threads_per_address": 2,
+    },
 }
 
 

@@ -39,7 +39,7 @@ def _generations(log_path, attachment_id: str) -> int:
 
 def test_concurrent_cold_requests_make_the_variant_once(tmp_path):
     shared = os.environ.get("DATABASE_URL", "").startswith("postgres")
-    server = Server(tmp_path, {"AIRLOCK_WEB_PROCESSES": "2"} if shared else {})
+    server = Server(tmp_path, {"AIRLOCK_SERVE": {"web_processes": 2}} if shared else {})
     try:
         alice = server.createuser("alice", "acme")
         photo = api_upload(

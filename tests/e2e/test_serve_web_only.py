@@ -2,7 +2,7 @@
 
 One web process answered half of what `gunicorn -w 2` does from the same app
 (its threads queue on one GIL). Web only, nothing ties the web side to the
-in-process broker, so it runs AIRLOCK_WEB_PROCESSES processes like the
+in-process broker, so it runs AIRLOCK_SERVE=web_processes=… processes like the
 shared-services shape; its jobs stay in the outbox for the `serve` that runs the
 worker instead of going to a broker nobody reads.
 """
@@ -38,7 +38,7 @@ def _web_processes(master: int, expected: int) -> list[int]:
 
 
 def test_web_only_serve_runs_several_processes_and_leaves_its_jobs_to_the_worker(tmp_path):
-    web = Server(tmp_path, {"AIRLOCK_WEB_PROCESSES": "2"}, args=("--no-worker", "--no-scheduler"))
+    web = Server(tmp_path, {"AIRLOCK_SERVE": {"web_processes": 2}}, args=("--no-worker", "--no-scheduler"))
     try:
         assert len(_web_processes(web.proc.pid, 2)) == 2
         alice = web.createuser("alice", "acme")

@@ -217,7 +217,7 @@ def test_two_writers_at_once_one_wins(server):
 def test_a_stalled_writer_is_not_replaced_while_it_can_still_write(tmp_path):
     """Issue #26: a PATCH whose body stalls past the claim's staleness still holds the upload (423 for a
     second writer, HEAD says the bytes acknowledged); when it ends, what is served is what was scanned."""
-    server = Server(tmp_path, {"AIRLOCK_HTTP_BODY_TIMEOUT_SECONDS": "2"})  # a claim is stale after 7 s
+    server = Server(tmp_path, {"AIRLOCK_HTTP_LIMITS": {"body_timeout_seconds": 2}})  # a claim is stale after 7 s
     try:
         alice = server.createuser("alice", "acme")
         first_bytes, second_bytes = mp4(MIB), mp4(MIB)
@@ -310,7 +310,7 @@ def test_resume_after_serve_restarts(server, tmp_path):
 @pytest.mark.slow
 def test_expired_upload_is_410_and_the_sweeper_removes_its_bytes(tmp_path):
     (tmp_path / "serve").mkdir()
-    server = Server(tmp_path / "serve", {"AIRLOCK_UPLOAD_URL_SECONDS": "3"})
+    server = Server(tmp_path / "serve", {"AIRLOCK_URL_SECONDS": {"upload": 3}})
     try:
         alice = server.createuser("alice", "acme")
         path = tmp_path / "clip.mp4"

@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from airlock_client import Client
 from tests.s3.support import moto_bucket_env
 from tests.support.browser import launch_chromium
+from tests.support.env import EnvExtra
 from tests.support.processes import REPO, Server, free_port, wait_healthy
 
 
@@ -57,7 +58,7 @@ class Example:
     secret: str
     origin_flag: str  # the host's flag that adds an origin its pages may load from (the S3 endpoint)
     bucket: str
-    airlock_env: Callable[[str], Mapping[str, str]] = lambda host: {}  # Airlock's settings, given the host's URL
+    airlock_env: Callable[[str], EnvExtra] = lambda host: {}  # Airlock's settings, given the host's URL
     host_env: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -107,7 +108,7 @@ def sqlite_uuid(stored: str) -> str:
 def start_stack(
     tmp_path_factory: pytest.TempPathFactory,
     example: Example,
-    airlock_env: Mapping[str, str],
+    airlock_env: EnvExtra,
     origins: Iterable[str] = (),
 ) -> Iterator[HostStack]:
     port = free_port()

@@ -59,9 +59,8 @@ MARKETPLACE = Example(
     bucket="market",
     airlock_env=lambda market: {
         "AIRLOCK_CORS_ALLOWED_ORIGINS": market,
-        "AIRLOCK_STAGED_TTL_SECONDS": str(TTL),
-        "AIRLOCK_HEARTBEAT_WINDOW_SECONDS": str(TTL),
-        "AIRLOCK_SWEEP_INTERVAL_SECONDS": "86400",  # the test runs the sweeper command itself
+        "AIRLOCK_LIFECYCLE_SECONDS": {"staged_ttl": TTL, "heartbeat_window": TTL},
+        "AIRLOCK_SWEEP": {"interval_seconds": 86400},  # the test runs the sweeper command itself
     },
     host_env={"MARKETPLACE_HEARTBEAT_SECONDS": str(HEARTBEAT)},
 )

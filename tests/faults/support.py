@@ -18,6 +18,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from tests.support.env import EnvExtra, update_env
 from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ def wait_gone(pids: Iterable[int], timeout: float = 15.0) -> set[int]:
 class WorkerProcess:
     """`python -m tests.faults.worker` against this test's database and broker namespace."""
 
-    def __init__(self, tmp: Path, *, env: dict[str, str | None] | None = None, threads: int = 1) -> None:
+    def __init__(self, tmp: Path, *, env: EnvExtra | None = None, threads: int = 1) -> None:
         self.tmp = tmp
         self.log_path = tmp / f"worker-{uuid.uuid4().hex[:6]}.log"
         base = {k: v for k, v in os.environ.items()}
@@ -96,12 +97,7 @@ class WorkerProcess:
         namespace = broker_namespace()
         if namespace:
             base["AIRLOCK_FAULT_NAMESPACE"] = namespace
-        for key, value in (env or {}).items():
-            if value is None:
-                base.pop(key, None)
-            else:
-                base[key] = value
-        self.env = base
+        self.env = update_env(base, env or {})
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> WorkerProcess:

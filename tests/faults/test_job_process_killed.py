@@ -53,7 +53,7 @@ def test_a_killed_job_process_is_replaced_and_its_files_are_ready_within_a_minut
     assert socket_path, "needs clamd (scripts/test sets CLAMD_SOCKET)"
     server = Server(
         tmp_path,
-        {"CLAMD_SOCKET": socket_path, "AIRLOCK_TICK_SECONDS": "2", "AIRLOCK_LOG_LEVEL": "WARNING"},
+        {"CLAMD_SOCKET": socket_path, "AIRLOCK_SERVE": {"tick_seconds": 2}, "AIRLOCK_LOG_LEVEL": "WARNING"},
     )
     assert server.dbname, "the production topology runs on PostgreSQL (scripts/test sets DATABASE_URL)"
     try:

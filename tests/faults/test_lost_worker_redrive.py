@@ -147,7 +147,7 @@ def test_a_live_worker_keeps_a_long_scans_file_and_its_kill_is_noticed(alice, tm
     settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(lease_seconds=2)
     clamd = StallingClamd(short_tmp / "stall.sock")  # the scan step never ends while the worker lives
     worker = WorkerProcess(
-        tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_LEASE_SECONDS": "2"}
+        tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_RETRIES": {"lease_seconds": 2}}
     ).start()
     try:
         attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))
@@ -215,7 +215,7 @@ def test_a_worker_whose_process_is_gone_is_lost_at_once_its_slot_freed_and_file_
     settings.AIRLOCK_RETRIES = settings.AIRLOCK_RETRIES.replace(lease_seconds=300)
     clamd = StallingClamd(short_tmp / "stall.sock")
     worker = WorkerProcess(
-        tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_LEASE_SECONDS": "300"}
+        tmp_path, env={"CLAMD_SOCKET": str(clamd.path), "CLAMD_HOST": None, "AIRLOCK_RETRIES": {"lease_seconds": 300}}
     ).start()
     try:
         attachment_id = upload(client_for(alice), jpeg_bytes((640, 480)))

@@ -90,7 +90,7 @@ def test_every_file_is_ready_within_a_minute_after_redis_restarts_empty(redis_of
         tmp_path,
         {
             "REDIS_URL": redis_of_our_own.url,
-            "AIRLOCK_TICK_SECONDS": "2",
+            "AIRLOCK_SERVE": {"tick_seconds": 2},
             "CLAMD_SOCKET": socket_path,
             "AIRLOCK_LOG_LEVEL": "WARNING",
         },

@@ -45,7 +45,7 @@ def _connections(server: Server) -> int:
 
 def test_connections_stay_within_the_bound_under_load(tmp_path):
     pool_max, processes = 3, 2
-    server = Server(tmp_path, {"AIRLOCK_DB_POOL_MAX": str(pool_max), "AIRLOCK_WEB_PROCESSES": str(processes)})
+    server = Server(tmp_path, {"AIRLOCK_DB_POOL": {"max": pool_max}, "AIRLOCK_SERVE": {"web_processes": processes}})
     try:
         assert server.dbname, "needs DATABASE_URL on PostgreSQL"
         tokens = [server.createuser(f"load{i}", "load") for i in range(4)]
@@ -118,7 +118,7 @@ def test_every_endpoint_answers_503_while_the_database_is_gone_and_recovers(tmp_
 
     host, port = "127.0.0.1", int(os.environ["DATABASE_URL"].rsplit(":", 1)[1].split("/", 1)[0])
     proxy = TcpProxy((host, port)).start()
-    server = Server(tmp_path, {"AIRLOCK_DB_POOL_TIMEOUT_SECONDS": "2"}, db_port=proxy.port)
+    server = Server(tmp_path, {"AIRLOCK_DB_POOL": {"timeout_seconds": 2}}, db_port=proxy.port)
     try:
         token = server.createuser("outage", "outage")
         data = jpeg_bytes((64, 48))

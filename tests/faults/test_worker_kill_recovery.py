@@ -1,7 +1,7 @@
 """kill -9 of every worker mid-burst, in the production topology: work resumes within the lease.
 
 `serve --no-worker` (web + scheduler) and `rundramatiq --processes 2 --threads 4`
-on PostgreSQL + Redis + clamd, `AIRLOCK_LEASE_SECONDS=8`. A burst of large
+on PostgreSQL + Redis + clamd, `AIRLOCK_RETRIES=lease_seconds=8`. A burst of large
 JPEGs is uploaded, every worker process is SIGKILLed 2 s into it and started
 again a second later. Whatever the dead workers held (a lease, a message
 fetched from Redis and never acked, a derive slot), every file must be ready
@@ -159,8 +159,8 @@ def production(tmp_path):
     server = Server(
         tmp_path,
         {
-            "AIRLOCK_LEASE_SECONDS": str(LEASE_SECONDS),
-            "AIRLOCK_TICK_SECONDS": "5",
+            "AIRLOCK_RETRIES": {"lease_seconds": LEASE_SECONDS},
+            "AIRLOCK_SERVE": {"tick_seconds": 5},
             "CLAMD_SOCKET": socket_path,
             "AIRLOCK_LOG_LEVEL": "WARNING",
             "AIRLOCK_MAX_BACKLOG_SECONDS": "3600",

@@ -10,24 +10,25 @@ import sys
 import pytest
 
 from tests.ops.conftest import ROOT
+from tests.support.env import update_env
 
 pytestmark = pytest.mark.slow
 
 
-def _production(*args: str, **env: str) -> subprocess.CompletedProcess:
+def _production(*args: str, **env: str | dict[str, object]) -> subprocess.CompletedProcess:
     """`python args` on config.settings.production, with no DJANGO_ or metrics setting but env's."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "AIRLOCK_METRICS_"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "AIRLOCK_METRICS"))}
     return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
         [sys.executable, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.production", **env},
+        env=update_env({**base, "DJANGO_SETTINGS_MODULE": "config.settings.production"}, env),
     )
 
 
-def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+def _manage(*args: str, **env: str | dict[str, object]) -> subprocess.CompletedProcess:
     return _production("manage.py", *args, **env)
 
 
@@ -80,9 +81,9 @@ def test_check_deploy_is_clean():
             {
                 "DJANGO_SECRET_KEY": "PLACEHOLDER",
                 "DJANGO_ALLOWED_HOSTS": "airlock.example.com",
-                "AIRLOCK_DELIVERY_URL_SECONDS": "0",
+                "AIRLOCK_URL_SECONDS": {"delivery": 0},
             },
-            "AIRLOCK_DELIVERY_URL_SECONDS",
+            "AIRLOCK_URL_SECONDS delivery",
         ),
     ],
 )
@@ -114,7 +115,7 @@ def test_production_values():
     "env, expected",
     [
         ({}, "None False False"),  # closed by default: a token, or an explicit opening
-        ({"AIRLOCK_METRICS_OPEN": "1", "AIRLOCK_METRICS_TENANT_LABELS": "1"}, "None True True"),
+        ({"AIRLOCK_METRICS": {"open": 1, "tenant_labels": 1}}, "None True True"),
     ],
 )
 def test_metrics_need_a_token_or_an_opening_in_production(env, expected):

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.env import env_bool, env_float, env_int, env_optional_int
 from tests.ops.conftest import ROOT
+from tests.support.env import with_group_keys
 
 
 @pytest.mark.parametrize(
@@ -61,22 +62,22 @@ def test_good_values_unset_and_empty_read_as_before(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "env, complaint",
+    "group, keys, complaint",
     [
-        ({"AIRLOCK_SWEEP_BATCH": "lots"}, "AIRLOCK_SWEEP_BATCH must be a whole number, not 'lots'"),
-        ({"AIRLOCK_WEB_THREADS": "0"}, "AIRLOCK_WEB_THREADS must be at least 1, not 0"),
-        ({"AIRLOCK_TENANT_QUOTA_BYTES": "-5"}, "AIRLOCK_TENANT_QUOTA_BYTES must be at least 0, not -5"),
-        ({"AIRLOCK_METRICS_TENANT_LABELS": "sure"}, "AIRLOCK_METRICS_TENANT_LABELS must be 1/true/yes/on"),
+        ("AIRLOCK_SWEEP", {"batch": "lots"}, "AIRLOCK_SWEEP batch must be a whole number, not 'lots'"),
+        ("AIRLOCK_SERVE", {"web_threads": "0"}, "AIRLOCK_SERVE web_threads must be at least 1, not 0"),
+        ("AIRLOCK_TENANT_QUOTA", {"bytes": "-5"}, "AIRLOCK_TENANT_QUOTA bytes must be at least 0, not -5"),
+        ("AIRLOCK_METRICS", {"tenant_labels": "sure"}, "AIRLOCK_METRICS tenant_labels must be 1/true/yes/on"),
     ],
 )
-def test_the_server_does_not_start_with_a_bad_value(env, complaint):
+def test_the_server_does_not_start_with_a_bad_value(group, keys, complaint):
     result = subprocess.run(  # noqa: PLW1510 - the returncode is the point
         [sys.executable, "manage.py", "check"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, **env},
+        env=with_group_keys(dict(os.environ), group, **keys),
     )
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and complaint in result.stderr

@@ -1,4 +1,4 @@
-"""`rundramatiq` workers look at an idle queue every AIRLOCK_WORKER_POLL_MS, not Dramatiq's 1 s.
+"""`rundramatiq` workers look at an idle queue every AIRLOCK_SERVE=worker_poll_ms=…, not Dramatiq's 1 s.
 
 Dramatiq's Redis consumer backs off on an empty queue up to its worker timeout,
 which `rundramatiq` cannot set but through Dramatiq's documented
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.ops.conftest import ROOT
+from tests.support.env import with_group_keys
 
 pytestmark = pytest.mark.slow
 
@@ -38,10 +39,11 @@ def _exec_environ(proc: subprocess.Popen, timeout: float = 60.0) -> dict[str, st
     raise AssertionError("rundramatiq did not exec dramatiq in time")
 
 
-def _rundramatiq_environ(**env: str) -> dict[str, str]:
+def _rundramatiq_environ(poll_ms: int | None = None, **env: str) -> dict[str, str]:
     base = {
         k: v for k, v in os.environ.items() if k != "dramatiq_worker_timeout" and not k.startswith("AIRLOCK_WORKER")
     }
+    with_group_keys(base, "AIRLOCK_SERVE", worker_poll_ms=poll_ms)  # None: the default, whatever os.environ says
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "rundramatiq", "--processes", "1", "--threads", "1"],
         cwd=ROOT,
@@ -62,11 +64,11 @@ def test_rundramatiq_polls_at_the_default():
 
 
 def test_rundramatiq_polls_at_the_setting():
-    assert _rundramatiq_environ(AIRLOCK_WORKER_POLL_MS="250")["dramatiq_worker_timeout"] == "250"
+    assert _rundramatiq_environ(poll_ms=250)["dramatiq_worker_timeout"] == "250"
 
 
 def test_an_operators_own_dramatiq_value_stands():
-    environ = _rundramatiq_environ(AIRLOCK_WORKER_POLL_MS="250", dramatiq_worker_timeout="700")
+    environ = _rundramatiq_environ(poll_ms=250, dramatiq_worker_timeout="700")
     assert environ["dramatiq_worker_timeout"] == "700"
 
 
@@ -77,7 +79,7 @@ def test_a_poll_below_10_ms_is_refused():
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "AIRLOCK_WORKER_POLL_MS": "0"},
+        env=with_group_keys(dict(os.environ), "AIRLOCK_SERVE", worker_poll_ms=0),
     )
     assert result.returncode != 0
-    assert "AIRLOCK_WORKER_POLL_MS" in result.stderr
+    assert "AIRLOCK_SERVE worker_poll_ms must be at least 10, not 0" in result.stderr

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import requests
 
+from tests.support.env import EnvExtra, update_env, with_group_keys
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -180,17 +182,24 @@ class PrivateRedis:
 class Server:
     """`manage.py serve` in a subprocess on a free port, on a database of its own under PostgreSQL."""
 
-    def __init__(self, tmp: Path, extra_env: dict[str, str], args: tuple[str, ...] = (), db_port: int | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        extra_env: EnvExtra,
+        args: tuple[str, ...] = (),
+        db_port: int | None = None,
+    ):
+        """extra_env on top of os.environ: {"AIRLOCK_SERVE": {"web_processes": 1}} sets keys of a grouped variable."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
             "AIRLOCK_DATA_DIR": str(tmp),
             "DJANGO_SETTINGS_MODULE": "config.settings.base",
-            "AIRLOCK_TICK_SECONDS": "1",
             "AIRLOCK_KEY_PREFIX": f"e2e-{uuid.uuid4().hex[:8]}",
-            **extra_env,
         }
+        with_group_keys(self.env, "AIRLOCK_SERVE", tick_seconds=1)
+        update_env(self.env, extra_env)
         if os.environ.get("DATABASE_URL", "").startswith("postgres"):
             # A database of its own, created and dropped around the server.
             self.dbname = f"airlock_e2e_{uuid.uuid4().hex[:8]}"

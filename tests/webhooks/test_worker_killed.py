@@ -25,6 +25,7 @@ from django.db import connection
 from attachments.services.moderation import attachment_take_down
 from tests.faults.support import broker_namespace, descendants, wait_gone
 from tests.support import jpeg_bytes, upload
+from tests.support.env import with_group_keys
 from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEvent
 
 from .conftest import verified
@@ -49,18 +50,16 @@ class JobProcess:
                 "AIRLOCK_STORAGE": "local",
                 "AIRLOCK_STORAGE_ROOT": str(settings.AIRLOCK_STORAGE_ROOT),
                 "AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "1",
-                "AIRLOCK_WEBHOOK_TIMEOUT_SECONDS": "2",
-                "AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
-                "AIRLOCK_WEBHOOK_REDRIVE_SECONDS": "1",
-                "AIRLOCK_TICK_SECONDS": "0.5",
-                # The dead process's endpoint slots (processing/fairness.py) are freed when its worker
-                # has been silent for a lease, which wakes the deliveries parked behind them.
-                "AIRLOCK_LEASE_SECONDS": "8",
-                "AIRLOCK_WORKER_THREADS": "2",
                 "AIRLOCK_LOG_LEVEL": "WARNING",
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        with_group_keys(env, "AIRLOCK_WEBHOOK_DELIVERY", timeout_seconds=2, retry_base_seconds=0.2, redrive_seconds=1)
+        with_group_keys(env, "AIRLOCK_SERVE", tick_seconds=0.5)
+        # The dead process's endpoint slots (processing/fairness.py) are freed when its worker
+        # has been silent for a lease, which wakes the deliveries parked behind them.
+        with_group_keys(env, "AIRLOCK_RETRIES", lease_seconds=8)
+        with_group_keys(env, "AIRLOCK_CONCURRENCY", worker_threads=2)
         namespace = broker_namespace()
         if namespace:
             env["AIRLOCK_FAULT_NAMESPACE"] = namespace
