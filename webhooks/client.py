@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 import urllib3
 from urllib3.exceptions import HTTPError
@@ -63,12 +65,20 @@ def _pool(target: Target, address: str) -> urllib3.HTTPConnectionPool:
 
 
 def _retry_after(value: str | None) -> float | None:
+    """Seconds from `Retry-After`: delay-seconds or an HTTP date (RFC 9110); None when it is neither."""
     if not value:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
-        return None  # an HTTP date: rare from webhook receivers, the backoff applies
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT; a receiver that leaves the zone out means it too
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def post(target: Target, *, body: bytes, headers: dict[str, str], timeout: float) -> Answer:

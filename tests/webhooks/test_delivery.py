@@ -111,6 +111,56 @@ def test_backoff_doubles_from_the_base_and_honours_retry_after(settings):
     assert backoff_seconds(1, retry_after=120) >= 120
 
 
+def test_the_first_retry_waits_the_base_then_doubles(make_endpoint, ready_file, settings):
+    from webhooks.services.delivery import delivery_attempt
+
+    settings.AIRLOCK_WEBHOOK_DELIVERY = settings.AIRLOCK_WEBHOOK_DELIVERY.replace(
+        retry_base_seconds=100, retry_max_seconds=3600
+    )
+    receiver = Receiver(_answers(500)).start()
+    try:
+        make_endpoint(receiver.url)
+        ready_file()
+        delivery = WebhookDelivery.objects.get()
+        for attempts, expected in ((1, 100), (2, 200)):
+            WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+            before = timezone.now()
+            assert delivery_attempt(delivery.pk) == "retry"
+            delivery.refresh_from_db()
+            gap = (delivery.next_attempt_at - before).total_seconds()
+            assert delivery.attempts == attempts and expected * 0.8 <= gap <= expected * 1.2 + 1, (attempts, gap)
+    finally:
+        receiver.stop()
+
+
+@pytest.mark.parametrize("offset", [90, -30])
+def test_retry_after_as_an_http_date_is_a_floor_too(offset):
+    from email.utils import format_datetime
+
+    from webhooks.client import _retry_after
+
+    when = format_datetime(timezone.now() + timedelta(seconds=offset), usegmt=True)
+    seconds = _retry_after(when)
+    assert seconds is not None and (85 <= seconds <= 91 if offset > 0 else seconds == 0.0), seconds
+    assert _retry_after("soon") is None and _retry_after("12") == 12.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endpoint_deleted_while_another_process_still_lists_it_does_not_abort_the_change(make_endpoint, alice, api):
+    """Endpoints are cached per process for a few seconds: a change reported meanwhile must still commit."""
+    from webhooks.services import endpoints
+
+    kept = make_endpoint("http://127.0.0.1:9/kept")
+    gone = make_endpoint("http://127.0.0.1:9/gone")
+    attachment_id = upload(api(alice), jpeg_bytes())
+    assert {e.pk for e in endpoints.listening()} == {kept.pk, gone.pk}
+    stale = endpoints._cache
+    gone.delete()  # in the admin; this process forgets its cache, another one still holds it
+    endpoints._cache = stale
+    assert run_pipeline(attachment_id) == "ready"
+    assert set(WebhookDelivery.objects.values_list("endpoint_id", flat=True)) == {kept.pk}
+
+
 def test_410_gone_disables_the_endpoint(make_endpoint, ready_file):
     receiver = Receiver(_answers(410)).start()
     try:

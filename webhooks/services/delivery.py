@@ -158,7 +158,7 @@ def _record(delivery: WebhookDelivery, result: Result, *, started_at: datetime) 
             outcome = "dead"
             pending.update(status=DeliveryStatus.DEAD, **common)
         else:
-            delay = backoff_seconds(delivery.attempts + 1, retry_after=result.retry_after)
+            delay = backoff_seconds(delivery.attempts, retry_after=result.retry_after)  # the claim counted this one
             next_at = now + timedelta(seconds=delay)
             window_end = delivery.window_started_at + timedelta(
                 seconds=settings.AIRLOCK_WEBHOOK_DELIVERY.retry_window_seconds

@@ -16,7 +16,7 @@ from attachments.models import Attachment
 from attachments.selectors import can_read_file, thumbnail_dims
 from attachments.services import outbox
 
-from ..models import DeliveryStatus, WebhookDelivery, WebhookEvent
+from ..models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from .endpoints import listening
 
 _TIMESTAMP = UtcDateTimeField()  # the contract's UTC `Z` form, as in the resource itself
@@ -89,6 +89,12 @@ def emit(
         ]
     if not events:
         return []
+    # `endpoints` may be another process's cache, up to a few seconds old: a delivery to an endpoint
+    # deleted since would fail its foreign key at commit and abort the change it reports.
+    wanted = {delivery.endpoint_id for delivery in deliveries}
+    existing = set(WebhookEndpoint.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    if existing != wanted:
+        deliveries = [delivery for delivery in deliveries if delivery.endpoint_id in existing]
     WebhookEvent.objects.bulk_create(events)
     WebhookDelivery.objects.bulk_create(deliveries)
     # One INSERT for all their jobs: a sweep batch reports hundreds of deletes at once.
