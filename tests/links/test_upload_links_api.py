@@ -6,10 +6,11 @@ from datetime import timedelta
 
 import pytest
 from django.core import signing
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from attachments.models import Approval, Attachment, Lifecycle, LinkGuest, UploadLink
+from attachments.models import Approval, Attachment, ClientToken, Lifecycle, LinkGuest, UploadLink
 from tests.support import client_for, png_bytes, put_bytes, run_pipeline
 
 pytestmark = pytest.mark.django_db
@@ -191,6 +192,32 @@ def test_a_guest_removes_its_file_within_the_undo_window_and_gets_its_room_back(
     _, other, _ = _open_page(link["id"])
     assert _guest_api(other).delete(f"/api/v1/guest-uploads/{second}").status_code == 404
     assert client_for(alice).delete(f"/api/v1/guest-uploads/{second}").status_code == 404
+
+
+def test_a_guests_refused_upload_through_gives_the_links_and_the_guests_room_back(alice):
+    """Nothing is kept of a refused upload-through, so nothing of it counts: the guest may send its one file."""
+    link = _create(alice, max_files=1, max_files_per_guest=1, max_bytes_per_guest=len(png_bytes())).json()
+    _, token, _ = _open_page(link["id"])
+    data = png_bytes()
+    refused = _guest_api(token).post(
+        "/api/v1/attachments",
+        {"profile": "camera", "sha256": "0" * 64, "file": SimpleUploadedFile("p.png", data, content_type="image/png")},
+        format="multipart",
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "CHECKSUM_MISMATCH"
+    assert not Attachment.objects.exists()
+    assert UploadLink.objects.get(pk=link["id"]).files_used == 0
+    assert LinkGuest.objects.values_list("files_used", "bytes_used").get() == (0, 0)
+    assert ClientToken.objects.values_list("files_used", "bytes_used").get() == (0, 0)
+
+    accepted = _guest_api(token).post(
+        "/api/v1/attachments",
+        {"profile": "camera", "file": SimpleUploadedFile("p.png", data, content_type="image/png")},
+        format="multipart",
+    )
+    assert accepted.status_code == 202, accepted.content
+    assert UploadLink.objects.get(pk=link["id"]).files_used == 1
+    assert LinkGuest.objects.values_list("files_used", "bytes_used").get() == (1, len(data))
 
 
 def test_per_link_limit_names_the_link(alice):
