@@ -262,3 +262,29 @@ def test_a_file_waiting_for_approval_is_delivered_full_size_to_its_guest_only(al
         assert APIClient().get(signed).status_code == 404
     client_for(alice).post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
     assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
+
+
+def test_a_file_waiting_for_approval_shows_its_full_size_link_and_available_to_its_guest_only(alice):
+    """The resource offers what the read path serves: the host decides from previews, then approves."""
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    assert run_pipeline(pk) == "ready"
+
+    host = client_for(alice)
+    shown = host.get(f"/api/v1/attachments/{pk}").json()
+    listed = host.get(f"/api/v1/attachments?ids={pk}").json()["results"]
+    for resource in (shown, *listed):
+        assert resource["approval"] == "pending" and resource["available"] is False
+        assert "download" not in resource["links"] and "display" not in resource["links"]
+        assert APIClient().get(resource["links"]["thumbnail"]).status_code in (200, 302)  # a preview, to decide
+    assert len(listed) == 1
+
+    guests = _guest_api(token).get(f"/api/v1/attachments/{pk}").json()
+    assert guests["available"] is True and "download" in guests["links"]
+    assert _guest_api(token).get(guests["links"]["download"]).status_code in (200, 302)
+
+    host.post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
+    approved = host.get(f"/api/v1/attachments/{pk}").json()
+    assert approved["available"] is True
+    assert APIClient().get(approved["links"]["download"]).status_code in (200, 302)
