@@ -99,12 +99,26 @@ _UNAPPROVED = (Approval.PENDING, Approval.DECLINED)
 _PREVIEW_READS = ("thumbnail", "poster", "variant-")
 
 
-def unapproved_read_refused(*, user, attachment: Attachment, name: str) -> bool:
-    """Whether this read of `name` is refused because the file waits for approval and the caller is not its guest."""
-    if attachment.approval not in _UNAPPROVED or name.startswith(_PREVIEW_READS):
+def preview_read(name: str) -> bool:
+    """Whether reading `name` (a rendition, or a variant's signed name) is a preview: readable while unapproved."""
+    return name.startswith(_PREVIEW_READS)
+
+
+def full_size_refused(*, user, attachment: Attachment) -> bool:
+    """Whether the file waits for approval (or was declined) and the caller is not its guest.
+
+    Then its full-size reads (`download`, `display`, `web`) are refused to the
+    caller, its previews are not. From the row alone: no query.
+    """
+    if attachment.approval not in _UNAPPROVED:
         return False
     subject = confined_subject(user) if user is not None else None
     return subject is None or not may_act_on(user, attachment)
+
+
+def unapproved_read_refused(*, user, attachment: Attachment, name: str) -> bool:
+    """Whether this read of `name` is refused because the file waits for approval and the caller is not its guest."""
+    return not preview_read(name) and full_size_refused(user=user, attachment=attachment)
 
 
 def attachment_for_download(*, user, attachment_id: object) -> Attachment:

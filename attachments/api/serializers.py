@@ -20,7 +20,7 @@ from rest_framework.fields import SkipField
 from .. import renditions
 from ..models import Approval, Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
-from ..selectors import is_held, servable_now
+from ..selectors import is_held, preview_read, servable_now
 from ..signing import delivery_expiry, delivery_query
 from ..variants.spec import signed_name, variant_sizes
 from .fastpath_serializer import SharedSerializer
@@ -92,6 +92,9 @@ class AttachmentResource:
     can_read: bool = False
     thumbnail: dict | None = None  # {"width", "height"} of a thumbnail the caller may read
     now: datetime | None = None  # when `available` is judged (a webhook's event time); None: when rendered
+    # The file waits for approval and the caller is not its guest (selectors.full_size_refused): only its
+    # previews may be read, so neither `available` nor a full-size link is shown.
+    full_size_refused: bool = False
     status: str = field(init=False)  # read once: the model's FSM descriptor is not free
 
     def __post_init__(self) -> None:
@@ -99,8 +102,13 @@ class AttachmentResource:
 
     @property
     def available(self) -> bool:
-        # Whoever reads the resource: whether its owner's download would succeed now.
-        return servable_now(self.attachment, self.now)
+        # Whoever reads the resource: whether its owner's download would succeed now; a guest's file
+        # waiting for approval is downloaded by its guest only.
+        return not self.full_size_refused and servable_now(self.attachment, self.now)
+
+    def _may_read(self, name: str) -> bool:
+        """Whether the caller may read rendition `name` now (a file that waits for approval: previews only)."""
+        return self.can_read and not (self.full_size_refused and not preview_read(name))
 
     @property
     def reason(self) -> Attachment | None:
@@ -147,7 +155,7 @@ class AttachmentResource:
             if meta.get("page_count") is not None:
                 derivatives["page_count"] = meta.get("page_count")
             for kind in ("display", "poster"):  # HEIC/HEIF/AVIF; video
-                if self.can_read and isinstance(meta.get(kind), dict):
+                if self._may_read(kind) and isinstance(meta.get(kind), dict):
                     derivatives[kind] = {"width": meta[kind].get("width"), "height": meta[kind].get("height")}
         return derivatives
 
@@ -164,12 +172,16 @@ class AttachmentResource:
     def links(self) -> dict[str, Any]:
         links: dict[str, Any] = {"self": self.url}
         if self.can_read:
-            names = ["download"]
-            if self.thumbnail is not None:
+            names = ["download"] if self._may_read("download") else []
+            if self.thumbnail is not None and self._may_read("thumbnail"):
                 names.append("thumbnail")
             names += [kind for kind in ("display", "poster") if kind in self.derivatives]
             shown = self.renditions
-            if shown is not None and shown[renditions.WEB]["status"] == renditions.READY:
+            if (
+                shown is not None
+                and shown[renditions.WEB]["status"] == renditions.READY
+                and self._may_read(renditions.WEB)
+            ):
                 names.append(renditions.WEB)
             # Signed, so an <img src> needs no header (attachments/signing.py); one expiry for
             # the whole resource, rounded so that re-reading it gives the same links.
@@ -181,6 +193,8 @@ class AttachmentResource:
             if self.status == Status.READY:  # made on first request, so listed before they exist
                 variants = {}
                 for name in variant_sizes(attachment.profile, attachment.content_type):
+                    if not self._may_read(signed_name(name)):
+                        continue
                     query = delivery_query(
                         tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=signed_name(name), exp=exp
                     )
@@ -241,7 +255,8 @@ class LinksOutputSerializer(SharedSerializer):
     self = serializers.URLField()
     download = serializers.URLField(
         required=False,
-        help_text="Present only when the caller may read the file. Every file link is signed "
+        help_text="Present only when the caller may read the file (a guest's file waiting for approval: "
+        "to its guest only). Every file link is signed "
         "(`?exp=…&kid=…&sig=…`): it works without `Authorization` until `exp`, and only while the file is served.",
     )
     thumbnail = serializers.URLField(required=False, help_text="Present only when a thumbnail may be read.")
@@ -302,7 +317,8 @@ class AttachmentOutputSerializer(SharedSerializer):
     status = serializers.ChoiceField(choices=Status.choices)
     available = serializers.BooleanField(
         help_text="True exactly when the file can be downloaded now: `ready`, and neither discarded, released, "
-        "deleted nor an expired draft. A `ready` file can be unavailable; nothing else is ever available."
+        "deleted nor an expired draft; a guest's file waiting for approval (`pending`, `declined`) only to its "
+        "guest. A `ready` file can be unavailable; nothing else is ever available."
     )
     reason = ReasonOutputSerializer(allow_null=True, help_text="Null unless rejected or failed.")
     filename = serializers.CharField(source="attachment.filename")
@@ -352,8 +368,16 @@ class AttachmentOutputSerializer(SharedSerializer):
 
 
 def attachment_resource(
-    attachment: Attachment, request, *, can_read: bool, thumbnail=None, now: datetime | None = None
+    attachment: Attachment,
+    request,
+    *,
+    can_read: bool,
+    thumbnail=None,
+    now: datetime | None = None,
+    full_size_refused: bool = False,
 ) -> dict:
     """The attachment resource of docs/api.md for a caller who may (or may not) read the file."""
     url = absolute_url(request, f"/api/v1/attachments/{attachment.pk}")
-    return AttachmentOutputSerializer.render(AttachmentResource(attachment, url, can_read, thumbnail, now))
+    return AttachmentOutputSerializer.render(
+        AttachmentResource(attachment, url, can_read, thumbnail, now, full_size_refused)
+    )

@@ -48,6 +48,7 @@ from ..selectors import (
     attachments_of_owner,
     can_read_file,
     derivative_of,
+    full_size_refused,
     thumbnail_dims,
 )
 from ..services.connections import give_connection_back
@@ -77,9 +78,12 @@ def _wait_parameter(what: str) -> OpenApiParameter:
 
 def shown(request, attachment: Attachment) -> AttachmentResource:
     """The attachment as the caller of `request` may see it."""
-    readable = can_read_file(user=request.user, attachment=attachment)
+    user = request.user
+    readable = can_read_file(user=user, attachment=attachment)
     url = absolute_url(request, f"/api/v1/attachments/{attachment.pk}")
-    return AttachmentResource(attachment, url, readable, thumbnail_dims(attachment) if readable else None)
+    thumbnail = thumbnail_dims(attachment) if readable else None
+    refused = full_size_refused(user=user, attachment=attachment)
+    return AttachmentResource(attachment, url, readable, thumbnail, full_size_refused=refused)
 
 
 def resource_for(request, attachment: Attachment) -> dict:

@@ -37,7 +37,9 @@ class SubjectEraseApi(APIView):
             child=serializers.CharField(), help_text="Ids of files under a legal hold, left as they are."
         )
         tokens_revoked = serializers.IntegerField(
-            min_value=0, help_text="Client tokens of the subject revoked (that would be, in a dry run)."
+            min_value=0,
+            help_text="Live client tokens of the subject (neither revoked nor expired) revoked "
+            "(that would be, in a dry run).",
         )
 
     @extend_schema(

@@ -120,3 +120,23 @@ def test_decisions_are_announced_as_webhook_events(alice, make_link, link_file):
     assert "attachment.approved" not in set(
         WebhookEvent.objects.filter(attachment_id=no).values_list("type", flat=True)
     )
+
+
+def test_a_ready_event_of_a_file_waiting_for_approval_offers_its_owner_previews_only(alice, make_link, link_file):
+    """The event body is the resource as its owner reads it: the full-size download waits for approval."""
+    import json
+
+    from webhooks.models import WebhookEndpoint, WebhookEvent
+    from webhooks.services.endpoints import forget
+
+    WebhookEndpoint.objects.create(tenant_id=alice.membership.tenant_id, url="https://hooks.example/x")
+    forget()
+    pk = link_file(make_link(requires_approval=True))
+    assert run_pipeline(pk) == "ready"
+    ready = json.loads(WebhookEvent.objects.get(attachment_id=pk, type="attachment.ready").body)["data"]
+    assert ready["approval"] == "pending" and ready["available"] is False
+    assert "download" not in ready["links"] and "thumbnail" in ready["links"]
+
+    attachments_approve(user=alice, ids=[pk])
+    committed = json.loads(WebhookEvent.objects.get(attachment_id=pk, type="attachment.committed").body)["data"]
+    assert committed["available"] is True and "download" in committed["links"]

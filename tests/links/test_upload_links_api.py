@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.core import signing
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -214,6 +215,32 @@ def test_a_file_its_guest_removed_leaves_the_approval_queue(alice):
     assert (row.lifecycle, row.approval) == (Lifecycle.DISCARDED, Approval.PENDING)
 
 
+def test_a_guests_refused_upload_through_gives_the_links_and_the_guests_room_back(alice):
+    """Nothing is kept of a refused upload-through, so nothing of it counts: the guest may send its one file."""
+    link = _create(alice, max_files=1, max_files_per_guest=1, max_bytes_per_guest=len(png_bytes())).json()
+    _, token, _ = _open_page(link["id"])
+    data = png_bytes()
+    refused = _guest_api(token).post(
+        "/api/v1/attachments",
+        {"profile": "camera", "sha256": "0" * 64, "file": SimpleUploadedFile("p.png", data, content_type="image/png")},
+        format="multipart",
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "CHECKSUM_MISMATCH"
+    assert not Attachment.objects.exists()
+    assert UploadLink.objects.get(pk=link["id"]).files_used == 0
+    assert LinkGuest.objects.values_list("files_used", "bytes_used").get() == (0, 0)
+    assert ClientToken.objects.values_list("files_used", "bytes_used").get() == (0, 0)
+
+    accepted = _guest_api(token).post(
+        "/api/v1/attachments",
+        {"profile": "camera", "file": SimpleUploadedFile("p.png", data, content_type="image/png")},
+        format="multipart",
+    )
+    assert accepted.status_code == 202, accepted.content
+    assert UploadLink.objects.get(pk=link["id"]).files_used == 1
+    assert LinkGuest.objects.values_list("files_used", "bytes_used").get() == (1, len(data))
+
+
 def test_per_link_limit_names_the_link(alice):
     link = _create(alice, max_files=1).json()
     _, first, _ = _open_page(link["id"])
@@ -263,3 +290,29 @@ def test_a_file_waiting_for_approval_is_delivered_full_size_to_its_guest_only(al
         assert APIClient().get(signed).status_code == 404
     client_for(alice).post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
     assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
+
+
+def test_a_file_waiting_for_approval_shows_its_full_size_link_and_available_to_its_guest_only(alice):
+    """The resource offers what the read path serves: the host decides from previews, then approves."""
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    assert run_pipeline(pk) == "ready"
+
+    host = client_for(alice)
+    shown = host.get(f"/api/v1/attachments/{pk}").json()
+    listed = host.get(f"/api/v1/attachments?ids={pk}").json()["results"]
+    for resource in (shown, *listed):
+        assert resource["approval"] == "pending" and resource["available"] is False
+        assert "download" not in resource["links"] and "display" not in resource["links"]
+        assert APIClient().get(resource["links"]["thumbnail"]).status_code in (200, 302)  # a preview, to decide
+    assert len(listed) == 1
+
+    guests = _guest_api(token).get(f"/api/v1/attachments/{pk}").json()
+    assert guests["available"] is True and "download" in guests["links"]
+    assert _guest_api(token).get(guests["links"]["download"]).status_code in (200, 302)
+
+    host.post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
+    approved = host.get(f"/api/v1/attachments/{pk}").json()
+    assert approved["available"] is True
+    assert APIClient().get(approved["links"]["download"]).status_code in (200, 302)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -249,6 +250,30 @@ def test_the_budget_counts_files_and_declared_bytes(alice):
     row = ClientToken.objects.get(digest=hashlib.sha256(key.encode()).hexdigest())
     assert (row.files_used, row.bytes_used) == (2, 300)
     assert Attachment.objects.count() == 2
+
+
+def test_a_refused_upload_through_gives_the_tokens_budget_back(alice):
+    """The budget counts uploads the token created: a refused upload-through created none."""
+    data = jpeg_bytes()
+    key = mint(alice, "seller-1", max_files=1, max_bytes=len(data))["token"]
+    refused = device(key).post(
+        "/api/v1/attachments",
+        {"profile": "image", "sha256": "0" * 64, "file": SimpleUploadedFile("a.jpg", data, content_type="image/jpeg")},
+        format="multipart",
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "CHECKSUM_MISMATCH"
+    row = ClientToken.objects.get(digest=hashlib.sha256(key.encode()).hexdigest())
+    assert (row.files_used, row.bytes_used) == (0, 0)
+    assert not Attachment.objects.exists()
+
+    accepted = device(key).post(
+        "/api/v1/attachments",
+        {"profile": "image", "file": SimpleUploadedFile("a.jpg", data, content_type="image/jpeg")},
+        format="multipart",
+    )
+    assert accepted.status_code == 202, accepted.content
+    row.refresh_from_db()
+    assert (row.files_used, row.bytes_used) == (1, len(data))
 
 
 # --- revoking ---------------------------------------------------------------------------------

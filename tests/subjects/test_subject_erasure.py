@@ -98,6 +98,25 @@ def test_the_dry_run_reports_and_changes_nothing(alice, mallory):
     assert token.revoked_at is None
 
 
+def test_an_expired_client_token_is_neither_counted_nor_stamped_revoked(alice, mallory):
+    """Only live tokens go, as logout counts them: an expired one is already useless, not revoked now."""
+    _people(alice, mallory)
+    live = _client_token(alice, "user-ann")
+    expired = _client_token(alice, "user-ann-old")
+    ClientToken.objects.filter(pk=expired.pk).update(
+        subject="user-ann", expires_at=timezone.now() - timedelta(seconds=5)
+    )
+
+    dry = as_subject(alice, None).post(ERASE, {"subject": "user-ann", "dry_run": True}, format="json")
+    real = as_subject(alice, None).post(ERASE, {"subject": "user-ann"}, format="json")
+
+    assert dry.status_code == real.status_code == 200, (dry.content, real.content)
+    assert dry.json()["tokens_revoked"] == real.json()["tokens_revoked"] == 1
+    live.refresh_from_db()
+    expired.refresh_from_db()
+    assert live.revoked_at is not None and expired.revoked_at is None
+
+
 def test_held_files_stay_and_are_listed(alice, mallory):
     rows = _people(alice, mallory)
     attachment_hold_set(attachment_ids=[rows["ann_committed"].pk], actor="staff:root", reason="litigation")

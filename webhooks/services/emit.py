@@ -13,7 +13,7 @@ from django.utils import timezone
 from attachments.api.serializers import UtcDateTimeField, attachment_resource
 from attachments.jobs import WEBHOOK_DELIVER
 from attachments.models import Attachment
-from attachments.selectors import can_read_file, thumbnail_dims
+from attachments.selectors import can_read_file, full_size_refused, thumbnail_dims
 from attachments.services import outbox
 
 from ..models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -35,7 +35,10 @@ def render(event_type: str, attachment: Attachment, now: datetime) -> str:
     owner = attachment.owner
     readable = can_read_file(user=owner, attachment=attachment, now=now)
     thumbnail = thumbnail_dims(attachment) if readable else None
-    data = attachment_resource(attachment, _NoRequest(), can_read=readable, thumbnail=thumbnail, now=now)
+    refused = full_size_refused(user=owner, attachment=attachment)  # a guest's file waiting for approval
+    data = attachment_resource(
+        attachment, _NoRequest(), can_read=readable, thumbnail=thumbnail, now=now, full_size_refused=refused
+    )
     body = {"type": event_type, "timestamp": _TIMESTAMP.to_representation(now), "data": data}
     return json.dumps(body, separators=(",", ":"))
 

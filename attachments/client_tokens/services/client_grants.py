@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import F
+from django.db.models.functions import Greatest
 
 from ...errors import NotAuthenticated, OutOfScope, QuotaExceeded
 from ...models import ClientToken
@@ -56,3 +57,16 @@ def client_token_reserve(token: ClientToken, *, size: int, now: datetime) -> Non
             details={"quota": "client_token_bytes", "used": bytes_used, "limit": token.max_bytes, "requested": size},
         )
     raise NotAuthenticated("The client token was revoked or has expired.")
+
+
+def client_token_give_back(token: ClientToken, *, size: int) -> None:
+    """Give back what client_token_reserve took for an upload refused before it was kept (no row is left).
+
+    Only for that: an upload the token did create (discarded since, or removed)
+    keeps counting. Nothing was counted without a limit, so nothing is given back.
+    """
+    if token.max_files is None and token.max_bytes is None:
+        return
+    ClientToken.objects.filter(pk=token.pk).update(
+        files_used=Greatest(F("files_used") - 1, 0), bytes_used=Greatest(F("bytes_used") - size, 0)
+    )

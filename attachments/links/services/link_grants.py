@@ -9,9 +9,11 @@ leaves no row. Lock order: the link's row, then the guest's.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ...errors import LinkGone, QuotaExceeded
@@ -89,3 +91,15 @@ def link_grant_reserve(link: UploadLink, *, subject: str, size: int, now: dateti
             details={"quota": "guest_bytes", "used": bytes_used, "limit": link.max_bytes_per_guest, "requested": size},
         )
     raise QuotaExceeded("This link takes no more from you.", details={"quota": "guest_files"})
+
+
+def link_grant_give_back(*, link_id: uuid.UUID, subject: str, size: int) -> None:
+    """Give back what link_grant_reserve took: the file no longer counts against the link's and its guest's limits.
+
+    For a file its guest removed, and for an upload refused before it was kept.
+    Lock order as at the intent: the link's row, then the guest's.
+    """
+    UploadLink.objects.filter(pk=link_id).update(files_used=Greatest(F("files_used") - 1, 0))
+    LinkGuest.objects.filter(link_id=link_id, subject=subject).update(
+        files_used=Greatest(F("files_used") - 1, 0), bytes_used=Greatest(F("bytes_used") - size, 0)
+    )

@@ -13,15 +13,13 @@ themselves, link_files.py); the link's limits are taken at each intent
 from __future__ import annotations
 
 import secrets
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, QuerySet
-from django.db.models.functions import Greatest
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from ...client_tokens.services.client_tokens import client_token_issue
@@ -33,7 +31,7 @@ from ...services.lifecycle import discard_locked
 from ...services.removal import release_locked
 from ...subjects import client_token_of, confined_subject
 from ...tenancy import tenant_of
-from .link_grants import link_is_open
+from .link_grants import link_grant_give_back, link_is_open
 
 MAX_LIFETIME = timedelta(days=366)
 MAX_REF_LENGTH = 200
@@ -232,13 +230,5 @@ def link_guest_remove(*, user, attachment_id: object, now: datetime | None = Non
             discard_locked(row, now=now, actor=actor)
         else:
             release_locked([row], now=now, actor=actor, message="removed by its guest")
-        _give_back(link_id=grant.upload_link_id, subject=subject, size=row.declared_size)
+        link_grant_give_back(link_id=grant.upload_link_id, subject=subject, size=row.declared_size)
         return Lifecycle.DISCARDED if row.lifecycle == Lifecycle.DISCARDED else Lifecycle.RELEASED
-
-
-def _give_back(*, link_id: uuid.UUID, subject: str, size: int) -> None:
-    """A removed file no longer counts against the link's and its guest's limits."""
-    UploadLink.objects.filter(pk=link_id).update(files_used=Greatest(F("files_used") - 1, 0))
-    LinkGuest.objects.filter(link_id=link_id, subject=subject).update(
-        files_used=Greatest(F("files_used") - 1, 0), bytes_used=Greatest(F("bytes_used") - size, 0)
-    )

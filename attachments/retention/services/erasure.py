@@ -129,8 +129,9 @@ def stored_footprint(ids: list[uuid.UUID]) -> tuple[int, int]:
     return objects, size
 
 
-def erasure_plan(scope: ErasureScope) -> ErasurePlan:
+def erasure_plan(scope: ErasureScope, *, now: datetime | None = None) -> ErasurePlan:
     """What erasing `scope` would do now; changes nothing."""
+    now = now or timezone.now()
     plan = ErasurePlan(subject=f"{scope.kind} {scope.label}")
     rows = list(_live(scope).annotate(held=held_q_expression()).order_by("pk").values_list("pk", "lifecycle", "held"))
     kept = [pk for pk, lifecycle, held in rows if not held]
@@ -140,12 +141,15 @@ def erasure_plan(scope: ErasureScope) -> ErasurePlan:
         if not held:
             plan.by_lifecycle[lifecycle] = plan.by_lifecycle.get(lifecycle, 0) + 1
     plan.objects, plan.bytes = stored_footprint(kept)
-    plan.tokens = ApiToken.objects.filter(user_id__in=scope.user_ids).count() + _live_client_tokens(scope).count()
+    plan.tokens = (
+        ApiToken.objects.filter(user_id__in=scope.user_ids).count() + _live_client_tokens(scope, now=now).count()
+    )
     return plan
 
 
-def _live_client_tokens(scope: ErasureScope):
-    return ClientToken.objects.filter(scope.client_tokens, revoked_at__isnull=True)
+def _live_client_tokens(scope: ErasureScope, *, now: datetime):
+    """The scope's client tokens still usable at `now` (as logout counts them): an expired one is not revoked again."""
+    return ClientToken.objects.filter(scope.client_tokens, revoked_at__isnull=True, expires_at__gt=now)
 
 
 def api_tokens_revoke(*, user_ids: tuple[int, ...]) -> int:
@@ -161,8 +165,10 @@ def erasure_release(scope: ErasureScope, *, actor: str, now: datetime | None = N
     Tokens first: no new upload with them lands behind the erasure.
     """
     now = now or timezone.now()
-    plan = erasure_plan(scope)
-    plan.tokens = api_tokens_revoke(user_ids=scope.user_ids) + _live_client_tokens(scope).update(revoked_at=now)
+    plan = erasure_plan(scope, now=now)
+    plan.tokens = api_tokens_revoke(user_ids=scope.user_ids) + _live_client_tokens(scope, now=now).update(
+        revoked_at=now
+    )
     message = f"erasure of {scope.kind} {scope.label}"
     after: uuid.UUID | None = None
     while True:
@@ -220,5 +226,5 @@ def subject_erase(*, user, subject: object, dry_run: bool = False, now: datetime
         raise NotFound()
     scope = erasure_scope_subject(tenant=tenant_of(user), subject=subject)
     if dry_run:
-        return erasure_plan(scope)
+        return erasure_plan(scope, now=now)
     return erasure_release(scope, actor=user_actor(user), now=now)

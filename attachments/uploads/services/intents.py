@@ -12,17 +12,22 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ...checksums import parse_sha256
-from ...client_tokens.services.client_grants import client_token_check_profile, client_token_reserve
+from ...client_tokens.services.client_grants import (
+    client_token_check_profile,
+    client_token_give_back,
+    client_token_reserve,
+)
 from ...declared_types import declared_type_refused, stored_type
 from ...errors import TooLarge, TypeNotAllowed
-from ...links.services.link_grants import approval_at_intent, link_grant_reserve, link_of_grant
+from ...links.services.link_grants import approval_at_intent, link_grant_give_back, link_grant_reserve, link_of_grant
 from ...models import Attachment
 from ...naming import clean_filename, original_key
 from ...profiles import Profile, get_profile
 from ...services.audit import INTENT, audit_entry
 from ...services.backlog import refuse_when_behind
 from ...services.connections import give_connection_back
-from ...services.quotas import quota_reserve
+from ...services.hard_delete import attachments_hard_delete
+from ...services.quotas import quota_reserve, usage_release
 from ...services.ratelimits import check_intent_rate, limit_th_outstanding, refuse_at_pending_cap
 from ...services.transitions import user_actor
 from ...signing import upload_token
@@ -118,6 +123,30 @@ def create_pending_row(
             link_grant_reserve(link, subject=attachment.subject, size=size, now=now)
         _insert_reserving(attachment, entry, size=size, now=now, cap_read=True)
     return attachment
+
+
+def pending_row_refused(*, user, attachment: Attachment) -> None:
+    """Undo create_pending_row for an upload refused before its bytes were kept: no row, nothing reserved.
+
+    The row goes for good (a tombstone tells it), and everything its creation
+    took is given back in the same transaction: the tenant's (and subject's)
+    quota, the client token's budget and, for a guest, the link's and the guest's
+    limits. Locks as at the intent: the row (which no intent locks), the token,
+    the link, the guest, then the quota. A row already gone gives nothing back.
+    """
+    with transaction.atomic():
+        rows = Attachment.objects.filter(pk=attachment.pk)
+        if not rows.select_for_update().exists():
+            return
+        grant = client_token_of(user)
+        if grant is not None:  # what create_pending_row reserved, in its order
+            client_token_give_back(grant, size=attachment.declared_size)
+            if attachment.upload_link_id is not None:
+                link_grant_give_back(
+                    link_id=attachment.upload_link_id, subject=attachment.subject, size=attachment.declared_size
+                )
+        usage_release(rows)
+        attachments_hard_delete(rows=rows, actor=user_actor(user), now=timezone.now())
 
 
 def _insert_reserving(attachment: Attachment, entry, *, size: int, now: datetime, cap_read: bool) -> None:

@@ -28,15 +28,12 @@ from ...profiles import get_profile
 from ...services import outbox
 from ...services.backlog import refuse_when_behind
 from ...services.connections import give_connection_back
-from ...services.hard_delete import attachments_hard_delete
-from ...services.quotas import usage_release
 from ...services.ratelimits import check_intent_rate
-from ...services.transitions import user_actor
 from ...signing import upload_token_valid
 from ...storage import get_gateway
 from ...storage.base import CreateOnlyGateway, ObjectExists, StorageError
 from ...tenancy import tenant_of
-from .intents import create_pending_row
+from .intents import create_pending_row, pending_row_refused
 
 log = logging.getLogger("airlock.uploads")
 
@@ -171,12 +168,8 @@ def upload_through(
     try:
         gateway.write_chunks(attachment.storage_key, digest_checked(body, digest) if digest else body)
     except BaseException:
-        with transaction.atomic():
-            # The refused upload leaves no row, and gives its reservation back.
-            usage_release(Attachment.objects.filter(pk=attachment.pk))
-            attachments_hard_delete(
-                rows=Attachment.objects.filter(pk=attachment.pk), actor=user_actor(user), now=timezone.now()
-            )
+        # The refused upload leaves no row, and gives back all it reserved (quota, token, link, guest).
+        pending_row_refused(user=user, attachment=attachment)
         gateway.delete(attachment.storage_key)
         raise
     arrival = _arrived_locally(attachment, size=None, event_name="ObjectCreated:Post")
