@@ -116,6 +116,11 @@ def full_size_refused(*, user, attachment: Attachment) -> bool:
     return subject is None or not may_act_on(user, attachment)
 
 
+def guest_of_unapproved(attachment: Attachment) -> str:
+    """The guest a file waiting for approval (or declined) belongs to, whose links read it full size; else ""."""
+    return (attachment.subject or "") if attachment.approval in _UNAPPROVED else ""
+
+
 def unapproved_read_refused(*, user, attachment: Attachment, name: str) -> bool:
     """Whether this read of `name` is refused because the file waits for approval and the caller is not its guest."""
     return not preview_read(name) and full_size_refused(user=user, attachment=attachment)
@@ -134,7 +139,7 @@ def attachment_for_download(*, user, attachment_id: object) -> Attachment:
 
 def attachment_for_signed_read(
     *, attachment_id: object, name: str, exp: object, kid: object, sig: object, now: datetime | None = None
-) -> Attachment:
+) -> tuple[Attachment, bool]:
     """The attachment a signed link names, when its signature holds and the file may be served now.
 
     A valid signature stands for the tenant's read, never for the owner's: it
@@ -148,7 +153,7 @@ def attachment_for_signed_read(
         attachment = Attachment.objects.for_resource().get(pk=uuid.UUID(str(attachment_id)))
     except (ValueError, Attachment.DoesNotExist):
         raise SignatureInvalid() from None
-    delivery_check(
+    for_guest = delivery_check(
         tenant_id=attachment.tenant_id,
         attachment_id=attachment.pk,
         name=name,
@@ -156,10 +161,11 @@ def attachment_for_signed_read(
         kid=kid,
         sig=sig,
         now=now.timestamp(),
+        guest=attachment.subject or "",  # a guest's link minted before approval keeps working after it
     )
     if not _servable_to_tenant(attachment, now):  # deleted, discarded, released: gone
         raise NotFound()
-    return attachment
+    return attachment, for_guest
 
 
 def thumbnail_dims(attachment: Attachment) -> dict | None:

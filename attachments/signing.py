@@ -88,8 +88,11 @@ def _signer(key: str) -> signing.Signer:
     return signing.Signer(key=key, salt=DELIVERY_SALT)
 
 
-def _signature(key: str, *, tenant_id: object, attachment_id: object, name: str, exp: str) -> str:
-    return _signer(key).signature(f"v1:{tenant_id}:{attachment_id}:{name}:{exp}")
+def _signature(key: str, *, tenant_id: object, attachment_id: object, name: str, exp: str, guest: str = "") -> str:
+    message = f"v1:{tenant_id}:{attachment_id}:{name}:{exp}"
+    # A link minted for the guest of a file still waiting for approval names that guest: only such a
+    # link reads it full size. `exp` is digits, so no tenant-wide message ends in `:<guest>`.
+    return _signer(key).signature(f"{message}:{guest}" if guest else message)
 
 
 def _step() -> int:
@@ -107,12 +110,15 @@ def delivery_expiry(now: float | None = None) -> int:
     return -(-int(now + settings.AIRLOCK_URL_SECONDS.delivery) // step) * step
 
 
-def delivery_query(*, tenant_id: object, attachment_id: object, name: str, exp: int) -> str:
-    """The query string (`exp=…&kid=…&sig=…`) that lets `name` of this attachment be read until `exp`."""
+def delivery_query(*, tenant_id: object, attachment_id: object, name: str, exp: int, guest: str = "") -> str:
+    """The query string (`exp=…&kid=…&sig=…`) that lets `name` of this attachment be read until `exp`.
+
+    guest: the subject of the guest a file waiting for approval is shown to (the link reads it full size).
+    """
     if not _NAME.match(name):
         raise ValueError(f"not a rendition name: {name!r}")
     key = _current_key()
-    sig = _signature(key, tenant_id=tenant_id, attachment_id=attachment_id, name=name, exp=str(exp))
+    sig = _signature(key, tenant_id=tenant_id, attachment_id=attachment_id, name=name, exp=str(exp), guest=guest)
     return f"exp={exp}&kid={key_id(key)}&sig={sig}"
 
 
@@ -130,8 +136,12 @@ def delivery_check(
     kid: object,
     sig: object,
     now: float | None = None,
-) -> None:
-    """Raise SignatureInvalid or UrlExpired unless the signature is ours, for this very link, and current."""
+    guest: str = "",
+) -> bool:
+    """Raise SignatureInvalid or UrlExpired unless the signature is ours, for this very link, and current.
+
+    True when it is the link minted for `guest` (given for a file waiting for approval), False for the tenant's.
+    """
     if not (
         isinstance(exp, str)
         and exp.isascii()
@@ -147,8 +157,14 @@ def delivery_check(
     if key is None:
         raise SignatureInvalid("The signed URL was signed with a key that is no longer accepted.")
     expected = _signature(key, tenant_id=tenant_id, attachment_id=attachment_id, name=name, exp=exp)
+    for_guest = False
     if not constant_time_compare(expected, sig):
-        raise SignatureInvalid()
+        bound = guest and _signature(
+            key, tenant_id=tenant_id, attachment_id=attachment_id, name=name, exp=exp, guest=guest
+        )
+        if not (bound and constant_time_compare(bound, sig)):
+            raise SignatureInvalid()
+        for_guest = True
     now = _now() if now is None else now
     if int(exp) <= now:
         raise UrlExpired()
@@ -159,6 +175,7 @@ def delivery_check(
             "The signed URL outlives the current AIRLOCK_URL_SECONDS delivery lifetime; "
             "read the resource for a fresh link."
         )
+    return for_guest
 
 
 # --- a ref's archive ----------------------------------------------------------------------

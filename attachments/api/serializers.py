@@ -20,7 +20,7 @@ from rest_framework.fields import SkipField
 from .. import renditions
 from ..models import Approval, Attachment, Lifecycle, Status
 from ..reasons import ReasonCode
-from ..selectors import is_held, preview_read, servable_now
+from ..selectors import guest_of_unapproved, is_held, preview_read, servable_now
 from ..signing import delivery_expiry, delivery_query
 from ..variants.spec import signed_name, variant_sizes
 from .fastpath_serializer import SharedSerializer
@@ -187,8 +187,12 @@ class AttachmentResource:
             # the whole resource, rounded so that re-reading it gives the same links.
             exp = delivery_expiry()
             attachment = self.attachment
+            # Shown to the guest of a file waiting for approval: links that read it full size, as its guest.
+            guest = "" if self.full_size_refused else guest_of_unapproved(attachment)
             for name in names:
-                query = delivery_query(tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name, exp=exp)
+                query = delivery_query(
+                    tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=name, exp=exp, guest=guest
+                )
                 links[name] = f"{self.url}/{name}?{query}"
             if self.status == Status.READY:  # made on first request, so listed before they exist
                 variants = {}
@@ -196,7 +200,11 @@ class AttachmentResource:
                     if not self._may_read(signed_name(name)):
                         continue
                     query = delivery_query(
-                        tenant_id=attachment.tenant_id, attachment_id=attachment.pk, name=signed_name(name), exp=exp
+                        tenant_id=attachment.tenant_id,
+                        attachment_id=attachment.pk,
+                        name=signed_name(name),
+                        exp=exp,
+                        guest=guest,
                     )
                     variants[name] = f"{self.url}/variants/{name}?{query}"
                 if variants:

@@ -292,6 +292,31 @@ def test_a_file_waiting_for_approval_is_delivered_full_size_to_its_guest_only(al
     assert client_for(alice).get(f"/api/v1/attachments/{pk}/download").status_code in (200, 302)
 
 
+def test_a_guests_own_links_to_a_file_waiting_for_approval_work_without_a_header(alice, mallory):
+    """The guest page shows its pending photos and plays its pending videos with <img src>/<video src>:
+    links minted for the guest read full size, for anyone holding them, as any signed link does."""
+    link = _create(alice, requires_approval=True).json()
+    _, token, _ = _open_page(link["id"])
+    _, pk = _guest_upload(token)
+    assert run_pipeline(pk) == "ready"
+    guests = _guest_api(token).get(f"/api/v1/attachments/{pk}").json()["links"]
+    for name in ("download", "thumbnail"):
+        assert APIClient().get(guests[name]).status_code in (200, 302), name
+    # Bound to this file: the same signature names no other file, not even the guest's next one.
+    _, other = _guest_upload(token, filename="second.png")
+    assert run_pipeline(other) == "ready"
+    forged = guests["download"].replace(pk, other)
+    assert APIClient().get(forged).status_code == 403
+    # The host's own links stay previews; a host link with the guest's name spliced in is no credential.
+    hosts = client_for(alice).get(f"/api/v1/attachments/{pk}").json()["links"]
+    assert "download" not in hosts
+    spliced = guests["download"].split("?")[0] + "?" + hosts["thumbnail"].split("?")[1]
+    assert APIClient().get(spliced).status_code == 403
+    # Minted before the approval, it still reads after it.
+    client_for(alice).post("/api/v1/attachments/approve", {"ids": [pk]}, format="json")
+    assert APIClient().get(guests["download"]).status_code in (200, 302)
+
+
 def test_a_file_waiting_for_approval_shows_its_full_size_link_and_available_to_its_guest_only(alice):
     """The resource offers what the read path serves: the host decides from previews, then approves."""
     link = _create(alice, requires_approval=True).json()
