@@ -197,6 +197,9 @@ def _r2_record(body: dict) -> EventRecord:
 # --- both -----------------------------------------------------------------------
 
 
+MAX_SIZE = 2**63 - 1
+
+
 def _record(kind: str, name: str, bucket: str, key: str, raw_size: object, dedupe_key: str) -> EventRecord:
     if not bucket or not key:
         raise ValueError("empty bucket or key")
@@ -204,6 +207,8 @@ def _record(kind: str, name: str, bucket: str, key: str, raw_size: object, dedup
         # PostgreSQL text cannot hold NUL; no key we mint contains one either.
         raise ValueError("NUL byte in the event")
     size = raw_size if isinstance(raw_size, int) and not isinstance(raw_size, bool) and raw_size >= 0 else None
+    if size is not None and size > MAX_SIZE:
+        raise ValueError("object size out of range")  # no store holds it; a bigint column cannot either
     return EventRecord(kind=kind, event_name=name, bucket=bucket, key=key, size=size, dedupe_key=dedupe_key)
 
 

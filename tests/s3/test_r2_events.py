@@ -116,6 +116,25 @@ def test_a_batch_answers_per_message_and_counts_unknown_actions(s3, events_token
     assert len(unknown) == 1 and unknown[0].action == "PutBucketPolicy"
 
 
+@pytest.mark.parametrize("size", [2**63, 2**70])
+def test_a_size_no_store_could_hold_is_malformed_not_retried(s3, events_token, size):
+    """A lie in `object.size` is the sender's: answered malformed (not 500/503, which a relay retries forever)."""
+    body = r2_body(s3.bucket, "tenants/acme/image/abc.jpg", action="DeleteObject")
+    body["object"]["size"] = size
+    alone = post_events(body, token=events_token)
+    assert alone.status_code == 202, alone.content
+    assert [(r["outcome"], r["retry"]) for r in alone.json()["results"]] == [("malformed", False)]
+    in_a_batch = post_events(
+        [body, r2_body(s3.bucket, "tenants/acme/image/x.jpg", action="DeleteObject")], token=events_token
+    )
+    assert in_a_batch.status_code == 202
+    assert [(r["outcome"], r["retry"]) for r in in_a_batch.json()["results"]] == [
+        ("malformed", False),
+        ("ignored", False),
+    ]
+    assert not StorageEvent.objects.filter(size__gt=2**62).exists()
+
+
 def test_r2_keys_are_taken_as_they_are_not_url_decoded(s3, events_token, alice, api):
     row = _uploaded(s3, api(alice))
     encoded = row.storage_key.replace("/", "%2F")
