@@ -30,10 +30,11 @@ IPv4 = ipaddress.IPv4Address
 IPv6 = ipaddress.IPv6Address
 Address = IPv4 | IPv6
 
-# Instance metadata services (AWS, GCP, Azure: 169.254.169.254; AWS IPv6; ECS task
-# credentials; Alibaba Cloud). Never a webhook target, whatever the flag says.
+# Instance metadata and credential services (AWS, GCP, Azure: 169.254.169.254; AWS IPv6; ECS task
+# credentials; EKS Pod Identity, IPv4 and IPv6; Alibaba Cloud). Never a webhook target, whatever the flag says.
 METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2", "100.100.100.200")
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2", "169.254.170.23", "fd00:ec2::23", "100.100.100.200")
 )
 
 

@@ -126,6 +126,9 @@ def test_every_range_in_the_tables_has_a_row():
         ("::ffff:0:a9fe:a9fe", False),  # metadata stays refused through every form
         ("2002:a9fe:a9fe::1", False),
         ("::ffff:169.254.169.254", False),
+        ("169.254.170.23", False),  # EKS Pod Identity's credential agent
+        ("fd00:ec2::23", False),
+        ("169.254.170.2", False),  # ECS task credentials
         ("::127.0.0.1", False),  # the forms refused whatever they carry stay refused
         ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", False),
     ],
