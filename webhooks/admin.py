@@ -76,6 +76,11 @@ class WebhookEndpointAdmin(PlatformStaffOnly, admin.ModelAdmin):
             return ("url_from_settings", "enabled", *self.readonly_fields[2:])
         return ("tenant", "url", "description", "event_types", "enabled", *self.readonly_fields)
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and "enabled" in form.changed_data and obj.enabled:
+            endpoint_enable(endpoint_id=obj.pk)  # as the Enable action: the failures so far are forgiven
+
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.is_global:
             return ("url_from_settings", *self.readonly_fields[2:])

@@ -91,6 +91,29 @@ def test_the_admin_adds_an_endpoint_with_its_own_secret(admin_client, receiver):
     assert endpoint.secret.startswith("whsec_") and endpoint.event_types == ["attachment.ready"]
 
 
+def test_enabling_on_the_edit_page_forgives_the_failures_as_the_action_does(admin_client, make_endpoint, receiver):
+    """Else the next failure finds it failing for days and ten times in a row, and disables it again at once."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    endpoint = make_endpoint(receiver.url)
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        enabled=False,
+        disabled_reason="failing since Monday",
+        failing_since=timezone.now() - timedelta(days=4),
+        consecutive_failures=40,
+    )
+    response = admin_client.post(
+        f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
+        {"tenant": endpoint.tenant_id, "url": receiver.url, "description": "", "enabled": "on"},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    endpoint.refresh_from_db()
+    assert endpoint.enabled and endpoint.disabled_reason == ""
+    assert (endpoint.failing_since, endpoint.consecutive_failures) == (None, 0)
+
+
 def test_tenant_moderators_do_not_see_webhooks(client, make_user):
     from attachments.services.staff import moderator_group_ensure
 
