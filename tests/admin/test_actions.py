@@ -23,6 +23,15 @@ def _log_entries(user, pk):
     return list(LogEntry.objects.filter(user=user, object_id=str(pk)).values_list("change_message", flat=True))
 
 
+def _on_letters(client, action: str, *letters: int):
+    """Run a dead-letter action, confirmed, and follow to the page that reports it."""
+    return client.post(
+        "/admin/attachments/deadletter/",
+        {"action": action, "_selected_action": list(letters), "post": "yes"},
+        follow=True,
+    )
+
+
 def test_take_down_confirms_then_stops_serving(moderator, alice, bob, ready_image, browser_for):
     assert client_for(bob).get(f"/api/v1/attachments/{ready_image}/download").status_code == 200
     client = browser_for(moderator)
@@ -184,11 +193,7 @@ def test_requeue_of_a_rendition_dead_letter_tries_the_rendition_again(moderator,
         kind="rendition", attachment_id=ready_image, last_error="transcode: sandbox gone", payload={"attempts": 2}
     )
     before = OutboxMessage.objects.filter(actor_name="transcode").count()
-    response = browser_for(moderator).post(
-        "/admin/attachments/deadletter/",
-        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"},
-        follow=True,
-    )
+    response = _on_letters(browser_for(moderator), "requeue_dead_letters", letter.pk)
     assert "cannot requeue" not in response.content.decode()
     letter.refresh_from_db()
     assert letter.resolved_by == "staff:mod"
@@ -200,11 +205,7 @@ def test_requeue_of_a_rendition_dead_letter_tries_the_rendition_again(moderator,
 
     # Once it is no longer failed (made, or requeued already), a second requeue is refused, and says why.
     again = DeadLetter.objects.create(kind="rendition", attachment_id=ready_image, last_error="x")
-    refused = browser_for(moderator).post(
-        "/admin/attachments/deadletter/",
-        {"action": "requeue_dead_letters", "_selected_action": [again.pk], "post": "yes"},
-        follow=True,
-    )
+    refused = _on_letters(browser_for(moderator), "requeue_dead_letters", again.pk)
     assert "rendition is not failed" in refused.content.decode()
     again.refresh_from_db()
     assert again.resolved_at is None
@@ -225,11 +226,7 @@ def test_dead_letter_resolve_without_requeue(moderator, failed_image, browser_fo
 
 def test_requeue_of_a_letter_without_attachment_is_refused(moderator, browser_for):
     letter = DeadLetter.objects.create(kind="message", last_error="malformed scan message", payload={"args": []})
-    response = browser_for(moderator).post(
-        "/admin/attachments/deadletter/",
-        {"action": "requeue_dead_letters", "_selected_action": [letter.pk], "post": "yes"},
-        follow=True,
-    )
+    response = _on_letters(browser_for(moderator), "requeue_dead_letters", letter.pk)
     assert "no attachment to requeue" in response.content.decode()
     letter.refresh_from_db()
     assert letter.resolved_at is None
