@@ -143,6 +143,9 @@ def _remove(report: ErasureReport, scope: ErasureScope, *, now: datetime, actor:
             report.errors += batch.error_messages
             if batch.selected < size:
                 break
+            report.deferred = delete_brake()  # a brake pulled mid-run holds the next batch, as in a sweep
+            if report.deferred:
+                break
             cursor = batch.cursor
     removed = list(
         Attachment.objects.filter(scope.files, lifecycle=Lifecycle.DELETED, deleted_at=now).values_list("pk", flat=True)

@@ -11,6 +11,8 @@ from attachments.models import Attachment, Lifecycle
 from attachments.retention.services.holds import not_held_q
 from attachments.services.hard_delete import attachments_hard_delete
 
+from .control import delete_brake
+
 PURGE_ACTOR = "system:purge"
 
 
@@ -32,6 +34,6 @@ def purge_deleted(*, now: datetime, batch_size: int, limit: int | None = None, d
         if not ids:
             break
         total += attachments_hard_delete(rows=purgeable(now).filter(pk__in=ids), actor=PURGE_ACTOR, now=now)
-        if len(ids) < size:
+        if len(ids) < size or delete_brake():  # a brake pulled mid-run holds the next batch
             break
     return total

@@ -154,14 +154,13 @@ def _reap(report: SweepReport, plan: _Plan) -> None:
                     now=plan.now, after=cursor, size=size, gateway=plan.gateway, pool=pool, workers=plan.concurrency
                 )
             report.add(batch)
-            if batch.selected < size:
+            # A brake pulled during the last batch holds what follows it too (the purges).
+            report.stopped = _brake_engaged(dry_run)
+            if report.stopped or batch.selected < size:
                 return
             cursor = batch.cursor
             if not plan.lock.renew():
                 report.stopped = "lock_lost"
-                return
-            report.stopped = _brake_engaged(dry_run)
-            if report.stopped:
                 return
 
 

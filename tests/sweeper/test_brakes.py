@@ -133,6 +133,58 @@ def test_a_brake_pulled_mid_run_stops_deletes_after_the_current_batch(alice, set
     assert Attachment.objects.filter(lifecycle=Lifecycle.STAGED).count() == 4
 
 
+def test_a_brake_pulled_during_the_last_reap_batch_holds_the_purges_after_it(alice, settings):
+    """The last batch is a short one; the purges that follow it are deletes too."""
+    make_attachment(alice, thumbnail=False, served=False)  # due: the one reap batch, short
+    gone = [make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0) for _ in range(3)]
+
+    def pull_brake(key: str) -> None:
+        settings.AIRLOCK_SWEEPER_KILLSWITCH = "1"
+
+    later = T0 + (settings.AIRLOCK_RETENTION_DAYS.audit_window + 1) * DAY
+    report = sweep_expired(now=later, gateway=CountingGateway(on_delete=pull_brake), batch_size=2)
+
+    assert report.stopped == "killswitch" and report.hard_deleted == 0
+    assert Attachment.objects.filter(pk__in=[a.pk for a in gone]).count() == 3
+
+
+def test_purge_stops_at_a_brake_pulled_between_its_batches(alice, settings, monkeypatch):
+    from sweeper import purge
+
+    for _ in range(4):
+        make_attachment(alice, files=False, lifecycle=Lifecycle.DELETED, deleted_at=T0)
+    real, batches = purge.attachments_hard_delete, []
+
+    def delete_then_pull(**kwargs):
+        batches.append(real(**kwargs))
+        settings.AIRLOCK_SWEEPER_KILLSWITCH = "1"
+        return batches[-1]
+
+    monkeypatch.setattr(purge, "attachments_hard_delete", delete_then_pull)
+    later = T0 + (settings.AIRLOCK_RETENTION_DAYS.audit_window + 1) * DAY
+    assert purge.purge_deleted(now=later, batch_size=2) == 2
+    assert batches == [2] and Attachment.objects.count() == 2
+
+
+def test_an_erasure_stops_at_a_brake_pulled_between_its_batches(alice, settings):
+    from attachments.retention.services.erasure import erasure_scope_user
+    from sweeper.erasure import erase
+
+    for i in range(6):
+        make_attachment(alice, thumbnail=False, served=False, created_at=T0 + i * DAY / 100)
+    settings.AIRLOCK_SWEEP = settings.AIRLOCK_SWEEP.replace(batch=2)
+    calls = []
+
+    def pull_brake(key: str) -> None:
+        calls.append(key)
+        settings.AIRLOCK_SWEEPER_KILLSWITCH = "1"
+
+    report = erase(erasure_scope_user("alice"), actor="staff:root", gateway=CountingGateway(on_delete=pull_brake))
+
+    assert report.deferred == "killswitch" and report.files_removed == 2 and len(calls) == 2
+    assert Attachment.objects.filter(lifecycle=Lifecycle.DELETED).count() == 2  # the rest stay due
+
+
 def test_the_stored_killswitch_is_read_between_batches(alice, monkeypatch):
     """The admin's toggle (a database write) is seen by a run in progress."""
     from sweeper import reaping
