@@ -238,6 +238,8 @@ def attachments_commit(
         if problems:
             raise AttachmentInvalid(details=problems)
         to_commit = [pk for pk, a in rows.items() if a.lifecycle != Lifecycle.COMMITTED]
+        # Committing a released file back is a restore: a hold keeps it as it was when held.
+        refuse_held([pk for pk in to_commit if rows[pk].lifecycle == Lifecycle.RELEASED], what="restored")
         # A ready file's twin is decided again now that its ref is known (services/duplicates.py).
         twins = duplicates_in_ref(rows=[rows[pk] for pk in to_commit], ref=ref)
         Attachment.objects.filter(pk__in=to_commit).update(

@@ -101,6 +101,10 @@ def test_restore_of_a_held_released_file_is_409_and_it_stays_released(alice, api
     ref_hold_set(tenant="acme", ref="ad:42", actor=ROOT, reason="court order")
     _legal_hold_error(client.post(f"/api/v1/attachments/{photo.pk}/restore"), photo.pk)
     assert _lifecycle(photo) == Lifecycle.RELEASED
+    # Committing it back to its ref within the grace (an edit undone) is a restore too.
+    commit = client.post("/api/v1/attachments/commit", {"ids": [str(photo.pk)], "ref": "ad:42"}, format="json")
+    _legal_hold_error(commit, photo.pk)
+    assert _lifecycle(photo) == Lifecycle.RELEASED
 
 
 def test_the_resource_shows_legal_hold_of_the_file_and_of_its_ref(alice, bob, api):
