@@ -299,6 +299,25 @@ def test_expired_upload_is_410_and_the_sweeper_removes_its_bytes(alice_client, s
     assert alice_client.head(path, **TUS).status_code == 410
 
 
+def test_an_expired_upload_of_a_held_file_keeps_its_bytes_until_the_hold_is_cleared(
+    alice_client, samples, storage_root
+):
+    from attachments.retention.services.holds import attachment_hold_clear, attachment_hold_set
+    from sweeper.sweep import sweep_expired
+
+    data = samples.jpeg()
+    path = _path(_create(alice_client, len(data)))
+    pk = path.rsplit("/", 1)[1]
+    assert _patch(alice_client, path, data[:30], 0).status_code == 204
+    attachment_hold_set(attachment_ids=[pk], actor="staff:root", reason="litigation")
+    TusUpload.objects.filter(pk=pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert sweep_expired(trigger="test").tus_expired == 0
+    assert (storage_root / ".tus" / pk).exists() and TusUpload.objects.get(pk=pk).staged
+    attachment_hold_clear(attachment_ids=[pk], actor="staff:root")
+    assert sweep_expired(trigger="test").tus_expired == 1
+    assert not (storage_root / ".tus" / pk).exists()
+
+
 def test_sweeper_brakes_hold_the_expiry(alice_client, samples, storage_root):
     from sweeper.control import sweeper_control_set
     from sweeper.sweep import sweep_expired

@@ -35,7 +35,7 @@ from ...declared_types import stored_type
 from ...errors import AirlockError, AlreadyCommitted, NotFound, TooLarge
 from ...models import Attachment, Lifecycle, Status, TusUpload
 from ...profiles import all_profiles
-from ...retention.services.holds import refuse_held
+from ...retention.services.holds import held_q, refuse_held
 from ...services.connections import give_connection_back
 from ...storage import get_gateway
 from ...storage.staging import Patch, StagingBusy, StagingFence, staging_for
@@ -444,6 +444,7 @@ def tus_uploads_expire(*, now: datetime | None = None, dry_run: bool = False, li
         TusUpload.objects.select_related("attachment")
         .filter(gone, staged=True)
         .filter(Q(lock_token__isnull=True) | Q(locked_at__lt=stale))
+        .exclude(attachment__in=Attachment.objects.filter(held_q()))  # a held file keeps even a partial upload
         .order_by("expires_at")[:limit]
     )
     done = []
