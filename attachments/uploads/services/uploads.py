@@ -243,6 +243,15 @@ def _complete_multipart(*, attachment_id: uuid.UUID, parts: list[tuple[int, str]
         gateway = get_gateway()
         if not isinstance(gateway, MultipartGateway):
             raise StorageError(f"storage backend {gateway.name} has no multipart uploads")
+        planned = set(gateway.part_sizes(attachment.declared_size))
+        given = {number for number, _etag in parts}
+        if given != planned:
+            # S3 would assemble any ascending subset: a short object, and the upload id spent for good.
+            missing, extra = sorted(planned - given), sorted(given - planned)
+            raise ValidationFailed(
+                "Every part of the upload is needed, and no other.",
+                details={"parts": [f"missing {missing}" if missing else f"not of this upload {extra}"]},
+            )
         try:
             # False: the upload is gone (an earlier call completed it and its commit
             # was lost, or it was aborted); the HEAD that follows tells which.
