@@ -109,6 +109,21 @@ def test_patches_append_and_the_last_byte_hands_the_file_to_intake(alice_client,
     assert alice_client.get(f"/api/v1/attachments/{pk}").json()["status"] in ("pending", "processing", "ready")
 
 
+def test_a_patch_that_brings_no_byte_keeps_nothing_alive(alice_client, samples):
+    """Upload-Expires restarts with a PATCH that moved the offset, not with an empty one (an idle client)."""
+    data = samples.jpeg()
+    path = _path(_create(alice_client, len(data)))
+    pk = path.rsplit("/", 1)[1]
+    soon = timezone.now() + timedelta(seconds=5)
+    TusUpload.objects.filter(pk=pk).update(expires_at=soon)
+    touched = Attachment.objects.get(pk=pk).updated_at
+    assert _patch(alice_client, path, b"", 0, CONTENT_LENGTH="0").status_code == 204
+    assert TusUpload.objects.get(pk=pk).expires_at == soon
+    assert Attachment.objects.get(pk=pk).updated_at == touched  # the never-uploaded clock too
+    assert _patch(alice_client, path, data[:30], 0).status_code == 204
+    assert TusUpload.objects.get(pk=pk).expires_at > soon + timedelta(minutes=1)
+
+
 def test_wrong_offset_is_409_and_changes_nothing(alice_client, samples):
     data = samples.jpeg()
     path = _path(_create(alice_client, len(data)))

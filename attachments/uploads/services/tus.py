@@ -245,10 +245,11 @@ class _Journal:
         _still_held(self.upload.pk, self.token)
 
     def record(self, offset: int, **fields) -> bool:
+        moved = offset > self.upload.offset
         self.upload.offset = offset
         for name, value in fields.items():
             setattr(self.upload, name, value)
-        return _record(self.upload, self.token, self.now, **fields)
+        return _record(self.upload, self.token, moved=moved, **fields)
 
     def record_upload_id(self, upload_id: str) -> bool:
         if not TusUpload.objects.filter(pk=self.upload.pk, lock_token=self.token, s3_upload_id="").update(
@@ -322,17 +323,19 @@ def tus_upload_append(
     return upload
 
 
-def _record(upload: TusUpload, token: uuid.UUID, now: datetime, **fields) -> bool:
-    """Save the progress of the claim's holder; the clocks restart (Upload-Expires, never-uploaded).
+def _record(upload: TusUpload, token: uuid.UUID, *, moved: bool, **fields) -> bool:
+    """Save the progress of the claim's holder; when the offset moved, the clocks restart (Upload-Expires,
+    never-uploaded): a PATCH that brings no byte keeps nothing alive.
 
     False when the claim was lost: nothing is saved, and the caller stops.
     """
-    expires = _expiry(timezone.now())
-    upload.expires_at = expires
+    if moved:
+        upload.expires_at = _expiry(timezone.now())
+        fields["expires_at"] = upload.expires_at
     saved = TusUpload.objects.filter(pk=upload.pk, lock_token=token, state=State.ACTIVE).update(
-        offset=upload.offset, expires_at=expires, **fields
+        offset=upload.offset, **fields
     )
-    if saved:
+    if saved and moved:
         Attachment.objects.filter(pk=upload.pk).update(updated_at=timezone.now())
     return bool(saved)
 
