@@ -14,8 +14,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
 from ..client_tokens.services.client_tokens import client_token_find, is_client_key
-from ..errors import LinkGone, OutOfScope
-from ..links.services.link_grants import guest_link_closed
+from ..errors import OutOfScope
 from ..services.tokens import api_token_find
 from ..subjects import SUBJECT_META_KEY, act_for, parse_subject
 
@@ -47,8 +46,6 @@ class ApiTokenAuthentication(TokenAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed(CLIENT_TOKEN_INVALID) from None
         token = client_token_find(key) if is_client_key(key) else None
-        if token is None and is_client_key(key) and guest_link_closed(key):
-            raise LinkGone()
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed(CLIENT_TOKEN_INVALID)
         header = request.META.get(SUBJECT_META_KEY)

@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 
-from ...errors import NotFound, ValidationFailed
+from ...errors import LinkGone, NotFound, ValidationFailed
 from ...models import ClientToken, UploadLink
 from ...profiles import all_profiles
 from ...services.lifecycle import attachments_discard_all
@@ -115,14 +116,25 @@ def client_token_issue(
 
 
 def client_token_find(key: str, *, now: datetime | None = None) -> ClientToken | None:
-    """The live token with this key (with its user and tenant), or None: unknown, expired or revoked."""
+    """The live token with this key (with its user and tenant), or None: unknown, expired or revoked.
+
+    LINK_GONE for a guest's token whose upload link was disabled or expired.
+    """
     try:
         token = ClientToken.objects.select_related("user__membership__tenant").get(digest=token_digest(key))
     except ClientToken.DoesNotExist:
         return None
-    if token.revoked_at is not None or token.expires_at <= (now or timezone.now()):
+    now = now or timezone.now()
+    if token.revoked_at is not None or token.expires_at <= now:
+        if token.upload_link_id is not None and _link_closed(token.upload_link_id, now):
+            # A guest's page token dies with its link: say so, so the page can tell its guest why.
+            raise LinkGone()
         return None
     return token
+
+
+def _link_closed(link_id: uuid.UUID, now: datetime) -> bool:
+    return UploadLink.objects.filter(Q(disabled_at__isnull=False) | Q(expires_at__lte=now), pk=link_id).exists()
 
 
 def client_token_revoke(*, user, token_id: object, now: datetime | None = None) -> None:

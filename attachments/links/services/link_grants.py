@@ -12,30 +12,17 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from django.db.models import F, Q
+from django.db.models import F
 from django.db.models.functions import Greatest
-from django.utils import timezone
 
 from ...errors import LinkGone, QuotaExceeded
 from ...models import Approval, ClientToken, LinkGuest, UploadLink
-from ...services.tokens import token_digest
 
 _LINK_COLUMNS = ("id", "ref", "requires_approval", "max_files", "max_files_per_guest", "max_bytes_per_guest")
 
 
 def link_is_open(link: UploadLink, now: datetime) -> bool:
     return link.disabled_at is None and link.expires_at > now
-
-
-def guest_link_closed(key: str, *, now: datetime | None = None) -> bool:
-    """A guest's page token whose link closed (disabled: its tokens were revoked; or expired).
-
-    Its calls answer LINK_GONE rather than a bare 401, so the page can say why. Asked
-    only once the key failed to authenticate (one indexed lookup by digest).
-    """
-    now = now or timezone.now()
-    closed = Q(upload_link__disabled_at__isnull=False) | Q(upload_link__expires_at__lte=now)
-    return ClientToken.objects.filter(closed, digest=token_digest(key), upload_link__isnull=False).exists()
 
 
 def link_of_grant(grant: ClientToken | None, *, now: datetime) -> UploadLink | None:
