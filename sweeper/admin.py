@@ -35,8 +35,7 @@ from attachments.admin.modeladmins import ReadOnlyModelAdmin
 from attachments.errors import AirlockError
 from attachments.models import DeadLetter
 from attachments.retention.services.erasure import erasure_scope_user
-from attachments.services.moderation import attachment_requeue, dead_letter_resolve
-from attachments.services.renditions import rendition_requeue
+from attachments.services.moderation import dead_letter_requeue, dead_letter_resolve
 from attachments.services.transitions import TransitionConflict
 from attachments.staff_scope import PlatformStaffOnly, scoped
 
@@ -289,17 +288,7 @@ class OpenFilter(admin.SimpleListFilter):
 
 
 def _requeue(letter: DeadLetter, actor: str, note: str) -> None:
-    if letter.attachment_id is None:
-        raise ValueError("no attachment to requeue (resolve it instead)")
-    if letter.kind == DeadLetter.Kind.SWEEP:
-        raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
-    if letter.kind == DeadLetter.Kind.RENDITION:  # the file stayed ready: only its rendition is tried again
-        if not rendition_requeue(attachment_id=letter.attachment_id, actor=actor):
-            raise ValueError("its rendition is not failed (made or requeued since), or the file is no longer served")
-    else:
-        attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
-    # The service resolves open dead letters of a requeued attachment; make sure this one is too.
-    dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)
+    dead_letter_requeue(letter=letter, actor=actor)
 
 
 def _retry_delete(letter: DeadLetter, actor: str, note: str) -> None:

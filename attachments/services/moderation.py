@@ -14,6 +14,7 @@ from ..retention.services.dead_letters import dead_letters_answered
 from ..variants.services.purge import ForgottenVariants, variants_forget
 from . import outbox
 from .audit import VARIANTS_PURGED, audit_entry
+from .renditions import rendition_requeue
 from .transitions import TransitionConflict, apply_transition, lock_attachment
 
 
@@ -33,6 +34,25 @@ def attachment_requeue(*, attachment_id: uuid.UUID | str, actor: str) -> None:
         apply_transition(attachment, "retry", actor=actor, note="requeued by staff", reset_attempts=True)
         dead_letters_answered([attachment.pk], actor=actor)
         outbox.enqueue(jobs.INTAKE, attachment.pk, attachment.tenant_id, attachment.subject)
+
+
+def dead_letter_requeue(*, letter: DeadLetter, actor: str) -> None:
+    """Staff: try again what the dead letter gave up on, and resolve it.
+
+    A rendition dead letter is a ready video whose web rendition gave up: the
+    rendition is made again and the file stays served. Any other is the file's
+    processing: back to pending with fresh attempts.
+    """
+    if letter.attachment_id is None:
+        raise ValueError("no attachment to requeue (resolve it instead)")
+    if letter.kind == DeadLetter.Kind.SWEEP:
+        raise ValueError("a sweep dead letter is about deleting objects: retry the delete instead")
+    if letter.kind == DeadLetter.Kind.RENDITION:
+        if not rendition_requeue(attachment_id=letter.attachment_id, actor=actor):
+            raise ValueError("its rendition is not failed (made or requeued since), or the file is no longer served")
+    else:
+        attachment_requeue(attachment_id=letter.attachment_id, actor=actor)
+    dead_letter_resolve(dead_letter_id=letter.pk, actor=actor)  # this one too, whatever its kind
 
 
 def attachment_rescan(*, attachment_id: uuid.UUID | str, actor: str) -> None:

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from .. import hooks, jobs, renditions
 from ..models import Attachment, DeadLetter, Lifecycle, Status
-from ..retention.services.dead_letters import dead_letter_open
+from ..retention.services.dead_letters import dead_letter_open, dead_letters_answered
 from ..storage import get_gateway
 from . import outbox, quotas
 from .audit import ORIGINAL_REMOVED, RENDITION_FAILED, RENDITION_READY, audit_entry
@@ -235,9 +235,7 @@ def rendition_requeue(*, attachment_id: uuid.UUID, actor: str) -> bool:
         }
         _save_state(attachment, state)
         outbox.enqueue(jobs.TRANSCODE, attachment.pk, attachment.tenant_id)
-        DeadLetter.objects.filter(
-            attachment=attachment, kind=DeadLetter.Kind.RENDITION, resolved_at__isnull=True
-        ).update(resolved_at=timezone.now(), resolved_by=actor[:150])
+        dead_letters_answered([attachment.pk], actor=actor, kind=DeadLetter.Kind.RENDITION)
         log.info("rendition requeued", extra={"attachment_id": str(attachment_id), "actor": actor})
         return True
 

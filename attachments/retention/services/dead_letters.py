@@ -70,14 +70,12 @@ def dead_letter_note(
     letter.save(update_fields=["resolved_at", "resolved_by", "history", "payload", "last_error"])
 
 
-def dead_letters_answered(attachment_ids: list[Any], *, actor: str) -> int:
-    """Resolve the open dead letters these files' reprocessing answers; return how many.
+def dead_letters_answered(attachment_ids: list[Any], *, actor: str, kind: str | None = None) -> int:
+    """Resolve the open dead letters these files' reprocessing answers (of `kind` only, if given); how many.
 
     A sweep dead letter is about deleting objects, not processing them: it stays
     open until its objects are gone (sweeper/dead_letters.py).
     """
-    return (
-        DeadLetter.objects.filter(attachment_id__in=attachment_ids, resolved_at__isnull=True)
-        .exclude(kind=DeadLetter.Kind.SWEEP)
-        .update(resolved_at=timezone.now(), resolved_by=actor[:150])
-    )
+    letters = DeadLetter.objects.filter(attachment_id__in=attachment_ids, resolved_at__isnull=True)
+    letters = letters.filter(kind=kind) if kind else letters.exclude(kind=DeadLetter.Kind.SWEEP)
+    return letters.update(resolved_at=timezone.now(), resolved_by=actor[:150])
