@@ -238,8 +238,8 @@ class _Checksum:
 class _Journal:
     """An append's progress, recorded on the transfer's row only while the writer holds its claim."""
 
-    def __init__(self, upload: TusUpload, token: uuid.UUID, now: datetime) -> None:
-        self.upload, self.token, self.now = upload, token, now
+    def __init__(self, upload: TusUpload, token: uuid.UUID) -> None:
+        self.upload, self.token = upload, token
 
     def check(self) -> None:
         _still_held(self.upload.pk, self.token)
@@ -311,7 +311,7 @@ def tus_upload_append(
             patch = Patch(
                 body=_heartbeat(chunks, upload.pk, token),
                 checksum=_Checksum(checksum) if checksum is not None else None,
-                journal=_Journal(upload, token, now),
+                journal=_Journal(upload, token),
             )
             staging.append(
                 upload, fence, patch, key=attachment.storage_key, content_type=stored_type(attachment.declared_type)
