@@ -62,8 +62,11 @@ def test_sigterm_mid_scan_returns_the_file_to_pending_at_once(tmp_path, short_tm
             == 202
         )
         assert clamd.received.wait(60), "the scan never reached clamd"
-        status, _, _, jobs = _row(server, tmp_path, intent["id"])
-        assert (status, jobs) == ("pending", 1)  # intake's scan runs before its lease
+        status, _, _, sent = _row(server, tmp_path, intent["id"])
+        # Intake's scan runs before its lease. One job, or two: the serve tick's poll for silent uploads can
+        # see the PUT's bytes before the PUT's own transaction records them, and both start intake
+        # (idempotent: the second finds the file taken).
+        assert status == "pending" and sent >= 1, (status, sent)
         stopped = time.monotonic()
         server.proc.terminate()
         assert server.proc.wait(timeout=60) == 0
@@ -73,7 +76,7 @@ def test_sigterm_mid_scan_returns_the_file_to_pending_at_once(tmp_path, short_tm
         assert "start" not in transitions, transitions
         # At least one more: on Redis the broker may hand the interrupted message to another thread before
         # the stop, whose intake is sent again too (each one is idempotent).
-        assert jobs >= 2, "the stopping worker sent the interrupted intake's job again"
+        assert jobs > sent, "the stopping worker sent the interrupted intake's job again"
     finally:
         server.stop()
         clamd.close()
